@@ -1,0 +1,41 @@
+/* Shared helpers of the memtap command-line tool: error reporting in the one house style
+ * ("memtap: FILE: what went wrong"), option parsing helpers, exit codes. */
+#ifndef MEMTAP_CLI_H
+#define MEMTAP_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "memtap/format.h"
+
+/* Exit codes shared by every subcommand. */
+enum {
+  MT_EXIT_OK = 0,
+  MT_EXIT_FAILURE = 1,   /* the input is malformed, or an operation failed */
+  MT_EXIT_USAGE = 64,    /* bad command line (sysexits EX_USAGE) */
+};
+
+#define MT_COMMAND(name, fn, summary) int fn(int argc, char **argv);
+#include "commands.def"
+#undef MT_COMMAND
+
+/* Prints "memtap: <file>: <message>" to stderr; `file` may be NULL. */
+void cli_error(const char *file, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints "memtap: <file>: <err->message>" to stderr. */
+void cli_report(const char *file, const mt_error *err);
+
+/* Prints "memtap <cmd>: <message>" and a hint to run --help; returns MT_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Reader warnings go to stderr as "memtap: <file>: warning: ..." (user = the file name). */
+void cli_print_warning(void *user, int64_t offset, const char *message);
+
+/* Opens `path` for reading with warnings printed to stderr; prints the error and returns NULL on
+ * failure. */
+mt_reader *cli_open_trace(const char *path, bool backtraces);
+
+/* Parses a whole decimal integer in [min, max]; false if `text` is not one. */
+bool cli_parse_int(const char *text, long long min, long long max, long long *out);
+
+#endif

@@ -1,0 +1,29 @@
+/* Buffered standard output for commands that print a lot (dump prints hundreds of MB for large
+ * traces), and JSON string escaping shared by every --json output. */
+#ifndef MEMTAP_CLI_OUTPUT_H
+#define MEMTAP_CLI_OUTPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cli_out {
+  char buf[1 << 16];
+  size_t len;
+  int fd;
+  bool failed; /* a write failed (EPIPE, disk full): the command should stop */
+} cli_out;
+
+void out_init(cli_out *o, int fd);
+void out_bytes(cli_out *o, const void *data, size_t n);
+void out_str(cli_out *o, const char *s);
+void out_printf(cli_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes what is buffered; returns false if any write failed. */
+bool out_flush(cli_out *o);
+
+/* A JSON string literal (quotes included) for NUL-terminated bytes `s`. Bytes that are not valid
+ * UTF-8 are written as \udcXX (XX = the byte), Python's "surrogateescape": no valid UTF-8 text
+ * produces those code points, so the original bytes can be recovered exactly. */
+void out_json_string(cli_out *o, const char *s);
+
+#endif

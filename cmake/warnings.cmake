@@ -1,0 +1,11 @@
+# Compiler flags every target shares: warnings are errors, sanitizers when asked for.
+add_compile_options(-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+                    -Wno-unused-parameter)
+# Linux-only project: glibc extensions (pidfd, memfd, dl_iterate_phdr, ...) are used throughout.
+add_compile_definitions(_GNU_SOURCE)
+
+if(MEMTAP_SANITIZE)
+  set(_san -fsanitize=${MEMTAP_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_compile_options(${_san})
+  add_link_options(${_san})
+endif()

@@ -1,0 +1,225 @@
+/* memtap/format.h: reading and writing memtrace traces (the CTF format of Jane Street's memtrace,
+ * versions 1 to 3; docs/FORMAT.md specifies it byte by byte).
+ *
+ * A trace is a trace_info record (who ran, when, at which sampling rate) followed by a stream of
+ * events: allocations (with a backtrace of location codes), promotions and collections of objects.
+ * Every location code used by an allocation is described once by a list of source locations.
+ *
+ *   - mt_writer writes a trace to a file descriptor, byte for byte as memtrace's Trace.Writer does;
+ *   - mt_reader reads one (v1, v2, v3, plain or zstd-compressed), checking every rule of the format;
+ *   - mt_transcode copies a reader's events into a writer (memtap copy).
+ *
+ * Handles are opaque, created and destroyed in pairs. Nothing here prints; problems come back as
+ * status codes with an mt_error (memtap/common.h), and reader warnings through a callback. */
+#ifndef MEMTAP_FORMAT_H
+#define MEMTAP_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memtap/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Vocabulary
+ * ------------------------------------------------------------------------------------------- */
+
+/* Where an allocation was made (FORMAT.md §2.7). malloc-family blocks are External. */
+typedef enum mt_source {
+  MT_SOURCE_MINOR = 0,
+  MT_SOURCE_MAJOR = 1,
+  MT_SOURCE_EXTERNAL = 2,
+} mt_source;
+
+/* One source location. A location code maps to a list of these, one per inlined function,
+ * outermost first (FORMAT.md §2.6). Strings are NUL-terminated bytes, not necessarily UTF-8. */
+typedef struct mt_location {
+  const char *filename;
+  const char *defname; /* the function name */
+  int32_t line;        /* written clamped to 20 bits */
+  int32_t start_char;  /* written clamped to 8 bits */
+  int32_t end_char;    /* written clamped to 10 bits */
+} mt_location;
+
+/* The trace_info record (FORMAT.md §2.5). */
+typedef struct mt_trace_info {
+  int version;                      /* format version of packet 0 (1, 2 or 3) */
+  int64_t start_time;               /* microseconds since the Unix epoch */
+  double sample_rate;               /* lambda, 0 < rate <= 1 */
+  int word_size;                    /* in bits; 64 for every real trace */
+  const char *executable_name;
+  const char *host_name;
+  const char *ocaml_runtime_params; /* memtap's own traces put "memtap=<version>,..." here */
+  int64_t pid;
+  const char *context;              /* "" when absent (v1, or no context) */
+} mt_trace_info;
+
+typedef enum mt_event_kind {
+  MT_EVENT_ALLOC = 0,
+  MT_EVENT_PROMOTE = 1,
+  MT_EVENT_COLLECT = 2,
+} mt_event_kind;
+
+/* One decoded event. For promote and collect only kind, time, domain, obj_id and offset are set. */
+typedef struct mt_event {
+  mt_event_kind kind;
+  int64_t time;            /* microseconds since the Unix epoch (subtract info.start_time) */
+  int64_t obj_id;          /* the allocation's object id (FORMAT.md §2.7, §2.9) */
+  uint16_t domain;         /* the domain of the packet holding the event (0 in v1/v2) */
+  int64_t offset;          /* absolute byte offset of the event in the decompressed trace */
+  /* Allocations only: */
+  int64_t length;          /* size in words, header excluded */
+  int64_t nsamples;        /* sample points inside the block (>= 1 in valid traces) */
+  mt_source source;
+  int64_t common_prefix;   /* as read from the event (FORMAT.md §6) */
+  bool short_form;         /* encoded as alloc01..alloc16 */
+  /* The backtrace as location codes, outermost frame first, after the 63-bit conversion of
+   * FORMAT.md §2.12. Borrowed: valid until the next call on the reader. NULL/0 when the reader
+   * was opened without backtrace decoding. */
+  const int64_t *backtrace;
+  size_t backtrace_length;
+} mt_event;
+
+/* ---------------------------------------------------------------------------------------------
+ * Writer
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct mt_writer mt_writer;
+
+typedef struct mt_writer_options {
+  int version;          /* 3 (the default when 0) or 2. v2 has no domains and no id chunks */
+  /* The pid written in every packet header and in trace_info; 0 means info->pid. Independently, the
+   * writer remembers getpid() at creation and refuses to write from another process. */
+  int64_t pid;
+} mt_writer_options;
+
+/* Resolves a location code to its location list, outermost (physically containing) function first.
+ * Called at most once per cache miss. The entries must stay valid until the callback is called
+ * again or put_alloc returns. Return MT_OK, or a negative status to abort the put_alloc. */
+typedef int (*mt_resolve_fn)(void *user, uint64_t code, const mt_location **entries,
+                             size_t *count);
+
+/* Creates a writer on `fd` (which stays the caller's: close does not close it) and writes packet 0
+ * from `info` (info->version and info->start_time are used as the trace's start; version comes from
+ * `options`). The initial domain is 0. Strings longer than 4000 bytes are truncated so that
+ * packet 0 always fits. `options` may be NULL. */
+int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
+                     const mt_writer_options *options, mt_error *err);
+
+/* Records an allocation at `time` (µs since the epoch, non-decreasing per domain), of `length`
+ * words, with `nsamples` >= 1 samples, made at `callstack` (location codes, INNERMOST first: index 0
+ * is the allocation point; codes in [1, 2^62)). Codes not in the writer's backtrace cache are
+ * resolved through `resolve` and described in the next location packet. Stores the new object id
+ * in `*obj_id` when non-NULL. */
+int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
+                        mt_source source, const uint64_t *callstack, size_t callstack_length,
+                        mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id,
+                        mt_error *err);
+
+/* Records that object `obj_id` (allocated earlier by this writer) was promoted / collected. */
+int mt_writer_put_promote(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err);
+int mt_writer_put_collect(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err);
+
+/* Multiplexed domains (memtrace's Writer.Multiplexed_domains): the same three events for an explicit
+ * domain. Switching to another domain than the previous event's flushes the previous domain's
+ * packets first; each domain has its own caches and takes object ids in chunks of 10 000 (v3).
+ * v2 writers accept only domain 0. */
+int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t length,
+                           int64_t nsamples, mt_source source, const uint64_t *callstack,
+                           size_t callstack_length, mt_resolve_fn resolve, void *resolve_user,
+                           int64_t *obj_id, mt_error *err);
+int mt_writer_put_promote_in(mt_writer *w, uint16_t domain, int64_t time, int64_t obj_id,
+                             mt_error *err);
+int mt_writer_put_collect_in(mt_writer *w, uint16_t domain, int64_t time, int64_t obj_id,
+                             mt_error *err);
+
+/* The id `domain`'s next allocation will get. Like memtrace's next_alloc_id, it first switches to
+ * `domain` and, if that domain's id chunk is used up, flushes it (at its last event's time). */
+int mt_writer_next_alloc_id(mt_writer *w, uint16_t domain, int64_t *obj_id, mt_error *err);
+
+/* Writes out everything buffered for the current domain (location packets, then the events packet,
+ * even if empty), as memtrace's flush does. */
+int mt_writer_flush(mt_writer *w, mt_error *err);
+
+/* Flushes the current domain and frees the writer. Safe on NULL. Returns the flush's status; the
+ * writer is freed either way. A writer that failed (I/O error, fork) writes nothing more. */
+int mt_writer_close(mt_writer *w, mt_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Reader
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct mt_reader mt_reader;
+
+/* Called for every recoverable problem: a packet with a foreign pid, a truncated last packet, a file
+ * cut inside a packet header. The reader skips what it names and goes on. */
+typedef void (*mt_warning_fn)(void *user, int64_t offset, const char *message);
+
+typedef struct mt_reader_options {
+  bool backtraces;          /* decode backtraces (and check the cache verifier); default false */
+  mt_warning_fn on_warning; /* may be NULL: warnings are then only counted */
+  void *warning_user;
+} mt_reader_options;
+
+/* Opens a trace file, plain or zstd-compressed (detected by its magic number, whatever its name),
+ * and reads packet 0. `options` may be NULL (no backtraces, no warning callback). */
+int mt_reader_open(mt_reader **out, const char *path, const mt_reader_options *options,
+                   mt_error *err);
+
+/* The same on an open descriptor (a file, a pipe), which stays the caller's. */
+int mt_reader_open_fd(mt_reader **out, int fd, const mt_reader_options *options, mt_error *err);
+
+/* The same on bytes in memory, which must outlive the reader. */
+int mt_reader_open_memory(mt_reader **out, const void *data, size_t size,
+                          const mt_reader_options *options, mt_error *err);
+
+/* The trace_info of packet 0. Owned by the reader. */
+const mt_trace_info *mt_reader_info(const mt_reader *r);
+
+/* Decodes the next event into `*event`. Returns 1 when an event was stored, 0 at the end of the
+ * trace, or a negative status (MT_E_MALFORMED with the byte offset and the rule broken). After an
+ * error the reader stays failed: further calls return the same error. */
+int mt_reader_next(mt_reader *r, mt_event *event, mt_error *err);
+
+/* Calls `fn` for every remaining event; stops early when fn returns non-zero, and returns that value.
+ * Returns MT_OK at the end of the trace, or the negative status of a reading error. */
+typedef int (*mt_event_fn)(void *user, const mt_event *event);
+int mt_reader_iter(mt_reader *r, mt_event_fn fn, void *user, mt_error *err);
+
+/* The location list of `code` (63-bit converted, as in mt_event.backtrace), as the trace described
+ * it so far. Returns false if the trace has not described this code. Borrowed from the reader. */
+bool mt_reader_lookup_location(const mt_reader *r, int64_t code, const mt_location **entries,
+                               size_t *count);
+
+/* Bytes consumed so far (of the decompressed trace) and, when known, the total (-1 for pipes and
+ * compressed input). */
+int64_t mt_reader_position(const mt_reader *r);
+int64_t mt_reader_size(const mt_reader *r);
+
+/* How many packets were skipped with a warning (foreign pid, truncated). */
+uint64_t mt_reader_warning_count(const mt_reader *r);
+
+/* Whether the trace ended in a partial packet or a partial header (the writer was killed). The
+ * offset of the cut is stored in `*offset` when non-NULL. Meaningful once next returned 0. */
+bool mt_reader_truncated(const mt_reader *r, int64_t *offset);
+
+/* Frees the reader. Safe on NULL. */
+void mt_reader_close(mt_reader *r);
+
+/* ---------------------------------------------------------------------------------------------
+ * Transcoding
+ * ------------------------------------------------------------------------------------------- */
+
+/* Copies every remaining event of `r` (opened with backtraces) into `w`, domain for domain, mapping
+ * object ids so that collects and promotes name the right objects whatever ids the writer hands
+ * out. Returns MT_OK or the first error of either side. */
+int mt_transcode(mt_reader *r, mt_writer *w, mt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

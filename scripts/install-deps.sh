@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages memtap builds, tests and benchmarks with: only the missing ones, so a
+# second run does nothing. Both README set-up commands and .ci/run go through this script.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build pkg-config gcc clang clang-format   # toolchain; clang brings libFuzzer via libclang-rt
+  libclang-rt-14-dev                                     # libFuzzer, ASan/UBSan/TSan runtimes for clang
+  libcmocka-dev                                          # unit tests
+  libzstd-dev                                            # reading .ctf.zst traces
+  zlib1g-dev                                             # gzip for pprof export
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  [[ "$p" == \#* ]] && continue
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,232 @@
+/* Input sources for the reader (input.h). Regular files are mapped whole, so the reader decodes
+ * straight from the page cache; pipes and zstd streams go through a buffer that is compacted when
+ * the reader's window would cross its end. */
+#include "format/input.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "common/error.h"
+
+#define BUFFER_SIZE (4 * MT_INPUT_WINDOW)
+#define ZSTD_MAGIC 0xFD2FB528u
+
+struct mt_input {
+  /* Whole input in memory (mapped or given). */
+  const uint8_t *data;
+  size_t size;
+  void *mapping;
+  size_t mapping_size;
+  /* Streaming input. */
+  int fd;
+  bool own_fd;
+  bool eof;            /* the descriptor is exhausted */
+  uint8_t *buffer;     /* decoded bytes [start, end) are valid */
+  size_t start, end;
+  /* Compressed input: raw bytes read from fd or memory feed the decompressor. */
+  ZSTD_DStream *zstd;
+  uint8_t *raw;
+  ZSTD_inBuffer in;
+  size_t raw_cap;
+  bool zstd_done;      /* ZSTD reported the end of a frame and no input is left */
+  int64_t position;
+};
+
+static bool is_zstd(const uint8_t *p, size_t n) {
+  return n >= 4 && (uint32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24) == ZSTD_MAGIC;
+}
+
+static int start_zstd(mt_input *s, mt_error *err) {
+  s->zstd = ZSTD_createDStream();
+  s->buffer = malloc(BUFFER_SIZE);
+  if (!s->zstd || !s->buffer)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory setting up zstd decompression");
+  ZSTD_initDStream(s->zstd);
+  return MT_OK;
+}
+
+int mt_input_open_memory(mt_input **out, const void *data, size_t size, mt_error *err) {
+  mt_input *s = calloc(1, sizeof *s);
+  if (!s)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  s->fd = -1;
+  if (is_zstd(data, size)) {
+    s->in = (ZSTD_inBuffer){data, size, 0};
+    int rc = start_zstd(s, err);
+    if (rc) {
+      mt_input_close(s);
+      return rc;
+    }
+  } else {
+    s->data = data;
+    s->size = size;
+  }
+  *out = s;
+  return MT_OK;
+}
+
+static ssize_t read_some(int fd, void *buf, size_t n) {
+  for (;;) {
+    ssize_t r = read(fd, buf, n);
+    if (r >= 0 || errno != EINTR)
+      return r;
+  }
+}
+
+int mt_input_open_fd(mt_input **out, int fd, bool own_fd, mt_error *err) {
+  mt_input *s = calloc(1, sizeof *s);
+  if (!s)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  s->fd = fd;
+  s->own_fd = own_fd;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+      lseek(fd, 0, SEEK_CUR) == 0) {
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m != MAP_FAILED) {
+      madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);
+      s->mapping = m;
+      s->mapping_size = (size_t)st.st_size;
+      if (is_zstd(m, s->mapping_size)) {
+        s->in = (ZSTD_inBuffer){m, s->mapping_size, 0};
+        int rc = start_zstd(s, err);
+        if (rc) {
+          mt_input_close(s);
+          return rc;
+        }
+      } else {
+        s->data = m;
+        s->size = s->mapping_size;
+      }
+      *out = s;
+      return MT_OK;
+    }
+  }
+  /* A pipe, or a file we could not map: read it in chunks. Peek at the magic first. */
+  s->buffer = malloc(BUFFER_SIZE);
+  if (!s->buffer) {
+    mt_input_close(s);
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  }
+  while (s->end < 4 && !s->eof) {
+    ssize_t r = read_some(fd, s->buffer + s->end, BUFFER_SIZE - s->end);
+    if (r < 0) {
+      int rc = mt_fail_io(err, "read");
+      mt_input_close(s);
+      return rc;
+    }
+    if (r == 0)
+      s->eof = true;
+    s->end += (size_t)r;
+  }
+  if (is_zstd(s->buffer, s->end)) {
+    /* What was read so far is compressed input. */
+    s->raw_cap = MT_INPUT_WINDOW;
+    s->raw = malloc(s->raw_cap);
+    s->zstd = ZSTD_createDStream();
+    if (!s->raw || !s->zstd) {
+      mt_input_close(s);
+      return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+    }
+    ZSTD_initDStream(s->zstd);
+    memcpy(s->raw, s->buffer, s->end);
+    s->in = (ZSTD_inBuffer){s->raw, s->end, 0};
+    s->end = 0;
+  }
+  *out = s;
+  return MT_OK;
+}
+
+void mt_input_close(mt_input *s) {
+  if (!s)
+    return;
+  if (s->mapping)
+    munmap(s->mapping, s->mapping_size);
+  if (s->own_fd && s->fd >= 0)
+    close(s->fd);
+  free(s->buffer);
+  free(s->raw);
+  ZSTD_freeDStream(s->zstd);
+  free(s);
+}
+
+/* Streaming: refill the buffer until it holds `want` bytes from `start`, or the input ends. */
+static int fill(mt_input *s, size_t want, mt_error *err) {
+  if (s->end - s->start >= want)
+    return MT_OK;
+  if (BUFFER_SIZE - s->start < want) {
+    memmove(s->buffer, s->buffer + s->start, s->end - s->start);
+    s->end -= s->start;
+    s->start = 0;
+  }
+  while (s->end - s->start < want) {
+    if (!s->zstd) {
+      if (s->eof)
+        return MT_OK;
+      ssize_t r = read_some(s->fd, s->buffer + s->end, BUFFER_SIZE - s->end);
+      if (r < 0)
+        return mt_fail_io(err, "read");
+      if (r == 0)
+        s->eof = true;
+      s->end += (size_t)r;
+      continue;
+    }
+    if (s->in.pos == s->in.size) {
+      if (s->fd < 0 || s->mapping || s->eof)
+        return MT_OK; /* no more compressed input */
+      ssize_t r = read_some(s->fd, s->raw, s->raw_cap);
+      if (r < 0)
+        return mt_fail_io(err, "read");
+      if (r == 0) {
+        s->eof = true;
+        return MT_OK;
+      }
+      s->in = (ZSTD_inBuffer){s->raw, (size_t)r, 0};
+    }
+    ZSTD_outBuffer o = {s->buffer, BUFFER_SIZE, s->end};
+    size_t rc = ZSTD_decompressStream(s->zstd, &o, &s->in);
+    if (ZSTD_isError(rc))
+      return mt_fail(err, MT_E_MALFORMED, s->position + (int64_t)(s->end - s->start),
+                     "zstd decompression failed after byte %lld of decompressed data: %s",
+                     (long long)(s->position + (int64_t)(s->end - s->start)),
+                     ZSTD_getErrorName(rc));
+    s->end = o.pos;
+  }
+  return MT_OK;
+}
+
+const uint8_t *mt_input_peek(mt_input *s, size_t want, size_t *got, mt_error *err) {
+  if (s->data) {
+    size_t left = s->size - (size_t)s->position;
+    *got = left < want ? left : want;
+    return s->data + s->position;
+  }
+  if (fill(s, want, err))
+    return NULL;
+  size_t left = s->end - s->start;
+  *got = left < want ? left : want;
+  return s->buffer + s->start;
+}
+
+void mt_input_advance(mt_input *s, size_t n) {
+  if (!s->data)
+    s->start += n;
+  s->position += (int64_t)n;
+}
+
+int64_t mt_input_position(const mt_input *s) {
+  return s->position;
+}
+
+int64_t mt_input_size(const mt_input *s) {
+  return s->data ? (int64_t)s->size : -1;
+}
+
+bool mt_input_compressed(const mt_input *s) {
+  return s->zstd != NULL;
+}

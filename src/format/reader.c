@@ -1,0 +1,697 @@
+/* The trace reader (format.h): packet 0 and trace_info, packet headers with every check of
+ * FORMAT.md §2.11, per-domain decoder state (MTF tables, backtrace cache, previous backtrace, last
+ * time), the event loop with backtrace decoding inlined, and the tolerant end: packets with a
+ * foreign pid, a truncated last packet and a cut header are warnings, not errors. */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "format/backtrace_codec.h"
+#include "format/buf.h"
+#include "format/location_codec.h"
+#include "format/location_table.h"
+#include "format/packet.h"
+#include "format/input.h"
+#include "memtap/format.h"
+
+/* Bounds that keep memory proportional to the input (STYLE.md: every input is untrusted). */
+#define MAX_BACKTRACE_FRAMES (1u << 24)
+#define DOMAIN_MEMORY_FREE (64u << 20)    /* domain state allowed before any input is read */
+#define DOMAIN_MEMORY_PER_INPUT_BYTE 256  /* and then per byte of input read */
+
+typedef struct domain_state {
+  uint16_t id;
+  int64_t last_time;
+  mt_location_decoder locations;
+  mt_backtrace_decoder *cache; /* allocated when the first backtrace is decoded */
+  int64_t *backtrace;          /* the previous backtrace, outermost first */
+  size_t backtrace_length, backtrace_cap;
+  int64_t *scratch; /* decoding target when the previous backtrace was cut (§2.7 step 3) */
+  size_t scratch_cap;
+} domain_state;
+
+struct mt_reader {
+  mt_input *source;
+  mt_reader_options options;
+  mt_trace_info info;
+  mt_location_table *locations;
+  domain_state **domains;
+  size_t ndomains;
+  size_t domain_memory;
+  /* The packet being decoded. */
+  bool in_packet;
+  mt_packet_header header;
+  size_t header_size;
+  size_t packet_size;
+  int64_t packet_offset;
+  mt_rbuf content;
+  domain_state *domain;
+  int64_t allocs_in_packet;
+  /* End and failure. */
+  bool done;
+  bool truncated;
+  int64_t truncated_at;
+  uint64_t warnings;
+  int failed;
+  mt_error failure;
+  mt_location decoded[MT_LOCATIONS_MAX];
+};
+
+/* --- errors and warnings ----------------------------------------------------------------- */
+
+static int malformed(mt_reader *r, int64_t offset, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int malformed(mt_reader *r, int64_t offset, const char *fmt, ...) {
+  char reason[200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof reason, fmt, ap);
+  va_end(ap);
+  r->failed = mt_fail(&r->failure, MT_E_MALFORMED, offset, "malformed trace at byte %lld: %s",
+                      (long long)offset, reason);
+  return r->failed;
+}
+
+static int reader_fail(mt_reader *r, const mt_error *e) {
+  r->failure = *e;
+  r->failed = e->code;
+  return r->failed;
+}
+
+static int out_of_memory(mt_reader *r, int64_t offset, const char *what) {
+  r->failed = mt_fail(&r->failure, MT_E_NOMEM, offset, "at byte %lld: out of memory for %s",
+                      (long long)offset, what);
+  return r->failed;
+}
+
+static void warn(mt_reader *r, int64_t offset, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void warn(mt_reader *r, int64_t offset, const char *fmt, ...) {
+  r->warnings++;
+  if (!r->options.on_warning)
+    return;
+  char message[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  r->options.on_warning(r->options.warning_user, offset, message);
+}
+
+/* --- domains ------------------------------------------------------------------------------ */
+
+static domain_state *find_domain(mt_reader *r, uint16_t id) {
+  if (r->domain && r->domain->id == id)
+    return r->domain;
+  for (size_t i = 0; i < r->ndomains; i++)
+    if (r->domains[i]->id == id)
+      return r->domains[i];
+  size_t cost = sizeof(domain_state) + sizeof(mt_backtrace_decoder);
+  size_t allowed = DOMAIN_MEMORY_FREE +
+                   (size_t)mt_input_position(r->source) * DOMAIN_MEMORY_PER_INPUT_BYTE;
+  if (r->domain_memory + cost > allowed)
+    return NULL;
+  domain_state *d = calloc(1, sizeof *d);
+  domain_state **grown = d ? realloc(r->domains, (r->ndomains + 1) * sizeof *grown) : NULL;
+  if (!grown) {
+    free(d);
+    return NULL;
+  }
+  r->domains = grown;
+  r->domains[r->ndomains++] = d;
+  r->domain_memory += cost;
+  d->id = id;
+  d->last_time = r->info.start_time;
+  return d;
+}
+
+static void free_domain(domain_state *d) {
+  mt_location_decoder_free(&d->locations);
+  free(d->cache);
+  free(d->backtrace);
+  free(d->scratch);
+  free(d);
+}
+
+static bool grow_frames(int64_t **frames, size_t *cap, size_t need) {
+  if (need <= *cap)
+    return true;
+  size_t n = *cap ? *cap : 1024;
+  while (n < need)
+    n *= 2;
+  int64_t *grown = realloc(*frames, n * sizeof *grown);
+  if (!grown)
+    return false;
+  *frames = grown;
+  *cap = n;
+  return true;
+}
+
+/* --- packets ------------------------------------------------------------------------------ */
+
+/* Offsets of header fields, for error messages. */
+static int64_t field_offset(const mt_reader *r, int v3_offset) {
+  int off = v3_offset;
+  if (r->header.version < 3 && v3_offset > 38)
+    off -= 2;
+  return r->packet_offset + off;
+}
+
+/* Reads the header at the current position and applies the §2.11 header checks. Returns 1 with
+ * the packet's bytes peeked into r->content, 0 at a clean or cut end, or an error. */
+static int read_packet(mt_reader *r) {
+  mt_error e;
+  size_t got;
+  r->packet_offset = mt_input_position(r->source);
+  const uint8_t *p = mt_input_peek(r->source, MT_HEADER_SIZE_V3, &got, &e);
+  if (!p)
+    return reader_fail(r, &e);
+  if (got == 0)
+    return 0;
+  mt_packet_header *h = &r->header;
+  size_t hsize = mt_packet_header_decode(p, got, h);
+  if (!hsize) {
+    r->truncated = true;
+    r->truncated_at = r->packet_offset;
+    warn(r, r->packet_offset,
+         "the trace ends inside a packet header at byte %lld (%zu bytes of it present); "
+         "reading stops there",
+         (long long)r->packet_offset, got);
+    return 0;
+  }
+  r->header_size = hsize;
+  if (h->magic != MT_CTF_MAGIC)
+    return malformed(r, r->packet_offset, "not a CTF packet (magic 0x%08x, expected 0x%08x)",
+                     h->magic, MT_CTF_MAGIC);
+  if (h->version > 3)
+    return malformed(r, r->packet_offset + MT_HEADER_VERSION_OFFSET,
+                     "trace format v%03u, but expected v001 to v003", (unsigned)h->version);
+  if ((int32_t)h->packet_size_bits < 0)
+    return malformed(r, r->packet_offset + 4, "negative packet size");
+  if (h->time_begin > h->time_end)
+    return malformed(r, r->packet_offset + 16,
+                     "packet timestamps are not monotone (begin %lld > end %lld)",
+                     (long long)h->time_begin, (long long)h->time_end);
+  if (h->alloc_id_begin > h->alloc_id_end)
+    return malformed(r, field_offset(r, 60),
+                     "packet alloc ids are not monotone (begin %lld > end %lld)",
+                     (long long)h->alloc_id_begin, (long long)h->alloc_id_end);
+  size_t size = h->packet_size_bits / 8;
+  if (size < hsize)
+    return malformed(r, r->packet_offset + 4, "packet size %zu is smaller than its %zu-byte header",
+                     size, hsize);
+  if (size > MT_PACKET_MAX)
+    return malformed(r, r->packet_offset + 4, "packet size %zu exceeds the %d-byte maximum", size,
+                     MT_PACKET_MAX);
+  p = mt_input_peek(r->source, size, &got, &e);
+  if (!p)
+    return reader_fail(r, &e);
+  if (got < size) {
+    r->truncated = true;
+    r->truncated_at = r->packet_offset;
+    warn(r, r->packet_offset,
+         "skipping truncated packet at byte %lld: %zu of its %zu bytes are present",
+         (long long)r->packet_offset, got, size);
+    mt_input_advance(r->source, got);
+    return 0;
+  }
+  r->packet_size = size;
+  mt_rbuf_init(&r->content, p + hsize, size - hsize, r->packet_offset + (int64_t)hsize);
+  return 1;
+}
+
+static int parse_trace_info(mt_reader *r) {
+  mt_rbuf *b = &r->content;
+  int64_t at = mt_rbuf_offset(b);
+  uint32_t word;
+  if (!mt_rbuf_u32(b, &word))
+    return malformed(r, at, "the trace-info packet holds no event");
+  if (word >> 25 != MT_CODE_TRACE_INFO)
+    return malformed(r, at, "the first event is not trace_info (event code %u)", word >> 25);
+  if (mt_event_time(word, r->header.time_begin) != r->header.time_begin)
+    return malformed(r, at, "the trace_info time differs from the packet's start time");
+  uint64_t rate_bits, pid;
+  uint8_t word_size;
+  const char *s[4];
+  size_t len[4];
+  int64_t field = mt_rbuf_offset(b);
+  if (!mt_rbuf_u64(b, &rate_bits) || !mt_rbuf_u8(b, &word_size))
+    return malformed(r, field, "trace_info ends inside its sample rate or word size");
+  for (int i = 0; i < 3; i++) {
+    field = mt_rbuf_offset(b);
+    if (!mt_rbuf_string(b, &s[i], &len[i]))
+      return malformed(r, field, "trace_info ends inside a string");
+  }
+  field = mt_rbuf_offset(b);
+  if (!mt_rbuf_u64(b, &pid))
+    return malformed(r, field, "trace_info ends inside its pid");
+  s[3] = "";
+  len[3] = 0;
+  if (r->header.version >= 2) {
+    field = mt_rbuf_offset(b);
+    if (!mt_rbuf_string(b, &s[3], &len[3]))
+      return malformed(r, field, "trace_info ends inside its context string");
+  }
+  if (mt_rbuf_left(b))
+    return malformed(r, mt_rbuf_offset(b), "%zu unexpected bytes after trace_info",
+                     mt_rbuf_left(b));
+  const char *kept[4];
+  for (int i = 0; i < 4; i++)
+    if (!(kept[i] = mt_location_table_intern(r->locations, s[i], len[i])))
+      return out_of_memory(r, at, "trace info");
+  union {
+    uint64_t u;
+    double f;
+  } rate = {.u = rate_bits};
+  r->info = (mt_trace_info){.version = r->header.version,
+                            .start_time = r->header.time_begin,
+                            .sample_rate = rate.f,
+                            .word_size = word_size,
+                            .executable_name = kept[0],
+                            .host_name = kept[1],
+                            .ocaml_runtime_params = kept[2],
+                            .pid = (int64_t)pid,
+                            .context = kept[3]};
+  return MT_OK;
+}
+
+static int open_common(mt_reader *r, mt_reader **out, mt_error *err) {
+  *out = NULL;
+  r->locations = mt_location_table_new();
+  if (!r->locations) {
+    mt_reader_close(r);
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  }
+  int rc = read_packet(r);
+  if (rc == 0) {
+    mt_reader_close(r);
+    return mt_fail(err, MT_E_MALFORMED, 0,
+                   "malformed trace at byte 0: %s", r->packet_offset == 0 && !r->truncated
+                                                          ? "the file is empty"
+                                                          : "the trace-info packet is incomplete");
+  }
+  if (rc > 0)
+    rc = parse_trace_info(r);
+  if (rc < 0) {
+    if (err)
+      *err = r->failure;
+    mt_reader_close(r);
+    return rc;
+  }
+  mt_input_advance(r->source, r->packet_size);
+  r->warnings = 0; /* nothing was skipped yet */
+  *out = r;
+  return MT_OK;
+}
+
+static mt_reader *new_reader(const mt_reader_options *options) {
+  mt_reader *r = calloc(1, sizeof *r);
+  if (r && options)
+    r->options = *options;
+  return r;
+}
+
+int mt_reader_open_fd(mt_reader **out, int fd, const mt_reader_options *options, mt_error *err) {
+  mt_reader *r = new_reader(options);
+  if (!r)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  int rc = mt_input_open_fd(&r->source, fd, false, err);
+  if (rc) {
+    free(r);
+    return rc;
+  }
+  return open_common(r, out, err);
+}
+
+int mt_reader_open(mt_reader **out, const char *path, const mt_reader_options *options,
+                   mt_error *err) {
+  *out = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return mt_fail_io(err, "cannot open");
+  mt_reader *r = new_reader(options);
+  if (!r) {
+    close(fd);
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  }
+  int rc = mt_input_open_fd(&r->source, fd, true, err);
+  if (rc) {
+    close(fd);
+    free(r);
+    return rc;
+  }
+  return open_common(r, out, err);
+}
+
+int mt_reader_open_memory(mt_reader **out, const void *data, size_t size,
+                          const mt_reader_options *options, mt_error *err) {
+  mt_reader *r = new_reader(options);
+  if (!r)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  int rc = mt_input_open_memory(&r->source, data, size, err);
+  if (rc) {
+    free(r);
+    return rc;
+  }
+  return open_common(r, out, err);
+}
+
+void mt_reader_close(mt_reader *r) {
+  if (!r)
+    return;
+  for (size_t i = 0; i < r->ndomains; i++)
+    free_domain(r->domains[i]);
+  free(r->domains);
+  mt_location_table_free(r->locations);
+  mt_input_close(r->source);
+  free(r);
+}
+
+/* Moves to the next packet worth decoding: skips foreign-pid packets, sets up the domain and checks
+ * the cache verifier. Returns 1, 0 at the end, or an error. */
+static int begin_packet(mt_reader *r) {
+  for (;;) {
+    int rc = read_packet(r);
+    if (rc <= 0)
+      return rc;
+    const mt_packet_header *h = &r->header;
+    if (h->pid != r->info.pid) {
+      warn(r, r->packet_offset, "skipping packet at byte %lld: its pid %lld is not the trace's %lld",
+           (long long)r->packet_offset, (long long)h->pid, (long long)r->info.pid);
+      mt_input_advance(r->source, r->packet_size);
+      continue;
+    }
+    domain_state *d = find_domain(r, h->domain);
+    if (!d)
+      return out_of_memory(r, field_offset(r, 38), "per-domain state (too many domains)");
+    r->domain = d;
+    r->allocs_in_packet = 0;
+    if (r->options.backtraces && h->verify_ix != MT_NO_VERIFY) {
+      if (!d->cache && !(d->cache = calloc(1, sizeof *d->cache)))
+        return out_of_memory(r, r->packet_offset, "a backtrace cache");
+      unsigned ix = h->verify_ix;
+      if (ix >= MT_CACHE_BUCKETS || d->cache->next[ix] != h->verify_pred ||
+          d->cache->loc[ix] != mt_code63((uint64_t)h->verify_val))
+        return malformed(r, field_offset(r, 40), "backtrace cache verification failed (bucket %u)",
+                         ix);
+    }
+    r->in_packet = true;
+    return 1;
+  }
+}
+
+static int end_packet(mt_reader *r) {
+  if (r->header.alloc_id_begin + r->allocs_in_packet != r->header.alloc_id_end)
+    return malformed(r, field_offset(r, 60),
+                     "alloc id sync: the packet declares ids [%lld, %lld) but holds %lld "
+                     "allocations",
+                     (long long)r->header.alloc_id_begin, (long long)r->header.alloc_id_end,
+                     (long long)r->allocs_in_packet);
+  mt_input_advance(r->source, r->packet_size);
+  r->in_packet = false;
+  return MT_OK;
+}
+
+static int read_location(mt_reader *r, int64_t at) {
+  mt_rbuf *b = &r->content;
+  uint64_t code;
+  uint8_t count;
+  if (!mt_rbuf_u64(b, &code) || !mt_rbuf_u8(b, &count))
+    return malformed(r, at, "location event ends inside its code or count");
+  int64_t bad;
+  const char *reason;
+  int rc = mt_location_decode(&r->domain->locations, b, r->locations, count, r->decoded, &bad,
+                              &reason);
+  if (rc == MT_E_NOMEM)
+    return out_of_memory(r, at, "locations");
+  if (rc)
+    return malformed(r, bad, "%s", reason);
+  rc = mt_location_table_add(r->locations, mt_code63(code), r->decoded, count);
+  if (rc == MT_E_NOMEM)
+    return out_of_memory(r, at, "locations");
+  if (rc < 0)
+    return malformed(r, at, "inconsistent location info: code %lld was described differently "
+                            "before",
+                     (long long)mt_code63(code));
+  return MT_OK;
+}
+
+/* Decodes `count` codewords (FORMAT.md §2.7 reader algorithm) and splices the result after
+ * `prefix` frames of the previous backtrace; when that one is shorter than `prefix` (it was cut),
+ * only the cache side effects happen and the previous backtrace is kept. */
+static int decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count) {
+  domain_state *d = r->domain;
+  mt_rbuf *b = &r->content;
+  if (!d->cache && !(d->cache = calloc(1, sizeof *d->cache)))
+    return out_of_memory(r, ev->offset, "a backtrace cache");
+  mt_backtrace_decoder *c = d->cache;
+  bool splice = (uint64_t)prefix <= d->backtrace_length;
+  int64_t **frames = splice ? &d->backtrace : &d->scratch;
+  size_t *cap = splice ? &d->backtrace_cap : &d->scratch_cap;
+  size_t n = splice ? (size_t)prefix : 0;
+  unsigned pred = 0;
+  for (unsigned i = 0; i < count; i++) {
+    if (*cap - n < 256 && !grow_frames(frames, cap, n + 256)) {
+      if (n + 256 > MAX_BACKTRACE_FRAMES)
+        return malformed(r, mt_rbuf_offset(b), "backtrace longer than %u frames",
+                         MAX_BACKTRACE_FRAMES);
+      return out_of_memory(r, mt_rbuf_offset(b), "a backtrace");
+    }
+    if (n + 256 > MAX_BACKTRACE_FRAMES)
+      return malformed(r, mt_rbuf_offset(b), "backtrace longer than %u frames",
+                       MAX_BACKTRACE_FRAMES);
+    int64_t *out = *frames;
+    uint16_t word;
+    int64_t at = mt_rbuf_offset(b);
+    if (!mt_rbuf_u16(b, &word))
+      return malformed(r, at, "allocation ends inside its backtrace");
+    unsigned bucket = word >> 2;
+    c->next[pred] = (uint16_t)bucket;
+    switch (word & 3) {
+    case 0:
+      out[n++] = c->loc[bucket];
+      pred = bucket;
+      break;
+    case 1:
+      out[n++] = c->loc[bucket];
+      pred = c->next[bucket];
+      out[n++] = c->loc[pred];
+      break;
+    case 2: {
+      uint8_t predictions;
+      if (!mt_rbuf_u8(b, &predictions))
+        return malformed(r, at, "allocation ends inside its backtrace");
+      out[n++] = c->loc[bucket];
+      pred = bucket;
+      for (unsigned k = 0; k < predictions; k++) {
+        pred = c->next[pred];
+        out[n++] = c->loc[pred];
+      }
+      break;
+    }
+    default: {
+      uint64_t code;
+      if (!mt_rbuf_u64(b, &code))
+        return malformed(r, at, "allocation ends inside its backtrace");
+      c->loc[bucket] = mt_code63(code);
+      out[n++] = c->loc[bucket];
+      pred = bucket;
+      break;
+    }
+    }
+  }
+  if (splice)
+    d->backtrace_length = n;
+  ev->backtrace = d->backtrace;
+  ev->backtrace_length = d->backtrace_length;
+  return MT_OK;
+}
+
+static int skip_backtrace(mt_reader *r, unsigned count) {
+  mt_rbuf *b = &r->content;
+  for (unsigned i = 0; i < count; i++) {
+    if (mt_rbuf_left(b) < 2)
+      return malformed(r, mt_rbuf_offset(b), "allocation ends inside its backtrace");
+    unsigned tag = b->p[0] & 3;
+    size_t size = tag == 2 ? 3 : tag == 3 ? 10 : 2;
+    if (mt_rbuf_left(b) < size)
+      return malformed(r, mt_rbuf_offset(b), "allocation ends inside its backtrace");
+    b->p += size;
+  }
+  return MT_OK;
+}
+
+static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
+  mt_rbuf *b = &r->content;
+  int64_t prefix;
+  unsigned count;
+  ev->kind = MT_EVENT_ALLOC;
+  if (code == MT_CODE_ALLOC) {
+    uint8_t source;
+    uint16_t n16;
+    if (!mt_rbuf_vint(b, &ev->length) || !mt_rbuf_vint(b, &ev->nsamples))
+      return malformed(r, mt_rbuf_offset(b), "allocation ends inside its length or samples");
+    int64_t at = mt_rbuf_offset(b);
+    if (!mt_rbuf_u8(b, &source))
+      return malformed(r, at, "allocation ends inside its source");
+    if (source > MT_SOURCE_EXTERNAL)
+      return malformed(r, at, "unknown allocation source %u", source);
+    ev->source = (mt_source)source;
+    at = mt_rbuf_offset(b);
+    if (!mt_rbuf_vint(b, &prefix) || !mt_rbuf_u16(b, &n16))
+      return malformed(r, at, "allocation ends inside its backtrace header");
+    count = n16;
+    ev->short_form = false;
+  } else {
+    uint8_t n8;
+    int64_t at = mt_rbuf_offset(b);
+    if (!mt_rbuf_vint(b, &prefix) || !mt_rbuf_u8(b, &n8))
+      return malformed(r, at, "allocation ends inside its backtrace header");
+    count = n8;
+    ev->length = code - 100;
+    ev->nsamples = 1;
+    ev->source = MT_SOURCE_MINOR;
+    ev->short_form = true;
+  }
+  if (prefix < 0)
+    return malformed(r, ev->offset, "negative common prefix %lld", (long long)prefix);
+  ev->common_prefix = prefix;
+  ev->obj_id = r->header.alloc_id_begin + r->allocs_in_packet++;
+  if (!r->options.backtraces) {
+    ev->backtrace = NULL;
+    ev->backtrace_length = 0;
+    return skip_backtrace(r, count);
+  }
+  return decode_backtrace(r, ev, prefix, count);
+}
+
+int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
+  if (r->failed) {
+    if (err)
+      *err = r->failure;
+    return r->failed;
+  }
+  if (r->done)
+    return 0;
+  int rc;
+  for (;;) {
+    if (!r->in_packet) {
+      rc = begin_packet(r);
+      if (rc == 0) {
+        r->done = true;
+        return 0;
+      }
+      if (rc < 0)
+        break;
+    }
+    mt_rbuf *b = &r->content;
+    if (!mt_rbuf_left(b)) {
+      if ((rc = end_packet(r)) < 0)
+        break;
+      continue;
+    }
+    int64_t at = mt_rbuf_offset(b);
+    uint32_t word;
+    if (!mt_rbuf_u32(b, &word)) {
+      rc = malformed(r, at, "packet ends inside an event header");
+      break;
+    }
+    unsigned code = word >> 25;
+    int64_t time = mt_event_time(word, r->header.time_begin);
+    if (time > r->header.time_end) {
+      rc = malformed(r, at, "event time %lld is outside its packet's bounds [%lld, %lld]",
+                     (long long)time, (long long)r->header.time_begin,
+                     (long long)r->header.time_end);
+      break;
+    }
+    domain_state *d = r->domain;
+    if (time < d->last_time) {
+      rc = malformed(r, at, "timestamps are not monotone: %lld after %lld in domain %u",
+                     (long long)time, (long long)d->last_time, (unsigned)d->id);
+      break;
+    }
+    d->last_time = time;
+    ev->time = time;
+    ev->offset = at;
+    ev->domain = r->header.domain;
+    if (code == MT_CODE_LOCATION) {
+      if ((rc = read_location(r, at)) < 0)
+        break;
+      continue;
+    }
+    if (code == MT_CODE_ALLOC ||
+        (code >= MT_CODE_ALLOC_SHORT_FIRST && code <= MT_CODE_ALLOC_SHORT_LAST)) {
+      if ((rc = read_alloc(r, ev, code)) < 0)
+        break;
+      return 1;
+    }
+    if (code == MT_CODE_PROMOTE || code == MT_CODE_COLLECT) {
+      int64_t delta;
+      int64_t field = mt_rbuf_offset(b);
+      if (!mt_rbuf_vint(b, &delta)) {
+        rc = malformed(r, field, "event ends inside its object id");
+        break;
+      }
+      if (code == MT_CODE_PROMOTE && delta < 0) {
+        rc = malformed(r, field, "promote id sync: negative delta %lld", (long long)delta);
+        break;
+      }
+      ev->kind = code == MT_CODE_PROMOTE ? MT_EVENT_PROMOTE : MT_EVENT_COLLECT;
+      ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet -
+                             1 - (uint64_t)delta);
+      return 1;
+    }
+    if (code == MT_CODE_TRACE_INFO)
+      rc = malformed(r, at, "multiple trace-info events present");
+    else
+      rc = malformed(r, at, "unknown event code %u", code);
+    break;
+  }
+  if (err)
+    *err = r->failure;
+  return rc;
+}
+
+int mt_reader_iter(mt_reader *r, mt_event_fn fn, void *user, mt_error *err) {
+  mt_event ev;
+  int rc;
+  while ((rc = mt_reader_next(r, &ev, err)) > 0) {
+    int stop = fn(user, &ev);
+    if (stop)
+      return stop;
+  }
+  return rc;
+}
+
+const mt_trace_info *mt_reader_info(const mt_reader *r) {
+  return &r->info;
+}
+
+bool mt_reader_lookup_location(const mt_reader *r, int64_t code, const mt_location **entries,
+                               size_t *count) {
+  return mt_location_table_lookup(r->locations, code, entries, count);
+}
+
+int64_t mt_reader_position(const mt_reader *r) {
+  return mt_input_position(r->source);
+}
+
+int64_t mt_reader_size(const mt_reader *r) {
+  return mt_input_size(r->source);
+}
+
+uint64_t mt_reader_warning_count(const mt_reader *r) {
+  return r->warnings;
+}
+
+bool mt_reader_truncated(const mt_reader *r, int64_t *offset) {
+  if (offset)
+    *offset = r->truncated_at;
+  return r->truncated;
+}

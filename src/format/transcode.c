@@ -1,0 +1,76 @@
+/* Reader -> writer copy (format.h mt_transcode): events in file order, domain for domain, backtraces
+ * turned back to innermost-first, locations resolved from the reader's table, object ids mapped so
+ * that collects and promotes follow their objects whatever ids the writer hands out. */
+#include <stdlib.h>
+
+#include "common/error.h"
+#include "common/hashmap.h"
+#include "memtap/format.h"
+
+typedef struct transcode {
+  mt_reader *reader;
+  mt_hashmap ids; /* reader id -> writer id, for objects not yet collected */
+  uint64_t *stack;
+  size_t stack_cap;
+} transcode;
+
+static int resolve_from_reader(void *user, uint64_t code, const mt_location **entries,
+                               size_t *count) {
+  transcode *t = user;
+  if (!mt_reader_lookup_location(t->reader, (int64_t)code, entries, count)) {
+    *entries = NULL;
+    *count = 0;
+  }
+  return MT_OK;
+}
+
+static int64_t mapped_id(transcode *t, int64_t id, bool forget) {
+  uint64_t v;
+  if (!mt_hashmap_get(&t->ids, id, &v))
+    return id; /* never allocated in this trace: pass it through unchanged */
+  if (forget)
+    mt_hashmap_remove(&t->ids, id);
+  return (int64_t)v;
+}
+
+int mt_transcode(mt_reader *r, mt_writer *w, mt_error *err) {
+  transcode t = {.reader = r};
+  mt_event ev;
+  int rc;
+  while ((rc = mt_reader_next(r, &ev, err)) > 0) {
+    if (ev.kind == MT_EVENT_ALLOC) {
+      if (ev.backtrace_length > t.stack_cap) {
+        size_t cap = ev.backtrace_length * 2;
+        uint64_t *grown = realloc(t.stack, cap * sizeof *grown);
+        if (!grown) {
+          rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+          break;
+        }
+        t.stack = grown;
+        t.stack_cap = cap;
+      }
+      for (size_t i = 0; i < ev.backtrace_length; i++)
+        t.stack[i] = (uint64_t)ev.backtrace[ev.backtrace_length - 1 - i];
+      int64_t id;
+      rc = mt_writer_put_alloc_in(w, ev.domain, ev.time, ev.length, ev.nsamples, ev.source,
+                                  t.stack, ev.backtrace_length, resolve_from_reader, &t, &id, err);
+      if (rc)
+        break;
+      if (id != ev.obj_id || t.ids.count) {
+        if (!mt_hashmap_put(&t.ids, ev.obj_id, (uint64_t)id)) {
+          rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+          break;
+        }
+      }
+    } else if (ev.kind == MT_EVENT_PROMOTE) {
+      rc = mt_writer_put_promote_in(w, ev.domain, ev.time, mapped_id(&t, ev.obj_id, false), err);
+    } else {
+      rc = mt_writer_put_collect_in(w, ev.domain, ev.time, mapped_id(&t, ev.obj_id, true), err);
+    }
+    if (rc)
+      break;
+  }
+  mt_hashmap_free(&t.ids);
+  free(t.stack);
+  return rc < 0 ? rc : MT_OK;
+}

@@ -1,0 +1,478 @@
+/* The trace writer (format.h, FORMAT.md §2.9-2.10): packet 0, per-domain writers with their own
+ * caches, MTF tables and id chunks, the begin_event flush rules, location packets staged in miss
+ * order, and memtrace's multiplexed-domains switching. Byte-identical to memtrace's Trace.Writer. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "format/backtrace_codec.h"
+#include "format/buf.h"
+#include "format/location_codec.h"
+#include "format/packet.h"
+#include "memtap/format.h"
+
+#define ID_CHUNK 10000
+#define HEADROOM 4196         /* 100 + max(4096, 4096): room one event may need (§2.10) */
+#define MAX_NEW_LOCATIONS 128 /* more staged locations than this force a flush */
+#define INFO_STRING_MAX 4000  /* keeps packet 0 within one packet */
+#define LOCATION_ROOM 4100    /* event header + the largest location payload */
+
+typedef struct domain_writer {
+  uint16_t domain;
+  uint8_t packet[MT_PACKET_MAX];
+  mt_wbuf buf;
+  mt_packet_header open; /* verifier fields of the open events packet */
+  int64_t t0, t1;
+  int64_t start, next, chunk_end;
+  unsigned verify_ix;
+  /* Location events staged since the last flush, already encoded, in miss order. */
+  uint8_t *staged;
+  size_t staged_len, staged_cap;
+  uint32_t *staged_sizes;
+  size_t staged_count, staged_sizes_cap;
+  mt_location_encoder locations;
+  mt_backtrace_encoder cache;
+  uint64_t *prev; /* previous full stack, innermost first */
+  size_t prev_len, prev_cap;
+} domain_writer;
+
+struct mt_writer {
+  int fd;
+  int version;
+  size_t header_size;
+  int64_t pid;       /* written into every packet */
+  pid_t creator;     /* getpid() at creation: a forked child must not write */
+  int64_t start_time;
+  int64_t id_counter; /* v3: the next chunk's first id */
+  domain_writer **domains;
+  size_t ndomains;
+  domain_writer *current;
+  int failed; /* the status that stopped the writer, or 0 */
+  /* The put_alloc in progress: its resolver, for misses. */
+  mt_resolve_fn resolve;
+  void *resolve_user;
+  int resolve_status;
+};
+
+static int fail_writer(mt_writer *w, int code) {
+  if (!w->failed)
+    w->failed = code;
+  return code;
+}
+
+static int write_all(mt_writer *w, const uint8_t *data, size_t len, mt_error *err) {
+  while (len) {
+    ssize_t n = write(w->fd, data, len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      if (n == 0)
+        errno = EIO;
+      return fail_writer(w, mt_fail_io(err, "writing the trace"));
+    }
+    data += n;
+    len -= (size_t)n;
+  }
+  return MT_OK;
+}
+
+/* Finishes the packet in `buf` (whose first header_size bytes are reserved) and writes it. */
+static int write_packet(mt_writer *w, mt_wbuf *buf, mt_packet_header *h, mt_error *err) {
+  if (buf->overflow)
+    return fail_writer(w, mt_fail(err, MT_E_STATE, -1, "internal error: packet overflow"));
+  h->magic = MT_CTF_MAGIC;
+  h->packet_size_bits = (uint32_t)(buf->len * 8);
+  h->flush_duration = 0;
+  h->version = (uint16_t)w->version;
+  h->pid = w->pid;
+  mt_packet_header_encode(h, buf->data);
+  return write_all(w, buf->data, buf->len, err);
+}
+
+static void take_chunk(mt_writer *w, domain_writer *d) {
+  d->next = w->id_counter;
+  w->id_counter += ID_CHUNK;
+  d->chunk_end = d->next + ID_CHUNK;
+}
+
+static bool chunk_exhausted(const mt_writer *w, const domain_writer *d) {
+  return w->version >= 3 && d->next == d->chunk_end;
+}
+
+static void open_events_packet(mt_writer *w, domain_writer *d, bool real_verifier) {
+  mt_wbuf_init(&d->buf, d->packet, sizeof d->packet);
+  d->buf.len = w->header_size;
+  d->open.verify_ix = MT_NO_VERIFY;
+  d->open.verify_pred = 0;
+  d->open.verify_val = 0;
+  if (real_verifier) {
+    unsigned ix = d->verify_ix;
+    d->open.verify_ix = (uint16_t)ix;
+    d->open.verify_pred = d->cache.next[ix];
+    d->open.verify_val = (int64_t)d->cache.loc[ix];
+    d->verify_ix = (ix + MT_VERIFY_STEP) & MT_CACHE_MASK;
+  }
+}
+
+static domain_writer *new_domain_writer(mt_writer *w, uint16_t domain) {
+  domain_writer *d = calloc(1, sizeof *d);
+  if (!d)
+    return NULL;
+  domain_writer **grown = realloc(w->domains, (w->ndomains + 1) * sizeof *grown);
+  if (!grown) {
+    free(d);
+    return NULL;
+  }
+  w->domains = grown;
+  w->domains[w->ndomains++] = d;
+  d->domain = domain;
+  d->verify_ix = MT_VERIFY_FIRST;
+  d->t0 = d->t1 = w->start_time;
+  if (w->version >= 3)
+    take_chunk(w, d);
+  d->start = d->next;
+  open_events_packet(w, d, false);
+  return d;
+}
+
+static void free_domain_writer(domain_writer *d) {
+  mt_location_encoder_free(&d->locations);
+  free(d->staged);
+  free(d->staged_sizes);
+  free(d->prev);
+  free(d);
+}
+
+/* flush(now), FORMAT.md §2.10: location packets, then the events packet (even if empty), then a
+ * fresh packet with a real verifier. */
+static int flush_domain(mt_writer *w, domain_writer *d, int64_t now, mt_error *err) {
+  if (w->failed)
+    return mt_fail(err, w->failed, -1, "the writer stopped after an earlier error");
+  if (getpid() != w->creator)
+    return fail_writer(w, mt_fail(err, MT_E_FORKED, -1,
+                                  "the trace writer belongs to process %d, not to this forked "
+                                  "child; nothing was written",
+                                  (int)w->creator));
+  if (d->staged_count) {
+    uint8_t packet[MT_PACKET_MAX];
+    mt_wbuf buf;
+    size_t at = 0;
+    for (size_t i = 0; i < d->staged_count;) {
+      mt_wbuf_init(&buf, packet, sizeof packet);
+      buf.len = w->header_size;
+      /* memtrace tests `free > 4096` before each event; the room test only matters for events
+       * within 3 bytes of the 4100-byte maximum, which no real location reaches. */
+      while (i < d->staged_count && sizeof packet - buf.len > MT_LOCATION_EVENT_MAX &&
+             sizeof packet - buf.len >= d->staged_sizes[i]) {
+        uint32_t size = d->staged_sizes[i++];
+        memcpy(buf.data + buf.len, d->staged + at, size);
+        buf.len += size;
+        at += size;
+      }
+      mt_packet_header h = {.time_begin = d->t0, .time_end = d->t0, .domain = d->domain,
+                            .verify_ix = MT_NO_VERIFY, .alloc_id_begin = d->start,
+                            .alloc_id_end = d->start};
+      int rc = write_packet(w, &buf, &h, err);
+      if (rc)
+        return rc;
+    }
+  }
+  mt_packet_header h = {.time_begin = d->t0, .time_end = d->t1, .domain = d->domain,
+                        .verify_ix = d->open.verify_ix, .verify_pred = d->open.verify_pred,
+                        .verify_val = d->open.verify_val, .alloc_id_begin = d->start,
+                        .alloc_id_end = d->next};
+  int rc = write_packet(w, &d->buf, &h, err);
+  if (rc)
+    return rc;
+  d->t0 = d->t1 = now;
+  d->staged_len = d->staged_count = 0;
+  if (chunk_exhausted(w, d))
+    take_chunk(w, d);
+  d->start = d->next;
+  open_events_packet(w, d, true);
+  return MT_OK;
+}
+
+/* begin_event(now), FORMAT.md §2.10: flush first when a threshold is crossed, then the header. */
+static int begin_event(mt_writer *w, domain_writer *d, unsigned code, int64_t now,
+                       mt_error *err) {
+  if (MT_PACKET_MAX - d->buf.len < HEADROOM || d->staged_count > MAX_NEW_LOCATIONS ||
+      now - d->t0 > MT_PACKET_MAX_SPAN || chunk_exhausted(w, d)) {
+    int rc = flush_domain(w, d, now, err);
+    if (rc)
+      return rc;
+  }
+  d->t1 = now;
+  mt_wbuf_u32(&d->buf, mt_event_header(code, now));
+  return MT_OK;
+}
+
+/* Switches the multiplexed writer to `domain`, flushing the previous domain (§2.10). */
+static int switch_domain(mt_writer *w, uint16_t domain, domain_writer **out, mt_error *err) {
+  if (w->failed)
+    return mt_fail(err, w->failed, -1, "the writer stopped after an earlier error");
+  if (w->current->domain != domain) {
+    if (w->version < 3)
+      return mt_fail(err, MT_E_INVALID, -1, "a v2 trace has only domain 0, not domain %u",
+                     (unsigned)domain);
+    int rc = flush_domain(w, w->current, w->current->t1, err);
+    if (rc)
+      return rc;
+    domain_writer *found = NULL;
+    for (size_t i = 0; i < w->ndomains; i++)
+      if (w->domains[i]->domain == domain)
+        found = w->domains[i];
+    if (!found && !(found = new_domain_writer(w, domain)))
+      return fail_writer(w, mt_fail(err, MT_E_NOMEM, -1, "out of memory for domain %u",
+                                    (unsigned)domain));
+    w->current = found;
+  }
+  *out = w->current;
+  return MT_OK;
+}
+
+static int check_time(const domain_writer *d, int64_t time, mt_error *err) {
+  if (time < d->t1)
+    return mt_fail(err, MT_E_INVALID, -1,
+                   "event time %lld is before the previous event of domain %u (%lld)",
+                   (long long)time, (unsigned)d->domain, (long long)d->t1);
+  return MT_OK;
+}
+
+int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
+                     const mt_writer_options *options, mt_error *err) {
+  *out = NULL;
+  int version = options && options->version ? options->version : 3;
+  if (version != 2 && version != 3)
+    return mt_fail(err, MT_E_INVALID, -1, "cannot write trace format version %d (only 2 or 3)",
+                   version);
+  if (!(info->sample_rate > 0 && info->sample_rate <= 1))
+    return mt_fail(err, MT_E_INVALID, -1, "sample rate %g is outside (0, 1]", info->sample_rate);
+  mt_writer *w = calloc(1, sizeof *w);
+  if (!w)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  w->fd = fd;
+  w->version = version;
+  w->header_size = mt_header_size((unsigned)version);
+  w->pid = options && options->pid ? options->pid : info->pid;
+  w->creator = getpid();
+  w->start_time = info->start_time;
+
+  /* Packet 0: trace_info alone (§2.5). */
+  uint8_t packet[MT_PACKET_MAX];
+  mt_wbuf buf;
+  mt_wbuf_init(&buf, packet, sizeof packet);
+  buf.len = w->header_size;
+  mt_wbuf_u32(&buf, mt_event_header(MT_CODE_TRACE_INFO, info->start_time));
+  union {
+    double f;
+    uint64_t u;
+  } rate = {.f = info->sample_rate};
+  mt_wbuf_u64(&buf, rate.u);
+  mt_wbuf_u8(&buf, (uint8_t)(info->word_size ? info->word_size : 64));
+  mt_wbuf_string(&buf, info->executable_name, INFO_STRING_MAX);
+  mt_wbuf_string(&buf, info->host_name, INFO_STRING_MAX);
+  mt_wbuf_string(&buf, info->ocaml_runtime_params, INFO_STRING_MAX);
+  mt_wbuf_u64(&buf, (uint64_t)w->pid);
+  mt_wbuf_string(&buf, info->context, INFO_STRING_MAX);
+  mt_packet_header h = {.time_begin = info->start_time, .time_end = info->start_time,
+                        .verify_ix = MT_NO_VERIFY};
+  int rc = write_packet(w, &buf, &h, err);
+  if (!rc && !(w->current = new_domain_writer(w, 0)))
+    rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  if (rc) {
+    mt_writer_close(w, NULL);
+    return rc;
+  }
+  *out = w;
+  return MT_OK;
+}
+
+/* A cache miss during put_alloc: resolve the code and stage its location event (§2.10 new_locs). */
+static bool stage_location(void *user, uint64_t code) {
+  mt_writer *w = user;
+  domain_writer *d = w->current;
+  const mt_location *entries = NULL;
+  size_t count = 0;
+  if (w->resolve) {
+    int rc = w->resolve(w->resolve_user, code, &entries, &count);
+    if (rc) {
+      w->resolve_status = rc;
+      return false;
+    }
+  }
+  if (d->staged_cap - d->staged_len < LOCATION_ROOM) {
+    size_t cap = d->staged_cap ? d->staged_cap * 2 : 65536;
+    uint8_t *grown = realloc(d->staged, cap);
+    if (!grown)
+      goto oom;
+    d->staged = grown;
+    d->staged_cap = cap;
+  }
+  if (d->staged_count == d->staged_sizes_cap) {
+    size_t cap = d->staged_sizes_cap ? d->staged_sizes_cap * 2 : 256;
+    uint32_t *grown = realloc(d->staged_sizes, cap * sizeof *grown);
+    if (!grown)
+      goto oom;
+    d->staged_sizes = grown;
+    d->staged_sizes_cap = cap;
+  }
+  mt_wbuf buf;
+  mt_wbuf_init(&buf, d->staged + d->staged_len, LOCATION_ROOM);
+  mt_wbuf_u32(&buf, mt_event_header(MT_CODE_LOCATION, d->t0));
+  if (!mt_location_encode(&d->locations, &buf, code, entries, count) || buf.overflow)
+    goto oom;
+  d->staged_len += buf.len;
+  d->staged_sizes[d->staged_count++] = (uint32_t)buf.len;
+  return true;
+oom:
+  w->resolve_status = MT_E_NOMEM;
+  return false;
+}
+
+int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t length,
+                           int64_t nsamples, mt_source source, const uint64_t *callstack,
+                           size_t callstack_length, mt_resolve_fn resolve, void *resolve_user,
+                           int64_t *obj_id, mt_error *err) {
+  if (length < 0 || nsamples < 1 || (unsigned)source > MT_SOURCE_EXTERNAL)
+    return mt_fail(err, MT_E_INVALID, -1,
+                   "invalid allocation: length %lld, nsamples %lld, source %d", (long long)length,
+                   (long long)nsamples, (int)source);
+  for (size_t i = 0; i < callstack_length; i++)
+    if (callstack[i] == 0)
+      return mt_fail(err, MT_E_INVALID, -1, "location code 0 (frame %zu) cannot be encoded", i);
+  domain_writer *d;
+  int rc = switch_domain(w, domain, &d, err);
+  if (rc || (rc = check_time(d, time, err)))
+    return rc;
+
+  /* Common prefix with the previous stack, counted from the outermost ends, before begin_event. */
+  size_t prefix = 0;
+  while (prefix < d->prev_len && prefix < callstack_length &&
+         d->prev[d->prev_len - 1 - prefix] == callstack[callstack_length - 1 - prefix])
+    prefix++;
+  size_t new_frames = callstack_length - prefix;
+  bool short_form = length >= 1 && length <= 16 && source == MT_SOURCE_MINOR && nsamples == 1 &&
+                    new_frames < 256;
+
+  rc = begin_event(w, d, short_form ? (unsigned)(100 + length) : MT_CODE_ALLOC, time, err);
+  if (rc)
+    return rc;
+  int64_t id = d->next;
+  size_t count_at;
+  if (short_form) {
+    mt_wbuf_vint(&d->buf, (int64_t)prefix);
+    count_at = d->buf.len;
+    mt_wbuf_u8(&d->buf, 0);
+  } else {
+    mt_wbuf_vint(&d->buf, length);
+    mt_wbuf_vint(&d->buf, nsamples);
+    mt_wbuf_u8(&d->buf, (uint8_t)source);
+    mt_wbuf_vint(&d->buf, (int64_t)prefix);
+    count_at = d->buf.len;
+    mt_wbuf_u16(&d->buf, 0);
+  }
+  w->resolve = resolve;
+  w->resolve_user = resolve_user;
+  w->resolve_status = 0;
+  long codewords = mt_backtrace_encode(&d->cache, &d->buf, callstack, (long)new_frames - 1, id,
+                                       stage_location, w);
+  if (codewords < 0)
+    return fail_writer(w, mt_fail(err, w->resolve_status, -1,
+                                  "resolving a location code failed (%s); the writer stopped",
+                                  mt_status_name(w->resolve_status)));
+  if (short_form)
+    d->buf.data[count_at] = (uint8_t)codewords;
+  else
+    mt_store_u16(d->buf.data + count_at, (uint16_t)codewords);
+  d->next++;
+
+  if (callstack_length > d->prev_cap) {
+    size_t cap = callstack_length * 2;
+    uint64_t *grown = realloc(d->prev, cap * sizeof *grown);
+    if (!grown)
+      return fail_writer(w, mt_fail(err, MT_E_NOMEM, -1, "out of memory"));
+    d->prev = grown;
+    d->prev_cap = cap;
+  }
+  if (callstack_length)
+    memcpy(d->prev, callstack, callstack_length * sizeof *callstack);
+  d->prev_len = callstack_length;
+  if (obj_id)
+    *obj_id = id;
+  return MT_OK;
+}
+
+static int put_object_event(mt_writer *w, uint16_t domain, unsigned code, int64_t time,
+                            int64_t obj_id, mt_error *err) {
+  domain_writer *d;
+  int rc = switch_domain(w, domain, &d, err);
+  if (rc || (rc = check_time(d, time, err)))
+    return rc;
+  if (obj_id < 0 || (code == MT_CODE_PROMOTE && obj_id >= d->next))
+    return mt_fail(err, MT_E_INVALID, -1, "object id %lld was not allocated by domain %u",
+                   (long long)obj_id, (unsigned)domain);
+  rc = begin_event(w, d, code, time, err);
+  if (rc)
+    return rc;
+  mt_wbuf_vint(&d->buf, (d->next - 1) - obj_id);
+  return MT_OK;
+}
+
+int mt_writer_put_promote_in(mt_writer *w, uint16_t domain, int64_t time, int64_t obj_id,
+                             mt_error *err) {
+  return put_object_event(w, domain, MT_CODE_PROMOTE, time, obj_id, err);
+}
+
+int mt_writer_put_collect_in(mt_writer *w, uint16_t domain, int64_t time, int64_t obj_id,
+                             mt_error *err) {
+  return put_object_event(w, domain, MT_CODE_COLLECT, time, obj_id, err);
+}
+
+int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
+                        mt_source source, const uint64_t *callstack, size_t callstack_length,
+                        mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id,
+                        mt_error *err) {
+  return mt_writer_put_alloc_in(w, w->current->domain, time, length, nsamples, source, callstack,
+                                callstack_length, resolve, resolve_user, obj_id, err);
+}
+
+int mt_writer_put_promote(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err) {
+  return put_object_event(w, w->current->domain, MT_CODE_PROMOTE, time, obj_id, err);
+}
+
+int mt_writer_put_collect(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err) {
+  return put_object_event(w, w->current->domain, MT_CODE_COLLECT, time, obj_id, err);
+}
+
+int mt_writer_next_alloc_id(mt_writer *w, uint16_t domain, int64_t *obj_id, mt_error *err) {
+  domain_writer *d;
+  int rc = switch_domain(w, domain, &d, err);
+  if (rc)
+    return rc;
+  if (chunk_exhausted(w, d) && (rc = flush_domain(w, d, d->t1, err)))
+    return rc;
+  *obj_id = d->next;
+  return MT_OK;
+}
+
+int mt_writer_flush(mt_writer *w, mt_error *err) {
+  return flush_domain(w, w->current, w->current->t1, err);
+}
+
+int mt_writer_close(mt_writer *w, mt_error *err) {
+  if (!w)
+    return MT_OK;
+  int rc = MT_OK;
+  if (w->current && !w->failed)
+    rc = flush_domain(w, w->current, w->current->t1, err);
+  else if (w->failed)
+    rc = mt_fail(err, w->failed, -1, "the writer had stopped after an earlier error");
+  for (size_t i = 0; i < w->ndomains; i++)
+    free_domain_writer(w->domains[i]);
+  free(w->domains);
+  free(w);
+  return rc;
+}

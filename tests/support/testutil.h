@@ -1,0 +1,40 @@
+/* Helpers shared by the test programs: finding the shared testdata, temporary files, running the
+ * memtap CLI, reading whole files, hashing. */
+#ifndef MEMTAP_TESTUTIL_H
+#define MEMTAP_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+/* The testdata directory: $MEMTAP_TESTDATA, else ../shared/testdata. */
+const char *tu_testdata_dir(void);
+
+/* "<testdata>/<relative>" in a static buffer (one of 8 rotating). If the file is missing: under
+ * CI=true the test fails; otherwise it is skipped. */
+const char *tu_testdata(const char *relative);
+
+/* Reads a whole file; the caller frees. Fails the test if it cannot. */
+uint8_t *tu_read_file(const char *path, size_t *size);
+
+/* Writes `size` bytes to `path`, replacing it. */
+void tu_write_file(const char *path, const void *data, size_t size);
+
+/* A fresh directory under $TMPDIR for this test process (removed at exit), and a path inside it. */
+const char *tu_temp_dir(void);
+const char *tu_temp_path(const char *name);
+
+/* Runs `memtap ARGS...` ($MEMTAP_CLI) with stdout/stderr captured to files; returns the exit status
+ * (128+signal if killed). *out and *err (if non-NULL) receive malloc'd NUL-terminated output. */
+int tu_run_cli(char **out, size_t *out_size, char **err, const char *arg0, ...);
+
+/* Lowercase hex sha256 of bytes (65-byte buffer). */
+void tu_sha256_hex(const void *data, size_t size, char hex[65]);
+
+/* The value of "key: value" line in a file (e.g. "dump sha256" of a .ref file), malloc'd, or NULL. */
+char *tu_ref_field(const char *ref_path, const char *key);
+
+#endif
