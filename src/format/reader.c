@@ -490,7 +490,21 @@ static int decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned
       out[n++] = c->loc[bucket];
       pred = bucket;
       for (unsigned k = 0; k < predictions; k++) {
-        pred = c->next[pred];
+        unsigned following = c->next[pred];
+        if (following == pred) {
+          /* A bucket that predicts itself is direct recursion (f -> f -> f): the rest of the
+           * run repeats one code, so fill it instead of chasing the chain frame by frame. */
+          size_t run = predictions - k, done = 1;
+          out[n] = c->loc[pred];
+          while (done < run) { /* doubling copies: memcpy's wide stores do the work */
+            size_t chunk = done < run - done ? done : run - done;
+            memcpy(out + n + done, out + n, chunk * sizeof *out);
+            done += chunk;
+          }
+          n += run;
+          break;
+        }
+        pred = following;
         out[n++] = c->loc[pred];
       }
       break;

@@ -246,3 +246,177 @@ void tu_sha256_hex(const void *data, size_t size, char hex[65]) {
   for (int i = 0; i < 8; i++)
     snprintf(hex + 8 * i, 9, "%08x", h[i]);
 }
+
+/* A strict recursive-descent JSON validator (RFC 8259), for checking --json outputs. */
+typedef struct json_cursor {
+  const char *p;
+  const char *start;
+  int depth;
+} json_cursor;
+
+static bool json_value(json_cursor *c);
+
+static void json_space(json_cursor *c) {
+  while (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r')
+    c->p++;
+}
+
+static bool json_string(json_cursor *c) {
+  if (*c->p != '"')
+    return false;
+  c->p++;
+  for (;;) {
+    unsigned char ch = (unsigned char)*c->p;
+    if (ch == '"') {
+      c->p++;
+      return true;
+    }
+    if (ch < 0x20)
+      return false;
+    if (ch == '\\') {
+      c->p++;
+      char e = *c->p;
+      if (e == 'u') {
+        for (int i = 1; i <= 4; i++) {
+          char h = c->p[i];
+          if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F')))
+            return false;
+        }
+        c->p += 5;
+        continue;
+      }
+      if (!strchr("\"\\/bfnrt", e) || !e)
+        return false;
+    }
+    c->p++;
+  }
+}
+
+static bool json_number(json_cursor *c) {
+  const char *p = c->p;
+  if (*p == '-')
+    p++;
+  if (*p == '0')
+    p++;
+  else if (*p >= '1' && *p <= '9')
+    while (*p >= '0' && *p <= '9')
+      p++;
+  else
+    return false;
+  if (*p == '.') {
+    p++;
+    if (!(*p >= '0' && *p <= '9'))
+      return false;
+    while (*p >= '0' && *p <= '9')
+      p++;
+  }
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+' || *p == '-')
+      p++;
+    if (!(*p >= '0' && *p <= '9'))
+      return false;
+    while (*p >= '0' && *p <= '9')
+      p++;
+  }
+  c->p = p;
+  return true;
+}
+
+static bool json_value(json_cursor *c) {
+  if (++c->depth > 512)
+    return false;
+  json_space(c);
+  bool ok;
+  if (*c->p == '{') {
+    c->p++;
+    json_space(c);
+    ok = true;
+    if (*c->p == '}') {
+      c->p++;
+    } else {
+      for (;;) {
+        json_space(c);
+        if (!json_string(c)) {
+          ok = false;
+          break;
+        }
+        json_space(c);
+        if (*c->p != ':') {
+          ok = false;
+          break;
+        }
+        c->p++;
+        if (!json_value(c)) {
+          ok = false;
+          break;
+        }
+        json_space(c);
+        if (*c->p == ',') {
+          c->p++;
+          continue;
+        }
+        ok = *c->p == '}';
+        if (ok)
+          c->p++;
+        break;
+      }
+    }
+  } else if (*c->p == '[') {
+    c->p++;
+    json_space(c);
+    ok = true;
+    if (*c->p == ']') {
+      c->p++;
+    } else {
+      for (;;) {
+        if (!json_value(c)) {
+          ok = false;
+          break;
+        }
+        json_space(c);
+        if (*c->p == ',') {
+          c->p++;
+          continue;
+        }
+        ok = *c->p == ']';
+        if (ok)
+          c->p++;
+        break;
+      }
+    }
+  } else if (*c->p == '"') {
+    ok = json_string(c);
+  } else if (!strncmp(c->p, "true", 4)) {
+    c->p += 4, ok = true;
+  } else if (!strncmp(c->p, "false", 5)) {
+    c->p += 5, ok = true;
+  } else if (!strncmp(c->p, "null", 4)) {
+    c->p += 4, ok = true;
+  } else {
+    ok = json_number(c);
+  }
+  c->depth--;
+  return ok;
+}
+
+bool tu_json_valid(const char *text, size_t *error_at) {
+  json_cursor c = {text, text, 0};
+  bool ok = json_value(&c);
+  if (ok) {
+    json_space(&c);
+    ok = *c.p == 0;
+  }
+  if (!ok && error_at)
+    *error_at = (size_t)(c.p - text);
+  return ok;
+}
+
+double tu_json_number(const char *json, const char *key) {
+  char pattern[256];
+  snprintf(pattern, sizeof pattern, "\"%s\":", key);
+  const char *at = strstr(json, pattern);
+  if (!at)
+    fail_msg("JSON has no field \"%s\": %.200s", key, json);
+  return strtod(at + strlen(pattern), NULL);
+}

@@ -37,4 +37,12 @@ void tu_sha256_hex(const void *data, size_t size, char hex[65]);
 /* The value of "key: value" line in a file (e.g. "dump sha256" of a .ref file), malloc'd, or NULL. */
 char *tu_ref_field(const char *ref_path, const char *key);
 
+/* Whether `text` (NUL-terminated) is exactly one valid JSON value (RFC 8259), surrounding white
+ * space allowed. On failure *error_at (if non-NULL) is the offset of the first bad byte. */
+bool tu_json_valid(const char *text, size_t *error_at);
+
+/* The number after "\"key\":" in JSON text (first occurrence), as a double; fails the test if
+ * absent. Good enough for flat fields of the CLI's --json outputs. */
+double tu_json_number(const char *json, const char *key);
+
 #endif

@@ -1,0 +1,2 @@
+add_executable(bench_reader format/bench_reader.c)
+target_link_libraries(bench_reader PRIVATE memtap_internal)

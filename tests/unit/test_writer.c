@@ -1,0 +1,328 @@
+/* The writer's packetisation and flush rules (FORMAT.md §2.9-2.10), checked on the bytes it writes
+ * and through the reader: memtrace's own tiny trace rebuilt bit for bit, 25-bit time wrap inside a
+ * packet, empty packets, the 30 s rule on a 45 s gap, interleaved domains with id chunks, fork, and
+ * the arguments it refuses. */
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "format/packet.h"
+#include "testutil.h"
+#include "tracegen.h"
+
+typedef struct packet_list {
+  mt_packet_header h[64];
+  size_t offset[64], size[64], count;
+} packet_list;
+
+static void walk_packets(const uint8_t *data, size_t size, packet_list *out) {
+  out->count = 0;
+  for (size_t at = 0; at < size;) {
+    assert_true(out->count < 64);
+    mt_packet_header *h = &out->h[out->count];
+    size_t hsize = mt_packet_header_decode(data + at, size - at, h);
+    assert_true(hsize > 0);
+    assert_int_equal(h->magic, MT_CTF_MAGIC);
+    out->offset[out->count] = at;
+    out->size[out->count] = h->packet_size_bits / 8;
+    at += h->packet_size_bits / 8;
+    out->count++;
+  }
+}
+
+static int tiny_resolve(void *user, uint64_t code, const mt_location **entries, size_t *count) {
+  (void)user;
+  static const mt_location run = {"main.ml", "Main.run", 3, 4, 20};
+  static const mt_location alloc = {"main.ml", "Main.alloc", 7, 2, 9};
+  *entries = code == 0x1000 ? &run : &alloc;
+  *count = 1;
+  return MT_OK;
+}
+
+static void rebuilds_memtraces_tiny_trace_bit_for_bit(void **state) {
+  (void)state;
+  int fd = memfd_create("tiny", 0);
+  const int64_t start = 1700000000000000LL;
+  mt_trace_info info = {.start_time = start, .sample_rate = 1e-5, .word_size = 64,
+                        .executable_name = "tiny", .host_name = "h", .ocaml_runtime_params = "",
+                        .pid = 7, .context = "ctx"};
+  mt_writer *w;
+  assert_int_equal(mt_writer_create(&w, fd, &info, NULL, NULL), MT_OK);
+  uint64_t s1[] = {0x2000, 0x1000}, s2[] = {0x2000, 0x2000, 0x1000};
+  int64_t id0, id1;
+  assert_int_equal(mt_writer_put_alloc(w, start + 10, 3, 1, MT_SOURCE_MINOR, s1, 2, tiny_resolve,
+                                       NULL, &id0, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_alloc(w, start + 20, 300, 2, MT_SOURCE_MAJOR, s2, 3,
+                                       tiny_resolve, NULL, &id1, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_promote(w, start + 30, id0, NULL), MT_OK);
+  assert_int_equal(mt_writer_put_collect(w, start + 40, id1, NULL), MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  char hex[65];
+  tu_sha256_hex(data, size, hex);
+  assert_int_equal(size, 353);
+  /* FORMAT.md §2.14 / testdata/memtrace/tiny_v3.ref: the file memtrace wrote for this stream. */
+  assert_string_equal(hex, "bfd58816e2b5481b9877b3c63681aa0df00777bdbb23db28f9098402900b0d8d");
+  free(data);
+}
+
+static void event_times_wrap_the_25_bit_field_inside_a_packet(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  /* An event 5 µs before the low 25 bits of the time wrap, the next one 5 µs after: one packet,
+   * so the reader must carry the wrap into the packet's high bits. */
+  int64_t below = TG_START + ((1 << 25) - (TG_START & 0x1FFFFFF)) - 5;
+  uint64_t stack[] = {11};
+  int64_t id;
+  assert_int_equal(mt_writer_put_alloc(w, below, 1, 1, MT_SOURCE_MINOR, stack, 1, tg_resolve,
+                                       NULL, &id, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_collect(w, below + 10, id, NULL), MT_OK);
+  size_t size, n;
+  uint8_t *data = tg_finish(w, fd, &size);
+  packet_list p;
+  walk_packets(data, size, &p);
+  /* The first event comes > 30 s after the start: the open (empty) packet is written first. */
+  assert_int_equal(p.count, 4); /* info, empty events packet, locations, events */
+  assert_int_equal(p.size[1], MT_HEADER_SIZE_V3);
+  assert_int_equal(p.h[3].time_begin, below);
+  assert_int_equal(p.h[3].time_end, below + 10);
+  assert_true((below & 0x1FFFFFF) > ((below + 10) & 0x1FFFFFF)); /* the low bits wrapped */
+  tg_event *ev = tg_read_all(data, size, false, &n, NULL);
+  assert_int_equal(n, 2);
+  assert_int_equal(ev[0].ev.time, below);
+  assert_int_equal(ev[1].ev.time, below + 10);
+  tg_free_events(ev, n);
+  free(data);
+}
+
+static void explicit_flushes_write_empty_packets(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  assert_int_equal(mt_writer_flush(w, NULL), MT_OK);
+  assert_int_equal(mt_writer_flush(w, NULL), MT_OK);
+  size_t size, n;
+  uint8_t *data = tg_finish(w, fd, &size);
+  packet_list p;
+  walk_packets(data, size, &p);
+  assert_int_equal(p.count, 4); /* info + two flushes + close */
+  for (size_t i = 1; i < 4; i++) {
+    assert_int_equal(p.size[i], MT_HEADER_SIZE_V3);
+    assert_int_equal(p.h[i].alloc_id_begin, p.h[i].alloc_id_end);
+  }
+  assert_int_equal(p.h[1].verify_ix, MT_NO_VERIFY); /* a writer's first events packet */
+  assert_int_equal(p.h[2].verify_ix, 4242);
+  assert_int_equal(p.h[3].verify_ix, (4242 + 5413) & 0x3FFF);
+  tg_event *ev = tg_read_all(data, size, true, &n, NULL);
+  assert_int_equal(n, 0);
+  tg_free_events(ev, n);
+  free(data);
+}
+
+static void a_45_second_gap_starts_a_new_packet(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t stack[] = {3, 2, 1};
+  int64_t a, b;
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1000000, 4, 1, MT_SOURCE_MINOR, stack, 3,
+                                       tg_resolve, NULL, &a, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 46000000, 4, 1, MT_SOURCE_MINOR, stack, 3,
+                                       tg_resolve, NULL, &b, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_collect(w, TG_START + 46000001, a, NULL), MT_OK);
+  size_t size, n;
+  uint8_t *data = tg_finish(w, fd, &size);
+  packet_list p;
+  walk_packets(data, size, &p);
+  assert_int_equal(p.count, 4); /* info, locations, [alloc a], [alloc b, collect a] */
+  assert_int_equal(p.h[2].time_end, TG_START + 1000000);
+  assert_int_equal(p.h[3].time_begin, TG_START + 46000000);
+  assert_true(p.h[3].time_end - p.h[3].time_begin <= MT_PACKET_MAX_SPAN);
+  tg_event *ev = tg_read_all(data, size, true, &n, NULL);
+  assert_int_equal(n, 3);
+  assert_int_equal(ev[1].ev.time, TG_START + 46000000);
+  assert_int_equal(ev[1].ev.common_prefix, 3);
+  assert_int_equal(ev[2].ev.kind, MT_EVENT_COLLECT);
+  assert_int_equal(ev[2].ev.obj_id, a);
+  tg_free_events(ev, n);
+  free(data);
+}
+
+static void interleaved_domains_flush_on_switch_and_take_id_chunks(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t stack[] = {7, 8};
+  int64_t id[5];
+  const uint16_t domains[] = {0, 1, 0, 2, 1};
+  for (int i = 0; i < 5; i++)
+    assert_int_equal(mt_writer_put_alloc_in(w, domains[i], TG_START + i + 1, 2, 1,
+                                            MT_SOURCE_MINOR, stack, 2, tg_resolve, NULL, &id[i],
+                                            NULL),
+                     MT_OK);
+  assert_int_equal(id[0], 0);
+  assert_int_equal(id[1], 10000);
+  assert_int_equal(id[2], 1);
+  assert_int_equal(id[3], 20000);
+  assert_int_equal(id[4], 10001);
+  /* Domain 0 collects domain 1's object: the delta is negative (v3 only). */
+  assert_int_equal(mt_writer_put_collect_in(w, 0, TG_START + 10, id[1], NULL), MT_OK);
+  int64_t next;
+  assert_int_equal(mt_writer_next_alloc_id(w, 2, &next, NULL), MT_OK);
+  assert_int_equal(next, 20001);
+  size_t size, n;
+  uint8_t *data = tg_finish(w, fd, &size);
+  packet_list p;
+  walk_packets(data, size, &p);
+  unsigned per_domain[3] = {0};
+  for (size_t i = 1; i < p.count; i++)
+    per_domain[p.h[i].domain]++;
+  assert_true(per_domain[1] >= 2 && per_domain[2] >= 2);
+  tg_event *ev = tg_read_all(data, size, true, &n, NULL);
+  assert_int_equal(n, 6);
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal(ev[i].ev.obj_id, id[i]);
+    assert_int_equal(ev[i].ev.domain, domains[i]);
+    assert_int_equal(ev[i].ev.backtrace_length, 2);
+    assert_int_equal(ev[i].backtrace[0], 8);
+  }
+  assert_int_equal(ev[5].ev.kind, MT_EVENT_COLLECT);
+  assert_int_equal(ev[5].ev.obj_id, 10000);
+  assert_int_equal(ev[5].ev.domain, 0);
+  tg_free_events(ev, n);
+  free(data);
+}
+
+static void a_used_up_id_chunk_flushes_and_ids_stay_contiguous(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t stack[] = {1};
+  for (int i = 0; i < 10001; i++) {
+    int64_t id;
+    assert_int_equal(mt_writer_put_alloc(w, TG_START + i, 1, 1, MT_SOURCE_MINOR, stack, 1,
+                                         tg_resolve, NULL, &id, NULL),
+                     MT_OK);
+    assert_int_equal(id, i);
+  }
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  packet_list p;
+  walk_packets(data, size, &p);
+  bool boundary = false;
+  for (size_t i = 1; i < p.count; i++)
+    if (p.h[i].alloc_id_end == 10000 && p.h[i + 1].alloc_id_begin == 10000)
+      boundary = true;
+  assert_true(boundary);
+  free(data);
+}
+
+static void a_forked_child_writes_nothing(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t stack[] = {1};
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 1, 1, MT_SOURCE_MINOR, stack, 1,
+                                       tg_resolve, NULL, NULL, NULL),
+                   MT_OK);
+  off_t before = lseek(fd, 0, SEEK_END);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    mt_error err;
+    int rc = mt_writer_flush(w, &err);
+    _exit(rc == MT_E_FORKED && strstr(err.message, "fork") ? 0 : 1);
+  }
+  int status;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_int_equal(lseek(fd, 0, SEEK_END), before);
+  size_t size, n;
+  uint8_t *data = tg_finish(w, fd, &size); /* the parent still writes */
+  tg_event *ev = tg_read_all(data, size, false, &n, NULL);
+  assert_int_equal(n, 1);
+  tg_free_events(ev, n);
+  free(data);
+}
+
+static void refuses_what_the_format_cannot_express(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t zero[] = {0}, ok[] = {1};
+  mt_error err;
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 5, 1, 1, MT_SOURCE_MINOR, zero, 1,
+                                       tg_resolve, NULL, NULL, &err),
+                   MT_E_INVALID);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 5, 1, 0, MT_SOURCE_MINOR, ok, 1, tg_resolve,
+                                       NULL, NULL, &err),
+                   MT_E_INVALID);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 5, 1, 1, MT_SOURCE_MINOR, ok, 1, tg_resolve,
+                                       NULL, NULL, &err),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_collect(w, TG_START + 4, 0, &err), MT_E_INVALID); /* backwards */
+  assert_non_null(strstr(err.message, "before"));
+  assert_int_equal(mt_writer_put_promote(w, TG_START + 6, 1, &err), MT_E_INVALID); /* future id */
+  assert_int_equal(mt_writer_close(w, NULL), MT_OK);
+  close(fd);
+
+  w = tg_writer(2, 1.0, &fd);
+  assert_int_equal(mt_writer_put_alloc_in(w, 1, TG_START + 1, 1, 1, MT_SOURCE_MINOR, ok, 1,
+                                          tg_resolve, NULL, NULL, &err),
+                   MT_E_INVALID);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  packet_list p;
+  walk_packets(data, size, &p);
+  assert_int_equal(p.h[1].version, 2);
+  assert_int_equal(p.size[1], MT_HEADER_SIZE_V2);
+  free(data);
+
+  fd = memfd_create("bad", 0);
+  mt_trace_info info = tg_info(0.0);
+  assert_int_equal(mt_writer_create(&w, fd, &info, NULL, &err), MT_E_INVALID);
+  info = tg_info(1.5);
+  assert_int_equal(mt_writer_create(&w, fd, &info, NULL, &err), MT_E_INVALID);
+  mt_writer_options v1 = {.version = 1};
+  info = tg_info(0.5);
+  assert_int_equal(mt_writer_create(&w, fd, &info, &v1, &err), MT_E_INVALID);
+  close(fd);
+}
+
+static void a_write_error_stops_the_writer_with_an_io_error(void **state) {
+  (void)state;
+  int pipefd[2];
+  assert_int_equal(pipe(pipefd), 0);
+  close(pipefd[0]); /* writes will fail with EPIPE */
+  signal(SIGPIPE, SIG_IGN);
+  mt_trace_info info = tg_info(1.0);
+  mt_writer *w;
+  mt_error err;
+  assert_int_equal(mt_writer_create(&w, pipefd[1], &info, NULL, &err), MT_E_IO);
+  assert_non_null(strstr(err.message, "writing the trace"));
+  close(pipefd[1]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(rebuilds_memtraces_tiny_trace_bit_for_bit),
+      cmocka_unit_test(event_times_wrap_the_25_bit_field_inside_a_packet),
+      cmocka_unit_test(explicit_flushes_write_empty_packets),
+      cmocka_unit_test(a_45_second_gap_starts_a_new_packet),
+      cmocka_unit_test(interleaved_domains_flush_on_switch_and_take_id_chunks),
+      cmocka_unit_test(a_used_up_id_chunk_flushes_and_ids_stay_contiguous),
+      cmocka_unit_test(a_forked_child_writes_nothing),
+      cmocka_unit_test(refuses_what_the_format_cannot_express),
+      cmocka_unit_test(a_write_error_stops_the_writer_with_an_io_error),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
