@@ -290,11 +290,12 @@ static int open_common(mt_reader *r, mt_reader **out, mt_error *err) {
   }
   int rc = read_packet(r);
   if (rc == 0) {
+    const char *why = r->truncated ? "the trace-info packet is incomplete"
+                      : mt_input_compressed(r->source)
+                          ? "the zstd stream holds no complete block of trace data"
+                          : "the file is empty";
     mt_reader_close(r);
-    return mt_fail(err, MT_E_MALFORMED, 0,
-                   "malformed trace at byte 0: %s", r->packet_offset == 0 && !r->truncated
-                                                          ? "the file is empty"
-                                                          : "the trace-info packet is incomplete");
+    return mt_fail(err, MT_E_MALFORMED, 0, "malformed trace at byte 0: %s", why);
   }
   if (rc > 0)
     rc = parse_trace_info(r);
