@@ -45,7 +45,9 @@ mt_reader *cli_open_trace(const char *path, bool backtraces) {
                                .warning_user = (void *)path};
   mt_reader *r;
   mt_error err;
-  if (mt_reader_open(&r, path, &options, &err)) {
+  int rc = strcmp(path, "-") ? mt_reader_open(&r, path, &options, &err)
+                             : mt_reader_open_fd(&r, 0, &options, &err);
+  if (rc) {
     cli_report(path, &err);
     return NULL;
   }

@@ -94,7 +94,7 @@ static void warn(mt_reader *r, int64_t offset, const char *fmt, ...)
 
 static void warn(mt_reader *r, int64_t offset, const char *fmt, ...) {
   r->warnings++;
-  if (!r->options.on_warning)
+  if (!r->options.on_warning || offset == 0) /* packet 0 cannot be skipped: open fails instead */
     return;
   char message[256];
   va_list ap;
@@ -175,6 +175,9 @@ static int read_packet(mt_reader *r) {
   if (got == 0)
     return 0;
   mt_packet_header *h = &r->header;
+  if (got >= 4 && mt_load_u32(p) != MT_CTF_MAGIC) /* garbage is garbage, even when short */
+    return malformed(r, r->packet_offset, "not a CTF packet (magic 0x%08x, expected 0x%08x)",
+                     mt_load_u32(p), MT_CTF_MAGIC);
   size_t hsize = mt_packet_header_decode(p, got, h);
   if (!hsize) {
     r->truncated = true;

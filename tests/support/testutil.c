@@ -114,26 +114,21 @@ static char *slurp_fd(int fd, size_t *size) {
   return data;
 }
 
-int tu_run_cli(char **out, size_t *out_size, char **err, const char *arg0, ...) {
+static int run_cli_argv(int out_fd, char **err, const char **args) {
   const char *cli = getenv("MEMTAP_CLI");
   if (!cli || !*cli)
     fail_msg("MEMTAP_CLI is not set (run the tests through ctest)");
   const char *argv[64];
   int argc = 0;
   argv[argc++] = cli;
-  va_list ap;
-  va_start(ap, arg0);
-  for (const char *a = arg0; a; a = va_arg(ap, const char *)) {
+  for (; *args; args++) {
     assert_true(argc < 63);
-    argv[argc++] = a;
+    argv[argc++] = *args;
   }
-  va_end(ap);
   argv[argc] = NULL;
-
-  char out_tmpl[] = "/tmp/memtap-cli-out-XXXXXX", err_tmpl[] = "/tmp/memtap-cli-err-XXXXXX";
-  int out_fd = mkstemp(out_tmpl), err_fd = mkstemp(err_tmpl);
-  assert_true(out_fd >= 0 && err_fd >= 0);
-  unlink(out_tmpl);
+  char err_tmpl[] = "/tmp/memtap-cli-err-XXXXXX";
+  int err_fd = mkstemp(err_tmpl);
+  assert_true(err_fd >= 0);
   unlink(err_tmpl);
   fflush(NULL);
   pid_t pid = fork();
@@ -149,15 +144,52 @@ int tu_run_cli(char **out, size_t *out_size, char **err, const char *arg0, ...) 
   int status;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (out)
-    *out = slurp_fd(out_fd, out_size);
   if (err)
     *err = slurp_fd(err_fd, NULL);
-  close(out_fd);
   close(err_fd);
   if (WIFSIGNALED(status))
     return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
+}
+
+static void collect_args(const char **args, const char *arg0, va_list ap) {
+  int n = 0;
+  for (const char *a = arg0; a; a = va_arg(ap, const char *)) {
+    assert_true(n < 62);
+    args[n++] = a;
+  }
+  args[n] = NULL;
+}
+
+int tu_run_cli(char **out, size_t *out_size, char **err, const char *arg0, ...) {
+  const char *args[64];
+  va_list ap;
+  va_start(ap, arg0);
+  collect_args(args, arg0, ap);
+  va_end(ap);
+  char out_tmpl[] = "/tmp/memtap-cli-out-XXXXXX";
+  int out_fd = mkstemp(out_tmpl);
+  assert_true(out_fd >= 0);
+  unlink(out_tmpl);
+  int status = run_cli_argv(out_fd, err, args);
+  if (out)
+    *out = slurp_fd(out_fd, out_size);
+  close(out_fd);
+  return status;
+}
+
+int tu_run_cli_to_file(const char *out_path, char **err, const char *arg0, ...) {
+  const char *args[64];
+  va_list ap;
+  va_start(ap, arg0);
+  collect_args(args, arg0, ap);
+  va_end(ap);
+  int out_fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (out_fd < 0)
+    fail_msg("cannot create %s: %s", out_path, strerror(errno));
+  int status = run_cli_argv(out_fd, err, args);
+  close(out_fd);
+  return status;
 }
 
 char *tu_ref_field(const char *ref_path, const char *key) {
@@ -226,25 +258,74 @@ static void sha_block(uint32_t h[8], const uint8_t *p) {
   h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
+typedef struct sha256_ctx {
+  uint32_t h[8];
+  uint8_t block[64];
+  size_t fill;
+  uint64_t total;
+} sha256_ctx;
+
+static void sha_init(sha256_ctx *c) {
+  static const uint32_t init[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  memcpy(c->h, init, sizeof init);
+  c->fill = 0;
+  c->total = 0;
+}
+
+static void sha_update(sha256_ctx *c, const uint8_t *p, size_t n) {
+  c->total += n;
+  while (n) {
+    if (c->fill == 0 && n >= 64) {
+      sha_block(c->h, p);
+      p += 64;
+      n -= 64;
+      continue;
+    }
+    size_t take = 64 - c->fill < n ? 64 - c->fill : n;
+    memcpy(c->block + c->fill, p, take);
+    c->fill += take;
+    p += take;
+    n -= take;
+    if (c->fill == 64) {
+      sha_block(c->h, c->block);
+      c->fill = 0;
+    }
+  }
+}
+
+static void sha_final(sha256_ctx *c, char hex[65]) {
+  uint64_t bits = c->total * 8;
+  uint8_t pad = 0x80, zero = 0, len[8];
+  sha_update(c, &pad, 1);
+  while (c->fill != 56)
+    sha_update(c, &zero, 1);
+  for (int i = 0; i < 8; i++)
+    len[i] = (uint8_t)(bits >> (56 - 8 * i));
+  sha_update(c, len, 8);
+  for (int i = 0; i < 8; i++)
+    snprintf(hex + 8 * i, 9, "%08x", c->h[i]);
+}
+
 void tu_sha256_hex(const void *data, size_t size, char hex[65]) {
-  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  const uint8_t *p = data;
-  size_t full = size / 64 * 64;
-  for (size_t i = 0; i < full; i += 64)
-    sha_block(h, p + i);
-  uint8_t tail[128] = {0};
-  size_t rest = size - full;
-  memcpy(tail, p + full, rest);
-  tail[rest] = 0x80;
-  size_t tail_len = rest + 9 <= 64 ? 64 : 128;
-  uint64_t bits = (uint64_t)size * 8;
-  for (int i = 0; i < 8; i++)
-    tail[tail_len - 1 - i] = (uint8_t)(bits >> (8 * i));
-  for (size_t i = 0; i < tail_len; i += 64)
-    sha_block(h, tail + i);
-  for (int i = 0; i < 8; i++)
-    snprintf(hex + 8 * i, 9, "%08x", h[i]);
+  sha256_ctx c;
+  sha_init(&c);
+  sha_update(&c, data, size);
+  sha_final(&c, hex);
+}
+
+void tu_sha256_file(const char *path, char hex[65]) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    fail_msg("cannot open %s: %s", path, strerror(errno));
+  sha256_ctx c;
+  sha_init(&c);
+  static uint8_t buf[1 << 16];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    sha_update(&c, buf, n);
+  fclose(f);
+  sha_final(&c, hex);
 }
 
 /* A strict recursive-descent JSON validator (RFC 8259), for checking --json outputs. */

@@ -31,8 +31,12 @@ const char *tu_temp_path(const char *name);
  * (128+signal if killed). *out and *err (if non-NULL) receive malloc'd NUL-terminated output. */
 int tu_run_cli(char **out, size_t *out_size, char **err, const char *arg0, ...);
 
-/* Lowercase hex sha256 of bytes (65-byte buffer). */
+/* The same with stdout written to `out_path` (for outputs of hundreds of MB). */
+int tu_run_cli_to_file(const char *out_path, char **err, const char *arg0, ...);
+
+/* Lowercase hex sha256 of bytes, or of a file read in chunks (65-byte buffer). */
 void tu_sha256_hex(const void *data, size_t size, char hex[65]);
+void tu_sha256_file(const char *path, char hex[65]);
 
 /* The value of "key: value" line in a file (e.g. "dump sha256" of a .ref file), malloc'd, or NULL. */
 char *tu_ref_field(const char *ref_path, const char *key);

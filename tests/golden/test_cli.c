@@ -1,0 +1,143 @@
+/* The memtap command line as a user meets it: help everywhere, usage errors with exit status 64,
+ * errors that name the file and what went wrong, no output lost before an error, and copy's
+ * refusals. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "tracegen.h"
+
+static void expect(int status, const char *out_has, const char *err_has, const char *arg0, ...) {
+  const char *args[16];
+  int n = 0;
+  va_list ap;
+  va_start(ap, arg0);
+  for (const char *a = arg0; a; a = va_arg(ap, const char *))
+    args[n++] = a;
+  va_end(ap);
+  args[n] = NULL;
+  char *out = NULL, *err = NULL;
+  int got = tu_run_cli(&out, NULL, &err, n > 0 ? args[0] : NULL, n > 1 ? args[1] : NULL,
+                       n > 2 ? args[2] : NULL, n > 3 ? args[3] : NULL, n > 4 ? args[4] : NULL,
+                       NULL);
+  if (got != status)
+    fail_msg("memtap %s: exit %d, expected %d; stderr: %s", arg0 ? arg0 : "", got, status, err);
+  if (out_has && !strstr(out, out_has))
+    fail_msg("memtap %s: stdout lacks \"%s\": %.300s", arg0 ? arg0 : "", out_has, out);
+  if (err_has && !strstr(err, err_has))
+    fail_msg("memtap %s: stderr lacks \"%s\": %.300s", arg0 ? arg0 : "", err_has, err);
+  free(out);
+  free(err);
+}
+
+static const char *write_trace(const char *name, bool two_domains) {
+  int fd;
+  mt_writer *w = tg_writer(3, 0.5, &fd);
+  uint64_t stack[] = {3, 2, 1};
+  for (int i = 0; i < 10; i++)
+    assert_int_equal(mt_writer_put_alloc_in(w, two_domains ? (uint16_t)(i % 2) : 0,
+                                            TG_START + i, 4, 1, MT_SOURCE_EXTERNAL, stack, 3,
+                                            tg_resolve, NULL, NULL, NULL),
+                     MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  const char *path = tu_temp_path(name);
+  tu_write_file(path, data, size);
+  free(data);
+  return path;
+}
+
+static void every_command_has_help(void **state) {
+  (void)state;
+  expect(0, "commands:", NULL, "--help", NULL);
+  expect(0, "memtap ", NULL, "--version", NULL);
+  const char *commands[] = {"info", "dump", "check", "copy"};
+  for (int i = 0; i < 4; i++) {
+    char usage[64];
+    snprintf(usage, sizeof usage, "usage: memtap %s", commands[i]);
+    expect(0, usage, NULL, commands[i], "--help", NULL);
+  }
+}
+
+static void usage_errors_exit_64_and_point_to_help(void **state) {
+  (void)state;
+  expect(64, NULL, "usage: memtap COMMAND", NULL);
+  expect(64, NULL, "unknown command 'frobnicate'", "frobnicate", NULL);
+  expect(64, NULL, "expected exactly one TRACE", "dump", NULL);
+  expect(64, NULL, "--help", "dump", "--bogus", "x", NULL);
+  expect(64, NULL, "--version takes 2 or 3, not '4'", "copy", "--version", "4", "a", "b");
+  expect(64, NULL, "expected IN and OUT", "copy", "onlyone", NULL);
+}
+
+static void errors_name_the_file_and_the_problem(void **state) {
+  (void)state;
+  expect(1, NULL, "memtap: /nonexistent/trace.ctf: cannot open: No such file or directory",
+         "dump", "/nonexistent/trace.ctf", NULL);
+  const char *text = tu_temp_path("not-a-trace.txt");
+  tu_write_file(text, "this is plainly not a trace, just some text of decent length......", 67);
+  char want[512];
+  snprintf(want, sizeof want, "memtap: %s: malformed trace at byte 0: not a CTF packet", text);
+  expect(1, NULL, want, "info", text, NULL);
+  expect(1, NULL, "not a CTF packet", "check", text, NULL);
+}
+
+static void dump_prints_everything_before_an_error(void **state) {
+  (void)state;
+  const char *path = write_trace("good.ctf", false);
+  size_t size;
+  uint8_t *data = tu_read_file(path, &size);
+  /* A garbage packet after the ten allocations: all ten must be printed before the error. */
+  uint8_t *bad = malloc(size + 68);
+  memcpy(bad, data, size);
+  memset(bad + size, 0xAB, 68);
+  const char *broken = tu_temp_path("broken.ctf");
+  tu_write_file(broken, bad, size + 68);
+  char *out = NULL, *err = NULL;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "dump", broken, NULL), 1);
+  int lines = 0;
+  for (const char *p = out; *p; p++)
+    lines += *p == '\n';
+  assert_int_equal(lines, 10);
+  char want[64];
+  snprintf(want, sizeof want, "malformed trace at byte %zu: not a CTF packet", size);
+  assert_non_null(strstr(err, want));
+  free(out);
+  free(err);
+  free(bad);
+  free(data);
+}
+
+static void copy_refuses_to_lose_data(void **state) {
+  (void)state;
+  const char *two = write_trace("two-domains.ctf", true);
+  const char *out = tu_temp_path("out.ctf");
+  expect(1, NULL, "has events of domain 1; a v2 trace has no domains", "copy", "--version", "2",
+         two, out);
+  expect(0, NULL, NULL, "copy", two, out, NULL); /* as v3 it is fine */
+  expect(0, "ok: 10 events", NULL, "check", out, NULL);
+  expect(1, NULL, "is the input trace itself", "copy", out, out, NULL);
+  expect(0, "ok: 10 events", NULL, "check", out, NULL); /* and it is intact */
+}
+
+static void check_reports_writer_built_traces_as_well_formed(void **state) {
+  (void)state;
+  const char *path = write_trace("one.ctf", false);
+  expect(0, "ok: 10 events", NULL, "check", path, NULL);
+  expect(0, NULL, NULL, "check", "-q", path, NULL);
+  expect(0, "external", NULL, "info", path, NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(every_command_has_help),
+      cmocka_unit_test(usage_errors_exit_64_and_point_to_help),
+      cmocka_unit_test(errors_name_the_file_and_the_problem),
+      cmocka_unit_test(dump_prints_everything_before_an_error),
+      cmocka_unit_test(copy_refuses_to_lose_data),
+      cmocka_unit_test(check_reports_writer_built_traces_as_well_formed),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
