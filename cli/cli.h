@@ -11,8 +11,8 @@
 /* Exit codes shared by every subcommand. */
 enum {
   MT_EXIT_OK = 0,
-  MT_EXIT_FAILURE = 1,   /* the input is malformed, or an operation failed */
-  MT_EXIT_USAGE = 64,    /* bad command line (sysexits EX_USAGE) */
+  MT_EXIT_FAILURE = 1, /* the input is malformed, or an operation failed */
+  MT_EXIT_USAGE = 64,  /* bad command line (sysexits EX_USAGE) */
 };
 
 #define MT_COMMAND(name, fn, summary) int fn(int argc, char **argv);

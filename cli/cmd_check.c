@@ -53,8 +53,9 @@ int mt_cmd_check(int argc, char **argv) {
       const mt_location *locs;
       size_t n;
       if (!mt_reader_lookup_location(r, code, &locs, &n)) {
-        cli_error(path, "malformed trace at byte %lld: invalid location code 0x%" PRIx64
-                        " (frame %zu of the allocation's backtrace was never described)",
+        cli_error(path,
+                  "malformed trace at byte %lld: invalid location code 0x%" PRIx64
+                  " (frame %zu of the allocation's backtrace was never described)",
                   (long long)ev.offset, (uint64_t)code, i);
         status = MT_EXIT_FAILURE;
         goto done;
@@ -73,8 +74,9 @@ int mt_cmd_check(int argc, char **argv) {
   }
   int64_t cut;
   if (mt_reader_truncated(r, &cut)) {
-    cli_error(path, "truncated at byte %lld: the last packet is incomplete; the %" PRIu64
-                    " events before it are well-formed",
+    cli_error(path,
+              "truncated at byte %lld: the last packet is incomplete; the %" PRIu64
+              " events before it are well-formed",
               (long long)cut, events);
     status = 2;
   } else if (!quiet) {

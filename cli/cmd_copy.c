@@ -76,8 +76,9 @@ int mt_cmd_copy(int argc, char **argv) {
     int found = find_nonzero_domain(in, &domain);
     if (found) {
       if (found > 0)
-        cli_error(in, "has events of domain %u; a v2 trace has no domains, so it cannot be "
-                      "written as v2 (copy it as v3)",
+        cli_error(in,
+                  "has events of domain %u; a v2 trace has no domains, so it cannot be "
+                  "written as v2 (copy it as v3)",
                   domain);
       mt_reader_close(r);
       return MT_EXIT_FAILURE;

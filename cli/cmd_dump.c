@@ -145,8 +145,9 @@ static const char *source_name[] = {"minor", "major", "external"};
 static int dump_json(dumper *d) {
   const mt_trace_info *info = mt_reader_info(d->reader);
   cli_out *o = &d->out;
-  out_printf(o, "{\"type\":\"trace_info\",\"schema\":\"memtap.dump/1\",\"version\":%d,"
-                "\"start_time\":%lld,\"sample_rate\":%.17g,\"word_size\":%d,\"executable\":",
+  out_printf(o,
+             "{\"type\":\"trace_info\",\"schema\":\"memtap.dump/1\",\"version\":%d,"
+             "\"start_time\":%lld,\"sample_rate\":%.17g,\"word_size\":%d,\"executable\":",
              info->version, (long long)info->start_time, info->sample_rate, info->word_size);
   out_json_string(o, info->executable_name);
   out_str(o, ",\"host\":");

@@ -124,8 +124,9 @@ int mt_cmd_info(int argc, char **argv) {
   if (json) {
     out_str(&o, "{\"schema\":\"memtap.info/1\",\"file\":");
     out_json_string(&o, path);
-    out_printf(&o, ",\"file_size\":%lld,\"version\":%d,\"start_time\":%lld,\"start_time_utc\":\"%s\","
-                   "\"duration_s\":%.6f,\"executable\":",
+    out_printf(&o,
+               ",\"file_size\":%lld,\"version\":%d,\"start_time\":%lld,\"start_time_utc\":\"%s\","
+               "\"duration_s\":%.6f,\"executable\":",
                file_size, info->version, (long long)info->start_time, start, duration);
     out_json_string(&o, info->executable_name);
     out_str(&o, ",\"host\":");
@@ -135,9 +136,10 @@ int mt_cmd_info(int argc, char **argv) {
     out_json_string(&o, info->ocaml_runtime_params);
     out_str(&o, ",\"context\":");
     out_json_string(&o, info->context);
-    out_printf(&o, ",\"domains\":%u,\"events\":{\"alloc\":%" PRIu64 ",\"alloc_major\":%" PRIu64
-                   ",\"alloc_ext\":%" PRIu64 ",\"promote\":%" PRIu64 ",\"collect\":%" PRIu64
-                   "},\"samples\":%" PRIu64,
+    out_printf(&o,
+               ",\"domains\":%u,\"events\":{\"alloc\":%" PRIu64 ",\"alloc_major\":%" PRIu64
+               ",\"alloc_ext\":%" PRIu64 ",\"promote\":%" PRIu64 ",\"collect\":%" PRIu64
+               "},\"samples\":%" PRIu64,
                t.domain_count, t.allocs[0], t.allocs[1], t.allocs[2], t.promotes, t.collects,
                t.samples[0] + t.samples[1] + t.samples[2]);
     out_str(&o, ",\"estimated_words\":{");
@@ -146,11 +148,12 @@ int mt_cmd_info(int argc, char **argv) {
     out_str(&o, "},\"words_per_second\":{");
     for (int i = 0; i < 3; i++)
       out_printf(&o, "%s\"%s\":%.1f", i ? "," : "", names[i], rate_ok ? est[i] * per_second : 0);
-    out_printf(&o, "},\"promoted_percent\":%.2f,\"sizes\":{\"le4\":%" PRIu64 ",\"le16\":%" PRIu64
-                   ",\"le256\":%" PRIu64 ",\"larger\":%" PRIu64 ",\"max_words\":%lld},"
-                   "\"truncated\":%s,\"skipped_packets\":%" PRIu64 "}\n",
-               pct(t.promotes, t.allocs[0]), t.size_le4, t.size_le16, t.size_le256,
-               t.size_larger, (long long)t.max_length, truncated ? "true" : "false",
+    out_printf(&o,
+               "},\"promoted_percent\":%.2f,\"sizes\":{\"le4\":%" PRIu64 ",\"le16\":%" PRIu64
+               ",\"le256\":%" PRIu64 ",\"larger\":%" PRIu64 ",\"max_words\":%lld},"
+               "\"truncated\":%s,\"skipped_packets\":%" PRIu64 "}\n",
+               pct(t.promotes, t.allocs[0]), t.size_le4, t.size_le16, t.size_le256, t.size_larger,
+               (long long)t.max_length, truncated ? "true" : "false",
                mt_reader_warning_count(r) - (truncated ? 1 : 0));
   } else {
     out_printf(&o, "file:           %s (%lld bytes)\n", path, file_size);
@@ -166,9 +169,9 @@ int mt_cmd_info(int argc, char **argv) {
     out_printf(&o, "runtime params: %s\n", info->ocaml_runtime_params);
     out_printf(&o, "context:        %s\n", info->context[0] ? info->context : "(none)");
     out_printf(&o, "domains:        %u\n", t.domain_count);
-    out_printf(&o, "events:         %" PRIu64 " allocations (%" PRIu64 " minor, %" PRIu64
-                   " major, %" PRIu64 " external), %" PRIu64 " promotions, %" PRIu64
-                   " collections\n",
+    out_printf(&o,
+               "events:         %" PRIu64 " allocations (%" PRIu64 " minor, %" PRIu64
+               " major, %" PRIu64 " external), %" PRIu64 " promotions, %" PRIu64 " collections\n",
                nallocs, t.allocs[0], t.allocs[1], t.allocs[2], t.promotes, t.collects);
     out_printf(&o, "samples:        %" PRIu64 "\n", t.samples[0] + t.samples[1] + t.samples[2]);
     if (rate_ok) {

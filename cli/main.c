@@ -17,9 +17,10 @@ static const struct command commands[] = {
 };
 
 static void print_help(FILE *out) {
-  fprintf(out, "usage: memtap COMMAND [OPTIONS] ...\n\n"
-               "memtap reads and writes memory-allocation traces in the memtrace format (v1-v3).\n\n"
-               "commands:\n");
+  fprintf(out,
+          "usage: memtap COMMAND [OPTIONS] ...\n\n"
+          "memtap reads and writes memory-allocation traces in the memtrace format (v1-v3).\n\n"
+          "commands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf(out, "\n'memtap COMMAND --help' describes one command. 'memtap --version' prints the "

@@ -40,9 +40,8 @@ void cli_print_warning(void *user, int64_t offset, const char *message) {
 }
 
 mt_reader *cli_open_trace(const char *path, bool backtraces) {
-  mt_reader_options options = {.backtraces = backtraces,
-                               .on_warning = cli_print_warning,
-                               .warning_user = (void *)path};
+  mt_reader_options options = {
+      .backtraces = backtraces, .on_warning = cli_print_warning, .warning_user = (void *)path};
   mt_reader *r;
   mt_error err;
   int rc = strcmp(path, "-") ? mt_reader_open(&r, path, &options, &err)

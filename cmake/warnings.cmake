@@ -9,3 +9,8 @@ if(MEMTAP_SANITIZE)
   add_compile_options(${_san})
   add_link_options(${_san})
 endif()
+
+# Fuzzing builds instrument the whole library for coverage; only the targets link libFuzzer's main.
+if(MEMTAP_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

@@ -1,9 +1,9 @@
 /* memtap/common.h: status codes and the error record every memtap layer reports through.
  *
- * Library functions return an int: MT_OK (0) on success, a negative MT_E_* code on failure. Most also
- * take an optional `mt_error *`; when it is non-NULL and the call fails, it is filled with the code, a
- * human-readable message and, for parsers, the absolute byte offset of the offending field. The library
- * never prints and never exits. */
+ * Library functions return an int: MT_OK (0) on success, a negative MT_E_* code on failure. Most
+ * also take an optional `mt_error *`; when it is non-NULL and the call fails, it is filled with the
+ * code, a human-readable message and, for parsers, the absolute byte offset of the offending field.
+ * The library never prints and never exits. */
 #ifndef MEMTAP_COMMON_H
 #define MEMTAP_COMMON_H
 
@@ -28,10 +28,11 @@ enum {
 
 /* Where and why a call failed. `offset` is -1 when no input position applies. */
 typedef struct mt_error {
-  int code;           /* one of MT_E_* */
-  int sys_errno;      /* errno of the failing system call, for MT_E_IO; else 0 */
-  int64_t offset;     /* absolute byte offset in the input, or -1 */
-  char message[256];  /* what went wrong, without the file name: "malformed trace at byte 48213: ..." */
+  int code;          /* one of MT_E_* */
+  int sys_errno;     /* errno of the failing system call, for MT_E_IO; else 0 */
+  int64_t offset;    /* absolute byte offset in the input, or -1 */
+  char message[256]; /* what went wrong, without the file name: "malformed trace at byte 48213: ..."
+                      */
 } mt_error;
 
 /* A short constant name for a status code ("malformed input", "I/O error", ...). */

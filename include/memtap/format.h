@@ -6,7 +6,8 @@
  * Every location code used by an allocation is described once by a list of source locations.
  *
  *   - mt_writer writes a trace to a file descriptor, byte for byte as memtrace's Trace.Writer does;
- *   - mt_reader reads one (v1, v2, v3, plain or zstd-compressed), checking every rule of the format;
+ *   - mt_reader reads one (v1, v2, v3, plain or zstd-compressed), checking every rule of the
+ * format;
  *   - mt_transcode copies a reader's events into a writer (memtap copy).
  *
  * Handles are opaque, created and destroyed in pairs. Nothing here prints; problems come back as
@@ -47,15 +48,15 @@ typedef struct mt_location {
 
 /* The trace_info record (FORMAT.md §2.5). */
 typedef struct mt_trace_info {
-  int version;                      /* format version of packet 0 (1, 2 or 3) */
-  int64_t start_time;               /* microseconds since the Unix epoch */
-  double sample_rate;               /* lambda, 0 < rate <= 1 */
-  int word_size;                    /* in bits; 64 for every real trace */
+  int version;        /* format version of packet 0 (1, 2 or 3) */
+  int64_t start_time; /* microseconds since the Unix epoch */
+  double sample_rate; /* lambda, 0 < rate <= 1 */
+  int word_size;      /* in bits; 64 for every real trace */
   const char *executable_name;
   const char *host_name;
   const char *ocaml_runtime_params; /* memtap's own traces put "memtap=<version>,..." here */
   int64_t pid;
-  const char *context;              /* "" when absent (v1, or no context) */
+  const char *context; /* "" when absent (v1, or no context) */
 } mt_trace_info;
 
 typedef enum mt_event_kind {
@@ -64,19 +65,20 @@ typedef enum mt_event_kind {
   MT_EVENT_COLLECT = 2,
 } mt_event_kind;
 
-/* One decoded event. For promote and collect only kind, time, domain, obj_id and offset are set. */
+/* One decoded event. For promote and collect, the allocation-only fields are zero (backtrace NULL).
+ */
 typedef struct mt_event {
   mt_event_kind kind;
-  int64_t time;            /* microseconds since the Unix epoch (subtract info.start_time) */
-  int64_t obj_id;          /* the allocation's object id (FORMAT.md §2.7, §2.9) */
-  uint16_t domain;         /* the domain of the packet holding the event (0 in v1/v2) */
-  int64_t offset;          /* absolute byte offset of the event in the decompressed trace */
+  int64_t time;    /* microseconds since the Unix epoch (subtract info.start_time) */
+  int64_t obj_id;  /* the allocation's object id (FORMAT.md §2.7, §2.9) */
+  uint16_t domain; /* the domain of the packet holding the event (0 in v1/v2) */
+  int64_t offset;  /* absolute byte offset of the event in the decompressed trace */
   /* Allocations only: */
-  int64_t length;          /* size in words, header excluded */
-  int64_t nsamples;        /* sample points inside the block (>= 1 in valid traces) */
+  int64_t length;   /* size in words, header excluded */
+  int64_t nsamples; /* sample points inside the block (>= 1 in valid traces) */
   mt_source source;
-  int64_t common_prefix;   /* as read from the event (FORMAT.md §6) */
-  bool short_form;         /* encoded as alloc01..alloc16 */
+  int64_t common_prefix; /* as read from the event (FORMAT.md §6) */
+  bool short_form;       /* encoded as alloc01..alloc16 */
   /* The backtrace as location codes, outermost frame first, after the 63-bit conversion of
    * FORMAT.md §2.12. Borrowed: valid until the next call on the reader. NULL/0 when the reader
    * was opened without backtrace decoding. */
@@ -91,7 +93,7 @@ typedef struct mt_event {
 typedef struct mt_writer mt_writer;
 
 typedef struct mt_writer_options {
-  int version;          /* 3 (the default when 0) or 2. v2 has no domains and no id chunks */
+  int version; /* 3 (the default when 0) or 2. v2 has no domains and no id chunks */
   /* The pid written in every packet header and in trace_info; 0 means info->pid. Independently, the
    * writer remembers getpid() at creation and refuses to write from another process. */
   int64_t pid;
@@ -100,8 +102,7 @@ typedef struct mt_writer_options {
 /* Resolves a location code to its location list, outermost (physically containing) function first.
  * Called at most once per cache miss. The entries must stay valid until the callback is called
  * again or put_alloc returns. Return MT_OK, or a negative status to abort the put_alloc. */
-typedef int (*mt_resolve_fn)(void *user, uint64_t code, const mt_location **entries,
-                             size_t *count);
+typedef int (*mt_resolve_fn)(void *user, uint64_t code, const mt_location **entries, size_t *count);
 
 /* Creates a writer on `fd` (which stays the caller's: close does not close it) and writes packet 0
  * from `info` (info->version and info->start_time are used as the trace's start; version comes from
@@ -111,23 +112,22 @@ int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
                      const mt_writer_options *options, mt_error *err);
 
 /* Records an allocation at `time` (µs since the epoch, non-decreasing per domain), of `length`
- * words, with `nsamples` >= 1 samples, made at `callstack` (location codes, INNERMOST first: index 0
- * is the allocation point; codes in [1, 2^62)). Codes not in the writer's backtrace cache are
+ * words, with `nsamples` >= 1 samples, made at `callstack` (location codes, INNERMOST first: index
+ * 0 is the allocation point; codes in [1, 2^62)). Codes not in the writer's backtrace cache are
  * resolved through `resolve` and described in the next location packet. Stores the new object id
  * in `*obj_id` when non-NULL. */
 int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
                         mt_source source, const uint64_t *callstack, size_t callstack_length,
-                        mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id,
-                        mt_error *err);
+                        mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id, mt_error *err);
 
 /* Records that object `obj_id` (allocated earlier by this writer) was promoted / collected. */
 int mt_writer_put_promote(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err);
 int mt_writer_put_collect(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err);
 
-/* Multiplexed domains (memtrace's Writer.Multiplexed_domains): the same three events for an explicit
- * domain. Switching to another domain than the previous event's flushes the previous domain's
- * packets first; each domain has its own caches and takes object ids in chunks of 10 000 (v3).
- * v2 writers accept only domain 0. */
+/* Multiplexed domains (memtrace's Writer.Multiplexed_domains): the same three events for an
+ * explicit domain. Switching to another domain than the previous event's flushes the previous
+ * domain's packets first; each domain has its own caches and takes object ids in chunks of 10 000
+ * (v3). v2 writers accept only domain 0. */
 int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t length,
                            int64_t nsamples, mt_source source, const uint64_t *callstack,
                            size_t callstack_length, mt_resolve_fn resolve, void *resolve_user,
@@ -155,8 +155,8 @@ int mt_writer_close(mt_writer *w, mt_error *err);
 
 typedef struct mt_reader mt_reader;
 
-/* Called for every recoverable problem: a packet with a foreign pid, a truncated last packet, a file
- * cut inside a packet header. The reader skips what it names and goes on. */
+/* Called for every recoverable problem: a packet with a foreign pid, a truncated last packet, a
+ * file cut inside a packet header. The reader skips what it names and goes on. */
 typedef void (*mt_warning_fn)(void *user, int64_t offset, const char *message);
 
 typedef struct mt_reader_options {
@@ -185,8 +185,8 @@ const mt_trace_info *mt_reader_info(const mt_reader *r);
  * error the reader stays failed: further calls return the same error. */
 int mt_reader_next(mt_reader *r, mt_event *event, mt_error *err);
 
-/* Calls `fn` for every remaining event; stops early when fn returns non-zero, and returns that value.
- * Returns MT_OK at the end of the trace, or the negative status of a reading error. */
+/* Calls `fn` for every remaining event; stops early when fn returns non-zero, and returns that
+ * value. Returns MT_OK at the end of the trace, or the negative status of a reading error. */
 typedef int (*mt_event_fn)(void *user, const mt_event *event);
 int mt_reader_iter(mt_reader *r, mt_event_fn fn, void *user, mt_error *err);
 

@@ -20,7 +20,9 @@ const char *mt_status_name(int code) {
   }
 }
 
-const char *mt_version(void) { return MEMTAP_VERSION_STRING; }
+const char *mt_version(void) {
+  return MEMTAP_VERSION_STRING;
+}
 
 int mt_fail(mt_error *err, int code, int64_t offset, const char *fmt, ...) {
   if (err) {

@@ -6,7 +6,8 @@
 
 #define MEMTAP_VERSION_STRING "0.1.0"
 
-/* Fills `err` (if non-NULL) with `code`, `offset` and a printf-formatted message; returns `code`. */
+/* Fills `err` (if non-NULL) with `code`, `offset` and a printf-formatted message; returns `code`.
+ */
 int mt_fail(mt_error *err, int code, int64_t offset, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -22,8 +22,8 @@ static void emit_hit(mt_wbuf *out, unsigned bucket, unsigned n) {
   }
 }
 
-long mt_backtrace_encode(mt_backtrace_encoder *enc, mt_wbuf *out, const uint64_t *stack,
-                         long first, int64_t alloc_id, mt_miss_fn on_miss, void *user) {
+long mt_backtrace_encode(mt_backtrace_encoder *enc, mt_wbuf *out, const uint64_t *stack, long first,
+                         int64_t alloc_id, mt_miss_fn on_miss, void *user) {
   size_t limit = out->len + MT_BACKTRACE_ENCODING_MAX - 10;
   long pos = first, codewords = 0;
   unsigned predictor = 0;

@@ -30,8 +30,8 @@ typedef bool (*mt_miss_fn)(void *user, uint64_t code);
 /* Encodes frames stack[first] down to stack[0] (outermost new frame first; `stack` is innermost
  * first) as codewords appended to `out`, stopping early at the 4 KiB cut. `alloc_id` dates the
  * buckets used. Returns the number of codewords written, or -1 if on_miss failed. */
-long mt_backtrace_encode(mt_backtrace_encoder *enc, mt_wbuf *out, const uint64_t *stack,
-                         long first, int64_t alloc_id, mt_miss_fn on_miss, void *user);
+long mt_backtrace_encode(mt_backtrace_encoder *enc, mt_wbuf *out, const uint64_t *stack, long first,
+                         int64_t alloc_id, mt_miss_fn on_miss, void *user);
 
 /* --- reader ------------------------------------------------------------------------------- */
 

@@ -25,15 +25,15 @@ struct mt_input {
   /* Streaming input. */
   int fd;
   bool own_fd;
-  bool eof;            /* the descriptor is exhausted */
-  uint8_t *buffer;     /* decoded bytes [start, end) are valid */
+  bool eof;        /* the descriptor is exhausted */
+  uint8_t *buffer; /* decoded bytes [start, end) are valid */
   size_t start, end;
   /* Compressed input: raw bytes read from fd or memory feed the decompressor. */
   ZSTD_DStream *zstd;
   uint8_t *raw;
   ZSTD_inBuffer in;
   size_t raw_cap;
-  bool zstd_done;      /* ZSTD reported the end of a frame and no input is left */
+  bool zstd_done; /* ZSTD reported the end of a frame and no input is left */
   int64_t position;
 };
 
@@ -85,8 +85,7 @@ int mt_input_open_fd(mt_input **out, int fd, bool own_fd, mt_error *err) {
   s->fd = fd;
   s->own_fd = own_fd;
   struct stat st;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
-      lseek(fd, 0, SEEK_CUR) == 0) {
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && lseek(fd, 0, SEEK_CUR) == 0) {
     void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m != MAP_FAILED) {
       madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);

@@ -1,6 +1,7 @@
 /* Where the reader's bytes come from: a mapped file, memory, a descriptor read in chunks, or any of
- * those through zstd decompression (detected by the zstd magic number). The reader asks for a window
- * of contiguous bytes at the current position; the source keeps it valid until the next call. */
+ * those through zstd decompression (detected by the zstd magic number). The reader asks for a
+ * window of contiguous bytes at the current position; the source keeps it valid until the next
+ * call. */
 #ifndef MEMTAP_SRC_FORMAT_INPUT_H
 #define MEMTAP_SRC_FORMAT_INPUT_H
 
@@ -17,8 +18,8 @@ int mt_input_open_memory(mt_input **out, const void *data, size_t size, mt_error
 void mt_input_close(mt_input *s);
 
 /* Makes `want` bytes at the current position contiguous and returns a pointer to them; *got is how
- * many are there (less than `want` only at the end of input). Returns NULL with err filled on a read
- * or decompression error. `want` is at most MT_INPUT_WINDOW. */
+ * many are there (less than `want` only at the end of input). Returns NULL with err filled on a
+ * read or decompression error. `want` is at most MT_INPUT_WINDOW. */
 #define MT_INPUT_WINDOW 65536
 const uint8_t *mt_input_peek(mt_input *s, size_t want, size_t *got, mt_error *err);
 

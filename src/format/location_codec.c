@@ -79,8 +79,8 @@ bool mt_location_encode(mt_location_encoder *enc, mt_wbuf *out, uint64_t code,
     bool oom = false;
     char *evicted;
     int moved;
-    int file_ix = mtf_encode(enc->file, enc->file_len, &enc->count, file, file_len, &evicted,
-                             &moved, &oom);
+    int file_ix =
+        mtf_encode(enc->file, enc->file_len, &enc->count, file, file_len, &evicted, &moved, &oom);
     if (oom)
       return false;
     mt_mtf_strings *defs;
@@ -100,8 +100,8 @@ bool mt_location_encode(mt_location_encoder *enc, mt_wbuf *out, uint64_t code,
       enc->defnames[0] = defs;
     }
     int def_moved;
-    int def_ix = mtf_encode(defs->text, defs->len, &defs->count, def, def_len, &evicted,
-                            &def_moved, &oom);
+    int def_ix =
+        mtf_encode(defs->text, defs->len, &defs->count, def, def_len, &evicted, &def_moved, &oom);
     free(evicted);
     if (oom)
       return false;

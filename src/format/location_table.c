@@ -94,8 +94,8 @@ int mt_location_table_add(mt_location_table *t, int64_t code, const mt_location 
   return 1;
 }
 
-bool mt_location_table_lookup(const mt_location_table *t, int64_t code,
-                              const mt_location **entries, size_t *count) {
+bool mt_location_table_lookup(const mt_location_table *t, int64_t code, const mt_location **entries,
+                              size_t *count) {
   uint64_t found;
   if (!mt_hashmap_get(&t->codes, code, &found))
     return false;

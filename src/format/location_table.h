@@ -23,8 +23,8 @@ const char *mt_location_table_intern(mt_location_table *t, const char *s, size_t
 int mt_location_table_add(mt_location_table *t, int64_t code, const mt_location *entries,
                           size_t count);
 
-bool mt_location_table_lookup(const mt_location_table *t, int64_t code,
-                              const mt_location **entries, size_t *count);
+bool mt_location_table_lookup(const mt_location_table *t, int64_t code, const mt_location **entries,
+                              size_t *count);
 
 /* Number of codes, and bytes of memory held. */
 size_t mt_location_table_count(const mt_location_table *t);

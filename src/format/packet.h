@@ -1,5 +1,6 @@
 /* Packet headers and event headers of the memtrace format (FORMAT.md §2.3, §2.4): constants,
- * encoding, decoding. No rule checking beyond what the bytes alone say; the reader applies §2.11. */
+ * encoding, decoding. No rule checking beyond what the bytes alone say; the reader applies §2.11.
+ */
 #ifndef MEMTAP_SRC_FORMAT_PACKET_H
 #define MEMTAP_SRC_FORMAT_PACKET_H
 
@@ -8,7 +9,7 @@
 #include <stdint.h>
 
 #define MT_CTF_MAGIC 0xC1FC1FC1u
-#define MT_PACKET_MAX 32768         /* bytes, header included (§2.2) */
+#define MT_PACKET_MAX 32768 /* bytes, header included (§2.2) */
 #define MT_HEADER_SIZE_V3 68
 #define MT_HEADER_SIZE_V2 66
 #define MT_HEADER_VERSION_OFFSET 28 /* enough bytes to learn the header's size */

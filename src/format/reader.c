@@ -20,8 +20,8 @@
 
 /* Bounds that keep memory proportional to the input (STYLE.md: every input is untrusted). */
 #define MAX_BACKTRACE_FRAMES (1u << 24)
-#define DOMAIN_MEMORY_FREE (64u << 20)    /* domain state allowed before any input is read */
-#define DOMAIN_MEMORY_PER_INPUT_BYTE 256  /* and then per byte of input read */
+#define DOMAIN_MEMORY_FREE (64u << 20)   /* domain state allowed before any input is read */
+#define DOMAIN_MEMORY_PER_INPUT_BYTE 256 /* and then per byte of input read */
 
 typedef struct domain_state {
   uint16_t id;
@@ -113,8 +113,8 @@ static domain_state *find_domain(mt_reader *r, uint16_t id) {
     if (r->domains[i]->id == id)
       return r->domains[i];
   size_t cost = sizeof(domain_state) + sizeof(mt_backtrace_decoder);
-  size_t allowed = DOMAIN_MEMORY_FREE +
-                   (size_t)mt_input_position(r->source) * DOMAIN_MEMORY_PER_INPUT_BYTE;
+  size_t allowed =
+      DOMAIN_MEMORY_FREE + (size_t)mt_input_position(r->source) * DOMAIN_MEMORY_PER_INPUT_BYTE;
   if (r->domain_memory + cost > allowed)
     return NULL;
   domain_state *d = calloc(1, sizeof *d);
@@ -386,7 +386,8 @@ static int begin_packet(mt_reader *r) {
       return rc;
     const mt_packet_header *h = &r->header;
     if (h->pid != r->info.pid) {
-      warn(r, r->packet_offset, "skipping packet at byte %lld: its pid %lld is not the trace's %lld",
+      warn(r, r->packet_offset,
+           "skipping packet at byte %lld: its pid %lld is not the trace's %lld",
            (long long)r->packet_offset, (long long)h->pid, (long long)r->info.pid);
       mt_input_advance(r->source, r->packet_size);
       continue;
@@ -430,8 +431,8 @@ static int read_location(mt_reader *r, int64_t at) {
     return malformed(r, at, "location event ends inside its code or count");
   int64_t bad;
   const char *reason;
-  int rc = mt_location_decode(&r->domain->locations, b, r->locations, count, r->decoded, &bad,
-                              &reason);
+  int rc =
+      mt_location_decode(&r->domain->locations, b, r->locations, count, r->decoded, &bad, &reason);
   if (rc == MT_E_NOMEM)
     return out_of_memory(r, at, "locations");
   if (rc)
@@ -440,8 +441,9 @@ static int read_location(mt_reader *r, int64_t at) {
   if (rc == MT_E_NOMEM)
     return out_of_memory(r, at, "locations");
   if (rc < 0)
-    return malformed(r, at, "inconsistent location info: code %lld was described differently "
-                            "before",
+    return malformed(r, at,
+                     "inconsistent location info: code %lld was described differently "
+                     "before",
                      (long long)mt_code63(code));
   return MT_OK;
 }
@@ -661,6 +663,11 @@ int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
         break;
       }
       ev->kind = code == MT_CODE_PROMOTE ? MT_EVENT_PROMOTE : MT_EVENT_COLLECT;
+      ev->length = ev->nsamples = ev->common_prefix = 0;
+      ev->source = MT_SOURCE_MINOR;
+      ev->short_form = false;
+      ev->backtrace = NULL;
+      ev->backtrace_length = 0;
       ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet -
                              1 - (uint64_t)delta);
       return 1;

@@ -1,6 +1,6 @@
-/* Reader -> writer copy (format.h mt_transcode): events in file order, domain for domain, backtraces
- * turned back to innermost-first, locations resolved from the reader's table, object ids mapped so
- * that collects and promotes follow their objects whatever ids the writer hands out. */
+/* Reader -> writer copy (format.h mt_transcode): events in file order, domain for domain,
+ * backtraces turned back to innermost-first, locations resolved from the reader's table, object ids
+ * mapped so that collects and promotes follow their objects whatever ids the writer hands out. */
 #include <stdlib.h>
 
 #include "common/error.h"
@@ -52,8 +52,8 @@ int mt_transcode(mt_reader *r, mt_writer *w, mt_error *err) {
       for (size_t i = 0; i < ev.backtrace_length; i++)
         t.stack[i] = (uint64_t)ev.backtrace[ev.backtrace_length - 1 - i];
       int64_t id;
-      rc = mt_writer_put_alloc_in(w, ev.domain, ev.time, ev.length, ev.nsamples, ev.source,
-                                  t.stack, ev.backtrace_length, resolve_from_reader, &t, &id, err);
+      rc = mt_writer_put_alloc_in(w, ev.domain, ev.time, ev.length, ev.nsamples, ev.source, t.stack,
+                                  ev.backtrace_length, resolve_from_reader, &t, &id, err);
       if (rc)
         break;
       if (id != ev.obj_id || t.ids.count) {

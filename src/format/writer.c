@@ -1,6 +1,7 @@
 /* The trace writer (format.h, FORMAT.md §2.9-2.10): packet 0, per-domain writers with their own
  * caches, MTF tables and id chunks, the begin_event flush rules, location packets staged in miss
- * order, and memtrace's multiplexed-domains switching. Byte-identical to memtrace's Trace.Writer. */
+ * order, and memtrace's multiplexed-domains switching. Byte-identical to memtrace's Trace.Writer.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +43,8 @@ struct mt_writer {
   int fd;
   int version;
   size_t header_size;
-  int64_t pid;       /* written into every packet */
-  pid_t creator;     /* getpid() at creation: a forked child must not write */
+  int64_t pid;   /* written into every packet */
+  pid_t creator; /* getpid() at creation: a forked child must not write */
   int64_t start_time;
   int64_t id_counter; /* v3: the next chunk's first id */
   domain_writer **domains;
@@ -171,17 +172,24 @@ static int flush_domain(mt_writer *w, domain_writer *d, int64_t now, mt_error *e
         buf.len += size;
         at += size;
       }
-      mt_packet_header h = {.time_begin = d->t0, .time_end = d->t0, .domain = d->domain,
-                            .verify_ix = MT_NO_VERIFY, .alloc_id_begin = d->start,
+      mt_packet_header h = {.time_begin = d->t0,
+                            .time_end = d->t0,
+                            .domain = d->domain,
+                            .verify_ix = MT_NO_VERIFY,
+                            .alloc_id_begin = d->start,
                             .alloc_id_end = d->start};
       int rc = write_packet(w, &buf, &h, err);
       if (rc)
         return rc;
     }
   }
-  mt_packet_header h = {.time_begin = d->t0, .time_end = d->t1, .domain = d->domain,
-                        .verify_ix = d->open.verify_ix, .verify_pred = d->open.verify_pred,
-                        .verify_val = d->open.verify_val, .alloc_id_begin = d->start,
+  mt_packet_header h = {.time_begin = d->t0,
+                        .time_end = d->t1,
+                        .domain = d->domain,
+                        .verify_ix = d->open.verify_ix,
+                        .verify_pred = d->open.verify_pred,
+                        .verify_val = d->open.verify_val,
+                        .alloc_id_begin = d->start,
                         .alloc_id_end = d->next};
   int rc = write_packet(w, &d->buf, &h, err);
   if (rc)
@@ -196,8 +204,7 @@ static int flush_domain(mt_writer *w, domain_writer *d, int64_t now, mt_error *e
 }
 
 /* begin_event(now), FORMAT.md §2.10: flush first when a threshold is crossed, then the header. */
-static int begin_event(mt_writer *w, domain_writer *d, unsigned code, int64_t now,
-                       mt_error *err) {
+static int begin_event(mt_writer *w, domain_writer *d, unsigned code, int64_t now, mt_error *err) {
   if (MT_PACKET_MAX - d->buf.len < HEADROOM || d->staged_count > MAX_NEW_LOCATIONS ||
       now - d->t0 > MT_PACKET_MAX_SPAN || chunk_exhausted(w, d)) {
     int rc = flush_domain(w, d, now, err);
@@ -225,8 +232,8 @@ static int switch_domain(mt_writer *w, uint16_t domain, domain_writer **out, mt_
       if (w->domains[i]->domain == domain)
         found = w->domains[i];
     if (!found && !(found = new_domain_writer(w, domain)))
-      return fail_writer(w, mt_fail(err, MT_E_NOMEM, -1, "out of memory for domain %u",
-                                    (unsigned)domain));
+      return fail_writer(
+          w, mt_fail(err, MT_E_NOMEM, -1, "out of memory for domain %u", (unsigned)domain));
     w->current = found;
   }
   *out = w->current;
@@ -277,8 +284,8 @@ int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
   mt_wbuf_string(&buf, info->ocaml_runtime_params, INFO_STRING_MAX);
   mt_wbuf_u64(&buf, (uint64_t)w->pid);
   mt_wbuf_string(&buf, info->context, INFO_STRING_MAX);
-  mt_packet_header h = {.time_begin = info->start_time, .time_end = info->start_time,
-                        .verify_ix = MT_NO_VERIFY};
+  mt_packet_header h = {
+      .time_begin = info->start_time, .time_end = info->start_time, .verify_ix = MT_NO_VERIFY};
   int rc = write_packet(w, &buf, &h, err);
   if (!rc && !(w->current = new_domain_writer(w, 0)))
     rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
@@ -354,8 +361,8 @@ int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t 
          d->prev[d->prev_len - 1 - prefix] == callstack[callstack_length - 1 - prefix])
     prefix++;
   size_t new_frames = callstack_length - prefix;
-  bool short_form = length >= 1 && length <= 16 && source == MT_SOURCE_MINOR && nsamples == 1 &&
-                    new_frames < 256;
+  bool short_form =
+      length >= 1 && length <= 16 && source == MT_SOURCE_MINOR && nsamples == 1 && new_frames < 256;
 
   rc = begin_event(w, d, short_form ? (unsigned)(100 + length) : MT_CODE_ALLOC, time, err);
   if (rc)
@@ -433,8 +440,7 @@ int mt_writer_put_collect_in(mt_writer *w, uint16_t domain, int64_t time, int64_
 
 int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
                         mt_source source, const uint64_t *callstack, size_t callstack_length,
-                        mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id,
-                        mt_error *err) {
+                        mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id, mt_error *err) {
   return mt_writer_put_alloc_in(w, w->current->domain, time, length, nsamples, source, callstack,
                                 callstack_length, resolve, resolve_user, obj_id, err);
 }

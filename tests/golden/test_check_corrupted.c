@@ -92,8 +92,9 @@ static void flipped_header_bytes_are_malformed_at_their_offset(void **state) {
   for (size_t i = 0; i < sizeof flips / sizeof flips[0]; i++) {
     memcpy(d, o.data, o.size);
     d[flips[i].offset] = flips[i].value;
-    size_t where = flips[i].offset == p + 44 ? p + 40 : flips[i].offset == p + 63 ? p + 60
-                                                                                   : flips[i].offset;
+    size_t where = flips[i].offset == p + 44   ? p + 40
+                   : flips[i].offset == p + 63 ? p + 60
+                                               : flips[i].offset;
     const char *expect[] = {at_byte(where), flips[i].rule, NULL};
     check_expect(d, o.size, 1, expect);
   }

@@ -20,9 +20,9 @@ static void expect(int status, const char *out_has, const char *err_has, const c
   va_end(ap);
   args[n] = NULL;
   char *out = NULL, *err = NULL;
-  int got = tu_run_cli(&out, NULL, &err, n > 0 ? args[0] : NULL, n > 1 ? args[1] : NULL,
-                       n > 2 ? args[2] : NULL, n > 3 ? args[3] : NULL, n > 4 ? args[4] : NULL,
-                       NULL);
+  int got =
+      tu_run_cli(&out, NULL, &err, n > 0 ? args[0] : NULL, n > 1 ? args[1] : NULL,
+                 n > 2 ? args[2] : NULL, n > 3 ? args[3] : NULL, n > 4 ? args[4] : NULL, NULL);
   if (got != status)
     fail_msg("memtap %s: exit %d, expected %d; stderr: %s", arg0 ? arg0 : "", got, status, err);
   if (out_has && !strstr(out, out_has))
@@ -38,9 +38,9 @@ static const char *write_trace(const char *name, bool two_domains) {
   mt_writer *w = tg_writer(3, 0.5, &fd);
   uint64_t stack[] = {3, 2, 1};
   for (int i = 0; i < 10; i++)
-    assert_int_equal(mt_writer_put_alloc_in(w, two_domains ? (uint16_t)(i % 2) : 0,
-                                            TG_START + i, 4, 1, MT_SOURCE_EXTERNAL, stack, 3,
-                                            tg_resolve, NULL, NULL, NULL),
+    assert_int_equal(mt_writer_put_alloc_in(w, two_domains ? (uint16_t)(i % 2) : 0, TG_START + i, 4,
+                                            1, MT_SOURCE_EXTERNAL, stack, 3, tg_resolve, NULL, NULL,
+                                            NULL),
                      MT_OK);
   size_t size;
   uint8_t *data = tg_finish(w, fd, &size);
@@ -74,8 +74,8 @@ static void usage_errors_exit_64_and_point_to_help(void **state) {
 
 static void errors_name_the_file_and_the_problem(void **state) {
   (void)state;
-  expect(1, NULL, "memtap: /nonexistent/trace.ctf: cannot open: No such file or directory",
-         "dump", "/nonexistent/trace.ctf", NULL);
+  expect(1, NULL, "memtap: /nonexistent/trace.ctf: cannot open: No such file or directory", "dump",
+         "/nonexistent/trace.ctf", NULL);
   const char *text = tu_temp_path("not-a-trace.txt");
   tu_write_file(text, "this is plainly not a trace, just some text of decent length......", 67);
   char want[512];

@@ -35,7 +35,8 @@ static void dump_matches_memtraces_dump_trace_for_every_trace(void **state) {
   (void)state;
   for (size_t i = 0; i < NTRACES; i++) {
     const char *ctf = trace_path(traces[i], "ctf"), *ref = trace_path(traces[i], "ref");
-    char *with = tu_ref_field(ref, "dump sha256"), *without = tu_ref_field(ref, "dump-without-dom sha256");
+    char *with = tu_ref_field(ref, "dump sha256"),
+         *without = tu_ref_field(ref, "dump-without-dom sha256");
     assert_non_null(with);
     assert_non_null(without);
     assert_dump_hash(ctf, NULL, with);
@@ -141,7 +142,8 @@ static void dump_json_is_valid_json_lines_for_every_trace(void **state) {
       if (!tu_json_valid(line, &bad))
         fail_msg("%s: dump --json line %zu is not JSON (at column %zu): %.120s", traces[i],
                  lines + 1, bad, line);
-      if (strstr(line, "{\"type\":\"alloc\"") == line || strstr(line, "{\"type\":\"promote\"") == line ||
+      if (strstr(line, "{\"type\":\"alloc\"") == line ||
+          strstr(line, "{\"type\":\"promote\"") == line ||
           strstr(line, "{\"type\":\"collect\"") == line)
         events++;
       lines++;

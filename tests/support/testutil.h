@@ -38,7 +38,8 @@ int tu_run_cli_to_file(const char *out_path, char **err, const char *arg0, ...);
 void tu_sha256_hex(const void *data, size_t size, char hex[65]);
 void tu_sha256_file(const char *path, char hex[65]);
 
-/* The value of "key: value" line in a file (e.g. "dump sha256" of a .ref file), malloc'd, or NULL. */
+/* The value of "key: value" line in a file (e.g. "dump sha256" of a .ref file), malloc'd, or NULL.
+ */
 char *tu_ref_field(const char *ref_path, const char *key);
 
 /* Whether `text` (NUL-terminated) is exactly one valid JSON value (RFC 8259), surrounding white

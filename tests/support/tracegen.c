@@ -108,8 +108,8 @@ void tg_free_events(tg_event *events, size_t count) {
   free(events);
 }
 
-int tg_read_status(const uint8_t *data, size_t size, bool backtraces, mt_error *err,
-                   size_t *events, uint64_t *warnings, bool *truncated) {
+int tg_read_status(const uint8_t *data, size_t size, bool backtraces, mt_error *err, size_t *events,
+                   uint64_t *warnings, bool *truncated) {
   mt_reader_options options = {.backtraces = backtraces};
   mt_reader *r;
   memset(err, 0, sizeof *err);

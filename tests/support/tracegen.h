@@ -42,7 +42,7 @@ void tg_free_events(tg_event *events, size_t count);
 
 /* Opens a reader on memory and returns the status of reading it to the end (0 when well-formed),
  * with the error in *err. *events (if non-NULL) receives how many events were read. */
-int tg_read_status(const uint8_t *data, size_t size, bool backtraces, mt_error *err,
-                   size_t *events, uint64_t *warnings, bool *truncated);
+int tg_read_status(const uint8_t *data, size_t size, bool backtraces, mt_error *err, size_t *events,
+                   uint64_t *warnings, bool *truncated);
 
 #endif

@@ -157,7 +157,7 @@ static void the_4k_cut_keeps_outer_frames_and_the_reader_keeps_the_cut_stack(voi
   assert_int_equal(n, 2);
   size_t kept = ev[0].ev.backtrace_length;
   assert_true(kept >= 400 && kept <= 410); /* 4086 bytes of 10-byte misses */
-  for (size_t i = 0; i < kept; i++) /* the outermost frames survive */
+  for (size_t i = 0; i < kept; i++)        /* the outermost frames survive */
     assert_int_equal(ev[0].backtrace[i], (int64_t)(100000 + 7 * (N - 1 - i)));
   assert_int_equal(ev[1].ev.common_prefix, N - 1);
   assert_int_equal(ev[1].ev.backtrace_length, kept);

@@ -27,10 +27,19 @@ static void vint_sizes_at_every_boundary(void **state) {
     int64_t v;
     size_t size;
   } cases[] = {
-      {0, 1},          {252, 1},          {253, 3},         {0xFFFF, 3},
-      {0x10000, 5},    {INT32_MAX, 5},    {(int64_t)INT32_MAX + 1, 9},
-      {-1, 5},         {INT32_MIN, 5},    {(int64_t)INT32_MIN - 1, 9},
-      {INT64_MAX, 9},  {INT64_MIN, 9},    {(INT64_C(1) << 62) - 1, 9},
+      {0, 1},
+      {252, 1},
+      {253, 3},
+      {0xFFFF, 3},
+      {0x10000, 5},
+      {INT32_MAX, 5},
+      {(int64_t)INT32_MAX + 1, 9},
+      {-1, 5},
+      {INT32_MIN, 5},
+      {(int64_t)INT32_MIN - 1, 9},
+      {INT64_MAX, 9},
+      {INT64_MIN, 9},
+      {(INT64_C(1) << 62) - 1, 9},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     size_t size;

@@ -36,8 +36,8 @@ static base_trace make_base(void) {
   mt_writer *w = tg_writer(3, 1.0, &fd);
   uint64_t s1[] = {2, 1}, s2[] = {3, 2, 1};
   int64_t a, b;
-  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 5, 1, MT_SOURCE_EXTERNAL, s1, 2,
-                                       tg_resolve, NULL, &a, NULL),
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 5, 1, MT_SOURCE_EXTERNAL, s1, 2, tg_resolve,
+                                       NULL, &a, NULL),
                    MT_OK);
   assert_int_equal(mt_writer_put_alloc(w, TG_START + 2, 2, 1, MT_SOURCE_MINOR, s1, 2, tg_resolve,
                                        NULL, &b, NULL),
@@ -45,8 +45,8 @@ static base_trace make_base(void) {
   assert_int_equal(mt_writer_put_promote(w, TG_START + 3, b, NULL), MT_OK);
   assert_int_equal(mt_writer_put_collect(w, TG_START + 4, a, NULL), MT_OK);
   assert_int_equal(mt_writer_flush(w, NULL), MT_OK);
-  assert_int_equal(mt_writer_put_alloc(w, TG_START + 5, 5, 1, MT_SOURCE_EXTERNAL, s2, 3,
-                                       tg_resolve, NULL, NULL, NULL),
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 5, 5, 1, MT_SOURCE_EXTERNAL, s2, 3, tg_resolve,
+                                       NULL, NULL, NULL),
                    MT_OK);
   base_trace t = {0};
   t.data = tg_finish(w, fd, &t.size);

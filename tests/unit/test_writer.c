@@ -46,9 +46,14 @@ static void rebuilds_memtraces_tiny_trace_bit_for_bit(void **state) {
   (void)state;
   int fd = memfd_create("tiny", 0);
   const int64_t start = 1700000000000000LL;
-  mt_trace_info info = {.start_time = start, .sample_rate = 1e-5, .word_size = 64,
-                        .executable_name = "tiny", .host_name = "h", .ocaml_runtime_params = "",
-                        .pid = 7, .context = "ctx"};
+  mt_trace_info info = {.start_time = start,
+                        .sample_rate = 1e-5,
+                        .word_size = 64,
+                        .executable_name = "tiny",
+                        .host_name = "h",
+                        .ocaml_runtime_params = "",
+                        .pid = 7,
+                        .context = "ctx"};
   mt_writer *w;
   assert_int_equal(mt_writer_create(&w, fd, &info, NULL, NULL), MT_OK);
   uint64_t s1[] = {0x2000, 0x1000}, s2[] = {0x2000, 0x2000, 0x1000};
@@ -56,8 +61,8 @@ static void rebuilds_memtraces_tiny_trace_bit_for_bit(void **state) {
   assert_int_equal(mt_writer_put_alloc(w, start + 10, 3, 1, MT_SOURCE_MINOR, s1, 2, tiny_resolve,
                                        NULL, &id0, NULL),
                    MT_OK);
-  assert_int_equal(mt_writer_put_alloc(w, start + 20, 300, 2, MT_SOURCE_MAJOR, s2, 3,
-                                       tiny_resolve, NULL, &id1, NULL),
+  assert_int_equal(mt_writer_put_alloc(w, start + 20, 300, 2, MT_SOURCE_MAJOR, s2, 3, tiny_resolve,
+                                       NULL, &id1, NULL),
                    MT_OK);
   assert_int_equal(mt_writer_put_promote(w, start + 30, id0, NULL), MT_OK);
   assert_int_equal(mt_writer_put_collect(w, start + 40, id1, NULL), MT_OK);
@@ -80,9 +85,9 @@ static void event_times_wrap_the_25_bit_field_inside_a_packet(void **state) {
   int64_t below = TG_START + ((1 << 25) - (TG_START & 0x1FFFFFF)) - 5;
   uint64_t stack[] = {11};
   int64_t id;
-  assert_int_equal(mt_writer_put_alloc(w, below, 1, 1, MT_SOURCE_MINOR, stack, 1, tg_resolve,
-                                       NULL, &id, NULL),
-                   MT_OK);
+  assert_int_equal(
+      mt_writer_put_alloc(w, below, 1, 1, MT_SOURCE_MINOR, stack, 1, tg_resolve, NULL, &id, NULL),
+      MT_OK);
   assert_int_equal(mt_writer_put_collect(w, below + 10, id, NULL), MT_OK);
   size_t size, n;
   uint8_t *data = tg_finish(w, fd, &size);
@@ -165,9 +170,8 @@ static void interleaved_domains_flush_on_switch_and_take_id_chunks(void **state)
   int64_t id[5];
   const uint16_t domains[] = {0, 1, 0, 2, 1};
   for (int i = 0; i < 5; i++)
-    assert_int_equal(mt_writer_put_alloc_in(w, domains[i], TG_START + i + 1, 2, 1,
-                                            MT_SOURCE_MINOR, stack, 2, tg_resolve, NULL, &id[i],
-                                            NULL),
+    assert_int_equal(mt_writer_put_alloc_in(w, domains[i], TG_START + i + 1, 2, 1, MT_SOURCE_MINOR,
+                                            stack, 2, tg_resolve, NULL, &id[i], NULL),
                      MT_OK);
   assert_int_equal(id[0], 0);
   assert_int_equal(id[1], 10000);
@@ -231,8 +235,8 @@ static void a_forked_child_writes_nothing(void **state) {
   int fd;
   mt_writer *w = tg_writer(3, 1.0, &fd);
   uint64_t stack[] = {1};
-  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 1, 1, MT_SOURCE_MINOR, stack, 1,
-                                       tg_resolve, NULL, NULL, NULL),
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 1, 1, MT_SOURCE_MINOR, stack, 1, tg_resolve,
+                                       NULL, NULL, NULL),
                    MT_OK);
   off_t before = lseek(fd, 0, SEEK_END);
   pid_t child = fork();
@@ -260,8 +264,8 @@ static void refuses_what_the_format_cannot_express(void **state) {
   mt_writer *w = tg_writer(3, 1.0, &fd);
   uint64_t zero[] = {0}, ok[] = {1};
   mt_error err;
-  assert_int_equal(mt_writer_put_alloc(w, TG_START + 5, 1, 1, MT_SOURCE_MINOR, zero, 1,
-                                       tg_resolve, NULL, NULL, &err),
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 5, 1, 1, MT_SOURCE_MINOR, zero, 1, tg_resolve,
+                                       NULL, NULL, &err),
                    MT_E_INVALID);
   assert_int_equal(mt_writer_put_alloc(w, TG_START + 5, 1, 0, MT_SOURCE_MINOR, ok, 1, tg_resolve,
                                        NULL, NULL, &err),

@@ -1,0 +1,20 @@
+# Fuzzing. With MEMTAP_FUZZ=ON (clang), each target is a libFuzzer binary; in every build, CTest
+# replays the committed corpus (plus the shared testdata for the reader) through the same target.
+set(MEMTAP_FUZZ_CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus)
+
+# memtap_fuzz_target(NAME source.c SEEDS dir...): the libFuzzer binary and the replay test.
+function(memtap_fuzz_target name source)
+  cmake_parse_arguments(F "" "" "SEEDS" ${ARGN})
+  add_executable(replay_${name} ${source} fuzz/replay_main.c)
+  target_link_libraries(replay_${name} PRIVATE memtap_internal)
+  add_test(NAME fuzz_replay_${name} COMMAND replay_${name} ${MEMTAP_FUZZ_CORPUS}/${name} ${F_SEEDS})
+  set_tests_properties(fuzz_replay_${name} PROPERTIES LABELS "fuzz")
+  if(MEMTAP_FUZZ)
+    add_executable(${name} ${source})
+    target_link_libraries(${name} PRIVATE memtap_internal)
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+  endif()
+endfunction()
+
+memtap_fuzz_target(fuzz_reader fuzz/fuzz_reader.c SEEDS ${MEMTAP_TESTDATA_DEFAULT}/memtrace)
+include(fuzz/ring.cmake OPTIONAL)
