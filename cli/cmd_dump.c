@@ -85,7 +85,7 @@ static int dump_text(dumper *d) {
   mt_error err;
   int rc;
   while ((rc = mt_reader_next(d->reader, &ev, &err)) > 0 && !d->out.failed) {
-    long long time = (long long)(ev.time - info->start_time);
+    long long time = (long long)((uint64_t)ev.time - (uint64_t)info->start_time);
     if (ev.kind != MT_EVENT_ALLOC) {
       out_printf(&d->out, "%010lld %010lld %s\n", time, (long long)ev.obj_id,
                  ev.kind == MT_EVENT_PROMOTE ? "promote" : "collect");
@@ -161,7 +161,7 @@ static int dump_json(dumper *d) {
   mt_error err;
   int rc;
   while ((rc = mt_reader_next(d->reader, &ev, &err)) > 0 && !o->failed) {
-    long long time = (long long)(ev.time - info->start_time);
+    long long time = (long long)((uint64_t)ev.time - (uint64_t)info->start_time);
     if (ev.kind != MT_EVENT_ALLOC) {
       out_printf(o, "{\"type\":\"%s\",\"time\":%lld,\"id\":%lld,\"domain\":%u}\n",
                  ev.kind == MT_EVENT_PROMOTE ? "promote" : "collect", time, (long long)ev.obj_id,

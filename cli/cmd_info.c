@@ -105,7 +105,7 @@ int mt_cmd_info(int argc, char **argv) {
   }
   struct stat st;
   long long file_size = stat(path, &st) == 0 ? (long long)st.st_size : -1;
-  double duration = (double)(t.last_time - info->start_time) / 1e6;
+  double duration = (double)((uint64_t)t.last_time - (uint64_t)info->start_time) / 1e6;
   uint64_t nallocs = t.allocs[0] + t.allocs[1] + t.allocs[2];
   bool rate_ok = info->sample_rate > 0 && info->sample_rate <= 1;
   double words_per_sample = rate_ok ? 1.0 / info->sample_rate : NAN;

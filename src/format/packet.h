@@ -66,7 +66,7 @@ static inline int64_t mt_event_time(uint32_t header, int64_t begin) {
   int64_t low = header & MT_TIME_MASK;
   if (low < (begin & MT_TIME_MASK))
     low += MT_TIME_MASK + 1;
-  return (int64_t)((uint64_t)begin & ~(uint64_t)MT_TIME_MASK) + low;
+  return (int64_t)(((uint64_t)begin & ~(uint64_t)MT_TIME_MASK) + (uint64_t)low);
 }
 
 /* OCaml keeps location codes as 63-bit ints: bit 63 is lost and bit 62 becomes the sign (§2.12). */

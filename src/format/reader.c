@@ -412,7 +412,9 @@ static int begin_packet(mt_reader *r) {
 }
 
 static int end_packet(mt_reader *r) {
-  if (r->header.alloc_id_begin + r->allocs_in_packet != r->header.alloc_id_end)
+  /* Ids are untrusted: wrapping (unsigned) arithmetic, never signed overflow. */
+  if ((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet !=
+      (uint64_t)r->header.alloc_id_end)
     return malformed(r, field_offset(r, 60),
                      "alloc id sync: the packet declares ids [%lld, %lld) but holds %lld "
                      "allocations",
@@ -582,7 +584,7 @@ static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
   if (prefix < 0)
     return malformed(r, ev->offset, "negative common prefix %lld", (long long)prefix);
   ev->common_prefix = prefix;
-  ev->obj_id = r->header.alloc_id_begin + r->allocs_in_packet++;
+  ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet++);
   if (!r->options.backtraces) {
     ev->backtrace = NULL;
     ev->backtrace_length = 0;

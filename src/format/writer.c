@@ -203,10 +203,11 @@ static int flush_domain(mt_writer *w, domain_writer *d, int64_t now, mt_error *e
   return MT_OK;
 }
 
-/* begin_event(now), FORMAT.md §2.10: flush first when a threshold is crossed, then the header. */
+/* begin_event(now), FORMAT.md §2.10: flush first when a threshold is crossed, then the header.
+ * now >= t1 >= t0 (check_time), so the unsigned difference is exact even for hostile times. */
 static int begin_event(mt_writer *w, domain_writer *d, unsigned code, int64_t now, mt_error *err) {
   if (MT_PACKET_MAX - d->buf.len < HEADROOM || d->staged_count > MAX_NEW_LOCATIONS ||
-      now - d->t0 > MT_PACKET_MAX_SPAN || chunk_exhausted(w, d)) {
+      (uint64_t)now - (uint64_t)d->t0 > MT_PACKET_MAX_SPAN || chunk_exhausted(w, d)) {
     int rc = flush_domain(w, d, now, err);
     if (rc)
       return rc;
