@@ -13,8 +13,13 @@
 #include "memtap/format.h"
 
 /* Location codes: any value in [1, 2^62) that stands for one return address. */
-enum { MAIN = 0x401000, PARSE = 0x401100, READ_LINE = 0x401200, CACHE_PUT = 0x401300,
-       XMALLOC = 0x401400 };
+enum {
+  MAIN = 0x401000,
+  PARSE = 0x401100,
+  READ_LINE = 0x401200,
+  CACHE_PUT = 0x401300,
+  XMALLOC = 0x401400
+};
 
 /* The writer asks for a code's location list the first time it meets the code (and again if it
  * was evicted from its cache). One entry per inlined function, outermost first. */
@@ -42,7 +47,8 @@ int main(int argc, char **argv) {
     fprintf(argc < 2 ? stderr : stdout, "usage: write_trace OUT.ctf [--version 2|3]\n");
     return argc < 2 ? 64 : 0;
   }
-  mt_writer_options options = {.version = argc > 3 && !strcmp(argv[2], "--version") ? atoi(argv[3]) : 3};
+  mt_writer_options options = {.version =
+                                   argc > 3 && !strcmp(argv[2], "--version") ? atoi(argv[3]) : 3};
   int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) {
     perror(argv[1]);
@@ -53,9 +59,13 @@ int main(int argc, char **argv) {
   int64_t start = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);
-  mt_trace_info info = {.start_time = start, .sample_rate = 1.0 / 4096, .word_size = 64,
-                        .executable_name = "example/parse-and-cache", .host_name = host,
-                        .ocaml_runtime_params = "memtap-example", .pid = getpid(),
+  mt_trace_info info = {.start_time = start,
+                        .sample_rate = 1.0 / 4096,
+                        .word_size = 64,
+                        .executable_name = "example/parse-and-cache",
+                        .host_name = host,
+                        .ocaml_runtime_params = "memtap-example",
+                        .pid = getpid(),
                         .context = "written by examples/write_trace.c"};
   mt_writer *w;
   mt_error err;
@@ -79,8 +89,8 @@ int main(int argc, char **argv) {
     line_ids[i % 8] = id;
     /* Every 10th iteration the cache keeps a 4 KiB entry forever: a leak. */
     if (rc == MT_OK && i % 10 == 0)
-      rc = mt_writer_put_alloc(w, t + 20, 512, 1, MT_SOURCE_EXTERNAL, cache_stack, 4, resolve,
-                               NULL, NULL, &err);
+      rc = mt_writer_put_alloc(w, t + 20, 512, 1, MT_SOURCE_EXTERNAL, cache_stack, 4, resolve, NULL,
+                               NULL, &err);
   }
   if (rc) {
     fprintf(stderr, "write_trace: %s\n", err.message);

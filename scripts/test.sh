@@ -67,9 +67,11 @@ check_install() {
 #include <stdio.h>
 int main(void) { printf("memtap %s\n", mt_version()); return 0; }
 C
-  PKG_CONFIG_PATH=$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig \
-    cc "$probe" -o "$out/install-probe" $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig pkg-config --cflags --libs --static memtap) &&
-    "$out/install-probe" && "$prefix/bin/memtap" --version
+  export PKG_CONFIG_PATH=$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig
+  # shellcheck disable=SC2046 # pkg-config prints several flags
+  cc "$probe" -o "$out/install-probe" $(pkg-config --cflags --libs memtap) &&
+    LD_LIBRARY_PATH=$(pkg-config --variable=libdir memtap) "$out/install-probe" &&
+    "$prefix/bin/memtap" --version
 }
 step "install and pkg-config" check_install
 
