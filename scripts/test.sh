@@ -29,9 +29,13 @@ build() { # dir cc extra-cmake-args...
     cmake --build "$dir" -j "$jobs"
 }
 
+ctest_logs=()
 run_ctest() { # dir extra-ctest-args...
   local dir=$1; shift
-  ctest --test-dir "$dir" -j "$jobs" --output-on-failure --no-tests=error "$@"
+  local log=$dir/ctest-summary.log
+  ctest_logs+=("$log")
+  ctest --test-dir "$dir" -j "$jobs" --output-on-failure --no-tests=error "$@" | tee "$log"
+  return "${PIPESTATUS[0]}"
 }
 
 step "release build" build "$out/release" gcc
@@ -75,7 +79,19 @@ C
 }
 step "install and pkg-config" check_install
 
+# One closing line for the whole run: every CTest test of every build, plus the other steps.
+total_pass=0 total_fail=0
+for log in "${ctest_logs[@]}"; do
+  line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" 2>/dev/null | tail -1)
+  if [ -n "$line" ]; then
+    f=$(sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/' <<<"$line")
+    n=$(sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2/' <<<"$line")
+    total_pass=$((total_pass + n - f)) total_fail=$((total_fail + f))
+  fi
+done
+for name in "${passed[@]}"; do [[ $name == *tests ]] || total_pass=$((total_pass + 1)); done
+for name in "${failed[@]}"; do [[ $name == *tests ]] || total_fail=$((total_fail + 1)); done
 echo
-echo "test steps: ${#passed[@]} passed, ${#failed[@]} failed"
-for f in "${failed[@]}"; do echo "  failed: $f"; done
+for f in "${failed[@]}"; do echo "failed step: $f"; done
+echo "tests: $total_pass passed, $total_fail failed"
 [ ${#failed[@]} -eq 0 ]
