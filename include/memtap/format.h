@@ -137,6 +137,17 @@ int mt_writer_put_promote_in(mt_writer *w, uint16_t domain, int64_t time, int64_
 int mt_writer_put_collect_in(mt_writer *w, uint16_t domain, int64_t time, int64_t obj_id,
                              mt_error *err);
 
+/* Writers for further domains sharing one file (memtrace's live tracer: one writer per domain,
+ * each flushing on its own schedule, packets interleaved in the file). Creates a writer for
+ * `domain` (v3 only; not used by any other writer of this trace) whose packets start at `now` and
+ * go to the same descriptor, with its own caches and id chunks from the trace's shared counter. Use
+ * the plain put_alloc / put_promote / put_collect on it; close it with mt_writer_close (it flushes
+ * its domain). Writers of one trace may be used from different threads, one thread per writer at a
+ * time: packet writes and id chunks are serialised by a lock inside. The writers may be closed in
+ * any order; the shared state goes with the last one. */
+int mt_writer_create_domain(mt_writer *trace, uint16_t domain, int64_t now, mt_writer **out,
+                            mt_error *err);
+
 /* The id `domain`'s next allocation will get. Like memtrace's next_alloc_id, it first switches to
  * `domain` and, if that domain's id chunk is used up, flushes it (at its last event's time). */
 int mt_writer_next_alloc_id(mt_writer *w, uint16_t domain, int64_t *obj_id, mt_error *err);

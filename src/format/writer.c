@@ -3,6 +3,7 @@
  * order, and memtrace's multiplexed-domains switching. Byte-identical to memtrace's Trace.Writer.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,7 +40,12 @@ typedef struct domain_writer {
   size_t prev_len, prev_cap;
 } domain_writer;
 
-struct mt_writer {
+/* What every writer of one trace file shares: the descriptor, the trace-wide facts, the object-id
+ * counter that hands out chunks, and the set of domains that have a writer. Writers of different
+ * domains may run on different threads: the lock orders packet writes and chunk grabs. */
+typedef struct trace_file {
+  pthread_mutex_t lock;
+  int refs;
   int fd;
   int version;
   size_t header_size;
@@ -47,10 +53,16 @@ struct mt_writer {
   pid_t creator; /* getpid() at creation: a forked child must not write */
   int64_t start_time;
   int64_t id_counter; /* v3: the next chunk's first id */
+  uint64_t domains_taken[65536 / 64];
+} trace_file;
+
+struct mt_writer {
+  trace_file *file;
   domain_writer **domains;
   size_t ndomains;
   domain_writer *current;
-  int failed; /* the status that stopped the writer, or 0 */
+  bool multiplexed; /* may switch domains (the initial writer); domain writers may not */
+  int failed;       /* the status that stopped the writer, or 0 */
   /* The put_alloc in progress: its resolver, for misses. */
   mt_resolve_fn resolve;
   void *resolve_user;
@@ -63,9 +75,10 @@ static int fail_writer(mt_writer *w, int code) {
   return code;
 }
 
+/* Called with the file's lock held, so packets of concurrent domain writers never interleave. */
 static int write_all(mt_writer *w, const uint8_t *data, size_t len, mt_error *err) {
   while (len) {
-    ssize_t n = write(w->fd, data, len);
+    ssize_t n = write(w->file->fd, data, len);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
@@ -86,25 +99,30 @@ static int write_packet(mt_writer *w, mt_wbuf *buf, mt_packet_header *h, mt_erro
   h->magic = MT_CTF_MAGIC;
   h->packet_size_bits = (uint32_t)(buf->len * 8);
   h->flush_duration = 0;
-  h->version = (uint16_t)w->version;
-  h->pid = w->pid;
+  h->version = (uint16_t)w->file->version;
+  h->pid = w->file->pid;
   mt_packet_header_encode(h, buf->data);
-  return write_all(w, buf->data, buf->len, err);
+  pthread_mutex_lock(&w->file->lock);
+  int rc = write_all(w, buf->data, buf->len, err);
+  pthread_mutex_unlock(&w->file->lock);
+  return rc;
 }
 
 static void take_chunk(mt_writer *w, domain_writer *d) {
-  d->next = w->id_counter;
-  w->id_counter += ID_CHUNK;
+  pthread_mutex_lock(&w->file->lock);
+  d->next = w->file->id_counter;
+  w->file->id_counter += ID_CHUNK;
+  pthread_mutex_unlock(&w->file->lock);
   d->chunk_end = d->next + ID_CHUNK;
 }
 
 static bool chunk_exhausted(const mt_writer *w, const domain_writer *d) {
-  return w->version >= 3 && d->next == d->chunk_end;
+  return w->file->version >= 3 && d->next == d->chunk_end;
 }
 
 static void open_events_packet(mt_writer *w, domain_writer *d, bool real_verifier) {
   mt_wbuf_init(&d->buf, d->packet, sizeof d->packet);
-  d->buf.len = w->header_size;
+  d->buf.len = w->file->header_size;
   d->open.verify_ix = MT_NO_VERIFY;
   d->open.verify_pred = 0;
   d->open.verify_val = 0;
@@ -117,11 +135,19 @@ static void open_events_packet(mt_writer *w, domain_writer *d, bool real_verifie
   }
 }
 
-static domain_writer *new_domain_writer(mt_writer *w, uint16_t domain) {
-  domain_writer *d = calloc(1, sizeof *d);
-  if (!d)
+/* A writer for `domain`, opened at `now` (the trace start for the initial and multiplexed
+ * writers). Returns NULL when memory runs out or another writer already has the domain. */
+static domain_writer *new_domain_writer(mt_writer *w, uint16_t domain, int64_t now) {
+  trace_file *f = w->file;
+  pthread_mutex_lock(&f->lock);
+  bool taken = f->domains_taken[domain / 64] >> (domain % 64) & 1;
+  if (!taken)
+    f->domains_taken[domain / 64] |= UINT64_C(1) << (domain % 64);
+  pthread_mutex_unlock(&f->lock);
+  if (taken)
     return NULL;
-  domain_writer **grown = realloc(w->domains, (w->ndomains + 1) * sizeof *grown);
+  domain_writer *d = calloc(1, sizeof *d);
+  domain_writer **grown = d ? realloc(w->domains, (w->ndomains + 1) * sizeof *grown) : NULL;
   if (!grown) {
     free(d);
     return NULL;
@@ -130,8 +156,8 @@ static domain_writer *new_domain_writer(mt_writer *w, uint16_t domain) {
   w->domains[w->ndomains++] = d;
   d->domain = domain;
   d->verify_ix = MT_VERIFY_FIRST;
-  d->t0 = d->t1 = w->start_time;
-  if (w->version >= 3)
+  d->t0 = d->t1 = now;
+  if (f->version >= 3)
     take_chunk(w, d);
   d->start = d->next;
   open_events_packet(w, d, false);
@@ -151,18 +177,18 @@ static void free_domain_writer(domain_writer *d) {
 static int flush_domain(mt_writer *w, domain_writer *d, int64_t now, mt_error *err) {
   if (w->failed)
     return mt_fail(err, w->failed, -1, "the writer stopped after an earlier error");
-  if (getpid() != w->creator)
+  if (getpid() != w->file->creator)
     return fail_writer(w, mt_fail(err, MT_E_FORKED, -1,
                                   "the trace writer belongs to process %d, not to this forked "
                                   "child; nothing was written",
-                                  (int)w->creator));
+                                  (int)w->file->creator));
   if (d->staged_count) {
     uint8_t packet[MT_PACKET_MAX];
     mt_wbuf buf;
     size_t at = 0;
     for (size_t i = 0; i < d->staged_count;) {
       mt_wbuf_init(&buf, packet, sizeof packet);
-      buf.len = w->header_size;
+      buf.len = w->file->header_size;
       /* memtrace tests `free > 4096` before each event; the room test only matters for events
        * within 3 bytes of the 4100-byte maximum, which no real location reaches. */
       while (i < d->staged_count && sizeof packet - buf.len > MT_LOCATION_EVENT_MAX &&
@@ -222,9 +248,12 @@ static int switch_domain(mt_writer *w, uint16_t domain, domain_writer **out, mt_
   if (w->failed)
     return mt_fail(err, w->failed, -1, "the writer stopped after an earlier error");
   if (w->current->domain != domain) {
-    if (w->version < 3)
+    if (w->file->version < 3)
       return mt_fail(err, MT_E_INVALID, -1, "a v2 trace has only domain 0, not domain %u",
                      (unsigned)domain);
+    if (!w->multiplexed)
+      return mt_fail(err, MT_E_INVALID, -1, "this writer writes domain %u only, not domain %u",
+                     (unsigned)w->current->domain, (unsigned)domain);
     int rc = flush_domain(w, w->current, w->current->t1, err);
     if (rc)
       return rc;
@@ -232,9 +261,11 @@ static int switch_domain(mt_writer *w, uint16_t domain, domain_writer **out, mt_
     for (size_t i = 0; i < w->ndomains; i++)
       if (w->domains[i]->domain == domain)
         found = w->domains[i];
-    if (!found && !(found = new_domain_writer(w, domain)))
-      return fail_writer(
-          w, mt_fail(err, MT_E_NOMEM, -1, "out of memory for domain %u", (unsigned)domain));
+    if (!found && !(found = new_domain_writer(w, domain, w->file->start_time)))
+      return mt_fail(err, MT_E_INVALID, -1,
+                     "no writer for domain %u: it belongs to another writer of this trace, or "
+                     "memory ran out",
+                     (unsigned)domain);
     w->current = found;
   }
   *out = w->current;
@@ -259,20 +290,28 @@ int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
   if (!(info->sample_rate > 0 && info->sample_rate <= 1))
     return mt_fail(err, MT_E_INVALID, -1, "sample rate %g is outside (0, 1]", info->sample_rate);
   mt_writer *w = calloc(1, sizeof *w);
-  if (!w)
+  trace_file *f = calloc(1, sizeof *f);
+  if (!w || !f) {
+    free(w);
+    free(f);
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
-  w->fd = fd;
-  w->version = version;
-  w->header_size = mt_header_size((unsigned)version);
-  w->pid = options && options->pid ? options->pid : info->pid;
-  w->creator = getpid();
-  w->start_time = info->start_time;
+  }
+  pthread_mutex_init(&f->lock, NULL);
+  f->refs = 1;
+  f->fd = fd;
+  f->version = version;
+  f->header_size = mt_header_size((unsigned)version);
+  f->pid = options && options->pid ? options->pid : info->pid;
+  f->creator = getpid();
+  f->start_time = info->start_time;
+  w->file = f;
+  w->multiplexed = true;
 
   /* Packet 0: trace_info alone (§2.5). */
   uint8_t packet[MT_PACKET_MAX];
   mt_wbuf buf;
   mt_wbuf_init(&buf, packet, sizeof packet);
-  buf.len = w->header_size;
+  buf.len = f->header_size;
   mt_wbuf_u32(&buf, mt_event_header(MT_CODE_TRACE_INFO, info->start_time));
   union {
     double f;
@@ -283,12 +322,12 @@ int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
   mt_wbuf_string(&buf, info->executable_name, INFO_STRING_MAX);
   mt_wbuf_string(&buf, info->host_name, INFO_STRING_MAX);
   mt_wbuf_string(&buf, info->ocaml_runtime_params, INFO_STRING_MAX);
-  mt_wbuf_u64(&buf, (uint64_t)w->pid);
+  mt_wbuf_u64(&buf, (uint64_t)f->pid);
   mt_wbuf_string(&buf, info->context, INFO_STRING_MAX);
   mt_packet_header h = {
       .time_begin = info->start_time, .time_end = info->start_time, .verify_ix = MT_NO_VERIFY};
   int rc = write_packet(w, &buf, &h, err);
-  if (!rc && !(w->current = new_domain_writer(w, 0)))
+  if (!rc && !(w->current = new_domain_writer(w, 0, info->start_time)))
     rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
   if (rc) {
     mt_writer_close(w, NULL);
@@ -469,6 +508,32 @@ int mt_writer_flush(mt_writer *w, mt_error *err) {
   return flush_domain(w, w->current, w->current->t1, err);
 }
 
+int mt_writer_create_domain(mt_writer *trace, uint16_t domain, int64_t now, mt_writer **out,
+                            mt_error *err) {
+  *out = NULL;
+  trace_file *f = trace->file;
+  if (f->version < 3)
+    return mt_fail(err, MT_E_INVALID, -1, "a v2 trace has no domains other than 0");
+  if (now < f->start_time)
+    return mt_fail(err, MT_E_INVALID, -1, "domain %u would start before the trace",
+                   (unsigned)domain);
+  mt_writer *w = calloc(1, sizeof *w);
+  if (!w)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  w->file = f;
+  pthread_mutex_lock(&f->lock);
+  f->refs++;
+  pthread_mutex_unlock(&f->lock);
+  if (!(w->current = new_domain_writer(w, domain, now))) {
+    mt_writer_close(w, NULL);
+    return mt_fail(err, MT_E_INVALID, -1,
+                   "domain %u already has a writer in this trace (or memory ran out)",
+                   (unsigned)domain);
+  }
+  *out = w;
+  return MT_OK;
+}
+
 int mt_writer_close(mt_writer *w, mt_error *err) {
   if (!w)
     return MT_OK;
@@ -480,6 +545,14 @@ int mt_writer_close(mt_writer *w, mt_error *err) {
   for (size_t i = 0; i < w->ndomains; i++)
     free_domain_writer(w->domains[i]);
   free(w->domains);
+  trace_file *f = w->file;
+  pthread_mutex_lock(&f->lock);
+  bool last = --f->refs == 0;
+  pthread_mutex_unlock(&f->lock);
+  if (last) {
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+  }
   free(w);
   return rc;
 }

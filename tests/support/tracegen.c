@@ -55,8 +55,8 @@ uint8_t *tg_finish(mt_writer *w, int fd, size_t *size) {
 
 int tg_resolve(void *user, uint64_t code, const mt_location **entries, size_t *count) {
   (void)user;
-  static char names[3][64], file[64];
-  static mt_location locs[3];
+  static _Thread_local char names[3][64], file[64]; /* one set per thread: writers may run */
+  static _Thread_local mt_location locs[3];         /* on several threads */
   size_t n = code % 3 + 1;
   snprintf(file, sizeof file, "file_%llu.c", (unsigned long long)(code % 40));
   for (size_t i = 0; i < n; i++) {

@@ -24,7 +24,7 @@ uint8_t *tg_finish(mt_writer *w, int fd, size_t *size);
 /* The bytes of a memfd written so far (caller frees). */
 uint8_t *tg_fd_bytes(int fd, size_t *size);
 
-/* Resolver: code c gets (c % 3) + 1 entries "fn_<c>_<i>" in "file_<c % 40>.c", line c % 100000.
+/* Resolver (thread-safe): code c gets (c % 3) + 1 entries "fn_<c>_<i>" in "file_<c % 40>.c", line c % 100000.
  * A `user` of NULL is fine. */
 int tg_resolve(void *user, uint64_t code, const mt_location **entries, size_t *count);
 
