@@ -1,0 +1,54 @@
+/* Timestamps for ring records: the cheapest monotonic source (the invariant TSC, read with a bare
+ * rdtsc), or a clock_gettime clock when asked or when the TSC cannot be trusted; and the
+ * calibration that pairs it with CLOCK_MONOTONIC and CLOCK_REALTIME (docs/ring.md §5). */
+#ifndef MEMTAP_SRC_RING_CLOCK_H
+#define MEMTAP_SRC_RING_CLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "memtap/ring.h"
+
+/* Whether the CPU's TSC runs at a constant rate through frequency changes and idle states
+ * (CPUID 0x80000007 EDX bit 8). */
+bool mt_clock_tsc_invariant(void);
+
+/* AUTO resolved: TSC when invariant, else CLOCK_MONOTONIC. */
+mt_ring_clock mt_clock_resolve(mt_ring_clock wanted);
+
+static inline uint64_t mt_clock_rdtsc(void) {
+  uint32_t lo, hi;
+  __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+  return (uint64_t)hi << 32 | lo;
+}
+
+static inline uint64_t mt_clock_ns(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One reading of `clock` (never AUTO). Async-signal-safe; no system call for the TSC and, through
+ * the vDSO, none for the others either. */
+static inline uint64_t mt_clock_read(mt_ring_clock clock) {
+  if (clock == MT_RING_CLOCK_TSC)
+    return mt_clock_rdtsc();
+  return mt_clock_ns(clock == MT_RING_CLOCK_REALTIME ? CLOCK_REALTIME : CLOCK_MONOTONIC);
+}
+
+/* A simultaneous reading of `clock`, CLOCK_MONOTONIC and CLOCK_REALTIME (the raw value is read
+ * between the two monotonic reads whose gap was the smallest of a few tries). */
+typedef struct mt_clock_pair {
+  uint64_t raw;
+  uint64_t monotonic_ns;
+  uint64_t realtime_ns;
+} mt_clock_pair;
+
+void mt_clock_sample(mt_ring_clock clock, mt_clock_pair *out);
+
+/* Ticks per second of `clock`: 1e9 for the clock_gettime clocks; for the TSC, measured against
+ * CLOCK_MONOTONIC over about a millisecond. */
+uint64_t mt_clock_hz(mt_ring_clock clock);
+
+#endif

@@ -1,0 +1,750 @@
+/* The consumer (docs/ring.md §7): a cursor maps a ring file read-only, validates its header once
+ * (layout.c) and then reads the rings round-robin through that validated geometry only.
+ *
+ * Reading a ring follows RING.md part B: acquire-load the tail, copy a batch of words (relaxed
+ * atomic loads), acquire fence, re-load the head. Every word at or after that head was intact
+ * when copied; anything before it may be torn and is skipped. The number of records lost is
+ * told by the records' sequence numbers, never guessed from word counts, and a race with the
+ * producer is never reported as corruption: only a record that was intact and still breaks the
+ * format is. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "ring/atomics.h"
+#include "ring/consumer.h"
+#include "ring/layout.h"
+#include "ring/process.h"
+
+#define BATCH_WORDS 4096u
+
+struct ring_state {
+  uint64_t pos;          /* next word to read */
+  uint64_t expected;     /* sequence number of the record at pos */
+  uint64_t pending_lost; /* lost records not yet reported */
+  uint64_t published;    /* primary: the consumer_pos last stored */
+  uint32_t generation;
+  bool expected_known; /* false until the first record: `expected` is then a lower bound */
+  bool gap;            /* pos jumped forward over overwritten records */
+  bool generation_known;
+  bool broken;
+};
+
+struct registry_entry {
+  unsigned kind;
+  uint64_t id;
+  uint8_t *bytes;
+  size_t length;
+};
+
+struct mt_cursor {
+  void *base;
+  uint64_t size;
+  bool mapped;
+  void *rw_base; /* primary: writable mapping of header and ring blocks */
+  uint64_t rw_size;
+  bool primary;
+  mt_ring_geometry geo;
+  struct ring_state *rings;
+  uint64_t *buf;
+  mt_cursor_callbacks cb;
+  void *user;
+  uint32_t next_ring;
+  _Atomic int busy;
+  uint64_t lost_total;
+  uint64_t registry_pos;
+  bool registry_broken;
+  struct registry_entry *entries;
+  size_t entry_count, entry_cap;
+  size_t *index; /* open addressing: entry number + 1, 0 = empty */
+  size_t index_cap;
+  char path[PATH_MAX];
+};
+
+static mt_ring_block *block(const mt_cursor *c, uint32_t ring) {
+  return mt_ring_block_at(c->base, &c->geo, ring);
+}
+
+static int64_t record_offset(const mt_cursor *c, uint32_t ring, uint64_t pos) {
+  return (int64_t)(c->geo.data_offset + (uint64_t)ring * c->geo.ring_words * 8 +
+                   (pos & (c->geo.ring_words - 1)) * 8);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Opening
+ * -------------------------------------------------------------------------------------------- */
+
+/* Where a new cursor starts on a ring: its head, the oldest record still there. The sequence
+ * number found there is a floor: if that record is overwritten before we read it, the records
+ * lost are counted from it, and never anything older (that history predates the cursor). */
+static void start_ring(mt_cursor *c, uint32_t i) {
+  struct ring_state *rs = &c->rings[i];
+  mt_ring_block *b = block(c, i);
+  _Atomic uint64_t *data = mt_ring_data_at(c->base, &c->geo, i);
+  for (int attempt = 0;; attempt++) {
+    uint64_t tail = mt_load_acquire(&b->tail);
+    uint64_t head = mt_load_acquire(&b->head);
+    uint64_t next = mt_load_relaxed(&b->next_seq);
+    rs->pos = head;
+    rs->expected = next;
+    if (head >= tail || attempt == 16)
+      break;
+    uint64_t w = mt_load_relaxed(&data[head & (c->geo.ring_words - 1)]);
+    mt_fence_acquire();
+    if (mt_load_relaxed(&b->head) != head)
+      continue;
+    if (mt_ring_header_type(w) == MT_RING_TYPE_PADDING)
+      break; /* the next record's number is the padding's: same result */
+    rs->expected = next - 1 - (uint32_t)((uint32_t)(next - 1) - mt_ring_header_seq(w));
+    if (next == 0 || rs->expected > next)
+      rs->expected = next;
+    break;
+  }
+  rs->published = rs->pos;
+}
+
+static int init_cursor(mt_cursor *c, mt_error *err) {
+  int rc = mt_ring_layout_check(c->base, c->size, &c->geo, err);
+  if (rc != MT_OK)
+    return rc;
+  c->rings = calloc(c->geo.ring_count, sizeof *c->rings);
+  c->buf = malloc(BATCH_WORDS * sizeof *c->buf);
+  if (!c->rings || !c->buf)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory for a cursor on %u rings",
+                   c->geo.ring_count);
+  for (uint32_t i = 0; i < c->geo.ring_count; i++)
+    start_ring(c, i);
+  return MT_OK;
+}
+
+int mt_cursor_open_memory(mt_cursor **out, void *file, size_t size, mt_error *err) {
+  *out = NULL;
+  mt_cursor *c = calloc(1, sizeof *c);
+  if (!c)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  c->base = file;
+  c->size = size;
+  int rc = init_cursor(c, err);
+  if (rc != MT_OK) {
+    mt_cursor_close(c);
+    return rc;
+  }
+  *out = c;
+  return MT_OK;
+}
+
+int mt_cursor_open_file(mt_cursor **out, const char *path, mt_error *err) {
+  *out = NULL;
+  if (strlen(path) >= PATH_MAX)
+    return mt_fail(err, MT_E_INVALID, -1, "path too long");
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      return mt_fail(err, MT_E_IO, -1,
+                     "is a symbolic link (ring files are never opened through one)");
+    return mt_fail_io(err, "cannot open the ring file");
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int rc = mt_fail_io(err, "cannot stat the ring file");
+    close(fd);
+    return rc;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return mt_fail(err, MT_E_MALFORMED, -1, "not a regular file");
+  }
+  if (st.st_size == 0) {
+    close(fd);
+    return mt_fail(err, MT_E_STATE, -1, "the ring file is empty (still being created?)");
+  }
+  void *base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  int saved = errno;
+  close(fd);
+  if (base == MAP_FAILED) {
+    errno = saved;
+    return mt_fail_io(err, "cannot map the ring file");
+  }
+  mt_cursor *c = calloc(1, sizeof *c);
+  if (!c) {
+    munmap(base, (size_t)st.st_size);
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  }
+  c->base = base;
+  c->size = (uint64_t)st.st_size;
+  c->mapped = true;
+  memcpy(c->path, path, strlen(path) + 1);
+  int rc = init_cursor(c, err);
+  if (rc != MT_OK) {
+    mt_cursor_close(c);
+    return rc;
+  }
+  *out = c;
+  return MT_OK;
+}
+
+int mt_cursor_open(mt_cursor **out, const char *dir, int pid, mt_error *err) {
+  char path[PATH_MAX];
+  *out = NULL;
+  if (mt_ring_file_path(path, sizeof path, dir, pid) != MT_OK)
+    return mt_fail(err, MT_E_INVALID, -1, "ring directory path is too long");
+  return mt_cursor_open_file(out, path, err);
+}
+
+int mt_cursor_register_primary(mt_cursor *c, mt_error *err) {
+  if (!c->mapped)
+    return mt_fail(err, MT_E_STATE, -1, "a cursor on memory cannot be the primary consumer");
+  if (c->primary)
+    return MT_OK;
+  int fd = open(c->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return mt_fail_io(err, "cannot open the ring file for writing");
+  uint64_t rw_size = c->geo.registry_offset; /* header and ring blocks */
+  struct stat st;
+  void *rw = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= rw_size)
+    rw = mmap(NULL, rw_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int saved = errno;
+  close(fd);
+  if (rw == MAP_FAILED) {
+    errno = saved;
+    return mt_fail_io(err, "cannot map the ring file for writing");
+  }
+  /* The file we validated must be the one we just mapped (same header). */
+  if (memcmp(rw, c->base, 256) != 0) {
+    munmap(rw, rw_size);
+    return mt_fail(err, MT_E_STATE, -1, "the ring file was replaced since the cursor opened it");
+  }
+  mt_ring_file_header *h = mt_ring_header_at(rw);
+  int self = getpid();
+  int32_t current = mt_load_acquire(&h->primary_pid);
+  if (mt_load_acquire(&h->primary_state) == MT_RING_PRIMARY_ATTACHED && current != 0 &&
+      current != self && mt_process_alive(current, mt_load_relaxed(&h->primary_start_time))) {
+    munmap(rw, rw_size);
+    return mt_fail(err, MT_E_STATE, -1, "process %d already is the primary consumer", current);
+  }
+  for (uint32_t i = 0; i < c->geo.ring_count; i++) {
+    mt_store_release(&mt_ring_block_at(rw, &c->geo, i)->consumer_pos, c->rings[i].pos);
+    c->rings[i].published = c->rings[i].pos;
+  }
+  uint64_t start = 0;
+  mt_process_stat(0, &start, NULL);
+  mt_store_relaxed(&h->primary_start_time, start);
+  if (!atomic_compare_exchange_strong(&h->primary_pid, &current, self)) {
+    munmap(rw, rw_size);
+    return mt_fail(err, MT_E_STATE, -1, "another consumer registered as primary at once");
+  }
+  mt_store_release(&h->primary_state, MT_RING_PRIMARY_ATTACHED);
+  c->rw_base = rw;
+  c->rw_size = rw_size;
+  c->primary = true;
+  return MT_OK;
+}
+
+void mt_cursor_set_callbacks(mt_cursor *c, const mt_cursor_callbacks *callbacks, void *user) {
+  if (callbacks)
+    c->cb = *callbacks;
+  else
+    memset(&c->cb, 0, sizeof c->cb);
+  c->user = user;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Registry
+ * -------------------------------------------------------------------------------------------- */
+
+static size_t hash_key(unsigned kind, uint64_t id) {
+  uint64_t x = id * 0x9e3779b97f4a7c15ull ^ (uint64_t)kind * 0xc2b2ae3d27d4eb4full;
+  return (size_t)(x ^ x >> 29);
+}
+
+static bool index_put(mt_cursor *c, size_t entry) {
+  if ((c->entry_count + 1) * 2 > c->index_cap) {
+    size_t cap = c->index_cap ? c->index_cap * 2 : 64;
+    size_t *index = calloc(cap, sizeof *index);
+    if (!index)
+      return false;
+    for (size_t e = 0; e < c->entry_count; e++) {
+      size_t at = hash_key(c->entries[e].kind, c->entries[e].id) & (cap - 1);
+      while (index[at] && !(c->entries[index[at] - 1].kind == c->entries[e].kind &&
+                            c->entries[index[at] - 1].id == c->entries[e].id))
+        at = (at + 1) & (cap - 1);
+      index[at] = e + 1;
+    }
+    free(c->index);
+    c->index = index;
+    c->index_cap = cap;
+  }
+  const struct registry_entry *n = &c->entries[entry];
+  size_t at = hash_key(n->kind, n->id) & (c->index_cap - 1);
+  while (c->index[at] && !(c->entries[c->index[at] - 1].kind == n->kind &&
+                           c->entries[c->index[at] - 1].id == n->id))
+    at = (at + 1) & (c->index_cap - 1);
+  c->index[at] = entry + 1;
+  return true;
+}
+
+static int poll_registry(mt_cursor *c, mt_error *err) {
+  if (c->registry_broken)
+    return MT_OK;
+  _Atomic uint64_t *reg = mt_ring_registry_at(c->base, &c->geo);
+  uint64_t cap = c->geo.registry_words;
+  while (c->registry_pos + 2 <= cap) {
+    uint64_t pos = c->registry_pos;
+    uint64_t w = mt_load_acquire(&reg[pos]);
+    if (w == 0)
+      break;
+    unsigned kind = (unsigned)(w >> 48);
+    uint64_t length = w & 0xffffffffu;
+    uint64_t words = mt_registry_entry_words(length);
+    if (kind == 0 || (w >> 32 & 0xffffu) || length > MT_RING_REGISTRY_MAX_BYTES ||
+        words > cap - pos) {
+      c->registry_broken = true;
+      int64_t at = (int64_t)(c->geo.registry_offset + pos * 8);
+      return mt_fail(err, MT_E_MALFORMED, at,
+                     "malformed ring file at byte %lld: registry entry of kind %u, %llu bytes",
+                     (long long)at, kind, (unsigned long long)length);
+    }
+    if (c->entry_count == c->entry_cap) {
+      size_t ncap = c->entry_cap ? c->entry_cap * 2 : 16;
+      struct registry_entry *e = realloc(c->entries, ncap * sizeof *e);
+      if (!e)
+        return mt_fail(err, MT_E_NOMEM, -1, "out of memory for the registry");
+      c->entries = e;
+      c->entry_cap = ncap;
+    }
+    uint8_t *bytes = malloc(length + 1);
+    if (!bytes)
+      return mt_fail(err, MT_E_NOMEM, -1, "out of memory for the registry");
+    for (uint64_t i = 0; i + 2 < words; i++) {
+      uint64_t v = mt_load_relaxed(&reg[pos + 2 + i]);
+      size_t at = (size_t)i * 8;
+      memcpy(bytes + at, &v, length - at < 8 ? length - at : 8);
+    }
+    bytes[length] = 0;
+    struct registry_entry *e = &c->entries[c->entry_count];
+    e->kind = kind;
+    e->id = mt_load_relaxed(&reg[pos + 1]);
+    e->bytes = bytes;
+    e->length = length;
+    if (!index_put(c, c->entry_count)) {
+      free(bytes);
+      return mt_fail(err, MT_E_NOMEM, -1, "out of memory for the registry");
+    }
+    c->entry_count++;
+    c->registry_pos = pos + words;
+    if (c->cb.registry)
+      c->cb.registry(c->user, kind, e->id, e->bytes, e->length);
+  }
+  return MT_OK;
+}
+
+int mt_cursor_lookup(const mt_cursor *c, unsigned kind, uint64_t id, const void **bytes,
+                     size_t *length) {
+  if (!c->index_cap)
+    return MT_E_INVALID;
+  size_t at = hash_key(kind, id) & (c->index_cap - 1);
+  while (c->index[at]) {
+    const struct registry_entry *e = &c->entries[c->index[at] - 1];
+    if (e->kind == kind && e->id == id) {
+      *bytes = e->bytes;
+      *length = e->length;
+      return MT_OK;
+    }
+    at = (at + 1) & (c->index_cap - 1);
+  }
+  return MT_E_INVALID;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Reading records
+ * -------------------------------------------------------------------------------------------- */
+
+/* Which generation wrote the record at `pos`: the newest generation that started at or before
+ * it, among those the ring block remembers. False if that generation has been forgotten. */
+static bool history_lookup(const mt_ring_block *b, uint64_t pos, uint32_t *generation) {
+  bool found = false;
+  uint64_t best = 0;
+  for (uint32_t k = 0; k < MT_RING_HISTORY; k++) {
+    uint64_t g1 = mt_load_acquire(&b->history[k].generation);
+    uint64_t start = mt_load_relaxed(&b->history[k].start);
+    mt_fence_acquire();
+    uint64_t g2 = mt_load_relaxed(&b->history[k].generation);
+    if (g1 == 0 || g1 != g2 || g1 > UINT32_MAX || g1 % MT_RING_HISTORY != k)
+      continue;
+    if (start <= pos && g1 > best) {
+      best = g1;
+      found = true;
+    }
+  }
+  *generation = (uint32_t)best;
+  return found;
+}
+
+static void report_lost(mt_cursor *c, uint32_t ring, struct ring_state *rs) {
+  if (!rs->pending_lost)
+    return;
+  uint64_t n = rs->pending_lost;
+  rs->pending_lost = 0;
+  c->lost_total += n;
+  if (c->cb.lost)
+    c->cb.lost(c->user, ring, n);
+}
+
+static int malformed(mt_cursor *c, uint32_t ring, uint64_t pos, mt_error *err, const char *why) {
+  c->rings[ring].broken = true;
+  int64_t at = record_offset(c, ring, pos);
+  return mt_fail(err, MT_E_MALFORMED, at, "malformed ring file at byte %lld (ring %u): %s",
+                 (long long)at, ring, why);
+}
+
+/* The least payload each transport record carries; NULL if the record is valid. */
+static const char *check_record(uint32_t type, uint32_t id, const uint64_t *payload, size_t words) {
+  static const uint8_t lifecycle_words[] = {1, 0, 0, 0, 1, 2, 2, 2};
+  switch (type) {
+  case MT_RING_TYPE_LIFECYCLE:
+    if (id > MT_RING_LIFECYCLE_THREAD_EXIT)
+      return "unknown lifecycle record";
+    if (words < lifecycle_words[id])
+      return "lifecycle record too short";
+    if ((id == MT_RING_LIFECYCLE_THREAD_START || id == MT_RING_LIFECYCLE_THREAD_EXIT) &&
+        (payload[0] == 0 || payload[0] > UINT32_MAX))
+      return "thread record with an impossible generation";
+    return NULL;
+  case MT_RING_TYPE_CLOCK: return words < 2 ? "clock record too short" : NULL;
+  case MT_RING_TYPE_COUNTER:
+  case MT_RING_TYPE_USER_INT: return words < 1 ? "value record without its value" : NULL;
+  case MT_RING_TYPE_USER_CUSTOM:
+    if (words < 1)
+      return "custom record without bytes";
+    if ((payload[words - 1] >> 56) < 1 || (payload[words - 1] >> 56) > 8)
+      return "custom record with an impossible pad count";
+    return NULL;
+  case MT_RING_TYPE_SPAN_BEGIN:
+  case MT_RING_TYPE_SPAN_END:
+  case MT_RING_TYPE_USER_UNIT:
+  case MT_RING_TYPE_USER_SPAN_BEGIN:
+  case MT_RING_TYPE_USER_SPAN_END: return NULL;
+  default: return type >= MT_RING_TYPE_OPAQUE_FIRST ? NULL : "record of an unknown type";
+  }
+}
+
+static mt_ring_event_fn pick_callback(const mt_cursor_callbacks *cb, uint32_t type) {
+  mt_ring_event_fn fn = NULL;
+  switch (type) {
+  case MT_RING_TYPE_LIFECYCLE: fn = cb->lifecycle; break;
+  case MT_RING_TYPE_CLOCK: fn = cb->clock; break;
+  case MT_RING_TYPE_COUNTER: fn = cb->counter; break;
+  case MT_RING_TYPE_SPAN_BEGIN: fn = cb->span_begin; break;
+  case MT_RING_TYPE_SPAN_END: fn = cb->span_end; break;
+  case MT_RING_TYPE_USER_UNIT: fn = cb->user_unit; break;
+  case MT_RING_TYPE_USER_INT: fn = cb->user_int; break;
+  case MT_RING_TYPE_USER_SPAN_BEGIN: fn = cb->user_span_begin; break;
+  case MT_RING_TYPE_USER_SPAN_END: fn = cb->user_span_end; break;
+  case MT_RING_TYPE_USER_CUSTOM: fn = cb->user_custom; break;
+  default: fn = cb->opaque; break;
+  }
+  return fn ? fn : cb->other;
+}
+
+enum { DELIVERED, SKIPPED, STOPPED };
+
+/* One intact record at `pos`: sequence accounting, thread identity, the callback. */
+static int deliver(mt_cursor *c, uint32_t ring, const uint64_t *rec, uint32_t len, uint64_t pos,
+                   int *outcome, mt_error *err) {
+  struct ring_state *rs = &c->rings[ring];
+  mt_ring_block *b = block(c, ring);
+  uint64_t w = rec[0];
+  uint32_t type = mt_ring_header_type(w), id = mt_ring_header_id(w);
+  uint32_t seq32 = mt_ring_header_seq(w);
+  uint64_t seq;
+  if (rs->gap || !rs->expected_known) {
+    /* Widen the 32-bit number against the producer's next one (published before the tail we
+     * read, so at least this record's + 1); the ring holds far fewer than 2^32 records. */
+    uint64_t next = mt_load_relaxed(&b->next_seq);
+    seq = next - 1 - (uint32_t)((uint32_t)(next - 1) - seq32);
+  } else {
+    seq = rs->expected + (uint32_t)(seq32 - (uint32_t)rs->expected);
+  }
+  if (rs->expected_known || rs->gap) {
+    if (seq < rs->expected) {
+      if (rs->expected_known)
+        return malformed(c, ring, pos, err, "record sequence number goes backwards");
+    } else {
+      rs->pending_lost += seq - rs->expected;
+    }
+  }
+  rs->expected = seq;
+  rs->expected_known = true;
+  rs->gap = false;
+
+  const uint64_t *payload = rec + 2;
+  size_t words = len - 2;
+  const char *why = check_record(type, id, payload, words);
+  if (why)
+    return malformed(c, ring, pos, err, why);
+  uint32_t generation = rs->generation;
+  bool known = rs->generation_known;
+  if (type == MT_RING_TYPE_LIFECYCLE && id == MT_RING_LIFECYCLE_THREAD_START) {
+    generation = (uint32_t)payload[0];
+    known = true;
+  } else if (!known) {
+    known = history_lookup(b, pos, &generation);
+  }
+  if (!known) {
+    /* Its thread's identity was overwritten with its first records: counted as lost. */
+    rs->pending_lost++;
+    rs->expected = seq + 1;
+    *outcome = SKIPPED;
+    return MT_OK;
+  }
+  rs->generation = generation;
+  rs->generation_known = true;
+  report_lost(c, ring, rs);
+
+  mt_ring_event_fn fn = pick_callback(&c->cb, type);
+  if (fn) {
+    mt_ring_event ev = {
+        ring,     generation, type, id, seq, rec[1], payload, words, (const uint8_t *)payload,
+        words * 8};
+    if (type == MT_RING_TYPE_USER_CUSTOM)
+      ev.length = words * 8 - (payload[words - 1] >> 56);
+    if (fn(c->user, &ev) != MT_CURSOR_NEXT) {
+      *outcome = STOPPED;
+      return MT_OK;
+    }
+  }
+  rs->expected = seq + 1;
+  *outcome = DELIVERED;
+  return MT_OK;
+}
+
+static void note_gap(struct ring_state *rs, uint64_t head) {
+  rs->pos = head;
+  rs->gap = true;
+  rs->generation_known = false;
+}
+
+static void publish_position(mt_cursor *c, uint32_t ring) {
+  struct ring_state *rs = &c->rings[ring];
+  if (c->primary && rs->pos != rs->published) {
+    mt_store_release(&mt_ring_block_at(c->rw_base, &c->geo, ring)->consumer_pos, rs->pos);
+    rs->published = rs->pos;
+  }
+}
+
+/* Reads ring `ring` up to `tail`, delivering at most `budget` records. */
+static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size_t *got,
+                 bool *stopped, mt_error *err) {
+  struct ring_state *rs = &c->rings[ring];
+  mt_ring_block *b = block(c, ring);
+  _Atomic uint64_t *data = mt_ring_data_at(c->base, &c->geo, ring);
+  uint64_t size = c->geo.ring_words, mask = size - 1;
+  int rc = MT_OK;
+  while (rs->pos < tail && *got < budget) {
+    uint64_t start = rs->pos;
+    uint64_t head = mt_load_acquire(&b->head);
+    if (head > start) {
+      note_gap(rs, head);
+      continue;
+    }
+    uint64_t off = start & mask;
+    uint64_t n = tail - start;
+    if (n > size - off)
+      n = size - off;
+    if (n > BATCH_WORDS)
+      n = BATCH_WORDS;
+    for (uint64_t k = 0; k < n; k++)
+      c->buf[k] = mt_load_relaxed(&data[off + k]);
+    mt_fence_acquire();
+    head = mt_load_relaxed(&b->head);
+    uint64_t p = start, end = start + n;
+    if (head > start) {
+      /* Lapped while copying: what lies before the new head may be torn. */
+      note_gap(rs, head);
+      if (head >= end)
+        continue;
+      p = head;
+    }
+    while (p < end && *got < budget) {
+      const uint64_t *rec = &c->buf[p - start];
+      uint32_t len = mt_ring_header_length(rec[0]);
+      if (len == 0 || len > MT_RING_MAX_RECORD_WORDS || (p & mask) + len > size) {
+        rs->pos = p;
+        return malformed(c, ring, p, err, "impossible record length");
+      }
+      if (p + len > end) {
+        if (end == tail) {
+          rs->pos = p;
+          return malformed(c, ring, p, err, "record runs past the published tail");
+        }
+        break; /* cut by the batch: read it whole next time round */
+      }
+      if (mt_ring_header_type(rec[0]) == MT_RING_TYPE_PADDING) {
+        if ((p & mask) + len != size) {
+          rs->pos = p;
+          return malformed(c, ring, p, err, "padding record that does not end the ring");
+        }
+        p += len;
+        continue;
+      }
+      if (len < 2) {
+        rs->pos = p;
+        return malformed(c, ring, p, err, "record shorter than its header and timestamp");
+      }
+      int outcome;
+      rc = deliver(c, ring, rec, len, p, &outcome, err);
+      if (rc != MT_OK) {
+        rs->pos = p;
+        return rc;
+      }
+      if (outcome == STOPPED) {
+        rs->pos = p;
+        *stopped = true;
+        publish_position(c, ring);
+        return MT_OK;
+      }
+      *got += outcome == DELIVERED;
+      p += len;
+    }
+    rs->pos = p;
+    publish_position(c, ring);
+  }
+  report_lost(c, ring, rs);
+  publish_position(c, ring);
+  return rc;
+}
+
+int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error *err) {
+  if (delivered)
+    *delivered = 0;
+  if (atomic_exchange(&c->busy, 1))
+    return mt_fail(err, MT_E_STATE, -1, "the cursor is already being polled");
+  size_t budget = max_records ? max_records : SIZE_MAX, got = 0;
+  uint32_t n = c->geo.ring_count;
+  int rc = MT_OK;
+  bool stopped = false;
+  uint32_t first = c->next_ring;
+  for (uint32_t k = 0; k < n && rc == MT_OK; k++) {
+    uint32_t ring = (first + k) % n;
+    if (c->rings[ring].broken)
+      continue;
+    uint64_t tail = mt_load_acquire(&block(c, ring)->tail);
+    /* The registry is read after the tail: a record is never delivered before the entries its
+     * writer registered before writing it. */
+    int reg = poll_registry(c, err);
+    if (reg != MT_OK) {
+      rc = reg;
+      break;
+    }
+    if (c->rings[ring].pos < tail)
+      rc = drain(c, ring, tail, budget, &got, &stopped, err);
+    else
+      report_lost(c, ring, &c->rings[ring]);
+    if (stopped) {
+      c->next_ring = ring;
+      break;
+    }
+    if (got >= budget) {
+      c->next_ring = (ring + 1) % n;
+      break;
+    }
+  }
+  if (rc == MT_OK && !stopped && got < budget)
+    rc = poll_registry(c, err);
+  if (delivered)
+    *delivered = got;
+  atomic_store(&c->busy, 0);
+  return rc;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Information
+ * -------------------------------------------------------------------------------------------- */
+
+bool mt_cursor_drained(const mt_cursor *c) {
+  for (uint32_t i = 0; i < c->geo.ring_count; i++) {
+    const struct ring_state *rs = &c->rings[i];
+    if (!rs->broken && rs->pos < mt_load_acquire(&block(c, i)->tail))
+      return false;
+  }
+  return true;
+}
+
+uint64_t mt_cursor_lost_records(const mt_cursor *c) {
+  return c->lost_total;
+}
+
+int mt_cursor_info(const mt_cursor *c, mt_ring_file_info *info) {
+  memset(info, 0, sizeof *info);
+  const mt_ring_geometry *g = &c->geo;
+  mt_ring_file_header *h = mt_ring_header_at(c->base);
+  info->pid = g->pid;
+  info->parent_pid = g->parent_pid;
+  info->fork_number = g->fork_number;
+  info->start_time = g->start_time;
+  info->mode = (mt_ring_mode)g->mode;
+  info->clock = (mt_ring_clock)g->clock;
+  info->clock_hz = g->clock_hz;
+  info->created_realtime_ns = (int64_t)g->realtime_base_ns;
+  info->ring_count = g->ring_count;
+  info->ring_size = g->ring_words * 8;
+  info->registry_size = g->registry_words * 8;
+  info->stopped = mt_load_acquire(&h->state) == MT_RING_STATE_STOPPED;
+  info->paused = mt_load_relaxed(&h->paused) != 0;
+  info->degraded = mt_load_relaxed(&h->degraded) != 0;
+  info->primary_pid = mt_load_relaxed(&h->primary_state) == MT_RING_PRIMARY_ATTACHED
+                          ? mt_load_relaxed(&h->primary_pid)
+                          : 0;
+  info->rings_in_use = mt_load_relaxed(&h->rings_in_use);
+  info->records_no_ring = mt_load_relaxed(&h->records_no_ring);
+  info->records_nested = mt_load_relaxed(&h->records_nested);
+  info->claims_failed_full = mt_load_relaxed(&h->claims_failed_full);
+  info->claims_failed_space = mt_load_relaxed(&h->claims_failed_space);
+  info->rings_recovered = mt_load_relaxed(&h->rings_recovered);
+  for (uint32_t i = 0; i < g->ring_count; i++) {
+    mt_ring_block *b = block(c, i);
+    info->records_written += mt_load_relaxed(&b->next_seq);
+    info->records_overwritten += mt_load_relaxed(&b->overwritten);
+    info->records_nested += mt_load_relaxed(&b->nested);
+  }
+  info->lost_records = c->lost_total;
+  return MT_OK;
+}
+
+int64_t mt_cursor_timestamp_ns(const mt_cursor *c, uint64_t timestamp) {
+  if (c->geo.clock != MT_RING_CLOCK_TSC)
+    return (int64_t)timestamp;
+  /* Unsigned arithmetic: a hostile header may hold anything, and wrapping is harmless here. */
+  __int128 ticks = (__int128)timestamp - (__int128)c->geo.clock_base;
+  __int128 ns = ticks * 1000000000 / (__int128)c->geo.clock_hz;
+  return (int64_t)(c->geo.monotonic_base_ns + (uint64_t)ns);
+}
+
+void mt_cursor_close(mt_cursor *c) {
+  if (!c)
+    return;
+  if (c->primary) {
+    mt_ring_file_header *h = mt_ring_header_at(c->rw_base);
+    int32_t self = getpid();
+    if (mt_load_relaxed(&h->primary_pid) == self)
+      mt_store_release(&h->primary_state, MT_RING_PRIMARY_DETACHED);
+  }
+  if (c->rw_base)
+    munmap(c->rw_base, c->rw_size);
+  if (c->mapped)
+    munmap(c->base, c->size);
+  for (size_t i = 0; i < c->entry_count; i++)
+    free(c->entries[i].bytes);
+  free(c->entries);
+  free(c->index);
+  free(c->rings);
+  free(c->buf);
+  free(c);
+}

@@ -1,0 +1,120 @@
+/* Creating the per-process ring file (docs/ring.md §2.1): `<dir>/<pid>.memtap-ring`, mode 0600,
+ * O_EXCL and O_NOFOLLOW so that nobody can plant a file or a symbolic link for us to write
+ * through. A file already at that path is replaced only if it is a ring file whose creator is
+ * gone: a dead process whose pid we now have (its start time differs from ours), or this same
+ * process before it called exec. Anything else is refused, never deleted. Malloc-free and built
+ * only on async-signal-safe calls, because a forked child creates its file inside the fork
+ * handler. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "ring/process.h"
+#include "ring/producer.h"
+
+/* "<dir>/<pid>.memtap-ring" without snprintf (which may allocate). */
+static bool build_path(char *out, size_t size, const char *dir, int pid) {
+  size_t dlen = strlen(dir);
+  char digits[24];
+  int n = mt_format_decimal(digits, (uint64_t)pid);
+  size_t need = dlen + 1 + (size_t)n + sizeof MT_RING_FILE_SUFFIX;
+  if (need > size)
+    return false;
+  memcpy(out, dir, dlen);
+  out[dlen] = '/';
+  memcpy(out + dlen + 1, digits, (size_t)n);
+  memcpy(out + dlen + 1 + n, MT_RING_FILE_SUFFIX, sizeof MT_RING_FILE_SUFFIX);
+  return true;
+}
+
+/* Whether the file at `path` is a ring file that no live process other than our own earlier
+ * image (before exec) created. Sets *what to a reason when it is not. */
+static bool is_stale(const char *path, const char **what) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    *what = errno == ELOOP ? "is a symbolic link" : "cannot be inspected";
+    return false;
+  }
+  struct stat st;
+  mt_ring_file_header h;
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, &h, 256, 0) == 256;
+  close(fd);
+  if (!ok) {
+    *what = "is not a memtap ring file";
+    return false;
+  }
+  uint64_t magic;
+  memcpy(&magic, &h, sizeof magic);
+  if (magic != MT_RING_MAGIC && !(magic == 0 && h.pid != 0)) {
+    *what = "is not a memtap ring file";
+    return false;
+  }
+  if (h.pid == getpid())
+    return true;
+  if (mt_process_alive(h.pid, h.start_time)) {
+    *what = "belongs to a live process";
+    return false;
+  }
+  return true;
+}
+
+static int open_exclusive(const char *path, mt_error *err) {
+  for (int attempt = 0;; attempt++) {
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0 || errno != EEXIST || attempt == 2)
+      return fd >= 0 ? fd : mt_fail_io(err, "cannot create the ring file");
+    const char *what = NULL;
+    if (!is_stale(path, &what))
+      return mt_fail(err, MT_E_STATE, -1, "%s already exists and %s", path, what);
+    if (unlink(path) != 0 && errno != ENOENT)
+      return mt_fail_io(err, "cannot remove the stale ring file");
+  }
+}
+
+int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number, mt_error *err) {
+  int pid = getpid();
+  if (!build_path(s->path, sizeof s->path, s->options.dir, pid))
+    return mt_fail(err, MT_E_INVALID, -1, "ring directory path is too long");
+  int fd = open_exclusive(s->path, err);
+  if (fd < 0)
+    return fd;
+  struct stat st;
+  int rc = MT_OK;
+  if (ftruncate(fd, (off_t)s->geo.file_size) != 0)
+    rc = mt_fail_io(err, "cannot size the ring file");
+  /* Header, ring blocks and registry are reserved now; each ring's data when a thread claims it. */
+  else if ((errno = posix_fallocate(fd, 0, (off_t)s->geo.data_offset)) != 0)
+    rc = mt_fail_io(err, "cannot reserve space for the ring file");
+  else if (fstat(fd, &st) != 0)
+    rc = mt_fail_io(err, "cannot stat the ring file");
+  void *base = MAP_FAILED;
+  if (rc == MT_OK) {
+    base = mmap(NULL, s->geo.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+      rc = mt_fail_io(err, "cannot map the ring file");
+  }
+  if (rc != MT_OK) {
+    int saved = errno;
+    unlink(s->path);
+    close(fd);
+    errno = saved;
+    return rc;
+  }
+  s->fd = fd;
+  s->dev = st.st_dev;
+  s->ino = st.st_ino;
+  s->base = base;
+  s->map_size = s->geo.file_size;
+  s->header = mt_ring_header_at(base);
+  s->geo.pid = pid;
+  s->geo.parent_pid = parent_pid;
+  s->geo.fork_number = fork_number;
+  s->geo.start_time = s->start_time;
+  mt_ring_layout_write_header(s->header, &s->geo);
+  mt_store_relaxed(&s->header->state, MT_RING_STATE_RUNNING);
+  return MT_OK;
+}

@@ -1,0 +1,210 @@
+/* The ring file's layout (docs/ring.md §2): the file header, the per-ring blocks, the record and
+ * registry header words, and the geometry a validated file is read through. Producer and
+ * consumer both see the file only through these definitions; layout.c plans a new file and
+ * validates a mapped one (the part a hostile file reaches first). */
+#ifndef MEMTAP_SRC_RING_LAYOUT_H
+#define MEMTAP_SRC_RING_LAYOUT_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memtap/ring.h"
+
+#define MT_RING_MAGIC 0x31474e4952544d4dull /* "MMTRING1" read as little-endian bytes */
+#define MT_RING_VERSION 1u
+#define MT_RING_FILE_SUFFIX ".memtap-ring"
+
+/* Cache-line pairs: x86's adjacent-line prefetcher pulls lines in 128-byte pairs, so fields
+ * written by different parties are kept 128 bytes apart. */
+#define MT_RING_LINE 128
+
+#define MT_RING_MIN_WORDS (MT_RING_MIN_SIZE / 8u)
+#define MT_RING_MAX_WORDS (1ull << 27) /* 1 GiB per ring */
+#define MT_RING_MAX_RINGS 65536u
+#define MT_RING_HISTORY 32u /* generation starts remembered per ring */
+
+/* File states (mt_ring_file_header.state). */
+enum { MT_RING_STATE_RUNNING = 1, MT_RING_STATE_STOPPED = 2 };
+/* Ring ownership (mt_ring_block.owner_state). */
+enum { MT_RING_FREE = 0, MT_RING_CLAIMED = 1 };
+/* Primary consumer (mt_ring_file_header.primary_state). */
+enum { MT_RING_PRIMARY_NONE = 0, MT_RING_PRIMARY_ATTACHED = 1, MT_RING_PRIMARY_DETACHED = 2 };
+
+/* The file header, at offset 0. Bytes 0..255 are written once, before `magic`; the rest is
+ * shared state, each part on its own line pair. */
+typedef struct mt_ring_file_header {
+  _Atomic uint64_t magic; /* MT_RING_MAGIC, stored last (release) at creation */
+  uint32_t version;       /* MT_RING_VERSION */
+  uint32_t header_size;   /* bytes reserved for this header */
+  uint64_t file_size;     /* bytes */
+  uint32_t ring_count;
+  uint32_t ring_block_size; /* sizeof(mt_ring_block) */
+  uint64_t ring_words;      /* words per ring: a power of two */
+  uint64_t blocks_offset;   /* the ring blocks: ring_count * ring_block_size bytes */
+  uint64_t registry_offset; /* the registry: registry_words words */
+  uint64_t registry_words;
+  uint64_t data_offset;      /* ring i's words start at data_offset + i * ring_words * 8 */
+  uint32_t max_record_words; /* MT_RING_MAX_RECORD_WORDS */
+  uint32_t mode;             /* mt_ring_mode */
+  uint32_t clock;            /* mt_ring_clock, never AUTO */
+  uint32_t reserved0;
+  uint64_t clock_hz;          /* timestamp ticks per second */
+  uint64_t clock_base;        /* raw clock when created ... */
+  uint64_t monotonic_base_ns; /* ... read together with CLOCK_MONOTONIC ... */
+  uint64_t realtime_base_ns;  /* ... and CLOCK_REALTIME */
+  int32_t pid;                /* the producer */
+  int32_t parent_pid;         /* 0 unless created in a forked child */
+  uint64_t start_time;        /* the producer's start time (/proc/PID/stat, ticks since boot) */
+  uint64_t fork_number;       /* which fork of the parent made this file (0: none) */
+  uint8_t reserved1[256 - 144];
+
+  /* 256: producer state, written rarely. */
+  _Atomic uint32_t state; /* MT_RING_STATE_* */
+  _Atomic uint32_t paused;
+  _Atomic uint32_t degraded; /* lossless file fell back to flight recorder */
+  _Atomic uint32_t rings_in_use;
+  _Atomic uint64_t forks; /* forks made by this process */
+  uint8_t reserved2[MT_RING_LINE - 24];
+
+  /* 384: drop counters. */
+  _Atomic uint64_t records_no_ring; /* written by a thread that had no ring */
+  _Atomic uint64_t records_nested;  /* nested writes of a thread that had no ring yet */
+  _Atomic uint64_t claims_failed_full;
+  _Atomic uint64_t claims_failed_space;
+  _Atomic uint64_t rings_recovered; /* claimed from threads that vanished without releasing */
+  uint8_t reserved3[MT_RING_LINE - 40];
+
+  /* 512: registry allocation (any producer thread). */
+  _Atomic uint64_t registry_used; /* words */
+  uint8_t reserved4[MT_RING_LINE - 8];
+
+  /* 640: the primary consumer, written by it (lossless mode). */
+  _Atomic int32_t primary_pid;
+  _Atomic uint32_t primary_state;
+  _Atomic uint64_t primary_start_time;
+  uint8_t reserved5[MT_RING_LINE - 16];
+} mt_ring_file_header;
+
+/* One per ring, 1024 bytes: the producer's line pair (head, tail, sequence), the primary
+ * consumer's, ownership and counters, then the generation history that lets a consumer who
+ * resumes mid-ring know which thread wrote what it reads. */
+typedef struct mt_ring_block {
+  _Atomic uint64_t head;     /* oldest word still intact; free-running */
+  _Atomic uint64_t tail;     /* end of the last published record; free-running */
+  _Atomic uint64_t next_seq; /* sequence number of the next record; stored before tail */
+  uint8_t reserved0[MT_RING_LINE - 24];
+
+  _Atomic uint64_t consumer_pos; /* the primary consumer has read everything before this */
+  uint8_t reserved1[MT_RING_LINE - 8];
+
+  _Atomic uint32_t owner_state; /* MT_RING_FREE / MT_RING_CLAIMED */
+  _Atomic uint32_t generation;  /* of the current (or last) owner; 0 = never claimed */
+  _Atomic int32_t owner_tid;
+  _Atomic uint32_t space_reserved; /* posix_fallocate done for this ring's data */
+  _Atomic uint64_t overwritten;    /* records dropped by the producer unread */
+  _Atomic uint64_t nested;         /* writes dropped: interrupted another write */
+  _Atomic uint64_t waits;          /* lossless: writes that waited for the consumer */
+  uint8_t reserved2[512 - 2 * MT_RING_LINE - 40];
+
+  /* Generation g started at word position history[g % MT_RING_HISTORY].start. The entry is
+   * rewritten seqlock-style: generation 0 while in flux. */
+  struct {
+    _Atomic uint64_t generation;
+    _Atomic uint64_t start;
+  } history[MT_RING_HISTORY];
+} mt_ring_block;
+
+_Static_assert(sizeof(mt_ring_file_header) == 768, "file header layout");
+_Static_assert(offsetof(mt_ring_file_header, state) == 256, "file header layout");
+_Static_assert(offsetof(mt_ring_file_header, records_no_ring) == 384, "file header layout");
+_Static_assert(offsetof(mt_ring_file_header, registry_used) == 512, "file header layout");
+_Static_assert(offsetof(mt_ring_file_header, primary_pid) == 640, "file header layout");
+_Static_assert(sizeof(mt_ring_block) == 1024, "ring block layout");
+_Static_assert(offsetof(mt_ring_block, consumer_pos) == 128, "ring block layout");
+_Static_assert(offsetof(mt_ring_block, owner_state) == 256, "ring block layout");
+_Static_assert(offsetof(mt_ring_block, history) == 512, "ring block layout");
+_Static_assert(sizeof(_Atomic uint64_t) == 8, "lock-free 64-bit atomics");
+
+/* Record header word: length (10 bits) | type (6) | id (16) | sequence, low 32 bits. */
+static inline uint64_t mt_ring_header_word(uint64_t length, uint64_t type, uint64_t id,
+                                           uint64_t seq) {
+  return length << 54 | type << 48 | id << 32 | (uint32_t)seq;
+}
+static inline uint32_t mt_ring_header_length(uint64_t h) {
+  return (uint32_t)(h >> 54);
+}
+static inline uint32_t mt_ring_header_type(uint64_t h) {
+  return (uint32_t)(h >> 48) & 63u;
+}
+static inline uint32_t mt_ring_header_id(uint64_t h) {
+  return (uint32_t)(h >> 32) & 0xffffu;
+}
+static inline uint32_t mt_ring_header_seq(uint64_t h) {
+  return (uint32_t)h;
+}
+
+/* Registry entry: [kind (16 bits) << 48 | byte length (32 bits)] [id] [bytes, padded to words].
+ * The first word is stored last (release); 0 means "not yet committed". */
+static inline uint64_t mt_registry_header_word(uint64_t kind, uint64_t length) {
+  return kind << 48 | length;
+}
+static inline uint64_t mt_registry_entry_words(uint64_t length) {
+  return 2 + (length + 7) / 8;
+}
+
+/* The geometry of a file, copied out of its header once it has been validated: nothing a
+ * producer (or an attacker) writes to the file later changes how it is indexed. */
+typedef struct mt_ring_geometry {
+  uint64_t file_size;
+  uint32_t header_size;
+  uint32_t ring_count;
+  uint64_t ring_words;
+  uint64_t blocks_offset;
+  uint64_t registry_offset;
+  uint64_t registry_words;
+  uint64_t data_offset;
+  uint32_t mode;
+  uint32_t clock;
+  uint64_t clock_hz;
+  uint64_t clock_base;
+  uint64_t monotonic_base_ns;
+  uint64_t realtime_base_ns;
+  int32_t pid;
+  int32_t parent_pid;
+  uint64_t start_time;
+  uint64_t fork_number;
+} mt_ring_geometry;
+
+/* Plans a new file's regions (page-aligned) for `rings` rings of `ring_bytes` (a power of two,
+ * >= MT_RING_MIN_SIZE) and a registry of `registry_bytes`. MT_E_INVALID if out of range. */
+int mt_ring_layout_plan(mt_ring_geometry *geo, uint32_t rings, uint64_t ring_bytes,
+                        uint64_t registry_bytes, mt_error *err);
+
+/* Writes the immutable part of the header from `geo` (everything but magic). */
+void mt_ring_layout_write_header(mt_ring_file_header *h, const mt_ring_geometry *geo);
+
+/* Validates the header of a mapped file of `size` bytes and fills `geo`. MT_E_STATE if the file
+ * is still being created (magic 0), MT_E_MALFORMED / MT_E_UNSUPPORTED with the field's offset
+ * otherwise. Reads only the first 256 bytes, as plain copies. */
+int mt_ring_layout_check(const void *file, uint64_t size, mt_ring_geometry *geo, mt_error *err);
+
+static inline mt_ring_file_header *mt_ring_header_at(void *base) {
+  return (mt_ring_file_header *)base;
+}
+static inline mt_ring_block *mt_ring_block_at(void *base, const mt_ring_geometry *geo,
+                                              uint32_t ring) {
+  return (mt_ring_block *)((char *)base + geo->blocks_offset +
+                           (uint64_t)ring * sizeof(mt_ring_block));
+}
+static inline _Atomic uint64_t *mt_ring_data_at(void *base, const mt_ring_geometry *geo,
+                                                uint32_t ring) {
+  return (_Atomic uint64_t *)((char *)base + geo->data_offset +
+                              (uint64_t)ring * geo->ring_words * 8);
+}
+static inline _Atomic uint64_t *mt_ring_registry_at(void *base, const mt_ring_geometry *geo) {
+  return (_Atomic uint64_t *)((char *)base + geo->registry_offset);
+}
+
+#endif

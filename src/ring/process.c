@@ -1,0 +1,80 @@
+/* /proc/PID/stat parsing without stdio or malloc (process.h). */
+#include "ring/process.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+int mt_format_decimal(char *out, uint64_t value) {
+  char digits[20];
+  int n = 0;
+  do {
+    digits[n++] = (char)('0' + value % 10);
+    value /= 10;
+  } while (value);
+  for (int i = 0; i < n; i++)
+    out[i] = digits[n - 1 - i];
+  return n;
+}
+
+bool mt_process_stat(int pid, uint64_t *start_time, char *state) {
+  char path[32] = "/proc/";
+  int n = 6;
+  if (pid > 0)
+    n += mt_format_decimal(path + n, (uint64_t)pid);
+  else {
+    memcpy(path + n, "self", 4);
+    n += 4;
+  }
+  memcpy(path + n, "/stat", 6);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  char buf[1024];
+  ssize_t got;
+  do
+    got = read(fd, buf, sizeof buf - 1);
+  while (got < 0 && errno == EINTR);
+  close(fd);
+  if (got <= 0)
+    return false;
+  buf[got] = 0;
+  /* The command name (field 2) may contain spaces and parentheses: fields resume after the
+   * last ')'. */
+  char *p = strrchr(buf, ')');
+  if (!p || p[1] != ' ')
+    return false;
+  p += 2;
+  if (state)
+    *state = *p;
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (!p)
+      return false;
+    p++;
+  }
+  uint64_t v = 0;
+  if (*p < '0' || *p > '9')
+    return false;
+  for (; *p >= '0' && *p <= '9'; p++)
+    v = v * 10 + (uint64_t)(*p - '0');
+  if (start_time)
+    *start_time = v;
+  return true;
+}
+
+bool mt_process_alive(int pid, uint64_t start_time) {
+  if (pid <= 0)
+    return false;
+  if (kill(pid, 0) != 0 && errno == ESRCH)
+    return false;
+  uint64_t started;
+  char state;
+  if (!mt_process_stat(pid, &started, &state))
+    return kill(pid, 0) == 0 || errno != ESRCH;
+  if (state == 'Z' || state == 'X')
+    return false;
+  return start_time == 0 || started == start_time;
+}

@@ -1,0 +1,22 @@
+/* Process identity for the ring files: a process's start time (so that a pid reused by another
+ * process is told apart from the one that created a file or registered as a consumer) and
+ * whether it is still alive. Malloc-free and async-signal-safe (open, read, close, kill). */
+#ifndef MEMTAP_SRC_RING_PROCESS_H
+#define MEMTAP_SRC_RING_PROCESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Reads field 22 (starttime, clock ticks since boot) and field 3 (state) of /proc/PID/stat
+ * (pid 0: the calling process). Returns false if the process does not exist or /proc cannot be
+ * read. */
+bool mt_process_stat(int pid, uint64_t *start_time, char *state);
+
+/* Whether `pid` is a live process (not a zombie) started at `start_time` (0: any). A process we
+ * cannot inspect for lack of permission counts as alive. */
+bool mt_process_alive(int pid, uint64_t start_time);
+
+/* Writes the decimal digits of `value` at `out` (no NUL) and returns how many. */
+int mt_format_decimal(char *out, uint64_t value);
+
+#endif

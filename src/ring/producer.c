@@ -1,0 +1,344 @@
+/* The producer session (docs/ring.md §4): settings from the environment, opening and closing the
+ * process's ring file, pause and resume, and fork (the child gets its own file, created inside
+ * the fork handler without malloc; the parent's file is left untouched). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "ring/clock.h"
+#include "ring/process.h"
+#include "ring/producer.h"
+
+struct mt_ring mt_ring_session = {.epoch = 1, .fd = -1};
+
+static _Atomic int opening;
+static bool handlers_registered;
+static uint64_t pending_fork_number;
+
+/* ----------------------------------------------------------------------------------------------
+ * Settings
+ * -------------------------------------------------------------------------------------------- */
+
+static bool parse_size(const char *text, uint64_t *out) {
+  uint64_t v = 0;
+  const char *p = text;
+  if (*p < '0' || *p > '9')
+    return false;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (v > (UINT64_MAX - 9) / 10)
+      return false;
+    v = v * 10 + (uint64_t)(*p - '0');
+  }
+  unsigned shift = 0;
+  switch (*p) {
+  case 'k':
+  case 'K':
+    shift = 10;
+    p++;
+    break;
+  case 'm':
+  case 'M':
+    shift = 20;
+    p++;
+    break;
+  case 'g':
+  case 'G':
+    shift = 30;
+    p++;
+    break;
+  default: break;
+  }
+  if (shift && (*p == 'i' || *p == 'I'))
+    p++;
+  if (shift && (*p == 'b' || *p == 'B'))
+    p++;
+  if (*p || v > (UINT64_MAX >> shift))
+    return false;
+  *out = v << shift;
+  return true;
+}
+
+static uint64_t round_up_power_of_two(uint64_t x) {
+  uint64_t p = 1;
+  while (p < x && p < (1ull << 62))
+    p <<= 1;
+  return p;
+}
+
+int mt_ring_options_init(mt_ring_options *opts, mt_error *err) {
+  memset(opts, 0, sizeof *opts);
+  opts->ring_size = 1u << 20;
+  opts->max_rings = 256;
+  opts->registry_size = 1u << 20;
+  opts->mode = MT_RING_FLIGHT_RECORDER;
+  opts->clock = MT_RING_CLOCK_AUTO;
+  opts->attach_timeout_ms = 10000;
+  int rc = MT_OK;
+  const char *v;
+  if ((v = getenv("MEMTAP_RING_DIR")) && *v)
+    opts->dir = v;
+  if ((v = getenv("MEMTAP_RING_SIZE")) && *v && !parse_size(v, &opts->ring_size))
+    rc = mt_fail(err, MT_E_INVALID, -1, "MEMTAP_RING_SIZE=%s is not a size (like 65536 or 1M)", v);
+  uint64_t threads;
+  if ((v = getenv("MEMTAP_RING_THREADS")) && *v) {
+    if (parse_size(v, &threads) && threads >= 1 && threads <= MT_RING_MAX_RINGS)
+      opts->max_rings = (uint32_t)threads;
+    else
+      rc = mt_fail(err, MT_E_INVALID, -1, "MEMTAP_RING_THREADS=%s is not between 1 and %u", v,
+                   MT_RING_MAX_RINGS);
+  }
+  if ((v = getenv("MEMTAP_RING_CLOCK")) && *v) {
+    if (!strcmp(v, "tsc"))
+      opts->clock = MT_RING_CLOCK_TSC;
+    else if (!strcmp(v, "monotonic"))
+      opts->clock = MT_RING_CLOCK_MONOTONIC;
+    else if (!strcmp(v, "realtime"))
+      opts->clock = MT_RING_CLOCK_REALTIME;
+    else if (strcmp(v, "auto"))
+      rc = mt_fail(err, MT_E_INVALID, -1,
+                   "MEMTAP_RING_CLOCK=%s is not one of tsc, monotonic, realtime, auto", v);
+  }
+  if ((v = getenv("MEMTAP_RING_PRESERVE")) && *v && strcmp(v, "0"))
+    opts->preserve = true;
+  return rc;
+}
+
+static const char *default_dir(void) {
+  const char *v = getenv("MEMTAP_RING_DIR");
+  if (v && *v)
+    return v;
+  v = getenv("TMPDIR");
+  return v && *v ? v : "/tmp";
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Fork and exit
+ * -------------------------------------------------------------------------------------------- */
+
+static bool session_open(void) {
+  return !(mt_load_acquire(&mt_ring_session.epoch) & 1);
+}
+
+static void fork_prepare(void) {
+  if (session_open())
+    pending_fork_number = mt_add_relaxed(&mt_ring_session.header->forks, 1) + 1;
+}
+
+static void fork_parent(void) {
+  if (session_open()) {
+    uint64_t payload[1] = {pending_fork_number};
+    mt_ring_write_transport(MT_RING_TYPE_LIFECYCLE, MT_RING_LIFECYCLE_FORK_PARENT, payload, 1);
+  }
+}
+
+/* Copies the committed prefix of the parent's registry: the child knows the same names. */
+static void inherit_registry(struct mt_ring *s, void *old_base, const mt_ring_geometry *old) {
+  _Atomic uint64_t *from = mt_ring_registry_at(old_base, old);
+  _Atomic uint64_t *to = mt_ring_registry_at(s->base, &s->geo);
+  uint64_t used = mt_load_acquire(&mt_ring_header_at(old_base)->registry_used);
+  uint64_t pos = 0;
+  while (pos + 2 <= used && pos + 2 <= s->geo.registry_words) {
+    uint64_t w = mt_load_acquire(&from[pos]);
+    uint64_t words = mt_registry_entry_words(w & 0xffffffffu);
+    if (w == 0 || pos + words > used || pos + words > s->geo.registry_words)
+      break;
+    for (uint64_t i = 1; i < words; i++)
+      mt_store_relaxed(&to[pos + i], mt_load_relaxed(&from[pos + i]));
+    mt_store_relaxed(&to[pos], w);
+    pos += words;
+  }
+  mt_store_relaxed(&s->header->registry_used, pos);
+}
+
+/* In the child, only the forking thread exists. It may even be inside a signal handler that
+ * interrupted a write: that write will finish when the handler returns, through pointers into
+ * the parent's mapping, so the mapping is then replaced by a private copy instead of removed. */
+static void fork_child(void) {
+  struct mt_ring *s = &mt_ring_session;
+  if (!session_open())
+    return;
+  int saved_errno = errno;
+  void *old_base = s->base;
+  uint64_t old_size = s->map_size;
+  int old_fd = s->fd;
+  mt_ring_geometry old_geo = s->geo;
+  uint64_t fork_number = pending_fork_number;
+  int parent = getppid();
+  uint32_t epoch = mt_load_relaxed(&s->epoch);
+
+  mt_store_relaxed(&s->epoch, epoch + 1); /* closed while we rebuild */
+  s->first_wait_ns = 0;
+  mt_process_stat(0, &s->start_time, NULL);
+  int rc = mt_ring_file_create(s, parent, fork_number, NULL);
+  if (rc == MT_OK) {
+    inherit_registry(s, old_base, &old_geo);
+    mt_store_relaxed(&s->header->paused, mt_load_relaxed(&s->paused));
+    mt_store_release(&s->header->magic, MT_RING_MAGIC);
+  }
+  if (mt_ring_self.busy)
+    mmap(old_base, old_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, old_fd, 0);
+  else
+    munmap(old_base, old_size);
+  close(old_fd);
+  if (rc == MT_OK) {
+    mt_store_release(&s->epoch, epoch + 2);
+    uint64_t payload[2] = {(uint64_t)parent, fork_number};
+    mt_ring_write_transport(MT_RING_TYPE_LIFECYCLE, MT_RING_LIFECYCLE_FORK_CHILD, payload, 2);
+  }
+  /* else: tracing stays off in this child. */
+  errno = saved_errno;
+}
+
+static void at_exit(void) {
+  if (session_open())
+    mt_ring_close(&mt_ring_session);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Open, close, pause
+ * -------------------------------------------------------------------------------------------- */
+
+static int open_session(struct mt_ring *s, const mt_ring_options *opts, mt_error *err) {
+  mt_ring_options o;
+  if (opts)
+    o = *opts;
+  else {
+    int rc = mt_ring_options_init(&o, err);
+    if (rc != MT_OK)
+      return rc;
+  }
+  const char *dir = o.dir && *o.dir ? o.dir : default_dir();
+  size_t dlen = strlen(dir);
+  if (dlen + 1 > sizeof s->dir_buf)
+    return mt_fail(err, MT_E_INVALID, -1, "ring directory path is too long");
+  if (o.mode != MT_RING_FLIGHT_RECORDER && o.mode != MT_RING_LOSSLESS)
+    return mt_fail(err, MT_E_INVALID, -1, "unknown ring mode %d", (int)o.mode);
+  if ((unsigned)o.clock > MT_RING_CLOCK_REALTIME)
+    return mt_fail(err, MT_E_INVALID, -1, "unknown ring clock %d", (int)o.clock);
+  uint64_t ring_size = o.ring_size ? o.ring_size : 1u << 20;
+  if (ring_size >= MT_RING_MIN_SIZE)
+    ring_size = round_up_power_of_two(ring_size);
+  int rc = mt_ring_layout_plan(&s->geo, o.max_rings ? o.max_rings : 256, ring_size,
+                               o.registry_size ? o.registry_size : 1u << 20, err);
+  if (rc != MT_OK)
+    return rc;
+  memcpy(s->dir_buf, dir, dlen + 1);
+  o.dir = s->dir_buf;
+  if (!o.attach_timeout_ms)
+    o.attach_timeout_ms = 10000;
+  s->options = o;
+
+  if (!handlers_registered) {
+    if (mt_ring_thread_init_key() != 0 || pthread_atfork(fork_prepare, fork_parent, fork_child))
+      return mt_fail(err, MT_E_NOMEM, -1, "cannot register the thread-exit and fork handlers");
+    atexit(at_exit);
+    handlers_registered = true;
+  }
+
+  s->clock = mt_clock_resolve(o.clock);
+  uint64_t hz = mt_clock_hz(s->clock);
+  mt_clock_pair base;
+  mt_clock_sample(s->clock, &base);
+  s->geo.mode = o.mode;
+  s->geo.clock = s->clock;
+  s->geo.clock_hz = hz;
+  s->geo.clock_base = base.raw;
+  s->geo.monotonic_base_ns = base.monotonic_ns;
+  s->geo.realtime_base_ns = base.realtime_ns;
+  s->calibration_ticks = hz; /* one CLOCK record per thread per second of writing */
+  s->start_time = 0;
+  mt_process_stat(0, &s->start_time, NULL);
+  s->first_wait_ns = 0;
+  rc = mt_ring_file_create(s, 0, 0, err);
+  if (rc != MT_OK)
+    return rc;
+  mt_store_relaxed(&s->paused, 0);
+  mt_store_release(&s->header->magic, MT_RING_MAGIC);
+  return MT_OK;
+}
+
+int mt_ring_open(mt_ring **out, const mt_ring_options *opts, mt_error *err) {
+  struct mt_ring *s = &mt_ring_session;
+  if (atomic_exchange(&opening, 1))
+    return mt_fail(err, MT_E_STATE, -1, "another thread is opening or closing the ring file");
+  int rc;
+  if (session_open())
+    rc = mt_fail(err, MT_E_STATE, -1, "this process already has a ring file open (%s)", s->path);
+  else
+    rc = open_session(s, opts, err);
+  if (rc == MT_OK) {
+    mt_store_release(&s->epoch, mt_load_relaxed(&s->epoch) + 1);
+    uint64_t payload[1] = {(uint64_t)getpid()};
+    mt_ring_write_transport(MT_RING_TYPE_LIFECYCLE, MT_RING_LIFECYCLE_START, payload, 1);
+    *out = s;
+  }
+  atomic_store(&opening, 0);
+  return rc;
+}
+
+int mt_ring_close(mt_ring *ring) {
+  struct mt_ring *s = &mt_ring_session;
+  if (ring != s)
+    return MT_E_INVALID;
+  if (atomic_exchange(&opening, 1))
+    return MT_E_STATE;
+  if (!session_open()) {
+    atomic_store(&opening, 0);
+    return MT_E_STATE;
+  }
+  mt_ring_write_transport(MT_RING_TYPE_LIFECYCLE, MT_RING_LIFECYCLE_STOP, NULL, 0);
+  struct mt_ring_thread *t = &mt_ring_self;
+  if (!t->busy && t->status == MT_THREAD_CLAIMED && t->epoch == mt_load_relaxed(&s->epoch)) {
+    t->busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    mt_ring_thread_release(t);
+    atomic_signal_fence(memory_order_seq_cst);
+    t->busy = 0;
+  }
+  mt_store_release(&s->header->state, MT_RING_STATE_STOPPED);
+  mt_store_release(&s->epoch, mt_load_relaxed(&s->epoch) + 1);
+  if (!s->options.preserve)
+    unlink(s->path);
+  /* Threads that were mid-write keep writing through their cached pointers: give them private
+   * memory at the same addresses rather than a fault. */
+  mmap(s->base, s->map_size, PROT_READ | PROT_WRITE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  close(s->fd);
+  s->fd = -1;
+  atomic_store(&opening, 0);
+  return MT_OK;
+}
+
+static int set_paused(mt_ring *ring, uint32_t from, uint32_t to, unsigned lifecycle) {
+  struct mt_ring *s = &mt_ring_session;
+  if (ring != s)
+    return MT_E_INVALID;
+  if (!session_open() || !atomic_compare_exchange_strong(&s->paused, &from, to))
+    return MT_E_STATE;
+  mt_store_relaxed(&s->header->paused, to);
+  mt_ring_write_transport(MT_RING_TYPE_LIFECYCLE, lifecycle, NULL, 0);
+  return MT_OK;
+}
+
+int mt_ring_pause(mt_ring *ring) {
+  return set_paused(ring, 0, 1, MT_RING_LIFECYCLE_PAUSE);
+}
+
+int mt_ring_resume(mt_ring *ring) {
+  return set_paused(ring, 1, 0, MT_RING_LIFECYCLE_RESUME);
+}
+
+const char *mt_ring_path(const mt_ring *ring) {
+  return ring == &mt_ring_session ? mt_ring_session.path : NULL;
+}
+
+int mt_ring_file_path(char *buf, size_t size, const char *dir, int pid) {
+  const char *d = dir && *dir ? dir : default_dir();
+  int n = snprintf(buf, size, "%s/%d%s", d, pid < 0 ? (int)getpid() : pid, MT_RING_FILE_SUFFIX);
+  return n < 0 || (size_t)n >= size ? MT_E_INVALID : MT_OK;
+}

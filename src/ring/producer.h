@@ -1,0 +1,103 @@
+/* The producer's internal state, shared by its files: the process-wide session (producer.c opens,
+ * closes, pauses and re-creates it after fork; create.c makes its file), the per-thread state in
+ * initial-exec TLS (thread.c claims and releases rings; write.c appends records). Nothing here
+ * is ever allocated with malloc: the session is a static object and the file is mmap'd. */
+#ifndef MEMTAP_SRC_RING_PRODUCER_H
+#define MEMTAP_SRC_RING_PRODUCER_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "ring/atomics.h"
+#include "ring/layout.h"
+
+/* The process's producer: there is one file per process, so one session. `epoch` is even while
+ * a file is open and odd while none is; it changes at every open, close and fork, and a thread
+ * whose cached epoch differs re-reads everything through the slow path. */
+struct mt_ring {
+  _Atomic uint32_t epoch;
+  _Atomic uint32_t paused;
+  uint8_t reserved0[MT_RING_LINE - 8];
+
+  /* Everything below is set while no thread can be using it (before the epoch is published). */
+  int fd;
+  dev_t dev;
+  ino_t ino;
+  void *base; /* the mapping: the whole file */
+  uint64_t map_size;
+  mt_ring_geometry geo;
+  mt_ring_file_header *header;
+  mt_ring_options options;    /* dir points into dir_buf */
+  mt_ring_clock clock;        /* resolved */
+  uint64_t calibration_ticks; /* a CLOCK record per thread at least this often */
+  uint64_t start_time;        /* of this process */
+  char dir_buf[PATH_MAX];
+  char path[PATH_MAX];
+
+  _Atomic uint64_t releases;      /* rings released so far (a ringless thread retries then) */
+  _Atomic uint32_t claim_hint;    /* where the next claim starts looking */
+  _Atomic uint64_t first_wait_ns; /* lossless: when a write first waited with no primary */
+};
+
+extern struct mt_ring mt_ring_session;
+
+/* Thread status. */
+enum {
+  MT_THREAD_NONE = 0, /* no ring yet in the current session */
+  MT_THREAD_CLAIMED,  /* owns ring `ring_index` */
+  MT_THREAD_NO_RING,  /* every ring was taken: drop and count until one is released */
+  MT_THREAD_DISABLED, /* reserving its ring's space failed: tracing is off for this thread */
+};
+
+/* Per-thread producer state. `epoch` equals the session's only while the thread owns a ring in
+ * the open file, so the fast path tests one word; `busy` is set for the whole of a write so that
+ * a signal handler's write on the same thread is detected. */
+struct mt_ring_thread {
+  _Atomic uint64_t *data; /* the ring's words */
+  mt_ring_block *block;
+  uint64_t mask; /* ring words - 1 */
+  uint64_t head, tail, seq;
+  uint64_t last_time;
+  uint64_t next_calibration;
+  uint32_t epoch;         /* == session epoch when claimed */
+  uint32_t session_epoch; /* the session epoch `status` refers to */
+  uint32_t ring_index;
+  uint32_t generation;
+  uint8_t status;
+  uint8_t clock;
+  volatile uint8_t busy;
+  uint64_t releases_seen;
+};
+
+extern __thread struct mt_ring_thread mt_ring_self __attribute__((tls_model("initial-exec")));
+
+/* thread.c */
+/* Gives the calling thread a ring (status CLAIMED and epoch set) or records why not. Writes the
+ * THREAD_START and CLOCK records. Called with `busy` set. */
+int mt_ring_thread_claim(struct mt_ring_thread *t, uint32_t epoch);
+/* Writes THREAD_EXIT and frees the thread's ring. Called with `busy` set. */
+void mt_ring_thread_release(struct mt_ring_thread *t);
+/* Registers the thread-exit destructor (pthread key) once. */
+int mt_ring_thread_init_key(void);
+/* Test hook: when set, reserving a ring's space fails as on a full disk. */
+extern int mt_ring_test_fail_reserve;
+
+/* write.c */
+/* Appends one of the transport's own records (any type) for a thread that owns a ring and has
+ * `busy` set; pause does not apply. */
+int mt_ring_append_internal(struct mt_ring_thread *t, unsigned type, unsigned id,
+                            const uint64_t *payload, size_t words);
+/* Writes one of the transport's own records from the calling thread, claiming a ring if needed;
+ * pause does not apply. Sets and clears `busy`. */
+int mt_ring_write_transport(unsigned type, unsigned id, const uint64_t *payload, size_t words);
+/* Writes a CLOCK record now (thread owns a ring, `busy` set). */
+void mt_ring_write_calibration(struct mt_ring_thread *t);
+
+/* create.c */
+/* Creates, sizes and maps the file for the current process into the session (fd, base, geo,
+ * header, path), the header filled but its magic not yet stored. `parent_pid`/`fork_number`
+ * are 0 except in a forked child. Malloc-free (the fork child calls it). */
+int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number, mt_error *err);
+
+#endif

@@ -1,0 +1,177 @@
+/* Rings and threads (docs/ring.md §3): a thread claims a free ring on its first record and
+ * releases it when it exits; the next thread to claim it gets the next generation, so consumers
+ * keep thread identity as (ring, generation). Claiming is a compare-and-swap on the ring's owner
+ * word, malloc-free and async-signal-safe.
+ *
+ * Thread exit is detected with a pthread key destructor: pthread_key_create is called once, and
+ * pthread_setspecific on a key below PTHREAD_KEY_2NDLEVEL_SIZE (glibc: 32) only stores into the
+ * thread descriptor, so neither allocates. A thread that writes again after its destructor ran
+ * (from a later key destructor) claims a ring again and sets the key again; if glibc has no
+ * destructor round left, that ring is left claimed by a thread that is about to vanish. Such
+ * rings are recovered: a thread that finds no free ring takes over the rings whose owner thread
+ * no longer exists (tgkill(pid, tid, 0) fails with ESRCH), writing THREAD_EXIT on its behalf. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "ring/producer.h"
+
+int mt_ring_test_fail_reserve;
+
+static pthread_key_t exit_key;
+static bool exit_key_created;
+
+static void thread_exit(void *value) {
+  (void)value;
+  struct mt_ring_thread *t = &mt_ring_self;
+  if (t->busy)
+    return;
+  int saved_errno = errno;
+  t->busy = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  if (t->status == MT_THREAD_CLAIMED && t->epoch == mt_load_acquire(&mt_ring_session.epoch))
+    mt_ring_thread_release(t);
+  atomic_signal_fence(memory_order_seq_cst);
+  t->busy = 0;
+  errno = saved_errno;
+}
+
+int mt_ring_thread_init_key(void) {
+  if (exit_key_created)
+    return 0;
+  if (pthread_key_create(&exit_key, thread_exit) != 0)
+    return -1;
+  exit_key_created = true;
+  return 0;
+}
+
+/* Reserves the ring's pages on disk now, so that a full disk fails this claim instead of raising
+ * SIGBUS inside the traced program later. The descriptor is checked first: a program that closed
+ * all its descriptors may have reused ours for one of its own files. */
+static bool reserve_space(struct mt_ring *s, uint32_t ring) {
+  if (mt_ring_test_fail_reserve)
+    return false;
+  struct stat st;
+  if (fstat(s->fd, &st) != 0 || st.st_dev != s->dev || st.st_ino != s->ino)
+    return false;
+  uint64_t bytes = s->geo.ring_words * 8;
+  return posix_fallocate(s->fd, (off_t)(s->geo.data_offset + ring * bytes), (off_t)bytes) == 0;
+}
+
+static int find_free(struct mt_ring *s) {
+  uint32_t n = s->geo.ring_count;
+  uint32_t start = mt_load_relaxed(&s->claim_hint) % n;
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t i = (start + k) % n;
+    mt_ring_block *b = mt_ring_block_at(s->base, &s->geo, i);
+    uint32_t expected = MT_RING_FREE;
+    if (mt_load_relaxed(&b->owner_state) == MT_RING_FREE &&
+        atomic_compare_exchange_strong(&b->owner_state, &expected, MT_RING_CLAIMED))
+      return (int)i;
+  }
+  return -1;
+}
+
+/* Takes over a ring whose owner thread no longer exists; *old_generation is its generation. */
+static int recover_orphan(struct mt_ring *s, uint32_t *old_generation) {
+  pid_t pid = getpid();
+  for (uint32_t i = 0; i < s->geo.ring_count; i++) {
+    mt_ring_block *b = mt_ring_block_at(s->base, &s->geo, i);
+    int32_t tid = mt_load_relaxed(&b->owner_tid);
+    if (mt_load_relaxed(&b->owner_state) != MT_RING_CLAIMED || tid <= 0)
+      continue;
+    if (syscall(SYS_tgkill, pid, tid, 0) == 0 || errno != ESRCH)
+      continue;
+    if (atomic_compare_exchange_strong(&b->owner_tid, &tid, -1)) {
+      *old_generation = mt_load_relaxed(&b->generation);
+      mt_add_relaxed(&s->header->rings_recovered, 1);
+      atomic_fetch_sub_explicit(&s->header->rings_in_use, 1, memory_order_relaxed);
+      return (int)i;
+    }
+  }
+  return -1;
+}
+
+int mt_ring_thread_claim(struct mt_ring_thread *t, uint32_t epoch) {
+  struct mt_ring *s = &mt_ring_session;
+  mt_ring_file_header *h = s->header;
+  uint64_t releases = mt_load_relaxed(&s->releases);
+  uint32_t orphan_generation = 0;
+  int ring = find_free(s);
+  if (ring < 0)
+    ring = recover_orphan(s, &orphan_generation);
+  if (ring < 0) {
+    mt_add_relaxed(&h->claims_failed_full, 1);
+    mt_add_relaxed(&h->records_no_ring, 1);
+    t->status = MT_THREAD_NO_RING;
+    t->releases_seen = releases;
+    return MT_E_NOMEM;
+  }
+  mt_ring_block *b = mt_ring_block_at(s->base, &s->geo, (uint32_t)ring);
+  if (!mt_load_relaxed(&b->space_reserved)) {
+    if (!reserve_space(s, (uint32_t)ring)) {
+      mt_store_release(&b->owner_state, MT_RING_FREE);
+      mt_add_relaxed(&h->claims_failed_space, 1);
+      mt_add_relaxed(&h->records_no_ring, 1);
+      t->status = MT_THREAD_DISABLED;
+      return MT_E_NOMEM;
+    }
+    mt_store_relaxed(&b->space_reserved, 1);
+  }
+  int32_t tid = (int32_t)syscall(SYS_gettid);
+  mt_store_relaxed(&b->owner_tid, tid);
+  mt_add_relaxed(&h->rings_in_use, 1);
+  mt_store_relaxed(&s->claim_hint, (uint32_t)ring + 1);
+
+  t->data = mt_ring_data_at(s->base, &s->geo, (uint32_t)ring);
+  t->block = b;
+  t->mask = s->geo.ring_words - 1;
+  t->head = mt_load_relaxed(&b->head);
+  t->tail = mt_load_relaxed(&b->tail);
+  t->seq = mt_load_relaxed(&b->next_seq);
+  t->ring_index = (uint32_t)ring;
+  t->clock = (uint8_t)s->clock;
+  t->last_time = 0;
+  t->next_calibration = 0; /* the first record is followed by a CLOCK record */
+  t->status = MT_THREAD_CLAIMED;
+  t->epoch = epoch;
+
+  if (orphan_generation) {
+    uint64_t payload[2] = {orphan_generation, 1};
+    mt_ring_append_internal(t, MT_RING_TYPE_LIFECYCLE, MT_RING_LIFECYCLE_THREAD_EXIT, payload, 2);
+  }
+  uint32_t generation = mt_load_relaxed(&b->generation) + 1;
+  if (generation == 0)
+    generation = 1;
+  t->generation = generation;
+  /* History entry, seqlock-style: 0 while in flux, so a consumer never pairs a generation with
+   * another generation's start. */
+  __typeof__(b->history[0]) *e = &b->history[generation % MT_RING_HISTORY];
+  mt_store_relaxed(&e->generation, 0);
+  mt_fence_release();
+  mt_store_relaxed(&e->start, t->tail);
+  mt_store_release(&e->generation, generation);
+  mt_store_release(&b->generation, generation);
+
+  if (exit_key_created)
+    pthread_setspecific(exit_key, (void *)1);
+  uint64_t payload[2] = {generation, (uint64_t)(uint32_t)tid};
+  mt_ring_append_internal(t, MT_RING_TYPE_LIFECYCLE, MT_RING_LIFECYCLE_THREAD_START, payload, 2);
+  return MT_OK;
+}
+
+void mt_ring_thread_release(struct mt_ring_thread *t) {
+  struct mt_ring *s = &mt_ring_session;
+  mt_ring_block *b = t->block;
+  uint64_t payload[2] = {t->generation, 0};
+  mt_ring_append_internal(t, MT_RING_TYPE_LIFECYCLE, MT_RING_LIFECYCLE_THREAD_EXIT, payload, 2);
+  t->status = MT_THREAD_NONE;
+  t->epoch = 0;
+  mt_store_relaxed(&b->owner_tid, 0);
+  atomic_fetch_sub_explicit(&s->header->rings_in_use, 1, memory_order_relaxed);
+  mt_store_release(&b->owner_state, MT_RING_FREE);
+  mt_add_relaxed(&s->releases, 1);
+}

@@ -1,0 +1,322 @@
+/* The producer's write path (docs/ring.md §4, §6): append a record to the calling thread's ring,
+ * reclaiming the oldest whole records when the ring is full (flight recorder) or waiting for the
+ * primary consumer (lossless). The fast path reads one clock, stores the record's words as
+ * relaxed atomics and publishes the tail with a release store: no lock, no system call, no
+ * malloc. A write that interrupts another write on the same thread (a signal handler) finds
+ * `busy` set and is dropped and counted. */
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include "ring/clock.h"
+#include "ring/process.h"
+#include "ring/producer.h"
+
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+__thread struct mt_ring_thread mt_ring_self __attribute__((tls_model("initial-exec")));
+
+/* Where the payload comes from: words, or bytes padded to words (mt_ring_write_bytes). */
+struct source {
+  const uint64_t *words;
+  const uint8_t *bytes;
+  size_t length; /* bytes */
+};
+
+static inline uint64_t now(struct mt_ring_thread *t) {
+  uint64_t ts = LIKELY(t->clock == MT_RING_CLOCK_TSC) ? mt_clock_rdtsc()
+                                                      : mt_clock_read((mt_ring_clock)t->clock);
+  /* Per-writer timestamps never decrease, even if the thread migrates to a core whose TSC is a
+   * little behind. */
+  if (UNLIKELY(ts < t->last_time))
+    ts = t->last_time;
+  t->last_time = ts;
+  return ts;
+}
+
+static void degrade(mt_ring_file_header *h) {
+  mt_store_relaxed(&h->degraded, 1);
+}
+
+static void backoff(unsigned spins) {
+  if (spins < 64) {
+    __builtin_ia32_pause();
+  } else if (spins < 128) {
+    sched_yield();
+  } else {
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Lossless mode: waits until the primary consumer has read up to `target` and returns its
+ * position; UINT64_MAX when the file degrades to a flight recorder; 0 when the session closed
+ * under us (the write is dropped). Async-signal-safe: clock_gettime, sched_yield, nanosleep and
+ * the /proc reads of mt_process_alive. */
+static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target) {
+  struct mt_ring *s = &mt_ring_session;
+  mt_ring_file_header *h = s->header;
+  int saved_errno = errno;
+  uint64_t result = UINT64_MAX;
+  uint64_t next_check = 0;
+  bool counted = false;
+  for (unsigned spins = 0;; spins++) {
+    if (mt_load_relaxed(&h->degraded))
+      break;
+    if (mt_load_relaxed(&s->epoch) != t->epoch) {
+      result = 0;
+      break;
+    }
+    uint32_t state = mt_load_acquire(&h->primary_state);
+    if (state == MT_RING_PRIMARY_ATTACHED) {
+      uint64_t pos = mt_load_acquire(&t->block->consumer_pos);
+      if (pos >= target) {
+        result = pos < t->tail ? pos : t->tail;
+        break;
+      }
+    } else if (state == MT_RING_PRIMARY_DETACHED) {
+      degrade(h);
+      break;
+    }
+    if (!counted) {
+      mt_add_relaxed(&t->block->waits, 1);
+      counted = true;
+    }
+    if (spins >= 64 && spins % 16 == 0) {
+      uint64_t ns = mt_clock_ns(CLOCK_MONOTONIC);
+      if (state == MT_RING_PRIMARY_NONE) {
+        uint64_t first = 0;
+        atomic_compare_exchange_strong(&s->first_wait_ns, &first, ns);
+        if (first && ns - first > (uint64_t)s->options.attach_timeout_ms * 1000000u) {
+          degrade(h);
+          break;
+        }
+      } else if (ns >= next_check) {
+        /* A consumer that died (or whose pid now names another process) will never read. */
+        next_check = ns + 10000000u;
+        if (!mt_process_alive(mt_load_relaxed(&h->primary_pid),
+                              mt_load_relaxed(&h->primary_start_time))) {
+          degrade(h);
+          break;
+        }
+      }
+    }
+    backoff(spins);
+  }
+  errno = saved_errno;
+  return result;
+}
+
+/* Frees [tail, tail + need) by moving head past whole records. The advanced head is published
+ * before any of the freed words is overwritten, with a release fence in between (RING.md part
+ * B, ocaml/ocaml#15016): a consumer that copies words and then re-reads head sees the move if it
+ * read anything newer. A 16th of the ring more than needed is freed at once, so the walk and the
+ * fence happen once per many records when a flight recorder runs full. Returns false if the
+ * write must be dropped. */
+static bool make_room(struct mt_ring_thread *t, uint64_t need) {
+  uint64_t size = t->mask + 1;
+  uint64_t target = t->tail + need - size;
+  uint64_t want = target + (size >> 4);
+  if (want > t->tail)
+    want = t->tail;
+  bool count = true;
+  mt_ring_file_header *h = mt_ring_session.header;
+  if (mt_ring_session.geo.mode == MT_RING_LOSSLESS && !mt_load_relaxed(&h->degraded)) {
+    uint64_t limit = wait_for_consumer(t, target);
+    if (limit == 0)
+      return false;
+    if (limit != UINT64_MAX) {
+      count = false;
+      if (want > limit)
+        want = limit;
+    }
+  }
+  uint64_t head = t->head, dropped = 0;
+  while (head < want) {
+    uint64_t w = mt_load_relaxed(&t->data[head & t->mask]);
+    uint32_t len = mt_ring_header_length(w);
+    if (UNLIKELY(len == 0 || len > MT_RING_MAX_RECORD_WORDS || (head & t->mask) + len > size)) {
+      /* Not our records (the file was damaged behind our back): give up the whole ring. */
+      head = t->tail;
+      break;
+    }
+    dropped += mt_ring_header_type(w) != MT_RING_TYPE_PADDING;
+    head += len;
+  }
+  mt_store_relaxed(&t->block->head, head);
+  mt_fence_release();
+  t->head = head;
+  if (count && dropped)
+    mt_bump_single_writer(&t->block->overwritten, dropped);
+  return true;
+}
+
+static inline uint64_t source_word(const struct source *src, size_t i, size_t words) {
+  if (LIKELY(!src->bytes))
+    return src->words[i];
+  /* Bytes padded to whole words; the last byte says how many pad bytes (1..8) were added. */
+  uint64_t w = 0;
+  size_t at = i * 8;
+  if (at < src->length) {
+    size_t n = src->length - at < 8 ? src->length - at : 8;
+    memcpy(&w, src->bytes + at, n);
+  }
+  if (i == words - 1)
+    w |= (uint64_t)(words * 8 - src->length) << 56;
+  return w;
+}
+
+static inline int append(struct mt_ring_thread *t, unsigned type, unsigned id,
+                         const struct source *src, size_t words) {
+  uint64_t len = words + 2;
+  uint64_t size = t->mask + 1;
+  uint64_t off = t->tail & t->mask;
+  /* A record never straddles the end of the ring: a padding record fills the rest. */
+  uint64_t pad = size - off < len ? size - off : 0;
+  _Atomic uint64_t *d = t->data;
+  if (UNLIKELY(t->tail + pad + len - t->head > size)) {
+    if (pad + len > size) {
+      /* Large record, small ring: the padding goes first, on its own. */
+      if (t->tail + pad - t->head > size && !make_room(t, pad))
+        return MT_E_STATE;
+      mt_store_relaxed(&d[off], mt_ring_header_word(pad, MT_RING_TYPE_PADDING, 0, t->seq));
+      t->tail += pad;
+      off = 0;
+      pad = 0;
+    }
+    if (t->tail + pad + len - t->head > size && !make_room(t, pad + len))
+      return MT_E_STATE;
+  }
+  if (pad) {
+    mt_store_relaxed(&d[off], mt_ring_header_word(pad, MT_RING_TYPE_PADDING, 0, t->seq));
+    t->tail += pad;
+    off = 0;
+  }
+  uint64_t ts = now(t);
+  mt_store_relaxed(&d[off], mt_ring_header_word(len, type, id, t->seq));
+  mt_store_relaxed(&d[off + 1], ts);
+  for (size_t i = 0; i < words; i++)
+    mt_store_relaxed(&d[off + 2 + i], source_word(src, i, words));
+  t->seq++;
+  t->tail += len;
+  mt_store_relaxed(&t->block->next_seq, t->seq);
+  mt_store_release(&t->block->tail, t->tail);
+  if (UNLIKELY(ts >= t->next_calibration))
+    mt_ring_write_calibration(t);
+  return MT_OK;
+}
+
+void mt_ring_write_calibration(struct mt_ring_thread *t) {
+  mt_clock_pair p;
+  mt_clock_sample((mt_ring_clock)t->clock, &p);
+  t->next_calibration = p.raw + mt_ring_session.calibration_ticks;
+  uint64_t payload[2] = {p.monotonic_ns, p.realtime_ns};
+  struct source src = {payload, NULL, 0};
+  append(t, MT_RING_TYPE_CLOCK, t->clock, &src, 2);
+}
+
+int mt_ring_append_internal(struct mt_ring_thread *t, unsigned type, unsigned id,
+                            const uint64_t *payload, size_t words) {
+  struct source src = {payload, NULL, 0};
+  return append(t, type, id, &src, words);
+}
+
+static int nested_write(struct mt_ring_thread *t) {
+  struct mt_ring *s = &mt_ring_session;
+  uint32_t epoch = mt_load_relaxed(&s->epoch);
+  if (epoch & 1)
+    return MT_E_STATE;
+  if (t->status == MT_THREAD_CLAIMED && t->epoch == epoch)
+    mt_add_relaxed(&t->block->nested, 1);
+  else
+    mt_add_relaxed(&s->header->records_nested, 1);
+  return MT_E_STATE;
+}
+
+/* Everything but the fast path: the first write of a thread (claim), a new session (after close
+ * and open, or fork), pause, a thread without a ring. */
+static int write_slow(struct mt_ring_thread *t, unsigned type, unsigned id,
+                      const struct source *src, size_t words, bool transport) {
+  struct mt_ring *s = &mt_ring_session;
+  uint32_t epoch = mt_load_acquire(&s->epoch);
+  if (epoch & 1)
+    return MT_E_STATE;
+  if (!transport && mt_load_relaxed(&s->paused))
+    return MT_E_STATE;
+  if (t->session_epoch != epoch) {
+    t->session_epoch = epoch;
+    t->status = MT_THREAD_NONE;
+    t->epoch = 0;
+  }
+  int saved_errno = errno;
+  int rc = MT_OK;
+  switch (t->status) {
+  case MT_THREAD_CLAIMED: break;
+  case MT_THREAD_NO_RING:
+    if (mt_load_relaxed(&s->releases) == t->releases_seen) {
+      mt_add_relaxed(&s->header->records_no_ring, 1);
+      rc = MT_E_NOMEM;
+      break;
+    }
+    t->status = MT_THREAD_NONE;
+    /* fall through */
+  case MT_THREAD_NONE: rc = mt_ring_thread_claim(t, epoch); break;
+  default:
+    mt_add_relaxed(&s->header->records_no_ring, 1);
+    rc = MT_E_NOMEM;
+    break;
+  }
+  errno = saved_errno;
+  if (rc != MT_OK)
+    return rc;
+  return append(t, type, id, src, words);
+}
+
+static inline bool user_type(unsigned type) {
+  return (type >= MT_RING_TYPE_COUNTER && type <= MT_RING_TYPE_USER_CUSTOM) ||
+         (type >= MT_RING_TYPE_OPAQUE_FIRST && type <= MT_RING_TYPE_OPAQUE_LAST);
+}
+
+static inline __attribute__((always_inline)) int write_record(mt_ring *ring, unsigned type,
+                                                              unsigned id, const struct source *src,
+                                                              size_t words, bool transport) {
+  struct mt_ring_thread *t = &mt_ring_self;
+  if (UNLIKELY(t->busy))
+    return nested_write(t);
+  t->busy = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  int rc;
+  if (LIKELY(t->epoch == mt_load_relaxed(&ring->epoch) &&
+             (transport || !mt_load_relaxed(&ring->paused))))
+    rc = append(t, type, id, src, words);
+  else
+    rc = write_slow(t, type, id, src, words, transport);
+  atomic_signal_fence(memory_order_seq_cst);
+  t->busy = 0;
+  return rc;
+}
+
+int mt_ring_write(mt_ring *ring, unsigned type, unsigned id, const uint64_t *payload,
+                  size_t words) {
+  if (UNLIKELY(ring != &mt_ring_session || !user_type(type) || id > MT_RING_MAX_ID ||
+               words > MT_RING_MAX_PAYLOAD_WORDS || (words && !payload)))
+    return MT_E_INVALID;
+  struct source src = {payload, NULL, 0};
+  return write_record(ring, type, id, &src, words, false);
+}
+
+int mt_ring_write_bytes(mt_ring *ring, unsigned type, unsigned id, const void *bytes,
+                        size_t length) {
+  if (ring != &mt_ring_session || !user_type(type) || id > MT_RING_MAX_ID ||
+      length > MT_RING_MAX_CUSTOM_BYTES || (length && !bytes))
+    return MT_E_INVALID;
+  struct source src = {NULL, bytes ? bytes : (const uint8_t *)"", length};
+  return write_record(ring, type, id, &src, length / 8 + 1, false);
+}
+
+int mt_ring_write_transport(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
+  struct source src = {payload, NULL, 0};
+  return write_record(&mt_ring_session, type, id, &src, words, true);
+}

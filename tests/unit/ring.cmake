@@ -1,0 +1,11 @@
+# Tests of the event transport (src/ring). Multi-threaded ones carry the `tsan` label: CI runs
+# them again in a -DMEMTAP_SANITIZE=thread build.
+add_library(memtap_ring_testlib STATIC unit/ring_testlib.c)
+target_link_libraries(memtap_ring_testlib PUBLIC memtap_testutil)
+
+function(memtap_ring_test name)
+  memtap_unit_test(${name} unit/${name}.c ${ARGN})
+  target_link_libraries(${name} PRIVATE memtap_ring_testlib)
+endfunction()
+
+memtap_ring_test(test_ring_basics LABELS ring)
