@@ -36,7 +36,7 @@ typedef struct domain_writer {
   size_t staged_count, staged_sizes_cap;
   mt_location_encoder locations;
   mt_backtrace_encoder cache;
-  uint64_t *prev; /* previous full stack, innermost first */
+  uint64_t *prev; /* previous full stack, OUTERMOST first: updating it costs only the new frames */
   size_t prev_len, prev_cap;
 } domain_writer;
 
@@ -387,20 +387,29 @@ int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t 
     return mt_fail(err, MT_E_INVALID, -1,
                    "invalid allocation: length %lld, nsamples %lld, source %d", (long long)length,
                    (long long)nsamples, (int)source);
-  for (size_t i = 0; i < callstack_length; i++)
-    if (callstack[i] == 0)
-      return mt_fail(err, MT_E_INVALID, -1, "location code 0 (frame %zu) cannot be encoded", i);
   domain_writer *d;
   int rc = switch_domain(w, domain, &d, err);
   if (rc || (rc = check_time(d, time, err)))
     return rc;
+  if (callstack_length > d->prev_cap) {
+    size_t cap = callstack_length * 2;
+    uint64_t *grown = realloc(d->prev, cap * sizeof *grown);
+    if (!grown)
+      return mt_fail(err, MT_E_NOMEM, -1, "out of memory for a %zu-frame call stack",
+                     callstack_length);
+    d->prev = grown;
+    d->prev_cap = cap;
+  }
 
   /* Common prefix with the previous stack, counted from the outermost ends, before begin_event. */
   size_t prefix = 0;
   while (prefix < d->prev_len && prefix < callstack_length &&
-         d->prev[d->prev_len - 1 - prefix] == callstack[callstack_length - 1 - prefix])
+         d->prev[prefix] == callstack[callstack_length - 1 - prefix])
     prefix++;
   size_t new_frames = callstack_length - prefix;
+  for (size_t i = 0; i < new_frames; i++) /* frames in the prefix were checked before */
+    if (callstack[i] == 0)
+      return mt_fail(err, MT_E_INVALID, -1, "location code 0 (frame %zu) cannot be encoded", i);
   bool short_form =
       length >= 1 && length <= 16 && source == MT_SOURCE_MINOR && nsamples == 1 && new_frames < 256;
 
@@ -436,16 +445,8 @@ int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t 
     mt_store_u16(d->buf.data + count_at, (uint16_t)codewords);
   d->next++;
 
-  if (callstack_length > d->prev_cap) {
-    size_t cap = callstack_length * 2;
-    uint64_t *grown = realloc(d->prev, cap * sizeof *grown);
-    if (!grown)
-      return fail_writer(w, mt_fail(err, MT_E_NOMEM, -1, "out of memory"));
-    d->prev = grown;
-    d->prev_cap = cap;
-  }
-  if (callstack_length)
-    memcpy(d->prev, callstack, callstack_length * sizeof *callstack);
+  for (size_t i = prefix; i < callstack_length; i++)
+    d->prev[i] = callstack[callstack_length - 1 - i];
   d->prev_len = callstack_length;
   if (obj_id)
     *obj_id = id;
