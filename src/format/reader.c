@@ -22,6 +22,8 @@
 #define MAX_BACKTRACE_FRAMES (1u << 24)
 #define DOMAIN_MEMORY_FREE (64u << 20)   /* domain state allowed before any input is read */
 #define DOMAIN_MEMORY_PER_INPUT_BYTE 256 /* and then per byte of input read */
+#define CODEWORD_ROOM                                                                              \
+  (256 + 8) /* frames one codeword yields (1 + up to 255), + fill_frames' slack */
 
 typedef struct domain_state {
   uint16_t id;
@@ -450,6 +452,15 @@ static int read_location(mt_reader *r, int64_t at) {
   return MT_OK;
 }
 
+/* out[0 .. count) = code, eight stores per step: it may store up to 7 frames past `count`, which
+ * CODEWORD_ROOM leaves room for. */
+static inline void fill_frames(int64_t *out, int64_t code, size_t count) {
+  for (size_t j = 0; j < count; j += 8) {
+    out[j] = code, out[j + 1] = code, out[j + 2] = code, out[j + 3] = code;
+    out[j + 4] = code, out[j + 5] = code, out[j + 6] = code, out[j + 7] = code;
+  }
+}
+
 /* Decodes `count` codewords (FORMAT.md §2.7 reader algorithm) and splices the result after
  * `prefix` frames of the previous backtrace; when that one is shorter than `prefix` (it was cut),
  * only the cache side effects happen and the previous backtrace is kept. */
@@ -465,7 +476,7 @@ static int decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned
   size_t n = splice ? (size_t)prefix : 0;
   unsigned pred = 0;
   for (unsigned i = 0; i < count; i++) {
-    if (*cap - n < 256 && !grow_frames(frames, cap, n + 256)) {
+    if (*cap - n < CODEWORD_ROOM && !grow_frames(frames, cap, n + CODEWORD_ROOM)) {
       if (n + 256 > MAX_BACKTRACE_FRAMES)
         return malformed(r, mt_rbuf_offset(b), "backtrace longer than %u frames",
                          MAX_BACKTRACE_FRAMES);
@@ -502,14 +513,8 @@ static int decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned
         if (following == pred) {
           /* A bucket that predicts itself is direct recursion (f -> f -> f): the rest of the
            * run repeats one code, so fill it instead of chasing the chain frame by frame. */
-          size_t run = predictions - k, done = 1;
-          out[n] = c->loc[pred];
-          while (done < run) { /* doubling copies: memcpy's wide stores do the work */
-            size_t chunk = done < run - done ? done : run - done;
-            memcpy(out + n + done, out + n, chunk * sizeof *out);
-            done += chunk;
-          }
-          n += run;
+          fill_frames(out + n, c->loc[pred], predictions - k);
+          n += predictions - k;
           break;
         }
         pred = following;
