@@ -1,0 +1,220 @@
+/* The analysis subcommands' shared helpers (analysis_cli.h). */
+#include "analysis_cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+bool an_option(an_options *o, int c, const char *arg) {
+  switch (c) {
+  case AN_OPT_FROM: o->from = arg; return true;
+  case AN_OPT_TO: o->to = arg; return true;
+  case AN_OPT_HIDE: o->hide = arg; return true;
+  case AN_OPT_NO_FOLD: o->no_fold = true; return true;
+  case AN_OPT_JSON: o->json = true; return true;
+  default: return false;
+  }
+}
+
+bool an_parse_time(const char *text, int64_t duration_us, int64_t *us) {
+  char *end;
+  double v = strtod(text, &end);
+  if (end == text || !isfinite(v) || v < 0)
+    return false;
+  if (!strcmp(end, "%")) {
+    if (v > 100)
+      return false;
+    *us = (int64_t)llround(v / 100 * (double)duration_us);
+    return true;
+  }
+  if (*end && strcmp(end, "s"))
+    return false;
+  if (v > 9e12)
+    return false;
+  *us = (int64_t)llround(v * 1e6);
+  return true;
+}
+
+int64_t an_trace_duration(const char *path) {
+  mt_reader *r = cli_open_trace(path, false);
+  if (!r)
+    return -1;
+  int64_t start = mt_reader_info(r)->start_time, last = start;
+  mt_event ev;
+  mt_error err;
+  int rc;
+  while ((rc = mt_reader_next(r, &ev, &err)) > 0)
+    last = ev.time;
+  mt_reader_close(r);
+  if (rc < 0) {
+    cli_report(path, &err);
+    return -1;
+  }
+  return last - start;
+}
+
+typedef struct progress {
+  int shown; /* last percentage drawn, -1 before the first */
+} progress;
+
+static void draw_progress(void *user, int64_t position, int64_t total) {
+  progress *p = user;
+  if (total <= 0)
+    return;
+  int pct = (int)(position * 100 / total);
+  if (pct == p->shown)
+    return;
+  p->shown = pct;
+  char bar[41];
+  int filled = pct * 40 / 100;
+  for (int i = 0; i < 40; i++)
+    bar[i] = i < filled ? '#' : ' ';
+  bar[40] = 0;
+  fprintf(stderr, "\r[%s] %3d%%", bar, pct);
+  fflush(stderr);
+}
+
+mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, bool cells,
+                     int64_t to_override) {
+  mt_analysis_options options = mt_analysis_default_options();
+  options.hide = o->hide;
+  options.no_fold = o->no_fold;
+  options.cells = cells;
+  bool percent = (o->from && strchr(o->from, '%')) || (o->to && strchr(o->to, '%'));
+  int64_t duration = 0;
+  if (percent) {
+    if (!strcmp(path, "-")) {
+      cli_usage_error(cmd, "a window in %% needs a trace file, not standard input");
+      return NULL;
+    }
+    if ((duration = an_trace_duration(path)) < 0)
+      return NULL;
+  }
+  if (o->from && !an_parse_time(o->from, duration, &options.from)) {
+    cli_usage_error(cmd, "--from takes seconds or a percentage, not '%s'", o->from);
+    return NULL;
+  }
+  if (o->to && !an_parse_time(o->to, duration, &options.to)) {
+    cli_usage_error(cmd, "--to takes seconds or a percentage, not '%s'", o->to);
+    return NULL;
+  }
+  if (to_override != MT_TIME_UNBOUNDED)
+    options.to = to_override;
+  mt_reader *r = cli_open_trace(path, true);
+  if (!r)
+    return NULL;
+  progress p = {.shown = -1};
+  bool bar = isatty(STDERR_FILENO) && mt_reader_size(r) > (64 << 20);
+  if (bar) {
+    options.progress = draw_progress;
+    options.progress_user = &p;
+  }
+  mt_analysis *a;
+  mt_error err;
+  int rc = mt_analysis_run(&a, r, &options, &err);
+  if (bar && p.shown >= 0)
+    fprintf(stderr, "\r%50s\r", "");
+  mt_reader_close(r);
+  if (rc) {
+    cli_report(path, &err);
+    return NULL;
+  }
+  return a;
+}
+
+const char *an_size(double bytes, char buf[32]) {
+  static const char *units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  double v = bytes;
+  while (fabs(v) >= 1000 && u < 5)
+    v /= 1000, u++;
+  if (u == 0)
+    snprintf(buf, 32, "%.0f B", v);
+  else
+    snprintf(buf, 32, "%.*f %s", fabs(v) < 100 ? 1 : 0, v, units[u]);
+  return buf;
+}
+
+void an_json_amount(cli_out *o, const mt_analysis *a, const mt_amount *m) {
+  out_printf(o, "{\"objects\":%llu,\"samples\":%llu,\"bytes\":%lld,\"objects_estimated\":%lld}",
+             (unsigned long long)m->objects, (unsigned long long)m->samples,
+             (long long)llround(mt_analysis_bytes(a, m->samples)),
+             (long long)llround(m->objects_estimated));
+}
+
+void an_print_frame(cli_out *o, mt_frame f) {
+  out_str(o, f.function);
+  if (f.file[0])
+    out_printf(o, " %s:%d", f.file, (int)f.line);
+}
+
+void an_json_frame(cli_out *o, mt_frame f) {
+  out_str(o, "{\"function\":");
+  out_json_string(o, f.function);
+  out_str(o, ",\"file\":");
+  out_json_string(o, f.file);
+  out_printf(o, ",\"line\":%d}", (int)f.line);
+}
+
+static const char *metric_names[] = {"bytes", "count", "live", "peak", "temporary"};
+
+bool an_parse_metric(const char *text, mt_metric *metric) {
+  for (int i = 0; i < 5; i++)
+    if (!strcmp(text, metric_names[i])) {
+      *metric = (mt_metric)i;
+      return true;
+    }
+  return false;
+}
+
+const char *an_metric_name(mt_metric metric) {
+  return (unsigned)metric < 5 ? metric_names[metric] : "?";
+}
+
+bool an_parse_group(const char *text, mt_group_by *by) {
+  static const char *names[] = {"site", "function", "file"};
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(text, names[i])) {
+      *by = (mt_group_by)i;
+      return true;
+    }
+  return false;
+}
+
+void an_print_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverted,
+                    size_t max_frames, const char *indent) {
+  size_t depth;
+  const uint32_t *frames = mt_analysis_stack_frames(a, stack, &depth);
+  if (depth == 0) {
+    out_printf(o, "%s<no backtrace>\n", indent);
+    return;
+  }
+  size_t shown = max_frames && depth > max_frames ? max_frames : depth;
+  for (size_t i = 0; i < shown; i++) {
+    /* Without --inverted the last frames shown are the innermost ones, the allocation point. */
+    size_t k = inverted ? depth - 1 - i : depth - shown + i;
+    if (!inverted && i == 0 && shown < depth)
+      out_printf(o, "%s... %zu outer frames\n", indent, depth - shown);
+    out_str(o, indent);
+    an_print_frame(o, mt_analysis_frame(a, frames[k]));
+    out_str(o, "\n");
+  }
+  if (inverted && shown < depth)
+    out_printf(o, "%s... %zu outer frames\n", indent, depth - shown);
+}
+
+void an_json_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverted) {
+  size_t depth;
+  const uint32_t *frames = mt_analysis_stack_frames(a, stack, &depth);
+  out_str(o, "[");
+  for (size_t i = 0; i < depth; i++) {
+    if (i)
+      out_str(o, ",");
+    an_json_frame(o, mt_analysis_frame(a, frames[inverted ? depth - 1 - i : i]));
+  }
+  out_str(o, "]");
+}

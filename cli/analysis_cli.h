@@ -1,0 +1,81 @@
+/* Helpers shared by the analysis subcommands (summary, top, leaks, timeline, flame, diff, report,
+ * export): the options they all take (--from, --to, --hide, --no-fold), loading a trace into an
+ * mt_analysis with a progress bar, and printing amounts, sizes and frames. */
+#ifndef MEMTAP_CLI_ANALYSIS_CLI_H
+#define MEMTAP_CLI_ANALYSIS_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+
+#include "memtap/analysis.h"
+#include "output.h"
+
+/* Exit status of `leaks --fail-above` when the leak estimate is above the limit. */
+#define MT_EXIT_THRESHOLD 3
+
+typedef struct an_options {
+  const char *from, *to; /* as given: seconds, or N% of the trace */
+  const char *hide;
+  bool no_fold;
+  bool json;
+} an_options;
+
+/* getopt_long entries for the shared options; their codes are the AN_OPT_* values. */
+enum { AN_OPT_FROM = 1000, AN_OPT_TO, AN_OPT_HIDE, AN_OPT_NO_FOLD, AN_OPT_JSON };
+#define AN_LONG_OPTIONS                                                                            \
+  {"from", required_argument, NULL, AN_OPT_FROM}, {"to", required_argument, NULL, AN_OPT_TO},      \
+      {"hide", required_argument, NULL, AN_OPT_HIDE},                                              \
+      {"no-fold", no_argument, NULL, AN_OPT_NO_FOLD}, {"json", no_argument, NULL, AN_OPT_JSON},    \
+      {"help", no_argument, NULL, 'h'}
+
+/* The usage lines of the shared options. */
+#define AN_USAGE_WINDOW                                                                            \
+  "  --from T, --to T  analyse only this window: T in seconds since the trace's start, or N%\n"    \
+  "                    of the trace; what is live at --from is rebuilt, later events are not read\n"
+#define AN_USAGE_STACKS                                                                            \
+  "  --hide REGEX      drop frames whose function matches REGEX (allocator wrappers)\n"           \
+  "  --no-fold         keep direct recursion (f -> f -> f) in backtraces\n"
+
+/* Handles a shared option; false if `c` is not one. */
+bool an_option(an_options *o, int c, const char *arg);
+
+/* Parses a time (seconds, or N%) against a trace of `duration_us`; false if malformed. */
+bool an_parse_time(const char *text, int64_t duration_us, int64_t *us);
+
+/* Opens TRACE, analyses it with the shared options (and `cells` for the report and the timeline);
+ * prints the error and returns NULL on failure. `to_override`, when not MT_TIME_UNBOUNDED, replaces
+ * --to (export --at). */
+mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, bool cells,
+                     int64_t to_override);
+
+/* The end of a trace in µs since its start (a pass without backtraces); -1 on error (printed). */
+int64_t an_trace_duration(const char *path);
+
+/* "11.6 MB"-style decimal size into buf. */
+const char *an_size(double bytes, char buf[32]);
+
+/* Writes an amount as a JSON object: objects, samples, bytes, objects_estimated (integers). */
+void an_json_amount(cli_out *o, const mt_analysis *a, const mt_amount *m);
+
+/* "function file:line" for a frame (only the function for $code frames). */
+void an_print_frame(cli_out *o, mt_frame f);
+
+/* A frame as a JSON object {"function", "file", "line"}. */
+void an_json_frame(cli_out *o, mt_frame f);
+
+/* Parses --by / --group values; false if unknown. */
+bool an_parse_metric(const char *text, mt_metric *metric);
+bool an_parse_group(const char *text, mt_group_by *by);
+const char *an_metric_name(mt_metric metric);
+
+#endif
+
+#ifndef MEMTAP_CLI_ANALYSIS_CLI_GROUPS
+#define MEMTAP_CLI_ANALYSIS_CLI_GROUPS
+/* Prints a stack's frames, one per line with `indent`, outermost first (or, `inverted`, the
+ * allocation point first), at most `max_frames` of them (0: all). */
+void an_print_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverted,
+                    size_t max_frames, const char *indent);
+/* A stack as a JSON array of frames, in the same order. */
+void an_json_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverted);
+#endif

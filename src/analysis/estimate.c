@@ -1,0 +1,71 @@
+/* Turning samples into estimates (FORMAT.md §3), the size and lifetime classes, and what the
+ * sources of a trace mean. */
+#include <math.h>
+#include <string.h>
+
+#include "analysis/model.h"
+
+double mt_estimate_objects(const mt_analysis *a, int64_t words, mt_source source) {
+  /* An OCaml block carries its header word, which the runtime samples too (FORMAT.md §3.1);
+   * external blocks are sampled over their length only (§3.2). */
+  double w = (double)words + (source == MT_SOURCE_EXTERNAL ? 0 : 1);
+  if (w < 1)
+    w = 1;
+  if (a->rate >= 1)
+    return 1;
+  double p = -expm1(w * log1p(-a->rate)); /* 1 - (1 - rate)^w, accurate for tiny rates */
+  return p > 0 ? 1 / p : 1;
+}
+
+double mt_analysis_bytes(const mt_analysis *a, uint64_t samples) {
+  return (double)samples * a->summary.bytes_per_sample;
+}
+
+static const int64_t size_limits[MT_SIZE_CLASSES] = {
+    16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, INT64_MAX};
+static const int64_t lifetime_limits[MT_LIFETIME_CLASSES] = {
+    10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, INT64_MAX, INT64_MAX};
+
+int64_t mt_size_class_limit(int i) {
+  return i >= 0 && i < MT_SIZE_CLASSES ? size_limits[i] : INT64_MAX;
+}
+
+int64_t mt_lifetime_class_limit(int i) {
+  return i >= 0 && i < MT_LIFETIME_CLASSES ? lifetime_limits[i] : INT64_MAX;
+}
+
+int mt_size_class_of(int64_t bytes) {
+  int i = 0;
+  while (i < MT_SIZE_CLASSES - 1 && bytes > size_limits[i])
+    i++;
+  return i;
+}
+
+int mt_lifetime_class_of(int64_t us) {
+  int i = 0;
+  while (i < MT_LIFETIME_CLASSES - 2 && us > lifetime_limits[i])
+    i++;
+  return i;
+}
+
+void mt_amount_add(mt_amount *to, uint64_t objects, uint64_t samples, double objects_est) {
+  to->objects += objects;
+  to->samples += samples;
+  to->objects_estimated += objects_est;
+}
+
+void mt_amount_sub(mt_amount *to, uint64_t objects, uint64_t samples, double objects_est) {
+  to->objects -= objects;
+  to->samples -= samples;
+  to->objects_estimated -= objects_est;
+  if (to->objects == 0)
+    to->objects_estimated = 0; /* no rounding residue on an empty set */
+}
+
+const char *mt_analysis_source_name(const mt_analysis *a, mt_source source) {
+  static const char *ocaml[] = {"minor", "major", "external"};
+  static const char *memtap[] = {"minor", "mapped", "malloc"};
+  if ((unsigned)source > 2)
+    return "?";
+  return (a->memtap_trace ? memtap : ocaml)[source];
+}

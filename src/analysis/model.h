@@ -1,0 +1,137 @@
+/* The inside of an mt_analysis (memtap/analysis.h), shared by the files of src/analysis:
+ *   - stacks.c: code trie (backtraces as the reader gives them), frames, frame trie (backtraces as
+ *     shown: hidden frames dropped, recursion folded), sites;
+ *   - pass.c: the streaming pass (live set, peak, windows, temporaries);
+ *   - timeline.c: the live heap over time and the report's cells;
+ *   - groups.c: grouping and ranking; estimate.c: estimates, classes, source names. */
+#ifndef MEMTAP_SRC_ANALYSIS_MODEL_H
+#define MEMTAP_SRC_ANALYSIS_MODEL_H
+
+#include <regex.h>
+
+#include "analysis/pairmap.h"
+#include "common/arena.h"
+#include "common/hashmap.h"
+#include "memtap/analysis.h"
+
+#define MT_TIMELINE_BUCKETS 1024
+
+typedef struct code_node {
+  int64_t code;
+  uint32_t parent;
+  uint32_t stack; /* the stack this path is shown as, UINT32_MAX until first needed */
+} code_node;
+
+typedef struct frame_node {
+  uint32_t parent;
+  uint32_t frame;
+  uint32_t depth;
+  uint32_t stack; /* the stack ending here, UINT32_MAX if none */
+} frame_node;
+
+typedef struct stack_rec {
+  uint32_t fnode; /* frame trie node */
+  uint32_t site;  /* frame index, UINT32_MAX for "<no backtrace>" */
+  bool dirty;     /* live changed since the last peak snapshot */
+  mt_stats stats;
+} stack_rec;
+
+typedef struct live_obj {
+  int64_t time;  /* µs since the trace start */
+  int64_t words; /* the length */
+  uint64_t samples;
+  uint32_t stack;
+  uint16_t domain;
+  uint8_t source;
+  bool before; /* allocated before the window */
+} live_obj;
+
+typedef struct domain_state {
+  uint32_t *path; /* code trie nodes of the previous backtrace */
+  size_t depth, cap;
+  int64_t last_alloc; /* id of the domain's last allocation, -1 if none */
+} domain_state;
+
+struct mt_analysis {
+  mt_summary summary;
+  mt_arena arena; /* strings, frames */
+  mt_reader *reader;
+  bool memtap_trace;
+  double rate, word_bytes;
+
+  /* stacks.c */
+  bool fold, has_hide;
+  regex_t hide;
+  code_node *codes;
+  size_t ncodes, codes_cap;
+  mt_pairmap code_children;
+  mt_frame *frames;
+  size_t nframes, frames_cap;
+  mt_hashmap frame_index;  /* content hash -> frame index */
+  mt_hashmap code_frames;  /* code -> (offset << 8 | count) into frame_list */
+  uint32_t *frame_list;
+  size_t nframe_list, frame_list_cap;
+  frame_node *fnodes;
+  size_t nfnodes, fnodes_cap;
+  mt_pairmap fnode_children;
+  stack_rec *stacks;
+  size_t nstacks, stacks_cap;
+  uint32_t *scratch; /* path buffers */
+  size_t scratch_cap;
+  uint32_t *shown; /* frame-stack materialisation for mt_analysis_stack_frames */
+  size_t shown_cap;
+
+  /* pass.c */
+  mt_hashmap live_index; /* object id -> index in live */
+  live_obj *live;
+  size_t nlive, live_cap;
+  uint32_t *live_free; /* free slots */
+  size_t nlive_free, live_free_cap;
+  domain_state *domains; /* indexed by domain */
+  size_t ndomains;
+  uint32_t *dirty;
+  size_t ndirty, dirty_cap;
+  uint64_t live_samples, peak_samples;
+  double live_objects_est;
+  bool in_window;
+
+  /* timeline.c */
+  mt_timeline_bucket timeline[MT_TIMELINE_BUCKETS];
+  int64_t tl_width;
+  size_t tl_current; /* the bucket of the last change */
+  bool want_cells;
+  mt_hashmap cell_index; /* packed key -> index in cells */
+  mt_cell *cells;
+  size_t ncells, cells_cap;
+  int64_t cell_width;
+};
+
+/* stacks.c */
+int mt_stacks_init(mt_analysis *a, const mt_analysis_options *options, mt_error *err);
+void mt_stacks_free(mt_analysis *a);
+/* The code trie node of a backtrace (outermost first), using and updating the domain's previous
+ * path. UINT32_MAX when memory runs out. */
+uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev);
+/* The stack (stack_rec index) a code trie node is shown as; UINT32_MAX when memory runs out. */
+uint32_t mt_stacks_of_code_node(mt_analysis *a, uint32_t node);
+
+/* timeline.c */
+void mt_timeline_init(mt_analysis *a, bool cells);
+void mt_timeline_free(mt_analysis *a);
+/* The live heap changed at `t` (µs since the start) by `allocated` / `freed` estimated bytes. */
+void mt_timeline_change(mt_analysis *a, int64_t t, double allocated, double freed);
+/* Extends the timeline to `t` and fixes its length. */
+void mt_timeline_finish(mt_analysis *a, int64_t t);
+/* Adds an object to the cells; free_time < 0 means not freed. False when memory runs out. */
+bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double objects_est);
+/* Makes sure the cells' grid reaches `t`. False when memory runs out. */
+bool mt_cells_reach(mt_analysis *a, int64_t t);
+
+/* estimate.c */
+double mt_estimate_objects(const mt_analysis *a, int64_t words, mt_source source);
+int mt_size_class_of(int64_t bytes);
+int mt_lifetime_class_of(int64_t us);
+void mt_amount_add(mt_amount *to, uint64_t objects, uint64_t samples, double objects_est);
+void mt_amount_sub(mt_amount *to, uint64_t objects, uint64_t samples, double objects_est);
+
+#endif

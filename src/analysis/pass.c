@@ -1,0 +1,345 @@
+/* The streaming pass that builds an mt_analysis (analysis.h): one read of the events, keeping the
+ * live sampled objects (id -> backtrace, size, time), the running live total with its peak, and the
+ * per-stack totals. Before the window's start the pass only follows the live set; when the window
+ * opens, what is live is counted as live at its start; events after the window are not read. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/model.h"
+#include "common/error.h"
+
+mt_analysis_options mt_analysis_default_options(void) {
+  return (mt_analysis_options){.from = MT_TIME_UNBOUNDED, .to = MT_TIME_UNBOUNDED};
+}
+
+static domain_state *domain_of(mt_analysis *a, uint16_t domain) {
+  if (domain >= a->ndomains) {
+    size_t n = (size_t)domain + 1;
+    domain_state *p = realloc(a->domains, n * sizeof *p);
+    if (!p)
+      return NULL;
+    for (size_t i = a->ndomains; i < n; i++)
+      p[i] = (domain_state){.last_alloc = -1};
+    a->domains = p;
+    a->ndomains = n;
+  }
+  return &a->domains[domain];
+}
+
+static void mark_dirty(mt_analysis *a, uint32_t stack) {
+  stack_rec *s = &a->stacks[stack];
+  if (s->dirty)
+    return;
+  if (a->ndirty == a->dirty_cap) {
+    size_t n = a->dirty_cap ? a->dirty_cap * 2 : 256;
+    uint32_t *p = realloc(a->dirty, n * sizeof *p);
+    if (!p) { /* fall back to snapshotting every stack at the next peak */
+      for (size_t i = 0; i < a->nstacks; i++)
+        a->stacks[i].stats.peak = a->stacks[i].stats.live;
+      return;
+    }
+    a->dirty = p;
+    a->dirty_cap = n;
+  }
+  s->dirty = true;
+  a->dirty[a->ndirty++] = stack;
+}
+
+static void snapshot_peak(mt_analysis *a, int64_t t) {
+  a->peak_samples = a->live_samples;
+  a->summary.peak_time = t;
+  a->summary.at_peak = a->summary.live_end;
+  for (size_t i = 0; i < a->ndirty; i++) {
+    stack_rec *s = &a->stacks[a->dirty[i]];
+    s->stats.peak = s->stats.live;
+    s->dirty = false;
+  }
+  a->ndirty = 0;
+}
+
+static void open_window(mt_analysis *a) {
+  a->in_window = true;
+  for (size_t i = 0; i < a->nlive; i++) {
+    const live_obj *o = &a->live[i];
+    if (o->stack == UINT32_MAX)
+      continue; /* a free slot */
+    double est = mt_estimate_objects(a, o->words, (mt_source)o->source);
+    mt_stats *st = &a->stacks[o->stack].stats;
+    mt_amount_add(&st->live_start, 1, o->samples, est);
+    mt_amount_add(&st->live, 1, o->samples, est);
+    mt_amount_add(&a->summary.live_start, 1, o->samples, est);
+    mt_amount_add(&a->summary.live_end, 1, o->samples, est);
+    a->live_samples += o->samples;
+  }
+  for (size_t i = 0; i < a->nstacks; i++) {
+    a->stacks[i].stats.peak = a->stacks[i].stats.live;
+    a->stacks[i].dirty = false;
+  }
+  a->ndirty = 0;
+  a->peak_samples = a->live_samples;
+  a->summary.peak_time = a->summary.from;
+  a->summary.at_peak = a->summary.live_end;
+  mt_timeline_change(a, a->summary.from, 0, 0);
+}
+
+static bool live_insert(mt_analysis *a, int64_t id, const live_obj *o) {
+  size_t slot;
+  if (a->nlive_free) {
+    slot = a->live_free[--a->nlive_free];
+  } else {
+    if (a->nlive == a->live_cap) {
+      size_t n = a->live_cap ? a->live_cap * 2 : 1024;
+      live_obj *p = realloc(a->live, n * sizeof *p);
+      if (!p)
+        return false;
+      a->live = p;
+      a->live_cap = n;
+    }
+    slot = a->nlive++;
+  }
+  a->live[slot] = *o;
+  return mt_hashmap_put(&a->live_index, id, slot);
+}
+
+static bool live_remove(mt_analysis *a, int64_t id, size_t slot) {
+  mt_hashmap_remove(&a->live_index, id);
+  a->live[slot].stack = UINT32_MAX;
+  if (a->nlive_free == a->live_free_cap) {
+    size_t n = a->live_free_cap ? a->live_free_cap * 2 : 1024;
+    uint32_t *p = realloc(a->live_free, n * sizeof *p);
+    if (!p)
+      return false;
+    a->live_free = p;
+    a->live_free_cap = n;
+  }
+  a->live_free[a->nlive_free++] = (uint32_t)slot;
+  return true;
+}
+
+/* An object leaves the live set at `t` (freed, or replaced by a duplicate id). */
+static bool on_free(mt_analysis *a, int64_t id, size_t slot, int64_t t, bool counted) {
+  live_obj o = a->live[slot];
+  if (a->in_window) {
+    double est = mt_estimate_objects(a, o.words, (mt_source)o.source);
+    stack_rec *s = &a->stacks[o.stack];
+    if (counted) {
+      a->summary.collects++;
+      mt_amount_add(&s->stats.freed, 1, o.samples, est);
+      mt_amount_add(&a->summary.freed, 1, o.samples, est);
+      if (!o.before)
+        mt_amount_add(&a->summary.lifetimes[mt_lifetime_class_of(t - o.time)], 1, o.samples, est);
+      if (a->summary.temporary_defined && !o.before && o.domain < a->ndomains &&
+          a->domains[o.domain].last_alloc == id) {
+        mt_amount_add(&s->stats.temporary, 1, o.samples, est);
+        mt_amount_add(&a->summary.temporary, 1, o.samples, est);
+      }
+    }
+    mt_amount_sub(&s->stats.live, 1, o.samples, est);
+    mt_amount_sub(&a->summary.live_end, 1, o.samples, est);
+    a->live_samples -= o.samples;
+    mark_dirty(a, o.stack);
+    mt_timeline_change(a, t, 0, mt_analysis_bytes(a, o.samples));
+    if (!mt_cells_add(a, &o, t, est))
+      return false;
+  }
+  return live_remove(a, id, slot);
+}
+
+static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err) {
+  domain_state *d = domain_of(a, ev->domain);
+  uint32_t node = d ? mt_stacks_intern(a, d, ev) : UINT32_MAX;
+  uint32_t stack = node != UINT32_MAX ? mt_stacks_of_code_node(a, node) : UINT32_MAX;
+  if (stack == UINT32_MAX)
+    return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
+  uint64_t samples = ev->nsamples > 0 ? (uint64_t)ev->nsamples : 0;
+  int64_t words = ev->length > 0 ? ev->length : 0;
+  uint64_t slot;
+  if (mt_hashmap_get(&a->live_index, ev->obj_id, &slot) &&
+      !on_free(a, ev->obj_id, (size_t)slot, t, false)) /* a reused id replaces the old object */
+    return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
+  live_obj o = {.time = t,
+                .words = words,
+                .samples = samples,
+                .stack = stack,
+                .domain = ev->domain,
+                .source = (uint8_t)ev->source,
+                .before = !a->in_window};
+  if (!live_insert(a, ev->obj_id, &o))
+    return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
+  d->last_alloc = ev->obj_id;
+  if (!a->in_window)
+    return MT_OK;
+  double est = mt_estimate_objects(a, words, ev->source);
+  stack_rec *s = &a->stacks[stack];
+  s->stats.sources |= (uint8_t)(1u << ev->source);
+  mt_amount_add(&s->stats.allocated, 1, samples, est);
+  mt_amount_add(&s->stats.live, 1, samples, est);
+  mt_amount_add(&a->summary.allocated, 1, samples, est);
+  mt_amount_add(&a->summary.allocated_by_source[ev->source], 1, samples, est);
+  mt_amount_add(&a->summary.sizes[mt_size_class_of(words * (int64_t)a->word_bytes)], 1, samples,
+                est);
+  mt_amount_add(&a->summary.live_end, 1, samples, est);
+  a->live_samples += samples;
+  mark_dirty(a, stack);
+  mt_timeline_change(a, t, mt_analysis_bytes(a, samples), 0);
+  if (a->live_samples > a->peak_samples)
+    snapshot_peak(a, t);
+  if (!mt_cells_reach(a, t))
+    return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
+  return MT_OK;
+}
+
+static const char *keep(mt_analysis *a, const char *s) {
+  size_t n = strlen(s ? s : "") + 1;
+  char *p = mt_arena_alloc(&a->arena, n);
+  if (p)
+    memcpy(p, s ? s : "", n);
+  return p ? p : "";
+}
+
+static int finish(mt_analysis *a, int64_t last, bool bounded_to) {
+  mt_summary *sum = &a->summary;
+  if (!a->in_window)
+    open_window(a);
+  int64_t end = bounded_to ? sum->to : (last > sum->from ? last : sum->from);
+  sum->to = end;
+  mt_timeline_finish(a, end);
+  if (!mt_cells_reach(a, end))
+    return MT_E_NOMEM;
+  for (size_t i = 0; i < a->nlive; i++) {
+    const live_obj *o = &a->live[i];
+    if (o->stack == UINT32_MAX)
+      continue;
+    double est = mt_estimate_objects(a, o->words, (mt_source)o->source);
+    mt_amount_add(&sum->live_end_by_source[o->source], 1, o->samples, est);
+    if (!o->before)
+      mt_amount_add(&sum->lifetimes[MT_LIFETIME_CLASSES - 1], 1, o->samples, est);
+    if (!mt_cells_add(a, o, -1, est))
+      return MT_E_NOMEM;
+  }
+  /* Stacks first met before the window and gone by its start show nothing: leave them counted
+   * but let the queries skip empty ones. */
+  for (size_t i = 0; i < a->nstacks; i++) {
+    const mt_stats *st = &a->stacks[i].stats;
+    if (st->allocated.objects || st->live.objects || st->live_start.objects)
+      sum->distinct_backtraces++;
+  }
+  return MT_OK;
+}
+
+int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *options,
+                    mt_error *err) {
+  *out = NULL;
+  mt_analysis_options defaults = mt_analysis_default_options();
+  if (!options)
+    options = &defaults;
+  const mt_trace_info *info = mt_reader_info(r);
+  if (!(info->sample_rate > 0 && info->sample_rate <= 1))
+    return mt_fail(err, MT_E_INVALID, -1,
+                   "the trace's sampling rate %g is outside (0, 1]: no estimate can be made",
+                   info->sample_rate);
+  if (info->word_size <= 0 || info->word_size % 8)
+    return mt_fail(err, MT_E_INVALID, -1, "the trace's word size %d bits is not a whole number "
+                   "of bytes", info->word_size);
+  int64_t from = options->from == MT_TIME_UNBOUNDED || options->from < 0 ? 0 : options->from;
+  bool bounded_to = options->to != MT_TIME_UNBOUNDED;
+  int64_t to = bounded_to ? options->to : INT64_MAX;
+  if (to < from)
+    return mt_fail(err, MT_E_INVALID, -1, "the window ends before it starts");
+  mt_analysis *a = calloc(1, sizeof *a);
+  if (!a)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  int rc = mt_stacks_init(a, options, err);
+  if (rc) {
+    mt_analysis_free(a);
+    return rc;
+  }
+  a->reader = r;
+  a->rate = info->sample_rate;
+  a->word_bytes = info->word_size / 8;
+  mt_summary *sum = &a->summary;
+  sum->info = *info;
+  sum->info.executable_name = keep(a, info->executable_name);
+  sum->info.host_name = keep(a, info->host_name);
+  sum->info.ocaml_runtime_params = keep(a, info->ocaml_runtime_params);
+  sum->info.context = keep(a, info->context);
+  a->memtap_trace = !strncmp(sum->info.ocaml_runtime_params, "memtap", 6);
+  sum->bytes_per_sample = a->word_bytes / a->rate;
+  sum->from = from;
+  sum->to = to;
+  sum->end_time = info->start_time;
+  sum->temporary_defined = a->rate >= 1;
+  mt_timeline_init(a, options->cells);
+  a->in_window = from == 0;
+  if (a->in_window)
+    open_window(a);
+
+  mt_event ev;
+  int64_t last = 0;
+  uint64_t n = 0;
+  int64_t size = mt_reader_size(r);
+  while ((rc = mt_reader_next(r, &ev, err)) > 0) {
+    if (options->progress && (++n & 0x3FFFF) == 0)
+      options->progress(options->progress_user, mt_reader_position(r), size);
+    int64_t t = ev.time - info->start_time;
+    if (t > to)
+      break;
+    if (t > last)
+      last = t;
+    sum->end_time = ev.time;
+    if (!a->in_window && t >= from)
+      open_window(a);
+    if (ev.kind == MT_EVENT_ALLOC) {
+      rc = on_alloc(a, &ev, t, err);
+      if (rc)
+        break;
+      continue;
+    }
+    uint64_t slot;
+    bool known = mt_hashmap_get(&a->live_index, ev.obj_id, &slot);
+    if (!known) {
+      if (a->in_window)
+        sum->unknown_collects++;
+    } else if (ev.kind == MT_EVENT_PROMOTE) {
+      if (a->in_window)
+        sum->promotes++;
+    } else if (!on_free(a, ev.obj_id, (size_t)slot, t, true)) {
+      rc = mt_fail(err, MT_E_NOMEM, ev.offset, "out of memory");
+      break;
+    }
+  }
+  if (rc > 0)
+    rc = MT_OK; /* stopped at the window's end */
+  if (rc == 0 && finish(a, last, bounded_to) != MT_OK)
+    rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  a->reader = NULL;
+  if (rc < 0) {
+    mt_analysis_free(a);
+    return rc;
+  }
+  if (options->progress)
+    options->progress(options->progress_user, mt_reader_position(r), size);
+  *out = a;
+  return MT_OK;
+}
+
+void mt_analysis_free(mt_analysis *a) {
+  if (!a)
+    return;
+  mt_stacks_free(a);
+  mt_timeline_free(a);
+  mt_hashmap_free(&a->live_index);
+  free(a->live);
+  free(a->live_free);
+  for (size_t i = 0; i < a->ndomains; i++)
+    free(a->domains[i].path);
+  free(a->domains);
+  free(a->dirty);
+  mt_arena_free(&a->arena);
+  free(a);
+}
+
+const mt_summary *mt_analysis_summary(const mt_analysis *a) {
+  return &a->summary;
+}

@@ -1,0 +1,265 @@
+/* Backtraces in the analysis (model.h): the code trie holds every distinct backtrace the reader
+ * returned (one node per distinct prefix, so memory follows distinct backtraces, and an event
+ * costs only the frames past its common prefix); each path is shown once as a stack of frames
+ * (function, file, line) in the frame trie, hidden frames dropped and direct recursion folded; the
+ * stack's site is its innermost located frame (analysis.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/model.h"
+#include "common/error.h"
+
+static bool grow(void **array, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap)
+    return true;
+  size_t n = *cap ? *cap : 64;
+  while (n < need)
+    n *= 2;
+  void *p = realloc(*array, n * elem);
+  if (!p)
+    return false;
+  *array = p;
+  *cap = n;
+  return true;
+}
+#define GROW(a, cap, need) grow((void **)&(a), &(cap), (need), sizeof *(a))
+
+int mt_stacks_init(mt_analysis *a, const mt_analysis_options *options, mt_error *err) {
+  a->fold = !options->no_fold;
+  if (options->hide && *options->hide) {
+    int rc = regcomp(&a->hide, options->hide, REG_EXTENDED | REG_NOSUB);
+    if (rc) {
+      char why[128];
+      regerror(rc, &a->hide, why, sizeof why);
+      return mt_fail(err, MT_E_INVALID, -1, "bad --hide regular expression '%s': %s",
+                     options->hide, why);
+    }
+    a->has_hide = true;
+  }
+  if (!GROW(a->codes, a->codes_cap, 1) || !GROW(a->fnodes, a->fnodes_cap, 1))
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  a->codes[0] = (code_node){.code = 0, .parent = UINT32_MAX, .stack = UINT32_MAX};
+  a->ncodes = 1;
+  a->fnodes[0] = (frame_node){.parent = UINT32_MAX, .frame = UINT32_MAX, .stack = UINT32_MAX};
+  a->nfnodes = 1;
+  return MT_OK;
+}
+
+void mt_stacks_free(mt_analysis *a) {
+  if (a->has_hide)
+    regfree(&a->hide);
+  free(a->codes);
+  mt_pairmap_free(&a->code_children);
+  free(a->frames);
+  mt_hashmap_free(&a->frame_index);
+  mt_hashmap_free(&a->code_frames);
+  free(a->frame_list);
+  free(a->fnodes);
+  mt_pairmap_free(&a->fnode_children);
+  free(a->stacks);
+  free(a->scratch);
+  free(a->shown);
+}
+
+uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
+  size_t n = ev->backtrace_length;
+  /* FORMAT.md §2.7: the first common_prefix codes repeat the domain's previous backtrace (all of
+   * it when that one was cut), so only the frames past it are looked up. */
+  size_t k = ev->common_prefix > 0 ? (size_t)ev->common_prefix : 0;
+  if (k > d->depth)
+    k = d->depth;
+  if (k > n)
+    k = n;
+  if (k > 0 && a->codes[d->path[k - 1]].code != ev->backtrace[k - 1])
+    k = 0; /* not the stream we followed: start again from the root */
+  if (!GROW(d->path, d->cap, n + 1))
+    return UINT32_MAX;
+  uint32_t node = k ? d->path[k - 1] : 0;
+  for (size_t i = k; i < n; i++) {
+    int64_t code = ev->backtrace[i];
+    uint32_t child = mt_pairmap_get(&a->code_children, node, (uint64_t)code);
+    if (child == UINT32_MAX) {
+      if (a->ncodes >= UINT32_MAX - 1 || !GROW(a->codes, a->codes_cap, a->ncodes + 1))
+        return UINT32_MAX;
+      child = (uint32_t)a->ncodes;
+      if (!mt_pairmap_put(&a->code_children, node, (uint64_t)code, child))
+        return UINT32_MAX;
+      a->codes[a->ncodes++] = (code_node){.code = code, .parent = node, .stack = UINT32_MAX};
+    }
+    d->path[i] = child;
+    node = child;
+  }
+  d->depth = n;
+  return node;
+}
+
+static const char *copy_string(mt_analysis *a, const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = mt_arena_alloc(&a->arena, n);
+  if (p)
+    memcpy(p, s, n);
+  return p;
+}
+
+static uint64_t hash_bytes(uint64_t h, const char *s) {
+  for (; *s; s++)
+    h = (h ^ (uint8_t)*s) * UINT64_C(0x100000001b3);
+  return h * UINT64_C(0x100000001b3);
+}
+
+/* The index of frame (function, file, line), interned by content. */
+static uint32_t intern_frame(mt_analysis *a, const char *function, const char *file, int32_t line) {
+  uint64_t h = hash_bytes(hash_bytes(UINT64_C(0xcbf29ce484222325), function), file) ^
+               (uint64_t)(uint32_t)line * UINT64_C(0x9E3779B97F4A7C15);
+  uint64_t index;
+  for (;; h++) {
+    if (!mt_hashmap_get(&a->frame_index, (int64_t)h, &index))
+      break;
+    const mt_frame *f = &a->frames[index];
+    if (f->line == line && !strcmp(f->function, function) && !strcmp(f->file, file))
+      return (uint32_t)index;
+  }
+  if (!GROW(a->frames, a->frames_cap, a->nframes + 1))
+    return UINT32_MAX;
+  mt_frame f = {copy_string(a, function), copy_string(a, file), line};
+  if (!f.function || !f.file || !mt_hashmap_put(&a->frame_index, (int64_t)h, a->nframes))
+    return UINT32_MAX;
+  a->frames[a->nframes] = f;
+  return (uint32_t)a->nframes++;
+}
+
+/* The shown frames of one code (hidden ones dropped), as a range of frame_list. */
+static bool frames_of_code(mt_analysis *a, int64_t code, size_t *offset, size_t *count) {
+  uint64_t packed;
+  if (mt_hashmap_get(&a->code_frames, code, &packed)) {
+    *offset = (size_t)(packed >> 9);
+    *count = (size_t)(packed & 0x1FF);
+    return true;
+  }
+  const mt_location *entries = NULL;
+  size_t n = 0;
+  if (!a->reader || !mt_reader_lookup_location(a->reader, code, &entries, &n))
+    n = 0;
+  if (!GROW(a->frame_list, a->frame_list_cap, a->nframe_list + (n ? n : 1)))
+    return false;
+  size_t start = a->nframe_list;
+  char name[32];
+  for (size_t i = 0; i < (n ? n : 1); i++) {
+    const char *function = name, *file = "";
+    int32_t line = 0;
+    if (n) {
+      function = entries[i].defname;
+      file = entries[i].filename;
+      line = entries[i].line;
+    } else {
+      snprintf(name, sizeof name, "$%" PRId64, code);
+    }
+    if (a->has_hide && regexec(&a->hide, function, 0, NULL, 0) == 0)
+      continue;
+    uint32_t f = intern_frame(a, function, file, line);
+    if (f == UINT32_MAX)
+      return false;
+    a->frame_list[a->nframe_list++] = f;
+  }
+  *offset = start;
+  *count = a->nframe_list - start;
+  return mt_hashmap_put(&a->code_frames, code, (uint64_t)start << 9 | *count);
+}
+
+static uint32_t fnode_child(mt_analysis *a, uint32_t parent, uint32_t frame) {
+  uint32_t child = mt_pairmap_get(&a->fnode_children, parent, frame);
+  if (child != UINT32_MAX)
+    return child;
+  if (a->nfnodes >= UINT32_MAX - 1 || !GROW(a->fnodes, a->fnodes_cap, a->nfnodes + 1))
+    return UINT32_MAX;
+  child = (uint32_t)a->nfnodes;
+  if (!mt_pairmap_put(&a->fnode_children, parent, frame, child))
+    return UINT32_MAX;
+  a->fnodes[a->nfnodes++] = (frame_node){
+      .parent = parent, .frame = frame, .depth = a->fnodes[parent].depth + 1, .stack = UINT32_MAX};
+  return child;
+}
+
+static bool same_function(const mt_analysis *a, uint32_t f1, uint32_t f2) {
+  return f1 == f2 || !strcmp(a->frames[f1].function, a->frames[f2].function);
+}
+
+uint32_t mt_stacks_of_code_node(mt_analysis *a, uint32_t node) {
+  if (a->codes[node].stack != UINT32_MAX)
+    return a->codes[node].stack;
+  /* The path's codes, outermost first. */
+  size_t depth = 0;
+  for (uint32_t n = node; n != 0; n = a->codes[n].parent)
+    depth++;
+  if (!GROW(a->scratch, a->scratch_cap, depth + 1))
+    return UINT32_MAX;
+  size_t i = depth;
+  for (uint32_t n = node; n != 0; n = a->codes[n].parent)
+    a->scratch[--i] = n;
+  uint32_t fnode = 0;
+  for (i = 0; i < depth; i++) {
+    size_t offset, count;
+    if (!frames_of_code(a, a->codes[a->scratch[i]].code, &offset, &count))
+      return UINT32_MAX;
+    for (size_t j = 0; j < count; j++) {
+      uint32_t frame = a->frame_list[offset + j];
+      /* Folding: a run of frames of one function is shown as its innermost frame. */
+      if (a->fold && fnode != 0 && same_function(a, a->fnodes[fnode].frame, frame))
+        fnode = a->fnodes[fnode].parent;
+      fnode = fnode_child(a, fnode, frame);
+      if (fnode == UINT32_MAX)
+        return UINT32_MAX;
+    }
+  }
+  uint32_t stack = a->fnodes[fnode].stack;
+  if (stack == UINT32_MAX) {
+    if (a->nstacks >= UINT32_MAX - 1 || !GROW(a->stacks, a->stacks_cap, a->nstacks + 1))
+      return UINT32_MAX;
+    uint32_t site = UINT32_MAX;
+    for (uint32_t n = fnode; n != 0; n = a->fnodes[n].parent) {
+      if (site == UINT32_MAX)
+        site = a->fnodes[n].frame; /* the innermost, in case none has a location */
+      if (a->frames[a->fnodes[n].frame].file[0]) {
+        site = a->fnodes[n].frame;
+        break;
+      }
+    }
+    stack = (uint32_t)a->nstacks++;
+    a->stacks[stack] = (stack_rec){.fnode = fnode, .site = site};
+    a->fnodes[fnode].stack = stack;
+  }
+  a->codes[node].stack = stack;
+  return stack;
+}
+
+size_t mt_analysis_stack_count(const mt_analysis *a) {
+  return a->nstacks;
+}
+
+const uint32_t *mt_analysis_stack_frames(const mt_analysis *a, size_t stack, size_t *depth) {
+  mt_analysis *m = (mt_analysis *)a; /* the buffer is a cache, not part of the model */
+  uint32_t fnode = a->stacks[stack].fnode;
+  size_t n = a->fnodes[fnode].depth;
+  *depth = n;
+  if (!GROW(m->shown, m->shown_cap, n + 1))
+    return *depth = 0, NULL;
+  for (uint32_t f = fnode; f != 0; f = a->fnodes[f].parent)
+    m->shown[--n] = a->fnodes[f].frame;
+  return m->shown;
+}
+
+const mt_stats *mt_analysis_stack_stats(const mt_analysis *a, size_t stack) {
+  return &a->stacks[stack].stats;
+}
+
+uint32_t mt_analysis_stack_site(const mt_analysis *a, size_t stack) {
+  return a->stacks[stack].site;
+}
+
+mt_frame mt_analysis_frame(const mt_analysis *a, uint32_t frame) {
+  if (frame == UINT32_MAX)
+    return (mt_frame){"<no backtrace>", "", 0};
+  return a->frames[frame];
+}
