@@ -13,17 +13,22 @@ void out_init(cli_out *o, int fd) {
   o->failed = false;
 }
 
-bool out_flush(cli_out *o) {
+/* Writes all `n` bytes unless a write fails, which marks the output failed. */
+static void write_fully(cli_out *o, const char *data, size_t n) {
   size_t done = 0;
-  while (done < o->len && !o->failed) {
-    ssize_t n = write(o->fd, o->buf + done, o->len - done);
-    if (n < 0 && errno == EINTR)
+  while (done < n && !o->failed) {
+    ssize_t w = write(o->fd, data + done, n - done);
+    if (w < 0 && errno == EINTR)
       continue;
-    if (n <= 0)
+    if (w <= 0)
       o->failed = true;
     else
-      done += (size_t)n;
+      done += (size_t)w;
   }
+}
+
+bool out_flush(cli_out *o) {
+  write_fully(o, o->buf, o->len);
   o->len = 0;
   return !o->failed;
 }
@@ -32,16 +37,7 @@ void out_bytes(cli_out *o, const void *data, size_t n) {
   if (o->len + n > sizeof o->buf) {
     out_flush(o);
     if (n > sizeof o->buf) {
-      size_t done = 0;
-      while (done < n && !o->failed) {
-        ssize_t w = write(o->fd, (const char *)data + done, n - done);
-        if (w < 0 && errno == EINTR)
-          continue;
-        if (w <= 0)
-          o->failed = true;
-        else
-          done += (size_t)w;
-      }
+      write_fully(o, data, n);
       return;
     }
   }

@@ -33,7 +33,6 @@ struct mt_input {
   uint8_t *raw;
   ZSTD_inBuffer in;
   size_t raw_cap;
-  bool zstd_done; /* ZSTD reported the end of a frame and no input is left */
   int64_t position;
 };
 
@@ -50,11 +49,9 @@ static int start_zstd(mt_input *s, mt_error *err) {
   return MT_OK;
 }
 
-int mt_input_open_memory(mt_input **out, const void *data, size_t size, mt_error *err) {
-  mt_input *s = calloc(1, sizeof *s);
-  if (!s)
-    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
-  s->fd = -1;
+/* Bytes all in memory (given, or a mapped file): read directly, or decompressed through the
+ * buffer when they are a zstd stream. Closes `s` on failure. */
+static int use_bytes(mt_input *s, const void *data, size_t size, mt_input **out, mt_error *err) {
   if (is_zstd(data, size)) {
     s->in = (ZSTD_inBuffer){data, size, 0};
     int rc = start_zstd(s, err);
@@ -68,6 +65,14 @@ int mt_input_open_memory(mt_input **out, const void *data, size_t size, mt_error
   }
   *out = s;
   return MT_OK;
+}
+
+int mt_input_open_memory(mt_input **out, const void *data, size_t size, mt_error *err) {
+  mt_input *s = calloc(1, sizeof *s);
+  if (!s)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  s->fd = -1;
+  return use_bytes(s, data, size, out, err);
 }
 
 static ssize_t read_some(int fd, void *buf, size_t n) {
@@ -91,19 +96,7 @@ int mt_input_open_fd(mt_input **out, int fd, bool own_fd, mt_error *err) {
       madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);
       s->mapping = m;
       s->mapping_size = (size_t)st.st_size;
-      if (is_zstd(m, s->mapping_size)) {
-        s->in = (ZSTD_inBuffer){m, s->mapping_size, 0};
-        int rc = start_zstd(s, err);
-        if (rc) {
-          mt_input_close(s);
-          return rc;
-        }
-      } else {
-        s->data = m;
-        s->size = s->mapping_size;
-      }
-      *out = s;
-      return MT_OK;
+      return use_bytes(s, m, s->mapping_size, out, err);
     }
   }
   /* A pipe, or a file we could not map: read it in chunks. Peek at the magic first. */

@@ -135,6 +135,21 @@ static const char *mtf_use(const char **names, int index) {
   return hit;
 }
 
+/* A new name (file or function) follows the packed fields: read and intern it. */
+static int read_name(mt_rbuf *in, mt_location_table *strings, const char *cut_reason,
+                     const char **name, int64_t *bad_offset, const char **reason) {
+  int64_t at = mt_rbuf_offset(in);
+  const char *s;
+  size_t len;
+  if (!mt_rbuf_string(in, &s, &len)) {
+    *bad_offset = at;
+    *reason = cut_reason;
+    return MT_E_MALFORMED;
+  }
+  *name = mt_location_table_intern(strings, s, len);
+  return *name ? MT_OK : MT_E_NOMEM;
+}
+
 int mt_location_decode(mt_location_decoder *dec, mt_rbuf *in, mt_location_table *strings,
                        unsigned count, mt_location *entries, int64_t *bad_offset,
                        const char **reason) {
@@ -156,17 +171,11 @@ int mt_location_decode(mt_location_decoder *dec, mt_rbuf *in, mt_location_table 
 
     mt_mtf_names *defs;
     if (file_ix == MT_MTF_NEW) {
-      int64_t at = mt_rbuf_offset(in);
-      const char *s;
-      size_t len;
-      if (!mt_rbuf_string(in, &s, &len)) {
-        *bad_offset = at;
-        *reason = "location event ends inside a file name";
-        return MT_E_MALFORMED;
-      }
-      const char *name = mt_location_table_intern(strings, s, len);
-      if (!name)
-        return MT_E_NOMEM;
+      const char *name;
+      int rc = read_name(in, strings, "location event ends inside a file name", &name, bad_offset,
+                         reason);
+      if (rc)
+        return rc;
       if (dec->count == MT_MTF_SIZE) {
         /* FORMAT.md §2.6 reader quirk: the new file inherits the evicted file's table. */
         defs = dec->defnames[MT_MTF_SIZE - 1];
@@ -194,17 +203,11 @@ int mt_location_decode(mt_location_decoder *dec, mt_rbuf *in, mt_location_table 
     l->filename = dec->file[0];
 
     if (def_ix == MT_MTF_NEW) {
-      int64_t at = mt_rbuf_offset(in);
-      const char *s;
-      size_t len;
-      if (!mt_rbuf_string(in, &s, &len)) {
-        *bad_offset = at;
-        *reason = "location event ends inside a function name";
-        return MT_E_MALFORMED;
-      }
-      const char *name = mt_location_table_intern(strings, s, len);
-      if (!name)
-        return MT_E_NOMEM;
+      const char *name;
+      int rc = read_name(in, strings, "location event ends inside a function name", &name,
+                         bad_offset, reason);
+      if (rc)
+        return rc;
       int keep = defs->count < MT_MTF_SIZE ? defs->count : MT_MTF_SIZE - 1;
       memmove(defs->name + 1, defs->name, (size_t)keep * sizeof *defs->name);
       defs->name[0] = name;

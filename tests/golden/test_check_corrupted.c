@@ -10,6 +10,7 @@
 #include "format/packet.h"
 #include "memtap/format.h"
 #include "testutil.h"
+#include "tracegen.h"
 
 typedef struct original {
   uint8_t *data;
@@ -21,12 +22,11 @@ typedef struct original {
 static original load(void) {
   original o = {0};
   o.data = tu_read_file(tu_testdata("memtrace/demo_v3.ctf"), &o.size);
-  for (size_t at = 0; at < o.size && o.npackets < 512;) {
-    mt_packet_header h;
-    assert_true(mt_packet_header_decode(o.data + at, o.size - at, &h) > 0);
-    o.packets[o.npackets++] = at;
-    at += h.packet_size_bits / 8;
-  }
+  tg_packets *p = malloc(sizeof *p);
+  tg_walk_packets(o.data, o.size, p);
+  o.npackets = p->count;
+  memcpy(o.packets, p->offset, p->count * sizeof *o.packets);
+  free(p);
   assert_true(o.npackets > 8);
   return o;
 }

@@ -129,3 +129,16 @@ int tg_read_status(const uint8_t *data, size_t size, bool backtraces, mt_error *
   mt_reader_close(r);
   return rc;
 }
+
+void tg_walk_packets(const uint8_t *data, size_t size, tg_packets *out) {
+  out->count = 0;
+  for (size_t at = 0; at < size && out->count < TG_MAX_PACKETS;) {
+    mt_packet_header *h = &out->h[out->count];
+    assert_true(mt_packet_header_decode(data + at, size - at, h) > 0);
+    assert_int_equal(h->magic, MT_CTF_MAGIC);
+    out->offset[out->count] = at;
+    out->size[out->count] = h->packet_size_bits / 8;
+    at += h->packet_size_bits / 8;
+    out->count++;
+  }
+}

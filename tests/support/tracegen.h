@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format/packet.h"
 #include "memtap/format.h"
 
 #define TG_START 1700000000000000LL
@@ -24,8 +25,8 @@ uint8_t *tg_finish(mt_writer *w, int fd, size_t *size);
 /* The bytes of a memfd written so far (caller frees). */
 uint8_t *tg_fd_bytes(int fd, size_t *size);
 
-/* Resolver (thread-safe): code c gets (c % 3) + 1 entries "fn_<c>_<i>" in "file_<c % 40>.c", line c % 100000.
- * A `user` of NULL is fine. */
+/* Resolver (thread-safe): code c gets (c % 3) + 1 entries "fn_<c>_<i>" in "file_<c % 40>.c", line c
+ * % 100000. A `user` of NULL is fine. */
 int tg_resolve(void *user, uint64_t code, const mt_location **entries, size_t *count);
 
 /* One event read back, with its backtrace copied. */
@@ -44,5 +45,13 @@ void tg_free_events(tg_event *events, size_t count);
  * with the error in *err. *events (if non-NULL) receives how many events were read. */
 int tg_read_status(const uint8_t *data, size_t size, bool backtraces, mt_error *err, size_t *events,
                    uint64_t *warnings, bool *truncated);
+
+/* The packets of a trace, walked by their headers (asserting each header is whole and valid). */
+#define TG_MAX_PACKETS 512
+typedef struct tg_packets {
+  mt_packet_header h[TG_MAX_PACKETS];
+  size_t offset[TG_MAX_PACKETS], size[TG_MAX_PACKETS], count;
+} tg_packets;
+void tg_walk_packets(const uint8_t *data, size_t size, tg_packets *out);
 
 #endif

@@ -14,23 +14,13 @@
 typedef struct base_trace {
   uint8_t *data;
   size_t size;
-  size_t packet[16], npackets;
+  size_t packet[5];
   size_t first_events;  /* packet index of the first events packet */
   size_t second_events; /* packet index of the events packet with a real verifier */
 } base_trace;
 
-static void index_packets(base_trace *t) {
-  t->npackets = 0;
-  for (size_t at = 0; at < t->size;) {
-    mt_packet_header h;
-    assert_true(mt_packet_header_decode(t->data + at, t->size - at, &h) > 0);
-    t->packet[t->npackets++] = at;
-    at += h.packet_size_bits / 8;
-  }
-}
-
-/* Packets: 0 info, 1 locations, 2 events [alloc ext, promote? no: collect], 3 locations,
- * 4 events [alloc with real verifier]. */
+/* Packets: 0 info, 1 locations, 2 events [alloc ext, alloc minor, promote, collect],
+ * 3 locations, 4 events [alloc ext, under a real cache verifier]. */
 static base_trace make_base(void) {
   int fd;
   mt_writer *w = tg_writer(3, 1.0, &fd);
@@ -50,8 +40,10 @@ static base_trace make_base(void) {
                    MT_OK);
   base_trace t = {0};
   t.data = tg_finish(w, fd, &t.size);
-  index_packets(&t);
-  assert_int_equal(t.npackets, 5);
+  tg_packets p;
+  tg_walk_packets(t.data, t.size, &p);
+  assert_int_equal(p.count, 5);
+  memcpy(t.packet, p.offset, sizeof t.packet);
   t.first_events = 2;
   t.second_events = 4;
   return t;

@@ -13,26 +13,6 @@
 #include "testutil.h"
 #include "tracegen.h"
 
-typedef struct packet_list {
-  mt_packet_header h[64];
-  size_t offset[64], size[64], count;
-} packet_list;
-
-static void walk_packets(const uint8_t *data, size_t size, packet_list *out) {
-  out->count = 0;
-  for (size_t at = 0; at < size;) {
-    assert_true(out->count < 64);
-    mt_packet_header *h = &out->h[out->count];
-    size_t hsize = mt_packet_header_decode(data + at, size - at, h);
-    assert_true(hsize > 0);
-    assert_int_equal(h->magic, MT_CTF_MAGIC);
-    out->offset[out->count] = at;
-    out->size[out->count] = h->packet_size_bits / 8;
-    at += h->packet_size_bits / 8;
-    out->count++;
-  }
-}
-
 static int tiny_resolve(void *user, uint64_t code, const mt_location **entries, size_t *count) {
   (void)user;
   static const mt_location run = {"main.ml", "Main.run", 3, 4, 20};
@@ -91,8 +71,8 @@ static void event_times_wrap_the_25_bit_field_inside_a_packet(void **state) {
   assert_int_equal(mt_writer_put_collect(w, below + 10, id, NULL), MT_OK);
   size_t size, n;
   uint8_t *data = tg_finish(w, fd, &size);
-  packet_list p;
-  walk_packets(data, size, &p);
+  tg_packets p;
+  tg_walk_packets(data, size, &p);
   /* The first event comes > 30 s after the start: the open (empty) packet is written first. */
   assert_int_equal(p.count, 4); /* info, empty events packet, locations, events */
   assert_int_equal(p.size[1], MT_HEADER_SIZE_V3);
@@ -115,8 +95,8 @@ static void explicit_flushes_write_empty_packets(void **state) {
   assert_int_equal(mt_writer_flush(w, NULL), MT_OK);
   size_t size, n;
   uint8_t *data = tg_finish(w, fd, &size);
-  packet_list p;
-  walk_packets(data, size, &p);
+  tg_packets p;
+  tg_walk_packets(data, size, &p);
   assert_int_equal(p.count, 4); /* info + two flushes + close */
   for (size_t i = 1; i < 4; i++) {
     assert_int_equal(p.size[i], MT_HEADER_SIZE_V3);
@@ -146,8 +126,8 @@ static void a_45_second_gap_starts_a_new_packet(void **state) {
   assert_int_equal(mt_writer_put_collect(w, TG_START + 46000001, a, NULL), MT_OK);
   size_t size, n;
   uint8_t *data = tg_finish(w, fd, &size);
-  packet_list p;
-  walk_packets(data, size, &p);
+  tg_packets p;
+  tg_walk_packets(data, size, &p);
   assert_int_equal(p.count, 4); /* info, locations, [alloc a], [alloc b, collect a] */
   assert_int_equal(p.h[2].time_end, TG_START + 1000000);
   assert_int_equal(p.h[3].time_begin, TG_START + 46000000);
@@ -185,8 +165,8 @@ static void interleaved_domains_flush_on_switch_and_take_id_chunks(void **state)
   assert_int_equal(next, 20001);
   size_t size, n;
   uint8_t *data = tg_finish(w, fd, &size);
-  packet_list p;
-  walk_packets(data, size, &p);
+  tg_packets p;
+  tg_walk_packets(data, size, &p);
   unsigned per_domain[3] = {0};
   for (size_t i = 1; i < p.count; i++)
     per_domain[p.h[i].domain]++;
@@ -220,8 +200,8 @@ static void a_used_up_id_chunk_flushes_and_ids_stay_contiguous(void **state) {
   }
   size_t size;
   uint8_t *data = tg_finish(w, fd, &size);
-  packet_list p;
-  walk_packets(data, size, &p);
+  tg_packets p;
+  tg_walk_packets(data, size, &p);
   bool boundary = false;
   for (size_t i = 1; i < p.count; i++)
     if (p.h[i].alloc_id_end == 10000 && p.h[i + 1].alloc_id_begin == 10000)
@@ -285,8 +265,8 @@ static void refuses_what_the_format_cannot_express(void **state) {
                    MT_E_INVALID);
   size_t size;
   uint8_t *data = tg_finish(w, fd, &size);
-  packet_list p;
-  walk_packets(data, size, &p);
+  tg_packets p;
+  tg_walk_packets(data, size, &p);
   assert_int_equal(p.h[1].version, 2);
   assert_int_equal(p.size[1], MT_HEADER_SIZE_V2);
   free(data);
