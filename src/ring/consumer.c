@@ -225,7 +225,7 @@ int mt_cursor_register_primary(mt_cursor *c, mt_error *err) {
   int self = getpid();
   int32_t current = mt_load_acquire(&h->primary_pid);
   if (mt_load_acquire(&h->primary_state) == MT_RING_PRIMARY_ATTACHED && current != 0 &&
-      current != self && mt_process_alive(current, mt_load_relaxed(&h->primary_start_time))) {
+      mt_process_alive(current, mt_load_relaxed(&h->primary_start_time))) {
     munmap(rw, rw_size);
     return mt_fail(err, MT_E_STATE, -1, "process %d already is the primary consumer", current);
   }

@@ -2,6 +2,7 @@
 #include "ring_testlib.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -27,6 +28,24 @@ mt_ring *rt_open(mt_ring_mode mode, uint64_t ring_size, uint32_t max_rings, bool
   int rc = mt_ring_open(&r, &o, &err);
   if (rc != MT_OK)
     fail_msg("mt_ring_open: %s", err.message);
+  return r;
+}
+
+mt_ring *rt_child_open(mt_ring_mode mode, uint64_t ring_size, uint32_t max_rings,
+                       uint32_t attach_timeout_ms) {
+  mt_ring_options o;
+  mt_ring_options_init(&o, NULL);
+  o.dir = tu_temp_dir();
+  o.mode = mode;
+  if (ring_size)
+    o.ring_size = ring_size;
+  if (max_rings)
+    o.max_rings = max_rings;
+  o.registry_size = 64 * 1024;
+  o.attach_timeout_ms = attach_timeout_ms;
+  mt_ring *r = NULL;
+  if (mt_ring_open(&r, &o, NULL) != MT_OK)
+    _exit(90);
   return r;
 }
 

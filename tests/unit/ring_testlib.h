@@ -12,6 +12,10 @@
 /* Opens the process's producer in tu_temp_dir() (fails the test if it cannot). */
 mt_ring *rt_open(mt_ring_mode mode, uint64_t ring_size, uint32_t max_rings, bool preserve);
 
+/* The same for a forked child, where cmocka must not run: exits with status 90 on failure. */
+mt_ring *rt_child_open(mt_ring_mode mode, uint64_t ring_size, uint32_t max_rings,
+                       uint32_t attach_timeout_ms);
+
 /* One delivered record, payload copied. */
 typedef struct rt_record {
   uint32_t ring, generation, type, id;
@@ -32,7 +36,8 @@ typedef struct rt_collector {
   size_t registry_entries;
   bool keep; /* false: count only (records[] not filled) */
   size_t seen;
-  /* Optional per-record check, called before storing; returns false to fail the test. */
+  size_t failures; /* records `check` refused */
+  /* Optional per-record check, called before storing; false counts a failure. */
   bool (*check)(const mt_ring_event *ev, void *arg);
   void *check_arg;
 } rt_collector;

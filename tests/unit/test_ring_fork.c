@@ -1,0 +1,97 @@
+/* fork: the child gets its own ring file, with the parent's registry; the parent's file never
+ * sees a record of the child, and the other way round. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ring_testlib.h"
+#include "testutil.h"
+
+enum { PARENT_BEFORE = 1, PARENT_AFTER = 2, CHILD = 3 };
+
+static size_t count_counter(const rt_collector *c, unsigned id) {
+  size_t n = 0;
+  for (size_t i = 0; i < c->count; i++)
+    n += c->records[i].type == MT_RING_TYPE_COUNTER && c->records[i].id == id;
+  return n;
+}
+
+static const rt_record *find_lifecycle(const rt_collector *c, unsigned id) {
+  for (size_t i = 0; i < c->count; i++)
+    if (c->records[i].type == MT_RING_TYPE_LIFECYCLE && c->records[i].id == id)
+      return &c->records[i];
+  return NULL;
+}
+
+static void parent_and_child_each_write_their_own_file(void **state) {
+  (void)state;
+  mt_ring *r = rt_open(MT_RING_FLIGHT_RECORDER, 0, 4, true);
+  assert_int_equal(mt_ring_register_name(r, 1, "before fork"), MT_OK);
+  for (int i = 0; i < 100; i++)
+    mt_ring_write_counter(r, PARENT_BEFORE, (uint64_t)i);
+  rt_pipe child_done;
+  rt_pipe_open(&child_done);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int bad = 0;
+    for (int i = 0; i < 50; i++)
+      bad |= mt_ring_write_counter(r, CHILD, (uint64_t)i) != MT_OK;
+    bad |= mt_ring_register_name(r, 2, "child only") != MT_OK;
+    mt_ring_close(r); /* preserved: the test reads it */
+    rt_signal(&child_done);
+    _exit(bad ? 96 : 0);
+  }
+  for (int i = 0; i < 70; i++)
+    mt_ring_write_counter(r, PARENT_AFTER, (uint64_t)i);
+  rt_wait(&child_done);
+  assert_int_equal(rt_wait_child(pid), 0);
+  mt_ring_close(r);
+
+  mt_cursor *pc = rt_cursor(getpid()), *cc = rt_cursor(pid);
+  rt_collector parent = {.keep = true}, child = {.keep = true};
+  rt_collector_attach(pc, &parent);
+  rt_collector_attach(cc, &child);
+  rt_drain(pc, true);
+  rt_drain(cc, true);
+
+  assert_int_equal(count_counter(&parent, PARENT_BEFORE), 100);
+  assert_int_equal(count_counter(&parent, PARENT_AFTER), 70);
+  assert_int_equal(count_counter(&parent, CHILD), 0);
+  assert_int_equal(count_counter(&child, CHILD), 50);
+  assert_int_equal(count_counter(&child, PARENT_BEFORE), 0);
+  assert_int_equal(count_counter(&child, PARENT_AFTER), 0);
+
+  const rt_record *forked = find_lifecycle(&parent, MT_RING_LIFECYCLE_FORK_PARENT);
+  const rt_record *born = find_lifecycle(&child, MT_RING_LIFECYCLE_FORK_CHILD);
+  assert_non_null(forked);
+  assert_non_null(born);
+  assert_int_equal(born->payload[0], getpid());
+  assert_int_equal(born->payload[1], forked->payload[0]); /* the same fork */
+  assert_null(find_lifecycle(&child, MT_RING_LIFECYCLE_START));
+
+  mt_ring_file_info info;
+  mt_cursor_info(cc, &info);
+  assert_int_equal(info.pid, pid);
+  assert_int_equal(info.parent_pid, getpid());
+  assert_int_equal(info.fork_number, forked->payload[0]);
+  const void *name;
+  size_t len;
+  assert_int_equal(mt_cursor_lookup(cc, MT_RING_REGISTRY_NAME, 1, &name, &len), MT_OK);
+  assert_string_equal(name, "before fork"); /* inherited */
+  assert_int_equal(mt_cursor_lookup(cc, MT_RING_REGISTRY_NAME, 2, &name, &len), MT_OK);
+  assert_int_equal(mt_cursor_lookup(pc, MT_RING_REGISTRY_NAME, 2, &name, &len), MT_E_INVALID);
+
+  mt_cursor_close(pc);
+  mt_cursor_close(cc);
+  rt_collector_free(&parent);
+  rt_collector_free(&child);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(parent_and_child_each_write_their_own_file),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
