@@ -470,7 +470,9 @@ static int deliver(mt_cursor *c, uint32_t ring, const uint64_t *rec, uint32_t le
     uint64_t next = mt_load_relaxed(&b->next_seq);
     seq = next - 1 - (uint32_t)((uint32_t)(next - 1) - seq32);
   } else {
-    seq = rs->expected + (uint32_t)(seq32 - (uint32_t)rs->expected);
+    /* Without a gap the number should be exactly the expected one: read the difference as
+     * signed, so that a number going backwards is seen as such. */
+    seq = rs->expected + (uint64_t)(int64_t)(int32_t)(seq32 - (uint32_t)rs->expected);
   }
   if (rs->expected_known || rs->gap) {
     if (seq < rs->expected) {

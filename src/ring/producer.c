@@ -173,6 +173,7 @@ static void fork_child(void) {
 
   mt_store_relaxed(&s->epoch, epoch + 1); /* closed while we rebuild */
   s->first_wait_ns = 0;
+  s->claim_hint = 0;
   mt_process_stat(0, &s->start_time, NULL);
   int rc = mt_ring_file_create(s, parent, fork_number, NULL);
   if (rc == MT_OK) {
@@ -254,6 +255,7 @@ static int open_session(struct mt_ring *s, const mt_ring_options *opts, mt_error
   s->start_time = 0;
   mt_process_stat(0, &s->start_time, NULL);
   s->first_wait_ns = 0;
+  s->claim_hint = 0;
   rc = mt_ring_file_create(s, 0, 0, err);
   if (rc != MT_OK)
     return rc;
