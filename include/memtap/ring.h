@@ -282,6 +282,7 @@ typedef struct mt_ring_file_info {
   mt_ring_clock clock;
   uint64_t clock_hz;           /* ticks per second of the timestamps */
   int64_t created_realtime_ns; /* CLOCK_REALTIME when the file was created */
+  int64_t created_ns;          /* the same moment, as mt_cursor_timestamp_ns gives times */
   uint32_t ring_count;
   uint64_t ring_size;     /* bytes per ring */
   uint64_t registry_size; /* bytes */

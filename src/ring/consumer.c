@@ -695,6 +695,8 @@ int mt_cursor_info(const mt_cursor *c, mt_ring_file_info *info) {
   info->clock = (mt_ring_clock)g->clock;
   info->clock_hz = g->clock_hz;
   info->created_realtime_ns = (int64_t)g->realtime_base_ns;
+  info->created_ns =
+      (int64_t)(g->clock == MT_RING_CLOCK_REALTIME ? g->realtime_base_ns : g->monotonic_base_ns);
   info->ring_count = g->ring_count;
   info->ring_size = g->ring_words * 8;
   info->registry_size = g->registry_words * 8;
