@@ -1,6 +1,7 @@
 /* The analysis subcommands' shared helpers (analysis_cli.h). */
 #include "analysis_cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,7 +189,7 @@ bool an_parse_group(const char *text, mt_group_by *by) {
 void an_print_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverted,
                     size_t max_frames, const char *indent) {
   size_t depth;
-  const uint32_t *frames = mt_analysis_stack_frames(a, stack, &depth);
+  const uint32_t *frames = mt_analysis_stack_frames(a, stack, &depth, NULL);
   if (depth == 0) {
     out_printf(o, "%s<no backtrace>\n", indent);
     return;
@@ -209,7 +210,7 @@ void an_print_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverte
 
 void an_json_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverted) {
   size_t depth;
-  const uint32_t *frames = mt_analysis_stack_frames(a, stack, &depth);
+  const uint32_t *frames = mt_analysis_stack_frames(a, stack, &depth, NULL);
   out_str(o, "[");
   for (size_t i = 0; i < depth; i++) {
     if (i)
@@ -217,4 +218,29 @@ void an_json_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverted
     an_json_frame(o, mt_analysis_frame(a, frames[inverted ? depth - 1 - i : i]));
   }
   out_str(o, "]");
+}
+
+static int mt_fail_io_cli(mt_error *err) {
+  err->code = MT_E_IO;
+  snprintf(err->message, sizeof err->message, "writing failed: %s", strerror(errno));
+  return MT_E_IO;
+}
+
+int an_export_to(const mt_analysis *a, mt_export_format format, const mt_export_options *eo,
+                 const char *output, const char *path) {
+  bool to_stdout = !output || !strcmp(output, "-");
+  FILE *f = to_stdout ? stdout : fopen(output, "wb");
+  if (!f) {
+    cli_error(output, "cannot create: %s", strerror(errno));
+    return MT_EXIT_FAILURE;
+  }
+  mt_error err;
+  int rc = mt_export(a, format, f, eo, &err);
+  if (!to_stdout && fclose(f) != 0 && rc == MT_OK)
+    rc = mt_fail_io_cli(&err);
+  if (rc) {
+    cli_report(rc == MT_E_IO ? (output ? output : "<stdout>") : path, &err);
+    return MT_EXIT_FAILURE;
+  }
+  return MT_EXIT_OK;
 }

@@ -79,3 +79,12 @@ void an_print_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverte
 /* A stack as a JSON array of frames, in the same order. */
 void an_json_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverted);
 #endif
+
+#ifndef MEMTAP_CLI_ANALYSIS_CLI_EXPORT
+#define MEMTAP_CLI_ANALYSIS_CLI_EXPORT
+#include "memtap/export.h"
+/* Exports `a` to `output` (standard output when NULL or "-"); prints errors; returns an exit
+ * status. `path` names the trace in messages. */
+int an_export_to(const mt_analysis *a, mt_export_format format, const mt_export_options *eo,
+                 const char *output, const char *path);
+#endif

@@ -158,8 +158,12 @@ typedef struct mt_stats {
 
 /* Distinct backtraces with allocations (or live objects), numbered 0 .. count-1. */
 size_t mt_analysis_stack_count(const mt_analysis *a);
-/* Frames of stack `stack`, outermost first, and their number. Borrowed. */
-const uint32_t *mt_analysis_stack_frames(const mt_analysis *a, size_t stack, size_t *depth);
+/* Frames of stack `stack`, outermost first, and their number. Borrowed: valid until the next call
+ * of mt_analysis_stack_frames. When `inlined` is non-NULL it receives a parallel array (borrowed
+ * the same way): inlined[i] is true when frame i was inlined into frame i-1 (both came from one
+ * return address, FORMAT.md §2.6). */
+const uint32_t *mt_analysis_stack_frames(const mt_analysis *a, size_t stack, size_t *depth,
+                                         const bool **inlined);
 const mt_stats *mt_analysis_stack_stats(const mt_analysis *a, size_t stack);
 /* The site frame of a stack (an index for mt_analysis_frame), or UINT32_MAX for "<no backtrace>".
  */
@@ -211,12 +215,30 @@ typedef struct mt_cell {
   uint8_t alloc_bucket; /* 0..MT_CELL_TIME_BUCKETS-1, or MT_CELL_BEFORE */
   uint8_t free_bucket;  /* 0..MT_CELL_TIME_BUCKETS-1, or MT_CELL_NEVER */
   uint8_t size_class;
+  uint8_t lifetime_class; /* MT_LIFETIME_CLASSES-1 when not freed */
   mt_amount amount;
 } mt_cell;
 
 /* The cells (at most MT_CELL_LIMIT; the time buckets widen as needed to stay under it) and the
  * width in µs of their time buckets, which start at summary.from. Requires options.cells. */
 const mt_cell *mt_analysis_cells(const mt_analysis *a, size_t *count, int64_t *width);
+
+/* ---------------------------------------------------------------------------------------------
+ * The largest allocations (for instant events in the Chrome trace export)
+ * ------------------------------------------------------------------------------------------- */
+
+#define MT_LARGEST_ALLOCATIONS 100
+
+typedef struct mt_allocation {
+  int64_t time; /* µs since the trace start */
+  int64_t words;
+  uint64_t samples;
+  uint32_t stack;
+  mt_source source;
+} mt_allocation;
+
+/* The MT_LARGEST_ALLOCATIONS largest allocations of the window by length, in time order. */
+const mt_allocation *mt_analysis_largest(const mt_analysis *a, size_t *count);
 
 #ifdef __cplusplus
 }

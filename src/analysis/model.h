@@ -25,8 +25,9 @@ typedef struct code_node {
 typedef struct frame_node {
   uint32_t parent;
   uint32_t frame;
-  uint32_t depth;
-  uint32_t stack; /* the stack ending here, UINT32_MAX if none */
+  uint32_t depth : 31;
+  uint32_t inlined : 1; /* inlined into the parent frame (same return address) */
+  uint32_t stack;       /* the stack ending here, UINT32_MAX if none */
 } frame_node;
 
 typedef struct stack_rec {
@@ -79,7 +80,8 @@ struct mt_analysis {
   uint32_t *scratch; /* path buffers */
   size_t scratch_cap;
   uint32_t *shown; /* frame-stack materialisation for mt_analysis_stack_frames */
-  size_t shown_cap;
+  bool *shown_inlined;
+  size_t shown_cap, shown_inlined_cap;
 
   /* pass.c */
   mt_hashmap live_index; /* object id -> index in live */
@@ -94,6 +96,9 @@ struct mt_analysis {
   uint64_t live_samples, peak_samples;
   double live_objects_est;
   bool in_window;
+
+  mt_allocation largest[MT_LARGEST_ALLOCATIONS]; /* a min-heap by words during the pass */
+  size_t nlargest;
 
   /* timeline.c */
   mt_timeline_bucket timeline[MT_TIMELINE_BUCKETS];

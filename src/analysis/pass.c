@@ -146,6 +146,47 @@ static bool on_free(mt_analysis *a, int64_t id, size_t slot, int64_t t, bool cou
   return live_remove(a, id, slot);
 }
 
+/* Keeps the largest allocations in a min-heap by length (the root is the smallest kept). */
+static void keep_largest(mt_analysis *a, const mt_allocation *x) {
+  mt_allocation *h = a->largest;
+  size_t n = a->nlargest, i;
+  if (n < MT_LARGEST_ALLOCATIONS) {
+    i = a->nlargest++;
+    while (i > 0 && h[(i - 1) / 2].words > x->words) {
+      h[i] = h[(i - 1) / 2];
+      i = (i - 1) / 2;
+    }
+    h[i] = *x;
+    return;
+  }
+  if (x->words <= h[0].words)
+    return;
+  i = 0;
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    const mt_allocation *best = x;
+    if (l < n && h[l].words < best->words)
+      m = l, best = &h[l];
+    if (r < n && h[r].words < best->words)
+      m = r;
+    if (m == i)
+      break;
+    h[i] = h[m];
+    i = m;
+  }
+  h[i] = *x;
+}
+
+static int by_time(const void *p, const void *q) {
+  const mt_allocation *x = p, *y = q;
+  return (x->time > y->time) - (x->time < y->time);
+}
+
+const mt_allocation *mt_analysis_largest(const mt_analysis *a, size_t *count) {
+  *count = a->nlargest;
+  return a->largest;
+}
+
 static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err) {
   domain_state *d = domain_of(a, ev->domain);
   uint32_t node = d ? mt_stacks_intern(a, d, ev) : UINT32_MAX;
@@ -185,6 +226,7 @@ static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err
   mt_timeline_change(a, t, mt_analysis_bytes(a, samples), 0);
   if (a->live_samples > a->peak_samples)
     snapshot_peak(a, t);
+  keep_largest(a, &(mt_allocation){t, words, samples, stack, ev->source});
   if (!mt_cells_reach(a, t))
     return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
   return MT_OK;
@@ -218,6 +260,7 @@ static int finish(mt_analysis *a, int64_t last, bool bounded_to) {
     if (!mt_cells_add(a, o, -1, est))
       return MT_E_NOMEM;
   }
+  qsort(a->largest, a->nlargest, sizeof a->largest[0], by_time);
   /* Stacks first met before the window and gone by its start show nothing: leave them counted
    * but let the queries skip empty ones. */
   for (size_t i = 0; i < a->nstacks; i++) {

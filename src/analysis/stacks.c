@@ -61,6 +61,7 @@ void mt_stacks_free(mt_analysis *a) {
   free(a->stacks);
   free(a->scratch);
   free(a->shown);
+  free(a->shown_inlined);
 }
 
 uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
@@ -168,17 +169,21 @@ static bool frames_of_code(mt_analysis *a, int64_t code, size_t *offset, size_t 
   return mt_hashmap_put(&a->code_frames, code, (uint64_t)start << 9 | *count);
 }
 
-static uint32_t fnode_child(mt_analysis *a, uint32_t parent, uint32_t frame) {
-  uint32_t child = mt_pairmap_get(&a->fnode_children, parent, frame);
+static uint32_t fnode_child(mt_analysis *a, uint32_t parent, uint32_t frame, bool inlined) {
+  uint64_t item = frame | (uint64_t)inlined << 32;
+  uint32_t child = mt_pairmap_get(&a->fnode_children, parent, item);
   if (child != UINT32_MAX)
     return child;
   if (a->nfnodes >= UINT32_MAX - 1 || !GROW(a->fnodes, a->fnodes_cap, a->nfnodes + 1))
     return UINT32_MAX;
   child = (uint32_t)a->nfnodes;
-  if (!mt_pairmap_put(&a->fnode_children, parent, frame, child))
+  if (!mt_pairmap_put(&a->fnode_children, parent, item, child))
     return UINT32_MAX;
-  a->fnodes[a->nfnodes++] = (frame_node){
-      .parent = parent, .frame = frame, .depth = a->fnodes[parent].depth + 1, .stack = UINT32_MAX};
+  a->fnodes[a->nfnodes++] = (frame_node){.parent = parent,
+                                         .frame = frame,
+                                         .depth = a->fnodes[parent].depth + 1,
+                                         .inlined = inlined,
+                                         .stack = UINT32_MAX};
   return child;
 }
 
@@ -205,10 +210,13 @@ uint32_t mt_stacks_of_code_node(mt_analysis *a, uint32_t node) {
       return UINT32_MAX;
     for (size_t j = 0; j < count; j++) {
       uint32_t frame = a->frame_list[offset + j];
+      bool inlined = j > 0;
       /* Folding: a run of frames of one function is shown as its innermost frame. */
-      if (a->fold && fnode != 0 && same_function(a, a->fnodes[fnode].frame, frame))
+      if (a->fold && fnode != 0 && same_function(a, a->fnodes[fnode].frame, frame)) {
+        inlined = a->fnodes[fnode].inlined;
         fnode = a->fnodes[fnode].parent;
-      fnode = fnode_child(a, fnode, frame);
+      }
+      fnode = fnode_child(a, fnode, frame, inlined && fnode != 0);
       if (fnode == UINT32_MAX)
         return UINT32_MAX;
     }
@@ -238,15 +246,21 @@ size_t mt_analysis_stack_count(const mt_analysis *a) {
   return a->nstacks;
 }
 
-const uint32_t *mt_analysis_stack_frames(const mt_analysis *a, size_t stack, size_t *depth) {
-  mt_analysis *m = (mt_analysis *)a; /* the buffer is a cache, not part of the model */
+const uint32_t *mt_analysis_stack_frames(const mt_analysis *a, size_t stack, size_t *depth,
+                                         const bool **inlined) {
+  mt_analysis *m = (mt_analysis *)a; /* the buffers are a cache, not part of the model */
   uint32_t fnode = a->stacks[stack].fnode;
   size_t n = a->fnodes[fnode].depth;
   *depth = n;
-  if (!GROW(m->shown, m->shown_cap, n + 1))
+  if (!GROW(m->shown, m->shown_cap, n + 1) ||
+      !GROW(m->shown_inlined, m->shown_inlined_cap, n + 1))
     return *depth = 0, NULL;
-  for (uint32_t f = fnode; f != 0; f = a->fnodes[f].parent)
+  for (uint32_t f = fnode; f != 0; f = a->fnodes[f].parent) {
     m->shown[--n] = a->fnodes[f].frame;
+    m->shown_inlined[n] = a->fnodes[f].inlined;
+  }
+  if (inlined)
+    *inlined = m->shown_inlined;
   return m->shown;
 }
 

@@ -79,13 +79,15 @@ const mt_timeline_bucket *mt_analysis_timeline(const mt_analysis *a, size_t *cou
 
 /* Cells ------------------------------------------------------------------------------------- */
 
-static int64_t cell_key(uint32_t stack, unsigned alloc_bucket, unsigned free_bucket, unsigned size) {
-  return (int64_t)((uint64_t)stack << 24 | alloc_bucket << 16 | free_bucket << 8 | size);
+static int64_t cell_key(uint32_t stack, unsigned alloc_bucket, unsigned free_bucket, unsigned size,
+                        unsigned lifetime) {
+  return (int64_t)((uint64_t)lifetime << 56 | (uint64_t)stack << 24 | alloc_bucket << 16 |
+                   free_bucket << 8 | size);
 }
 
 static bool cell_put(mt_analysis *a, uint32_t stack, unsigned ab, unsigned fb, unsigned sc,
-                     const mt_amount *amount) {
-  int64_t key = cell_key(stack, ab, fb, sc);
+                     unsigned lc, const mt_amount *amount) {
+  int64_t key = cell_key(stack, ab, fb, sc, lc);
   uint64_t index;
   if (!mt_hashmap_get(&a->cell_index, key, &index)) {
     if (a->ncells == a->cells_cap) {
@@ -102,7 +104,8 @@ static bool cell_put(mt_analysis *a, uint32_t stack, unsigned ab, unsigned fb, u
     a->cells[a->ncells++] = (mt_cell){.stack = stack,
                                       .alloc_bucket = (uint8_t)ab,
                                       .free_bucket = (uint8_t)fb,
-                                      .size_class = (uint8_t)sc};
+                                      .size_class = (uint8_t)sc,
+                                      .lifetime_class = (uint8_t)lc};
   }
   mt_amount *to = &a->cells[index].amount;
   mt_amount_add(to, amount->objects, amount->samples, amount->objects_estimated);
@@ -122,7 +125,7 @@ static bool cells_double(mt_analysis *a) {
     const mt_cell *c = &old[i];
     unsigned ab = c->alloc_bucket == MT_CELL_BEFORE ? MT_CELL_BEFORE : c->alloc_bucket / 2u;
     unsigned fb = c->free_bucket == MT_CELL_NEVER ? MT_CELL_NEVER : c->free_bucket / 2u;
-    ok = cell_put(a, c->stack, ab, fb, c->size_class, &c->amount);
+    ok = cell_put(a, c->stack, ab, fb, c->size_class, c->lifetime_class, &c->amount);
   }
   free(old);
   return ok;
@@ -147,8 +150,9 @@ bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double o
   unsigned ab = o->before ? MT_CELL_BEFORE : (unsigned)((o->time - from) / a->cell_width);
   unsigned fb = free_time < 0 ? MT_CELL_NEVER : (unsigned)((free_time - from) / a->cell_width);
   int sc = mt_size_class_of(o->words * (int64_t)a->word_bytes);
+  int lc = free_time < 0 ? MT_LIFETIME_CLASSES - 1 : mt_lifetime_class_of(free_time - o->time);
   mt_amount amount = {1, o->samples, objects_est};
-  if (!cell_put(a, o->stack, ab, fb, (unsigned)sc, &amount))
+  if (!cell_put(a, o->stack, ab, fb, (unsigned)sc, (unsigned)lc, &amount))
     return false;
   /* Coarser time is the only way to fewer cells; stop when one bucket spans everything. */
   int64_t span = (free_time >= 0 ? free_time : o->time) - from;

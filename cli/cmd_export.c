@@ -1,0 +1,84 @@
+/* memtap export: the analysis in other tools' formats (pprof, speedscope, Chrome trace, folded). */
+#include <stdio.h>
+#include <string.h>
+
+#include "analysis_cli.h"
+#include "cli.h"
+#include "memtap/export.h"
+
+static const char usage[] =
+    "usage: memtap export [OPTIONS] --format FORMAT -o OUT TRACE\n"
+    "\n"
+    "  --format pprof       gzipped pprof profile for go tool pprof, Pyroscope, Parca: sample\n"
+    "                       types alloc_objects, alloc_space, inuse_objects, inuse_space\n"
+    "  --format speedscope  speedscope JSON (bytes allocated, bytes live at the end)\n"
+    "  --format chrome      Chrome trace JSON: live-heap counter, largest allocations\n"
+    "  --format folded      folded stacks (as memtap flame)\n"
+    "  -o OUT               the output file ('-' for standard output)\n"
+    "  --at T|peak          pprof in-use values at the peak, or at T (seconds or N%: the\n"
+    "                       analysis then stops at T, alloc_* included); default: the end\n"
+    "  --by METRIC          folded: bytes (the default), count, live, peak, temporary\n" AN_USAGE_WINDOW
+        AN_USAGE_STACKS "  -h, --help           show this help\n";
+
+int mt_cmd_export(int argc, char **argv) {
+  enum { OPT_FORMAT = 1, OPT_AT, OPT_BY };
+  static const struct option options[] = {AN_LONG_OPTIONS,
+                                          {"format", required_argument, NULL, OPT_FORMAT},
+                                          {"at", required_argument, NULL, OPT_AT},
+                                          {"by", required_argument, NULL, OPT_BY},
+                                          {0}};
+  an_options ao = {0};
+  mt_export_options eo = {0};
+  const char *format_name = NULL, *output = NULL, *at = NULL;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "ho:", options, NULL)) != -1) {
+    if (c != AN_OPT_JSON && an_option(&ao, c, optarg))
+      continue;
+    switch (c) {
+    case 'h': fputs(usage, stdout); return MT_EXIT_OK;
+    case OPT_FORMAT: format_name = optarg; break;
+    case OPT_AT: at = optarg; break;
+    case OPT_BY:
+      if (!an_parse_metric(optarg, &eo.metric))
+        return cli_usage_error("export", "--by takes bytes, count, live, peak or temporary");
+      break;
+    case 'o': output = optarg; break;
+    default: return cli_usage_error("export", "unknown option");
+    }
+  }
+  if (optind != argc - 1)
+    return cli_usage_error("export", "expected exactly one TRACE");
+  if (!format_name || !output)
+    return cli_usage_error("export", "--format and -o are required");
+  static const struct {
+    const char *name;
+    mt_export_format format;
+  } formats[] = {{"pprof", MT_EXPORT_PPROF},
+                 {"speedscope", MT_EXPORT_SPEEDSCOPE},
+                 {"chrome", MT_EXPORT_CHROME},
+                 {"folded", MT_EXPORT_FOLDED}};
+  int fi = -1;
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(format_name, formats[i].name))
+      fi = i;
+  if (fi < 0)
+    return cli_usage_error("export", "--format takes pprof, speedscope, chrome or folded");
+  const char *path = argv[optind];
+  int64_t to = MT_TIME_UNBOUNDED;
+  if (at && !strcmp(at, "peak")) {
+    eo.inuse_at_peak = true;
+  } else if (at) {
+    int64_t duration = strchr(at, '%') ? an_trace_duration(path) : 0;
+    if (duration < 0)
+      return MT_EXIT_FAILURE;
+    if (!an_parse_time(at, duration, &to))
+      return cli_usage_error("export", "--at takes 'peak', seconds or a percentage");
+  }
+  mt_analysis *a = an_load("export", path, &ao, false, to);
+  if (!a)
+    return MT_EXIT_FAILURE;
+  int status = an_export_to(a, formats[fi].format, &eo, output, path);
+  mt_analysis_free(a);
+  return status;
+}

@@ -1,0 +1,62 @@
+/* memtap flame: folded stacks for flamegraph tools (the default), or a standalone SVG. */
+#include <stdio.h>
+#include <string.h>
+
+#include "analysis_cli.h"
+#include "cli.h"
+#include "memtap/export.h"
+
+static const char usage[] =
+    "usage: memtap flame [OPTIONS] TRACE\n"
+    "\n"
+    "Backtraces as a flame graph: folded stacks ('outer;...;inner VALUE', one line per\n"
+    "backtrace, for flamegraph.pl, inferno or speedscope), or a standalone SVG. Frames are\n"
+    "function names; direct recursion is folded unless --no-fold.\n"
+    "\n"
+    "  --folded          folded stacks (the default)\n"
+    "  --svg             an SVG flame graph\n"
+    "  --by METRIC       bytes (allocated, the default), count, live, peak, temporary\n"
+    "  --inverted        start each stack at the allocation point (callers above it)\n"
+    "  -o FILE           write to FILE instead of standard output\n" AN_USAGE_WINDOW
+        AN_USAGE_STACKS "  -h, --help        show this help\n";
+
+int mt_cmd_flame(int argc, char **argv) {
+  enum { OPT_FOLDED = 1, OPT_SVG, OPT_BY, OPT_INVERTED };
+  static const struct option options[] = {AN_LONG_OPTIONS,
+                                          {"folded", no_argument, NULL, OPT_FOLDED},
+                                          {"svg", no_argument, NULL, OPT_SVG},
+                                          {"by", required_argument, NULL, OPT_BY},
+                                          {"inverted", no_argument, NULL, OPT_INVERTED},
+                                          {0}};
+  an_options ao = {0};
+  mt_export_options eo = {0};
+  mt_export_format format = MT_EXPORT_FOLDED;
+  const char *output = NULL;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "ho:", options, NULL)) != -1) {
+    if (c != AN_OPT_JSON && an_option(&ao, c, optarg))
+      continue;
+    switch (c) {
+    case 'h': fputs(usage, stdout); return MT_EXIT_OK;
+    case OPT_FOLDED: format = MT_EXPORT_FOLDED; break;
+    case OPT_SVG: format = MT_EXPORT_FLAME_SVG; break;
+    case OPT_BY:
+      if (!an_parse_metric(optarg, &eo.metric))
+        return cli_usage_error("flame", "--by takes bytes, count, live, peak or temporary");
+      break;
+    case OPT_INVERTED: eo.inverted = true; break;
+    case 'o': output = optarg; break;
+    default: return cli_usage_error("flame", "unknown option");
+    }
+  }
+  if (optind != argc - 1)
+    return cli_usage_error("flame", "expected exactly one TRACE");
+  const char *path = argv[optind];
+  mt_analysis *a = an_load("flame", path, &ao, false, MT_TIME_UNBOUNDED);
+  if (!a)
+    return MT_EXIT_FAILURE;
+  int status = an_export_to(a, format, &eo, output, path);
+  mt_analysis_free(a);
+  return status;
+}

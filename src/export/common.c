@@ -1,0 +1,168 @@
+/* mt_export's dispatch and what every exporter shares: rounding values to integers whose total is
+ * exact, JSON and XML text escaping. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "export/export_internal.h"
+
+int mt_export(const mt_analysis *a, mt_export_format format, FILE *out,
+              const mt_export_options *options, mt_error *err) {
+  mt_export_options defaults = {0};
+  if (!options)
+    options = &defaults;
+  if (options->metric == MT_METRIC_TEMPORARY && !mt_analysis_summary(a)->temporary_defined)
+    return mt_fail(err, MT_E_UNSUPPORTED, -1,
+                   "temporary allocations are only known when every allocation is recorded "
+                   "(rate 1)");
+  int rc;
+  switch (format) {
+  case MT_EXPORT_PPROF: rc = mt_export_pprof(a, out, options, err); break;
+  case MT_EXPORT_SPEEDSCOPE: rc = mt_export_speedscope(a, out, options, err); break;
+  case MT_EXPORT_CHROME: rc = mt_export_chrome(a, out, options, err); break;
+  case MT_EXPORT_FOLDED: rc = mt_export_folded(a, out, options, err); break;
+  case MT_EXPORT_FLAME_SVG: rc = mt_export_flame_svg(a, out, options, err); break;
+  case MT_EXPORT_HTML: rc = mt_export_html(a, out, options, err); break;
+  default: return mt_fail(err, MT_E_INVALID, -1, "unknown export format %d", (int)format);
+  }
+  if (rc == MT_OK && (fflush(out) != 0 || ferror(out)))
+    return mt_fail_io(err, "writing the export");
+  return rc;
+}
+
+typedef struct share_rest {
+  double fraction;
+  size_t index;
+} share_rest;
+
+static int by_fraction_desc(const void *p, const void *q) {
+  const share_rest *x = p, *y = q;
+  if (x->fraction != y->fraction)
+    return x->fraction < y->fraction ? 1 : -1;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+void mt_apportion(const double *values, size_t count, int64_t total, int64_t *out) {
+  int64_t sum = 0;
+  share_rest *r = malloc((count ? count : 1) * sizeof *r);
+  for (size_t i = 0; i < count; i++) {
+    double v = values[i] > 0 ? values[i] : 0;
+    out[i] = (int64_t)floor(v);
+    sum += out[i];
+    if (r)
+      r[i] = (share_rest){v - (double)out[i], i};
+  }
+  int64_t left = total - sum;
+  if (!r || count == 0)
+    return free(r);
+  qsort(r, count, sizeof *r, by_fraction_desc);
+  /* Hand out the missing units to the largest remainders (round-robin if inputs were off by
+   * more than one unit each); take surplus units back from the smallest ones still positive. */
+  for (size_t k = 0; left > 0; k = (k + 1) % count, left--)
+    out[r[k].index]++;
+  while (left < 0) {
+    bool any = false;
+    for (size_t k = count; k-- > 0 && left < 0;)
+      if (out[r[k].index] > 0)
+        out[r[k].index]--, left++, any = true;
+    if (!any)
+      break;
+  }
+  free(r);
+}
+
+static double metric_total(const mt_analysis *a, mt_metric metric) {
+  const mt_summary *s = mt_analysis_summary(a);
+  mt_stats t = {0};
+  t.allocated = s->allocated;
+  t.live = s->live_end;
+  t.peak = s->at_peak;
+  t.temporary = s->temporary;
+  return mt_analysis_metric(a, &t, metric);
+}
+
+int64_t *mt_export_stack_values(const mt_analysis *a, mt_metric metric) {
+  size_t n = mt_analysis_stack_count(a);
+  double *v = malloc((n ? n : 1) * sizeof *v);
+  int64_t *out = malloc((n ? n : 1) * sizeof *out);
+  if (!v || !out) {
+    free(v);
+    free(out);
+    return NULL;
+  }
+  for (size_t i = 0; i < n; i++)
+    v[i] = mt_analysis_metric(a, mt_analysis_stack_stats(a, i), metric);
+  mt_apportion(v, n, llround(metric_total(a, metric)), out);
+  free(v);
+  return out;
+}
+
+/* Length of the valid UTF-8 sequence at s, or 0. */
+static size_t utf8_length(const unsigned char *s) {
+  if (s[0] < 0x80)
+    return 1;
+  size_t n = s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
+  if (s[0] > 0xF4)
+    return 0;
+  for (size_t i = 1; i < n; i++)
+    if ((s[i] & 0xC0) != 0x80)
+      return 0;
+  if (n == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0)))
+    return 0; /* overlong, or a surrogate */
+  if (n == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90)))
+    return 0;
+  return n;
+}
+
+void mt_json_string(FILE *out, const char *str) {
+  const unsigned char *s = (const unsigned char *)str;
+  fputc('"', out);
+  while (*s) {
+    size_t n = utf8_length(s);
+    if (n == 0) {
+      fprintf(out, "\\udc%02x", *s++);
+    } else if (n > 1) {
+      fwrite(s, 1, n, out);
+      s += n;
+    } else if (*s == '"' || *s == '\\') {
+      fputc('\\', out);
+      fputc(*s++, out);
+    } else if (*s < 0x20 || *s == 0x7F) {
+      fprintf(out, "\\u%04x", *s++);
+    } else if (*s == '<') { /* keeps "</script>" out of JSON embedded in HTML */
+      fputs("\\u003c", out);
+      s++;
+    } else {
+      fputc(*s++, out);
+    }
+  }
+  fputc('"', out);
+}
+
+void mt_xml_text(FILE *out, const char *str) {
+  const unsigned char *u = (const unsigned char *)str;
+  for (const char *s = str; *s; s++) {
+    size_t n = utf8_length(u + (s - str));
+    if (n == 0) { /* not UTF-8: XML must be */
+      fputc('?', out);
+      continue;
+    }
+    if (n > 1) {
+      fwrite(s, 1, n, out);
+      s += n - 1;
+      continue;
+    }
+    switch (*s) {
+    case '<': fputs("&lt;", out); break;
+    case '>': fputs("&gt;", out); break;
+    case '&': fputs("&amp;", out); break;
+    case '"': fputs("&quot;", out); break;
+    default:
+      if ((unsigned char)*s < 0x20 && *s != '\t' && *s != '\n')
+        fputc('?', out);
+      else
+        fputc(*s, out);
+    }
+  }
+}

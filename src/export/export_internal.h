@@ -1,0 +1,30 @@
+/* What the exporters of src/export share: the per-format entry points behind mt_export, JSON string
+ * output, and stacks as lists of names. */
+#ifndef MEMTAP_SRC_EXPORT_INTERNAL_H
+#define MEMTAP_SRC_EXPORT_INTERNAL_H
+
+#include <stdio.h>
+
+#include "memtap/export.h"
+
+int mt_export_pprof(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err);
+int mt_export_speedscope(const mt_analysis *a, FILE *out, const mt_export_options *o,
+                         mt_error *err);
+int mt_export_chrome(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err);
+int mt_export_folded(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err);
+int mt_export_flame_svg(const mt_analysis *a, FILE *out, const mt_export_options *o,
+                        mt_error *err);
+int mt_export_html(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err);
+
+/* A JSON string literal for NUL-terminated bytes; invalid UTF-8 bytes become \udcXX (as the CLI's
+ * --json outputs do). */
+void mt_json_string(FILE *out, const char *s);
+
+/* A stack's values under `metric`, apportioned so that they add up to the rounded total of the
+ * whole analysis (malloc'd, one per stack; NULL when memory runs out). */
+int64_t *mt_export_stack_values(const mt_analysis *a, mt_metric metric);
+
+/* Writes text escaped for XML/HTML. */
+void mt_xml_text(FILE *out, const char *s);
+
+#endif

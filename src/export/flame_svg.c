@@ -1,0 +1,93 @@
+/* A standalone SVG flame graph (no script, no external resources): one rectangle per flame-tree
+ * node, width proportional to its value, the root at the bottom; hovering shows a <title>. */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "common/error.h"
+#include "export/export_internal.h"
+#include "export/flame_tree.h"
+
+#define WIDTH 1200.0
+#define ROW 17.0
+#define MIN_WIDTH 0.3
+
+static unsigned hue_of(const char *s) {
+  unsigned h = 2166136261u;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
+
+static void draw(FILE *out, const mt_flame_tree *t, uint32_t node, double x, double scale,
+                 double height, const char *unit) {
+  const mt_flame_node *n = &t->nodes[node];
+  double w = (double)n->value * scale;
+  if (w < MIN_WIDTH)
+    return;
+  double y = height - ROW * (n->depth + 1) - 4;
+  unsigned h = hue_of(n->name);
+  fprintf(out, "<g><title>");
+  mt_xml_text(out, n->name);
+  fprintf(out, " (%" PRId64 " %s, %.2f%%)</title>", n->value, unit,
+          t->nodes[0].value ? 100.0 * (double)n->value / (double)t->nodes[0].value : 0);
+  fprintf(out,
+          "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" rx=\"2\" "
+          "fill=\"rgb(%u,%u,%u)\"/>",
+          x + 10, y, w, ROW - 1, 205 + h % 50, 90 + (h >> 8) % 120, 40 + (h >> 16) % 50);
+  if (w > 35) {
+    size_t chars = (size_t)((w - 6) / 7);
+    fprintf(out, "<text x=\"%.2f\" y=\"%.1f\">", x + 13, y + 12);
+    /* Cut the label to what fits; cut only at ASCII characters to keep UTF-8 whole. */
+    char label[512];
+    size_t len = 0;
+    for (const char *s = n->name; *s && len + 1 < sizeof label; s++) {
+      if (len >= chars && !((unsigned char)*s & 0x80)) {
+        if (len >= 2)
+          label[len - 2] = '.', label[len - 1] = '.';
+        break;
+      }
+      label[len++] = *s;
+    }
+    label[len] = 0;
+    mt_xml_text(out, label);
+    fputs("</text>", out);
+  }
+  fputs("</g>\n", out);
+  for (uint32_t c = n->first_child; c != UINT32_MAX; c = t->nodes[c].next_sibling) {
+    draw(out, t, c, x, scale, height, unit);
+    x += (double)t->nodes[c].value * scale;
+  }
+}
+
+int mt_export_flame_svg(const mt_analysis *a, FILE *out, const mt_export_options *o,
+                        mt_error *err) {
+  int64_t *values = mt_export_stack_values(a, o->metric);
+  mt_flame_tree t;
+  if (!values || mt_flame_tree_build(&t, a, values, o->inverted) != MT_OK) {
+    free(values);
+    mt_flame_tree_free(&t);
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  }
+  const char *title = o->title ? o->title : mt_analysis_summary(a)->info.executable_name;
+  const char *unit = o->metric == MT_METRIC_COUNT ? "objects" : "bytes";
+  double height = ROW * (t.max_depth + 1) + 40;
+  double scale = t.nodes[0].value ? (WIDTH - 20) / (double)t.nodes[0].value : 0;
+  fprintf(out,
+          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+          "viewBox=\"0 0 %.0f %.0f\" font-family=\"monospace\" font-size=\"11\">\n"
+          "<rect width=\"100%%\" height=\"100%%\" fill=\"#fdfdf8\"/>\n"
+          "<text x=\"10\" y=\"20\" font-size=\"14\">",
+          WIDTH, height, WIDTH, height);
+  mt_xml_text(out, title);
+  fprintf(out, " &#8212; %s by %s</text>\n", o->inverted ? "icicle (allocation points first)"
+                                                          : "flame graph",
+          o->metric == MT_METRIC_COUNT ? "objects" : o->metric == MT_METRIC_LIVE ? "live bytes"
+                                                 : o->metric == MT_METRIC_PEAK   ? "bytes at peak"
+                                                                                 : "bytes");
+  draw(out, &t, 0, 0, scale, height, unit);
+  fputs("</svg>\n", out);
+  mt_flame_tree_free(&t);
+  free(values);
+  return MT_OK;
+}
