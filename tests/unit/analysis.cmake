@@ -1,0 +1,12 @@
+# Tests of the analysis and export layers and of their subcommands (label "analysis"). Traces with
+# known event streams are built by the writer at test time (unit/analysis_known_trace.c).
+add_library(memtap_analysis_testlib STATIC unit/analysis_known_trace.c)
+target_link_libraries(memtap_analysis_testlib PUBLIC memtap_testutil)
+target_include_directories(memtap_analysis_testlib PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/unit)
+
+foreach(t test_analysis_model)
+  memtap_unit_test(${t} unit/${t}.c LABELS analysis)
+  target_link_libraries(${t} PRIVATE memtap_analysis_testlib)
+endforeach()
+
+include(integration/analysis/analysis.cmake OPTIONAL)
