@@ -80,7 +80,8 @@ static void draw_progress(void *user, int64_t position, int64_t total) {
 }
 
 mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, bool cells,
-                     int64_t to_override) {
+                     int64_t to_override, int *status) {
+  *status = MT_EXIT_USAGE;
   mt_analysis_options options = mt_analysis_default_options();
   options.hide = o->hide;
   options.no_fold = o->no_fold;
@@ -92,8 +93,10 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
       cli_usage_error(cmd, "a window in %% needs a trace file, not standard input");
       return NULL;
     }
-    if ((duration = an_trace_duration(path)) < 0)
+    if ((duration = an_trace_duration(path)) < 0) {
+      *status = MT_EXIT_FAILURE;
       return NULL;
+    }
   }
   if (o->from && !an_parse_time(o->from, duration, &options.from)) {
     cli_usage_error(cmd, "--from takes seconds or a percentage, not '%s'", o->from);
@@ -105,6 +108,7 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
   }
   if (to_override != MT_TIME_UNBOUNDED)
     options.to = to_override;
+  *status = MT_EXIT_FAILURE;
   mt_reader *r = cli_open_trace(path, true);
   if (!r)
     return NULL;

@@ -43,10 +43,10 @@ bool an_option(an_options *o, int c, const char *arg);
 bool an_parse_time(const char *text, int64_t duration_us, int64_t *us);
 
 /* Opens TRACE, analyses it with the shared options (and `cells` for the report and the timeline);
- * prints the error and returns NULL on failure. `to_override`, when not MT_TIME_UNBOUNDED, replaces
- * --to (export --at). */
+ * on failure prints the error, stores the exit status (usage or failure) in *status and returns
+ * NULL. `to_override`, when not MT_TIME_UNBOUNDED, replaces --to (export --at). */
 mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, bool cells,
-                     int64_t to_override);
+                     int64_t to_override, int *status);
 
 /* The end of a trace in µs since its start (a pass without backtraces); -1 on error (printed). */
 int64_t an_trace_duration(const char *path);

@@ -84,15 +84,16 @@ int mt_cmd_diff(int argc, char **argv) {
   if (optind != argc - 2)
     return cli_usage_error("diff", "expected two traces, A and B");
   const char *pa = argv[optind], *pb = argv[optind + 1];
-  mt_analysis *a = an_load("diff", pa, &ao, false, MT_TIME_UNBOUNDED);
-  mt_analysis *b = a ? an_load("diff", pb, &ao, false, MT_TIME_UNBOUNDED) : NULL;
+  int status;
+  mt_analysis *a = an_load("diff", pa, &ao, false, MT_TIME_UNBOUNDED, &status);
+  mt_analysis *b = a ? an_load("diff", pb, &ao, false, MT_TIME_UNBOUNDED, &status) : NULL;
   mt_group *ga = NULL, *gb = NULL;
   size_t na = 0, nb = 0;
   mt_error err;
-  int status = MT_EXIT_FAILURE;
   row *rows = NULL;
   if (!a || !b)
     goto done;
+  status = MT_EXIT_FAILURE;
   if (mt_analysis_group(a, by, metric, &ga, &na, &err)) {
     cli_report(pa, &err);
     goto done;

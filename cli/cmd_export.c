@@ -75,10 +75,11 @@ int mt_cmd_export(int argc, char **argv) {
     if (!an_parse_time(at, duration, &to))
       return cli_usage_error("export", "--at takes 'peak', seconds or a percentage");
   }
-  mt_analysis *a = an_load("export", path, &ao, false, to);
+  int status;
+  mt_analysis *a = an_load("export", path, &ao, false, to, &status);
   if (!a)
-    return MT_EXIT_FAILURE;
-  int status = an_export_to(a, formats[fi].format, &eo, output, path);
+    return status;
+  status = an_export_to(a, formats[fi].format, &eo, output, path);
   mt_analysis_free(a);
   return status;
 }

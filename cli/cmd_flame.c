@@ -53,10 +53,11 @@ int mt_cmd_flame(int argc, char **argv) {
   if (optind != argc - 1)
     return cli_usage_error("flame", "expected exactly one TRACE");
   const char *path = argv[optind];
-  mt_analysis *a = an_load("flame", path, &ao, false, MT_TIME_UNBOUNDED);
+  int status;
+  mt_analysis *a = an_load("flame", path, &ao, false, MT_TIME_UNBOUNDED, &status);
   if (!a)
-    return MT_EXIT_FAILURE;
-  int status = an_export_to(a, format, &eo, output, path);
+    return status;
+  status = an_export_to(a, format, &eo, output, path);
   mt_analysis_free(a);
   return status;
 }

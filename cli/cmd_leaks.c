@@ -66,9 +66,10 @@ int mt_cmd_leaks(int argc, char **argv) {
   if (optind != argc - 1)
     return cli_usage_error("leaks", "expected exactly one TRACE");
   const char *path = argv[optind];
-  mt_analysis *a = an_load("leaks", path, &ao, false, MT_TIME_UNBOUNDED);
+  int status;
+  mt_analysis *a = an_load("leaks", path, &ao, false, MT_TIME_UNBOUNDED, &status);
   if (!a)
-    return MT_EXIT_FAILURE;
+    return status;
   mt_group *groups;
   size_t n;
   mt_error err;
@@ -125,7 +126,7 @@ int mt_cmd_leaks(int argc, char **argv) {
       out_str(&o, "\n");
     }
   }
-  int status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
   if (status == MT_EXIT_OK && fail_above >= 0 && leaked > (double)fail_above) {
     char b1[32];
     cli_error(path, "leaked ~%s, above --fail-above %lld", an_size(leaked, b1), fail_above);

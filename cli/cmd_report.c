@@ -44,10 +44,11 @@ int mt_cmd_report(int argc, char **argv) {
   if (!output)
     return cli_usage_error("report", "-o FILE is required");
   const char *path = argv[optind];
-  mt_analysis *a = an_load("report", path, &ao, true, MT_TIME_UNBOUNDED);
+  int status;
+  mt_analysis *a = an_load("report", path, &ao, true, MT_TIME_UNBOUNDED, &status);
   if (!a)
-    return MT_EXIT_FAILURE;
-  int status = an_export_to(a, MT_EXPORT_HTML, &eo, output, path);
+    return status;
+  status = an_export_to(a, MT_EXPORT_HTML, &eo, output, path);
   mt_analysis_free(a);
   return status;
 }

@@ -58,9 +58,10 @@ int mt_cmd_summary(int argc, char **argv) {
   if (optind != argc - 1)
     return cli_usage_error("summary", "expected exactly one TRACE");
   const char *path = argv[optind];
-  mt_analysis *a = an_load("summary", path, &ao, false, MT_TIME_UNBOUNDED);
+  int status;
+  mt_analysis *a = an_load("summary", path, &ao, false, MT_TIME_UNBOUNDED, &status);
   if (!a)
-    return MT_EXIT_FAILURE;
+    return status;
   const mt_summary *s = mt_analysis_summary(a);
   size_t nb;
   int64_t width;
@@ -209,7 +210,7 @@ int mt_cmd_summary(int argc, char **argv) {
                  an_size(mt_analysis_bytes(a, s->lifetimes[i].samples), b1));
     }
   }
-  int status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
   mt_analysis_free(a);
   return status;
 }

@@ -58,9 +58,10 @@ int mt_cmd_timeline(int argc, char **argv) {
   if (optind != argc - 1)
     return cli_usage_error("timeline", "expected exactly one TRACE");
   const char *path = argv[optind];
-  mt_analysis *a = an_load("timeline", path, &ao, true, MT_TIME_UNBOUNDED);
+  int status;
+  mt_analysis *a = an_load("timeline", path, &ao, true, MT_TIME_UNBOUNDED, &status);
   if (!a)
-    return MT_EXIT_FAILURE;
+    return status;
   mt_group *groups;
   size_t ngroups;
   mt_error err;
@@ -196,7 +197,7 @@ int mt_cmd_timeline(int argc, char **argv) {
   }
   if (ao.json && !csv)
     out_str(&o, "]}\n");
-  int status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
   free(site_of), free(live), free(total), free(max), free(groups);
   mt_analysis_free(a);
   return status;

@@ -67,9 +67,10 @@ int mt_cmd_top(int argc, char **argv) {
   if (optind != argc - 1)
     return cli_usage_error("top", "expected exactly one TRACE");
   const char *path = argv[optind];
-  mt_analysis *a = an_load("top", path, &ao, false, MT_TIME_UNBOUNDED);
+  int status;
+  mt_analysis *a = an_load("top", path, &ao, false, MT_TIME_UNBOUNDED, &status);
   if (!a)
-    return MT_EXIT_FAILURE;
+    return status;
   mt_group *groups;
   size_t n;
   mt_error err;
@@ -148,7 +149,7 @@ int mt_cmd_top(int argc, char **argv) {
       out_str(&o, "\n");
     }
   }
-  int status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
   free(groups);
   mt_analysis_free(a);
   return status;

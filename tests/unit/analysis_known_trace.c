@@ -4,7 +4,7 @@
 #include "testutil.h"
 #include "tracegen.h"
 
-static uint8_t *build(double rate, size_t *size) {
+static uint8_t *build(double rate, int64_t last_words, size_t *size) {
   static const uint64_t stack_a[] = {101, 200, 300}, stack_b[] = {102, 200, 300};
   int fd;
   mt_writer *w = tg_writer(3, rate, &fd);
@@ -15,7 +15,7 @@ static uint8_t *build(double rate, size_t *size) {
     int kind; /* 0 alloc A, 1 alloc B, 2 collect */
     int64_t arg;
   } events[] = {{10, 0, 10}, {20, 1, 4},  {30, 2, 1}, {40, 0, 10},
-                {50, 1, 100}, {60, 2, 0}, {70, 2, 3}, {80, 0, 2}};
+                {50, 1, 100}, {60, 2, 0}, {70, 2, 3}, {80, 0, last_words}};
   for (size_t i = 0; i < sizeof events / sizeof events[0]; i++) {
     int64_t t = TG_START + events[i].t;
     int rc;
@@ -36,9 +36,19 @@ static uint8_t *build(double rate, size_t *size) {
 }
 
 uint8_t *known_trace(size_t *size) {
-  return build(1.0, size);
+  return build(1.0, 2, size);
 }
 
 uint8_t *known_trace_at_rate(double rate, size_t *size) {
-  return build(rate, size);
+  return build(rate, 2, size);
+}
+
+uint8_t *known_trace_variant(int64_t last_words, size_t *size) {
+  return build(1.0, last_words, size);
+}
+
+const char *known_trace_file(const char *name, const uint8_t *data, size_t size) {
+  const char *path = tu_temp_path(name);
+  tu_write_file(path, data, size);
+  return path;
 }

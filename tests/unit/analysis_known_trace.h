@@ -25,4 +25,10 @@ uint8_t *known_trace(size_t *size);
 /* The same at `rate` with `nsamples` per allocation scaled: used for the fractional-rate test. */
 uint8_t *known_trace_at_rate(double rate, size_t *size);
 
+/* The same stream with id4 of `last_words` words instead of 2 (the other side of `diff`). */
+uint8_t *known_trace_variant(int64_t last_words, size_t *size);
+
+/* Writes `data` to a file named `name` in the test's temporary directory; returns its path. */
+const char *known_trace_file(const char *name, const uint8_t *data, size_t size);
+
 #endif
