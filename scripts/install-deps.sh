@@ -9,6 +9,9 @@ packages=(
   libcmocka-dev                                          # unit tests
   libzstd-dev                                            # reading .ctf.zst traces
   zlib1g-dev                                             # gzip for pprof export
+  python3                                                # drives the pprof and HTML report checks
+  golang-go                                              # go tool pprof reads memtap's pprof export in a test
+  chromium                                               # headless: the HTML report renders without errors in a test
 )
 
 missing=()

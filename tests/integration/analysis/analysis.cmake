@@ -1,0 +1,18 @@
+# Exports checked with the tools users open them in: Debian's `go tool pprof` for the pprof
+# profile, Debian's headless chromium for the HTML report (check_exports.py, stdlib Python 3).
+# A missing tool skips the test, except under CI=true where the script fails.
+find_package(Python3 COMPONENTS Interpreter)
+if(NOT Python3_Interpreter_FOUND)
+  message(WARNING "python3 not found: the pprof and HTML report checks are not built")
+  return()
+endif()
+set(_check ${CMAKE_CURRENT_LIST_DIR}/check_exports.py)
+set(_data ${MEMTAP_TESTDATA_DEFAULT}/memtrace)
+add_test(NAME analysis_pprof_read_by_go_tool_pprof
+         COMMAND ${Python3_EXECUTABLE} ${_check} pprof $<TARGET_FILE:memtap_cli>
+                 ${_data}/demo_v3.ctf ${_data}/ocamlopt_v2.ctf ${_data}/lists_and_sets_v1.ctf)
+add_test(NAME analysis_report_in_headless_chromium
+         COMMAND ${Python3_EXECUTABLE} ${_check} report $<TARGET_FILE:memtap_cli>
+                 ${_data}/demo_v3.ctf)
+set_tests_properties(analysis_pprof_read_by_go_tool_pprof analysis_report_in_headless_chromium
+                     PROPERTIES LABELS "integration;analysis" SKIP_RETURN_CODE 77 TIMEOUT 300)
