@@ -552,6 +552,11 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
   while (rs->pos < tail && *got < budget) {
     uint64_t start = rs->pos;
     uint64_t head = mt_load_acquire(&b->head);
+    if (head < tail && tail - head > size) {
+      /* The producer never lets them drift a ring apart (head only grows, so a later head is
+       * even closer to our tail). Reading on would lap the same words forever. */
+      return malformed(c, ring, start, err, "head and tail are more than a ring apart");
+    }
     if (head > start) {
       note_gap(rs, head);
       continue;

@@ -211,6 +211,12 @@ static void poll_rejects_damaged_records_without_crashing(void **state) {
   put64(bad, second_at, (second & ~0xffffffffull) | 4);
   expect_poll_fails(bad, size, "goes backwards");
 
+  /* Found by the fuzzer: a tail far beyond the head made one poll lap the ring forever. */
+  memcpy(bad, good, size);
+  size_t blocks = get64(good, FIELD(blocks_offset));
+  put64(bad, blocks + 8, get64(good, blocks) + 10 * get64(good, FIELD(ring_words)));
+  expect_poll_fails(bad, size, "more than a ring apart");
+
   memcpy(bad, good, size);
   size_t registry = get64(good, FIELD(registry_offset));
   put64(bad, registry, mt_registry_header_word(1, 1u << 30));
