@@ -94,7 +94,8 @@ typedef struct mt_ring_block {
   _Atomic uint64_t head;     /* oldest word still intact; free-running */
   _Atomic uint64_t tail;     /* end of the last published record; free-running */
   _Atomic uint64_t next_seq; /* sequence number of the next record; stored before tail */
-  uint8_t reserved0[MT_RING_LINE - 24];
+  _Atomic uint64_t head_seq; /* sequence number of the record at head (producer bookkeeping) */
+  uint8_t reserved0[MT_RING_LINE - 32];
 
   _Atomic uint64_t consumer_pos; /* the primary consumer has read everything before this */
   uint8_t reserved1[MT_RING_LINE - 8];

@@ -53,11 +53,23 @@ enum {
 /* Per-thread producer state. `epoch` equals the session's only while the thread owns a ring in
  * the open file, so the fast path tests one word; `busy` is set for the whole of a write so that
  * a signal handler's write on the same thread is detected. */
+/* Reclaim marks: for each sixteenth of the ring, where the first record this thread started in
+ * it begins, and that record's sequence number. Reclaiming jumps the head to a mark instead of
+ * walking record headers written a ring ago (cold memory); drops are counted by sequence
+ * difference. */
+#define MT_RING_MARKS 16
+
 struct mt_ring_thread {
   _Atomic uint64_t *data; /* the ring's words */
   mt_ring_block *block;
   uint64_t mask; /* ring words - 1 */
   uint64_t head, tail, seq;
+  uint64_t head_seq;   /* sequence number of the record at head */
+  uint64_t next_mark;  /* the first position of the next sixteenth */
+  uint64_t marks_from; /* marks are valid for positions from here (this claim's start) */
+  struct {
+    uint64_t pos, seq;
+  } marks[MT_RING_MARKS];
   uint64_t last_time;
   uint64_t next_calibration;
   uint32_t epoch;         /* == session epoch when claimed */

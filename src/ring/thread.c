@@ -132,6 +132,11 @@ int mt_ring_thread_claim(struct mt_ring_thread *t, uint32_t epoch) {
   t->head = mt_load_relaxed(&b->head);
   t->tail = mt_load_relaxed(&b->tail);
   t->seq = mt_load_relaxed(&b->next_seq);
+  t->head_seq = mt_load_relaxed(&b->head_seq);
+  t->marks_from = t->tail;
+  t->next_mark = t->tail; /* the first record marks its sixteenth */
+  for (unsigned k = 0; k < MT_RING_MARKS; k++)
+    t->marks[k].pos = UINT64_MAX;
   t->ring_index = (uint32_t)ring;
   t->clock = (uint8_t)s->clock;
   t->last_time = 0;

@@ -109,47 +109,74 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target) {
   return result;
 }
 
+/* The first mark at or after `target` and not beyond `limit`: *pos and *seq. */
+static bool find_mark(const struct mt_ring_thread *t, uint64_t target, uint64_t limit,
+                      uint64_t *pos, uint64_t *seq) {
+  uint64_t chunk = (t->mask + 1) / MT_RING_MARKS;
+  for (uint64_t k = (target + chunk - 1) / chunk; k * chunk <= limit; k++) {
+    const __typeof__(t->marks[0]) *m = &t->marks[k % MT_RING_MARKS];
+    if (m->pos / chunk != k || m->pos < t->marks_from || m->pos < target)
+      continue; /* no record of ours started in that sixteenth (or an older lap's) */
+    if (m->pos > limit)
+      return false;
+    *pos = m->pos;
+    *seq = m->seq;
+    return true;
+  }
+  return false;
+}
+
 /* Frees [tail, tail + need) by moving head past whole records. The advanced head is published
  * before any of the freed words is overwritten, with a release fence in between (RING.md part
  * B, ocaml/ocaml#15016): a consumer that copies words and then re-reads head sees the move if it
- * read anything newer. A 16th of the ring more than needed is freed at once, so the walk and the
- * fence happen once per many records when a flight recorder runs full. Returns false if the
- * write must be dropped. */
+ * read anything newer. About a sixteenth of the ring is freed at once (up to the next mark), so
+ * this runs, and fences, once per many records when a flight recorder runs full; and the marks
+ * spare it from reading the old records' headers. Returns false if the write must be dropped. */
 static bool make_room(struct mt_ring_thread *t, uint64_t need) {
   uint64_t size = t->mask + 1;
   uint64_t target = t->tail + need - size;
-  uint64_t want = target + (size >> 4);
-  if (want > t->tail)
-    want = t->tail;
+  uint64_t limit = t->tail;
   bool count = true;
   mt_ring_file_header *h = mt_ring_session.header;
   if (mt_ring_session.geo.mode == MT_RING_LOSSLESS && !mt_load_relaxed(&h->degraded)) {
-    uint64_t limit = wait_for_consumer(t, target);
-    if (limit == 0)
+    uint64_t consumer = wait_for_consumer(t, target);
+    if (consumer == 0)
       return false;
-    if (limit != UINT64_MAX) {
+    if (consumer != UINT64_MAX) {
       count = false;
-      if (want > limit)
-        want = limit;
+      limit = consumer;
     }
   }
-  uint64_t head = t->head, dropped = 0;
-  while (head < want) {
-    uint64_t w = mt_load_relaxed(&t->data[head & t->mask]);
-    uint32_t len = mt_ring_header_length(w);
-    if (UNLIKELY(len == 0 || len > MT_RING_MAX_RECORD_WORDS || (head & t->mask) + len > size)) {
-      /* Not our records (the file was damaged behind our back): give up the whole ring. */
-      head = t->tail;
-      break;
+  uint64_t head, head_seq;
+  if (!find_mark(t, target, limit, &head, &head_seq)) {
+    /* Records this thread did not write (or not in marked places): walk their headers. */
+    uint64_t want = target + (size >> 4);
+    if (want > limit)
+      want = limit;
+    head = t->head;
+    head_seq = t->head_seq;
+    while (head < want) {
+      uint64_t w = mt_load_relaxed(&t->data[head & t->mask]);
+      uint32_t len = mt_ring_header_length(w);
+      if (UNLIKELY(len == 0 || len > MT_RING_MAX_RECORD_WORDS || (head & t->mask) + len > size)) {
+        /* Not our records (the file was damaged behind our back): give up the whole ring. */
+        head = t->tail;
+        head_seq = t->seq;
+        break;
+      }
+      head_seq += mt_ring_header_type(w) != MT_RING_TYPE_PADDING;
+      head += len;
     }
-    dropped += mt_ring_header_type(w) != MT_RING_TYPE_PADDING;
-    head += len;
   }
+  if (head == t->tail)
+    head_seq = t->seq;
   mt_store_relaxed(&t->block->head, head);
+  mt_store_relaxed(&t->block->head_seq, head_seq);
   mt_fence_release();
+  if (count && head_seq > t->head_seq)
+    mt_bump_single_writer(&t->block->overwritten, head_seq - t->head_seq);
   t->head = head;
-  if (count && dropped)
-    mt_bump_single_writer(&t->block->overwritten, dropped);
+  t->head_seq = head_seq;
   return true;
 }
 
@@ -168,15 +195,35 @@ static inline uint64_t source_word(const struct source *src, size_t i, size_t wo
   return w;
 }
 
-static inline int append(struct mt_ring_thread *t, unsigned type, unsigned id,
-                         const struct source *src, size_t words) {
+/* Stores the record at `off` (room made, no padding needed) and publishes it. */
+static inline __attribute__((always_inline)) void
+store_record(struct mt_ring_thread *t, uint64_t off, unsigned type, unsigned id,
+             const struct source *src, size_t words) {
+  _Atomic uint64_t *d = t->data + off;
+  uint64_t len = words + 2;
+  uint64_t ts = now(t);
+  mt_store_relaxed(&d[0], mt_ring_header_word(len, type, id, t->seq));
+  mt_store_relaxed(&d[1], ts);
+  for (size_t i = 0; i < words; i++)
+    mt_store_relaxed(&d[2 + i], source_word(src, i, words));
+  t->seq++;
+  t->tail += len;
+  mt_store_relaxed(&t->block->next_seq, t->seq);
+  mt_store_release(&t->block->tail, t->tail);
+  if (UNLIKELY(ts >= t->next_calibration))
+    mt_ring_write_calibration(t);
+}
+
+/* Everything the fast path leaves out: padding at the end of the ring, making room, marks. */
+static __attribute__((noinline)) int append(struct mt_ring_thread *t, unsigned type, unsigned id,
+                                            const struct source *src, size_t words) {
   uint64_t len = words + 2;
   uint64_t size = t->mask + 1;
   uint64_t off = t->tail & t->mask;
   /* A record never straddles the end of the ring: a padding record fills the rest. */
   uint64_t pad = size - off < len ? size - off : 0;
   _Atomic uint64_t *d = t->data;
-  if (UNLIKELY(t->tail + pad + len - t->head > size)) {
+  if (t->tail + pad + len - t->head > size) {
     if (pad + len > size) {
       /* Large record, small ring: the padding goes first, on its own. */
       if (t->tail + pad - t->head > size && !make_room(t, pad))
@@ -194,17 +241,29 @@ static inline int append(struct mt_ring_thread *t, unsigned type, unsigned id,
     t->tail += pad;
     off = 0;
   }
-  uint64_t ts = now(t);
-  mt_store_relaxed(&d[off], mt_ring_header_word(len, type, id, t->seq));
-  mt_store_relaxed(&d[off + 1], ts);
-  for (size_t i = 0; i < words; i++)
-    mt_store_relaxed(&d[off + 2 + i], source_word(src, i, words));
-  t->seq++;
-  t->tail += len;
-  mt_store_relaxed(&t->block->next_seq, t->seq);
-  mt_store_release(&t->block->tail, t->tail);
-  if (UNLIKELY(ts >= t->next_calibration))
-    mt_ring_write_calibration(t);
+  if (t->tail >= t->next_mark) {
+    uint64_t chunk = size / MT_RING_MARKS;
+    t->marks[(t->tail / chunk) % MT_RING_MARKS].pos = t->tail;
+    t->marks[(t->tail / chunk) % MT_RING_MARKS].seq = t->seq;
+    t->next_mark = (t->tail / chunk + 1) * chunk;
+  }
+  store_record(t, off, type, id, src, words);
+  return MT_OK;
+}
+
+/* The common case inline: the record fits before the end of the ring, in free space, inside the
+ * current sixteenth. */
+static inline __attribute__((always_inline)) int append_fast(struct mt_ring_thread *t,
+                                                             unsigned type, unsigned id,
+                                                             const struct source *src,
+                                                             size_t words) {
+  uint64_t len = words + 2;
+  uint64_t tail = t->tail;
+  uint64_t off = tail & t->mask;
+  if (UNLIKELY(off + len > t->mask + 1 || tail + len - t->head > t->mask + 1 ||
+               tail >= t->next_mark))
+    return append(t, type, id, src, words);
+  store_record(t, off, type, id, src, words);
   return MT_OK;
 }
 
@@ -290,7 +349,7 @@ static inline __attribute__((always_inline)) int write_record(mt_ring *ring, uns
   int rc;
   if (LIKELY(t->epoch == mt_load_relaxed(&ring->epoch) &&
              (transport || !mt_load_relaxed(&ring->paused))))
-    rc = append(t, type, id, src, words);
+    rc = append_fast(t, type, id, src, words);
   else
     rc = write_slow(t, type, id, src, words, transport);
   atomic_signal_fence(memory_order_seq_cst);
