@@ -306,7 +306,53 @@ static void foreign_file_or_link_at_our_path_is_refused_and_left_alone(void **st
   unlink(own_path());
 }
 
-int main(void) {
+/* The image after exec: same pid, same start time, the old image's file still there. */
+static int after_exec(void) {
+  mt_ring_options o;
+  mt_ring_options_init(&o, NULL);
+  o.dir = getenv("RING_TEST_DIR");
+  o.preserve = true;
+  mt_ring *r = NULL;
+  if (mt_ring_open(&r, &o, NULL) != MT_OK)
+    return 1;
+  mt_ring_write_counter(r, 77, 77);
+  mt_ring_close(r);
+  return 0;
+}
+
+static void file_left_before_exec_is_replaced_by_the_new_image(void **state) {
+  (void)state;
+  setenv("RING_TEST_DIR", tu_temp_dir(), 1);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    mt_ring *r = rt_child_open(MT_RING_FLIGHT_RECORDER, 0, 2, 1000);
+    mt_ring_write_counter(r, 1, 1);
+    execl("/proc/self/exe", "test_ring_corrupt", "--after-exec", (char *)NULL);
+    _exit(97);
+  }
+  assert_int_equal(rt_wait_child(pid), 0);
+  mt_cursor *c = rt_cursor(pid);
+  rt_collector col = {.keep = true};
+  rt_collector_attach(c, &col);
+  rt_drain(c, true);
+  size_t before = 0, after = 0;
+  for (size_t i = 0; i < col.count; i++) {
+    before += col.records[i].type == MT_RING_TYPE_COUNTER && col.records[i].id == 1;
+    after += col.records[i].type == MT_RING_TYPE_COUNTER && col.records[i].id == 77;
+  }
+  assert_int_equal(before, 0);
+  assert_int_equal(after, 1);
+  mt_cursor_close(c);
+  rt_collector_free(&col);
+  char path[4096];
+  mt_ring_file_path(path, sizeof path, tu_temp_dir(), pid);
+  unlink(path);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "--after-exec"))
+    return after_exec();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cursor_rejects_damaged_headers),
       cmocka_unit_test(cursor_rejects_truncated_and_tiny_files),
@@ -315,6 +361,7 @@ int main(void) {
       cmocka_unit_test(stale_file_of_dead_process_is_replaced),
       cmocka_unit_test(file_of_live_process_is_never_replaced),
       cmocka_unit_test(foreign_file_or_link_at_our_path_is_refused_and_left_alone),
+      cmocka_unit_test(file_left_before_exec_is_replaced_by_the_new_image),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
