@@ -18,12 +18,10 @@
 
 __thread struct mt_ring_thread mt_ring_self __attribute__((tls_model("initial-exec")));
 
-/* Where the payload comes from: words, or bytes padded to words (mt_ring_write_bytes). */
-struct source {
-  const uint64_t *words;
-  const uint8_t *bytes;
-  size_t length; /* bytes */
-};
+/* A payload comes from `words`, or, when `bytes` is not NULL, from `length` bytes padded to words
+ * (mt_ring_write_bytes). Passed as scalars so that the words-only fast path folds away the test. */
+#define SOURCE const uint64_t *src_words, const uint8_t *src_bytes, size_t src_length
+#define SOURCE_ARGS src_words, src_bytes, src_length
 
 static inline uint64_t now(struct mt_ring_thread *t) {
   uint64_t ts = LIKELY(t->clock == MT_RING_CLOCK_TSC) ? mt_clock_rdtsc()
@@ -180,32 +178,32 @@ static bool make_room(struct mt_ring_thread *t, uint64_t need) {
   return true;
 }
 
-static inline uint64_t source_word(const struct source *src, size_t i, size_t words) {
-  if (LIKELY(!src->bytes))
-    return src->words[i];
+static inline uint64_t source_word(SOURCE, size_t i, size_t words) {
+  if (LIKELY(!src_bytes))
+    return src_words[i];
   /* Bytes padded to whole words; the last byte says how many pad bytes (1..8) were added. */
   uint64_t w = 0;
   size_t at = i * 8;
-  if (at < src->length) {
-    size_t n = src->length - at < 8 ? src->length - at : 8;
-    memcpy(&w, src->bytes + at, n);
+  if (at < src_length) {
+    size_t n = src_length - at < 8 ? src_length - at : 8;
+    memcpy(&w, src_bytes + at, n);
   }
   if (i == words - 1)
-    w |= (uint64_t)(words * 8 - src->length) << 56;
+    w |= (uint64_t)(words * 8 - src_length) << 56;
   return w;
 }
 
 /* Stores the record at `off` (room made, no padding needed) and publishes it. */
-static inline __attribute__((always_inline)) void
-store_record(struct mt_ring_thread *t, uint64_t off, unsigned type, unsigned id,
-             const struct source *src, size_t words) {
+static inline __attribute__((always_inline)) void store_record(struct mt_ring_thread *t,
+                                                               uint64_t off, unsigned type,
+                                                               unsigned id, SOURCE, size_t words) {
   _Atomic uint64_t *d = t->data + off;
   uint64_t len = words + 2;
   uint64_t ts = now(t);
   mt_store_relaxed(&d[0], mt_ring_header_word(len, type, id, t->seq));
   mt_store_relaxed(&d[1], ts);
   for (size_t i = 0; i < words; i++)
-    mt_store_relaxed(&d[2 + i], source_word(src, i, words));
+    mt_store_relaxed(&d[2 + i], source_word(SOURCE_ARGS, i, words));
   t->seq++;
   t->tail += len;
   mt_store_relaxed(&t->block->next_seq, t->seq);
@@ -216,7 +214,7 @@ store_record(struct mt_ring_thread *t, uint64_t off, unsigned type, unsigned id,
 
 /* Everything the fast path leaves out: padding at the end of the ring, making room, marks. */
 static __attribute__((noinline)) int append(struct mt_ring_thread *t, unsigned type, unsigned id,
-                                            const struct source *src, size_t words) {
+                                            SOURCE, size_t words) {
   uint64_t len = words + 2;
   uint64_t size = t->mask + 1;
   uint64_t off = t->tail & t->mask;
@@ -247,23 +245,21 @@ static __attribute__((noinline)) int append(struct mt_ring_thread *t, unsigned t
     t->marks[(t->tail / chunk) % MT_RING_MARKS].seq = t->seq;
     t->next_mark = (t->tail / chunk + 1) * chunk;
   }
-  store_record(t, off, type, id, src, words);
+  store_record(t, off, type, id, SOURCE_ARGS, words);
   return MT_OK;
 }
 
 /* The common case inline: the record fits before the end of the ring, in free space, inside the
  * current sixteenth. */
-static inline __attribute__((always_inline)) int append_fast(struct mt_ring_thread *t,
-                                                             unsigned type, unsigned id,
-                                                             const struct source *src,
-                                                             size_t words) {
+static inline __attribute__((always_inline)) int
+append_fast(struct mt_ring_thread *t, unsigned type, unsigned id, SOURCE, size_t words) {
   uint64_t len = words + 2;
   uint64_t tail = t->tail;
   uint64_t off = tail & t->mask;
   if (UNLIKELY(off + len > t->mask + 1 || tail + len - t->head > t->mask + 1 ||
                tail >= t->next_mark))
-    return append(t, type, id, src, words);
-  store_record(t, off, type, id, src, words);
+    return append(t, type, id, SOURCE_ARGS, words);
+  store_record(t, off, type, id, SOURCE_ARGS, words);
   return MT_OK;
 }
 
@@ -272,14 +268,12 @@ void mt_ring_write_calibration(struct mt_ring_thread *t) {
   mt_clock_sample((mt_ring_clock)t->clock, &p);
   t->next_calibration = p.raw + mt_ring_session.calibration_ticks;
   uint64_t payload[2] = {p.monotonic_ns, p.realtime_ns};
-  struct source src = {payload, NULL, 0};
-  append(t, MT_RING_TYPE_CLOCK, t->clock, &src, 2);
+  append(t, MT_RING_TYPE_CLOCK, t->clock, payload, NULL, 0, 2);
 }
 
 int mt_ring_append_internal(struct mt_ring_thread *t, unsigned type, unsigned id,
                             const uint64_t *payload, size_t words) {
-  struct source src = {payload, NULL, 0};
-  return append(t, type, id, &src, words);
+  return append(t, type, id, payload, NULL, 0, words);
 }
 
 static int nested_write(struct mt_ring_thread *t) {
@@ -296,8 +290,8 @@ static int nested_write(struct mt_ring_thread *t) {
 
 /* Everything but the fast path: the first write of a thread (claim), a new session (after close
  * and open, or fork), pause, a thread without a ring. */
-static int write_slow(struct mt_ring_thread *t, unsigned type, unsigned id,
-                      const struct source *src, size_t words, bool transport) {
+static int write_slow(struct mt_ring_thread *t, unsigned type, unsigned id, SOURCE, size_t words,
+                      bool transport) {
   struct mt_ring *s = &mt_ring_session;
   uint32_t epoch = mt_load_acquire(&s->epoch);
   if (epoch & 1)
@@ -330,7 +324,7 @@ static int write_slow(struct mt_ring_thread *t, unsigned type, unsigned id,
   errno = saved_errno;
   if (rc != MT_OK)
     return rc;
-  return append(t, type, id, src, words);
+  return append(t, type, id, SOURCE_ARGS, words);
 }
 
 static inline bool user_type(unsigned type) {
@@ -338,9 +332,8 @@ static inline bool user_type(unsigned type) {
          (type >= MT_RING_TYPE_OPAQUE_FIRST && type <= MT_RING_TYPE_OPAQUE_LAST);
 }
 
-static inline __attribute__((always_inline)) int write_record(mt_ring *ring, unsigned type,
-                                                              unsigned id, const struct source *src,
-                                                              size_t words, bool transport) {
+static inline __attribute__((always_inline)) int
+write_record(mt_ring *ring, unsigned type, unsigned id, SOURCE, size_t words, bool transport) {
   struct mt_ring_thread *t = &mt_ring_self;
   if (UNLIKELY(t->busy))
     return nested_write(t);
@@ -349,9 +342,9 @@ static inline __attribute__((always_inline)) int write_record(mt_ring *ring, uns
   int rc;
   if (LIKELY(t->epoch == mt_load_relaxed(&ring->epoch) &&
              (transport || !mt_load_relaxed(&ring->paused))))
-    rc = append_fast(t, type, id, src, words);
+    rc = append_fast(t, type, id, SOURCE_ARGS, words);
   else
-    rc = write_slow(t, type, id, src, words, transport);
+    rc = write_slow(t, type, id, SOURCE_ARGS, words, transport);
   atomic_signal_fence(memory_order_seq_cst);
   t->busy = 0;
   return rc;
@@ -362,8 +355,7 @@ int mt_ring_write(mt_ring *ring, unsigned type, unsigned id, const uint64_t *pay
   if (UNLIKELY(ring != &mt_ring_session || !user_type(type) || id > MT_RING_MAX_ID ||
                words > MT_RING_MAX_PAYLOAD_WORDS || (words && !payload)))
     return MT_E_INVALID;
-  struct source src = {payload, NULL, 0};
-  return write_record(ring, type, id, &src, words, false);
+  return write_record(ring, type, id, payload, NULL, 0, words, false);
 }
 
 int mt_ring_write_bytes(mt_ring *ring, unsigned type, unsigned id, const void *bytes,
@@ -371,11 +363,10 @@ int mt_ring_write_bytes(mt_ring *ring, unsigned type, unsigned id, const void *b
   if (ring != &mt_ring_session || !user_type(type) || id > MT_RING_MAX_ID ||
       length > MT_RING_MAX_CUSTOM_BYTES || (length && !bytes))
     return MT_E_INVALID;
-  struct source src = {NULL, bytes ? bytes : (const uint8_t *)"", length};
-  return write_record(ring, type, id, &src, length / 8 + 1, false);
+  return write_record(ring, type, id, NULL, bytes ? bytes : (const uint8_t *)"", length,
+                      length / 8 + 1, false);
 }
 
 int mt_ring_write_transport(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
-  struct source src = {payload, NULL, 0};
-  return write_record(&mt_ring_session, type, id, &src, words, true);
+  return write_record(&mt_ring_session, type, id, payload, NULL, 0, words, true);
 }
