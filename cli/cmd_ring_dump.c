@@ -68,10 +68,12 @@ static const char *lifecycle_name(uint32_t id) {
 
 static int print_event(void *user, const mt_ring_event *ev) {
   const struct dump *d = user;
-  int64_t ns = mt_cursor_timestamp_ns(d->cursor, ev->timestamp) - d->created_ns;
-  printf("ring %" PRIu32 " gen %" PRIu32 " seq %" PRIu64 " t=%s%lld.%09lld ", ev->ring,
-         ev->generation, ev->seq, ns < 0 ? "-" : "", (long long)(ns < 0 ? -ns : ns) / 1000000000,
-         (long long)(ns < 0 ? -ns : ns) % 1000000000);
+  /* 128-bit: a damaged file may hold any timestamp. */
+  __int128 ns = (__int128)mt_cursor_timestamp_ns(d->cursor, ev->timestamp) - d->created_ns;
+  unsigned __int128 magnitude = ns < 0 ? (unsigned __int128)-ns : (unsigned __int128)ns;
+  printf("ring %" PRIu32 " gen %" PRIu32 " seq %" PRIu64 " t=%s%llu.%09llu ", ev->ring,
+         ev->generation, ev->seq, ns < 0 ? "-" : "", (unsigned long long)(magnitude / 1000000000),
+         (unsigned long long)(magnitude % 1000000000));
   const uint64_t *p = ev->payload;
   switch (ev->type) {
   case MT_RING_TYPE_LIFECYCLE:
