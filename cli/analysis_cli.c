@@ -238,6 +238,8 @@ int an_export_to(const mt_analysis *a, mt_export_format format, const mt_export_
     cli_error(output, "cannot create: %s", strerror(errno));
     return MT_EXIT_FAILURE;
   }
+  static char buffer[1 << 16];
+  setvbuf(f, buffer, _IOFBF, sizeof buffer);
   mt_error err;
   int rc = mt_export(a, format, f, eo, &err);
   if (!to_stdout && fclose(f) != 0 && rc == MT_OK)

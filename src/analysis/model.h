@@ -1,6 +1,6 @@
 /* The inside of an mt_analysis (memtap/analysis.h), shared by the files of src/analysis:
- *   - stacks.c: code trie (backtraces as the reader gives them), frames, frame trie (backtraces as
- *     shown: hidden frames dropped, recursion folded), sites;
+ *   - stacks.c: frames, the frame trie (backtraces as shown: hidden frames dropped, recursion
+ *     folded), sites;
  *   - pass.c: the streaming pass (live set, peak, windows, temporaries);
  *   - timeline.c: the live heap over time and the report's cells;
  *   - groups.c: grouping and ranking; estimate.c: estimates, classes, source names. */
@@ -15,12 +15,6 @@
 #include "memtap/analysis.h"
 
 #define MT_TIMELINE_BUCKETS 1024
-
-typedef struct code_node {
-  int64_t code;
-  uint32_t parent;
-  uint32_t stack; /* the stack this path is shown as, UINT32_MAX until first needed */
-} code_node;
 
 typedef struct frame_node {
   uint32_t parent;
@@ -48,8 +42,9 @@ typedef struct live_obj {
 } live_obj;
 
 typedef struct domain_state {
-  uint32_t *path; /* code trie nodes of the previous backtrace */
-  size_t depth, cap;
+  int64_t *codes; /* the previous backtrace */
+  uint32_t *path; /* path[i]: the frame trie node its first i + 1 codes are shown as */
+  size_t depth, cap, codes_cap;
   int64_t last_alloc; /* id of the domain's last allocation, -1 if none */
 } domain_state;
 
@@ -63,18 +58,17 @@ struct mt_analysis {
   /* stacks.c */
   bool fold, has_hide;
   regex_t hide;
-  code_node *codes;
-  size_t ncodes, codes_cap;
-  mt_pairmap code_children;
   mt_frame *frames;
   size_t nframes, frames_cap;
   mt_hashmap frame_index;  /* content hash -> frame index */
+  mt_hashmap string_index; /* content hash -> interned string (a pointer) */
   mt_hashmap code_frames;  /* code -> (offset << 8 | count) into frame_list */
   uint32_t *frame_list;
   size_t nframe_list, frame_list_cap;
   frame_node *fnodes;
   size_t nfnodes, fnodes_cap;
   mt_pairmap fnode_children;
+  mt_pairmap code_steps; /* (frame node, code) -> frame node after the code's frames */
   stack_rec *stacks;
   size_t nstacks, stacks_cap;
   uint32_t *scratch; /* path buffers */
@@ -114,11 +108,9 @@ struct mt_analysis {
 /* stacks.c */
 int mt_stacks_init(mt_analysis *a, const mt_analysis_options *options, mt_error *err);
 void mt_stacks_free(mt_analysis *a);
-/* The code trie node of a backtrace (outermost first), using and updating the domain's previous
- * path. UINT32_MAX when memory runs out. */
+/* The stack (stack_rec index) an allocation's backtrace is shown as, using and updating the
+ * domain's previous backtrace. UINT32_MAX when memory runs out. */
 uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev);
-/* The stack (stack_rec index) a code trie node is shown as; UINT32_MAX when memory runs out. */
-uint32_t mt_stacks_of_code_node(mt_analysis *a, uint32_t node);
 
 /* timeline.c */
 void mt_timeline_init(mt_analysis *a, bool cells);

@@ -1,5 +1,6 @@
 /* An open-addressing map from a (uint32 parent, uint64 item) pair to a uint32 value: the child
- * index of the analysis' tries (code trie, frame trie) and the interning of frames. No removal. */
+ * index of the analysis' tries (code trie, frame trie). No removal. A slot is 16 bytes, so a
+ * probe touches one cache line: the code trie is looked up for every new frame of every event. */
 #ifndef MEMTAP_SRC_ANALYSIS_PAIRMAP_H
 #define MEMTAP_SRC_ANALYSIS_PAIRMAP_H
 
@@ -7,10 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct mt_pair_slot {
+  uint64_t item;
+  uint32_t parent;
+  uint32_t value; /* UINT32_MAX marks an empty slot */
+} mt_pair_slot;
+
 typedef struct mt_pairmap {
-  uint64_t *items;
-  uint32_t *parents;
-  uint32_t *values; /* UINT32_MAX marks an empty slot */
+  mt_pair_slot *slots;
   size_t cap, count;
 } mt_pairmap;
 

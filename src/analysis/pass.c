@@ -189,8 +189,7 @@ const mt_allocation *mt_analysis_largest(const mt_analysis *a, size_t *count) {
 
 static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err) {
   domain_state *d = domain_of(a, ev->domain);
-  uint32_t node = d ? mt_stacks_intern(a, d, ev) : UINT32_MAX;
-  uint32_t stack = node != UINT32_MAX ? mt_stacks_of_code_node(a, node) : UINT32_MAX;
+  uint32_t stack = d ? mt_stacks_intern(a, d, ev) : UINT32_MAX;
   if (stack == UINT32_MAX)
     return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
   uint64_t samples = ev->nsamples > 0 ? (uint64_t)ev->nsamples : 0;
@@ -375,8 +374,10 @@ void mt_analysis_free(mt_analysis *a) {
   mt_hashmap_free(&a->live_index);
   free(a->live);
   free(a->live_free);
-  for (size_t i = 0; i < a->ndomains; i++)
+  for (size_t i = 0; i < a->ndomains; i++) {
     free(a->domains[i].path);
+    free(a->domains[i].codes);
+  }
   free(a->domains);
   free(a->dirty);
   mt_arena_free(&a->arena);

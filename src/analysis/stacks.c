@@ -1,8 +1,9 @@
-/* Backtraces in the analysis (model.h): the code trie holds every distinct backtrace the reader
- * returned (one node per distinct prefix, so memory follows distinct backtraces, and an event
- * costs only the frames past its common prefix); each path is shown once as a stack of frames
- * (function, file, line) in the frame trie, hidden frames dropped and direct recursion folded; the
- * stack's site is its innermost located frame (analysis.h). */
+/* Backtraces in the analysis (model.h). Each backtrace the reader returns is shown as a path in
+ * the frame trie: its codes expanded into frames (function, file, line), hidden frames dropped and
+ * direct recursion folded, one node per distinct shown prefix, so memory follows distinct
+ * backtraces. An event costs only the codes past its common prefix with the domain's previous
+ * backtrace, whose trie nodes are remembered per depth. A path's end is a stack, whose site is its
+ * innermost located frame (analysis.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +39,8 @@ int mt_stacks_init(mt_analysis *a, const mt_analysis_options *options, mt_error 
     }
     a->has_hide = true;
   }
-  if (!GROW(a->codes, a->codes_cap, 1) || !GROW(a->fnodes, a->fnodes_cap, 1))
+  if (!GROW(a->fnodes, a->fnodes_cap, 1))
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
-  a->codes[0] = (code_node){.code = 0, .parent = UINT32_MAX, .stack = UINT32_MAX};
-  a->ncodes = 1;
   a->fnodes[0] = (frame_node){.parent = UINT32_MAX, .frame = UINT32_MAX, .stack = UINT32_MAX};
   a->nfnodes = 1;
   return MT_OK;
@@ -50,50 +49,18 @@ int mt_stacks_init(mt_analysis *a, const mt_analysis_options *options, mt_error 
 void mt_stacks_free(mt_analysis *a) {
   if (a->has_hide)
     regfree(&a->hide);
-  free(a->codes);
-  mt_pairmap_free(&a->code_children);
   free(a->frames);
   mt_hashmap_free(&a->frame_index);
+  mt_hashmap_free(&a->string_index);
   mt_hashmap_free(&a->code_frames);
   free(a->frame_list);
   free(a->fnodes);
   mt_pairmap_free(&a->fnode_children);
+  mt_pairmap_free(&a->code_steps);
   free(a->stacks);
   free(a->scratch);
   free(a->shown);
   free(a->shown_inlined);
-}
-
-uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
-  size_t n = ev->backtrace_length;
-  /* FORMAT.md §2.7: the first common_prefix codes repeat the domain's previous backtrace (all of
-   * it when that one was cut), so only the frames past it are looked up. */
-  size_t k = ev->common_prefix > 0 ? (size_t)ev->common_prefix : 0;
-  if (k > d->depth)
-    k = d->depth;
-  if (k > n)
-    k = n;
-  if (k > 0 && a->codes[d->path[k - 1]].code != ev->backtrace[k - 1])
-    k = 0; /* not the stream we followed: start again from the root */
-  if (!GROW(d->path, d->cap, n + 1))
-    return UINT32_MAX;
-  uint32_t node = k ? d->path[k - 1] : 0;
-  for (size_t i = k; i < n; i++) {
-    int64_t code = ev->backtrace[i];
-    uint32_t child = mt_pairmap_get(&a->code_children, node, (uint64_t)code);
-    if (child == UINT32_MAX) {
-      if (a->ncodes >= UINT32_MAX - 1 || !GROW(a->codes, a->codes_cap, a->ncodes + 1))
-        return UINT32_MAX;
-      child = (uint32_t)a->ncodes;
-      if (!mt_pairmap_put(&a->code_children, node, (uint64_t)code, child))
-        return UINT32_MAX;
-      a->codes[a->ncodes++] = (code_node){.code = code, .parent = node, .stack = UINT32_MAX};
-    }
-    d->path[i] = child;
-    node = child;
-  }
-  d->depth = n;
-  return node;
 }
 
 static const char *copy_string(mt_analysis *a, const char *s) {
@@ -110,6 +77,23 @@ static uint64_t hash_bytes(uint64_t h, const char *s) {
   return h * UINT64_C(0x100000001b3);
 }
 
+/* One copy of each distinct string (function and file names), so that equal names are equal
+ * pointers. */
+static const char *intern_string(mt_analysis *a, const char *str) {
+  uint64_t h = hash_bytes(UINT64_C(0x84222325cbf29ce4), str);
+  uint64_t p;
+  for (;; h++) {
+    if (!mt_hashmap_get(&a->string_index, (int64_t)h, &p))
+      break;
+    if (!strcmp((const char *)(uintptr_t)p, str))
+      return (const char *)(uintptr_t)p;
+  }
+  const char *copy = copy_string(a, str);
+  if (!copy || !mt_hashmap_put(&a->string_index, (int64_t)h, (uint64_t)(uintptr_t)copy))
+    return NULL;
+  return copy;
+}
+
 /* The index of frame (function, file, line), interned by content. */
 static uint32_t intern_frame(mt_analysis *a, const char *function, const char *file, int32_t line) {
   uint64_t h = hash_bytes(hash_bytes(UINT64_C(0xcbf29ce484222325), function), file) ^
@@ -124,7 +108,7 @@ static uint32_t intern_frame(mt_analysis *a, const char *function, const char *f
   }
   if (!GROW(a->frames, a->frames_cap, a->nframes + 1))
     return UINT32_MAX;
-  mt_frame f = {copy_string(a, function), copy_string(a, file), line};
+  mt_frame f = {intern_string(a, function), intern_string(a, file), line};
   if (!f.function || !f.file || !mt_hashmap_put(&a->frame_index, (int64_t)h, a->nframes))
     return UINT32_MAX;
   a->frames[a->nframes] = f;
@@ -188,49 +172,66 @@ static uint32_t fnode_child(mt_analysis *a, uint32_t parent, uint32_t frame, boo
 }
 
 static bool same_function(const mt_analysis *a, uint32_t f1, uint32_t f2) {
-  return f1 == f2 || !strcmp(a->frames[f1].function, a->frames[f2].function);
+  return a->frames[f1].function == a->frames[f2].function; /* interned */
 }
 
-uint32_t mt_stacks_of_code_node(mt_analysis *a, uint32_t node) {
-  if (a->codes[node].stack != UINT32_MAX)
-    return a->codes[node].stack;
-  /* The path's codes, outermost first. */
-  size_t depth = 0;
-  for (uint32_t n = node; n != 0; n = a->codes[n].parent)
-    depth++;
-  if (!GROW(a->scratch, a->scratch_cap, depth + 1))
+/* The frame trie node of `fnode` followed by the frames of `code`, remembered per (node, code):
+ * one lookup for a step taken before. */
+static uint32_t extend(mt_analysis *a, uint32_t from, int64_t code) {
+  uint32_t fnode = mt_pairmap_get(&a->code_steps, from, (uint64_t)code);
+  if (fnode != UINT32_MAX)
+    return fnode;
+  fnode = from;
+  size_t offset, count;
+  if (!frames_of_code(a, code, &offset, &count))
     return UINT32_MAX;
-  size_t i = depth;
-  for (uint32_t n = node; n != 0; n = a->codes[n].parent)
-    a->scratch[--i] = n;
-  uint32_t fnode = 0;
-  for (i = 0; i < depth; i++) {
-    size_t offset, count;
-    if (!frames_of_code(a, a->codes[a->scratch[i]].code, &offset, &count))
-      return UINT32_MAX;
-    for (size_t j = 0; j < count; j++) {
-      uint32_t frame = a->frame_list[offset + j];
-      bool inlined = j > 0;
-      /* Folding: a run of frames of one function is shown as its innermost frame. */
-      if (a->fold && fnode != 0 && same_function(a, a->fnodes[fnode].frame, frame)) {
-        inlined = a->fnodes[fnode].inlined;
-        fnode = a->fnodes[fnode].parent;
-      }
-      fnode = fnode_child(a, fnode, frame, inlined && fnode != 0);
-      if (fnode == UINT32_MAX)
-        return UINT32_MAX;
+  for (size_t j = 0; j < count; j++) {
+    uint32_t frame = a->frame_list[offset + j];
+    bool inlined = j > 0;
+    /* Folding: a run of frames of one function is shown as its innermost frame. */
+    if (a->fold && fnode != 0 && same_function(a, a->fnodes[fnode].frame, frame)) {
+      inlined = a->fnodes[fnode].inlined;
+      fnode = a->fnodes[fnode].parent;
     }
+    fnode = fnode_child(a, fnode, frame, inlined && fnode != 0);
+    if (fnode == UINT32_MAX)
+      return UINT32_MAX;
   }
+  return mt_pairmap_put(&a->code_steps, from, (uint64_t)code, fnode) ? fnode : UINT32_MAX;
+}
+
+uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
+  size_t n = ev->backtrace_length;
+  /* FORMAT.md §2.7: the first common_prefix codes repeat the domain's previous backtrace (all of
+   * it when that one was cut), so only the codes past it are expanded. */
+  size_t k = ev->common_prefix > 0 ? (size_t)ev->common_prefix : 0;
+  if (k > d->depth)
+    k = d->depth;
+  if (k > n)
+    k = n;
+  if (k > 0 && d->codes[k - 1] != ev->backtrace[k - 1])
+    k = 0; /* not the stream we followed: start again from the root */
+  if (!GROW(d->path, d->cap, n + 1) || !GROW(d->codes, d->codes_cap, n + 1))
+    return UINT32_MAX;
+  uint32_t fnode = k ? d->path[k - 1] : 0;
+  for (size_t i = k; i < n; i++) {
+    fnode = extend(a, fnode, ev->backtrace[i]);
+    if (fnode == UINT32_MAX)
+      return UINT32_MAX;
+    d->path[i] = fnode;
+    d->codes[i] = ev->backtrace[i];
+  }
+  d->depth = n;
   uint32_t stack = a->fnodes[fnode].stack;
   if (stack == UINT32_MAX) {
     if (a->nstacks >= UINT32_MAX - 1 || !GROW(a->stacks, a->stacks_cap, a->nstacks + 1))
       return UINT32_MAX;
     uint32_t site = UINT32_MAX;
-    for (uint32_t n = fnode; n != 0; n = a->fnodes[n].parent) {
+    for (uint32_t f = fnode; f != 0; f = a->fnodes[f].parent) {
       if (site == UINT32_MAX)
-        site = a->fnodes[n].frame; /* the innermost, in case none has a location */
-      if (a->frames[a->fnodes[n].frame].file[0]) {
-        site = a->fnodes[n].frame;
+        site = a->fnodes[f].frame; /* the innermost, in case none has a location */
+      if (a->frames[a->fnodes[f].frame].file[0]) {
+        site = a->fnodes[f].frame;
         break;
       }
     }
@@ -238,7 +239,6 @@ uint32_t mt_stacks_of_code_node(mt_analysis *a, uint32_t node) {
     a->stacks[stack] = (stack_rec){.fnode = fnode, .site = site};
     a->fnodes[fnode].stack = stack;
   }
-  a->codes[node].stack = stack;
   return stack;
 }
 

@@ -9,6 +9,10 @@
 #include "export/flame_tree.h"
 
 static void folded_name(FILE *out, const char *s) {
+  if (!strpbrk(s, ";\n\r")) {
+    fputs(s, out);
+    return;
+  }
   for (; *s; s++)
     fputc(*s == ';' ? ':' : *s == '\n' || *s == '\r' ? ' ' : *s, out);
 }

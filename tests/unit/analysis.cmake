@@ -10,3 +10,7 @@ foreach(t test_analysis_model test_analysis_cli)
 endforeach()
 
 include(integration/analysis/analysis.cmake OPTIONAL)
+
+# Large traces made at test time (never committed): the memory test, and the benchmark.
+add_executable(memtap-gentrace unit/analysis_gentrace.c)
+target_link_libraries(memtap-gentrace PRIVATE memtap_internal)
