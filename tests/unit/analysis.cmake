@@ -14,3 +14,10 @@ include(integration/analysis/analysis.cmake OPTIONAL)
 # Large traces made at test time (never committed): the memory test, and the benchmark.
 add_executable(memtap-gentrace unit/analysis_gentrace.c)
 target_link_libraries(memtap-gentrace PRIVATE memtap_internal)
+
+# Peak RSS at 5 M and 50 M events (about 15 s).
+memtap_unit_test(test_analysis_memory unit/test_analysis_memory.c LABELS analysis)
+target_compile_definitions(test_analysis_memory PRIVATE
+                           MEMTAP_GENTRACE="$<TARGET_FILE:memtap-gentrace>")
+add_dependencies(test_analysis_memory memtap-gentrace memtap_cli)
+set_tests_properties(test_analysis_memory PROPERTIES TIMEOUT 600)
