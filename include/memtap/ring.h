@@ -223,8 +223,9 @@ typedef struct mt_ring_event {
   uint64_t timestamp; /* raw clock value; mt_cursor_timestamp_ns converts */
   const uint64_t *payload;
   size_t words;         /* payload words */
-  const uint8_t *bytes; /* MT_RING_TYPE_USER_CUSTOM and mt_ring_write_bytes records: the */
-  size_t length;        /* payload's bytes without padding (else bytes = payload) */
+  const uint8_t *bytes; /* MT_RING_TYPE_USER_CUSTOM: the bytes without their padding; other */
+  size_t length;        /* types: the payload itself, words * 8 bytes (an opaque type written
+                           with mt_ring_write_bytes decodes its last byte itself) */
 } mt_ring_event;
 
 /* A record callback returns MT_CURSOR_NEXT to go on, or MT_CURSOR_STOP to end the poll before
@@ -235,8 +236,8 @@ typedef int (*mt_ring_event_fn)(void *user, const mt_ring_event *event);
 /* One callback per record type; `other` receives the records whose own callback is NULL
  * (opaque types included when `opaque` is NULL). Records with no callback at all are consumed
  * silently. `lost` reports records that were overwritten before this cursor read them (a count
- * of records, never words); `registry` reports each registry entry once, before any record of
- * the same poll. */
+ * of records, never words); `registry` reports each registry entry once, and never after a
+ * record that its writer wrote after registering it. */
 typedef struct mt_cursor_callbacks {
   mt_ring_event_fn lifecycle, clock, counter, span_begin, span_end;
   mt_ring_event_fn user_unit, user_int, user_span_begin, user_span_end, user_custom;
