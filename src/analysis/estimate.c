@@ -5,16 +5,25 @@
 
 #include "analysis/model.h"
 
+static double estimate(double rate, double w) {
+  if (rate >= 1)
+    return 1;
+  double p = -expm1(w * log1p(-rate)); /* 1 - (1 - rate)^w, accurate for tiny rates */
+  return p > 0 ? 1 / p : 1;
+}
+
 double mt_estimate_objects(const mt_analysis *a, int64_t words, mt_source source) {
   /* An OCaml block carries its header word, which the runtime samples too (FORMAT.md §3.1);
    * external blocks are sampled over their length only (§3.2). */
-  double w = (double)words + (source == MT_SOURCE_EXTERNAL ? 0 : 1);
+  int64_t w = words + (source == MT_SOURCE_EXTERNAL ? 0 : 1);
   if (w < 1)
     w = 1;
-  if (a->rate >= 1)
-    return 1;
-  double p = -expm1(w * log1p(-a->rate)); /* 1 - (1 - rate)^w, accurate for tiny rates */
-  return p > 0 ? 1 / p : 1;
+  if (w >= MT_ESTIMATE_CACHE)
+    return estimate(a->rate, (double)w);
+  mt_analysis *m = (mt_analysis *)a; /* a cache, not part of the model */
+  if (m->estimates[w] == 0)
+    m->estimates[w] = estimate(a->rate, (double)w);
+  return m->estimates[w];
 }
 
 double mt_analysis_bytes(const mt_analysis *a, uint64_t samples) {

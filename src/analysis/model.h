@@ -15,6 +15,7 @@
 #include "memtap/analysis.h"
 
 #define MT_TIMELINE_BUCKETS 1024
+#define MT_ESTIMATE_CACHE 4096
 
 typedef struct frame_node {
   uint32_t parent;
@@ -54,6 +55,7 @@ struct mt_analysis {
   mt_reader *reader;
   bool memtap_trace;
   double rate, word_bytes;
+  double estimates[MT_ESTIMATE_CACHE]; /* objects per sampled block of w words, 0 until needed */
 
   /* stacks.c */
   bool fold, has_hide;

@@ -1,0 +1,126 @@
+/* Analysis benchmark (issue 4): time and peak memory of `memtap summary`, `top`, `flame` and
+ * `report` on a generated trace of N events (demo_v3's stream replayed by memtap-gentrace), next to
+ * the raw reader's throughput on the same file; then `top` and `flame` on ocamlopt_v1.ctf, which
+ * the issue compares with OCaml memtrace's hotspots (~0.5 s) and flamegraph (~1.9 s). Prints
+ * figures; checks nothing.
+ *
+ *   bench_analysis MEMTAP GENTRACE TESTDATA_DIR [NEVENTS (default 100000000)] [WORK_DIR] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "memtap/format.h"
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Runs argv with stdout to /dev/null; returns wall seconds, stores peak RSS in KB. */
+static double run(char *const argv[], long *rss_kb) {
+  fflush(stdout); /* or the child would print our buffer again */
+  double t0 = now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen("/dev/null", "w", stdout))
+      _exit(126);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int status;
+  struct rusage ru;
+  if (pid < 0 || wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "bench_analysis: %s %s failed\n", argv[0], argv[1]);
+    exit(1);
+  }
+  if (rss_kb)
+    *rss_kb = ru.ru_maxrss;
+  return now() - t0;
+}
+
+static void reader_throughput(const char *path, bool backtraces) {
+  mt_reader_options o = {.backtraces = backtraces};
+  mt_reader *r;
+  mt_error err;
+  if (mt_reader_open(&r, path, &o, &err)) {
+    fprintf(stderr, "bench_analysis: %s\n", err.message);
+    exit(1);
+  }
+  mt_event ev;
+  uint64_t n = 0;
+  double t0 = now();
+  while (mt_reader_next(r, &ev, &err) > 0)
+    n++;
+  double s = now() - t0;
+  printf("  raw reader, %-15s %10.2f s  %7.1f M events/s\n",
+         backtraces ? "with backtraces" : "no backtraces", s, (double)n / s / 1e6);
+  mt_reader_close(r);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: bench_analysis MEMTAP GENTRACE TESTDATA_DIR [NEVENTS] [WORK_DIR]\n");
+    return 64;
+  }
+  char *memtap = argv[1], *gentrace = argv[2];
+  const char *data = argv[3];
+  const char *nevents = argc > 4 ? argv[4] : "100000000";
+  const char *work = argc > 5 ? argv[5] : "/tmp";
+  char demo[4096], ocamlopt[4096], big[4096], html[4096];
+  snprintf(demo, sizeof demo, "%s/memtrace/demo_v3.ctf", data);
+  snprintf(ocamlopt, sizeof ocamlopt, "%s/memtrace/ocamlopt_v1.ctf", data);
+  snprintf(big, sizeof big, "%s/memtap-bench-%d.ctf", work, (int)getpid());
+  snprintf(html, sizeof html, "%s/memtap-bench-%d.html", work, (int)getpid());
+
+  printf("generating %s events (demo_v3 replayed) ...\n", nevents);
+  double g = run((char *[]){gentrace, "replay", demo, big, (char *)nevents, NULL}, NULL);
+  FILE *f = fopen(big, "rb");
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fclose(f);
+  printf("  %s: %.0f MB, written in %.1f s\n\n", big, (double)size / 1e6, g);
+
+  printf("%s events:\n", nevents);
+  reader_throughput(big, false);
+  reader_throughput(big, true);
+  char *commands[][6] = {{memtap, "summary", big, NULL},
+                         {memtap, "top", big, NULL},
+                         {memtap, "flame", big, NULL},
+                         {memtap, "report", big, "-o", html, NULL}};
+  double events = strtod(nevents, NULL);
+  for (int i = 0; i < 4; i++) {
+    long rss;
+    double s = run(commands[i], &rss);
+    printf("  memtap %-8s %10.2f s  %7.1f M events/s  peak RSS %6.1f MB\n", commands[i][1], s,
+           events / s / 1e6, (double)rss / 1024);
+  }
+  f = fopen(html, "rb");
+  if (f) {
+    fseek(f, 0, SEEK_END);
+    printf("  report size: %.1f KB\n", (double)ftell(f) / 1024);
+    fclose(f);
+  }
+  unlink(big);
+  unlink(html);
+
+  printf("\nocamlopt_v1.ctf (175 035 events); memtrace: hotspots ~0.5 s, flamegraph ~1.9 s:\n");
+  char *small[][4] = {{memtap, "top", ocamlopt, NULL}, {memtap, "flame", ocamlopt, NULL}};
+  for (int i = 0; i < 2; i++) {
+    double best = 1e9;
+    long rss = 0;
+    for (int k = 0; k < 5; k++) {
+      double s = run(small[i], &rss);
+      if (s < best)
+        best = s;
+    }
+    printf("  memtap %-8s %10.3f s (best of 5)  peak RSS %6.1f MB\n", small[i][1], best,
+           (double)rss / 1024);
+  }
+  return 0;
+}
