@@ -25,15 +25,17 @@ enum { AN_OPT_FROM = 1000, AN_OPT_TO, AN_OPT_HIDE, AN_OPT_NO_FOLD, AN_OPT_JSON }
 #define AN_LONG_OPTIONS                                                                            \
   {"from", required_argument, NULL, AN_OPT_FROM}, {"to", required_argument, NULL, AN_OPT_TO},      \
       {"hide", required_argument, NULL, AN_OPT_HIDE},                                              \
-      {"no-fold", no_argument, NULL, AN_OPT_NO_FOLD}, {"json", no_argument, NULL, AN_OPT_JSON},    \
-      {"help", no_argument, NULL, 'h'}
+      {"no-fold", no_argument, NULL, AN_OPT_NO_FOLD}, {"json", no_argument, NULL, AN_OPT_JSON}, {  \
+    "help", no_argument, NULL, 'h'                                                                 \
+  }
 
 /* The usage lines of the shared options. */
 #define AN_USAGE_WINDOW                                                                            \
   "  --from T, --to T  analyse only this window: T in seconds since the trace's start, or N%\n"    \
-  "                    of the trace; what is live at --from is rebuilt, later events are not read\n"
+  "                    of the trace; what is live at --from is rebuilt, later events are not "     \
+  "read\n"
 #define AN_USAGE_STACKS                                                                            \
-  "  --hide REGEX      drop frames whose function matches REGEX (allocator wrappers)\n"           \
+  "  --hide REGEX      drop frames whose function matches REGEX (allocator wrappers)\n"            \
   "  --no-fold         keep direct recursion (f -> f -> f) in backtraces\n"
 
 /* Handles a shared option; false if `c` is not one. */

@@ -143,10 +143,10 @@ int mt_cmd_diff(int argc, char **argv) {
   } else {
     out_printf(&o, "%s by %s: A = %s, B = %s\n\n", count ? "objects" : "bytes",
                an_metric_name(metric), pa, pb);
-    out_printf(&o, "%12s %12s %12s  %s\n", "change", "A", "B", by == MT_GROUP_FILE ? "file"
-                                                               : by == MT_GROUP_FUNCTION
-                                                                   ? "function"
-                                                                   : "site");
+    out_printf(&o, "%12s %12s %12s  %s\n", "change", "A", "B",
+               by == MT_GROUP_FILE       ? "file"
+               : by == MT_GROUP_FUNCTION ? "function"
+                                         : "site");
     for (size_t k = 0; k < shown; k++) {
       char d[40], x[32], y[32];
       double delta = rows[k].b - rows[k].a;

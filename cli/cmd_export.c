@@ -17,8 +17,8 @@ static const char usage[] =
     "  -o OUT               the output file ('-' for standard output)\n"
     "  --at T|peak          pprof in-use values at the peak, or at T (seconds or N%: the\n"
     "                       analysis then stops at T, alloc_* included); default: the end\n"
-    "  --by METRIC          folded: bytes (the default), count, live, peak, temporary\n" AN_USAGE_WINDOW
-        AN_USAGE_STACKS "  -h, --help           show this help\n";
+    "  --by METRIC          folded: bytes (the default), count, live, peak, "
+    "temporary\n" AN_USAGE_WINDOW AN_USAGE_STACKS "  -h, --help           show this help\n";
 
 int mt_cmd_export(int argc, char **argv) {
   enum { OPT_FORMAT = 1, OPT_AT, OPT_BY };

@@ -17,8 +17,8 @@ static const char usage[] =
     "  --svg             an SVG flame graph\n"
     "  --by METRIC       bytes (allocated, the default), count, live, peak, temporary\n"
     "  --inverted        start each stack at the allocation point (callers above it)\n"
-    "  -o FILE           write to FILE instead of standard output\n" AN_USAGE_WINDOW
-        AN_USAGE_STACKS "  -h, --help        show this help\n";
+    "  -o FILE           write to FILE instead of standard output\n" AN_USAGE_WINDOW AN_USAGE_STACKS
+    "  -h, --help        show this help\n";
 
 int mt_cmd_flame(int argc, char **argv) {
   enum { OPT_FOLDED = 1, OPT_SVG, OPT_BY, OPT_INVERTED };

@@ -87,8 +87,9 @@ int mt_cmd_leaks(int argc, char **argv) {
   out_init(&o, STDOUT_FILENO);
   if (ao.json) {
     static const char *group_names[] = {"site", "function", "file"};
-    out_printf(&o, "{\"schema\":\"memtap.leaks/1\",\"definition\":\"not freed by the end of %s\","
-                   "\"end_s\":%.6f,\"group\":\"%s\",\"total\":",
+    out_printf(&o,
+               "{\"schema\":\"memtap.leaks/1\",\"definition\":\"not freed by the end of %s\","
+               "\"end_s\":%.6f,\"group\":\"%s\",\"total\":",
                where, (double)s->to / 1e6, group_names[by]);
     an_json_amount(&o, a, &s->live_end);
     out_printf(&o, ",\"groups_total\":%zu,\"groups\":[", n);
@@ -105,11 +106,11 @@ int mt_cmd_leaks(int argc, char **argv) {
     out_str(&o, "]}\n");
   } else {
     char b1[32];
-    out_printf(&o, "not freed by the end of %s (%.6f s): %llu sampled objects, %llu samples, "
-                   "~%s, in %zu group%s\n\n",
+    out_printf(&o,
+               "not freed by the end of %s (%.6f s): %llu sampled objects, %llu samples, "
+               "~%s, in %zu group%s\n\n",
                where, (double)s->to / 1e6, (unsigned long long)s->live_end.objects,
-               (unsigned long long)s->live_end.samples, an_size(leaked, b1), n,
-               n == 1 ? "" : "s");
+               (unsigned long long)s->live_end.samples, an_size(leaked, b1), n, n == 1 ? "" : "s");
     for (size_t i = 0; i < shown; i++) {
       const mt_group *g = &groups[i];
       out_printf(&o, "%3zu. %llu objects, %llu samples, ~%s (~%.0f objects estimated)\n     ",

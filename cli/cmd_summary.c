@@ -97,8 +97,7 @@ int mt_cmd_summary(int argc, char **argv) {
                "\"start_time\":%lld,\"duration_s\":%.6f,\"window\":{\"from_s\":%.6f,\"to_s\":%.6f},"
                "\"allocated\":",
                s->info.sample_rate, s->info.word_size, s->bytes_per_sample,
-               (long long)s->info.start_time, duration, (double)s->from / 1e6,
-               (double)s->to / 1e6);
+               (long long)s->info.start_time, duration, (double)s->from / 1e6, (double)s->to / 1e6);
     an_json_amount(&o, a, &s->allocated);
     out_str(&o, ",\"allocated_by_source\":{");
     for (int i = 0; i < 3; i++) {
@@ -177,8 +176,8 @@ int mt_cmd_summary(int argc, char **argv) {
     if (s->from > 0)
       print_amount(&o, a, "live at start:", &s->live_start);
     out_printf(&o, "peak live heap:  ~%s at %.6f s (%llu sampled objects)\n",
-               an_size(mt_analysis_bytes(a, s->at_peak.samples), b1),
-               (double)s->peak_time / 1e6, (unsigned long long)s->at_peak.objects);
+               an_size(mt_analysis_bytes(a, s->at_peak.samples), b1), (double)s->peak_time / 1e6,
+               (unsigned long long)s->at_peak.objects);
     print_amount(&o, a, "live at end:", &s->live_end);
     if (s->temporary_defined)
       print_amount(&o, a, "temporary:", &s->temporary);
@@ -189,8 +188,7 @@ int mt_cmd_summary(int argc, char **argv) {
     if (s->unknown_collects)
       out_printf(&o, "unknown ids:     %llu collects/promotes of objects never allocated\n",
                  (unsigned long long)s->unknown_collects);
-    out_printf(&o, "backtraces:      %llu distinct\n",
-               (unsigned long long)s->distinct_backtraces);
+    out_printf(&o, "backtraces:      %llu distinct\n", (unsigned long long)s->distinct_backtraces);
     out_str(&o, "\nallocation rate over time:\n");
     for (size_t i = 0; i < segments; i++)
       out_printf(&o, "  %10.3f s - %10.3f s  %s/s\n", seg_from[i], seg_to[i],

@@ -19,8 +19,8 @@ static const char usage[] =
     "\n"
     "  --csv             CSV: time_s,live_bytes,max_bytes, then one column per top site\n"
     "  --json            one JSON object (schema memtap.timeline/1)\n"
-    "  -n N              how many top sites (default 5, at most 26)\n" AN_USAGE_WINDOW AN_USAGE_STACKS
-    "  -h, --help        show this help\n";
+    "  -n N              how many top sites (default 5, at most 26)\n" AN_USAGE_WINDOW
+        AN_USAGE_STACKS "  -h, --help        show this help\n";
 
 static bool same_frame(mt_frame x, mt_frame y) {
   return x.line == y.line && !strcmp(x.function, y.function) && !strcmp(x.file, y.file);
@@ -35,8 +35,8 @@ static void csv_field(cli_out *o, const char *s) {
 
 int mt_cmd_timeline(int argc, char **argv) {
   enum { OPT_CSV = 1 };
-  static const struct option options[] = {AN_LONG_OPTIONS, {"csv", no_argument, NULL, OPT_CSV},
-                                          {0}};
+  static const struct option options[] = {
+      AN_LONG_OPTIONS, {"csv", no_argument, NULL, OPT_CSV}, {0}};
   an_options ao = {0};
   bool csv = false;
   long long top_n = 5;
@@ -142,8 +142,9 @@ int mt_cmd_timeline(int argc, char **argv) {
     }
     out_str(&o, ",other_bytes\n");
   } else if (ao.json) {
-    out_printf(&o, "{\"schema\":\"memtap.timeline/1\",\"from_s\":%.6f,\"to_s\":%.6f,"
-                   "\"step_s\":%.6f,\"sites\":[",
+    out_printf(&o,
+               "{\"schema\":\"memtap.timeline/1\",\"from_s\":%.6f,\"to_s\":%.6f,"
+               "\"step_s\":%.6f,\"sites\":[",
                (double)s->from / 1e6, (double)s->to / 1e6, (double)cw / 1e6);
     for (size_t k = 0; k < nsites; k++) {
       if (k)

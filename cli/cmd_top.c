@@ -91,8 +91,9 @@ int mt_cmd_top(int argc, char **argv) {
   cli_out o;
   out_init(&o, STDOUT_FILENO);
   if (ao.json) {
-    out_printf(&o, "{\"schema\":\"memtap.top/1\",\"by\":\"%s\",\"group\":\"%s\",\"total\":%.17g,"
-                   "\"groups\":[",
+    out_printf(&o,
+               "{\"schema\":\"memtap.top/1\",\"by\":\"%s\",\"group\":\"%s\",\"total\":%.17g,"
+               "\"groups\":[",
                an_metric_name(metric), group_names[by], whole);
     for (size_t i = 0; i < shown; i++) {
       const mt_group *g = &groups[i];
@@ -137,14 +138,15 @@ int mt_cmd_top(int argc, char **argv) {
         out_str(&o, g->key.file);
       else
         an_print_frame(&o, g->key);
-      out_printf(&o, "\n     allocated %llu sampled objects (~%s, ~%.0f objects), live at end "
-                     "%llu, %zu backtrace%s\n",
+      out_printf(&o,
+                 "\n     allocated %llu sampled objects (~%s, ~%.0f objects), live at end "
+                 "%llu, %zu backtrace%s\n",
                  (unsigned long long)g->stats.allocated.objects,
                  an_size(mt_analysis_bytes(a, g->stats.allocated.samples), b2),
                  g->stats.allocated.objects_estimated, (unsigned long long)g->stats.live.objects,
                  g->stacks, g->stacks == 1 ? "" : "s");
-      out_str(&o, inverted ? "     from the allocation point out:\n"
-                           : "     heaviest backtrace:\n");
+      out_str(&o,
+              inverted ? "     from the allocation point out:\n" : "     heaviest backtrace:\n");
       an_print_stack(&o, a, g->top_stack, inverted, (size_t)depth, "       ");
       out_str(&o, "\n");
     }

@@ -106,8 +106,7 @@ int main(int argc, char **argv) {
   snprintf(pipeline, sizeof pipeline, "cat '%s' | exec '%s' summary -", big, memtap);
   long rss;
   double s = run((char *[]){"/bin/sh", "-c", pipeline, NULL}, &rss);
-  printf("  memtap summary - (through a pipe) %6.2f s  peak RSS %6.1f MB\n", s,
-         (double)rss / 1024);
+  printf("  memtap summary - (through a pipe) %6.2f s  peak RSS %6.1f MB\n", s, (double)rss / 1024);
   f = fopen(html, "rb");
   if (f) {
     fseek(f, 0, SEEK_END);

@@ -9,7 +9,8 @@
  * Definitions (docs/analysis.md states them for users):
  *   - estimated bytes of n samples = n / rate × word_size / 8 (FORMAT.md §3);
  *   - estimated objects of one sampled block of w words = 1 / p, p = 1 − (1 − rate)^w, where w is
- *     the length plus the header word for OCaml minor/major blocks and the length for external ones;
+ *     the length plus the header word for OCaml minor/major blocks and the length for external
+ * ones;
  *   - a backtrace is shown as frames (function, file, line), outermost first, after dropping frames
  *     whose function matches the `hide` regex and folding direct recursion (a run of consecutive
  *     frames of one function becomes its innermost frame) unless `no_fold`;
@@ -58,9 +59,9 @@ typedef struct mt_analysis_options {
    * start or the end of the trace. What is live at `from` is rebuilt (decoded without being
    * counted as allocated); events after `to` are not read. */
   int64_t from, to;
-  const char *hide; /* POSIX extended regex on function names: matching frames are dropped */
-  bool no_fold;     /* keep direct recursion in backtraces */
-  bool cells;       /* keep the report's cells (mt_analysis_cells) */
+  const char *hide;        /* POSIX extended regex on function names: matching frames are dropped */
+  bool no_fold;            /* keep direct recursion in backtraces */
+  bool cells;              /* keep the report's cells (mt_analysis_cells) */
   mt_progress_fn progress; /* called every few hundred thousand events; may be NULL */
   void *progress_user;
 } mt_analysis_options;
@@ -95,9 +96,9 @@ int64_t mt_size_class_limit(int i);
 int64_t mt_lifetime_class_limit(int i);
 
 typedef struct mt_summary {
-  mt_trace_info info; /* strings owned by the analysis */
-  int64_t end_time;   /* the last event read, µs since the epoch (start_time if none) */
-  int64_t from, to;   /* the window actually analysed, µs since the trace start */
+  mt_trace_info info;      /* strings owned by the analysis */
+  int64_t end_time;        /* the last event read, µs since the epoch (start_time if none) */
+  int64_t from, to;        /* the window actually analysed, µs since the trace start */
   double bytes_per_sample; /* word_size / 8 / rate */
   mt_amount allocated;     /* in the window */
   mt_amount allocated_by_source[3];
@@ -105,16 +106,16 @@ typedef struct mt_summary {
   mt_amount live_start; /* live when the window starts (0 without a window) */
   mt_amount live_end;   /* live at the end: leaks */
   mt_amount live_end_by_source[3];
-  mt_amount at_peak;  /* live at the peak */
-  int64_t peak_time;  /* µs since the trace start */
-  uint64_t promotes;  /* in the window */
-  uint64_t collects;  /* in the window */
+  mt_amount at_peak;         /* live at the peak */
+  int64_t peak_time;         /* µs since the trace start */
+  uint64_t promotes;         /* in the window */
+  uint64_t collects;         /* in the window */
   uint64_t unknown_collects; /* collects (or promotes) of ids never allocated: ignored */
   bool temporary_defined;    /* rate == 1 */
   mt_amount temporary;
   mt_amount sizes[MT_SIZE_CLASSES];         /* allocations in the window by size class */
   mt_amount lifetimes[MT_LIFETIME_CLASSES]; /* allocations in the window by lifetime class */
-  uint64_t distinct_backtraces; /* distinct shown backtraces with allocations */
+  uint64_t distinct_backtraces;             /* distinct shown backtraces with allocations */
   uint64_t sites;
 } mt_summary;
 
@@ -125,14 +126,13 @@ double mt_analysis_bytes(const mt_analysis *a, uint64_t samples);
 
 /* The live heap over time: `count` buckets of equal width starting at summary.from. */
 typedef struct mt_timeline_bucket {
-  double live_max; /* estimated bytes: the largest live heap inside the bucket */
-  double live_end; /* at the bucket's end */
+  double live_max;         /* estimated bytes: the largest live heap inside the bucket */
+  double live_end;         /* at the bucket's end */
   double allocated, freed; /* estimated bytes allocated / freed inside the bucket */
 } mt_timeline_bucket;
 
 /* The buckets (at most 1024), their width in µs (a power of two). */
-const mt_timeline_bucket *mt_analysis_timeline(const mt_analysis *a, size_t *count,
-                                               int64_t *width);
+const mt_timeline_bucket *mt_analysis_timeline(const mt_analysis *a, size_t *count, int64_t *width);
 
 /* ---------------------------------------------------------------------------------------------
  * Backtraces and sites
@@ -189,10 +189,10 @@ typedef enum mt_group_by {
 } mt_group_by;
 
 typedef struct mt_group {
-  mt_frame key;      /* the unused parts are "" / 0 */
+  mt_frame key; /* the unused parts are "" / 0 */
   mt_stats stats;
-  size_t top_stack;  /* the group's stack with the largest value of the metric */
-  size_t stacks;     /* how many stacks the group has */
+  size_t top_stack; /* the group's stack with the largest value of the metric */
+  size_t stacks;    /* how many stacks the group has */
 } mt_group;
 
 /* Groups stacks by site, function or file and ranks the groups by `metric`, largest first, ties

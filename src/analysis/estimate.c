@@ -30,8 +30,8 @@ double mt_analysis_bytes(const mt_analysis *a, uint64_t samples) {
   return (double)samples * a->summary.bytes_per_sample;
 }
 
-static const int64_t size_limits[MT_SIZE_CLASSES] = {
-    16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, INT64_MAX};
+static const int64_t size_limits[MT_SIZE_CLASSES] = {16,    64,    256,    1024,    4096,
+                                                     16384, 65536, 262144, 1048576, INT64_MAX};
 static const int64_t lifetime_limits[MT_LIFETIME_CLASSES] = {
     10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, INT64_MAX, INT64_MAX};
 

@@ -282,8 +282,10 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
                    "the trace's sampling rate %g is outside (0, 1]: no estimate can be made",
                    info->sample_rate);
   if (info->word_size <= 0 || info->word_size % 8)
-    return mt_fail(err, MT_E_INVALID, -1, "the trace's word size %d bits is not a whole number "
-                   "of bytes", info->word_size);
+    return mt_fail(err, MT_E_INVALID, -1,
+                   "the trace's word size %d bits is not a whole number "
+                   "of bytes",
+                   info->word_size);
   int64_t from = options->from == MT_TIME_UNBOUNDED || options->from < 0 ? 0 : options->from;
   bool bounded_to = options->to != MT_TIME_UNBOUNDED;
   int64_t to = bounded_to ? options->to : INT64_MAX;

@@ -34,8 +34,8 @@ int mt_stacks_init(mt_analysis *a, const mt_analysis_options *options, mt_error 
     if (rc) {
       char why[128];
       regerror(rc, &a->hide, why, sizeof why);
-      return mt_fail(err, MT_E_INVALID, -1, "bad --hide regular expression '%s': %s",
-                     options->hide, why);
+      return mt_fail(err, MT_E_INVALID, -1, "bad --hide regular expression '%s': %s", options->hide,
+                     why);
     }
     a->has_hide = true;
   }
@@ -260,8 +260,7 @@ const uint32_t *mt_analysis_stack_frames(const mt_analysis *a, size_t stack, siz
   uint32_t fnode = a->stacks[stack].fnode;
   size_t n = a->fnodes[fnode].depth;
   *depth = n;
-  if (!GROW(m->shown, m->shown_cap, n + 1) ||
-      !GROW(m->shown_inlined, m->shown_inlined_cap, n + 1))
+  if (!GROW(m->shown, m->shown_cap, n + 1) || !GROW(m->shown_inlined, m->shown_inlined_cap, n + 1))
     return *depth = 0, NULL;
   for (uint32_t f = fnode; f != 0; f = a->fnodes[f].parent) {
     m->shown[--n] = a->fnodes[f].frame;

@@ -34,8 +34,7 @@ static void timeline_double(mt_analysis *a) {
     }
     a->timeline[i] = m;
   }
-  memset(&a->timeline[cur / 2 + 1], 0,
-         (MT_TIMELINE_BUCKETS - cur / 2 - 1) * sizeof a->timeline[0]);
+  memset(&a->timeline[cur / 2 + 1], 0, (MT_TIMELINE_BUCKETS - cur / 2 - 1) * sizeof a->timeline[0]);
   a->tl_current = cur / 2;
   a->tl_width *= 2;
 }

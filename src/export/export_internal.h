@@ -12,8 +12,7 @@ int mt_export_speedscope(const mt_analysis *a, FILE *out, const mt_export_option
                          mt_error *err);
 int mt_export_chrome(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err);
 int mt_export_folded(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err);
-int mt_export_flame_svg(const mt_analysis *a, FILE *out, const mt_export_options *o,
-                        mt_error *err);
+int mt_export_flame_svg(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err);
 int mt_export_html(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err);
 
 /* A JSON string literal for NUL-terminated bytes; invalid UTF-8 bytes become \udcXX (as the CLI's

@@ -80,11 +80,12 @@ int mt_export_flame_svg(const mt_analysis *a, FILE *out, const mt_export_options
           "<text x=\"10\" y=\"20\" font-size=\"14\">",
           WIDTH, height, WIDTH, height);
   mt_xml_text(out, title);
-  fprintf(out, " &#8212; %s by %s</text>\n", o->inverted ? "icicle (allocation points first)"
-                                                          : "flame graph",
-          o->metric == MT_METRIC_COUNT ? "objects" : o->metric == MT_METRIC_LIVE ? "live bytes"
-                                                 : o->metric == MT_METRIC_PEAK   ? "bytes at peak"
-                                                                                 : "bytes");
+  fprintf(out, " &#8212; %s by %s</text>\n",
+          o->inverted ? "icicle (allocation points first)" : "flame graph",
+          o->metric == MT_METRIC_COUNT  ? "objects"
+          : o->metric == MT_METRIC_LIVE ? "live bytes"
+          : o->metric == MT_METRIC_PEAK ? "bytes at peak"
+                                        : "bytes");
   draw(out, &t, 0, 0, scale, height, unit);
   fputs("</svg>\n", out);
   mt_flame_tree_free(&t);

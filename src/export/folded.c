@@ -17,8 +17,7 @@ static void folded_name(FILE *out, const char *s) {
     fputc(*s == ';' ? ':' : *s == '\n' || *s == '\r' ? ' ' : *s, out);
 }
 
-int mt_export_folded(const mt_analysis *a, FILE *out, const mt_export_options *o,
-                     mt_error *err) {
+int mt_export_folded(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err) {
   int64_t *values = mt_export_stack_values(a, o->metric);
   if (!values)
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
@@ -75,8 +74,8 @@ int mt_flame_tree_build(mt_flame_tree *t, const mt_analysis *a, const int64_t *v
     return MT_E_NOMEM;
   t->cap = 256;
   t->count = 1;
-  t->nodes[0] = (mt_flame_node){.name = "all", .parent = UINT32_MAX,
-                                .first_child = UINT32_MAX, .next_sibling = UINT32_MAX};
+  t->nodes[0] = (mt_flame_node){
+      .name = "all", .parent = UINT32_MAX, .first_child = UINT32_MAX, .next_sibling = UINT32_MAX};
   size_t n = mt_analysis_stack_count(a);
   for (size_t i = 0; i < n; i++) {
     if (values[i] <= 0)

@@ -87,8 +87,7 @@ static void json_amount(FILE *out, const mt_amount *m) {
 }
 
 static void write_data(FILE *out, const mt_analysis *a, builder *b, const int64_t *stack_map,
-                       const int64_t *report_stacks, const int64_t *report_sites,
-                       size_t nreport) {
+                       const int64_t *report_stacks, const int64_t *report_sites, size_t nreport) {
   const mt_summary *s = mt_analysis_summary(a);
   fputs("{\"summary\":{\"executable\":", out);
   mt_json_string(out, s->info.executable_name);
@@ -152,9 +151,8 @@ static void write_data(FILE *out, const mt_analysis *a, builder *b, const int64_
   for (size_t i = 0; i < nc; i++) {
     const mt_cell *c = &cells[i];
     fprintf(out, "%s[%" PRId64 ",%u,%u,%u,%u,%" PRIu64 ",%" PRIu64 ",%.3f]", i ? ",\n" : "",
-            stack_map[c->stack], c->alloc_bucket, c->free_bucket, c->size_class,
-            c->lifetime_class, c->amount.objects, c->amount.samples,
-            c->amount.objects_estimated);
+            stack_map[c->stack], c->alloc_bucket, c->free_bucket, c->size_class, c->lifetime_class,
+            c->amount.objects, c->amount.samples, c->amount.objects_estimated);
   }
   fputs("]}}", out);
 }

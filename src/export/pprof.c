@@ -259,8 +259,8 @@ int mt_export_pprof(const mt_analysis *a, FILE *out, const mt_export_options *o,
   int64_t *alloc_space = mt_export_stack_values(a, MT_METRIC_BYTES);
   int64_t *inuse_space = mt_export_stack_values(a, at_peak ? MT_METRIC_PEAK : MT_METRIC_LIVE);
   int64_t *alloc_objects = apportion_objects(a, at_peak, false, s->allocated.objects_estimated);
-  int64_t *inuse_objects = apportion_objects(
-      a, at_peak, true, (at_peak ? s->at_peak : s->live_end).objects_estimated);
+  int64_t *inuse_objects =
+      apportion_objects(a, at_peak, true, (at_peak ? s->at_peak : s->live_end).objects_estimated);
   uint64_t *ids = malloc(4096 * sizeof *ids);
   size_t ids_cap = 4096;
   if (string_index(&p.str, "") != 0 || !alloc_space || !inuse_space || !alloc_objects ||

@@ -60,14 +60,20 @@ static void check(int rc, const mt_error *err) {
 
 static int synthetic(const char *out, uint64_t nevents) {
   enum { LIVE = 20000, STACKS = 500, DEPTH = 30 };
-  mt_trace_info info = {.start_time = 1700000000000000, .sample_rate = 1e-3, .word_size = 64,
-                        .executable_name = "synthetic", .host_name = "gentrace",
-                        .ocaml_runtime_params = "", .pid = 1, .context = ""};
+  mt_trace_info info = {.start_time = 1700000000000000,
+                        .sample_rate = 1e-3,
+                        .word_size = 64,
+                        .executable_name = "synthetic",
+                        .host_name = "gentrace",
+                        .ocaml_runtime_params = "",
+                        .pid = 1,
+                        .context = ""};
   int fd;
   mt_writer *w = open_writer(out, &info, &fd);
   static uint64_t stacks[STACKS][DEPTH];
   for (int s = 0; s < STACKS; s++)
-    for (int d = 0; d < DEPTH; d++) /* innermost first: 3 distinct frames, 7 of one of 10 paths, 20 shared */
+    for (int d = 0; d < DEPTH;
+         d++) /* innermost first: 3 distinct frames, 7 of one of 10 paths, 20 shared */
       stacks[s][d] = d < 3    ? (uint64_t)(50000 + s * 3 + d)
                      : d < 10 ? (uint64_t)(1000 + d + (s % 10) * 100)
                               : (uint64_t)(100 + d);
@@ -84,8 +90,8 @@ static int synthetic(const char *out, uint64_t nevents) {
     }
     int64_t id;
     check(mt_writer_put_alloc(w, t, 1 + (int64_t)(x % 64), 1 + (int64_t)(x >> 60 & 1),
-                              MT_SOURCE_MINOR, stacks[x % STACKS], DEPTH, resolve_synthetic,
-                              NULL, &id, &err),
+                              MT_SOURCE_MINOR, stacks[x % STACKS], DEPTH, resolve_synthetic, NULL,
+                              &id, &err),
           &err);
     ring[n++ % LIVE] = id;
     written++;

@@ -14,7 +14,7 @@ static uint8_t *build(double rate, int64_t last_words, size_t *size) {
     int64_t t;
     int kind; /* 0 alloc A, 1 alloc B, 2 collect */
     int64_t arg;
-  } events[] = {{10, 0, 10}, {20, 1, 4},  {30, 2, 1}, {40, 0, 10},
+  } events[] = {{10, 0, 10},  {20, 1, 4}, {30, 2, 1}, {40, 0, 10},
                 {50, 1, 100}, {60, 2, 0}, {70, 2, 3}, {80, 0, last_words}};
   for (size_t i = 0; i < sizeof events / sizeof events[0]; i++) {
     int64_t t = TG_START + events[i].t;

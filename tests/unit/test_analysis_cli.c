@@ -89,9 +89,8 @@ static void window_in_seconds_and_percent(void **state) {
 static void top_ranks_sites_and_refuses_temporary_on_sampled_traces(void **state) {
   (void)state;
   char *out, *err;
-  assert_int_equal(tu_run_cli(&out, NULL, &err, "top", "--json", "--by", "temporary",
-                              known_path(), NULL),
-                   0);
+  assert_int_equal(
+      tu_run_cli(&out, NULL, &err, "top", "--json", "--by", "temporary", known_path(), NULL), 0);
   assert_true(tu_json_valid(out, NULL));
   const char *b = group_of(out, "fn_102_0");
   assert_true(b == strstr(out, "{\"key\":")); /* first */
@@ -201,8 +200,9 @@ static void timeline_csv_ends_with_what_leaks(void **state) {
   (void)state;
   char *out, *err;
   assert_int_equal(tu_run_cli(&out, NULL, &err, "timeline", "--csv", known_path(), NULL), 0);
-  assert_true(!strncmp(out, "time_s,live_bytes,max_bytes,\"fn_102_0 file_22.c:102\","
-                            "\"fn_101_2 file_21.c:101\",other_bytes\n",
+  assert_true(!strncmp(out,
+                       "time_s,live_bytes,max_bytes,\"fn_102_0 file_22.c:102\","
+                       "\"fn_101_2 file_21.c:101\",other_bytes\n",
                        90));
   /* The last row: time 0.000080, 96 bytes live, all of site A. */
   const char *last = out + strlen(out) - 1;
@@ -259,25 +259,25 @@ static void exports_are_valid_and_complete(void **state) {
   assert_non_null(strstr(text, "\"weights\":[176,832]"));
   assert_non_null(strstr(text, "\"weights\":[96]"));
   free(text);
-  assert_int_equal(tu_run_cli(&out, NULL, &err, "export", "--format", "chrome", "-o", "-",
-                              known_path(), NULL),
-                   0);
+  assert_int_equal(
+      tu_run_cli(&out, NULL, &err, "export", "--format", "chrome", "-o", "-", known_path(), NULL),
+      0);
   assert_true(tu_json_valid(out, NULL));
   assert_non_null(strstr(out, "\"ph\":\"C\""));
   assert_non_null(strstr(out, "\"name\":\"fn_102_0\",\"cat\":\"allocation\""));
   free(out);
   free(err);
   path = tu_temp_path("profile.pb.gz");
-  assert_int_equal(tu_run_cli(NULL, NULL, &err, "export", "--format", "pprof", "-o", path,
-                              known_path(), NULL),
-                   0);
+  assert_int_equal(
+      tu_run_cli(NULL, NULL, &err, "export", "--format", "pprof", "-o", path, known_path(), NULL),
+      0);
   free(err);
   uint8_t *gz = tu_read_file(path, &size);
   assert_true(size > 20 && gz[0] == 0x1f && gz[1] == 0x8b);
   free(gz);
-  assert_int_equal(tu_run_cli(NULL, NULL, &err, "export", "--format", "png", "-o", path,
-                              known_path(), NULL),
-                   64);
+  assert_int_equal(
+      tu_run_cli(NULL, NULL, &err, "export", "--format", "png", "-o", path, known_path(), NULL),
+      64);
   free(err);
 }
 
@@ -304,8 +304,8 @@ static void report_is_one_self_contained_file(void **state) {
 
 static void every_command_has_help_and_rejects_bad_options(void **state) {
   (void)state;
-  const char *commands[] = {"summary", "top", "leaks", "timeline", "flame", "diff", "report",
-                            "export"};
+  const char *commands[] = {"summary", "top",  "leaks",  "timeline",
+                            "flame",   "diff", "report", "export"};
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
     char *out, *err;
     assert_int_equal(tu_run_cli(&out, NULL, &err, commands[i], "--help", NULL), 0);
