@@ -49,6 +49,7 @@ struct mt_reader {
   mt_packet_header header;
   size_t header_size;
   size_t packet_size;
+  uint64_t packet_span; /* time_end - time_begin */
   int64_t packet_offset;
   mt_rbuf content;
   domain_state *domain;
@@ -227,6 +228,7 @@ static int read_packet(mt_reader *r) {
     return 0;
   }
   r->packet_size = size;
+  r->packet_span = (uint64_t)h->time_end - (uint64_t)h->time_begin;
   mt_rbuf_init(&r->content, p + hsize, size - hsize, r->packet_offset + (int64_t)hsize);
   return 1;
 }
@@ -630,8 +632,12 @@ int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
       break;
     }
     unsigned code = word >> 25;
-    int64_t time = mt_event_time(word, r->header.time_begin);
-    if (time > r->header.time_end) {
+    /* FORMAT.md §2.4: the time is begin plus the low bits' distance from begin's, mod 2^25
+     * (mt_event_time), and must lie in [begin, end]. Checking the distance against the packet's
+     * span catches a time that would wrap past INT64_MAX as well as one past end. */
+    uint64_t since = (word - (uint32_t)r->header.time_begin) & MT_TIME_MASK;
+    int64_t time = (int64_t)((uint64_t)r->header.time_begin + since);
+    if (since > r->packet_span) {
       rc = malformed(r, at, "event time %lld is outside its packet's bounds [%lld, %lld]",
                      (long long)time, (long long)r->header.time_begin,
                      (long long)r->header.time_end);

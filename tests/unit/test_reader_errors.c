@@ -137,6 +137,42 @@ static void events_are_checked_with_their_offsets(void **state) {
   free(t.data);
 }
 
+/* FORMAT.md §2.4 step 4: begin <= t <= end. A packet that begins within 2^25 µs of INT64_MAX makes
+ * the reconstructed time wrap to a negative value: it is below the packet's begin, so it is out of
+ * bounds, even when the trace started at INT64_MIN and the time is not behind the last one. */
+static void an_event_time_that_wraps_past_int64_max_is_out_of_bounds(void **state) {
+  (void)state;
+  const int64_t start = INT64_MIN, begin = INT64_MAX - 5;
+  uint8_t data[256];
+  size_t size = 0;
+  mt_packet_header h = {.magic = MT_CTF_MAGIC,
+                        .version = 3,
+                        .pid = 7,
+                        .time_begin = start,
+                        .time_end = start,
+                        .verify_ix = MT_NO_VERIFY};
+  static const uint8_t info[] = {0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 64, 'x', 0, 'h',
+                                 0, 0, 7, 0, 0, 0, 0,    0,    0,  0,   0};
+  h.packet_size_bits = (uint32_t)(MT_HEADER_SIZE_V3 + 4 + sizeof info) * 8;
+  mt_packet_header_encode(&h, data);
+  mt_store_u32(data + MT_HEADER_SIZE_V3, mt_event_header(MT_CODE_TRACE_INFO, start));
+  memcpy(data + MT_HEADER_SIZE_V3 + 4, info, sizeof info);
+  size = MT_HEADER_SIZE_V3 + 4 + sizeof info;
+  /* An events packet [INT64_MAX - 5, INT64_MAX] holding one alloc01 whose low time bits are 0. */
+  h.time_begin = begin;
+  h.time_end = INT64_MAX;
+  h.alloc_id_end = 1;
+  h.packet_size_bits = (MT_HEADER_SIZE_V3 + 6) * 8;
+  mt_packet_header_encode(&h, data + size);
+  size_t ev = size + MT_HEADER_SIZE_V3;
+  mt_store_u32(data + ev, (uint32_t)MT_CODE_ALLOC_SHORT_FIRST << 25);
+  data[ev + 4] = 0; /* common prefix */
+  data[ev + 5] = 0; /* no codewords */
+  size = ev + 6;
+  base_trace t = {.data = data, .size = size};
+  expect_malformed(&t, false, (int64_t)ev, "outside its packet's bounds");
+}
+
 static void cache_verifier_is_checked_only_when_decoding_backtraces(void **state) {
   (void)state;
   base_trace t = make_base();
@@ -262,6 +298,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(header_fields_are_checked_with_their_offsets),
       cmocka_unit_test(events_are_checked_with_their_offsets),
+      cmocka_unit_test(an_event_time_that_wraps_past_int64_max_is_out_of_bounds),
       cmocka_unit_test(cache_verifier_is_checked_only_when_decoding_backtraces),
       cmocka_unit_test(foreign_pid_packets_are_skipped_with_a_warning),
       cmocka_unit_test(cut_traces_read_up_to_the_last_whole_packet),
