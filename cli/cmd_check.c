@@ -39,7 +39,8 @@ int mt_cmd_check(int argc, char **argv) {
   mt_reader *r = cli_open_trace(path, true);
   if (!r)
     return MT_EXIT_FAILURE;
-  mt_hashmap known = {0}; /* codes already checked against the location table */
+  /* Codes already checked against the location table; seeded, since the trace chooses them. */
+  mt_hashmap known = {.seed = mt_hashmap_random_seed()};
   uint64_t events = 0;
   mt_event ev;
   mt_error err;

@@ -208,7 +208,9 @@ int mt_cmd_dump(int argc, char **argv) {
     return cli_usage_error("dump", "expected exactly one TRACE");
   if (json && no_domain)
     return cli_usage_error("dump", "--json and --no-domain do not go together");
-  dumper d = {.path = argv[optind], .no_domain = no_domain};
+  /* Codes come from the trace: a seeded map, so they cannot be chosen to collide. */
+  dumper d = {
+      .path = argv[optind], .no_domain = no_domain, .texts = {.seed = mt_hashmap_random_seed()}};
   if (!(d.reader = cli_open_trace(d.path, true)))
     return MT_EXIT_FAILURE;
   out_init(&d.out, STDOUT_FILENO);

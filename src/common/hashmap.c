@@ -1,18 +1,20 @@
 /* Open-addressing hash map, int64 -> uint64 (hashmap.h): linear probing, tombstones on removal,
- * rebuilt when full plus deleted slots pass half the capacity. */
+ * rebuilt when full plus deleted slots pass half the capacity; keys hashed with the map's seed. */
 #include "common/hashmap.h"
 
 #include <stdlib.h>
+#include <sys/random.h>
+#include <time.h>
 
 void mt_hashmap_free(mt_hashmap *m) {
   free(m->keys);
   free(m->values);
   free(m->state);
-  *m = (mt_hashmap){0};
+  *m = (mt_hashmap){.seed = m->seed};
 }
 
 static size_t find_slot(const mt_hashmap *m, int64_t key, bool *found) {
-  size_t mask = m->cap - 1, i = mt_hash64((uint64_t)key) & mask, tomb = SIZE_MAX;
+  size_t mask = m->cap - 1, i = mt_hash64((uint64_t)key ^ m->seed) & mask, tomb = SIZE_MAX;
   for (;;) {
     if (m->state[i] == 0) {
       *found = false;
@@ -29,7 +31,7 @@ static size_t find_slot(const mt_hashmap *m, int64_t key, bool *found) {
 }
 
 static bool rebuild(mt_hashmap *m, size_t cap) {
-  mt_hashmap n = {.cap = cap};
+  mt_hashmap n = {.cap = cap, .seed = m->seed};
   n.keys = malloc(cap * sizeof *n.keys);
   n.values = malloc(cap * sizeof *n.values);
   n.state = calloc(cap, 1);
@@ -94,4 +96,24 @@ bool mt_hashmap_remove(mt_hashmap *m, int64_t key) {
   m->state[i] = 2;
   m->count--;
   return true;
+}
+
+uint64_t mt_hashmap_random_seed(void) {
+  uint64_t seed;
+  if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) == (ssize_t)sizeof seed)
+    return seed;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return mt_hash64((uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)(uintptr_t)&ts);
+}
+
+size_t mt_hashmap_longest_run(const mt_hashmap *m) {
+  size_t longest = 0, run = 0;
+  /* Runs wrap around the end: walk the slots twice over so a wrapped run is counted whole. */
+  for (size_t i = 0; i < 2 * m->cap; i++) {
+    run = m->state[i & (m->cap - 1)] ? run + 1 : 0;
+    if (run > longest)
+      longest = run;
+  }
+  return longest < m->cap ? longest : m->cap;
 }

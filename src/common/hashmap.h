@@ -14,9 +14,13 @@ typedef struct mt_hashmap {
   size_t cap;     /* a power of two, or 0 */
   size_t count;   /* full slots */
   size_t used;    /* full + deleted slots */
+  uint64_t seed;  /* mixed into every key's hash; 0 in a zeroed map */
 } mt_hashmap;
 
-/* An empty map needs no allocation: zero-initialise it. */
+/* An empty map needs no allocation: zero-initialise it. A map keyed by untrusted input (codes or
+ * ids read from a trace) takes a secret seed first, `mt_hashmap m = {.seed =
+ * mt_hashmap_random_seed()}`: the hash below is public and invertible, so without a seed the input
+ * can choose keys that all fall into one probe run and make every lookup walk all of them. */
 void mt_hashmap_free(mt_hashmap *m);
 
 /* Inserts or replaces. Returns false only when memory runs out (the map is then unchanged). */
@@ -27,6 +31,13 @@ bool mt_hashmap_get(const mt_hashmap *m, int64_t key, uint64_t *value);
 
 /* Removes `key`; returns whether it was present. */
 bool mt_hashmap_remove(mt_hashmap *m, int64_t key);
+
+/* A fresh random seed (getrandom; a clock-and-address mix if that fails). */
+uint64_t mt_hashmap_random_seed(void);
+
+/* The longest run of occupied slots, i.e. the most probes one lookup can take (statistics, tests).
+ */
+size_t mt_hashmap_longest_run(const mt_hashmap *m);
 
 static inline uint64_t mt_hash64(uint64_t x) {
   x ^= x >> 33;

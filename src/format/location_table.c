@@ -24,10 +24,16 @@ struct mt_location_table {
   mt_arena arena;
   mt_hashmap codes;   /* code -> stored_list * */
   mt_hashmap strings; /* hash -> interned * (chain) */
+  uint64_t seed;      /* codes and strings come from the trace: hash them with a secret seed */
 };
 
 mt_location_table *mt_location_table_new(void) {
-  return calloc(1, sizeof(mt_location_table));
+  mt_location_table *t = calloc(1, sizeof *t);
+  if (t) {
+    t->seed = mt_hashmap_random_seed();
+    t->codes.seed = t->strings.seed = t->seed;
+  }
+  return t;
 }
 
 void mt_location_table_free(mt_location_table *t) {
@@ -39,15 +45,15 @@ void mt_location_table_free(mt_location_table *t) {
   free(t);
 }
 
-static uint64_t hash_bytes(const char *s, size_t len) {
-  uint64_t h = UINT64_C(0xcbf29ce484222325);
+static uint64_t hash_bytes(uint64_t seed, const char *s, size_t len) {
+  uint64_t h = UINT64_C(0xcbf29ce484222325) ^ seed;
   for (size_t i = 0; i < len; i++)
     h = (h ^ (uint8_t)s[i]) * UINT64_C(0x100000001b3);
   return mt_hash64(h ^ len);
 }
 
 const char *mt_location_table_intern(mt_location_table *t, const char *s, size_t len) {
-  int64_t key = (int64_t)hash_bytes(s, len);
+  int64_t key = (int64_t)hash_bytes(t->seed, s, len);
   uint64_t head = 0;
   mt_hashmap_get(&t->strings, key, &head);
   for (interned *i = (interned *)(uintptr_t)head; i; i = i->next_same_hash)
@@ -111,4 +117,8 @@ size_t mt_location_table_count(const mt_location_table *t) {
 
 size_t mt_location_table_memory(const mt_location_table *t) {
   return t->arena.total + t->codes.cap * 17 + t->strings.cap * 17;
+}
+
+size_t mt_location_table_longest_probe(const mt_location_table *t) {
+  return mt_hashmap_longest_run(&t->codes);
 }

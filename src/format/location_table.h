@@ -30,4 +30,7 @@ bool mt_location_table_lookup(const mt_location_table *t, int64_t code, const mt
 size_t mt_location_table_count(const mt_location_table *t);
 size_t mt_location_table_memory(const mt_location_table *t);
 
+/* The most slots one lookup of a code can probe (statistics, tests). */
+size_t mt_location_table_longest_probe(const mt_location_table *t);
+
 #endif

@@ -34,7 +34,7 @@ static int64_t mapped_id(transcode *t, int64_t id, bool forget) {
 }
 
 int mt_transcode(mt_reader *r, mt_writer *w, mt_error *err) {
-  transcode t = {.reader = r};
+  transcode t = {.reader = r, .ids = {.seed = mt_hashmap_random_seed()}}; /* ids: the trace's */
   mt_event ev;
   int rc;
   while ((rc = mt_reader_next(r, &ev, err)) > 0) {
