@@ -113,14 +113,17 @@ int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
 
 /* Records an allocation at `time` (µs since the epoch, non-decreasing per domain), of `length`
  * words, with `nsamples` >= 1 samples, made at `callstack` (location codes, INNERMOST first: index
- * 0 is the allocation point; codes in [1, 2^62)). Codes not in the writer's backtrace cache are
- * resolved through `resolve` and described in the next location packet. Stores the new object id
- * in `*obj_id` when non-NULL. */
+ * 0 is the allocation point). Codes are in [1, 2^62), or negative 63-bit values sign-extended as
+ * mt_reader returns them; other codes are refused, since 63-bit readers would read them as other
+ * codes (FORMAT.md §2.12). Codes not in the writer's backtrace cache are resolved through
+ * `resolve` and described in the next location packet. Stores the new object id in `*obj_id` when
+ * non-NULL. */
 int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
                         mt_source source, const uint64_t *callstack, size_t callstack_length,
                         mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id, mt_error *err);
 
-/* Records that object `obj_id` (allocated earlier by this writer) was promoted / collected. */
+/* Records that object `obj_id` (allocated earlier by this writer) was promoted / collected. An id
+ * the domain has not handed out yet is refused for a promote, and in v2 for a collect too. */
 int mt_writer_put_promote(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err);
 int mt_writer_put_collect(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err);
 

@@ -407,9 +407,16 @@ int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t 
          d->prev[prefix] == callstack[callstack_length - 1 - prefix])
     prefix++;
   size_t new_frames = callstack_length - prefix;
-  for (size_t i = 0; i < new_frames; i++) /* frames in the prefix were checked before */
+  for (size_t i = 0; i < new_frames; i++) { /* frames in the prefix were checked before */
     if (callstack[i] == 0)
       return mt_fail(err, MT_E_INVALID, -1, "location code 0 (frame %zu) cannot be encoded", i);
+    /* FORMAT.md §2.12: readers keep 63 bits, so bits 63 and 62 must agree. */
+    if ((uint64_t)mt_code63(callstack[i]) != callstack[i])
+      return mt_fail(err, MT_E_INVALID, -1,
+                     "location code 0x%llx (frame %zu) does not fit in 63 bits: readers would "
+                     "read it as another code",
+                     (unsigned long long)callstack[i], i);
+  }
   bool short_form =
       length >= 1 && length <= 16 && source == MT_SOURCE_MINOR && nsamples == 1 && new_frames < 256;
 
@@ -459,7 +466,9 @@ static int put_object_event(mt_writer *w, uint16_t domain, unsigned code, int64_
   int rc = switch_domain(w, domain, &d, err);
   if (rc || (rc = check_time(d, time, err)))
     return rc;
-  if (obj_id < 0 || (code == MT_CODE_PROMOTE && obj_id >= d->next))
+  /* A promote's delta must not be negative (§2.8); nor a collect's in v2, where one counter hands
+   * out every id (§2.9), so an id at or past the next one was never allocated. */
+  if (obj_id < 0 || (obj_id >= d->next && (code == MT_CODE_PROMOTE || w->file->version < 3)))
     return mt_fail(err, MT_E_INVALID, -1, "object id %lld was not allocated by domain %u",
                    (long long)obj_id, (unsigned)domain);
   rc = begin_event(w, d, code, time, err);

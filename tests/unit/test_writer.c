@@ -282,6 +282,73 @@ static void refuses_what_the_format_cannot_express(void **state) {
   close(fd);
 }
 
+/* FORMAT.md §2.8-2.9: a v2 trace has one id counter, so an id at or past the next one was never
+ * allocated, and its collect delta would be negative, which memtrace 0.2.x rejects. */
+static void a_v2_writer_refuses_to_collect_an_id_it_never_allocated(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(2, 1.0, &fd);
+  uint64_t stack[] = {1};
+  int64_t id;
+  mt_error err;
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 1, 1, MT_SOURCE_EXTERNAL, stack, 1,
+                                       tg_resolve, NULL, &id, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_collect(w, TG_START + 2, id + 1, &err), MT_E_INVALID);
+  assert_non_null(strstr(err.message, "not allocated"));
+  assert_int_equal(mt_writer_put_collect(w, TG_START + 2, id, &err), MT_OK);
+  size_t size, n;
+  uint8_t *data = tg_finish(w, fd, &size);
+  tg_event *ev = tg_read_all(data, size, false, &n, NULL);
+  assert_int_equal(n, 2);
+  assert_int_equal(ev[1].ev.obj_id, id);
+  tg_free_events(ev, n);
+  free(data);
+}
+
+/* FORMAT.md §2.12: readers keep 63 bits of a code, so a code whose bits 63 and 62 differ reads
+ * back as another code (and may clash with that code's location list). Codes that are 63-bit
+ * values sign-extended, as memtrace writes negative codes and mt_reader returns them, round-trip.
+ */
+static int two_entries(void *user, uint64_t code, const mt_location **entries, size_t *count) {
+  static const mt_location one = {"a.c", "one", 1, 0, 0},
+                           two[] = {{"b.c", "two", 2, 0, 0}, {"b.c", "three", 3, 0, 0}};
+  (void)user;
+  *entries = code == 5 ? &one : two;
+  *count = code == 5 ? 1 : 2;
+  return MT_OK;
+}
+
+static void refuses_codes_that_63_bit_readers_would_read_as_other_codes(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t five[] = {5}, aliased[] = {UINT64_C(1) << 63 | 5}, positive[] = {UINT64_C(1) << 62 | 5},
+           negative[] = {~UINT64_C(0) << 62 | 5};
+  mt_error err;
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 1, 1, MT_SOURCE_EXTERNAL, five, 1,
+                                       two_entries, NULL, NULL, &err),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 2, 1, 1, MT_SOURCE_EXTERNAL, aliased, 1,
+                                       two_entries, NULL, NULL, &err),
+                   MT_E_INVALID);
+  assert_non_null(strstr(err.message, "63"));
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 3, 1, 1, MT_SOURCE_EXTERNAL, positive, 1,
+                                       two_entries, NULL, NULL, &err),
+                   MT_E_INVALID);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 4, 1, 1, MT_SOURCE_EXTERNAL, negative, 1,
+                                       two_entries, NULL, NULL, &err),
+                   MT_OK);
+  size_t size, n;
+  uint8_t *data = tg_finish(w, fd, &size);
+  tg_event *ev = tg_read_all(data, size, true, &n, NULL);
+  assert_int_equal(n, 2);
+  assert_int_equal(ev[0].backtrace[0], 5);
+  assert_int_equal(ev[1].backtrace[0], (int64_t)negative[0]);
+  tg_free_events(ev, n);
+  free(data);
+}
+
 static void a_write_error_stops_the_writer_with_an_io_error(void **state) {
   (void)state;
   int pipefd[2];
@@ -306,6 +373,8 @@ int main(void) {
       cmocka_unit_test(a_used_up_id_chunk_flushes_and_ids_stay_contiguous),
       cmocka_unit_test(a_forked_child_writes_nothing),
       cmocka_unit_test(refuses_what_the_format_cannot_express),
+      cmocka_unit_test(a_v2_writer_refuses_to_collect_an_id_it_never_allocated),
+      cmocka_unit_test(refuses_codes_that_63_bit_readers_would_read_as_other_codes),
       cmocka_unit_test(a_write_error_stops_the_writer_with_an_io_error),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
