@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +23,14 @@ static const char usage[] =
     "\n"
     "If IN turns out to be malformed part-way, OUT keeps every event before the error and the\n"
     "exit status is 1.\n";
+
+/* Whether IN can be read a second time from its start: a named file, or a standard input that is
+ * a regular file at offset 0 (the reader maps it). A pipe can be read only once. */
+static bool readable_twice(const char *path) {
+  struct stat st;
+  return strcmp(path, "-") != 0 || (fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode) &&
+                                    lseek(STDIN_FILENO, 0, SEEK_CUR) == 0);
+}
 
 /* The domains IN uses other than 0, for refusing a v2 conversion before writing anything. */
 static int find_nonzero_domain(const char *path, unsigned *domain) {
@@ -71,7 +80,8 @@ int mt_cmd_copy(int argc, char **argv) {
   const mt_trace_info *info = mt_reader_info(r);
   if (!version)
     version = info->version >= 3 ? 3 : 2;
-  if (version == 2 && info->version >= 3) {
+  /* From a pipe there is no second pass: the writer refuses the first event of another domain. */
+  if (version == 2 && info->version >= 3 && readable_twice(in)) {
     unsigned domain;
     int found = find_nonzero_domain(in, &domain);
     if (found) {
