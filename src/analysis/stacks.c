@@ -214,20 +214,25 @@ uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
   if (!GROW(d->path, d->cap, n + 1) || !GROW(d->codes, d->codes_cap, n + 1))
     return UINT32_MAX;
   uint32_t fnode = k ? d->path[k - 1] : 0;
-  bool fixed = false; /* the last step left fnode unchanged (a folded recursive frame) */
-  for (size_t i = k; i < n; i++) {
-    int64_t code = ev->backtrace[i];
-    /* Deep recursion repeats one code hundreds of times; once a step with it folds onto itself,
-     * the next identical code lands on the same node without a lookup. */
-    if (!(fixed && i > 0 && code == ev->backtrace[i - 1])) {
-      uint32_t next = extend(a, fnode, code);
-      if (next == UINT32_MAX)
-        return UINT32_MAX;
-      fixed = next == fnode;
-      fnode = next;
-    }
-    d->path[i] = fnode;
-    d->codes[i] = code;
+  const int64_t *bt = ev->backtrace;
+  uint32_t *path = d->path;
+  int64_t *codes = d->codes;
+  for (size_t i = k; i < n;) {
+    int64_t code = bt[i];
+    uint32_t next = extend(a, fnode, code);
+    if (next == UINT32_MAX)
+      return UINT32_MAX;
+    bool fixed = next == fnode;
+    fnode = next;
+    path[i] = fnode;
+    codes[i++] = code;
+    /* Deep recursion repeats one code hundreds of times; once a step with it folds onto its own
+     * node, the following identical codes land there too, without a lookup. */
+    if (fixed)
+      for (; i < n && bt[i] == code; i++) {
+        path[i] = fnode;
+        codes[i] = code;
+      }
   }
   d->depth = n;
   uint32_t stack = a->fnodes[fnode].stack;
