@@ -101,7 +101,9 @@ typedef struct mt_writer_options {
 
 /* Resolves a location code to its location list, outermost (physically containing) function first.
  * Called at most once per cache miss. The entries must stay valid until the callback is called
- * again or put_alloc returns. Return MT_OK, or a negative status to abort the put_alloc. */
+ * again or put_alloc returns. Return MT_OK, or a negative status to abort the put_alloc: the
+ * allocation is dropped, the events before it are written, and the writer stops (its backtrace
+ * cache is already ahead of the file), so put_alloc and later calls return an error. */
 typedef int (*mt_resolve_fn)(void *user, uint64_t code, const mt_location **entries, size_t *count);
 
 /* Creates a writer on `fd` (which stays the caller's: close does not close it) and writes packet 0

@@ -423,6 +423,7 @@ int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t 
   rc = begin_event(w, d, short_form ? (unsigned)(100 + length) : MT_CODE_ALLOC, time, err);
   if (rc)
     return rc;
+  size_t event_at = d->buf.len - 4, staged_count = d->staged_count, staged_len = d->staged_len;
   int64_t id = d->next;
   size_t count_at;
   if (short_form) {
@@ -442,10 +443,20 @@ int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t 
   w->resolve_status = 0;
   long codewords = mt_backtrace_encode(&d->cache, &d->buf, callstack, (long)new_frames - 1, id,
                                        stage_location, w);
-  if (codewords < 0)
-    return fail_writer(w, mt_fail(err, w->resolve_status, -1,
-                                  "resolving a location code failed (%s); the writer stopped",
-                                  mt_status_name(w->resolve_status)));
+  if (codewords < 0) {
+    /* The cache already holds this backtrace's first frames, which the file will never describe:
+     * no later event can be encoded. Drop this one and write out the whole events before it. */
+    d->buf.len = event_at;
+    d->staged_count = staged_count;
+    d->staged_len = staged_len;
+    int status = w->resolve_status;
+    if ((rc = flush_domain(w, d, d->t1, err)))
+      return rc;
+    return fail_writer(w, mt_fail(err, status, -1,
+                                  "resolving a location code failed (%s); the writer stopped after "
+                                  "writing the events before this allocation",
+                                  mt_status_name(status)));
+  }
   if (short_form)
     d->buf.data[count_at] = (uint8_t)codewords;
   else

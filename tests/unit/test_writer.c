@@ -349,6 +349,45 @@ static void refuses_codes_that_63_bit_readers_would_read_as_other_codes(void **s
   free(data);
 }
 
+/* A resolver that fails on code 13, and resolves every other code as tg_resolve does. */
+static int failing_resolve(void *user, uint64_t code, const mt_location **entries, size_t *count) {
+  if (code == 13)
+    return MT_E_NOMEM;
+  return tg_resolve(user, code, entries, count);
+}
+
+/* The resolver failing half-way through a backtrace leaves the cache ahead of the file, so the
+ * writer must stop; but the events before that allocation were whole, and are written. */
+static void a_failing_resolver_stops_the_writer_after_the_events_before_it(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t good[] = {12, 11}, bad[] = {13, 12, 11}, later[] = {11};
+  int64_t id;
+  mt_error err;
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 1, 1, MT_SOURCE_EXTERNAL, good, 2,
+                                       failing_resolve, NULL, &id, &err),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_collect(w, TG_START + 2, id, &err), MT_OK);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 3, 1, 1, MT_SOURCE_EXTERNAL, bad, 3,
+                                       failing_resolve, NULL, NULL, &err),
+                   MT_E_NOMEM);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 4, 1, 1, MT_SOURCE_EXTERNAL, later, 1,
+                                       failing_resolve, NULL, NULL, &err),
+                   MT_E_NOMEM);
+  assert_int_not_equal(mt_writer_close(w, NULL), MT_OK);
+  size_t size, n;
+  uint8_t *data = tg_fd_bytes(fd, &size);
+  close(fd);
+  tg_event *ev = tg_read_all(data, size, true, &n, NULL);
+  assert_int_equal(n, 2);
+  assert_int_equal(ev[0].ev.kind, MT_EVENT_ALLOC);
+  assert_int_equal(ev[0].ev.backtrace_length, 2);
+  assert_int_equal(ev[1].ev.kind, MT_EVENT_COLLECT);
+  tg_free_events(ev, n);
+  free(data);
+}
+
 static void a_write_error_stops_the_writer_with_an_io_error(void **state) {
   (void)state;
   int pipefd[2];
@@ -375,6 +414,7 @@ int main(void) {
       cmocka_unit_test(refuses_what_the_format_cannot_express),
       cmocka_unit_test(a_v2_writer_refuses_to_collect_an_id_it_never_allocated),
       cmocka_unit_test(refuses_codes_that_63_bit_readers_would_read_as_other_codes),
+      cmocka_unit_test(a_failing_resolver_stops_the_writer_after_the_events_before_it),
       cmocka_unit_test(a_write_error_stops_the_writer_with_an_io_error),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
