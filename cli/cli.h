@@ -15,6 +15,10 @@ enum {
   MT_EXIT_USAGE = 64,  /* bad command line (sysexits EX_USAGE) */
 };
 
+/* Runs `memtap argv[1] argv[2] ...` (argv[0] is the program name) and returns its exit status.
+ * It prints to the standard streams and may be called again in the same process. */
+int mt_cli_run(int argc, char **argv);
+
 #define MT_COMMAND(name, fn, summary) int fn(int argc, char **argv);
 #include "commands.def"
 #undef MT_COMMAND

@@ -1,0 +1,65 @@
+/* memtap's command dispatcher (cli.h mt_cli_run): picks the subcommand (commands.def) named by
+ * argv[1], prints the overview help and the version. main.c calls it once per process; the CLI
+ * fuzzer (tests/fuzz/fuzz_cli_args.c) calls it once per input, so it starts getopt afresh. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+struct command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+};
+
+static const struct command commands[] = {
+#define MT_COMMAND(name, fn, summary) {name, fn, summary},
+#include "commands.def"
+#undef MT_COMMAND
+};
+
+static void print_help(FILE *out) {
+  fprintf(out,
+          "usage: memtap COMMAND [OPTIONS] ...\n\n"
+          "memtap reads and writes memory-allocation traces in the memtrace format (v1-v3).\n\n"
+          "commands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out, "\n'memtap COMMAND --help' describes one command. 'memtap --version' prints the "
+               "version.\n");
+}
+
+/* Commands set optind = 1, which glibc takes as "carry on": after a run that stopped inside a
+ * group of short options ("-qX"), getopt would go on reading the previous argv. optind = 0 makes
+ * the next call start from scratch, so make one such call before every command. */
+static void reset_getopt(void) {
+  static char name[] = "memtap";
+  char *argv[] = {name, NULL};
+  optind = 0;
+  opterr = 1;
+  getopt(1, argv, "");
+  optind = 1;
+}
+
+int mt_cli_run(int argc, char **argv) {
+  reset_getopt();
+  if (argc < 2) {
+    print_help(stderr);
+    return MT_EXIT_USAGE;
+  }
+  const char *name = argv[1];
+  if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+    print_help(stdout);
+    return MT_EXIT_OK;
+  }
+  if (!strcmp(name, "--version")) {
+    printf("memtap %s\n", mt_version());
+    return MT_EXIT_OK;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(name, commands[i].name))
+      return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "memtap: unknown command '%s'; 'memtap --help' lists the commands\n", name);
+  return MT_EXIT_USAGE;
+}
