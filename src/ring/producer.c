@@ -70,7 +70,7 @@ static uint64_t round_up_power_of_two(uint64_t x) {
   return p;
 }
 
-int mt_ring_options_init(mt_ring_options *opts, mt_error *err) {
+int mt_ring_options_parse(mt_ring_options *opts, mt_ring_env_fn lookup, void *user, mt_error *err) {
   memset(opts, 0, sizeof *opts);
   opts->ring_size = 1u << 20;
   opts->max_rings = 256;
@@ -80,19 +80,19 @@ int mt_ring_options_init(mt_ring_options *opts, mt_error *err) {
   opts->attach_timeout_ms = 10000;
   int rc = MT_OK;
   const char *v;
-  if ((v = getenv("MEMTAP_RING_DIR")) && *v)
+  if ((v = lookup(user, "MEMTAP_RING_DIR")) && *v)
     opts->dir = v;
-  if ((v = getenv("MEMTAP_RING_SIZE")) && *v && !parse_size(v, &opts->ring_size))
+  if ((v = lookup(user, "MEMTAP_RING_SIZE")) && *v && !parse_size(v, &opts->ring_size))
     rc = mt_fail(err, MT_E_INVALID, -1, "MEMTAP_RING_SIZE=%s is not a size (like 65536 or 1M)", v);
   uint64_t threads;
-  if ((v = getenv("MEMTAP_RING_THREADS")) && *v) {
+  if ((v = lookup(user, "MEMTAP_RING_THREADS")) && *v) {
     if (parse_size(v, &threads) && threads >= 1 && threads <= MT_RING_MAX_RINGS)
       opts->max_rings = (uint32_t)threads;
     else
       rc = mt_fail(err, MT_E_INVALID, -1, "MEMTAP_RING_THREADS=%s is not between 1 and %u", v,
                    MT_RING_MAX_RINGS);
   }
-  if ((v = getenv("MEMTAP_RING_CLOCK")) && *v) {
+  if ((v = lookup(user, "MEMTAP_RING_CLOCK")) && *v) {
     if (!strcmp(v, "tsc"))
       opts->clock = MT_RING_CLOCK_TSC;
     else if (!strcmp(v, "monotonic"))
@@ -103,9 +103,18 @@ int mt_ring_options_init(mt_ring_options *opts, mt_error *err) {
       rc = mt_fail(err, MT_E_INVALID, -1,
                    "MEMTAP_RING_CLOCK=%s is not one of tsc, monotonic, realtime, auto", v);
   }
-  if ((v = getenv("MEMTAP_RING_PRESERVE")) && *v && strcmp(v, "0"))
+  if ((v = lookup(user, "MEMTAP_RING_PRESERVE")) && *v && strcmp(v, "0"))
     opts->preserve = true;
   return rc;
+}
+
+static const char *from_environment(void *user, const char *name) {
+  (void)user;
+  return getenv(name);
+}
+
+int mt_ring_options_init(mt_ring_options *opts, mt_error *err) {
+  return mt_ring_options_parse(opts, from_environment, NULL, err);
 }
 
 static const char *default_dir(void) {

@@ -84,6 +84,14 @@ struct mt_ring_thread {
 
 extern __thread struct mt_ring_thread mt_ring_self __attribute__((tls_model("initial-exec")));
 
+/* producer.c */
+/* How mt_ring_options_parse reads a MEMTAP_RING_* variable: its value, or NULL when unset. */
+typedef const char *(*mt_ring_env_fn)(void *user, const char *name);
+/* mt_ring_options_init's parsing, without the environment: the defaults, overridden by every
+ * variable `lookup` gives a non-empty value. Pure, so that it can be fuzzed
+ * (tests/fuzz/fuzz_env.c). `opts->dir` points into the value `lookup` returned. */
+int mt_ring_options_parse(mt_ring_options *opts, mt_ring_env_fn lookup, void *user, mt_error *err);
+
 /* thread.c */
 /* Gives the calling thread a ring (status CLAIMED and epoch set) or records why not. Writes the
  * THREAD_START and CLOCK records. Called with `busy` set. */
