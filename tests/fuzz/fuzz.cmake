@@ -18,3 +18,12 @@ endfunction()
 
 memtap_fuzz_target(fuzz_reader fuzz/fuzz_reader.c SEEDS ${MEMTAP_TESTDATA_DEFAULT}/memtrace)
 include(fuzz/ring.cmake OPTIONAL)
+
+# The command line, in process (tests/fuzz/fuzz_cli_args.c: argv from the input, run in an empty
+# directory of its own), and the environment variables the ring layer reads (fuzz_env.c).
+memtap_fuzz_target(fuzz_cli_args fuzz/fuzz_cli_args.c)
+target_link_libraries(replay_fuzz_cli_args PRIVATE memtap_cli_lib)
+if(MEMTAP_FUZZ)
+  target_link_libraries(fuzz_cli_args PRIVATE memtap_cli_lib)
+endif()
+memtap_fuzz_target(fuzz_env fuzz/fuzz_env.c)
