@@ -149,7 +149,9 @@ int mt_writer_put_collect_in(mt_writer *w, uint16_t domain, int64_t time, int64_
  * the plain put_alloc / put_promote / put_collect on it; close it with mt_writer_close (it flushes
  * its domain). Writers of one trace may be used from different threads, one thread per writer at a
  * time: packet writes and id chunks are serialised by a lock inside. The writers may be closed in
- * any order; the shared state goes with the last one. */
+ * any order; the shared state goes with the last one. In a forked child, closing any of them
+ * never waits for that lock (another thread of the parent may have held it at the fork), and
+ * creating one fails with MT_E_FORKED. */
 int mt_writer_create_domain(mt_writer *trace, uint16_t domain, int64_t now, mt_writer **out,
                             mt_error *err);
 

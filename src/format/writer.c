@@ -45,7 +45,8 @@ typedef struct domain_writer {
  * domains may run on different threads: the lock orders packet writes and chunk grabs. */
 typedef struct trace_file {
   pthread_mutex_t lock;
-  int refs;
+  _Atomic int refs; /* writers sharing this; not under the lock, which a forked child may find
+                       held forever (fork copies it as another thread held it) */
   int fd;
   int version;
   size_t header_size;
@@ -538,13 +539,15 @@ int mt_writer_create_domain(mt_writer *trace, uint16_t domain, int64_t now, mt_w
   if (now < f->start_time)
     return mt_fail(err, MT_E_INVALID, -1, "domain %u would start before the trace",
                    (unsigned)domain);
+  if (getpid() != f->creator) /* before taking the lock, which fork may have left held */
+    return mt_fail(err, MT_E_FORKED, -1,
+                   "the trace writer belongs to process %d, not to this forked child",
+                   (int)f->creator);
   mt_writer *w = calloc(1, sizeof *w);
   if (!w)
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
   w->file = f;
-  pthread_mutex_lock(&f->lock);
   f->refs++;
-  pthread_mutex_unlock(&f->lock);
   if (!(w->current = new_domain_writer(w, domain, now))) {
     mt_writer_close(w, NULL);
     return mt_fail(err, MT_E_INVALID, -1,
@@ -567,11 +570,9 @@ int mt_writer_close(mt_writer *w, mt_error *err) {
     free_domain_writer(w->domains[i]);
   free(w->domains);
   trace_file *f = w->file;
-  pthread_mutex_lock(&f->lock);
-  bool last = --f->refs == 0;
-  pthread_mutex_unlock(&f->lock);
-  if (last) {
-    pthread_mutex_destroy(&f->lock);
+  if (--f->refs == 0) {
+    if (getpid() == f->creator) /* in a forked child the lock may be held: leave it be */
+      pthread_mutex_destroy(&f->lock);
     free(f);
   }
   free(w);

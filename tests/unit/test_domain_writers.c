@@ -1,9 +1,12 @@
 /* Writers for further domains sharing one trace file (memtrace's live tracer): threads write their
  * own domains concurrently, packets never interleave, object ids never collide, and the result
  * reads back domain for domain in order. Runs under ThreadSanitizer in CI (label tsan). */
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/hashmap.h"
@@ -108,10 +111,73 @@ static void a_domain_has_one_writer(void **state) {
   close(fd);
 }
 
+typedef struct blocking_worker {
+  mt_writer *w;
+  _Atomic int flushes;
+  int status;
+} blocking_worker;
+
+/* Writes and flushes until a write fails: on a pipe nobody reads, it blocks inside write(2),
+ * holding the lock the writers of the trace share. */
+static void *flush_forever(void *arg) {
+  blocking_worker *k = arg;
+  uint64_t stack[] = {3, 2, 1};
+  for (int64_t i = 1; !k->status; i++) {
+    k->status = mt_writer_put_alloc(k->w, TG_START + i, 3, 1, MT_SOURCE_EXTERNAL, stack, 3,
+                                    tg_resolve, NULL, NULL, NULL);
+    if (!k->status)
+      k->status = mt_writer_flush(k->w, NULL);
+    k->flushes++;
+  }
+  return NULL;
+}
+
+/* fork() copies the trace's lock as it is: held, when another thread is writing a packet. A child
+ * that then closes its copy of a writer (at exit, say) must not wait for that lock forever. */
+static void a_forked_child_can_close_a_writer_while_another_thread_writes(void **state) {
+  (void)state;
+  signal(SIGPIPE, SIG_IGN);
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  fcntl(p[1], F_SETPIPE_SZ, 4096);
+  mt_trace_info info = tg_info(1.0);
+  mt_writer *w;
+  blocking_worker k = {0};
+  assert_int_equal(mt_writer_create(&w, p[1], &info, NULL, NULL), MT_OK);
+  assert_int_equal(mt_writer_create_domain(w, 1, TG_START, &k.w, NULL), MT_OK);
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, flush_forever, &k), 0);
+  /* Wait until the worker is stuck in write(2): the pipe is full and it stops making progress. */
+  for (int stalled = 0, last = -1; stalled < 50;) {
+    usleep(10000);
+    int now = k.flushes;
+    stalled = now == last ? stalled + 1 : 0;
+    last = now;
+  }
+  assert_int_equal(k.status, MT_OK);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    alarm(10); /* a deadlock shows as death by SIGALRM */
+    _exit(mt_writer_close(w, NULL) == MT_E_FORKED ? 0 : 1);
+  }
+  int status;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  close(p[0]); /* the worker's write fails with EPIPE, and it stops */
+  pthread_join(thread, NULL);
+  assert_int_equal(k.status, MT_E_IO);
+  mt_writer_close(k.w, NULL);
+  mt_writer_close(w, NULL);
+  close(p[1]);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("the child's mt_writer_close %s", WIFSIGNALED(status) ? "hung" : "failed");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(threads_write_their_own_domains_into_one_file),
       cmocka_unit_test(a_domain_has_one_writer),
+      cmocka_unit_test(a_forked_child_can_close_a_writer_while_another_thread_writes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
