@@ -114,7 +114,7 @@ static void a_domain_has_one_writer(void **state) {
 typedef struct blocking_worker {
   mt_writer *w;
   _Atomic int flushes;
-  int status;
+  _Atomic int status; /* read by the main thread while the worker runs */
 } blocking_worker;
 
 /* Writes and flushes until a write fails: on a pipe nobody reads, it blocks inside write(2),
