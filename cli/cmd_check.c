@@ -47,7 +47,13 @@ int mt_cmd_check(int argc, char **argv) {
   int rc, status = MT_EXIT_OK;
   while ((rc = mt_reader_next(r, &ev, &err)) > 0) {
     events++;
-    for (size_t i = 0; i < ev.backtrace_length; i++) {
+    /* Only the frames after the common prefix are new: the others were the domain's previous
+     * backtrace, checked then (when the prefix is longer, the reader kept that backtrace whole).
+     * Checking every frame again would cost the whole backtrace per event, and a 10-byte event
+     * can repeat a backtrace of millions of frames. */
+    size_t first = ev.common_prefix < (int64_t)ev.backtrace_length ? (size_t)ev.common_prefix
+                                                                   : ev.backtrace_length;
+    for (size_t i = first; i < ev.backtrace_length; i++) {
       int64_t code = ev.backtrace[i];
       if (mt_hashmap_get(&known, code, NULL))
         continue;

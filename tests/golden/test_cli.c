@@ -171,6 +171,36 @@ static void check_reports_writer_built_traces_as_well_formed(void **state) {
   expect(0, "external", NULL, "info", path, NULL);
 }
 
+/* check looks at each backtrace's frames after the common prefix only (the others were checked
+ * with the previous backtrace): a code nobody described must still be found there. */
+static void check_finds_an_undescribed_code_after_a_common_prefix(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t first[] = {2, 1}, second[] = {3, 2, 1}; /* innermost first: 3 is new, after 1 -> 2 */
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 4, 1, MT_SOURCE_EXTERNAL, first, 2,
+                                       tg_resolve, NULL, NULL, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_flush(w, NULL), MT_OK);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 2, 4, 1, MT_SOURCE_EXTERNAL, second, 3,
+                                       tg_resolve, NULL, NULL, NULL),
+                   MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  /* The location event of code 3 describes code 33 instead. */
+  size_t found = 0;
+  for (size_t i = 4; i + 8 <= size; i++)
+    if (data[i - 1] == 2 && data[i] == 3 && !memcmp(data + i + 1, "\0\0\0\0\0\0\0", 7)) {
+      data[i] = 33;
+      found++;
+    }
+  assert_int_equal(found, 1);
+  const char *path = tu_temp_path("undescribed.ctf");
+  tu_write_file(path, data, size);
+  free(data);
+  expect(1, NULL, "invalid location code 0x3 (frame 2", "check", path, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_command_has_help),
@@ -180,6 +210,7 @@ int main(void) {
       cmocka_unit_test(copy_refuses_to_lose_data),
       cmocka_unit_test(copy_converts_a_piped_trace_to_v2),
       cmocka_unit_test(check_reports_writer_built_traces_as_well_formed),
+      cmocka_unit_test(check_finds_an_undescribed_code_after_a_common_prefix),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
