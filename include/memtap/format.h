@@ -229,6 +229,45 @@ bool mt_reader_truncated(const mt_reader *r, int64_t *offset);
 void mt_reader_close(mt_reader *r);
 
 /* ---------------------------------------------------------------------------------------------
+ * Checkpoints: resuming a reader in the middle of a trace
+ *
+ * Decoding event N needs the state left by events 0 .. N-1: per domain, the MTF tables of the
+ * location codec, the backtrace cache and the previous backtrace (FORMAT.md §2.6, §2.7). Between
+ * two packets that state can be saved, and restored into another reader of the same trace, which
+ * then goes on from there without decoding what came before (memtap's checkpoint index,
+ * TRACE.idx, is made of these). The location codes the trace described are saved apart, in
+ * increments, because they accumulate over the whole trace. Only readers whose whole
+ * uncompressed input is in memory (a mapped file, or bytes) can save or restore: not pipes or zstd
+ * streams.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Whether `r` stands between packets: every event of the last packet was returned (or no event
+ * was), the trace did not end and nothing failed. The state can be saved only then. */
+bool mt_reader_between_packets(const mt_reader *r);
+
+/* Saves the decoder state and the position of the next packet, with a copy of that packet's header
+ * by which a restore checks that it resumes the same trace. `*data` is malloc'd: the caller frees
+ * it. MT_E_INVALID when not between packets or the input cannot seek; MT_E_MALFORMED when the
+ * packet just finished fails its alloc-id check (the reader then fails as mt_reader_next would). */
+int mt_reader_save_state(mt_reader *r, void **data, size_t *size, mt_error *err);
+
+/* Saves the location codes described since `*mark` (0 the first time) and advances `*mark`.
+ * `*data` is malloc'd: the caller frees it. */
+int mt_reader_save_locations(const mt_reader *r, size_t *mark, void **data, size_t *size,
+                             mt_error *err);
+
+/* Adds saved location codes. A code the reader knows with another description, or damaged data, is
+ * MT_E_MALFORMED, the offset being in `data`. */
+int mt_reader_load_locations(mt_reader *r, const void *data, size_t size, mt_error *err);
+
+/* Replaces the decoder state by a saved one and moves to its position. Every length and index is
+ * checked, and the packet header at the position must be the saved copy: a state of another trace
+ * (or a damaged one) is MT_E_MALFORMED with the offset in `data`, and leaves the reader as it was.
+ * The location codes described before that position must be loaded too
+ * (mt_reader_load_locations), or lookups of them fail. */
+int mt_reader_load_state(mt_reader *r, const void *data, size_t size, mt_error *err);
+
+/* ---------------------------------------------------------------------------------------------
  * Transcoding
  * ------------------------------------------------------------------------------------------- */
 

@@ -222,3 +222,12 @@ int64_t mt_input_size(const mt_input *s) {
 bool mt_input_compressed(const mt_input *s) {
   return s->zstd != NULL;
 }
+
+bool mt_input_seekable(const mt_input *s) {
+  return s->data != NULL;
+}
+
+void mt_input_seek(mt_input *s, int64_t position) {
+  if (s->data && position >= 0 && (uint64_t)position <= s->size)
+    s->position = position;
+}

@@ -31,4 +31,11 @@ int64_t mt_input_position(const mt_input *s);
 int64_t mt_input_size(const mt_input *s);
 bool mt_input_compressed(const mt_input *s);
 
+/* Whether the whole (uncompressed) input is in memory, so that the position can be set anywhere
+ * (mt_input_seek); false for pipes and zstd streams. */
+bool mt_input_seekable(const mt_input *s);
+
+/* Moves to `position` (at most the size) of a seekable input. */
+void mt_input_seek(mt_input *s, int64_t position);
+
 #endif

@@ -8,6 +8,7 @@ add_library(memtap_format OBJECT
   format/input.c
   format/writer.c
   format/reader.c
+  format/reader_state.c
   format/transcode.c)
 target_link_libraries(memtap_format PRIVATE PkgConfig::ZSTD)
 list(APPEND MEMTAP_LAYERS memtap_format)

@@ -16,15 +16,18 @@ typedef struct interned {
 } interned;
 
 typedef struct stored_list {
+  int64_t code;
   size_t count;
   mt_location entries[];
 } stored_list;
 
 struct mt_location_table {
   mt_arena arena;
-  mt_hashmap codes;   /* code -> stored_list * */
-  mt_hashmap strings; /* hash -> interned * (chain) */
-  uint64_t seed;      /* codes and strings come from the trace: hash them with a secret seed */
+  mt_hashmap codes;    /* code -> stored_list * */
+  mt_hashmap strings;  /* hash -> interned * (chain) */
+  stored_list **order; /* the lists in the order their codes were added */
+  size_t norder, order_cap;
+  uint64_t seed; /* codes and strings come from the trace: hash them with a secret seed */
 };
 
 mt_location_table *mt_location_table_new(void) {
@@ -42,6 +45,7 @@ void mt_location_table_free(mt_location_table *t) {
   mt_arena_free(&t->arena);
   mt_hashmap_free(&t->codes);
   mt_hashmap_free(&t->strings);
+  free(t->order);
   free(t);
 }
 
@@ -92,11 +96,21 @@ int mt_location_table_add(mt_location_table *t, int64_t code, const mt_location 
   stored_list *list = mt_arena_alloc(&t->arena, sizeof *list + count * sizeof(mt_location));
   if (!list)
     return MT_E_NOMEM;
+  list->code = code;
   list->count = count;
   if (count)
     memcpy(list->entries, entries, count * sizeof(mt_location));
+  if (t->norder == t->order_cap) {
+    size_t n = t->order_cap ? 2 * t->order_cap : 256;
+    stored_list **grown = realloc(t->order, n * sizeof *grown);
+    if (!grown)
+      return MT_E_NOMEM;
+    t->order = grown;
+    t->order_cap = n;
+  }
   if (!mt_hashmap_put(&t->codes, code, (uint64_t)(uintptr_t)list))
     return MT_E_NOMEM;
+  t->order[t->norder++] = list;
   return 1;
 }
 
@@ -111,12 +125,20 @@ bool mt_location_table_lookup(const mt_location_table *t, int64_t code, const mt
   return true;
 }
 
+void mt_location_table_entry(const mt_location_table *t, size_t i, int64_t *code,
+                             const mt_location **entries, size_t *count) {
+  const stored_list *list = t->order[i];
+  *code = list->code;
+  *entries = list->entries;
+  *count = list->count;
+}
+
 size_t mt_location_table_count(const mt_location_table *t) {
   return t->codes.count;
 }
 
 size_t mt_location_table_memory(const mt_location_table *t) {
-  return t->arena.total + t->codes.cap * 17 + t->strings.cap * 17;
+  return t->arena.total + t->codes.cap * 17 + t->strings.cap * 17 + t->order_cap * sizeof(void *);
 }
 
 size_t mt_location_table_longest_probe(const mt_location_table *t) {

@@ -26,6 +26,11 @@ int mt_location_table_add(mt_location_table *t, int64_t code, const mt_location 
 bool mt_location_table_lookup(const mt_location_table *t, int64_t code, const mt_location **entries,
                               size_t *count);
 
+/* The i-th code added (0 <= i < count), in the order they were added: the reader's checkpoints
+ * save the codes described since the previous one. */
+void mt_location_table_entry(const mt_location_table *t, size_t i, int64_t *code,
+                             const mt_location **entries, size_t *count);
+
 /* Number of codes, and bytes of memory held. */
 size_t mt_location_table_count(const mt_location_table *t);
 size_t mt_location_table_memory(const mt_location_table *t);

@@ -14,55 +14,10 @@
 #include "format/buf.h"
 #include "format/location_codec.h"
 #include "format/location_table.h"
-#include "format/packet.h"
 #include "format/input.h"
+#include "format/packet.h"
+#include "format/reader_internal.h"
 #include "memtap/format.h"
-
-/* Bounds that keep memory proportional to the input (STYLE.md: every input is untrusted). */
-#define MAX_BACKTRACE_FRAMES (1u << 24)
-#define DOMAIN_MEMORY_FREE (64u << 20)   /* domain state allowed before any input is read */
-#define DOMAIN_MEMORY_PER_INPUT_BYTE 256 /* and then per byte of input read */
-#define CODEWORD_ROOM                                                                              \
-  (256 + 8) /* frames one codeword yields (1 + up to 255), + fill_frames' slack */
-
-typedef struct domain_state {
-  uint16_t id;
-  int64_t last_time;
-  mt_location_decoder locations;
-  mt_backtrace_decoder *cache; /* allocated when the first backtrace is decoded */
-  int64_t *backtrace;          /* the previous backtrace, outermost first */
-  size_t backtrace_length, backtrace_cap;
-  int64_t *scratch; /* decoding target when the previous backtrace was cut (§2.7 step 3) */
-  size_t scratch_cap;
-} domain_state;
-
-struct mt_reader {
-  mt_input *source;
-  mt_reader_options options;
-  mt_trace_info info;
-  mt_location_table *locations;
-  domain_state **domains;
-  size_t ndomains;
-  size_t domain_memory;
-  /* The packet being decoded. */
-  bool in_packet;
-  mt_packet_header header;
-  size_t header_size;
-  size_t packet_size;
-  uint64_t packet_span; /* time_end - time_begin */
-  int64_t packet_offset;
-  mt_rbuf content;
-  domain_state *domain;
-  int64_t allocs_in_packet;
-  /* End and failure. */
-  bool done;
-  bool truncated;
-  int64_t truncated_at;
-  uint64_t warnings;
-  int failed;
-  mt_error failure;
-  mt_location decoded[MT_LOCATIONS_MAX];
-};
 
 /* --- errors and warnings ----------------------------------------------------------------- */
 
@@ -109,7 +64,7 @@ static void warn(mt_reader *r, int64_t offset, const char *fmt, ...) {
 
 /* --- domains ------------------------------------------------------------------------------ */
 
-static domain_state *find_domain(mt_reader *r, uint16_t id) {
+domain_state *mt_reader_find_domain(mt_reader *r, uint16_t id) {
   if (r->domain && r->domain->id == id)
     return r->domain;
   for (size_t i = 0; i < r->ndomains; i++)
@@ -134,7 +89,7 @@ static domain_state *find_domain(mt_reader *r, uint16_t id) {
   return d;
 }
 
-static void free_domain(domain_state *d) {
+void mt_reader_free_domain(domain_state *d) {
   mt_location_decoder_free(&d->locations);
   free(d->cache);
   free(d->backtrace);
@@ -374,7 +329,7 @@ void mt_reader_close(mt_reader *r) {
   if (!r)
     return;
   for (size_t i = 0; i < r->ndomains; i++)
-    free_domain(r->domains[i]);
+    mt_reader_free_domain(r->domains[i]);
   free(r->domains);
   mt_location_table_free(r->locations);
   mt_input_close(r->source);
@@ -396,7 +351,7 @@ static int begin_packet(mt_reader *r) {
       mt_input_advance(r->source, r->packet_size);
       continue;
     }
-    domain_state *d = find_domain(r, h->domain);
+    domain_state *d = mt_reader_find_domain(r, h->domain);
     if (!d)
       return out_of_memory(r, field_offset(r, 38), "per-domain state (too many domains)");
     r->domain = d;
@@ -415,7 +370,7 @@ static int begin_packet(mt_reader *r) {
   }
 }
 
-static int end_packet(mt_reader *r) {
+int mt_reader_end_packet(mt_reader *r) {
   /* Ids are untrusted: wrapping (unsigned) arithmetic, never signed overflow. */
   if ((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet !=
       (uint64_t)r->header.alloc_id_end)
@@ -621,7 +576,7 @@ int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
     }
     mt_rbuf *b = &r->content;
     if (!mt_rbuf_left(b)) {
-      if ((rc = end_packet(r)) < 0)
+      if ((rc = mt_reader_end_packet(r)) < 0)
         break;
       continue;
     }
