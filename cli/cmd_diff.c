@@ -141,12 +141,12 @@ int mt_cmd_diff(int argc, char **argv) {
     }
     out_str(&o, "]}\n");
   } else {
-    out_printf(&o, "%s by %s: A = %s, B = %s\n\n", count ? "objects" : "bytes",
-               an_metric_name(metric), pa, pb);
-    out_printf(&o, "%12s %12s %12s  %s\n", "change", "A", "B",
-               by == MT_GROUP_FILE       ? "file"
-               : by == MT_GROUP_FUNCTION ? "function"
-                                         : "site");
+    /* What the numbers are, in words: "bytes allocated per site". */
+    static const char *measures[] = {"bytes allocated", "objects allocated (estimated)",
+                                     "bytes live at the end", "bytes live at the peak"};
+    static const char *group_names[] = {"site", "function", "file"};
+    out_printf(&o, "%s per %s: A = %s, B = %s\n\n", measures[metric], group_names[by], pa, pb);
+    out_printf(&o, "%12s %12s %12s  %s\n", "change", "A", "B", group_names[by]);
     for (size_t k = 0; k < shown; k++) {
       char d[40], x[32], y[32];
       double delta = rows[k].b - rows[k].a;

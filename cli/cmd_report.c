@@ -14,8 +14,8 @@ static const char usage[] =
     "live heap over time, an interactive flame/icicle graph, the top sites, and filters "
     "(allocated\n"
     "in / live during a time range, size range, lifetime range, function name contains / does not\n"
-    "contain). The data is pre-aggregated into bounded buckets, so the file's size is capped\n"
-    "whatever the trace's length (docs/analysis.md).\n"
+    "contain). The data is pre-aggregated into bounded buckets, merged further when a trace has\n"
+    "many backtraces, so the file is at most 16 MB whatever the trace (docs/analysis.md).\n"
     "\n"
     "  -o FILE           the HTML file to write (required; '-' for standard output)\n"
     "  --title TEXT      the page title (default: the traced executable)\n" AN_USAGE_WINDOW

@@ -1,6 +1,7 @@
 /* memtap summary: the whole trace (or a window) in one screen: duration, allocations, frees, peak
  * live heap and when, live at the end, allocation rate over time, size and lifetime histograms,
- * sources. */
+ * sources. With --to, the events after the window are not read, so the trace's length is not known:
+ * the text then says "last event read" instead of "duration". */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +33,14 @@ static void lifetime_label(int i, char *buf, size_t size) {
   static const char *names[] = {"<= 10 us", "<= 100 us", "<= 1 ms",  "<= 10 ms", "<= 100 ms",
                                 "<= 1 s",   "<= 10 s",   "<= 100 s", "> 100 s",  "not freed"};
   snprintf(buf, size, "%s", names[i]);
+}
+
+/* Decimals that tell apart times `step_us` apart (at least 3, at most 6). */
+static int time_decimals(int64_t step_us) {
+  int d = 3;
+  for (int64_t unit = 1000; d < 6 && step_us < unit; unit /= 10)
+    d++;
+  return d;
 }
 
 static void size_label(int i, char *buf, size_t size) {
@@ -84,7 +93,9 @@ int mt_cmd_summary(int argc, char **argv) {
     seg_rate[i] = bytes / ((double)(t1 - t0) / 1e6);
   }
   static const char *src_keys[] = {"minor", "major", "external"};
+  /* The last event read: the trace's length, unless --to stopped the reading early. */
   double duration = (double)(s->end_time - s->info.start_time) / 1e6;
+  double from_s = (double)s->from / 1e6, to_s = (double)s->to / 1e6;
   cli_out o;
   out_init(&o, STDOUT_FILENO);
   if (ao.json) {
@@ -94,10 +105,10 @@ int mt_cmd_summary(int argc, char **argv) {
     out_json_string(&o, s->info.executable_name);
     out_printf(&o,
                ",\"sample_rate\":%.17g,\"word_size\":%d,\"bytes_per_sample\":%.17g,"
-               "\"start_time\":%lld,\"duration_s\":%.6f,\"window\":{\"from_s\":%.6f,\"to_s\":%.6f},"
-               "\"allocated\":",
+               "\"start_time\":%lld,\"duration_s\":%.6f,"
+               "\"window\":{\"from_s\":%.6f,\"to_s\":%.6f,\"length_s\":%.6f},\"allocated\":",
                s->info.sample_rate, s->info.word_size, s->bytes_per_sample,
-               (long long)s->info.start_time, duration, (double)s->from / 1e6, (double)s->to / 1e6);
+               (long long)s->info.start_time, duration, from_s, to_s, to_s - from_s);
     an_json_amount(&o, a, &s->allocated);
     out_str(&o, ",\"allocated_by_source\":{");
     for (int i = 0; i < 3; i++) {
@@ -159,10 +170,13 @@ int mt_cmd_summary(int argc, char **argv) {
     char b1[32];
     out_printf(&o, "trace:           %s\n", path);
     out_printf(&o, "executable:      %s\n", s->info.executable_name);
-    out_printf(&o, "duration:        %.6f s\n", duration);
-    if (s->from > 0 || s->to < s->end_time - s->info.start_time)
-      out_printf(&o, "window:          %.6f s to %.6f s\n", (double)s->from / 1e6,
-                 (double)s->to / 1e6);
+    if (ao.to)
+      out_printf(&o, "last event read: %.6f s (the trace after the window is not read)\n",
+                 duration);
+    else
+      out_printf(&o, "duration:        %.6f s\n", duration);
+    if (ao.from || ao.to)
+      out_printf(&o, "window:          %.6f s to %.6f s (%.6f s)\n", from_s, to_s, to_s - from_s);
     out_printf(&o, "sampling rate:   %g (one sample stands for ~%s)\n", s->info.sample_rate,
                an_size(s->bytes_per_sample, b1));
     print_amount(&o, a, "allocated:", &s->allocated);
@@ -186,13 +200,14 @@ int mt_cmd_summary(int argc, char **argv) {
     out_printf(&o, "promotions:      %llu\ncollections:     %llu\n",
                (unsigned long long)s->promotes, (unsigned long long)s->collects);
     if (s->unknown_collects)
-      out_printf(&o, "unknown ids:     %llu collects/promotes of objects never allocated\n",
+      out_printf(&o, "unknown ids:     %llu collects/promotes of objects not live (ignored)\n",
                  (unsigned long long)s->unknown_collects);
     out_printf(&o, "backtraces:      %llu distinct\n", (unsigned long long)s->distinct_backtraces);
     out_str(&o, "\nallocation rate over time:\n");
+    int decimals = time_decimals(segments ? (s->to - s->from) / (int64_t)segments : 0);
     for (size_t i = 0; i < segments; i++)
-      out_printf(&o, "  %10.3f s - %10.3f s  %s/s\n", seg_from[i], seg_to[i],
-                 an_size(seg_rate[i], b1));
+      out_printf(&o, "  %*.*f s - %*.*f s  %s/s\n", decimals + 7, decimals, seg_from[i],
+                 decimals + 7, decimals, seg_to[i], an_size(seg_rate[i], b1));
     out_str(&o, "\nsizes (one object):   sampled   estimated bytes\n");
     for (int i = 0; i < MT_SIZE_CLASSES; i++) {
       char label[32];

@@ -1,6 +1,8 @@
 /* memtap timeline: the live heap over time, total and for the top sites (by their share of the
  * peak), drawn in the terminal, or as CSV or JSON. Rows are the report cells' time buckets (at most
- * 64): a row gives what is live at its end, and the largest live heap inside it. */
+ * 64): a row gives what is live at its end, and the largest live heap inside it. A row covers
+ * [start, end); the last one ends at the window's end and includes it, so that what happens at that
+ * moment is in the table and no two rows share an end time. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +20,20 @@ static const char usage[] =
     "The terminal chart stacks the top sites as letters A, B, ... and the rest as '#'.\n"
     "\n"
     "  --csv             CSV: time_s,live_bytes,max_bytes, then one column per top site\n"
-    "  --json            one JSON object (schema memtap.timeline/1)\n"
+    "  --json            one JSON object (schema memtap.timeline/1); not with --csv\n"
     "  -n N              how many top sites (default 5, at most 26)\n" AN_USAGE_WINDOW
         AN_USAGE_STACKS "  -h, --help        show this help\n";
 
 static bool same_frame(mt_frame x, mt_frame y) {
   return x.line == y.line && !strcmp(x.function, y.function) && !strcmp(x.file, y.file);
+}
+
+/* Decimals that tell apart times `step_us` apart (at least 3, at most 6). */
+static int time_decimals(int64_t step_us) {
+  int d = 3;
+  for (int64_t unit = 1000; d < 6 && step_us < unit; unit /= 10)
+    d++;
+  return d;
 }
 
 static void csv_field(cli_out *o, const char *s) {
@@ -55,6 +65,8 @@ int mt_cmd_timeline(int argc, char **argv) {
     default: return cli_usage_error("timeline", "unknown option");
     }
   }
+  if (csv && ao.json)
+    return cli_usage_error("timeline", "--csv and --json are alternatives: give one");
   if (optind != argc - 1)
     return cli_usage_error("timeline", "expected exactly one TRACE");
   const char *path = argv[optind];
@@ -76,7 +88,11 @@ int mt_cmd_timeline(int argc, char **argv) {
   int64_t cw, fw;
   const mt_cell *cells = mt_analysis_cells(a, &ncells, &cw);
   const mt_timeline_bucket *fine = mt_analysis_timeline(a, &nfine, &fw);
-  size_t rows = (size_t)((s->to - s->from) / cw) + 1;
+  /* Whole steps up to the window's end; the last one also takes the events at the end itself
+   * (their cell bucket is the next one when the window is a whole number of steps). */
+  size_t rows = (size_t)((s->to - s->from + cw - 1) / cw);
+  if (rows < 1)
+    rows = 1;
   if (rows > MT_CELL_TIME_BUCKETS)
     rows = MT_CELL_TIME_BUCKETS;
   /* Which top site (or nsites for "the rest") each stack belongs to. */
@@ -101,15 +117,20 @@ int mt_cmd_timeline(int argc, char **argv) {
     const mt_cell *cell = &cells[i];
     size_t lo = cell->alloc_bucket == MT_CELL_BEFORE ? 0 : cell->alloc_bucket;
     size_t hi = cell->free_bucket == MT_CELL_NEVER ? rows : cell->free_bucket;
+    if (lo > rows - 1)
+      lo = rows - 1;
+    if (cell->free_bucket != MT_CELL_NEVER && hi > rows - 1)
+      hi = rows - 1; /* freed in the last row, or at its end: not live at its end */
     double bytes = mt_analysis_bytes(a, cell->amount.samples);
-    for (size_t b = lo; b < hi && b < rows; b++) {
+    for (size_t b = lo; b < hi; b++) {
       live[b * (nsites + 1) + site_of[cell->stack]] += bytes;
       total[b] += bytes;
     }
   }
   double chart_max = 1;
+  size_t per_row = cw > fw ? (size_t)(cw / fw) : 1; /* both widths are powers of two */
   for (size_t b = 0; b < rows; b++) {
-    size_t f0 = (size_t)(b * (uint64_t)(cw / fw)), f1 = (size_t)((b + 1) * (uint64_t)(cw / fw));
+    size_t f0 = b * per_row, f1 = b == rows - 1 ? nfine : (b + 1) * per_row;
     for (size_t f = f0; f < f1 && f < nfine; f++)
       if (fine[f].live_max > max[b])
         max[b] = fine[f].live_max;
@@ -118,26 +139,25 @@ int mt_cmd_timeline(int argc, char **argv) {
     if (max[b] > chart_max)
       chart_max = max[b];
   }
+  int decimals = time_decimals(cw);
+  int time_width = decimals + 5;
   cli_out o;
   out_init(&o, STDOUT_FILENO);
   if (csv) {
     out_str(&o, "time_s,live_bytes,max_bytes");
     for (size_t k = 0; k < nsites; k++) {
-      char name[64];
       out_str(&o, ",");
       mt_frame f = groups[k].key;
-      cli_out *po = &o;
-      (void)name;
       if (f.file[0]) {
         size_t len = strlen(f.function) + strlen(f.file) + 32;
         char *label = malloc(len);
         if (label) {
           snprintf(label, len, "%s %s:%d", f.function, f.file, (int)f.line);
-          csv_field(po, label);
+          csv_field(&o, label);
           free(label);
         }
       } else {
-        csv_field(po, f.function);
+        csv_field(&o, f.function);
       }
     }
     out_str(&o, ",other_bytes\n");
@@ -163,7 +183,8 @@ int mt_cmd_timeline(int argc, char **argv) {
       out_printf(&o, " (~%s at the peak)\n",
                  an_size(mt_analysis_bytes(a, groups[k].stats.peak.samples), b1));
     }
-    out_str(&o, "  #  other sites\n\n      time         live          max\n");
+    out_printf(&o, "  #  other sites\n\n%*s %12s %12s\n", time_width + 2, "time (end)", "live",
+               "max");
   }
   for (size_t b = 0; b < rows; b++) {
     int64_t t_end = s->from + (int64_t)(b + 1) * cw;
@@ -183,8 +204,8 @@ int mt_cmd_timeline(int argc, char **argv) {
       out_printf(&o, "],\"other_bytes\":%.0f}", row[nsites]);
     } else {
       char b1[32], b2[32];
-      out_printf(&o, "%10.4f s %12s %12s |", (double)t_end / 1e6, an_size(total[b], b1),
-                 an_size(max[b], b2));
+      out_printf(&o, "%*.*f s %12s %12s |", time_width, decimals, (double)t_end / 1e6,
+                 an_size(total[b], b1), an_size(max[b], b2));
       double acc = 0;
       int drawn = 0;
       for (size_t k = 0; k <= nsites; k++) {
@@ -196,7 +217,7 @@ int mt_cmd_timeline(int argc, char **argv) {
       out_str(&o, "\n");
     }
   }
-  if (ao.json && !csv)
+  if (ao.json)
     out_str(&o, "]}\n");
   status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
   free(site_of), free(live), free(total), free(max), free(groups);

@@ -1,5 +1,7 @@
 /* memtap top: the heaviest allocation sites (or functions, or files) by a metric, each with its
- * heaviest backtrace. */
+ * heaviest backtrace, or with --inverted the tree of its callers: its backtraces merged from the
+ * allocation point outward, each caller weighed by the metric of the backtraces through it (pprof's
+ * peek, heaptrack's bottom-up view), built from the analysis's stacks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +20,205 @@ static const char usage[] =
     "  --by METRIC       bytes (allocated, the default), count (objects allocated), live (at the\n"
     "                    end), peak (live at the peak), temporary (needs a trace at rate 1)\n"
     "  --group KEY       site (the default), function or file\n"
-    "  --inverted        print backtraces from the allocation point outward (its callers)\n"
+    "  --inverted        show the callers of each group's allocation points instead: its\n"
+    "                    backtraces merged into a tree from the allocation point outward, with\n"
+    "                    each caller's share of the group (under each frame the 5 largest\n"
+    "                    callers with 5% or more, the others summed)\n"
     "  -n N              show N groups (default 10; 0 for all)\n"
-    "  --depth N         show at most N frames of each backtrace (default 12; 0 for all)\n"
+    "  --depth N         show at most N frames of each backtrace or levels of callers (default\n"
+    "                    12; 0 for all)\n"
     "  --json            one JSON object (schema memtap.top/1)\n" AN_USAGE_WINDOW AN_USAGE_STACKS
     "  -h, --help        show this help\n";
+
+/* The text tree shows under each frame its largest callers, at most TOP_CALLERS of them and only
+ * those with at least CALLER_MIN_SHARE of the group's value, and sums the others in one line: a
+ * site of a real trace has hundreds of backtraces. The JSON tree has them all. */
+#define TOP_CALLERS 5
+#define CALLER_MIN_SHARE 0.05
+
+/* A stack with its group key, for finding a group's stacks by binary search. */
+typedef struct keyed_stack {
+  mt_frame key;
+  uint32_t stack;
+} keyed_stack;
+
+/* One frame of a caller tree: the backtraces that reach it from the allocation point. */
+typedef struct caller_node {
+  uint32_t frame; /* for mt_analysis_frame */
+  double value;   /* the metric summed over those backtraces */
+  uint32_t child; /* the first caller, UINT32_MAX for none */
+  uint32_t next;  /* the next caller of the same frame, UINT32_MAX for none */
+} caller_node;
+
+typedef struct caller_tree {
+  caller_node *nodes; /* nodes[0] is the root: the group itself */
+  size_t count, cap;
+} caller_tree;
+
+static int compare_frames(mt_frame x, mt_frame y) {
+  int c = strcmp(x.function, y.function);
+  if (!c)
+    c = strcmp(x.file, y.file);
+  if (!c)
+    c = (x.line > y.line) - (x.line < y.line);
+  return c;
+}
+
+static int by_key(const void *p, const void *q) {
+  const keyed_stack *x = p, *y = q;
+  int c = compare_frames(x->key, y->key);
+  return c ? c : (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+/* Every stack with its group key (as mt_analysis_group makes them), sorted by key; NULL when
+ * memory runs out. */
+static keyed_stack *keyed_stacks(const mt_analysis *a, mt_group_by by, size_t *count) {
+  size_t n = mt_analysis_stack_count(a);
+  keyed_stack *ks = malloc((n ? n : 1) * sizeof *ks);
+  if (!ks)
+    return NULL;
+  for (size_t i = 0; i < n; i++) {
+    mt_frame f = mt_analysis_frame(a, mt_analysis_stack_site(a, i));
+    if (by == MT_GROUP_FUNCTION)
+      f.file = "", f.line = 0;
+    else if (by == MT_GROUP_FILE)
+      f.function = "", f.line = 0;
+    ks[i] = (keyed_stack){f, (uint32_t)i};
+  }
+  qsort(ks, n, sizeof *ks, by_key);
+  *count = n;
+  return ks;
+}
+
+static uint32_t caller_add(caller_tree *t, uint32_t parent, uint32_t frame) {
+  if (t->count == t->cap) {
+    size_t cap = t->cap ? 2 * t->cap : 64;
+    caller_node *p = realloc(t->nodes, cap * sizeof *p);
+    if (!p)
+      return UINT32_MAX;
+    t->nodes = p;
+    t->cap = cap;
+  }
+  uint32_t i = (uint32_t)t->count++;
+  t->nodes[i] = (caller_node){frame, 0, UINT32_MAX, UINT32_MAX};
+  if (parent != UINT32_MAX) {
+    t->nodes[i].next = t->nodes[parent].child;
+    t->nodes[parent].child = i;
+  }
+  return i;
+}
+
+/* Builds the caller tree of the group keyed `key`: each of its stacks with a nonzero metric,
+ * read from the innermost frame outward, at most `levels` frames (0: all). False when memory runs
+ * out. */
+static bool callers_build(caller_tree *t, const mt_analysis *a, const keyed_stack *ks, size_t nks,
+                          mt_frame key, mt_metric metric, size_t levels) {
+  t->count = 0;
+  if (caller_add(t, UINT32_MAX, UINT32_MAX) == UINT32_MAX)
+    return false;
+  size_t lo = 0, hi = nks;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (compare_frames(ks[mid].key, key) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (size_t i = lo; i < nks && !compare_frames(ks[i].key, key); i++) {
+    double v = mt_analysis_metric(a, mt_analysis_stack_stats(a, ks[i].stack), metric);
+    if (v <= 0)
+      continue;
+    size_t depth;
+    const uint32_t *frames = mt_analysis_stack_frames(a, ks[i].stack, &depth, NULL);
+    size_t shown = levels && depth > levels ? levels : depth;
+    uint32_t node = 0;
+    t->nodes[0].value += v;
+    for (size_t k = 0; k < shown; k++) {
+      uint32_t frame = frames[depth - 1 - k], c = t->nodes[node].child;
+      while (c != UINT32_MAX && t->nodes[c].frame != frame)
+        c = t->nodes[c].next;
+      if (c == UINT32_MAX && (c = caller_add(t, node, frame)) == UINT32_MAX)
+        return false;
+      t->nodes[c].value += v;
+      node = c;
+    }
+  }
+  return true;
+}
+
+static const caller_tree *sort_tree; /* qsort has no user pointer */
+static const mt_analysis *sort_analysis;
+
+static int by_value(const void *p, const void *q) {
+  const caller_node *x = &sort_tree->nodes[*(const uint32_t *)p];
+  const caller_node *y = &sort_tree->nodes[*(const uint32_t *)q];
+  if (x->value != y->value)
+    return x->value < y->value ? 1 : -1;
+  return compare_frames(mt_analysis_frame(sort_analysis, x->frame),
+                        mt_analysis_frame(sort_analysis, y->frame));
+}
+
+/* The callers of `node`, largest first, in a malloc'd array (NULL when there are none or memory
+ * runs out; *count is 0 then). */
+static uint32_t *callers_sorted(const mt_analysis *a, const caller_tree *t, uint32_t node,
+                                size_t *count) {
+  size_t n = 0;
+  for (uint32_t c = t->nodes[node].child; c != UINT32_MAX; c = t->nodes[c].next)
+    n++;
+  uint32_t *kids = n ? malloc(n * sizeof *kids) : NULL;
+  *count = kids ? n : 0;
+  if (!kids)
+    return NULL;
+  n = 0;
+  for (uint32_t c = t->nodes[node].child; c != UINT32_MAX; c = t->nodes[c].next)
+    kids[n++] = c;
+  sort_tree = t;
+  sort_analysis = a;
+  qsort(kids, n, sizeof *kids, by_value);
+  return kids;
+}
+
+/* Text: one line per caller, "share  frame", indented by level under its callee. */
+static void callers_print(cli_out *o, const mt_analysis *a, const caller_tree *t, uint32_t node,
+                          int level) {
+  size_t n;
+  uint32_t *kids = callers_sorted(a, t, node, &n);
+  double whole = t->nodes[0].value;
+  size_t shown = 0;
+  while (shown < n && shown < TOP_CALLERS &&
+         t->nodes[kids[shown]].value >= CALLER_MIN_SHARE * whole)
+    shown++;
+  for (size_t k = 0; k < shown; k++) {
+    out_printf(o, "       %5.1f%%  %*s", 100 * t->nodes[kids[k]].value / whole, 2 * level, "");
+    an_print_frame(o, mt_analysis_frame(a, t->nodes[kids[k]].frame));
+    out_str(o, "\n");
+    callers_print(o, a, t, kids[k], level + 1);
+  }
+  if (n > shown) {
+    double rest = 0;
+    for (size_t k = shown; k < n; k++)
+      rest += t->nodes[kids[k]].value;
+    out_printf(o, "       %5.1f%%  %*s(%zu other caller%s)\n", 100 * rest / whole, 2 * level, "",
+               n - shown, n - shown == 1 ? "" : "s");
+  }
+  free(kids);
+}
+
+/* JSON: [{"frame", "value", "callers": [...]}], every caller. */
+static void callers_json(cli_out *o, const mt_analysis *a, const caller_tree *t, uint32_t node) {
+  size_t n;
+  uint32_t *kids = callers_sorted(a, t, node, &n);
+  out_str(o, "[");
+  for (size_t k = 0; k < n; k++) {
+    out_str(o, k ? ",{\"frame\":" : "{\"frame\":");
+    an_json_frame(o, mt_analysis_frame(a, t->nodes[kids[k]].frame));
+    out_printf(o, ",\"value\":%.17g,\"callers\":", t->nodes[kids[k]].value);
+    callers_json(o, a, t, kids[k]);
+    out_str(o, "}");
+  }
+  out_str(o, "]");
+  free(kids);
+}
 
 int mt_cmd_top(int argc, char **argv) {
   enum { OPT_BY = 1, OPT_GROUP, OPT_INVERTED, OPT_DEPTH };
@@ -88,6 +284,16 @@ int mt_cmd_top(int argc, char **argv) {
   double whole = mt_analysis_metric(a, &total, metric);
   size_t shown = limit && (size_t)limit < n ? (size_t)limit : n;
   static const char *group_names[] = {"site", "function", "file"};
+  caller_tree tree = {0};
+  size_t nks = 0;
+  keyed_stack *ks = inverted ? keyed_stacks(a, by, &nks) : NULL;
+  if (inverted && !ks) {
+    cli_error(path, "out of memory");
+    free(groups);
+    mt_analysis_free(a);
+    return MT_EXIT_FAILURE;
+  }
+  bool built = true;
   cli_out o;
   out_init(&o, STDOUT_FILENO);
   if (ao.json) {
@@ -115,6 +321,10 @@ int mt_cmd_top(int argc, char **argv) {
         out_str(&o, "null");
       out_str(&o, ",\"backtrace\":");
       an_json_stack(&o, a, g->top_stack, inverted);
+      if (inverted && (built = callers_build(&tree, a, ks, nks, g->key, metric, (size_t)depth))) {
+        out_str(&o, ",\"callers\":");
+        callers_json(&o, a, &tree, 0);
+      }
       out_str(&o, "}");
     }
     out_str(&o, "]}\n");
@@ -145,13 +355,25 @@ int mt_cmd_top(int argc, char **argv) {
                  an_size(mt_analysis_bytes(a, g->stats.allocated.samples), b2),
                  g->stats.allocated.objects_estimated, (unsigned long long)g->stats.live.objects,
                  g->stacks, g->stacks == 1 ? "" : "s");
-      out_str(&o,
-              inverted ? "     from the allocation point out:\n" : "     heaviest backtrace:\n");
-      an_print_stack(&o, a, g->top_stack, inverted, (size_t)depth, "       ");
+      if (inverted) {
+        out_printf(&o, "     callers, from the allocation point out (%% of this %s):\n",
+                   group_names[by]);
+        if ((built = callers_build(&tree, a, ks, nks, g->key, metric, (size_t)depth)))
+          callers_print(&o, a, &tree, 0, 0);
+      } else {
+        out_str(&o, "     heaviest backtrace:\n");
+        an_print_stack(&o, a, g->top_stack, false, (size_t)depth, "       ");
+      }
       out_str(&o, "\n");
     }
   }
   status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  if (!built) {
+    cli_error(path, "out of memory");
+    status = MT_EXIT_FAILURE;
+  }
+  free(tree.nodes);
+  free(ks);
   free(groups);
   mt_analysis_free(a);
   return status;

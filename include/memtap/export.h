@@ -9,12 +9,15 @@
  *   - MT_EXPORT_SPEEDSCOPE: speedscope's JSON file format, two sampled profiles (bytes allocated,
  *     bytes live at the end), root frames first;
  *   - MT_EXPORT_CHROME: Chrome's trace event JSON (chrome://tracing, Perfetto): a counter track of
- *     the live heap and instant events for the largest allocations;
- *   - MT_EXPORT_FOLDED: one line per backtrace, "outer;...;inner VALUE", for flamegraph.pl,
- *     inferno and speedscope; frames are function names;
+ *     the live heap, each point stamped where its value holds (the window's start, then each
+ *     timeline bucket's end), and instant events for the largest allocations;
+ *   - MT_EXPORT_FOLDED: "outer;...;inner VALUE" for flamegraph.pl, inferno and speedscope; frames
+ *     are function names, one line per distinct stack of names (backtraces that differ only in
+ *     lines are summed);
  *   - MT_EXPORT_FLAME_SVG: a standalone SVG flame graph of the same stacks;
  *   - MT_EXPORT_HTML: the self-contained HTML report (docs/analysis.md): summary, heap over time,
- *     flame/icicle graph, top sites, filters. The analysis must have been run with `cells`.
+ *     flame/icicle graph, top sites, filters; at most 16 MB whatever the trace (backtraces, cells
+ *     and names merged or cut to fit). The analysis must have been run with `cells`.
  *
  * The exporters read the analysis only; they write to a stdio stream the caller owns. */
 #ifndef MEMTAP_EXPORT_H

@@ -1,7 +1,7 @@
 /* The live heap over time and the report's cells (model.h). Neither knows the trace's duration in
  * advance: both grids start 1 µs wide and double their width (merging buckets pairwise) whenever
  * an event falls past their last bucket, so they stay bounded however long the trace is. The cells
- * also widen when there are more than MT_CELL_LIMIT of them. */
+ * also widen when there are more than MT_CELL_LIMIT of them, as long as that can merge any. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,25 +39,26 @@ static void timeline_double(mt_analysis *a) {
   a->tl_width *= 2;
 }
 
-/* Moves the current bucket to the one holding `t`, carrying the live heap across empty buckets. */
-static mt_timeline_bucket *timeline_at(mt_analysis *a, int64_t t) {
+/* Moves the current bucket to the one holding `t`, carrying the live heap as it was before `t`
+ * (`before`, estimated bytes) across the buckets skipped. */
+static mt_timeline_bucket *timeline_at(mt_analysis *a, int64_t t, double before) {
   int64_t rel = t - a->summary.from;
   if (rel < 0)
     rel = 0;
   while (rel / a->tl_width >= MT_TIMELINE_BUCKETS)
     timeline_double(a);
   size_t idx = (size_t)(rel / a->tl_width);
-  double live = mt_analysis_bytes(a, a->live_samples);
   for (size_t j = a->tl_current + 1; j <= idx; j++)
-    a->timeline[j] = (mt_timeline_bucket){.live_max = live, .live_end = live};
+    a->timeline[j] = (mt_timeline_bucket){.live_max = before, .live_end = before};
   if (idx > a->tl_current)
     a->tl_current = idx;
   return &a->timeline[a->tl_current];
 }
 
 void mt_timeline_change(mt_analysis *a, int64_t t, double allocated, double freed) {
-  mt_timeline_bucket *b = timeline_at(a, t);
+  /* Called after the change: the buckets skipped saw the heap as it was before it. */
   double live = mt_analysis_bytes(a, a->live_samples);
+  mt_timeline_bucket *b = timeline_at(a, t, live - allocated + freed);
   b->allocated += allocated;
   b->freed += freed;
   if (live > b->live_max)
@@ -66,7 +67,7 @@ void mt_timeline_change(mt_analysis *a, int64_t t, double allocated, double free
 }
 
 void mt_timeline_finish(mt_analysis *a, int64_t t) {
-  timeline_at(a, t);
+  timeline_at(a, t, mt_analysis_bytes(a, a->live_samples));
 }
 
 const mt_timeline_bucket *mt_analysis_timeline(const mt_analysis *a, size_t *count,
@@ -153,7 +154,9 @@ bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double o
   mt_amount amount = {1, o->samples, objects_est};
   if (!cell_put(a, o->stack, ab, fb, (unsigned)sc, (unsigned)lc, &amount))
     return false;
-  /* Coarser time is the only way to fewer cells; stop when one bucket spans everything. */
+  /* Coarser time is the only way to fewer cells here; stop when one bucket spans everything.
+   * Past that the cells grow with the backtraces (at most 2 x 2 x size x lifetime classes each),
+   * and the report merges backtraces and classes to keep its own cap (src/export/html.c). */
   int64_t span = (free_time >= 0 ? free_time : o->time) - from;
   while (a->ncells > MT_CELL_LIMIT && a->cell_width <= span)
     if (!cells_double(a))

@@ -1,9 +1,11 @@
 /* Chrome's trace event format (chrome://tracing, Perfetto's legacy JSON importer): a counter track
- * "live heap" with the live heap at the end of each timeline bucket (and its maximum inside it),
- * and one instant event per largest allocation (MT_LARGEST_ALLOCATIONS of them) naming its site
- * and backtrace. Times are µs since the trace start. */
+ * "live heap", stamped where each value holds: the live heap at the window's start, then at the
+ * end of each timeline bucket (with the largest live heap inside the bucket that ends there); and
+ * one instant event per largest allocation (MT_LARGEST_ALLOCATIONS of them) naming its site and
+ * backtrace. Times are µs since the trace start. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "export/export_internal.h"
 
@@ -18,12 +20,25 @@ int mt_export_chrome(const mt_analysis *a, FILE *out, const mt_export_options *o
   size_t nb;
   int64_t width;
   const mt_timeline_bucket *tl = mt_analysis_timeline(a, &nb, &width);
-  for (size_t i = 0; i < nb; i++) {
-    int64_t t = s->from + (int64_t)i * width;
-    fprintf(out,
-            ",\n{\"name\":\"live heap\",\"ph\":\"C\",\"ts\":%" PRId64
-            ",\"pid\":1,\"tid\":1,\"args\":{\"bytes\":%.0f,\"max_bytes\":%.0f}}",
-            t, tl[i].live_end, tl[i].live_max);
+  /* A counter holds its value from its timestamp on: the live heap at the window's start, then
+   * each bucket's value at the bucket's end (the window's end for the last). When the last
+   * bucket's end is cut back onto the one before it, the later value is the one that holds. */
+  int64_t t = s->from;
+  double live = mt_analysis_bytes(a, s->live_start.samples), max = live;
+  for (size_t i = 0; i <= nb; i++) {
+    int64_t next = i < nb ? s->from + (int64_t)(i + 1) * width : INT64_MAX;
+    if (next > s->to)
+      next = s->to;
+    if (i == nb || next > t)
+      fprintf(out,
+              ",\n{\"name\":\"live heap\",\"ph\":\"C\",\"ts\":%" PRId64
+              ",\"pid\":1,\"tid\":1,\"args\":{\"bytes\":%.0f,\"max_bytes\":%.0f}}",
+              t, live, max);
+    if (i < nb) {
+      t = next;
+      live = tl[i].live_end;
+      max = tl[i].live_max;
+    }
   }
   size_t nl;
   const mt_allocation *largest = mt_analysis_largest(a, &nl);

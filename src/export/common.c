@@ -1,6 +1,8 @@
 /* mt_export's dispatch and what every exporter shares: rounding values to integers whose total is
  * exact, JSON and XML text escaping. */
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,29 +117,54 @@ static size_t utf8_length(const unsigned char *s) {
   return n;
 }
 
-void mt_json_string(FILE *out, const char *str) {
+/* The JSON escape of the character at s (written to buf, at most 7 bytes) and how many bytes of s
+ * it takes. */
+static size_t json_escape(const unsigned char *s, char buf[8], size_t *len) {
+  size_t n = utf8_length(s);
+  if (n == 0) {
+    *len = (size_t)snprintf(buf, 8, "\\udc%02x", *s);
+    return 1;
+  }
+  if (n > 1) {
+    memcpy(buf, s, n);
+    *len = n;
+    return n;
+  }
+  if (*s == '"' || *s == '\\') {
+    buf[0] = '\\', buf[1] = (char)*s, *len = 2;
+  } else if (*s < 0x20 || *s == 0x7F) {
+    *len = (size_t)snprintf(buf, 8, "\\u%04x", *s);
+  } else if (*s == '<') { /* keeps "</script>" out of JSON embedded in HTML */
+    memcpy(buf, "\\u003c", 6), *len = 6;
+  } else {
+    buf[0] = (char)*s, *len = 1;
+  }
+  return 1;
+}
+
+void mt_json_string_cut(FILE *out, const char *str, size_t max) {
+  static const char ellipsis[] = "\xe2\x80\xa6"; /* U+2026, 3 bytes */
   const unsigned char *s = (const unsigned char *)str;
+  size_t written = 0;
   fputc('"', out);
   while (*s) {
-    size_t n = utf8_length(s);
-    if (n == 0) {
-      fprintf(out, "\\udc%02x", *s++);
-    } else if (n > 1) {
-      fwrite(s, 1, n, out);
-      s += n;
-    } else if (*s == '"' || *s == '\\') {
-      fputc('\\', out);
-      fputc(*s++, out);
-    } else if (*s < 0x20 || *s == 0x7F) {
-      fprintf(out, "\\u%04x", *s++);
-    } else if (*s == '<') { /* keeps "</script>" out of JSON embedded in HTML */
-      fputs("\\u003c", out);
-      s++;
-    } else {
-      fputc(*s++, out);
+    char buf[8];
+    size_t len, used = json_escape(s, buf, &len);
+    /* Room for this character and, unless it is the last, an ellipsis after it. */
+    if (written + len + (s[used] ? sizeof ellipsis - 1 : 0) > max) {
+      if (written + sizeof ellipsis - 1 <= max)
+        fputs(ellipsis, out);
+      break;
     }
+    fwrite(buf, 1, len, out);
+    written += len;
+    s += used;
   }
   fputc('"', out);
+}
+
+void mt_json_string(FILE *out, const char *str) {
+  mt_json_string_cut(out, str, SIZE_MAX);
 }
 
 void mt_xml_text(FILE *out, const char *str) {

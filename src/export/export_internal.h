@@ -18,6 +18,9 @@ int mt_export_html(const mt_analysis *a, FILE *out, const mt_export_options *o, 
 /* A JSON string literal for NUL-terminated bytes; invalid UTF-8 bytes become \udcXX (as the CLI's
  * --json outputs do). */
 void mt_json_string(FILE *out, const char *s);
+/* The same with at most `max` bytes between the quotes: a longer string is cut after a whole
+ * character (or escape) and ends with "…". */
+void mt_json_string_cut(FILE *out, const char *s, size_t max);
 
 /* A stack's values under `metric`, apportioned so that they add up to the rounded total of the
  * whole analysis (malloc'd, one per stack; NULL when memory runs out). */

@@ -1,43 +1,133 @@
 /* Folded stacks ("outer;...;inner VALUE", flamegraph.pl's input) and the flame tree that the SVG
- * flame graph draws from them. Frames are function names. */
+ * flame graph draws from them. Frames are function names, so backtraces that differ only in lines
+ * are one folded line (values summed). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "common/hashmap.h"
 #include "export/export_internal.h"
 #include "export/flame_tree.h"
 
-static void folded_name(FILE *out, const char *s) {
-  if (!strpbrk(s, ";\n\r")) {
-    fputs(s, out);
+/* The folded lines, built in memory: backtraces that differ only in lines or files are the same
+ * line of function names, and appear once with the sum of their values. */
+typedef struct folded {
+  char *text; /* the lines' stacks, each NUL-terminated */
+  size_t len, cap;
+  size_t *start; /* line -> offset in text */
+  int64_t *value;
+  size_t count, lines_cap;
+  mt_hashmap index; /* hash of a stack (+ probe) -> line */
+  bool failed;
+} folded;
+
+static void put(folded *f, const char *s, size_t n) {
+  if (f->failed)
+    return;
+  if (f->len + n > f->cap) {
+    size_t cap = f->cap ? f->cap : 4096;
+    while (cap < f->len + n)
+      cap *= 2;
+    char *p = realloc(f->text, cap);
+    if (!p) {
+      f->failed = true;
+      return;
+    }
+    f->text = p;
+    f->cap = cap;
+  }
+  memcpy(f->text + f->len, s, n);
+  f->len += n;
+}
+
+/* A function name as one folded frame: ';' separates frames and a newline ends the line. */
+static void put_name(folded *f, const char *s) {
+  for (size_t n; *s; s += n) {
+    n = strcspn(s, ";\n\r");
+    put(f, s, n);
+    if (s[n])
+      put(f, s[n] == ';' ? ":" : " ", 1), n++;
+  }
+}
+
+static uint64_t hash_text(const char *s) {
+  uint64_t h = 14695981039346656037u;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211u;
+  return h;
+}
+
+/* Ends the stack being built at text + from: adds `value` to its line, new or not. */
+static void end_stack(folded *f, size_t from, int64_t value) {
+  put(f, "", 1);
+  if (f->failed)
+    return;
+  const char *stack = f->text + from;
+  uint64_t line;
+  for (uint64_t h = hash_text(stack);; h++) {
+    if (!mt_hashmap_get(&f->index, (int64_t)h, &line))
+      break;
+    if (!strcmp(f->text + f->start[line], stack)) {
+      f->value[line] += value;
+      f->len = from;
+      return;
+    }
+  }
+  if (f->count == f->lines_cap) {
+    size_t cap = f->lines_cap ? f->lines_cap * 2 : 256;
+    size_t *s = realloc(f->start, cap * sizeof *s);
+    if (s)
+      f->start = s;
+    int64_t *v = realloc(f->value, cap * sizeof *v);
+    if (v)
+      f->value = v;
+    if (!s || !v) {
+      f->failed = true;
+      return;
+    }
+    f->lines_cap = cap;
+  }
+  uint64_t h = hash_text(stack);
+  while (mt_hashmap_get(&f->index, (int64_t)h, NULL))
+    h++;
+  if (!mt_hashmap_put(&f->index, (int64_t)h, f->count)) {
+    f->failed = true;
     return;
   }
-  for (; *s; s++)
-    fputc(*s == ';' ? ':' : *s == '\n' || *s == '\r' ? ' ' : *s, out);
+  f->start[f->count] = from;
+  f->value[f->count++] = value;
 }
 
 int mt_export_folded(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err) {
   int64_t *values = mt_export_stack_values(a, o->metric);
-  if (!values)
-    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  folded f = {.index = {.seed = mt_hashmap_random_seed()}};
   size_t n = mt_analysis_stack_count(a);
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; values && i < n; i++) {
     if (values[i] <= 0)
       continue;
-    size_t depth;
+    size_t depth, from = f.len;
     const uint32_t *frames = mt_analysis_stack_frames(a, i, &depth, NULL);
     if (depth == 0)
-      fputs("<no backtrace>", out);
+      put(&f, "<no backtrace>", 14);
     for (size_t j = 0; j < depth; j++) {
       if (j)
-        fputc(';', out);
-      folded_name(out, mt_analysis_frame(a, frames[o->inverted ? depth - 1 - j : j]).function);
+        put(&f, ";", 1);
+      put_name(&f, mt_analysis_frame(a, frames[o->inverted ? depth - 1 - j : j]).function);
     }
-    fprintf(out, " %" PRId64 "\n", values[i]);
+    end_stack(&f, from, values[i]);
   }
+  int rc = MT_OK;
+  if (!values || f.failed)
+    rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  for (size_t l = 0; rc == MT_OK && l < f.count; l++)
+    fprintf(out, "%s %" PRId64 "\n", f.text + f.start[l], f.value[l]);
   free(values);
-  return MT_OK;
+  free(f.text);
+  free(f.start);
+  free(f.value);
+  mt_hashmap_free(&f.index);
+  return rc;
 }
 
 /* The flame tree ---------------------------------------------------------------------------- */

@@ -20,6 +20,30 @@ static const char *known_path(void) {
   return path;
 }
 
+static const char *stacks_path(void) {
+  static char path[4096];
+  if (!path[0]) {
+    size_t size;
+    uint8_t *data = known_stacks_trace(&size);
+    snprintf(path, sizeof path, "%s", known_trace_file("stacks.ctf", data, size));
+    free(data);
+  }
+  return path;
+}
+
+/* Runs `memtap ARGS...`, asserts exit status 0, and leaves its stdout (malloc'd) in `out`. */
+#define RUN_OK(out, ...)                                                                           \
+  do {                                                                                             \
+    char *err_;                                                                                    \
+    assert_int_equal(tu_run_cli(&(out), NULL, &err_, __VA_ARGS__, NULL), 0);                       \
+    free(err_);                                                                                    \
+  } while (0)
+
+/* An amount as the JSON outputs write it. */
+#define AMOUNT(objects, samples, bytes, estimated)                                                 \
+  "{\"objects\":" #objects ",\"samples\":" #samples ",\"bytes\":" #bytes                           \
+  ",\"objects_estimated\":" #estimated "}"
+
 /* The JSON text starting at the object that holds "function":"NAME" as a group key. */
 static const char *group_of(const char *json, const char *function) {
   char needle[256];
@@ -60,6 +84,203 @@ static void summary_json_gives_exact_numbers(void **state) {
   assert_non_null(strstr(out, "live at end:     2 sampled objects, 12 samples, ~96 B"));
   free(out);
   free(err);
+}
+
+/* allocation_rate: the 81 timeline buckets of 1 µs (0..80) in ten segments of 8 buckets (the last
+ * 9, ending at the trace's end, 80 µs): id0 80 B in [8, 16): 80 B / 8 µs = 10 MB/s; id1 32 B in
+ * [16, 24): 4 MB/s; id2 80 B in [40, 48): 10 MB/s; id3 800 B in [48, 56): 100 MB/s; id4 16 B in
+ * [72, 80]: 2 MB/s. sizes by the bytes of one object: 16 B (id4), 32 B (id1), 80 B (id0, id2),
+ * 800 B (id3). lifetimes: id1 10 µs, id3 20 µs, id0 50 µs; id2 and id4 not freed. */
+static void summary_json_rate_sizes_and_lifetimes_are_exact(void **state) {
+  (void)state;
+  char *out;
+  RUN_OK(out, "summary", "--json", known_path());
+  assert_non_null(strstr(
+      out, "\"allocation_rate\":[{\"from_s\":0.000000,\"to_s\":0.000008,\"bytes_per_s\":0.0},"
+           "{\"from_s\":0.000008,\"to_s\":0.000016,\"bytes_per_s\":10000000.0},"
+           "{\"from_s\":0.000016,\"to_s\":0.000024,\"bytes_per_s\":4000000.0},"
+           "{\"from_s\":0.000024,\"to_s\":0.000032,\"bytes_per_s\":0.0},"
+           "{\"from_s\":0.000032,\"to_s\":0.000040,\"bytes_per_s\":0.0},"
+           "{\"from_s\":0.000040,\"to_s\":0.000048,\"bytes_per_s\":10000000.0},"
+           "{\"from_s\":0.000048,\"to_s\":0.000056,\"bytes_per_s\":100000000.0},"
+           "{\"from_s\":0.000056,\"to_s\":0.000064,\"bytes_per_s\":0.0},"
+           "{\"from_s\":0.000064,\"to_s\":0.000072,\"bytes_per_s\":0.0},"
+           "{\"from_s\":0.000072,\"to_s\":0.000080,\"bytes_per_s\":2000000.0}],"));
+  assert_non_null(strstr(
+      out, "\"sizes\":["
+           "{\"max_bytes\":16,\"allocated\":" AMOUNT(
+               1, 2, 16,
+               1) "},"
+                  "{\"max_bytes\":64,\"allocated\":" AMOUNT(
+                      1, 4, 32,
+                      1) "},"
+                         "{\"max_bytes\":256,\"allocated\":" AMOUNT(
+                             2, 20, 160,
+                             2) "},"
+                                "{\"max_bytes\":1024,\"allocated\":" AMOUNT(
+                                    1, 100, 800,
+                                    1) "},"
+                                       "{\"max_bytes\":4096,\"allocated\":" AMOUNT(
+                                           0, 0, 0,
+                                           0) "},"
+                                              "{\"max_bytes\":16384,\"allocated\":" AMOUNT(
+                                                  0, 0, 0,
+                                                  0) "},"
+                                                     "{\"max_bytes\":65536,\"allocated\":" AMOUNT(
+                                                         0, 0, 0,
+                                                         0) "},"
+                                                            "{\"max_bytes\":262144,"
+                                                            "\"allocated\":" AMOUNT(
+                                                                0, 0, 0,
+                                                                0) "},"
+                                                                   "{\"max_bytes\":1048576,"
+                                                                   "\"allocated\":" AMOUNT(
+                                                                       0, 0, 0,
+                                                                       0) "},"
+                                                                          "{\"max_bytes\":null,"
+                                                                          "\"allocated\":" AMOUNT(
+                                                                              0, 0, 0, 0) "}],"));
+  assert_non_null(strstr(
+      out,
+      "\"lifetimes\":["
+      "{\"max_us\":10,\"freed\":true,\"allocated\":" AMOUNT(
+          1, 4, 32,
+          1) "},"
+             "{\"max_us\":100,\"freed\":true,\"allocated\":" AMOUNT(
+                 2, 110, 880,
+                 2) "},"
+                    "{\"max_us\":1000,\"freed\":true,\"allocated\":" AMOUNT(
+                        0, 0, 0,
+                        0) "},"
+                           "{\"max_us\":10000,\"freed\":true,\"allocated\":" AMOUNT(
+                               0, 0, 0,
+                               0) "},"
+                                  "{\"max_us\":100000,\"freed\":true,\"allocated\":" AMOUNT(
+                                      0, 0, 0,
+                                      0) "},"
+                                         "{\"max_us\":1000000,\"freed\":true,\"allocated\":" AMOUNT(
+                                             0, 0, 0,
+                                             0) "},"
+                                                "{\"max_us\":10000000,\"freed\":true,"
+                                                "\"allocated\":" AMOUNT(
+                                                    0, 0, 0,
+                                                    0) "},"
+                                                       "{\"max_us\":100000000,\"freed\":true,"
+                                                       "\"allocated\":" AMOUNT(
+                                                           0, 0, 0,
+                                                           0) "},"
+                                                              "{\"max_us\":null,\"freed\":true,"
+                                                              "\"allocated\":" AMOUNT(
+                                                                  0, 0, 0,
+                                                                  0) "},"
+                                                                     "{\"max_us\":null,\"freed\":"
+                                                                     "false,\"allocated\":" AMOUNT(
+                                                                         2, 12, 96,
+                                                                         2) "}],"
+                                                                            "\"backtraces\":2}\n"));
+  free(out);
+  /* The text gives the segments with enough decimals to tell them apart. */
+  RUN_OK(out, "summary", known_path());
+  assert_non_null(strstr(out, "allocation rate over time:\n"
+                              "       0.000000 s -      0.000008 s  0 B/s\n"
+                              "       0.000008 s -      0.000016 s  10.0 MB/s\n"));
+  assert_non_null(strstr(out, "       0.000072 s -      0.000080 s  2.0 MB/s\n"));
+  assert_non_null(strstr(out, "  <= 256 B                   2   160 B\n"));
+  assert_non_null(strstr(out, "  not freed                  2   96 B\n"));
+  free(out);
+}
+
+/* In the window [35, 75] µs the last event read is id3's collect at 70 µs (id4 at 80 µs is after
+ * the window and is not read): the text says so instead of calling it the duration, and gives the
+ * window's length, 40 µs. Without --to the whole trace is read: its duration is 80 µs. */
+static void summary_in_a_window_says_what_it_read(void **state) {
+  (void)state;
+  char *out;
+  RUN_OK(out, "summary", "--from", "0.000035", "--to", "0.000075", known_path());
+  assert_null(strstr(out, "duration:"));
+  assert_non_null(strstr(out, "last event read: 0.000070 s (the trace after the window is not "
+                              "read)\n"
+                              "window:          0.000035 s to 0.000075 s (0.000040 s)\n"));
+  free(out);
+  RUN_OK(out, "summary", "--json", "--from", "0.000035", "--to", "0.000075", known_path());
+  assert_non_null(strstr(out, "\"duration_s\":0.000070,\"window\":{\"from_s\":0.000035,"
+                              "\"to_s\":0.000075,\"length_s\":0.000040}"));
+  free(out);
+  RUN_OK(out, "summary", "--from", "0.000035", known_path());
+  assert_non_null(strstr(out, "duration:        0.000080 s\n"
+                              "window:          0.000035 s to 0.000080 s (0.000045 s)\n"));
+  free(out);
+  RUN_OK(out, "summary", known_path());
+  assert_non_null(strstr(out, "duration:        0.000080 s\nsampling rate:"));
+  free(out);
+}
+
+/* The sources trace (analysis_known_trace.h), rate 0.5: 16 bytes per sample, and an OCaml block's
+ * estimate counts its header word: minor 3 x 4/3 = 4 (6 without the header), major 8/7 ~ 1,
+ * external 2 + 4/3 = 10/3 ~ 3; in all 178/21 ~ 8.48 -> 8. Freed m2 and j0: 4/3 + 8/7 = 52/21 ~ 2;
+ * live at the end m0, m1 (8/3 ~ 3), e0, e1 (10/3 ~ 3): 6. */
+static void sources_are_estimated_with_the_header_word_and_named_by_trace_kind(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = known_sources_trace("v=0x400", &size);
+  const char *ocaml = known_trace_file("ocaml_sources.ctf", data, size);
+  free(data);
+  data = known_sources_trace("memtap-test", &size);
+  const char *memtap = known_trace_file("memtap_sources.ctf", data, size);
+  free(data);
+  char *out;
+  RUN_OK(out, "summary", "--json", ocaml);
+  assert_true(tu_json_valid(out, NULL));
+  assert_non_null(
+      strstr(out,
+             "\"allocated\":" AMOUNT(
+                 6, 7, 112, 8) ",\"allocated_by_source\":{"
+                               "\"minor\":" AMOUNT(3, 3, 48, 4) ",\"major\":" AMOUNT(1, 1, 16, 1) ",\"external\":" AMOUNT(
+                                   2, 3, 48,
+                                   3) "},"
+                                      "\"source_names\":{\"minor\":\"minor\",\"major\":\"major\","
+                                      "\"external\":\"external\"},"
+                                      "\"freed\":" AMOUNT(2, 2, 32, 2) ",\"live_start\":" AMOUNT(0, 0, 0, 0) ",\"live_end\":" AMOUNT(
+                                          4, 5, 80,
+                                          6) ",\"live_end_by_source\":{"
+                                             "\"minor\":" AMOUNT(2, 2, 32, 3) ",\"major\":" AMOUNT(
+                                                 0, 0, 0,
+                                                 0) ",\"external\":" AMOUNT(2, 3, 48,
+                                                                            3) "},"
+                                                                               "\"peak\":{\"time_"
+                                                                               "s\":0.000060,"
+                                                                               "\"live\":" AMOUNT(
+                                                                                   6, 7, 112,
+                                                                                   8) "},"
+                                                                                      "\"temporary"
+                                                                                      "\":null,"
+                                                                                      "\"promotes\""
+                                                                                      ":2,"
+                                                                                      "\"collects\""
+                                                                                      ":2,"
+                                                                                      "\"unknown_"
+                                                                                      "collects\":"
+                                                                                      "2,"));
+  free(out);
+  RUN_OK(out, "summary", "--json", memtap);
+  assert_non_null(strstr(out, "\"source_names\":{\"minor\":\"minor\",\"major\":\"mapped\","
+                              "\"external\":\"malloc\"}"));
+  free(out);
+  RUN_OK(out, "summary", memtap);
+  assert_non_null(strstr(out,
+                         "allocated:       6 sampled objects, 7 samples, ~112 B, ~8 objects\n"
+                         "  minor:         3 sampled objects, 3 samples, ~48 B, ~4 objects\n"
+                         "  mapped:        1 sampled objects, 1 samples, ~16 B, ~1 objects\n"
+                         "  malloc:        2 sampled objects, 3 samples, ~48 B, ~3 objects\n"));
+  assert_non_null(strstr(out,
+                         "promotions:      2\ncollections:     2\n"
+                         "unknown ids:     2 collects/promotes of objects not live (ignored)\n"));
+  free(out);
+  RUN_OK(out, "summary", ocaml);
+  assert_non_null(strstr(out,
+                         "  major:         1 sampled objects, 1 samples, ~16 B, ~1 objects\n"
+                         "  external:      2 sampled objects, 3 samples, ~48 B, ~3 objects\n"));
+  free(out);
 }
 
 static void window_in_seconds_and_percent(void **state) {
@@ -115,6 +336,384 @@ static void top_ranks_sites_and_refuses_temporary_on_sampled_traces(void **state
   assert_non_null(strstr(err, "every allocation is recorded"));
   free(out);
   free(err);
+}
+
+/* The backtraces of the known trace's sites, outermost first (tg_resolve: 300 -> fn_300_0; 200 ->
+ * fn_200_0..2; 101 -> fn_101_0..2, inlined; 102 -> fn_102_0). */
+#define KNOWN_ROOT                                                                                 \
+  "       fn_300_0 file_20.c:300\n"                                                                \
+  "       fn_200_0 file_0.c:200\n"                                                                 \
+  "       fn_200_1 file_0.c:200\n"                                                                 \
+  "       fn_200_2 file_0.c:200\n"
+#define KNOWN_SITE_A                                                                               \
+  KNOWN_ROOT "       fn_101_0 file_21.c:101\n"                                                     \
+             "       fn_101_1 file_21.c:101\n"                                                     \
+             "       fn_101_2 file_21.c:101\n"
+#define KNOWN_SITE_B KNOWN_ROOT "       fn_102_0 file_22.c:102\n"
+
+/* Every line of top, leaks and diff on the known trace. top: B 104 samples x 8 = 832 B of
+ * 1008 = 82.5%, A 22 x 8 = 176 B = 17.5%. */
+static void top_leaks_and_diff_text_is_exact(void **state) {
+  (void)state;
+  char *out;
+  RUN_OK(out, "top", known_path());
+  assert_string_equal(out, "top 2 of 2 sites by bytes (total ~1.0 KB)\n\n"
+                           "  1. 832 B         82.5%  fn_102_0 file_22.c:102\n"
+                           "     allocated 2 sampled objects (~832 B, ~2 objects), live at end 0, "
+                           "1 backtrace\n"
+                           "     heaviest backtrace:\n" KNOWN_SITE_B "\n"
+                           "  2. 176 B         17.5%  fn_101_2 file_21.c:101\n"
+                           "     allocated 3 sampled objects (~176 B, ~3 objects), live at end 2, "
+                           "1 backtrace\n"
+                           "     heaviest backtrace:\n" KNOWN_SITE_A "\n");
+  free(out);
+  RUN_OK(out, "leaks", known_path());
+  assert_string_equal(out, "not freed by the end of the trace (0.000080 s): 2 sampled objects, 12 "
+                           "samples, ~96 B, in 1 group\n\n"
+                           "  1. 2 objects, 12 samples, ~96 B (~2 objects estimated)\n"
+                           "     fn_101_2 file_21.c:101\n" KNOWN_SITE_A "\n");
+  free(out);
+  /* diff against the variant whose id4 is 20 words: A 176 -> 176 - 16 + 160 = 320 B. */
+  size_t size;
+  uint8_t *data = known_trace_variant(20, &size);
+  const char *variant = known_trace_file("variant.ctf", data, size);
+  free(data);
+  char expected[16384];
+  snprintf(expected, sizeof expected,
+           "bytes allocated per site: A = %s, B = %s\n\n"
+           "      change            A            B  site\n"
+           "      +144 B        176 B        320 B  fn_101_2 file_21.c:101\n"
+           "        +0 B        832 B        832 B  fn_102_0 file_22.c:102\n",
+           known_path(), variant);
+  RUN_OK(out, "diff", known_path(), variant);
+  assert_string_equal(out, expected);
+  free(out);
+  snprintf(expected, sizeof expected,
+           "objects allocated (estimated) per file: A = %s, B = %s\n\n"
+           "      change            A            B  file\n"
+           "          +0            3            3  file_21.c\n"
+           "          +0            2            2  file_22.c\n",
+           known_path(), variant);
+  RUN_OK(out, "diff", "--by", "count", "--group", "file", known_path(), variant);
+  assert_string_equal(out, expected);
+  free(out);
+}
+
+/* The window [35, 75] µs: id0 (A, 80 B) is live at its start; id2 (A, 80 B) and id3 (B, 800 B) are
+ * allocated in it; id0 and id3 are freed in it; id4 (at 80 µs) is not read. */
+static void windows_apply_to_top_leaks_timeline_and_diff(void **state) {
+  (void)state;
+  char *out;
+  RUN_OK(out, "top", "--from", "0.000035", "--to", "0.000075", known_path());
+  /* 800 of 880 B = 90.9%, 80 B = 9.1% */
+  assert_string_equal(out, "top 2 of 2 sites by bytes (total ~880 B)\n\n"
+                           "  1. 800 B         90.9%  fn_102_0 file_22.c:102\n"
+                           "     allocated 1 sampled objects (~800 B, ~1 objects), live at end 0, "
+                           "1 backtrace\n"
+                           "     heaviest backtrace:\n" KNOWN_SITE_B "\n"
+                           "  2. 80 B           9.1%  fn_101_2 file_21.c:101\n"
+                           "     allocated 1 sampled objects (~80 B, ~1 objects), live at end 1, "
+                           "1 backtrace\n"
+                           "     heaviest backtrace:\n" KNOWN_SITE_A "\n");
+  free(out);
+  RUN_OK(out, "top", "--json", "--from", "0.000035", "--to", "0.000075", known_path());
+  /* A: freeing id0, allocated before the window, counts as a free; at the peak (50 µs) id0 and id2
+   * are live; B's id3 is temporary (freed at 70 µs, nothing allocated since). */
+  const char *a = group_of(out, "fn_101_2");
+  assert_non_null(strstr(
+      a,
+      "\"value\":80,\"stacks\":1,\"allocated\":" AMOUNT(1, 10, 80, 1) ",\"freed\":" AMOUNT(
+          1, 10, 80,
+          1) ",\"live\":" AMOUNT(1, 10, 80,
+                                 1) ",\"peak\":" AMOUNT(2, 20, 160,
+                                                        2) ",\"temporary\":" AMOUNT(0, 0, 0, 0)));
+  const char *b = group_of(out, "fn_102_0");
+  assert_non_null(strstr(
+      b, "\"value\":800,\"stacks\":1,\"allocated\":" AMOUNT(1, 100, 800, 1) ",\"freed\":" AMOUNT(
+             1, 100, 800,
+             1) ",\"live\":" AMOUNT(0, 0, 0,
+                                    0) ",\"peak\":" AMOUNT(1, 100, 800,
+                                                           1) ",\"temporary\":" AMOUNT(1, 100, 800,
+                                                                                       1)));
+  free(out);
+  RUN_OK(out, "leaks", "--from", "0.000035", "--to", "0.000075", known_path());
+  assert_string_equal(out, "not freed by the end of the window (0.000075 s): 1 sampled objects, 10 "
+                           "samples, ~80 B, in 1 group\n\n"
+                           "  1. 1 objects, 10 samples, ~80 B (~1 objects estimated)\n"
+                           "     fn_101_2 file_21.c:101\n" KNOWN_SITE_A "\n");
+  free(out);
+  /* [45, 65] µs: 20 steps of 1 µs; id0 and id2 (A, 160 B) live at the start, id3 (B, 800 B) at
+   * 50 µs, id0 freed at 60 µs. */
+  RUN_OK(out, "timeline", "--csv", "--from", "0.000045", "--to", "0.000065", known_path());
+  assert_string_equal(out, "time_s,live_bytes,max_bytes,\"fn_102_0 file_22.c:102\","
+                           "\"fn_101_2 file_21.c:101\",other_bytes\n"
+                           "0.000046,160,160,0,160,0\n"
+                           "0.000047,160,160,0,160,0\n"
+                           "0.000048,160,160,0,160,0\n"
+                           "0.000049,160,160,0,160,0\n"
+                           "0.000050,160,160,0,160,0\n"
+                           "0.000051,960,960,800,160,0\n"
+                           "0.000052,960,960,800,160,0\n"
+                           "0.000053,960,960,800,160,0\n"
+                           "0.000054,960,960,800,160,0\n"
+                           "0.000055,960,960,800,160,0\n"
+                           "0.000056,960,960,800,160,0\n"
+                           "0.000057,960,960,800,160,0\n"
+                           "0.000058,960,960,800,160,0\n"
+                           "0.000059,960,960,800,160,0\n"
+                           "0.000060,960,960,800,160,0\n"
+                           "0.000061,880,960,800,80,0\n"
+                           "0.000062,880,880,800,80,0\n"
+                           "0.000063,880,880,800,80,0\n"
+                           "0.000064,880,880,800,80,0\n"
+                           "0.000065,880,880,800,80,0\n");
+  free(out);
+  /* diff from 45 µs: only id4 differs (A 2 words = 16 B against 20 words = 160 B); up to 75 µs it
+   * is not read, and nothing differs. */
+  size_t size;
+  uint8_t *data = known_trace_variant(20, &size);
+  const char *variant = known_trace_file("variant.ctf", data, size);
+  free(data);
+  RUN_OK(out, "diff", "--json", "--from", "0.000045", known_path(), variant);
+  assert_non_null(strstr(out, "\"rows_total\":2,\"rows\":["
+                              "{\"key\":{\"function\":\"fn_101_2\",\"file\":\"file_21.c\","
+                              "\"line\":101},\"a\":16,\"b\":160,\"change\":144},"
+                              "{\"key\":{\"function\":\"fn_102_0\",\"file\":\"file_22.c\","
+                              "\"line\":102},\"a\":800,\"b\":800,\"change\":0}]}"));
+  free(out);
+  RUN_OK(out, "diff", "--json", "--from", "0.000035", "--to", "0.000075", known_path(), variant);
+  assert_non_null(strstr(out, "\"rows_total\":2,\"rows\":["
+                              "{\"key\":{\"function\":\"fn_101_2\",\"file\":\"file_21.c\","
+                              "\"line\":101},\"a\":80,\"b\":80,\"change\":0},"
+                              "{\"key\":{\"function\":\"fn_102_0\",\"file\":\"file_22.c\","
+                              "\"line\":102},\"a\":800,\"b\":800,\"change\":0}]}"));
+  free(out);
+}
+
+/* The stacks trace (analysis_known_trace.h), rate 1, 8 B per word: parse:10 80 + 160 = 240 B,
+ * xmalloc 64 B, parse:20 40 B, lex 24 B, walk 8 B; 376 B in all. */
+static void top_groups_by_function_and_file_and_shows_n(void **state) {
+  (void)state;
+  char *out;
+  /* Functions: parse 80 + 160 + 40 = 280 B (74.5%), xmalloc 64 B (17.0%), lex 24, walk 8. */
+  RUN_OK(out, "top", "--group", "function", "-n", "2", stacks_path());
+  assert_string_equal(out, "top 2 of 4 functions by bytes (total ~376 B)\n\n"
+                           "  1. 280 B         74.5%  parse\n"
+                           "     allocated 3 sampled objects (~280 B, ~3 objects), live at end 2, "
+                           "3 backtraces\n"
+                           "     heaviest backtrace:\n"
+                           "       main main.ml:1\n"
+                           "       walk tree.ml:7\n"
+                           "       parse parser.ml:10\n\n"
+                           "  2. 64 B          17.0%  xmalloc\n"
+                           "     allocated 1 sampled objects (~64 B, ~1 objects), live at end 0, "
+                           "1 backtrace\n"
+                           "     heaviest backtrace:\n"
+                           "       main main.ml:1\n"
+                           "       run main.ml:5\n"
+                           "       lex parser.ml:30\n"
+                           "       xmalloc alloc.c:3\n\n");
+  free(out);
+  /* Files: parser.ml 240 + 40 + 24 = 304 B over 4 backtraces, alloc.c 64 B, tree.ml 8 B. */
+  RUN_OK(out, "top", "--json", "--group", "file", stacks_path());
+  assert_true(tu_json_valid(out, NULL));
+  assert_non_null(strstr(out,
+                         "\"group\":\"file\",\"total\":376,\"groups\":[{\"key\":{\"function\":"
+                         "\"\",\"file\":\"parser.ml\",\"line\":0},\"value\":304,\"stacks\":4,"));
+  assert_non_null(strstr(out, "},{\"key\":{\"function\":\"\",\"file\":\"alloc.c\",\"line\":0},"
+                              "\"value\":64,\"stacks\":1,"));
+  assert_non_null(strstr(out, "},{\"key\":{\"function\":\"\",\"file\":\"tree.ml\",\"line\":0},"
+                              "\"value\":8,\"stacks\":1,"));
+  free(out);
+  RUN_OK(out, "top", "--group", "file", stacks_path());
+  assert_non_null(strstr(out, "top 3 of 3 files by bytes (total ~376 B)\n\n"
+                              "  1. 304 B         80.9%  parser.ml\n"));
+  free(out);
+  /* -n 1 of the 5 sites; -n 0 shows them all. */
+  RUN_OK(out, "top", "-n", "1", stacks_path());
+  const char *first = "top 1 of 5 sites by bytes (total ~376 B)\n\n"
+                      "  1. 240 B         63.8%  parse parser.ml:10\n";
+  assert_true(!strncmp(out, first, strlen(first)));
+  assert_null(strstr(out, "  2. "));
+  free(out);
+  RUN_OK(out, "top", "-n", "0", stacks_path());
+  assert_non_null(strstr(out, "top 5 of 5 sites by bytes"));
+  assert_non_null(strstr(out, "  5. 8 B            2.1%  walk tree.ml:7\n"));
+  free(out);
+}
+
+/* --hide drops xmalloc: s5 is then allocated at lex parser.ml:30 (64 + 24 = 88 B, 2 backtraces);
+ * --no-fold keeps s2's three walk frames. */
+static void hide_and_no_fold_change_top_and_flame_exactly(void **state) {
+  (void)state;
+  char *out;
+  /* Folded frames are function names: parse:10 and parse:20 under run are one line, 80 + 40. */
+  RUN_OK(out, "flame", stacks_path());
+  assert_string_equal(out, "main;run;parse 120\n"
+                           "main;walk;parse 160\n"
+                           "main;run;parse;lex 24\n"
+                           "main;run;lex;xmalloc 64\n"
+                           "main;walk;$8 8\n");
+  free(out);
+  RUN_OK(out, "flame", "--hide", "^xmalloc$", stacks_path());
+  assert_string_equal(out, "main;run;parse 120\n"
+                           "main;walk;parse 160\n"
+                           "main;run;parse;lex 24\n"
+                           "main;run;lex 64\n"
+                           "main;walk;$8 8\n");
+  free(out);
+  RUN_OK(out, "flame", "--no-fold", stacks_path());
+  assert_non_null(strstr(out, "\nmain;walk;walk;walk;parse 160\n"));
+  free(out);
+  RUN_OK(out, "top", "--json", "--hide", "^xmalloc$", stacks_path());
+  assert_null(strstr(out, "xmalloc"));
+  const char *lex = group_of(out, "lex");
+  assert_true(tu_json_number(lex, "value") == 88);
+  assert_true(tu_json_number(lex, "stacks") == 2);
+  assert_true(lex == strstr(strstr(out, "{\"key\":") + 1, "{\"key\":")); /* second, after parse */
+  free(out);
+  RUN_OK(out, "top", "--no-fold", "-n", "1", stacks_path());
+  assert_non_null(strstr(out, "     heaviest backtrace:\n"
+                              "       main main.ml:1\n"
+                              "       walk tree.ml:7\n"
+                              "       walk tree.ml:7\n"
+                              "       walk tree.ml:7\n"
+                              "       parse parser.ml:10\n"));
+  free(out);
+}
+
+/* top --inverted: parse parser.ml:10's two backtraces merged from the allocation point out:
+ * through walk 160 of 240 B = 66.7%, through run 80 B = 33.3%. */
+static void top_inverted_shows_the_callers_of_the_allocation_point(void **state) {
+  (void)state;
+  char *out;
+  RUN_OK(out, "top", "--inverted", "-n", "1", stacks_path());
+  assert_string_equal(out, "top 1 of 5 sites by bytes (total ~376 B)\n\n"
+                           "  1. 240 B         63.8%  parse parser.ml:10\n"
+                           "     allocated 2 sampled objects (~240 B, ~2 objects), live at end 1, "
+                           "2 backtraces\n"
+                           "     callers, from the allocation point out (% of this site):\n"
+                           "       100.0%  parse parser.ml:10\n"
+                           "        66.7%    walk tree.ml:7\n"
+                           "        66.7%      main main.ml:1\n"
+                           "        33.3%    run main.ml:5\n"
+                           "        33.3%      main main.ml:1\n\n");
+  free(out);
+  /* Unfolded, the walk branch has its three frames; --depth 2 stops after the first callers. */
+  RUN_OK(out, "top", "--inverted", "--no-fold", "-n", "1", stacks_path());
+  assert_non_null(strstr(out, "       100.0%  parse parser.ml:10\n"
+                              "        66.7%    walk tree.ml:7\n"
+                              "        66.7%      walk tree.ml:7\n"
+                              "        66.7%        walk tree.ml:7\n"
+                              "        66.7%          main main.ml:1\n"
+                              "        33.3%    run main.ml:5\n"));
+  free(out);
+  RUN_OK(out, "top", "--inverted", "--depth", "2", "-n", "1", stacks_path());
+  assert_non_null(strstr(out, "(% of this site):\n"
+                              "       100.0%  parse parser.ml:10\n"
+                              "        66.7%    walk tree.ml:7\n"
+                              "        33.3%    run main.ml:5\n\n"));
+  free(out);
+  /* With xmalloc hidden, lex has two callers: run (s5, 64 of 88 B = 72.7%) and parse (s4, 27.3%).
+   * The walk site's backtrace ends in $8, which has no location: it comes first. */
+  RUN_OK(out, "top", "--inverted", "--hide", "^xmalloc$", stacks_path());
+  assert_non_null(strstr(out, "       100.0%  lex parser.ml:30\n"
+                              "        72.7%    run main.ml:5\n"
+                              "        72.7%      main main.ml:1\n"
+                              "        27.3%    parse parser.ml:10\n"
+                              "        27.3%      run main.ml:5\n"
+                              "        27.3%        main main.ml:1\n"));
+  assert_non_null(strstr(out, "walk tree.ml:7\n"
+                              "     allocated 1 sampled objects (~8 B, ~1 objects), live at end 1, "
+                              "1 backtrace\n"
+                              "     callers, from the allocation point out (% of this site):\n"
+                              "       100.0%  $8\n"
+                              "       100.0%    walk tree.ml:7\n"
+                              "       100.0%      main main.ml:1\n"));
+  free(out);
+  /* --group function: parse's three backtraces (280 B) start at two frames, parse:10 (240 B) and
+   * parse:20 (40 B). */
+  RUN_OK(out, "top", "--inverted", "--group", "function", "-n", "1", stacks_path());
+  assert_non_null(strstr(out, "(% of this function):\n"
+                              "        85.7%  parse parser.ml:10\n"
+                              "        57.1%    walk tree.ml:7\n"
+                              "        57.1%      main main.ml:1\n"
+                              "        28.6%    run main.ml:5\n"
+                              "        28.6%      main main.ml:1\n"
+                              "        14.3%  parse parser.ml:20\n"
+                              "        14.3%    run main.ml:5\n"
+                              "        14.3%      main main.ml:1\n\n"));
+  free(out);
+  /* JSON: the backtrace from the allocation point, and the whole caller tree with values. */
+  RUN_OK(out, "top", "--json", "--inverted", "-n", "1", stacks_path());
+  assert_true(tu_json_valid(out, NULL));
+  assert_non_null(strstr(
+      out, "\"callers\":[{\"frame\":{\"function\":\"parse\",\"file\":\"parser.ml\",\"line\":10},"
+           "\"value\":240,\"callers\":["
+           "{\"frame\":{\"function\":\"walk\",\"file\":\"tree.ml\",\"line\":7},\"value\":160,"
+           "\"callers\":[{\"frame\":{\"function\":\"main\",\"file\":\"main.ml\",\"line\":1},"
+           "\"value\":160,\"callers\":[]}]},"
+           "{\"frame\":{\"function\":\"run\",\"file\":\"main.ml\",\"line\":5},\"value\":80,"
+           "\"callers\":[{\"frame\":{\"function\":\"main\",\"file\":\"main.ml\",\"line\":1},"
+           "\"value\":80,\"callers\":[]}]}]}]}]}\n"));
+  free(out);
+}
+
+/* A trace of backtraces into one site (fn_101_2, inlined in fn_101_1 and fn_101_0) from callers
+ * fn_201_0, fn_204_0, fn_207_0, ... (one frame each), the k-th allocating words[k] words. */
+static const char *callers_trace(const char *name, const int64_t *words, int n) {
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  mt_error err;
+  for (int k = 0; k < n; k++) {
+    uint64_t stack[] = {101, 201 + 3 * (uint64_t)k};
+    assert_int_equal(mt_writer_put_alloc(w, TG_START + 10 * (k + 1), words[k], words[k],
+                                         MT_SOURCE_EXTERNAL, stack, 2, tg_resolve, NULL, NULL,
+                                         &err),
+                     MT_OK);
+  }
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  const char *path = known_trace_file(name, data, size);
+  free(data);
+  return path;
+}
+
+/* The text tree shows under a frame its 5 largest callers with 5% of the site or more. */
+static void top_inverted_sums_the_small_callers(void **state) {
+  (void)state;
+  /* Seven callers of 1 .. 7 words, 8 x 28 = 224 B: the five largest (56, 48, 40, 32, 24 B) are
+   * shown, the other two (16 + 8 = 24 B = 10.7%) summed although 16 B is 7.1%. */
+  static const int64_t seven[] = {1, 2, 3, 4, 5, 6, 7};
+  char *out;
+  const char *path = callers_trace("seven_callers.ctf", seven, 7);
+  RUN_OK(out, "top", "--inverted", path);
+  assert_non_null(strstr(out, "(% of this site):\n"
+                              "       100.0%  fn_101_2 file_21.c:101\n"
+                              "       100.0%    fn_101_1 file_21.c:101\n"
+                              "       100.0%      fn_101_0 file_21.c:101\n"
+                              "        25.0%        fn_219_0 file_19.c:219\n"
+                              "        21.4%        fn_216_0 file_16.c:216\n"
+                              "        17.9%        fn_213_0 file_13.c:213\n"
+                              "        14.3%        fn_210_0 file_10.c:210\n"
+                              "        10.7%        fn_207_0 file_7.c:207\n"
+                              "        10.7%        (2 other callers)\n\n"));
+  free(out);
+  /* JSON has them all. */
+  RUN_OK(out, "top", "--json", "--inverted", path);
+  assert_non_null(strstr(out, "{\"frame\":{\"function\":\"fn_201_0\",\"file\":\"file_1.c\","
+                              "\"line\":201},\"value\":8,\"callers\":[]}]"));
+  free(out);
+  /* 60, 30, 6, 3 and 1 words: the callers of 3% and 1% are summed although there are only five. */
+  static const int64_t five[] = {60, 30, 6, 3, 1};
+  path = callers_trace("five_callers.ctf", five, 5);
+  RUN_OK(out, "top", "--inverted", path);
+  assert_non_null(strstr(out, "       100.0%      fn_101_0 file_21.c:101\n"
+                              "        60.0%        fn_201_0 file_1.c:201\n"
+                              "        30.0%        fn_204_0 file_4.c:204\n"
+                              "         6.0%        fn_207_0 file_7.c:207\n"
+                              "         4.0%        (2 other callers)\n\n"));
+  free(out);
 }
 
 static void leaks_on_demo_v3_match_the_known_sites(void **state) {
@@ -196,27 +795,87 @@ static void diff_normalises_and_orders_by_change(void **state) {
   free(err);
 }
 
-static void timeline_csv_ends_with_what_leaks(void **state) {
+/* Every row of the CSV. The steps are 2 µs wide (80 µs in at most 64 steps of a power of two), 40
+ * of them; a step covers [start, end), the last one [78, 80] with the end itself. Sites ranked by
+ * their share of the peak: B (800 B), then A (160 B). live = what is live at the step's end; max =
+ * the largest live heap inside it, which includes the heap just before an event at its start. */
+static void timeline_csv_gives_every_step_exactly(void **state) {
+  (void)state;
+  char *out;
+  RUN_OK(out, "timeline", "--csv", known_path());
+  assert_string_equal(out, "time_s,live_bytes,max_bytes,\"fn_102_0 file_22.c:102\","
+                           "\"fn_101_2 file_21.c:101\",other_bytes\n"
+                           /* nothing live before id0 at 10 µs (in the step [10, 12)) */
+                           "0.000002,0,0,0,0,0\n"
+                           "0.000004,0,0,0,0,0\n"
+                           "0.000006,0,0,0,0,0\n"
+                           "0.000008,0,0,0,0,0\n"
+                           "0.000010,0,0,0,0,0\n"
+                           /* id0: A 10 words = 80 B */
+                           "0.000012,80,80,0,80,0\n"
+                           "0.000014,80,80,0,80,0\n"
+                           "0.000016,80,80,0,80,0\n"
+                           "0.000018,80,80,0,80,0\n"
+                           "0.000020,80,80,0,80,0\n"
+                           /* + id1: B 4 words = 32 B */
+                           "0.000022,112,112,32,80,0\n"
+                           "0.000024,112,112,32,80,0\n"
+                           "0.000026,112,112,32,80,0\n"
+                           "0.000028,112,112,32,80,0\n"
+                           "0.000030,112,112,32,80,0\n"
+                           /* id1 freed at 30: 112 just before, 80 after */
+                           "0.000032,80,112,0,80,0\n"
+                           "0.000034,80,80,0,80,0\n"
+                           "0.000036,80,80,0,80,0\n"
+                           "0.000038,80,80,0,80,0\n"
+                           "0.000040,80,80,0,80,0\n"
+                           /* + id2: A 80 B */
+                           "0.000042,160,160,0,160,0\n"
+                           "0.000044,160,160,0,160,0\n"
+                           "0.000046,160,160,0,160,0\n"
+                           "0.000048,160,160,0,160,0\n"
+                           "0.000050,160,160,0,160,0\n"
+                           /* + id3: B 100 words = 800 B: the peak, 960 B */
+                           "0.000052,960,960,800,160,0\n"
+                           "0.000054,960,960,800,160,0\n"
+                           "0.000056,960,960,800,160,0\n"
+                           "0.000058,960,960,800,160,0\n"
+                           "0.000060,960,960,800,160,0\n"
+                           /* id0 freed at 60: 960 - 80 = 880 */
+                           "0.000062,880,960,800,80,0\n"
+                           "0.000064,880,880,800,80,0\n"
+                           "0.000066,880,880,800,80,0\n"
+                           "0.000068,880,880,800,80,0\n"
+                           "0.000070,880,880,800,80,0\n"
+                           /* id3 freed at 70: 80 */
+                           "0.000072,80,880,0,80,0\n"
+                           "0.000074,80,80,0,80,0\n"
+                           "0.000076,80,80,0,80,0\n"
+                           "0.000078,80,80,0,80,0\n"
+                           /* the last step ends at 80 µs and has id4 (A 2 words = 16 B): 96 B */
+                           "0.000080,96,96,0,96,0\n");
+  free(out);
+  RUN_OK(out, "timeline", "--json", known_path());
+  assert_true(tu_json_valid(out, NULL));
+  assert_true(tu_json_number(out, "step_s") == 0.000002);
+  assert_non_null(strstr(out, "{\"time_s\":0.000080,\"live_bytes\":96,\"max_bytes\":96,"
+                              "\"sites\":[0,96],\"other_bytes\":0}]}"));
+  free(out);
+  RUN_OK(out, "timeline", known_path());
+  assert_non_null(strstr(out, "A  fn_102_0 file_22.c:102 (~800 B at the peak)"));
+  /* 960 B fills the 60 columns of the chart: 800 B of A is 50 of them, 160 B of B 10. */
+  assert_non_null(strstr(out, "   0.000052 s        960 B        960 B |"
+                              "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAABBBBBBBBBB\n"));
+  free(out);
+}
+
+static void timeline_csv_and_json_together_are_a_usage_error(void **state) {
   (void)state;
   char *out, *err;
-  assert_int_equal(tu_run_cli(&out, NULL, &err, "timeline", "--csv", known_path(), NULL), 0);
-  assert_true(!strncmp(out,
-                       "time_s,live_bytes,max_bytes,\"fn_102_0 file_22.c:102\","
-                       "\"fn_101_2 file_21.c:101\",other_bytes\n",
-                       90));
-  /* The last row: time 0.000080, 96 bytes live, all of site A. */
-  const char *last = out + strlen(out) - 1;
-  while (last > out && last[-1] != '\n')
-    last--;
-  assert_string_equal(last, "0.000080,96,96,0,96,0\n");
-  free(out);
-  free(err);
-  assert_int_equal(tu_run_cli(&out, NULL, &err, "timeline", "--json", known_path(), NULL), 0);
-  assert_true(tu_json_valid(out, NULL));
-  free(out);
-  free(err);
-  assert_int_equal(tu_run_cli(&out, NULL, &err, "timeline", known_path(), NULL), 0);
-  assert_non_null(strstr(out, "A  fn_102_0 file_22.c:102 (~800 B at the peak)"));
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "timeline", "--csv", "--json", known_path(), NULL),
+                   64);
+  assert_string_equal(out, "");
+  assert_non_null(strstr(err, "--csv and --json are alternatives"));
   free(out);
   free(err);
 }
@@ -325,7 +984,17 @@ int main(void) {
       cmocka_unit_test(leaks_on_demo_v3_match_the_known_sites),
       cmocka_unit_test(leaks_fail_above_sets_exit_status_3),
       cmocka_unit_test(diff_normalises_and_orders_by_change),
-      cmocka_unit_test(timeline_csv_ends_with_what_leaks),
+      cmocka_unit_test(timeline_csv_gives_every_step_exactly),
+      cmocka_unit_test(timeline_csv_and_json_together_are_a_usage_error),
+      cmocka_unit_test(summary_json_rate_sizes_and_lifetimes_are_exact),
+      cmocka_unit_test(summary_in_a_window_says_what_it_read),
+      cmocka_unit_test(sources_are_estimated_with_the_header_word_and_named_by_trace_kind),
+      cmocka_unit_test(top_leaks_and_diff_text_is_exact),
+      cmocka_unit_test(windows_apply_to_top_leaks_timeline_and_diff),
+      cmocka_unit_test(top_groups_by_function_and_file_and_shows_n),
+      cmocka_unit_test(hide_and_no_fold_change_top_and_flame_exactly),
+      cmocka_unit_test(top_inverted_shows_the_callers_of_the_allocation_point),
+      cmocka_unit_test(top_inverted_sums_the_small_callers),
       cmocka_unit_test(flame_folded_values_add_up_to_the_summary),
       cmocka_unit_test(exports_are_valid_and_complete),
       cmocka_unit_test(report_is_one_self_contained_file),

@@ -165,6 +165,83 @@ static void fractional_rate_estimates_bytes_and_objects(void **state) {
   free(data);
 }
 
+/* The sources trace (analysis_known_trace.h) at rate 0.5: an OCaml block of w words plus its
+ * header is sampled with p = 1 - 0.5^(w + 1), an external block with p = 1 - 0.5^w. */
+static void ocaml_blocks_count_their_header_word_in_the_estimate(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = known_sources_trace("v=0x400", &size);
+  mt_analysis *a = analyse(data, size, NULL);
+  const mt_summary *s = mt_analysis_summary(a);
+  assert_true(s->bytes_per_sample == 16);                                        /* 8 / 0.5 */
+  assert_amount(&s->allocated_by_source[MT_SOURCE_MINOR], 3, 3, 3 * 4.0 / 3);    /* 1 / (1 - 1/4) */
+  assert_amount(&s->allocated_by_source[MT_SOURCE_MAJOR], 1, 1, 8.0 / 7);        /* 1 / (1 - 1/8) */
+  assert_amount(&s->allocated_by_source[MT_SOURCE_EXTERNAL], 2, 3, 2 + 4.0 / 3); /* 1/(1-1/2) */
+  assert_amount(&s->allocated, 6, 7, 178.0 / 21);
+  assert_amount(&s->freed, 2, 2, 4.0 / 3 + 8.0 / 7);            /* m2, j0 */
+  assert_amount(&s->live_end, 4, 5, 2 * 4.0 / 3 + 2 + 4.0 / 3); /* m0, m1, e0, e1 */
+  assert_amount(&s->live_end_by_source[MT_SOURCE_MINOR], 2, 2, 8.0 / 3);
+  assert_amount(&s->live_end_by_source[MT_SOURCE_MAJOR], 0, 0, 0);
+  assert_amount(&s->at_peak, 6, 7, 178.0 / 21);
+  assert_int_equal(s->peak_time, 60);
+  assert_int_equal(s->promotes, 2);         /* m0, m1 */
+  assert_int_equal(s->collects, 2);         /* m2, j0 */
+  assert_int_equal(s->unknown_collects, 2); /* j0 collected again, m2 promoted after its collect */
+  assert_string_equal(mt_analysis_source_name(a, MT_SOURCE_MAJOR), "major");
+  assert_string_equal(mt_analysis_source_name(a, MT_SOURCE_EXTERNAL), "external");
+  mt_analysis_free(a);
+  free(data);
+  /* The same events in a trace memtap recorded: the sources are named by what they are there. */
+  data = known_sources_trace("memtap-test", &size);
+  a = analyse(data, size, NULL);
+  assert_string_equal(mt_analysis_source_name(a, MT_SOURCE_MINOR), "minor");
+  assert_string_equal(mt_analysis_source_name(a, MT_SOURCE_MAJOR), "mapped");
+  assert_string_equal(mt_analysis_source_name(a, MT_SOURCE_EXTERNAL), "malloc");
+  assert_amount(&mt_analysis_summary(a)->allocated, 6, 7, 178.0 / 21);
+  mt_analysis_free(a);
+  free(data);
+}
+
+/* The stacks trace (analysis_known_trace.h): s5 is freed after domain 1 allocated s6, but domain 0
+ * allocated nothing since s5, so s5 is temporary; s4 is not, domain 1 having allocated s6. */
+static void temporaries_are_counted_per_domain(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = known_stacks_trace(&size);
+  mt_analysis *a = analyse(data, size, NULL);
+  const mt_summary *s = mt_analysis_summary(a);
+  assert_amount(&s->allocated, 6, 47, 6); /* 10 + 20 + 5 + 3 + 8 + 1 words */
+  assert_amount(&s->freed, 3, 21, 3);     /* s5, s1, s4: 8 + 10 + 3 */
+  assert_amount(&s->temporary, 1, 8, 1);  /* s5 */
+  assert_amount(&s->live_end, 3, 26, 3);  /* s2, s3, s6: 20 + 5 + 1 */
+  assert_int_equal(s->distinct_backtraces, 6);
+  mt_analysis_free(a);
+  free(data);
+}
+
+/* The timeline of the known trace, 1 µs buckets: a bucket with no event holds the heap as the last
+ * event left it, and a bucket's largest heap includes the heap just before its first event. */
+static void timeline_buckets_hold_the_heap_from_before_each_event(void **state) {
+  (void)state;
+  size_t size, n;
+  int64_t width;
+  uint8_t *data = known_trace(&size);
+  mt_analysis *a = analyse(data, size, NULL);
+  const mt_timeline_bucket *tl = mt_analysis_timeline(a, &n, &width);
+  assert_int_equal(width, 1);
+  assert_int_equal(n, 81);
+  for (size_t i = 0; i < 10; i++) /* nothing until id0 at 10 µs */
+    assert_true(tl[i].live_max == 0 && tl[i].live_end == 0);
+  assert_true(tl[10].live_max == 80 && tl[10].live_end == 80);
+  assert_true(tl[19].live_max == 80 && tl[19].live_end == 80);
+  assert_true(tl[30].live_max == 112 && tl[30].live_end == 80); /* id1 freed at 30 µs */
+  assert_true(tl[39].live_max == 80 && tl[39].live_end == 80);
+  assert_true(tl[49].live_max == 160 && tl[50].live_max == 960);
+  assert_true(tl[79].live_max == 80 && tl[80].live_end == 96);
+  mt_analysis_free(a);
+  free(data);
+}
+
 static void rate_outside_zero_one_is_an_error(void **state) {
   (void)state;
   /* The writer refuses such rates, so patch the f64 in packet 0 (offset 68 + 4 in v3). */
@@ -294,6 +371,9 @@ int main(void) {
       cmocka_unit_test(sites_rank_by_every_metric),
       cmocka_unit_test(window_rebuilds_live_set_and_ignores_later_events),
       cmocka_unit_test(fractional_rate_estimates_bytes_and_objects),
+      cmocka_unit_test(ocaml_blocks_count_their_header_word_in_the_estimate),
+      cmocka_unit_test(temporaries_are_counted_per_domain),
+      cmocka_unit_test(timeline_buckets_hold_the_heap_from_before_each_event),
       cmocka_unit_test(rate_outside_zero_one_is_an_error),
       cmocka_unit_test(recursion_folds_hide_drops_and_code_frames_are_skipped_for_sites),
       cmocka_unit_test(cells_and_timeline_account_for_every_object),

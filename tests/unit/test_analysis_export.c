@@ -1,0 +1,320 @@
+/* The exports' guarantees that need traces built for them: the HTML report's size cap holds on a
+ * trace with more backtraces, sites and cells than it keeps, and loses nothing by merging; folded
+ * stacks have one line per distinct stack of function names; the Chrome trace's live-heap counter
+ * is stamped where each value holds. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis_known_trace.h"
+#include "testutil.h"
+#include "tracegen.h"
+
+/* docs/analysis.md, "Size cap". */
+#define CAP_ROWS 100000
+#define CAP_STACKS 5000
+#define CAP_NODES 100000
+#define CAP_FRAMES 10000
+#define CAP_BYTES 16000000
+
+/* Words of one object per size class (8, 32, ... bytes up to 2 MB: one in each of the 10 classes).
+ */
+static const int64_t class_words[10] = {1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144};
+
+/* A trace at rate 1 of `nstacks` backtraces (leaf, caller, root) whose leaf is one of `nsites`
+ * codes, so the backtraces of a site differ by their caller. Each backtrace allocates `per_stack`
+ * objects, every 100 µs, one size class after the other; of each ten, some are freed 5 µs later,
+ * some 50 µs later, some never. */
+static const char *many_backtraces(const char *name, int nstacks, int nsites, int per_stack) {
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  mt_error err;
+  int64_t t = TG_START;
+  for (int j = 0; j < per_stack; j++)
+    for (int s = 0; s < nstacks; s++) {
+      uint64_t stack[3] = {100000 + (uint64_t)(s % nsites), 200000 + (uint64_t)(s / nsites), 300};
+      int64_t words = class_words[j % 10], id;
+      if (mt_writer_put_alloc(w, t, words, words, MT_SOURCE_EXTERNAL, stack, 3, tg_resolve, NULL,
+                              &id, &err))
+        fail_msg("writing %s: %s", name, err.message);
+      int kind = (j / 10 + s) % 3;
+      if (kind < 2 && mt_writer_put_collect(w, t + (kind ? 50 : 5), id, &err))
+        fail_msg("writing %s: %s", name, err.message);
+      t += 100;
+    }
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  const char *path = known_trace_file(name, data, size);
+  free(data);
+  return path;
+}
+
+/* The text of the report's embedded data (NUL-terminated in place). */
+static char *report_data(char *html) {
+  const char *open = "<script id=\"memtap-data\" type=\"application/json\">";
+  char *start = strstr(html, open);
+  assert_non_null(start);
+  start += strlen(open);
+  char *end = strstr(start, "</script>");
+  assert_non_null(end);
+  *end = 0;
+  assert_true(tu_json_valid(start, NULL));
+  return start;
+}
+
+/* The number of elements of the JSON array after "key":[ (strings skipped whole). */
+static size_t array_length(const char *json, const char *key) {
+  char needle[64];
+  snprintf(needle, sizeof needle, "\"%s\":[", key);
+  const char *p = strstr(json, needle);
+  assert_non_null(p);
+  p += strlen(needle);
+  size_t count = 0;
+  int depth = 0;
+  bool any = false;
+  for (; *p && (depth > 0 || *p != ']'); p++) {
+    if (*p == '"') {
+      for (p++; *p != '"'; p++)
+        if (*p == '\\')
+          p++;
+    } else if (*p == '[' || *p == '{') {
+      depth++;
+    } else if (*p == ']' || *p == '}') {
+      depth--;
+    } else if (*p == ',' && depth == 0) {
+      count++;
+    }
+    any = true;
+  }
+  return any ? count + 1 : 0;
+}
+
+typedef struct totals {
+  size_t rows;
+  int64_t max_stack;
+  uint64_t objects, samples;
+  double estimated;
+} totals;
+
+static totals row_totals(const char *json) {
+  const char *p = strstr(json, "\"rows\":[");
+  assert_non_null(p);
+  p += strlen("\"rows\":[");
+  totals t = {0};
+  t.max_stack = -1;
+  while (*p == '[' || *p == ',' || *p == '\n') {
+    if (*p != '[') {
+      p++;
+      continue;
+    }
+    int64_t stack;
+    unsigned ab, fb, sc, lc;
+    uint64_t objects, samples;
+    double est;
+    int used;
+    assert_int_equal(sscanf(p, "[%" SCNd64 ",%u,%u,%u,%u,%" SCNu64 ",%" SCNu64 ",%lf]%n", &stack,
+                            &ab, &fb, &sc, &lc, &objects, &samples, &est, &used),
+                     8);
+    t.rows++;
+    if (stack > t.max_stack)
+      t.max_stack = stack;
+    t.objects += objects;
+    t.samples += samples;
+    t.estimated += est;
+    p += used;
+  }
+  assert_int_equal(*p, ']');
+  return t;
+}
+
+/* Writes the report of `trace`, checks every cap and that the rows add up to the summary's
+ * allocations; returns the report's data (in *html, to free). */
+static const char *check_report_caps(const char *trace, char **html) {
+  char *out, *err;
+  const char *path = tu_temp_path("report.html");
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "report", trace, "-o", path, NULL), 0);
+  free(err);
+  size_t size;
+  *html = (char *)tu_read_file(path, &size);
+  assert_true(size <= CAP_BYTES);
+  *html = realloc(*html, size + 1);
+  (*html)[size] = 0;
+  const char *data = report_data(*html);
+  size_t stacks = array_length(data, "stacks");
+  assert_true(stacks > 0 && stacks <= CAP_STACKS);
+  assert_int_equal(array_length(data, "stack_sites"), stacks);
+  assert_true(array_length(data, "nodes") <= CAP_NODES);
+  assert_true(array_length(data, "frames") <= CAP_FRAMES);
+  totals t = row_totals(data);
+  assert_true(t.rows > 0 && t.rows <= CAP_ROWS);
+  assert_true(t.max_stack < (int64_t)stacks);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "summary", "--json", trace, NULL), 0);
+  assert_int_equal(t.objects, (uint64_t)tu_json_number(out, "objects"));
+  assert_int_equal(t.samples, (uint64_t)tu_json_number(out, "samples"));
+  double want = tu_json_number(out, "objects_estimated");
+  assert_true(t.estimated > want - 1 && t.estimated < want + 1);
+  free(out);
+  free(err);
+  return data;
+}
+
+static void report_caps_rows_and_backtraces_without_losing_anything(void **state) {
+  (void)state;
+  /* 8 000 backtraces at 4 000 sites, 30 cells each: 240 000 cells in the analysis, 150 000 rows
+   * even with the backtraces merged down to 5 000. */
+  const char *trace = many_backtraces("many.ctf", 8000, 4000, 30);
+  char *out, *err;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "summary", "--json", trace, NULL), 0);
+  assert_int_equal((int)tu_json_number(out, "backtraces"), 8000);
+  free(out);
+  free(err);
+  char *html;
+  const char *data = check_report_caps(trace, &html);
+  assert_int_equal(array_length(data, "stacks"), CAP_STACKS);
+  assert_non_null(strstr(data, "\"(other backtraces)\""));
+  free(html);
+}
+
+static void report_merges_the_lightest_sites_when_sites_exceed_the_cap(void **state) {
+  (void)state;
+  char *html;
+  const char *data = check_report_caps(many_backtraces("sites.ctf", 6000, 6000, 5), &html);
+  assert_int_equal(array_length(data, "stacks"), CAP_STACKS);
+  assert_non_null(strstr(data, "\"(other sites)\""));
+  free(html);
+}
+
+static void report_cuts_long_names(void **state) {
+  (void)state;
+  /* The known trace's report keeps names whole; a long title is cut. */
+  size_t size;
+  uint8_t *bytes = known_trace(&size);
+  const char *trace = known_trace_file("known.ctf", bytes, size);
+  free(bytes);
+  char title[2001];
+  memset(title, 'x', 2000);
+  title[2000] = 0;
+  char *err;
+  const char *path = tu_temp_path("titled.html");
+  assert_int_equal(
+      tu_run_cli(NULL, NULL, &err, "report", trace, "--title", title, "-o", path, NULL), 0);
+  free(err);
+  char *html = (char *)tu_read_file(path, &size);
+  html = realloc(html, size + 1);
+  html[size] = 0;
+  title[257] = 0;
+  assert_null(strstr(html, title));
+  title[256] = 0;
+  assert_non_null(strstr(html, title));
+  assert_non_null(strstr(report_data(html), "\"fn_101_2\""));
+  free(html);
+}
+
+static void folded_has_one_line_per_stack_of_names(void **state) {
+  (void)state;
+  const char *trace = tu_testdata("memtrace/demo_v3.ctf");
+  char *summary, *err;
+  assert_int_equal(tu_run_cli(&summary, NULL, &err, "summary", "--json", trace, NULL), 0);
+  free(err);
+  int64_t want = (int64_t)tu_json_number(summary, "bytes");
+  free(summary);
+  for (int variant = 0; variant < 2; variant++) {
+    char *out;
+    int rc = variant ? tu_run_cli(&out, NULL, &err, "export", "--format", "folded", "-o", "-",
+                                  trace, NULL)
+                     : tu_run_cli(&out, NULL, &err, "flame", "--folded", trace, NULL);
+    assert_int_equal(rc, 0);
+    free(err);
+    /* demo_v3 has three backtraces phase1 -> init_aux from three lines of phase1: one line. */
+    const char *merged = "Dune__exe__Demo.phase1;Stdlib__List.init_aux ";
+    const char *first = strstr(out, merged);
+    assert_non_null(first);
+    assert_null(strstr(first + 1, merged));
+    int64_t sum = 0;
+    size_t nlines = 0;
+    char *lines[64];
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+      char *space = strrchr(line, ' ');
+      assert_non_null(space);
+      *space = 0;
+      sum += strtoll(space + 1, NULL, 10);
+      for (size_t i = 0; i < nlines; i++)
+        if (!strcmp(lines[i], line))
+          fail_msg("folded line repeated: %s", line);
+      assert_true(nlines < 64);
+      lines[nlines++] = line;
+    }
+    assert_int_equal(nlines, 7);
+    assert_int_equal(sum, want);
+    free(out);
+  }
+}
+
+/* The known trace's live heap in bytes after its events at times < t (µs since the start):
+ * analysis_known_trace.h. */
+static double known_live_before(int64_t t) {
+  static const struct {
+    int64_t t;
+    double change;
+  } events[] = {{10, 80},  {20, 32},  {30, -32},  {40, 80},
+                {50, 800}, {60, -80}, {70, -800}, {80, 16}};
+  double live = 0;
+  for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
+    if (events[i].t < t)
+      live += events[i].change;
+  return live;
+}
+
+static void chrome_counter_is_stamped_where_its_value_holds(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *bytes = known_trace(&size);
+  const char *trace = known_trace_file("known.ctf", bytes, size);
+  free(bytes);
+  char *out, *err;
+  assert_int_equal(
+      tu_run_cli(&out, NULL, &err, "export", "--format", "chrome", "-o", "-", trace, NULL), 0);
+  free(err);
+  assert_true(tu_json_valid(out, NULL));
+  /* A counter holds its value from its timestamp to the next: each point must be the live heap
+   * at its time, that is after the events before it; the last, at the end (80 µs), what is live
+   * at the end. */
+  const char *needle = "\"name\":\"live heap\",\"ph\":\"C\",\"ts\":";
+  int64_t last_ts = -1;
+  double last_value = -1;
+  size_t points = 0;
+  for (const char *p = strstr(out, needle); p; p = strstr(p + 1, needle)) {
+    int64_t ts;
+    double value;
+    assert_int_equal(sscanf(p + strlen(needle),
+                            "%" SCNd64 ",\"pid\":1,\"tid\":1,\"args\":{\"bytes\":%lf", &ts, &value),
+                     2);
+    assert_true(ts > last_ts);
+    if (last_ts >= 0 && known_live_before(last_ts) != last_value)
+      fail_msg("the counter says %.0f bytes at %" PRId64 " us, the live heap is %.0f", last_value,
+               last_ts, known_live_before(last_ts));
+    last_ts = ts;
+    last_value = value;
+    points++;
+  }
+  assert_true(points >= 9);
+  assert_int_equal(last_ts, 80);
+  assert_true(last_value == 96);
+  /* The counter's steps at the allocations and frees: 0 until 10 µs, 80 after. */
+  assert_non_null(strstr(out, "\"ts\":10,\"pid\":1,\"tid\":1,\"args\":{\"bytes\":0,"));
+  assert_non_null(strstr(out, "\"ts\":11,\"pid\":1,\"tid\":1,\"args\":{\"bytes\":80,"));
+  assert_non_null(strstr(out, "\"ts\":51,\"pid\":1,\"tid\":1,\"args\":{\"bytes\":960,"));
+  free(out);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(report_caps_rows_and_backtraces_without_losing_anything),
+      cmocka_unit_test(report_merges_the_lightest_sites_when_sites_exceed_the_cap),
+      cmocka_unit_test(report_cuts_long_names),
+      cmocka_unit_test(folded_has_one_line_per_stack_of_names),
+      cmocka_unit_test(chrome_counter_is_stamped_where_its_value_holds),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
