@@ -1,7 +1,8 @@
 /* memtap ring-dump: prints the records of a ring file (include/memtap/ring.h), one line each, then
- * how many records were lost. With --follow it keeps reading until the producer closes the file
- * or its process is gone, watched through a pidfd so that a killed producer never leaves it
- * hanging. */
+ * how many records were lost. Without --follow it prints the records present when it started
+ * (mt_cursor_set_end) and stops, however fast the producer writes. With --follow it keeps
+ * reading until the producer closes the file or its process is gone, watched through a pidfd so
+ * that a killed producer never leaves it hanging. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -21,7 +22,8 @@ static const char usage[] =
     "\n"
     "Prints every record of a memtap ring file (the shared-memory transport between a traced\n"
     "process and its consumers), one line each, then the number of records lost because the\n"
-    "producer overwrote them before they were read. A PID names DIR/PID.memtap-ring.\n"
+    "producer overwrote them before they were read. Without --follow, only the records present\n"
+    "when ring-dump started are printed. A PID names DIR/PID.memtap-ring.\n"
     "\n"
     "  -f, --follow   keep reading until the producer stops or its process is gone\n"
     "  -d, --dir DIR  where the ring files of processes are (default: $MEMTAP_RING_DIR, else\n"
@@ -228,6 +230,10 @@ int mt_cmd_ring_dump(int argc, char **argv) {
   cb.lost = print_lost;
   cb.registry = print_registry;
   mt_cursor_set_callbacks(d.cursor, &cb, &d);
+  /* Without --follow, print what is there now and stop: a producer writing flat out would
+   * otherwise always have more. */
+  if (!follow)
+    mt_cursor_set_end(d.cursor);
 
   struct stat opened = {0};
   stat(path, &opened);

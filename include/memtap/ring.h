@@ -10,7 +10,7 @@
  *   Producer (the traced process):  mt_ring_open, mt_ring_write..., mt_ring_register...,
  *                                   mt_ring_pause / mt_ring_resume, mt_ring_close.
  *   Consumer (anyone):              mt_cursor_open..., mt_cursor_set_callbacks, mt_cursor_poll,
- *                                   mt_cursor_info, mt_cursor_close.
+ *                                   mt_cursor_set_end, mt_cursor_info, mt_cursor_close.
  *
  * Two modes, chosen when the file is created:
  *   - flight recorder: a full ring overwrites its oldest whole records; the producer never waits.
@@ -237,7 +237,9 @@ typedef int (*mt_ring_event_fn)(void *user, const mt_ring_event *event);
  * (opaque types included when `opaque` is NULL). Records with no callback at all are consumed
  * silently. `lost` reports records that were overwritten before this cursor read them (a count
  * of records, never words); `registry` reports each registry entry once, and never after a
- * record that its writer wrote after registering it. */
+ * record that its writer wrote after registering it (even while another thread has not finished
+ * registering an earlier entry). Entries registered at the same time by different threads may be
+ * reported in either order; mt_cursor_lookup prefers the one placed later in the registry. */
 typedef struct mt_cursor_callbacks {
   mt_ring_event_fn lifecycle, clock, counter, span_begin, span_end;
   mt_ring_event_fn user_unit, user_int, user_span_begin, user_span_end, user_custom;
@@ -259,7 +261,8 @@ int mt_cursor_open_file(mt_cursor **out, const char *path, mt_error *err);
 
 /* Makes this cursor the file's primary consumer: it publishes its read positions and its pid in
  * the file so that a lossless producer waits for it. Fails with MT_E_STATE if a live process
- * already is the primary (a dead one is replaced). */
+ * already is the primary or is registering as it (a dead one is replaced). Of consumers that
+ * register at the same time, exactly one succeeds, and the others write nothing to the file. */
 int mt_cursor_register_primary(mt_cursor *cursor, mt_error *err);
 
 /* Sets the callbacks (copied) and the pointer passed to them. */
@@ -272,6 +275,17 @@ void mt_cursor_set_callbacks(mt_cursor *cursor, const mt_cursor_callbacks *callb
  * a record that breaks the format (the ring is then skipped by later polls), MT_E_STATE if this
  * cursor is already being polled. */
 int mt_cursor_poll(mt_cursor *cursor, size_t max_records, size_t *delivered, mt_error *err);
+
+/* Ends the cursor where the file is now: every ring's end becomes its current tail, and the
+ * registry's its entries reserved so far. Later polls deliver only the records that start before
+ * their ring's end (and registry entries before the registry's end), and mt_cursor_drained is
+ * true once every ring has been read up to its end. For a one-shot read of a live file (memtap
+ * ring-dump without --follow): without an end, a producer that writes faster than the consumer
+ * reads keeps it polling forever. If the producer laps the cursor past a ring's end, the records
+ * it overwrote up to the end are reported lost; this count uses the ring's next sequence number
+ * read just after its tail, so it may include one record the producer was in the middle of
+ * writing when the end was set. Calling it again moves the ends to the present. */
+void mt_cursor_set_end(mt_cursor *cursor);
 
 /* What the file says about its producer and its rings, read now. */
 typedef struct mt_ring_file_info {
@@ -305,7 +319,8 @@ typedef struct mt_ring_file_info {
 
 int mt_cursor_info(const mt_cursor *cursor, mt_ring_file_info *info);
 
-/* Whether every record the producer published has been consumed by this cursor, now. */
+/* Whether every record the producer published (up to the ends, after mt_cursor_set_end) has been
+ * consumed by this cursor, now. */
 bool mt_cursor_drained(const mt_cursor *cursor);
 
 /* Records reported lost to this cursor so far. */

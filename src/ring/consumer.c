@@ -29,6 +29,8 @@ struct ring_state {
   uint64_t expected;     /* sequence number of the record at pos */
   uint64_t pending_lost; /* lost records not yet reported */
   uint64_t published;    /* primary: the consumer_pos last stored */
+  uint64_t end;          /* mt_cursor_set_end: the tail then ... */
+  uint64_t end_seq;      /* ... and the next sequence number read after it */
   uint32_t generation;
   bool expected_known; /* false until the first record: `expected` is then a lower bound */
   bool gap;            /* pos jumped forward over overwritten records */
@@ -39,8 +41,15 @@ struct ring_state {
 struct registry_entry {
   unsigned kind;
   uint64_t id;
+  uint64_t pos; /* word position: of two entries for one key, the later one wins */
   uint8_t *bytes;
   size_t length;
+};
+
+/* An entry found reserved (being filled) and stepped over: read again once committed. */
+struct registry_pending {
+  uint64_t pos;
+  uint64_t word; /* its reserved first word */
 };
 
 struct mt_cursor {
@@ -58,14 +67,24 @@ struct mt_cursor {
   uint32_t next_ring;
   _Atomic int busy;
   uint64_t lost_total;
-  uint64_t registry_pos;
+  uint64_t lapped_copies; /* batches found overwritten after they were copied */
+  bool end_set;           /* mt_cursor_set_end was called */
+  uint64_t registry_end;  /* with end_set: the registry words reserved then */
+  uint64_t registry_pos;  /* every entry before it was reported, or is pending */
   bool registry_broken;
+  struct registry_pending *pending;
+  size_t pending_count, pending_cap;
+  uint64_t commits_seen; /* registry_commits when the pending entries were last read */
   struct registry_entry *entries;
   size_t entry_count, entry_cap;
   size_t *index; /* open addressing: entry number + 1, 0 = empty */
   size_t index_cap;
   char path[PATH_MAX];
 };
+
+void (*mt_cursor_test_after_copy)(void *user, uint32_t ring, uint64_t *copy,
+                                  const _Atomic uint64_t *live, size_t words);
+void *mt_cursor_test_after_copy_user;
 
 static mt_ring_block *block(const mt_cursor *c, uint32_t ring) {
   return mt_ring_block_at(c->base, &c->geo, ring);
@@ -222,25 +241,39 @@ int mt_cursor_register_primary(mt_cursor *c, mt_error *err) {
     return mt_fail(err, MT_E_STATE, -1, "the ring file was replaced since the cursor opened it");
   }
   mt_ring_file_header *h = mt_ring_header_at(rw);
-  int self = getpid();
-  int32_t current = mt_load_acquire(&h->primary_pid);
-  if (mt_load_acquire(&h->primary_state) == MT_RING_PRIMARY_ATTACHED && current != 0 &&
-      mt_process_alive(current, mt_load_relaxed(&h->primary_start_time))) {
-    munmap(rw, rw_size);
-    return mt_fail(err, MT_E_STATE, -1, "process %d already is the primary consumer", current);
+  int32_t self = getpid();
+  uint64_t start = 0;
+  mt_process_stat(0, &start, NULL);
+  /* Claim first, publish after: the compare-and-swap of (pid, state) to (self, CLAIMING) is the
+   * only write a consumer makes before it has won, so a loser never touches what the winner
+   * publishes, and a producer reads positions and start time only once they are ATTACHED. */
+  uint64_t current = mt_load_acquire(&h->primary);
+  for (int attempt = 0;; attempt++) {
+    uint32_t state = mt_ring_primary_state(current);
+    int32_t pid = mt_ring_primary_pid(current);
+    /* One still CLAIMING has not published its start time: only its pid can be checked. */
+    uint64_t their_start =
+        state == MT_RING_PRIMARY_ATTACHED ? mt_load_relaxed(&h->primary_start_time) : 0;
+    if ((state == MT_RING_PRIMARY_ATTACHED || state == MT_RING_PRIMARY_CLAIMING) && pid != 0 &&
+        mt_process_alive(pid, their_start)) {
+      munmap(rw, rw_size);
+      return mt_fail(err, MT_E_STATE, -1, "process %d already is the primary consumer", pid);
+    }
+    if (attempt == 16) { /* the word keeps changing under us: only a hostile file does that */
+      munmap(rw, rw_size);
+      return mt_fail(err, MT_E_STATE, -1, "the primary consumer keeps changing");
+    }
+    if (atomic_compare_exchange_strong(&h->primary, &current,
+                                       mt_ring_primary_word(self, MT_RING_PRIMARY_CLAIMING)))
+      break;
+    /* Someone else changed it since we looked (another claimer): judge the new value. */
   }
   for (uint32_t i = 0; i < c->geo.ring_count; i++) {
     mt_store_release(&mt_ring_block_at(rw, &c->geo, i)->consumer_pos, c->rings[i].pos);
     c->rings[i].published = c->rings[i].pos;
   }
-  uint64_t start = 0;
-  mt_process_stat(0, &start, NULL);
   mt_store_relaxed(&h->primary_start_time, start);
-  if (!atomic_compare_exchange_strong(&h->primary_pid, &current, self)) {
-    munmap(rw, rw_size);
-    return mt_fail(err, MT_E_STATE, -1, "another consumer registered as primary at once");
-  }
-  mt_store_release(&h->primary_state, MT_RING_PRIMARY_ATTACHED);
+  mt_store_release(&h->primary, mt_ring_primary_word(self, MT_RING_PRIMARY_ATTACHED));
   c->rw_base = rw;
   c->rw_size = rw_size;
   c->primary = true;
@@ -264,83 +297,150 @@ static size_t hash_key(unsigned kind, uint64_t id) {
   return (size_t)(x ^ x >> 29);
 }
 
+/* Makes the index name entry `entry` for its key, unless it already names a later entry (entries
+ * are reported in commit order, which is not always their order in the registry). */
+static void index_place(size_t *index, size_t cap, const struct registry_entry *entries,
+                        size_t entry) {
+  const struct registry_entry *n = &entries[entry];
+  size_t at = hash_key(n->kind, n->id) & (cap - 1);
+  while (index[at] &&
+         !(entries[index[at] - 1].kind == n->kind && entries[index[at] - 1].id == n->id))
+    at = (at + 1) & (cap - 1);
+  if (!index[at] || entries[index[at] - 1].pos < n->pos)
+    index[at] = entry + 1;
+}
+
 static bool index_put(mt_cursor *c, size_t entry) {
   if ((c->entry_count + 1) * 2 > c->index_cap) {
     size_t cap = c->index_cap ? c->index_cap * 2 : 64;
     size_t *index = calloc(cap, sizeof *index);
     if (!index)
       return false;
-    for (size_t e = 0; e < c->entry_count; e++) {
-      size_t at = hash_key(c->entries[e].kind, c->entries[e].id) & (cap - 1);
-      while (index[at] && !(c->entries[index[at] - 1].kind == c->entries[e].kind &&
-                            c->entries[index[at] - 1].id == c->entries[e].id))
-        at = (at + 1) & (cap - 1);
-      index[at] = e + 1;
-    }
+    for (size_t e = 0; e < c->entry_count; e++)
+      index_place(index, cap, c->entries, e);
     free(c->index);
     c->index = index;
     c->index_cap = cap;
   }
-  const struct registry_entry *n = &c->entries[entry];
-  size_t at = hash_key(n->kind, n->id) & (c->index_cap - 1);
-  while (c->index[at] && !(c->entries[c->index[at] - 1].kind == n->kind &&
-                           c->entries[c->index[at] - 1].id == n->id))
-    at = (at + 1) & (c->index_cap - 1);
-  c->index[at] = entry + 1;
+  index_place(c->index, c->index_cap, c->entries, entry);
   return true;
 }
 
+static int registry_malformed(mt_cursor *c, uint64_t pos, unsigned kind, uint64_t length,
+                              mt_error *err) {
+  c->registry_broken = true;
+  int64_t at = (int64_t)(c->geo.registry_offset + pos * 8);
+  return mt_fail(err, MT_E_MALFORMED, at,
+                 "malformed ring file at byte %lld: registry entry of kind %u, %llu bytes",
+                 (long long)at, kind, (unsigned long long)length);
+}
+
+/* Copies the committed entry at `pos` (first word `w`, already validated) and reports it. */
+static int report_entry(mt_cursor *c, uint64_t pos, uint64_t w, mt_error *err) {
+  _Atomic uint64_t *reg = mt_ring_registry_at(c->base, &c->geo);
+  unsigned kind = (unsigned)(w >> 48);
+  uint64_t length = w & 0xffffffffu;
+  uint64_t words = mt_registry_entry_words(length);
+  if (c->entry_count == c->entry_cap) {
+    size_t ncap = c->entry_cap ? c->entry_cap * 2 : 16;
+    struct registry_entry *e = realloc(c->entries, ncap * sizeof *e);
+    if (!e)
+      return mt_fail(err, MT_E_NOMEM, -1, "out of memory for the registry");
+    c->entries = e;
+    c->entry_cap = ncap;
+  }
+  uint8_t *bytes = malloc(length + 1);
+  if (!bytes)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory for the registry");
+  for (uint64_t i = 0; i + 2 < words; i++) {
+    uint64_t v = mt_load_relaxed(&reg[pos + 2 + i]);
+    size_t at = (size_t)i * 8;
+    memcpy(bytes + at, &v, length - at < 8 ? length - at : 8);
+  }
+  bytes[length] = 0;
+  struct registry_entry *e = &c->entries[c->entry_count];
+  e->kind = kind;
+  e->id = mt_load_relaxed(&reg[pos + 1]);
+  e->pos = pos;
+  e->bytes = bytes;
+  e->length = length;
+  if (!index_put(c, c->entry_count)) {
+    free(bytes);
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory for the registry");
+  }
+  c->entry_count++;
+  if (c->cb.registry)
+    c->cb.registry(c->user, kind, e->id, e->bytes, e->length);
+  return MT_OK;
+}
+
+/* Reports every registry entry committed so far, each once. Entries still being filled are
+ * stepped over (their reserved first word gives their length) and kept pending, so that an
+ * entry committed after one another thread has not finished yet is not hidden behind it; the
+ * pending ones are read again whenever the producer's commit count has moved. */
 static int poll_registry(mt_cursor *c, mt_error *err) {
   if (c->registry_broken)
     return MT_OK;
   _Atomic uint64_t *reg = mt_ring_registry_at(c->base, &c->geo);
   uint64_t cap = c->geo.registry_words;
-  while (c->registry_pos + 2 <= cap) {
+  if (c->pending_count) {
+    /* The count first: a commit after this load moves it again, so none is missed. */
+    uint64_t commits = mt_load_acquire(&mt_ring_header_at(c->base)->registry_commits);
+    if (commits != c->commits_seen) {
+      c->commits_seen = commits;
+      size_t kept = 0;
+      for (size_t i = 0; i < c->pending_count; i++) {
+        struct registry_pending p = c->pending[i];
+        uint64_t w = mt_load_acquire(&reg[p.pos]);
+        if (w == p.word) {
+          c->pending[kept++] = p;
+          continue;
+        }
+        if (w != (p.word & ~MT_REGISTRY_RESERVED)) {
+          c->pending_count = kept;
+          return registry_malformed(c, p.pos, (unsigned)(w >> 48), w & 0xffffffffu, err);
+        }
+        int rc = report_entry(c, p.pos, w, err);
+        if (rc != MT_OK) {
+          /* Keep this one and the rest pending for the next poll. */
+          memmove(&c->pending[kept], &c->pending[i], (c->pending_count - i) * sizeof p);
+          c->pending_count = kept + (c->pending_count - i);
+          return rc;
+        }
+      }
+      c->pending_count = kept;
+    }
+  }
+  uint64_t limit = c->end_set && c->registry_end < cap ? c->registry_end : cap;
+  while (c->registry_pos < limit && c->registry_pos + 2 <= cap) {
     uint64_t pos = c->registry_pos;
+    if (!c->pending_count)
+      c->commits_seen = mt_load_acquire(&mt_ring_header_at(c->base)->registry_commits);
     uint64_t w = mt_load_acquire(&reg[pos]);
     if (w == 0)
       break;
     unsigned kind = (unsigned)(w >> 48);
     uint64_t length = w & 0xffffffffu;
     uint64_t words = mt_registry_entry_words(length);
-    if (kind == 0 || (w >> 32 & 0xffffu) || length > MT_RING_REGISTRY_MAX_BYTES ||
-        words > cap - pos) {
-      c->registry_broken = true;
-      int64_t at = (int64_t)(c->geo.registry_offset + pos * 8);
-      return mt_fail(err, MT_E_MALFORMED, at,
-                     "malformed ring file at byte %lld: registry entry of kind %u, %llu bytes",
-                     (long long)at, kind, (unsigned long long)length);
+    if (kind == 0 || (w >> 32 & 0x7fffu) || length > MT_RING_REGISTRY_MAX_BYTES ||
+        words > cap - pos)
+      return registry_malformed(c, pos, kind, length, err);
+    if (w & MT_REGISTRY_RESERVED) {
+      if (c->pending_count == c->pending_cap) {
+        size_t ncap = c->pending_cap ? c->pending_cap * 2 : 8;
+        struct registry_pending *p = realloc(c->pending, ncap * sizeof *p);
+        if (!p)
+          return mt_fail(err, MT_E_NOMEM, -1, "out of memory for the registry");
+        c->pending = p;
+        c->pending_cap = ncap;
+      }
+      c->pending[c->pending_count++] = (struct registry_pending){pos, w};
+    } else {
+      int rc = report_entry(c, pos, w, err);
+      if (rc != MT_OK)
+        return rc;
     }
-    if (c->entry_count == c->entry_cap) {
-      size_t ncap = c->entry_cap ? c->entry_cap * 2 : 16;
-      struct registry_entry *e = realloc(c->entries, ncap * sizeof *e);
-      if (!e)
-        return mt_fail(err, MT_E_NOMEM, -1, "out of memory for the registry");
-      c->entries = e;
-      c->entry_cap = ncap;
-    }
-    uint8_t *bytes = malloc(length + 1);
-    if (!bytes)
-      return mt_fail(err, MT_E_NOMEM, -1, "out of memory for the registry");
-    for (uint64_t i = 0; i + 2 < words; i++) {
-      uint64_t v = mt_load_relaxed(&reg[pos + 2 + i]);
-      size_t at = (size_t)i * 8;
-      memcpy(bytes + at, &v, length - at < 8 ? length - at : 8);
-    }
-    bytes[length] = 0;
-    struct registry_entry *e = &c->entries[c->entry_count];
-    e->kind = kind;
-    e->id = mt_load_relaxed(&reg[pos + 1]);
-    e->bytes = bytes;
-    e->length = length;
-    if (!index_put(c, c->entry_count)) {
-      free(bytes);
-      return mt_fail(err, MT_E_NOMEM, -1, "out of memory for the registry");
-    }
-    c->entry_count++;
     c->registry_pos = pos + words;
-    if (c->cb.registry)
-      c->cb.registry(c->user, kind, e->id, e->bytes, e->length);
   }
   return MT_OK;
 }
@@ -533,6 +633,16 @@ static void note_gap(struct ring_state *rs, uint64_t head) {
   rs->generation_known = false;
 }
 
+/* A ring lapped past its end (mt_cursor_set_end): no record after the jump is ours to deliver,
+ * so the loss is counted up to the end's sequence number instead of from the next record's. The
+ * gap stays open: if a later end lets reading resume, the next record counts the rest. */
+static void finish_at_end(const mt_cursor *c, struct ring_state *rs) {
+  if (c->end_set && rs->gap && rs->pos >= rs->end && rs->end_seq > rs->expected) {
+    rs->pending_lost += rs->end_seq - rs->expected;
+    rs->expected = rs->end_seq;
+  }
+}
+
 static void publish_position(mt_cursor *c, uint32_t ring) {
   struct ring_state *rs = &c->rings[ring];
   if (c->primary && rs->pos != rs->published) {
@@ -569,11 +679,14 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
       n = BATCH_WORDS;
     for (uint64_t k = 0; k < n; k++)
       c->buf[k] = mt_load_relaxed(&data[off + k]);
+    if (mt_cursor_test_after_copy)
+      mt_cursor_test_after_copy(mt_cursor_test_after_copy_user, ring, c->buf, &data[off], n);
     mt_fence_acquire();
     head = mt_load_relaxed(&b->head);
     uint64_t p = start, end = start + n;
     if (head > start) {
       /* Lapped while copying: what lies before the new head may be torn. */
+      c->lapped_copies++;
       note_gap(rs, head);
       if (head >= end)
         continue;
@@ -623,6 +736,7 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
     rs->pos = p;
     publish_position(c, ring);
   }
+  finish_at_end(c, rs);
   report_lost(c, ring, rs);
   publish_position(c, ring);
   return rc;
@@ -643,6 +757,8 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
     if (c->rings[ring].broken)
       continue;
     uint64_t tail = mt_load_acquire(&block(c, ring)->tail);
+    if (c->end_set && tail > c->rings[ring].end)
+      tail = c->rings[ring].end;
     /* The registry is read after the tail: a record is never delivered before the entries its
      * writer registered before writing it. */
     int reg = poll_registry(c, err);
@@ -650,10 +766,12 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
       rc = reg;
       break;
     }
-    if (c->rings[ring].pos < tail)
+    if (c->rings[ring].pos < tail) {
       rc = drain(c, ring, tail, budget, &got, &stopped, err);
-    else
+    } else {
+      finish_at_end(c, &c->rings[ring]);
       report_lost(c, ring, &c->rings[ring]);
+    }
     if (stopped) {
       c->next_ring = ring;
       break;
@@ -675,13 +793,33 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
  * Information
  * -------------------------------------------------------------------------------------------- */
 
+void mt_cursor_set_end(mt_cursor *c) {
+  for (uint32_t i = 0; i < c->geo.ring_count; i++) {
+    struct ring_state *rs = &c->rings[i];
+    mt_ring_block *b = block(c, i);
+    rs->end = mt_load_acquire(&b->tail);
+    /* Stored before the tail: at least the number of the record at the end. */
+    rs->end_seq = mt_load_relaxed(&b->next_seq);
+  }
+  /* After the tails: covers every entry committed before a record up to an end. */
+  c->registry_end = mt_load_acquire(&mt_ring_header_at(c->base)->registry_used);
+  c->end_set = true;
+}
+
 bool mt_cursor_drained(const mt_cursor *c) {
   for (uint32_t i = 0; i < c->geo.ring_count; i++) {
     const struct ring_state *rs = &c->rings[i];
-    if (!rs->broken && rs->pos < mt_load_acquire(&block(c, i)->tail))
+    uint64_t tail = mt_load_acquire(&block(c, i)->tail);
+    if (c->end_set && tail > rs->end)
+      tail = rs->end;
+    if (!rs->broken && rs->pos < tail)
       return false;
   }
   return true;
+}
+
+uint64_t mt_cursor_lapped_copies(const mt_cursor *c) {
+  return c->lapped_copies;
 }
 
 uint64_t mt_cursor_lost_records(const mt_cursor *c) {
@@ -708,9 +846,9 @@ int mt_cursor_info(const mt_cursor *c, mt_ring_file_info *info) {
   info->stopped = mt_load_acquire(&h->state) == MT_RING_STATE_STOPPED;
   info->paused = mt_load_relaxed(&h->paused) != 0;
   info->degraded = mt_load_relaxed(&h->degraded) != 0;
-  info->primary_pid = mt_load_relaxed(&h->primary_state) == MT_RING_PRIMARY_ATTACHED
-                          ? mt_load_relaxed(&h->primary_pid)
-                          : 0;
+  uint64_t primary = mt_load_relaxed(&h->primary);
+  info->primary_pid =
+      mt_ring_primary_state(primary) == MT_RING_PRIMARY_ATTACHED ? mt_ring_primary_pid(primary) : 0;
   info->rings_in_use = mt_load_relaxed(&h->rings_in_use);
   info->records_no_ring = mt_load_relaxed(&h->records_no_ring);
   info->records_nested = mt_load_relaxed(&h->records_nested);
@@ -740,10 +878,12 @@ void mt_cursor_close(mt_cursor *c) {
   if (!c)
     return;
   if (c->primary) {
+    /* Only if we still are the primary (a forked copy of this cursor has another pid). */
     mt_ring_file_header *h = mt_ring_header_at(c->rw_base);
     int32_t self = getpid();
-    if (mt_load_relaxed(&h->primary_pid) == self)
-      mt_store_release(&h->primary_state, MT_RING_PRIMARY_DETACHED);
+    uint64_t attached = mt_ring_primary_word(self, MT_RING_PRIMARY_ATTACHED);
+    atomic_compare_exchange_strong(&h->primary, &attached,
+                                   mt_ring_primary_word(self, MT_RING_PRIMARY_DETACHED));
   }
   if (c->rw_base)
     munmap(c->rw_base, c->rw_size);
@@ -752,6 +892,7 @@ void mt_cursor_close(mt_cursor *c) {
   for (size_t i = 0; i < c->entry_count; i++)
     free(c->entries[i].bytes);
   free(c->entries);
+  free(c->pending);
   free(c->index);
   free(c->rings);
   free(c->buf);

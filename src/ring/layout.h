@@ -29,8 +29,15 @@
 enum { MT_RING_STATE_RUNNING = 1, MT_RING_STATE_STOPPED = 2 };
 /* Ring ownership (mt_ring_block.owner_state). */
 enum { MT_RING_FREE = 0, MT_RING_CLAIMED = 1 };
-/* Primary consumer (mt_ring_file_header.primary_state). */
-enum { MT_RING_PRIMARY_NONE = 0, MT_RING_PRIMARY_ATTACHED = 1, MT_RING_PRIMARY_DETACHED = 2 };
+/* Primary consumer states (mt_ring_file_header.primary, bits 63..32). CLAIMING: a consumer won
+ * the compare-and-swap and is publishing its positions and start time; a lossless producer waits
+ * (checking only that the claimer's process exists) and reads neither until ATTACHED. */
+enum {
+  MT_RING_PRIMARY_NONE = 0,
+  MT_RING_PRIMARY_ATTACHED = 1,
+  MT_RING_PRIMARY_DETACHED = 2,
+  MT_RING_PRIMARY_CLAIMING = 3,
+};
 
 /* The file header, at offset 0. Bytes 0..255 are written once, before `magic`; the rest is
  * shared state, each part on its own line pair. */
@@ -77,13 +84,15 @@ typedef struct mt_ring_file_header {
   uint8_t reserved3[MT_RING_LINE - 40];
 
   /* 512: registry allocation (any producer thread). */
-  _Atomic uint64_t registry_used; /* words */
-  uint8_t reserved4[MT_RING_LINE - 8];
+  _Atomic uint64_t registry_used;    /* words reserved */
+  _Atomic uint64_t registry_commits; /* entries committed: bumped after each commit */
+  uint8_t reserved4[MT_RING_LINE - 16];
 
-  /* 640: the primary consumer, written by it (lossless mode). */
-  _Atomic int32_t primary_pid;
-  _Atomic uint32_t primary_state;
-  _Atomic uint64_t primary_start_time;
+  /* 640: the primary consumer, written by it (lossless mode). `primary` packs its pid (bits
+   * 31..0, so bytes 640..643 little-endian) and its state (bits 63..32, MT_RING_PRIMARY_*), so
+   * that a consumer claims both with one compare-and-swap. */
+  _Atomic uint64_t primary;
+  _Atomic uint64_t primary_start_time; /* published before the state becomes ATTACHED */
   uint8_t reserved5[MT_RING_LINE - 16];
 } mt_ring_file_header;
 
@@ -121,7 +130,8 @@ _Static_assert(sizeof(mt_ring_file_header) == 768, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, state) == 256, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, records_no_ring) == 384, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, registry_used) == 512, "file header layout");
-_Static_assert(offsetof(mt_ring_file_header, primary_pid) == 640, "file header layout");
+_Static_assert(offsetof(mt_ring_file_header, registry_commits) == 520, "file header layout");
+_Static_assert(offsetof(mt_ring_file_header, primary) == 640, "file header layout");
 _Static_assert(sizeof(mt_ring_block) == 1024, "ring block layout");
 _Static_assert(offsetof(mt_ring_block, consumer_pos) == 128, "ring block layout");
 _Static_assert(offsetof(mt_ring_block, owner_state) == 256, "ring block layout");
@@ -146,8 +156,23 @@ static inline uint32_t mt_ring_header_seq(uint64_t h) {
   return (uint32_t)h;
 }
 
-/* Registry entry: [kind (16 bits) << 48 | byte length (32 bits)] [id] [bytes, padded to words].
- * The first word is stored last (release); 0 means "not yet committed". */
+/* The primary word: pid and state. */
+static inline uint64_t mt_ring_primary_word(int32_t pid, uint32_t state) {
+  return (uint64_t)state << 32 | (uint32_t)pid;
+}
+static inline int32_t mt_ring_primary_pid(uint64_t w) {
+  return (int32_t)(uint32_t)w;
+}
+static inline uint32_t mt_ring_primary_state(uint64_t w) {
+  return (uint32_t)(w >> 32);
+}
+
+/* Registry entry: [kind (16 bits) << 48 | RESERVED (bit 47) | byte length (32 bits)] [id]
+ * [bytes, padded to words]. A writer takes the entry by a compare-and-swap of its first word
+ * from 0 to the RESERVED form, which already gives the length, so that a reader can step over an
+ * entry not yet filled; it stores the committed form (RESERVED clear) last, with release. 0 means
+ * nothing was reserved there yet, and then nothing after it either. */
+#define MT_REGISTRY_RESERVED (1ull << 47)
 static inline uint64_t mt_registry_header_word(uint64_t kind, uint64_t length) {
   return kind << 48 | length;
 }

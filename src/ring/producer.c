@@ -145,23 +145,29 @@ static void fork_parent(void) {
   }
 }
 
-/* Copies the committed prefix of the parent's registry: the child knows the same names. */
+/* Copies the parent's committed registry entries: the child knows the same names. An entry
+ * still being filled is left out (its writer, another thread, does not exist in the child). */
 static void inherit_registry(struct mt_ring *s, void *old_base, const mt_ring_geometry *old) {
   _Atomic uint64_t *from = mt_ring_registry_at(old_base, old);
   _Atomic uint64_t *to = mt_ring_registry_at(s->base, &s->geo);
   uint64_t used = mt_load_acquire(&mt_ring_header_at(old_base)->registry_used);
-  uint64_t pos = 0;
-  while (pos + 2 <= used && pos + 2 <= s->geo.registry_words) {
+  uint64_t pos = 0, out = 0;
+  while (pos + 2 <= used && pos + 2 <= old->registry_words) {
     uint64_t w = mt_load_acquire(&from[pos]);
     uint64_t words = mt_registry_entry_words(w & 0xffffffffu);
-    if (w == 0 || pos + words > used || pos + words > s->geo.registry_words)
+    if (w == 0 || pos + words > used || pos + words > old->registry_words)
       break;
-    for (uint64_t i = 1; i < words; i++)
-      mt_store_relaxed(&to[pos + i], mt_load_relaxed(&from[pos + i]));
-    mt_store_relaxed(&to[pos], w);
+    if (!(w & MT_REGISTRY_RESERVED)) {
+      if (out + words > s->geo.registry_words)
+        break;
+      for (uint64_t i = 1; i < words; i++)
+        mt_store_relaxed(&to[out + i], mt_load_relaxed(&from[pos + i]));
+      mt_store_relaxed(&to[out], w);
+      out += words;
+    }
     pos += words;
   }
-  mt_store_relaxed(&s->header->registry_used, pos);
+  mt_store_relaxed(&s->header->registry_used, out);
 }
 
 /* In the child, only the forking thread exists. It may even be inside a signal handler that

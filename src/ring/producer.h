@@ -103,6 +103,13 @@ int mt_ring_thread_init_key(void);
 /* Test hook: when set, reserving a ring's space fails as on a full disk. */
 extern int mt_ring_test_fail_reserve;
 
+/* registry.c */
+/* Test hook: when set, mt_ring_register calls it after taking an entry's place and before filling
+ * and committing the entry, so that a test can hold one entry unfinished while others are
+ * registered. NULL (inert) in normal use. */
+extern void (*mt_ring_test_registry_reserved)(void *user);
+extern void *mt_ring_test_registry_reserved_user;
+
 /* write.c */
 /* Appends one of the transport's own records (any type) for a thread that owns a ring and has
  * `busy` set; pause does not apply. */

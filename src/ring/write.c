@@ -67,7 +67,9 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target) {
       result = 0;
       break;
     }
-    uint32_t state = mt_load_acquire(&h->primary_state);
+    /* Acquire: an ATTACHED primary's positions and start time were published before it. */
+    uint64_t primary = mt_load_acquire(&h->primary);
+    uint32_t state = mt_ring_primary_state(primary);
     if (state == MT_RING_PRIMARY_ATTACHED) {
       uint64_t pos = mt_load_acquire(&t->block->consumer_pos);
       if (pos >= target) {
@@ -92,10 +94,12 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target) {
           break;
         }
       } else if (ns >= next_check) {
-        /* A consumer that died (or whose pid now names another process) will never read. */
+        /* A consumer that died (or whose pid now names another process) will never read. One
+         * still CLAIMING has not published its start time yet: only its pid is checked. */
         next_check = ns + 10000000u;
-        if (!mt_process_alive(mt_load_relaxed(&h->primary_pid),
-                              mt_load_relaxed(&h->primary_start_time))) {
+        uint64_t start =
+            state == MT_RING_PRIMARY_ATTACHED ? mt_load_relaxed(&h->primary_start_time) : 0;
+        if (!mt_process_alive(mt_ring_primary_pid(primary), start)) {
           degrade(h);
           break;
         }

@@ -1,7 +1,9 @@
 /* libFuzzer target for the ring consumer's file parsing (src/ring/layout.c, consumer.c): any
  * bytes are opened as a ring file in memory, and if the header is accepted every ring and the
  * registry are polled to the end, every record's payload and bytes touched, every registry entry
- * looked up. Nothing may crash, hang, leak or read outside the input. */
+ * looked up. Inputs of odd size are read up to an end set after the first poll
+ * (mt_cursor_set_end), as `memtap ring-dump` does. Nothing may crash, hang, leak or read outside
+ * the input. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +63,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       int rc = mt_cursor_poll(c, 1000, &got, &err);
       if (rc == MT_OK && got == 0 && mt_cursor_drained(c))
         break;
+      if (round == 0 && size % 2)
+        mt_cursor_set_end(c);
     }
     mt_ring_file_info info;
     mt_cursor_info(c, &info);

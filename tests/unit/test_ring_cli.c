@@ -1,10 +1,15 @@
 /* memtap ring-dump: one line per record and the lost total; errors in the house style; --follow
  * ends when the producer closes its file or its process is gone. */
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -174,12 +179,135 @@ static void ring_dump_follow_ends_when_producer_closes_its_file(void **state) {
   unlink(path_of(pid));
 }
 
+/* Runs `memtap ARGS...` with its output in a file; SIGALRM ends it after `seconds` (exit status
+ * 128 + SIGALRM), so that a command that never ends fails the test instead of hanging it. */
+static int run_cli_bounded(char **out, unsigned seconds, const char *const *args) {
+  const char *cli = getenv("MEMTAP_CLI");
+  if (!cli || !*cli)
+    fail_msg("MEMTAP_CLI is not set (run the tests through ctest)");
+  const char *argv[16] = {cli};
+  int argc = 1;
+  for (; *args; args++)
+    argv[argc++] = *args;
+  argv[argc] = NULL;
+  const char *path = tu_temp_path("bounded.out");
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  assert_true(fd >= 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(fd, 1);
+    alarm(seconds); /* kept across exec */
+    execv(cli, (char *const *)argv);
+    _exit(127);
+  }
+  close(fd);
+  int status = rt_wait_child(pid);
+  size_t size;
+  *out = (char *)tu_read_file(path, &size);
+  *out = realloc(*out, size + 1);
+  (*out)[size] = 0;
+  return status;
+}
+
+static size_t count_of(const char *text, const char *needle) {
+  size_t n = 0;
+  for (const char *p = text; (p = strstr(p, needle)); p++)
+    n++;
+  return n;
+}
+
+struct flood {
+  mt_ring *ring;
+  _Atomic uint64_t *written;
+};
+
+static void *flood(void *p) {
+  struct flood *f = p;
+  for (uint64_t i = 0;; i++) {
+    mt_ring_write_counter(f->ring, 2, i);
+    if (i % 1024 == 0)
+      atomic_store(f->written, i);
+  }
+  return NULL;
+}
+
+/* A producer that never stops writing: ring-dump without --follow prints what was there when it
+ * started (the 1000 quiet records of the main thread's ring, and at most a ring's worth of the
+ * flooding thread's) and ends, with status 0. */
+static void ring_dump_without_follow_ends_while_the_producer_keeps_writing(void **state) {
+  (void)state;
+  tu_temp_dir();
+  _Atomic uint64_t *written =
+      mmap(NULL, sizeof *written, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(written != MAP_FAILED);
+  atomic_store(written, 0);
+  rt_pipe ready;
+  rt_pipe_open(&ready);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    mt_ring_options o;
+    mt_ring_options_init(&o, NULL);
+    o.dir = tu_temp_dir();
+    o.preserve = true;
+    o.ring_size = 1u << 20;
+    o.max_rings = 4;
+    mt_ring *r = NULL;
+    if (mt_ring_open(&r, &o, NULL) != MT_OK)
+      _exit(90);
+    for (uint64_t i = 0; i < 1000; i++)
+      mt_ring_write_counter(r, 1, i);
+    struct flood f = {r, written};
+    pthread_t t;
+    if (pthread_create(&t, NULL, flood, &f) != 0)
+      _exit(91);
+    while (atomic_load(written) < (1u << 20)) /* lapped its ring several times */
+      sched_yield();
+    rt_signal(&ready);
+    for (;;)
+      pause();
+  }
+  rt_wait(&ready);
+  char pid_text[16];
+  snprintf(pid_text, sizeof pid_text, "%d", pid);
+  const char *args[] = {"ring-dump", "--dir", tu_temp_dir(), pid_text, NULL};
+  char *out = NULL;
+  int status = run_cli_bounded(&out, 30, args);
+  uint64_t flooded = atomic_load(written);
+  kill(pid, SIGKILL);
+  assert_int_equal(rt_wait_child(pid), 128 + SIGKILL);
+  assert_int_equal(status, 0);
+  for (int i = 0; i < 1000; i++) {
+    char line[64];
+    snprintf(line, sizeof line, "counter id=1 value=%d\n", i);
+    expect_in(out, line);
+  }
+  /* The flooding thread's records present at the start were printed or, overwritten before
+   * ring-dump reached them, counted lost; printed, they all lie in the ring's last lap before the
+   * end, so there are at most a ring's worth of them (3-word records). */
+  size_t flood_lines = count_of(out, "counter id=2 value=");
+  const char *total = strstr(out, "lost records: ");
+  unsigned long long lost = 0;
+  assert_non_null(total);
+  assert_int_equal(sscanf(total, "lost records: %llu", &lost), 1);
+  assert_true(flood_lines > 0 || lost > 0);
+  assert_true(flood_lines <= (1u << 20) / 24);
+  assert_true(flooded > (1u << 20));
+  free(out);
+  munmap((void *)written, sizeof *written);
+  unlink(path_of(pid));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ring_dump_prints_every_record_and_the_lost_total),
       cmocka_unit_test(ring_dump_reports_errors_as_memtap_file_message),
       cmocka_unit_test(ring_dump_follow_ends_when_producer_is_killed),
       cmocka_unit_test(ring_dump_follow_ends_when_producer_closes_its_file),
+      cmocka_unit_test(ring_dump_without_follow_ends_while_the_producer_keeps_writing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

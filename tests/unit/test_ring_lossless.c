@@ -1,14 +1,23 @@
 /* Lossless mode across processes: a producer process with N threads and a consumer process
  * that registered as the primary; and what happens when that consumer disappears. */
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ring_testlib.h"
 #include "testutil.h"
+
+#include "ring/layout.h"
+#include "ring/process.h"
 
 #define RECORDS_PER_THREAD 5000
 #define MAX_THREADS 64
@@ -220,6 +229,220 @@ static void closing_the_primary_cursor_degrades_the_producer(void **state) {
   mt_ring_close(r);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Consumers racing to become the primary
+ * ------------------------------------------------------------------------------------------- */
+
+#define RACERS 6        /* processes, started a clock tick apart so that their start times differ */
+#define RACER_THREADS 2 /* cursors racing inside each process (same pid) */
+#define CONTENDERS (RACERS * RACER_THREADS)
+#define RACE_RECORDS 20000
+
+/* Shared with the racers (MAP_SHARED, set up before fork). */
+struct race {
+  _Atomic int ready, registered, winners;
+  _Atomic int result[CONTENDERS]; /* 0 not yet, 1 won, 2 refused with MT_E_STATE, 3 other */
+  _Atomic int32_t pid[CONTENDERS];
+  uint64_t ring[CONTENDERS], position[CONTENDERS]; /* where each had read to */
+  _Atomic int go, checked;
+};
+
+struct contender {
+  struct race *race;
+  int index;
+  int parent;
+};
+
+/* In a racer: waits for the parent, but never outlives a parent that failed an assertion. */
+static void spin_until(_Atomic int *flag) {
+  for (long waited_us = 0; !atomic_load(flag); waited_us += 100) {
+    if (waited_us > 30 * 1000000L)
+      _exit(83);
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Totals of the winner's reading after the race, checked by its process. */
+struct tally {
+  uint64_t position;
+  uint32_t ring;
+};
+
+static int add_position(void *user, const mt_ring_event *ev) {
+  struct tally *t = user;
+  t->position += ev->words + 2; /* nothing wrapped yet: no padding in between */
+  t->ring = ev->ring;
+  return MT_CURSOR_NEXT;
+}
+
+/* One contender: reads index + 1 records (so that each publishes its own position), waits for
+ * the start, registers; the winner then waits for the parent's checks and reads to the end. Its
+ * process exits with a status from 80 up when something went wrong. */
+static void *contend(void *p) {
+  struct contender *me = p;
+  struct race *race = me->race;
+  mt_cursor *c = NULL;
+  if (mt_cursor_open(&c, tu_temp_dir(), me->parent, NULL) != MT_OK) {
+    atomic_store(&race->result[me->index], 3);
+    atomic_fetch_add(&race->ready, 1);
+    atomic_fetch_add(&race->registered, 1);
+    return NULL;
+  }
+  struct tally t = {0};
+  mt_cursor_callbacks cb = {0};
+  cb.other = add_position;
+  mt_cursor_set_callbacks(c, &cb, &t);
+  size_t total = 0, got = 0;
+  while (total < (size_t)me->index + 1 &&
+         mt_cursor_poll(c, me->index + 1 - total, &got, NULL) == MT_OK)
+    total += got;
+  race->ring[me->index] = t.ring;
+  race->position[me->index] = t.position;
+  atomic_store(&race->pid[me->index], getpid());
+  atomic_fetch_add(&race->ready, 1);
+  /* Yield rather than sleep, so that all of them start within microseconds of each other. */
+  for (time_t deadline = time(NULL) + 30; !atomic_load(&race->go);) {
+    if (time(NULL) > deadline)
+      _exit(85);
+    sched_yield();
+  }
+  int rc = mt_cursor_register_primary(c, NULL);
+  atomic_store(&race->result[me->index], rc == MT_OK ? 1 : rc == MT_E_STATE ? 2 : 3);
+  atomic_fetch_add(&race->registered, 1);
+  if (rc != MT_OK) {
+    mt_cursor_close(c);
+    return NULL;
+  }
+  atomic_fetch_add(&race->winners, 1);
+  spin_until(&race->checked);
+  /* Read everything the producer writes, and check that nothing was lost. */
+  mt_cursor_set_callbacks(c, NULL, NULL);
+  time_t deadline = time(NULL) + 60;
+  for (;;) {
+    mt_ring_file_info info;
+    mt_cursor_info(c, &info);
+    if (mt_cursor_poll(c, 0, &got, NULL) != MT_OK)
+      _exit(81);
+    if (info.stopped && got == 0 && mt_cursor_drained(c))
+      break;
+    if (time(NULL) > deadline)
+      _exit(84);
+  }
+  mt_ring_file_info info;
+  mt_cursor_info(c, &info);
+  if (info.degraded || info.lost_records || info.records_overwritten)
+    _exit(82);
+  mt_cursor_close(c);
+  return NULL;
+}
+
+static void run_racer(struct race *race, int racer, int parent) {
+  pthread_t tids[RACER_THREADS];
+  struct contender me[RACER_THREADS];
+  for (int k = 0; k < RACER_THREADS; k++) {
+    me[k] = (struct contender){race, racer * RACER_THREADS + k, parent};
+    if (pthread_create(&tids[k], NULL, contend, &me[k]) != 0)
+      _exit(80);
+  }
+  for (int k = 0; k < RACER_THREADS; k++)
+    pthread_join(tids[k], NULL);
+  _exit(0);
+}
+
+/* In the parent: waits until every contender has counted itself in `count`. */
+static void wait_for_all(_Atomic int *count) {
+  for (long waited_us = 0; atomic_load(count) < CONTENDERS; waited_us += 100) {
+    if (waited_us > 30 * 1000000L)
+      fail_msg("only %d of %d contenders got there", atomic_load(count), CONTENDERS);
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void run_primary_race(void) {
+  tu_temp_dir();
+  struct race *race =
+      mmap(NULL, sizeof *race, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(race != MAP_FAILED);
+  memset(race, 0, sizeof *race);
+  mt_ring *r = rt_open(MT_RING_LOSSLESS, MT_RING_MIN_SIZE, 2, false);
+  for (uint64_t i = 0; i < CONTENDERS + 8; i++)
+    assert_int_equal(mt_ring_write_counter(r, 1, i), MT_OK);
+  pid_t pids[RACERS];
+  long tick_ns = 1000000000L / sysconf(_SC_CLK_TCK);
+  for (int i = 0; i < RACERS; i++) {
+    fflush(NULL);
+    pids[i] = fork();
+    assert_true(pids[i] >= 0);
+    if (pids[i] == 0)
+      run_racer(race, i, getppid());
+    struct timespec ts = {0, tick_ns + 1000000};
+    nanosleep(&ts, NULL);
+  }
+  wait_for_all(&race->ready);
+  atomic_store(&race->go, 1); /* all of them at once */
+  wait_for_all(&race->registered);
+
+  int winner = -1, refused = 0;
+  for (int i = 0; i < CONTENDERS; i++) {
+    int result = atomic_load(&race->result[i]);
+    if (result == 1)
+      winner = i;
+    refused += result == 2;
+  }
+  assert_int_equal(atomic_load(&race->winners), 1);
+  assert_int_equal(refused, CONTENDERS - 1);
+  /* What the file says is the winner's: pid, start time, every ring's position. */
+  int fd = open(mt_ring_path(r), O_RDONLY);
+  assert_true(fd >= 0);
+  struct stat st;
+  assert_int_equal(fstat(fd, &st), 0);
+  void *file = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  assert_true(file != MAP_FAILED);
+  mt_ring_geometry geo;
+  assert_int_equal(mt_ring_layout_check(file, (uint64_t)st.st_size, &geo, NULL), MT_OK);
+  mt_ring_file_header *h = mt_ring_header_at(file);
+  uint64_t primary = atomic_load(&h->primary);
+  int32_t winner_pid = atomic_load(&race->pid[winner]);
+  assert_int_equal(mt_ring_primary_pid(primary), winner_pid);
+  assert_int_equal(mt_ring_primary_state(primary), MT_RING_PRIMARY_ATTACHED);
+  uint64_t start = 0;
+  assert_true(mt_process_stat(winner_pid, &start, NULL));
+  assert_int_equal(atomic_load(&h->primary_start_time), start);
+  for (uint32_t i = 0; i < geo.ring_count; i++)
+    assert_int_equal(atomic_load(&mt_ring_block_at(file, &geo, i)->consumer_pos),
+                     i == race->ring[winner] ? race->position[winner] : 0);
+  munmap(file, (size_t)st.st_size);
+  atomic_store(&race->checked, 1);
+
+  /* The producer, with far more to write than the ring holds, waits for the winner alone. */
+  for (uint64_t i = 0; i < RACE_RECORDS; i++)
+    assert_int_equal(mt_ring_write_counter(r, 2, i), MT_OK);
+  mt_cursor *c = rt_cursor(-1);
+  mt_ring_file_info info;
+  mt_cursor_info(c, &info);
+  assert_false(info.degraded);
+  assert_int_equal(info.records_overwritten, 0);
+  assert_int_equal(info.primary_pid, winner_pid);
+  mt_cursor_close(c);
+  mt_ring_close(r);
+  for (int i = 0; i < RACERS; i++)
+    assert_int_equal(rt_wait_child(pids[i]), 0);
+  munmap(race, sizeof *race);
+}
+
+/* Consumers in several processes, two threads each, register at once: exactly one wins, the
+ * losers write nothing, so the file's pid, start time and positions are the winner's, and the
+ * lossless producer waits for it without degrading or overwriting anything. A few rounds, as the
+ * interleavings differ from one to the next. */
+static void primary_race_has_one_winner_whose_published_state_is_its_own(void **state) {
+  (void)state;
+  for (int round = 0; round < 3; round++)
+    run_primary_race();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(lossless_delivers_every_record_of_1_thread),
@@ -229,6 +452,7 @@ int main(void) {
       cmocka_unit_test(producer_degrades_and_finishes_when_primary_consumer_is_killed),
       cmocka_unit_test(producer_degrades_when_no_primary_attaches_in_time),
       cmocka_unit_test(closing_the_primary_cursor_degrades_the_producer),
+      cmocka_unit_test(primary_race_has_one_winner_whose_published_state_is_its_own),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
