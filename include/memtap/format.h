@@ -94,8 +94,8 @@ typedef struct mt_writer mt_writer;
 
 typedef struct mt_writer_options {
   int version; /* 3 (the default when 0) or 2. v2 has no domains and no id chunks */
-  /* The pid written in every packet header and in trace_info; 0 means info->pid. Independently, the
-   * writer remembers getpid() at creation and refuses to write from another process. */
+  /* The pid written in every packet header and in trace_info; 0 means info->pid. It plays no part
+   * in fork detection (see mt_writer_create). */
   int64_t pid;
 } mt_writer_options;
 
@@ -109,7 +109,15 @@ typedef int (*mt_resolve_fn)(void *user, uint64_t code, const mt_location **entr
 /* Creates a writer on `fd` (which stays the caller's: close does not close it) and writes packet 0
  * from `info` (info->version and info->start_time are used as the trace's start; version comes from
  * `options`). The initial domain is 0. Strings longer than 4000 bytes are truncated so that
- * packet 0 always fits. `options` may be NULL. */
+ * packet 0 always fits. `options` may be NULL.
+ *
+ * Writers belong to the process that created them. In a forked child, every put (and
+ * next_alloc_id, flush, create_domain) fails with MT_E_FORKED and writes nothing, and the writer
+ * stops; close frees it without writing. Puts detect the fork without a system call: a
+ * pthread_atfork child handler, installed with the first writer, bumps a process-wide counter
+ * that they compare with its value at creation. Flush, close and create_domain also compare
+ * getpid() with the creator's pid, so a child made without fork(3) (a raw clone) that runs no
+ * atfork handler buffers its puts but still writes nothing. */
 int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
                      const mt_writer_options *options, mt_error *err);
 
@@ -149,9 +157,9 @@ int mt_writer_put_collect_in(mt_writer *w, uint16_t domain, int64_t time, int64_
  * the plain put_alloc / put_promote / put_collect on it; close it with mt_writer_close (it flushes
  * its domain). Writers of one trace may be used from different threads, one thread per writer at a
  * time: packet writes and id chunks are serialised by a lock inside. The writers may be closed in
- * any order; the shared state goes with the last one. In a forked child, closing any of them
- * never waits for that lock (another thread of the parent may have held it at the fork), and
- * creating one fails with MT_E_FORKED. */
+ * any order; the shared state goes with the last one. In a forked child (see mt_writer_create),
+ * closing any of them never waits for that lock (another thread of the parent may have held it at
+ * the fork), and creating one fails with MT_E_FORKED. */
 int mt_writer_create_domain(mt_writer *trace, uint16_t domain, int64_t now, mt_writer **out,
                             mt_error *err);
 

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,8 +51,9 @@ typedef struct trace_file {
   int fd;
   int version;
   size_t header_size;
-  int64_t pid;   /* written into every packet */
-  pid_t creator; /* getpid() at creation: a forked child must not write */
+  int64_t pid;                   /* written into every packet */
+  pid_t creator;                 /* getpid() at creation: a forked child must not write */
+  unsigned long fork_generation; /* fork_generation at creation */
   int64_t start_time;
   int64_t id_counter; /* v3: the next chunk's first id */
   uint64_t domains_taken[65536 / 64];
@@ -74,6 +76,52 @@ static int fail_writer(mt_writer *w, int code) {
   if (!w->failed)
     w->failed = code;
   return code;
+}
+
+/* --- fork detection ----------------------------------------------------------------------------
+ * A forked child must write nothing, and should learn so at its first put rather than at a flush
+ * (which may never come before it exits). Comparing getpid() on every event would cost a system
+ * call per event (glibc no longer caches it), so a pthread_atfork child handler, installed once,
+ * bumps a process-wide generation that each put compares with the one its trace was created in:
+ * one load. A child made without fork(3) (a raw clone(2)) runs no atfork handler: flush, close
+ * and create_domain compare getpid() as well, so such a child buffers but still writes nothing. */
+
+static atomic_ulong fork_generation;
+static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
+
+static void count_fork(void) {
+  atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
+}
+
+static void install_fork_handler(void) {
+  /* Fails only for lack of memory; getpid() at flush still keeps a child from writing then. */
+  (void)pthread_atfork(NULL, NULL, count_fork);
+}
+
+/* The cheap check, for every put. */
+static bool forked_since(const trace_file *f) {
+  return atomic_load_explicit(&fork_generation, memory_order_relaxed) != f->fork_generation;
+}
+
+/* The thorough check, before anything is written. */
+static bool forked_child(const trace_file *f) {
+  return forked_since(f) || getpid() != f->creator;
+}
+
+static int forked_error(mt_writer *w, mt_error *err) {
+  return fail_writer(w, mt_fail(err, MT_E_FORKED, -1,
+                                "the trace writer belongs to process %d, not to this forked "
+                                "child; nothing was written",
+                                (int)w->file->creator));
+}
+
+/* What every put and next_alloc_id checks first. */
+static int check_writable(mt_writer *w, mt_error *err) {
+  if (forked_since(w->file))
+    return forked_error(w, err);
+  if (w->failed)
+    return mt_fail(err, w->failed, -1, "the writer stopped after an earlier error");
+  return MT_OK;
 }
 
 /* Called with the file's lock held, so packets of concurrent domain writers never interleave. */
@@ -176,13 +224,10 @@ static void free_domain_writer(domain_writer *d) {
 /* flush(now), FORMAT.md §2.10: location packets, then the events packet (even if empty), then a
  * fresh packet with a real verifier. */
 static int flush_domain(mt_writer *w, domain_writer *d, int64_t now, mt_error *err) {
+  if (forked_child(w->file))
+    return forked_error(w, err);
   if (w->failed)
     return mt_fail(err, w->failed, -1, "the writer stopped after an earlier error");
-  if (getpid() != w->file->creator)
-    return fail_writer(w, mt_fail(err, MT_E_FORKED, -1,
-                                  "the trace writer belongs to process %d, not to this forked "
-                                  "child; nothing was written",
-                                  (int)w->file->creator));
   if (d->staged_count) {
     uint8_t packet[MT_PACKET_MAX];
     mt_wbuf buf;
@@ -297,6 +342,7 @@ int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
     free(f);
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
   }
+  pthread_once(&fork_handler_once, install_fork_handler);
   pthread_mutex_init(&f->lock, NULL);
   f->refs = 1;
   f->fd = fd;
@@ -304,6 +350,7 @@ int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
   f->header_size = mt_header_size((unsigned)version);
   f->pid = options && options->pid ? options->pid : info->pid;
   f->creator = getpid();
+  f->fork_generation = atomic_load_explicit(&fork_generation, memory_order_relaxed);
   f->start_time = info->start_time;
   w->file = f;
   w->multiplexed = true;
@@ -384,12 +431,15 @@ int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t 
                            int64_t nsamples, mt_source source, const uint64_t *callstack,
                            size_t callstack_length, mt_resolve_fn resolve, void *resolve_user,
                            int64_t *obj_id, mt_error *err) {
+  int rc = check_writable(w, err);
+  if (rc)
+    return rc;
   if (length < 0 || nsamples < 1 || (unsigned)source > MT_SOURCE_EXTERNAL)
     return mt_fail(err, MT_E_INVALID, -1,
                    "invalid allocation: length %lld, nsamples %lld, source %d", (long long)length,
                    (long long)nsamples, (int)source);
   domain_writer *d;
-  int rc = switch_domain(w, domain, &d, err);
+  rc = switch_domain(w, domain, &d, err);
   if (rc || (rc = check_time(d, time, err)))
     return rc;
   if (callstack_length > d->prev_cap) {
@@ -475,8 +525,8 @@ int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t 
 static int put_object_event(mt_writer *w, uint16_t domain, unsigned code, int64_t time,
                             int64_t obj_id, mt_error *err) {
   domain_writer *d;
-  int rc = switch_domain(w, domain, &d, err);
-  if (rc || (rc = check_time(d, time, err)))
+  int rc = check_writable(w, err);
+  if (rc || (rc = switch_domain(w, domain, &d, err)) || (rc = check_time(d, time, err)))
     return rc;
   /* A promote's delta must not be negative (§2.8); nor a collect's in v2, where one counter hands
    * out every id (§2.9), so an id at or past the next one was never allocated. */
@@ -517,8 +567,8 @@ int mt_writer_put_collect(mt_writer *w, int64_t time, int64_t obj_id, mt_error *
 
 int mt_writer_next_alloc_id(mt_writer *w, uint16_t domain, int64_t *obj_id, mt_error *err) {
   domain_writer *d;
-  int rc = switch_domain(w, domain, &d, err);
-  if (rc)
+  int rc = check_writable(w, err);
+  if (rc || (rc = switch_domain(w, domain, &d, err)))
     return rc;
   if (chunk_exhausted(w, d) && (rc = flush_domain(w, d, d->t1, err)))
     return rc;
@@ -539,7 +589,7 @@ int mt_writer_create_domain(mt_writer *trace, uint16_t domain, int64_t now, mt_w
   if (now < f->start_time)
     return mt_fail(err, MT_E_INVALID, -1, "domain %u would start before the trace",
                    (unsigned)domain);
-  if (getpid() != f->creator) /* before taking the lock, which fork may have left held */
+  if (forked_child(f)) /* before taking the lock, which fork may have left held */
     return mt_fail(err, MT_E_FORKED, -1,
                    "the trace writer belongs to process %d, not to this forked child",
                    (int)f->creator);
@@ -571,7 +621,7 @@ int mt_writer_close(mt_writer *w, mt_error *err) {
   free(w->domains);
   trace_file *f = w->file;
   if (--f->refs == 0) {
-    if (getpid() == f->creator) /* in a forked child the lock may be held: leave it be */
+    if (!forked_child(f)) /* in a forked child the lock may be held: leave it be */
       pthread_mutex_destroy(&f->lock);
     free(f);
   }

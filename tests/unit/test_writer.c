@@ -238,6 +238,78 @@ static void a_forked_child_writes_nothing(void **state) {
   free(data);
 }
 
+/* Every put in a forked child fails at once with MT_E_FORKED, on the initial writer and on a
+ * domain writer of the same trace, however many are tried (the old check at flush let a child
+ * buffer events and learn only at its first flush); the file gets no byte from the child. */
+static void every_put_in_a_forked_child_fails_and_writes_nothing(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd), *d1;
+  assert_int_equal(mt_writer_create_domain(w, 1, TG_START, &d1, NULL), MT_OK);
+  uint64_t stack[] = {3, 2, 1};
+  int64_t a, b;
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 1, 1, MT_SOURCE_MINOR, stack, 3, tg_resolve,
+                                       NULL, &a, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_alloc(d1, TG_START + 1, 1, 1, MT_SOURCE_MINOR, stack, 3,
+                                       tg_resolve, NULL, &b, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_flush(w, NULL), MT_OK);
+  off_t before = lseek(fd, 0, SEEK_END);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    mt_error err;
+    int failures = 0, rc;
+    int64_t id;
+#define FORKED(call, bit)                                                                          \
+  do {                                                                                             \
+    memset(&err, 0, sizeof err);                                                                   \
+    rc = (call);                                                                                   \
+    if (rc != MT_E_FORKED || err.code != MT_E_FORKED || !strstr(err.message, "fork"))              \
+      failures |= 1 << (bit);                                                                      \
+  } while (0)
+    /* Enough allocations to fill several packets: none may be buffered or written. */
+    for (int i = 0; i < 5000; i++)
+      FORKED(mt_writer_put_alloc(w, TG_START + 2 + i, 1, 1, MT_SOURCE_MINOR, stack, 3, tg_resolve,
+                                 NULL, &id, &err),
+             0);
+    FORKED(mt_writer_put_promote(w, TG_START + 9000, a, &err), 1);
+    FORKED(mt_writer_put_collect(w, TG_START + 9000, a, &err), 2);
+    FORKED(mt_writer_put_alloc_in(w, 2, TG_START + 9000, 1, 1, MT_SOURCE_MINOR, stack, 3,
+                                  tg_resolve, NULL, &id, &err),
+           3);
+    FORKED(mt_writer_put_collect_in(w, 0, TG_START + 9000, a, &err), 4);
+    FORKED(mt_writer_next_alloc_id(w, 0, &id, &err), 5);
+    FORKED(mt_writer_put_alloc(d1, TG_START + 9000, 1, 1, MT_SOURCE_MINOR, stack, 3, tg_resolve,
+                               NULL, &id, &err),
+           6);
+    FORKED(mt_writer_put_promote(d1, TG_START + 9000, b, &err), 7);
+    FORKED(mt_writer_flush(w, &err), 8);
+    FORKED(mt_writer_create_domain(w, 3, TG_START + 9000, &d1, &err), 9);
+#undef FORKED
+    if (mt_writer_close(w, NULL) == MT_OK)
+      failures |= 1 << 10;
+    _exit(failures);
+  }
+  int status;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status))
+    fail_msg("in the child, calls %#x did not fail with MT_E_FORKED", WEXITSTATUS(status));
+  assert_int_equal(lseek(fd, 0, SEEK_END), before);
+  /* The parent goes on writing, through both writers. */
+  assert_int_equal(mt_writer_put_collect(w, TG_START + 2, a, NULL), MT_OK);
+  assert_int_equal(mt_writer_put_collect(d1, TG_START + 2, b, NULL), MT_OK);
+  assert_int_equal(mt_writer_close(d1, NULL), MT_OK);
+  size_t size, n;
+  uint8_t *data = tg_finish(w, fd, &size);
+  tg_event *ev = tg_read_all(data, size, false, &n, NULL);
+  assert_int_equal(n, 4);
+  tg_free_events(ev, n);
+  free(data);
+}
+
 static void refuses_what_the_format_cannot_express(void **state) {
   (void)state;
   int fd;
@@ -411,6 +483,7 @@ int main(void) {
       cmocka_unit_test(interleaved_domains_flush_on_switch_and_take_id_chunks),
       cmocka_unit_test(a_used_up_id_chunk_flushes_and_ids_stay_contiguous),
       cmocka_unit_test(a_forked_child_writes_nothing),
+      cmocka_unit_test(every_put_in_a_forked_child_fails_and_writes_nothing),
       cmocka_unit_test(refuses_what_the_format_cannot_express),
       cmocka_unit_test(a_v2_writer_refuses_to_collect_an_id_it_never_allocated),
       cmocka_unit_test(refuses_codes_that_63_bit_readers_would_read_as_other_codes),
