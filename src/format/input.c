@@ -33,6 +33,7 @@ struct mt_input {
   uint8_t *raw;
   ZSTD_inBuffer in;
   size_t raw_cap;
+  int64_t raw_before; /* compressed bytes of the descriptor read before `raw`'s current contents */
   int64_t position;
 };
 
@@ -178,15 +179,23 @@ static int fill(mt_input *s, size_t want, mt_error *err) {
         s->eof = true;
         return MT_OK;
       }
+      s->raw_before += (int64_t)s->in.size;
       s->in = (ZSTD_inBuffer){s->raw, (size_t)r, 0};
     }
     ZSTD_outBuffer o = {s->buffer, BUFFER_SIZE, s->end};
     size_t rc = ZSTD_decompressStream(s->zstd, &o, &s->in);
-    if (ZSTD_isError(rc))
-      return mt_fail(err, MT_E_MALFORMED, s->position + (int64_t)(s->end - s->start),
-                     "zstd decompression failed after byte %lld of decompressed data: %s",
-                     (long long)(s->position + (int64_t)(s->end - s->start)),
-                     ZSTD_getErrorName(rc));
+    if (ZSTD_isError(rc)) {
+      /* Offsets count bytes of the decompressed trace, as everywhere else (the good data ends
+       * there); how far into the .zst file the decompressor got is added for whoever inspects
+       * it (zstd reports no finer position of the damage). */
+      int64_t produced = s->position + (int64_t)(s->end - s->start);
+      return mt_fail(err, MT_E_MALFORMED, produced,
+                     "malformed trace at byte %lld: zstd decompression failed: %s (the "
+                     "decompressed trace ends there; the decompressor had consumed %lld bytes of "
+                     "the compressed input)",
+                     (long long)produced, ZSTD_getErrorName(rc),
+                     (long long)(s->raw_before + (int64_t)s->in.pos));
+    }
     s->end = o.pos;
   }
   return MT_OK;

@@ -64,16 +64,22 @@ static void warn(mt_reader *r, int64_t offset, const char *fmt, ...) {
 
 /* --- domains ------------------------------------------------------------------------------ */
 
+#define DOMAIN_COST (sizeof(domain_state) + sizeof(mt_backtrace_decoder))
+
+/* Whether the bound on decoder state (reader_internal.h) leaves room for one more domain. */
+static bool domain_memory_allows_one_more(const mt_reader *r) {
+  size_t allowed =
+      DOMAIN_MEMORY_FREE + (size_t)mt_input_position(r->source) * DOMAIN_MEMORY_PER_INPUT_BYTE;
+  return r->domain_memory + DOMAIN_COST <= allowed;
+}
+
 domain_state *mt_reader_find_domain(mt_reader *r, uint16_t id) {
   if (r->domain && r->domain->id == id)
     return r->domain;
   for (size_t i = 0; i < r->ndomains; i++)
     if (r->domains[i]->id == id)
       return r->domains[i];
-  size_t cost = sizeof(domain_state) + sizeof(mt_backtrace_decoder);
-  size_t allowed =
-      DOMAIN_MEMORY_FREE + (size_t)mt_input_position(r->source) * DOMAIN_MEMORY_PER_INPUT_BYTE;
-  if (r->domain_memory + cost > allowed)
+  if (!domain_memory_allows_one_more(r))
     return NULL;
   domain_state *d = calloc(1, sizeof *d);
   domain_state **grown = d ? realloc(r->domains, (r->ndomains + 1) * sizeof *grown) : NULL;
@@ -83,7 +89,7 @@ domain_state *mt_reader_find_domain(mt_reader *r, uint16_t id) {
   }
   r->domains = grown;
   r->domains[r->ndomains++] = d;
-  r->domain_memory += cost;
+  r->domain_memory += DOMAIN_COST;
   d->id = id;
   d->last_time = r->info.start_time;
   return d;
@@ -352,8 +358,15 @@ static int begin_packet(mt_reader *r) {
       continue;
     }
     domain_state *d = mt_reader_find_domain(r, h->domain);
+    if (!d && !domain_memory_allows_one_more(r)) /* the input, not malloc, asked too much */
+      return malformed(r, field_offset(r, 38),
+                       "more than %zu domains in the first %lld bytes (each needs %zu KiB of "
+                       "decoder state, bounded at %u MiB + %u bytes per byte of input)",
+                       r->ndomains, (long long)r->packet_offset, DOMAIN_COST / 1024,
+                       (unsigned)(DOMAIN_MEMORY_FREE >> 20),
+                       (unsigned)DOMAIN_MEMORY_PER_INPUT_BYTE);
     if (!d)
-      return out_of_memory(r, field_offset(r, 38), "per-domain state (too many domains)");
+      return out_of_memory(r, field_offset(r, 38), "per-domain state");
     r->domain = d;
     r->allocs_in_packet = 0;
     if (r->options.backtraces && h->verify_ix != MT_NO_VERIFY) {
@@ -513,7 +526,7 @@ static int skip_backtrace(mt_reader *r, unsigned count) {
 
 static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
   mt_rbuf *b = &r->content;
-  int64_t prefix;
+  int64_t prefix, prefix_at;
   unsigned count;
   ev->kind = MT_EVENT_ALLOC;
   if (code == MT_CODE_ALLOC) {
@@ -527,14 +540,14 @@ static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
     if (source > MT_SOURCE_EXTERNAL)
       return malformed(r, at, "unknown allocation source %u", source);
     ev->source = (mt_source)source;
-    at = mt_rbuf_offset(b);
+    at = prefix_at = mt_rbuf_offset(b);
     if (!mt_rbuf_vint(b, &prefix) || !mt_rbuf_u16(b, &n16))
       return malformed(r, at, "allocation ends inside its backtrace header");
     count = n16;
     ev->short_form = false;
   } else {
     uint8_t n8;
-    int64_t at = mt_rbuf_offset(b);
+    int64_t at = prefix_at = mt_rbuf_offset(b);
     if (!mt_rbuf_vint(b, &prefix) || !mt_rbuf_u8(b, &n8))
       return malformed(r, at, "allocation ends inside its backtrace header");
     count = n8;
@@ -544,7 +557,7 @@ static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
     ev->short_form = true;
   }
   if (prefix < 0)
-    return malformed(r, ev->offset, "negative common prefix %lld", (long long)prefix);
+    return malformed(r, prefix_at, "negative common prefix %lld", (long long)prefix);
   ev->common_prefix = prefix;
   ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet++);
   if (!r->options.backtraces) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "format/buf.h"
@@ -173,6 +174,262 @@ static void an_event_time_that_wraps_past_int64_max_is_out_of_bounds(void **stat
   expect_malformed(&t, false, (int64_t)ev, "outside its packet's bounds");
 }
 
+/* --- traces made by hand, byte by byte ---------------------------------------------------- */
+
+#define HAND_PID 7
+/* trace_info after its event word: rate 1.0, word size 64, "x", "h", "", pid 7, context "". */
+static const uint8_t hand_info[] = {0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 64, 'x', 0, 'h',
+                                    0, 0, 0, 0, 0, 0, 0,    0,    0,  0,   0};
+
+/* Packet 0 at `out`: its header, the event word `word`, hand_info, then `extra` zero bytes.
+ * Returns its size. */
+static size_t hand_info_packet(uint8_t *out, uint32_t word, size_t extra) {
+  mt_packet_header h = {.magic = MT_CTF_MAGIC,
+                        .version = 3,
+                        .pid = HAND_PID,
+                        .time_begin = TG_START,
+                        .time_end = TG_START,
+                        .verify_ix = MT_NO_VERIFY};
+  size_t size = MT_HEADER_SIZE_V3 + 4 + sizeof hand_info + extra;
+  h.packet_size_bits = (uint32_t)size * 8;
+  mt_packet_header_encode(&h, out);
+  mt_store_u32(out + MT_HEADER_SIZE_V3, word);
+  memcpy(out + MT_HEADER_SIZE_V3 + 4, hand_info, sizeof hand_info);
+  out[MT_HEADER_SIZE_V3 + 4 + 14] = HAND_PID;
+  memset(out + MT_HEADER_SIZE_V3 + 4 + sizeof hand_info, 0, extra);
+  return size;
+}
+
+/* A v3 events packet of `domain` at `out`, spanning [TG_START, TG_START + 100], holding `n` bytes
+ * of events of which `allocs` are allocations. Returns its size. */
+static size_t hand_events_packet(uint8_t *out, uint16_t domain, const uint8_t *events, size_t n,
+                                 int64_t allocs) {
+  mt_packet_header h = {.magic = MT_CTF_MAGIC,
+                        .version = 3,
+                        .pid = HAND_PID,
+                        .time_begin = TG_START,
+                        .time_end = TG_START + 100,
+                        .domain = domain,
+                        .verify_ix = MT_NO_VERIFY,
+                        .alloc_id_end = allocs};
+  h.packet_size_bits = (uint32_t)(MT_HEADER_SIZE_V3 + n) * 8;
+  mt_packet_header_encode(&h, out);
+  if (n)
+    memcpy(out + MT_HEADER_SIZE_V3, events, n);
+  return MT_HEADER_SIZE_V3 + n;
+}
+
+/* FORMAT.md §2.11 step 1: packet 0 holds trace_info, at the packet's start time, and nothing else.
+ */
+static void packet_0_must_hold_exactly_trace_info_at_its_start_time(void **state) {
+  (void)state;
+  uint8_t data[256];
+  const int64_t event = MT_HEADER_SIZE_V3;
+  base_trace t = {.data = data};
+  t.size = hand_info_packet(data, mt_event_header(MT_CODE_TRACE_INFO, TG_START), 0);
+  mt_error err;
+  assert_int_equal(tg_read_status(data, t.size, true, &err, NULL, NULL, NULL), 0);
+  t.size = hand_info_packet(data, mt_event_header(MT_CODE_LOCATION, TG_START), 0);
+  expect_malformed(&t, false, event, "the first event is not trace_info (event code 1)");
+  t.size = hand_info_packet(data, mt_event_header(MT_CODE_ALLOC_SHORT_FIRST, TG_START), 0);
+  expect_malformed(&t, false, event, "the first event is not trace_info (event code 101)");
+  t.size = hand_info_packet(data, mt_event_header(MT_CODE_TRACE_INFO, TG_START + 1), 0);
+  expect_malformed(&t, false, event, "the trace_info time differs from the packet's start time");
+  t.size = hand_info_packet(data, mt_event_header(MT_CODE_TRACE_INFO, TG_START), 3);
+  expect_malformed(&t, false, (int64_t)(t.size - 3), "3 unexpected bytes after trace_info");
+  /* A packet 0 whose trace_info is cut names the field it ends in. */
+  base_trace cut = {.data = data, .size = MT_HEADER_SIZE_V3 + 4 + 5};
+  mt_store_u32(data + 4, (uint32_t)cut.size * 8);
+  expect_malformed(&cut, false, event + 4, "trace_info ends inside its sample rate or word size");
+}
+
+/* A one-packet trace after packet 0 holding `events`. */
+static base_trace hand_trace(uint8_t *data, const uint8_t *events, size_t n, int64_t allocs) {
+  base_trace t = {.data = data};
+  t.size = hand_info_packet(data, mt_event_header(MT_CODE_TRACE_INFO, TG_START), 0);
+  t.size += hand_events_packet(data + t.size, 0, events, n, allocs);
+  return t;
+}
+
+static void promote_deltas_and_common_prefixes_must_not_be_negative(void **state) {
+  (void)state;
+  uint8_t data[512], ev[32];
+  const size_t first = MT_HEADER_SIZE_V3 + 4 + sizeof hand_info + MT_HEADER_SIZE_V3;
+  /* alloc01 at +1 µs, common prefix 0, no codewords; then a promote at +2 µs, delta -1
+   * (vint 254: 32 bits sign-extended). */
+  mt_store_u32(ev, mt_event_header(MT_CODE_ALLOC_SHORT_FIRST, TG_START + 1));
+  ev[4] = 0, ev[5] = 0;
+  mt_store_u32(ev + 6, mt_event_header(MT_CODE_PROMOTE, TG_START + 2));
+  ev[10] = 254;
+  mt_store_u32(ev + 11, (uint32_t)-1);
+  base_trace t = hand_trace(data, ev, 15, 1);
+  expect_malformed(&t, false, (int64_t)(first + 10), "promote id sync: negative delta -1");
+  /* Delta 0 (vint 254 too) is the allocation itself: fine. */
+  mt_store_u32(ev + 11, 0);
+  t = hand_trace(data, ev, 15, 1);
+  mt_error err;
+  size_t n;
+  assert_int_equal(tg_read_status(t.data, t.size, true, &err, &n, NULL, NULL), 0);
+  assert_int_equal(n, 2);
+  /* A collect may have a negative delta in v3 (another domain's object): only promotes are held
+   * to it. */
+  mt_store_u32(ev + 6, mt_event_header(MT_CODE_COLLECT, TG_START + 2));
+  mt_store_u32(ev + 11, (uint32_t)-1);
+  t = hand_trace(data, ev, 15, 1);
+  assert_int_equal(tg_read_status(t.data, t.size, true, &err, &n, NULL, NULL), 0);
+
+  /* The common prefix, in the short and the long form: the error names the prefix field. */
+  ev[4] = 254;
+  mt_store_u32(ev + 5, (uint32_t)-2);
+  ev[9] = 0;
+  t = hand_trace(data, ev, 10, 1);
+  expect_malformed(&t, true, (int64_t)(first + 4), "negative common prefix -2");
+  expect_malformed(&t, false, (int64_t)(first + 4), "negative common prefix -2");
+  mt_store_u32(ev, mt_event_header(MT_CODE_ALLOC, TG_START + 1));
+  ev[4] = 3;   /* length */
+  ev[5] = 1;   /* nsamples */
+  ev[6] = 2;   /* external */
+  ev[7] = 254; /* common prefix, 32 bits */
+  mt_store_u32(ev + 8, (uint32_t)INT32_MIN);
+  mt_store_u16(ev + 12, 0); /* no codewords */
+  t = hand_trace(data, ev, 14, 1);
+  expect_malformed(&t, true, (int64_t)(first + 7), "negative common prefix -2147483648");
+}
+
+/* A code may be described again (by each domain's own location packets, §2.6), but never
+ * differently. */
+static const mt_location other_place = {"elsewhere.ml", "Other.fn", 9, 1, 2};
+
+static int resolve_elsewhere(void *user, uint64_t code, const mt_location **entries,
+                             size_t *count) {
+  (void)user, (void)code;
+  *entries = &other_place;
+  *count = 1;
+  return MT_OK;
+}
+
+static void a_location_described_differently_twice_is_an_error(void **state) {
+  (void)state;
+  uint64_t stack[] = {7};
+  for (int differ = 0; differ < 2; differ++) {
+    int fd;
+    mt_writer *w = tg_writer(3, 1.0, &fd);
+    assert_int_equal(mt_writer_put_alloc_in(w, 0, TG_START + 1, 2, 1, MT_SOURCE_MINOR, stack, 1,
+                                            tg_resolve, NULL, NULL, NULL),
+                     MT_OK);
+    assert_int_equal(mt_writer_put_alloc_in(w, 1, TG_START + 2, 2, 1, MT_SOURCE_MINOR, stack, 1,
+                                            differ ? resolve_elsewhere : tg_resolve, NULL, NULL,
+                                            NULL),
+                     MT_OK);
+    base_trace t = {0};
+    t.data = tg_finish(w, fd, &t.size);
+    tg_packets p;
+    tg_walk_packets(t.data, t.size, &p);
+    size_t second = 0; /* domain 1's location packet, its first packet */
+    for (size_t i = p.count; i-- > 1;)
+      if (p.h[i].domain == 1)
+        second = i;
+    assert_true(second > 0);
+    assert_int_equal(p.h[second].alloc_id_begin, p.h[second].alloc_id_end);
+    assert_int_equal(mt_load_u32(t.data + p.offset[second] + MT_HEADER_SIZE_V3) >> 25,
+                     MT_CODE_LOCATION);
+    if (differ) {
+      expect_malformed(&t, false, (int64_t)(p.offset[second] + MT_HEADER_SIZE_V3),
+                       "inconsistent location info: code 7 was described differently before");
+    } else {
+      mt_error err;
+      size_t n;
+      assert_int_equal(tg_read_status(t.data, t.size, true, &err, &n, NULL, NULL), 0);
+      assert_int_equal(n, 2);
+    }
+    free(t.data);
+  }
+}
+
+/* v1 and v2 headers have no domain field: the fields after it sit 2 bytes earlier, and errors name
+ * them where they are. */
+static void v2_header_errors_name_the_v2_field_offsets(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(2, 1.0, &fd);
+  uint64_t s1[] = {2, 1};
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 5, 1, MT_SOURCE_EXTERNAL, s1, 2, tg_resolve,
+                                       NULL, NULL, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_flush(w, NULL), MT_OK);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 2, 5, 1, MT_SOURCE_EXTERNAL, s1, 2, tg_resolve,
+                                       NULL, NULL, NULL),
+                   MT_OK);
+  base_trace t = {0};
+  t.data = tg_finish(w, fd, &t.size);
+  tg_packets p;
+  tg_walk_packets(t.data, t.size, &p);
+  assert_int_equal(p.h[0].version, 2);
+  size_t q = p.offset[p.count - 1]; /* the last events packet: a real verifier, one allocation */
+  assert_int_not_equal(p.h[p.count - 1].verify_ix, MT_NO_VERIFY);
+  assert_int_equal(p.h[p.count - 1].alloc_id_end - p.h[p.count - 1].alloc_id_begin, 1);
+  uint8_t *saved = malloc(t.size);
+  memcpy(saved, t.data, t.size);
+  /* alloc_id_begin at 50, alloc_id_end at 58 (v3: 52 and 60). */
+  mt_store_u64(t.data + q + 50, mt_load_u64(t.data + q + 58) + 1);
+  expect_malformed(&t, false, (int64_t)q + 58, "alloc ids are not monotone");
+  RESTORE();
+  mt_store_u64(t.data + q + 58, mt_load_u64(t.data + q + 58) + 1);
+  expect_malformed(&t, false, (int64_t)q + 58, "alloc id sync");
+  RESTORE();
+  /* verify_ix at 38 (v3: 40). */
+  mt_store_u64(t.data + q + 42, 12345);
+  expect_malformed(&t, true, (int64_t)q + 38, "backtrace cache verification failed");
+  RESTORE();
+  /* Fields before the domain's place keep their offsets. */
+  mt_store_u64(t.data + q + 8, mt_load_u64(t.data + q + 16) + 1);
+  expect_malformed(&t, false, (int64_t)q + 16, "timestamps are not monotone");
+  RESTORE();
+  free(saved);
+  free(t.data);
+}
+
+/* The reader keeps per-domain state only while its total stays within a bound proportional to the
+ * input read (docs/format.md): a trace naming hundreds of domains in a few kilobytes breaks it. */
+static void too_many_domains_for_the_input_size_is_a_malformed_trace(void **state) {
+  (void)state;
+  enum { PACKETS = 1000 };
+  size_t cap = 256 + PACKETS * MT_HEADER_SIZE_V3;
+  uint8_t *data = malloc(cap);
+  size_t *offset = malloc(PACKETS * sizeof *offset);
+  size_t size = hand_info_packet(data, mt_event_header(MT_CODE_TRACE_INFO, TG_START), 0);
+  for (int i = 0; i < PACKETS; i++) {
+    offset[i] = size;
+    size += hand_events_packet(data + size, (uint16_t)(i + 1), NULL, 0, 0);
+  }
+  mt_error err;
+  int rc = tg_read_status(data, size, false, &err, NULL, NULL, NULL);
+  assert_int_equal(rc, MT_E_MALFORMED);
+  size_t held;
+  long long first;
+  if (sscanf(strstr(err.message, ": more than ") ? strstr(err.message, ": more than ") : "",
+             ": more than %zu domains in the first %lld bytes (", &held, &first) != 2)
+    fail_msg("unexpected message: %s", err.message);
+  /* The packet refused is the one after the `held` domains accepted: the error names its domain
+   * field, and the bytes read are those before it. */
+  assert_true(held > 100 && held < PACKETS);
+  assert_int_equal(first, (long long)offset[held]);
+  assert_int_equal(err.offset, (int64_t)offset[held] + 38);
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "malformed trace at byte %lld: ", (long long)err.offset);
+  assert_ptr_equal(strstr(err.message, prefix), err.message);
+  assert_non_null(strstr(err.message, "KiB of decoder state"));
+  /* Everything before the refused packet reads. */
+  size_t n;
+  assert_int_equal(tg_read_status(data, offset[held], false, &err, &n, NULL, NULL), 0);
+  /* Revisiting known domains costs nothing. */
+  for (int i = 0; i < PACKETS; i++)
+    mt_store_u16(data + offset[i] + 38, (uint16_t)(i % 50 + 1));
+  assert_int_equal(tg_read_status(data, size, false, &err, &n, NULL, NULL), 0);
+  free(offset);
+  free(data);
+}
+
 static void cache_verifier_is_checked_only_when_decoding_backtraces(void **state) {
   (void)state;
   base_trace t = make_base();
@@ -294,16 +551,99 @@ static void zstd_compressed_traces_read_like_plain_ones(void **state) {
   free(t.data);
 }
 
+/* A zstd frame of `size` bytes without content size, checksum or dictionary: its header is the
+ * magic, a zero descriptor byte and the window byte, so its first block header is at byte 6. */
+static size_t compress_plain_frame(const uint8_t *data, size_t size, uint8_t *out, size_t cap) {
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0)));
+  size_t n = ZSTD_compress2(c, out, cap, data, size);
+  ZSTD_freeCCtx(c);
+  assert_false(ZSTD_isError(n));
+  assert_int_equal(out[4], 0); /* frame header descriptor: no size, checksum or dictionary */
+  return n;
+}
+
+/* Reads a damaged zstd stream; expects the reader to fail at decompressed byte `at`, having
+ * returned `events` events, with the compressed offset in [low, high]. */
+static void expect_zstd_failure(mt_reader *r, size_t events, int64_t at, long long low,
+                                long long high) {
+  mt_event ev;
+  mt_error err;
+  size_t n = 0;
+  int rc;
+  while ((rc = mt_reader_next(r, &ev, &err)) > 0)
+    n++;
+  assert_int_equal(rc, MT_E_MALFORMED);
+  assert_int_equal(n, events);
+  assert_int_equal(err.offset, at);
+  char want[128];
+  snprintf(want, sizeof want,
+           "malformed trace at byte %lld: zstd decompression failed: ", (long long)at);
+  if (strstr(err.message, want) != err.message)
+    fail_msg("expected \"%s...\", got: %s", want, err.message);
+  const char *c = strstr(err.message, "the decompressor had consumed ");
+  long long compressed = -1;
+  if (!c || sscanf(c, "the decompressor had consumed %lld bytes of the compressed input)",
+                   &compressed) != 1)
+    fail_msg("no compressed offset in: %s", err.message);
+  if (compressed < low || compressed > high)
+    fail_msg("compressed offset %lld outside [%lld, %lld]: %s", compressed, low, high, err.message);
+}
+
+static void a_corrupt_zstd_stream_is_malformed_at_the_decompressed_offset(void **state) {
+  (void)state;
+  base_trace t = make_base();
+  /* Two frames: packets 0-2 intact, the rest in a frame whose first block has the reserved block
+   * type 3. The reader returns packet 2's four events, then fails where the good data ends. */
+  size_t split = t.packet[3];
+  size_t cap = 2 * ZSTD_compressBound(t.size) + 64;
+  uint8_t *z = malloc(cap);
+  size_t first = compress_plain_frame(t.data, split, z, cap);
+  size_t second = compress_plain_frame(t.data + split, t.size - split, z + first, cap - first);
+  size_t zsize = first + second;
+  z[first + 6] |= 0x06;
+  mt_reader *r;
+  mt_error err;
+  assert_int_equal(mt_reader_open_memory(&r, z, zsize, NULL, &err), MT_OK);
+  expect_zstd_failure(r, 4, (int64_t)split, (long long)first, (long long)zsize);
+  mt_reader_close(r);
+  /* The same through a pipe (streamed compressed input). */
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  assert_true(zsize < 65536);
+  assert_int_equal(write(fds[1], z, zsize), (ssize_t)zsize);
+  close(fds[1]);
+  assert_int_equal(mt_reader_open_fd(&r, fds[0], NULL, &err), MT_OK);
+  expect_zstd_failure(r, 4, (int64_t)split, (long long)first, (long long)zsize);
+  mt_reader_close(r);
+  close(fds[0]);
+  /* Damage in the first frame: nothing decompresses, and opening fails at byte 0. */
+  z[6] |= 0x06;
+  assert_int_equal(mt_reader_open_memory(&r, z, zsize, NULL, &err), MT_E_MALFORMED);
+  assert_int_equal(err.offset, 0);
+  assert_ptr_equal(strstr(err.message, "malformed trace at byte 0: zstd decompression failed: "),
+                   err.message);
+  assert_non_null(strstr(err.message, "bytes of the compressed input"));
+  free(z);
+  free(t.data);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(header_fields_are_checked_with_their_offsets),
       cmocka_unit_test(events_are_checked_with_their_offsets),
       cmocka_unit_test(an_event_time_that_wraps_past_int64_max_is_out_of_bounds),
+      cmocka_unit_test(packet_0_must_hold_exactly_trace_info_at_its_start_time),
+      cmocka_unit_test(promote_deltas_and_common_prefixes_must_not_be_negative),
+      cmocka_unit_test(a_location_described_differently_twice_is_an_error),
+      cmocka_unit_test(v2_header_errors_name_the_v2_field_offsets),
+      cmocka_unit_test(too_many_domains_for_the_input_size_is_a_malformed_trace),
       cmocka_unit_test(cache_verifier_is_checked_only_when_decoding_backtraces),
       cmocka_unit_test(foreign_pid_packets_are_skipped_with_a_warning),
       cmocka_unit_test(cut_traces_read_up_to_the_last_whole_packet),
       cmocka_unit_test(an_event_cut_inside_a_packet_is_an_error_not_a_crash),
       cmocka_unit_test(zstd_compressed_traces_read_like_plain_ones),
+      cmocka_unit_test(a_corrupt_zstd_stream_is_malformed_at_the_decompressed_offset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,294 @@
+/* The reader's API around the event loop (format.h): callback iteration and stopping it early,
+ * the warning callback's (offset, message) pairs for each recoverable problem, and the size the
+ * reader reports for files, pipes and zstd input. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "format/buf.h"
+#include "testutil.h"
+#include "tracegen.h"
+
+#define NEVENTS 6
+
+/* Packets: 0 info, 1 locations, 2 events [3 allocations], 3 locations, 4 events [alloc, promote,
+ * collect]. The events are told apart by their times: TG_START + 1 .. TG_START + NEVENTS. */
+static uint8_t *make_trace(size_t *size, tg_packets *packets) {
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t s1[] = {2, 1}, s2[] = {3, 2, 1};
+  int64_t id[4];
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(mt_writer_put_alloc(w, TG_START + 1 + i, 2, 1, MT_SOURCE_MINOR, s1, 2,
+                                         tg_resolve, NULL, &id[i], NULL),
+                     MT_OK);
+  assert_int_equal(mt_writer_flush(w, NULL), MT_OK);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 4, 5, 1, MT_SOURCE_EXTERNAL, s2, 3, tg_resolve,
+                                       NULL, &id[3], NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_promote(w, TG_START + 5, id[3], NULL), MT_OK);
+  assert_int_equal(mt_writer_put_collect(w, TG_START + 6, id[0], NULL), MT_OK);
+  uint8_t *data = tg_finish(w, fd, size);
+  tg_walk_packets(data, *size, packets);
+  assert_int_equal(packets->count, 5);
+  return data;
+}
+
+static mt_reader *open_memory(const uint8_t *data, size_t size, const mt_reader_options *options) {
+  mt_reader *r;
+  mt_error err;
+  if (mt_reader_open_memory(&r, data, size, options, &err))
+    fail_msg("open: %s", err.message);
+  return r;
+}
+
+typedef struct visits {
+  int64_t times[NEVENTS + 1];
+  int count;
+  int stop_at; /* return stop_value from the callback at this (1-based) event; 0: never */
+  int stop_value;
+} visits;
+
+static int visit(void *user, const mt_event *ev) {
+  visits *v = user;
+  assert_true(v->count < NEVENTS);
+  v->times[v->count++] = ev->time;
+  return v->count == v->stop_at ? v->stop_value : 0;
+}
+
+static void iter_calls_back_for_every_event_in_order(void **state) {
+  (void)state;
+  size_t size;
+  tg_packets p;
+  uint8_t *data = make_trace(&size, &p);
+  mt_reader *r = open_memory(data, size, NULL);
+  visits v = {0};
+  mt_error err;
+  assert_int_equal(mt_reader_iter(r, visit, &v, &err), MT_OK);
+  assert_int_equal(v.count, NEVENTS);
+  for (int i = 0; i < NEVENTS; i++)
+    assert_int_equal(v.times[i], TG_START + 1 + i);
+  /* At the end, iterating again calls nothing and says so. */
+  assert_int_equal(mt_reader_iter(r, visit, &v, &err), MT_OK);
+  assert_int_equal(v.count, NEVENTS);
+  mt_event ev;
+  assert_int_equal(mt_reader_next(r, &ev, &err), 0);
+  mt_reader_close(r);
+  free(data);
+}
+
+static void iter_stops_with_the_callbacks_value_and_next_resumes_after_that_event(void **state) {
+  (void)state;
+  size_t size;
+  tg_packets p;
+  uint8_t *data = make_trace(&size, &p);
+  /* Stopping inside a packet (event 2 of 3) and at the end of one (event 3), both signs. */
+  const int stops[] = {2, 3, 5};
+  const int values[] = {42, -17, 1};
+  for (int k = 0; k < 3; k++) {
+    mt_reader *r = open_memory(data, size, &(mt_reader_options){.backtraces = true});
+    visits v = {.stop_at = stops[k], .stop_value = values[k]};
+    mt_error err;
+    assert_int_equal(mt_reader_iter(r, visit, &v, &err), values[k]);
+    assert_int_equal(v.count, stops[k]);
+    mt_event ev;
+    assert_int_equal(mt_reader_next(r, &ev, &err), 1);
+    assert_int_equal(ev.time, TG_START + 1 + stops[k]);
+    /* And iteration picks up after that one. */
+    v = (visits){0};
+    assert_int_equal(mt_reader_iter(r, visit, &v, &err), MT_OK);
+    assert_int_equal(v.count, NEVENTS - stops[k] - 1);
+    if (v.count)
+      assert_int_equal(v.times[0], TG_START + 2 + stops[k]);
+    mt_reader_close(r);
+  }
+  free(data);
+}
+
+static void iter_returns_a_reading_error_with_its_offset(void **state) {
+  (void)state;
+  size_t size;
+  tg_packets p;
+  uint8_t *data = make_trace(&size, &p);
+  mt_store_u32(data + p.offset[4], 0x12345678); /* packet 4 is no CTF packet */
+  mt_reader *r = open_memory(data, size, NULL);
+  visits v = {0};
+  mt_error err;
+  assert_int_equal(mt_reader_iter(r, visit, &v, &err), MT_E_MALFORMED);
+  assert_int_equal(v.count, 3);
+  assert_int_equal(err.offset, (int64_t)p.offset[4]);
+  assert_non_null(strstr(err.message, "not a CTF packet"));
+  mt_reader_close(r);
+  free(data);
+}
+
+/* --- warnings ----------------------------------------------------------------------------- */
+
+typedef struct warnings {
+  int count;
+  int64_t offset[4];
+  char message[4][256];
+} warnings;
+
+static void record_warning(void *user, int64_t offset, const char *message) {
+  warnings *w = user;
+  assert_true(w->count < 4);
+  w->offset[w->count] = offset;
+  snprintf(w->message[w->count], sizeof w->message[0], "%s", message);
+  w->count++;
+}
+
+/* Reads `size` bytes of `data` to the end with a recording warning callback; returns the number
+ * of events. */
+static int read_warned(const uint8_t *data, size_t size, warnings *w) {
+  *w = (warnings){0};
+  mt_reader_options options = {.on_warning = record_warning, .warning_user = w};
+  mt_reader *r = open_memory(data, size, &options);
+  visits v = {0};
+  mt_error err;
+  int rc = mt_reader_iter(r, visit, &v, &err);
+  if (rc)
+    fail_msg("reading: %s", err.message);
+  assert_int_equal(mt_reader_warning_count(r), (uint64_t)w->count);
+  mt_reader_close(r);
+  return v.count;
+}
+
+static void expect_warning(const warnings *w, int64_t offset, const char *message) {
+  assert_int_equal(w->count, 1);
+  if (w->offset[0] != offset || strcmp(w->message[0], message))
+    fail_msg("expected warning at %lld \"%s\", got at %lld \"%s\"", (long long)offset, message,
+             (long long)w->offset[0], w->message[0]);
+}
+
+static void a_foreign_pid_packet_is_a_warning_naming_the_packet(void **state) {
+  (void)state;
+  size_t size;
+  tg_packets p;
+  uint8_t *data = make_trace(&size, &p);
+  mt_store_u64(data + p.offset[2] + 30, 999);
+  warnings w;
+  assert_int_equal(read_warned(data, size, &w), 3); /* packet 2's three allocations are skipped */
+  char want[256];
+  snprintf(want, sizeof want, "skipping packet at byte %zu: its pid 999 is not the trace's %d",
+           p.offset[2], TG_PID);
+  expect_warning(&w, (int64_t)p.offset[2], want);
+  free(data);
+}
+
+static void a_trace_cut_inside_a_packet_is_a_warning_naming_the_packet(void **state) {
+  (void)state;
+  size_t size;
+  tg_packets p;
+  uint8_t *data = make_trace(&size, &p);
+  size_t cut = size - 2;
+  warnings w;
+  assert_int_equal(read_warned(data, cut, &w), 3);
+  char want[256];
+  snprintf(want, sizeof want,
+           "skipping truncated packet at byte %zu: %zu of its %zu bytes are present", p.offset[4],
+           p.size[4] - 2, p.size[4]);
+  expect_warning(&w, (int64_t)p.offset[4], want);
+  free(data);
+}
+
+static void a_trace_cut_inside_a_header_is_a_warning_naming_the_packet(void **state) {
+  (void)state;
+  size_t size;
+  tg_packets p;
+  uint8_t *data = make_trace(&size, &p);
+  warnings w;
+  /* Before the version field, and after it (the header's size is known then). */
+  const size_t present[] = {20, 50};
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(read_warned(data, p.offset[4] + present[i], &w), 3);
+    char want[256];
+    snprintf(want, sizeof want,
+             "the trace ends inside a packet header at byte %zu (%zu bytes of it present); "
+             "reading stops there",
+             p.offset[4], present[i]);
+    expect_warning(&w, (int64_t)p.offset[4], want);
+  }
+  free(data);
+}
+
+/* --- size --------------------------------------------------------------------------------- */
+
+static int64_t size_after_reading(mt_reader *r) {
+  int64_t before = mt_reader_size(r);
+  visits v = {0};
+  assert_int_equal(mt_reader_iter(r, visit, &v, NULL), MT_OK);
+  assert_int_equal(v.count, NEVENTS);
+  assert_int_equal(mt_reader_size(r), before); /* it does not change while reading */
+  return before;
+}
+
+static void size_is_the_files_size_and_minus_one_for_pipes_and_zstd(void **state) {
+  (void)state;
+  size_t size;
+  tg_packets p;
+  uint8_t *data = make_trace(&size, &p);
+  mt_reader *r;
+  mt_error err;
+  /* A file, by path and by descriptor, and bytes in memory: their size. */
+  const char *path = tu_temp_path("size.ctf");
+  tu_write_file(path, data, size);
+  assert_int_equal(mt_reader_open(&r, path, NULL, &err), MT_OK);
+  assert_int_equal(size_after_reading(r), (int64_t)size);
+  assert_int_equal(mt_reader_position(r), (int64_t)size);
+  mt_reader_close(r);
+  int fd = open(path, O_RDONLY);
+  assert_true(fd >= 0);
+  assert_int_equal(mt_reader_open_fd(&r, fd, NULL, &err), MT_OK);
+  assert_int_equal(size_after_reading(r), (int64_t)size);
+  mt_reader_close(r);
+  close(fd);
+  r = open_memory(data, size, NULL);
+  assert_int_equal(size_after_reading(r), (int64_t)size);
+  mt_reader_close(r);
+
+  /* A pipe: unknown. */
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  assert_true(size < 65536); /* fits in the pipe's buffer */
+  assert_int_equal(write(fds[1], data, size), (ssize_t)size);
+  close(fds[1]);
+  assert_int_equal(mt_reader_open_fd(&r, fds[0], NULL, &err), MT_OK);
+  assert_int_equal(size_after_reading(r), -1);
+  assert_int_equal(mt_reader_position(r), (int64_t)size);
+  mt_reader_close(r);
+  close(fds[0]);
+
+  /* zstd, from a file and from memory: unknown, although the compressed size is known. */
+  size_t bound = ZSTD_compressBound(size);
+  uint8_t *z = malloc(bound);
+  size_t zsize = ZSTD_compress(z, bound, data, size, 3);
+  assert_false(ZSTD_isError(zsize));
+  const char *zpath = tu_temp_path("size.ctf.zst");
+  tu_write_file(zpath, z, zsize);
+  assert_int_equal(mt_reader_open(&r, zpath, NULL, &err), MT_OK);
+  assert_int_equal(size_after_reading(r), -1);
+  assert_int_equal(mt_reader_position(r), (int64_t)size); /* positions are decompressed bytes */
+  mt_reader_close(r);
+  r = open_memory(z, zsize, NULL);
+  assert_int_equal(size_after_reading(r), -1);
+  mt_reader_close(r);
+  free(z);
+  free(data);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(iter_calls_back_for_every_event_in_order),
+      cmocka_unit_test(iter_stops_with_the_callbacks_value_and_next_resumes_after_that_event),
+      cmocka_unit_test(iter_returns_a_reading_error_with_its_offset),
+      cmocka_unit_test(a_foreign_pid_packet_is_a_warning_naming_the_packet),
+      cmocka_unit_test(a_trace_cut_inside_a_packet_is_a_warning_naming_the_packet),
+      cmocka_unit_test(a_trace_cut_inside_a_header_is_a_warning_naming_the_packet),
+      cmocka_unit_test(size_is_the_files_size_and_minus_one_for_pipes_and_zstd),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
