@@ -4,8 +4,11 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include <unistd.h>
+
 #include "cli.h"
 #include "common/hashmap.h"
+#include "output.h"
 
 static const char usage[] =
     "usage: memtap check [-q] TRACE\n"
@@ -87,12 +90,16 @@ int mt_cmd_check(int argc, char **argv) {
               (long long)cut, events);
     status = 2;
   } else if (!quiet) {
-    printf("%s: ok: %" PRIu64 " events, %lld bytes", path, events,
-           (long long)mt_reader_position(r));
+    cli_out o;
+    out_init(&o, STDOUT_FILENO);
+    out_printf(&o, "%s: ok: %" PRIu64 " events, %lld bytes", path, events,
+               (long long)mt_reader_position(r));
     uint64_t skipped = mt_reader_warning_count(r);
     if (skipped)
-      printf(", %" PRIu64 " packets of other processes skipped", skipped);
-    printf("\n");
+      out_printf(&o, ", %" PRIu64 " packets of other processes skipped", skipped);
+    out_str(&o, "\n");
+    if (!out_finish(&o))
+      status = MT_EXIT_FAILURE;
   }
 done:
   mt_hashmap_free(&known);

@@ -1,5 +1,5 @@
 /* memtap dump: every event of a trace as memtrace's dump_trace prints it (FORMAT.md §6), byte for
- * byte, or as JSON lines (docs/dump-json.md). Location texts are formatted once per code and
+ * byte, or as JSON lines (docs/cli.md). Location texts are formatted once per code and
  * copied for every frame, so dumping deep OCaml backtraces runs at memory speed. */
 #include <getopt.h>
 #include <inttypes.h>
@@ -24,7 +24,7 @@ static const char usage[] =
     "\n"
     "  --no-domain  omit the dom= field, as memtrace 0.2.x's dump_trace\n"
     "  --json       one JSON object per line: the trace info, each location the first time a\n"
-    "               backtrace uses it, then the events (schema: docs/dump-json.md)\n"
+    "               backtrace uses it, then the events (schema: docs/cli.md)\n"
     "  -h, --help   show this help\n"
     "\n"
     "Exit status: 0 when the whole trace was printed, 1 when it is malformed (the error names the\n"
@@ -215,10 +215,8 @@ int mt_cmd_dump(int argc, char **argv) {
     return MT_EXIT_FAILURE;
   out_init(&d.out, STDOUT_FILENO);
   int status = json ? dump_json(&d) : dump_text(&d);
-  if (!out_flush(&d.out) && status == MT_EXIT_OK) {
-    cli_error(NULL, "writing the dump to standard output failed");
+  if (!out_finish(&d.out))
     status = MT_EXIT_FAILURE;
-  }
   mt_reader_close(d.reader);
   mt_hashmap_free(&d.texts);
   mt_arena_free(&d.arena);

@@ -195,7 +195,7 @@ int mt_cmd_info(int argc, char **argv) {
       out_printf(&o, "truncated:      at byte %lld (the writer stopped mid-packet)\n",
                  (long long)cut);
   }
-  int status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  int status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
   mt_reader_close(r);
   return status;
 }

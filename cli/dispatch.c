@@ -1,6 +1,7 @@
 /* memtap's command dispatcher (cli.h mt_cli_run): picks the subcommand (commands.def) named by
  * argv[1], prints the overview help and the version. main.c calls it once per process; the CLI
  * fuzzer (tests/fuzz/fuzz_cli_args.c) calls it once per input, so it starts getopt afresh. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,8 +43,7 @@ static void reset_getopt(void) {
   optind = 1;
 }
 
-int mt_cli_run(int argc, char **argv) {
-  reset_getopt();
+static int run(int argc, char **argv) {
   if (argc < 2) {
     print_help(stderr);
     return MT_EXIT_USAGE;
@@ -62,4 +62,21 @@ int mt_cli_run(int argc, char **argv) {
       return commands[i].run(argc - 1, argv + 1);
   fprintf(stderr, "memtap: unknown command '%s'; 'memtap --help' lists the commands\n", name);
   return MT_EXIT_USAGE;
+}
+
+int mt_cli_run(int argc, char **argv) {
+  reset_getopt();
+  int status = run(argc, argv);
+  /* What went through stdio (help texts, small reports) must reach standard output too: a command
+   * that succeeded fails if it did not. Output written through cli_out is reported by out_finish;
+   * the stream's error flag is reset for the next run in this process (the CLI fuzzer). */
+  errno = 0;
+  bool failed = fflush(stdout) != 0 || ferror(stdout);
+  int error = errno;
+  clearerr(stdout);
+  if (failed && status == MT_EXIT_OK) {
+    cli_error("<stdout>", "writing failed: %s", error ? strerror(error) : "I/O error");
+    status = MT_EXIT_FAILURE;
+  }
+  return status;
 }

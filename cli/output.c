@@ -7,10 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
+
 void out_init(cli_out *o, int fd) {
   o->len = 0;
   o->fd = fd;
   o->failed = false;
+  o->error = 0;
 }
 
 /* Writes all `n` bytes unless a write fails, which marks the output failed. */
@@ -20,9 +23,10 @@ static void write_fully(cli_out *o, const char *data, size_t n) {
     ssize_t w = write(o->fd, data + done, n - done);
     if (w < 0 && errno == EINTR)
       continue;
-    if (w <= 0)
+    if (w <= 0) {
       o->failed = true;
-    else
+      o->error = w < 0 ? errno : EIO;
+    } else
       done += (size_t)w;
   }
 }
@@ -31,6 +35,13 @@ bool out_flush(cli_out *o) {
   write_fully(o, o->buf, o->len);
   o->len = 0;
   return !o->failed;
+}
+
+bool out_finish(cli_out *o) {
+  if (out_flush(o))
+    return true;
+  cli_error("<stdout>", "writing failed: %s", strerror(o->error));
+  return false;
 }
 
 void out_bytes(cli_out *o, const void *data, size_t n) {

@@ -12,6 +12,7 @@ typedef struct cli_out {
   size_t len;
   int fd;
   bool failed; /* a write failed (EPIPE, disk full): the command should stop */
+  int error;   /* errno of the write that failed */
 } cli_out;
 
 void out_init(cli_out *o, int fd);
@@ -20,6 +21,10 @@ void out_str(cli_out *o, const char *s);
 void out_printf(cli_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Writes what is buffered; returns false if any write failed. */
 bool out_flush(cli_out *o);
+
+/* Writes what is buffered; if any write failed, prints "memtap: <stdout>: writing failed: REASON"
+ * (the errno text) to stderr and returns false: the command's exit status should then be 1. */
+bool out_finish(cli_out *o);
 
 /* A JSON string literal (quotes included) for NUL-terminated bytes `s`. Bytes that are not valid
  * UTF-8 are written as \udcXX (XX = the byte), Python's "surrogateescape": no valid UTF-8 text

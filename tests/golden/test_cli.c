@@ -201,6 +201,127 @@ static void check_finds_an_undescribed_code_after_a_common_prefix(void **state) 
   expect(1, NULL, "invalid location code 0x3 (frame 2", "check", path, NULL);
 }
 
+/* --- JSON strings: bytes that are not UTF-8 come out as \udcXX (docs/cli.md) --------------- */
+
+/* Invalid UTF-8 of every kind, then valid multibyte UTF-8 and JSON's mandatory escapes:
+ * \xff (never valid), \x80 (a lone continuation byte), C0 AF (overlong '/'), ED A0 80 (the
+ * surrogate U+D800), F4 90 80 80 (U+110000, past U+10FFFF), é € 😀, and E2 82 cut by the end. */
+#define ODD_BYTES                                                                                  \
+  "a\xff"                                                                                          \
+  "b\x80"                                                                                          \
+  "c\xc0\xaf"                                                                                      \
+  "d\xed\xa0\x80"                                                                                  \
+  "e\xf4\x90\x80\x80"                                                                              \
+  "f\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"\\\x01g\xe2\x82"
+#define ODD_JSON                                                                                   \
+  "a\\udcffb\\udc80c\\udcc0\\udcafd\\udced\\udca0\\udc80e\\udcf4\\udc90\\udc80\\udc80"             \
+  "f\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\\\"\\\\\\u0001g\\udce2\\udc82"
+
+static int resolve_odd(void *user, uint64_t code, const mt_location **entries, size_t *count) {
+  (void)user, (void)code;
+  static const mt_location odd = {"odd_" ODD_BYTES ".ml", "Odd." ODD_BYTES, 5, 1, 9};
+  *entries = &odd;
+  *count = 1;
+  return MT_OK;
+}
+
+static const char *write_odd_trace(void) {
+  int fd = memfd_create("odd", 0);
+  assert_true(fd >= 0);
+  mt_trace_info info = tg_info(1.0);
+  info.executable_name = "/bin/" ODD_BYTES;
+  info.host_name = "\xfe"
+                   "host";
+  info.context = "ctx\xc1\xbf";
+  mt_writer *w;
+  assert_int_equal(mt_writer_create(&w, fd, &info, NULL, NULL), MT_OK);
+  uint64_t stack[] = {77};
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 2, 1, MT_SOURCE_MINOR, stack, 1,
+                                       resolve_odd, NULL, NULL, NULL),
+                   MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  const char *path = tu_temp_path("odd.ctf");
+  tu_write_file(path, data, size);
+  free(data);
+  return path;
+}
+
+static void expect_in(const char *text, const char *what, const char *want) {
+  if (!strstr(text, want))
+    fail_msg("%s lacks %s; it is: %s", what, want, text);
+}
+
+static void json_output_escapes_invalid_utf8_reversibly(void **state) {
+  (void)state;
+  const char *path = write_odd_trace();
+  char *out = NULL, *err = NULL;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "dump", "--json", path, NULL), 0);
+  /* Line by line valid JSON, with exactly the expected escapes. */
+  for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"))
+    if (!tu_json_valid(line, NULL))
+      fail_msg("dump --json: not JSON: %s", line);
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "dump", "--json", path, NULL), 0);
+  expect_in(out, "dump --json", "\"executable\":\"/bin/" ODD_JSON "\"");
+  expect_in(out, "dump --json", "\"host\":\"\\udcfehost\"");
+  expect_in(out, "dump --json", "\"context\":\"ctx\\udcc1\\udcbf\"");
+  expect_in(out, "dump --json", "\"function\":\"Odd." ODD_JSON "\"");
+  expect_in(out, "dump --json", "\"file\":\"odd_" ODD_JSON ".ml\"");
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "info", "--json", path, NULL), 0);
+  assert_true(tu_json_valid(out, NULL));
+  expect_in(out, "info --json", "\"executable\":\"/bin/" ODD_JSON "\"");
+  expect_in(out, "info --json", "\"host\":\"\\udcfehost\"");
+  expect_in(out, "info --json", "\"context\":\"ctx\\udcc1\\udcbf\"");
+  free(out);
+  free(err);
+  /* The text dump prints the raw bytes, as memtrace's dump_trace does (FORMAT.md §6). */
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "dump", path, NULL), 0);
+  expect_in(out, "dump", " Odd." ODD_BYTES "@odd_" ODD_BYTES ".ml:5:1-9\n");
+  free(out);
+  free(err);
+}
+
+/* --- output that cannot be written --------------------------------------------------------- */
+
+static void expect_write_failure(const char *arg0, const char *arg1, const char *arg2) {
+  char *err = NULL;
+  int status = tu_run_cli_to_file("/dev/full", &err, arg0, arg1, arg2, NULL);
+  if (status != 1 || strcmp(err, "memtap: <stdout>: writing failed: No space left on device\n"))
+    fail_msg("memtap %s %s %s > /dev/full: exit %d, stderr: %s", arg0, arg1 ? arg1 : "",
+             arg2 ? arg2 : "", status, err);
+  free(err);
+}
+
+static void every_command_fails_when_its_output_cannot_be_written(void **state) {
+  (void)state;
+  if (access("/dev/full", W_OK) != 0)
+    skip();
+  const char *path = write_trace("full.ctf", false);
+  expect_write_failure("info", path, NULL);
+  expect_write_failure("info", "--json", path);
+  expect_write_failure("dump", path, NULL);
+  expect_write_failure("dump", "--json", path);
+  expect_write_failure("dump", "--no-domain", path);
+  expect_write_failure("check", path, NULL);
+  const char *commands[] = {"info", "dump", "check", "copy"};
+  for (int i = 0; i < 4; i++)
+    expect_write_failure(commands[i], "--help", NULL);
+  expect_write_failure("--help", NULL, NULL);
+  expect_write_failure("--version", NULL, NULL);
+  /* check -q prints nothing on success: nothing to fail. */
+  char *err = NULL;
+  assert_int_equal(tu_run_cli_to_file("/dev/full", &err, "check", "-q", path, NULL), 0);
+  assert_string_equal(err, "");
+  free(err);
+  /* copy writes OUT, not standard output. */
+  expect(1, NULL, "memtap: /dev/full: writing the trace: No space left on device", "copy", path,
+         "/dev/full", NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_command_has_help),
@@ -211,6 +332,8 @@ int main(void) {
       cmocka_unit_test(copy_converts_a_piped_trace_to_v2),
       cmocka_unit_test(check_reports_writer_built_traces_as_well_formed),
       cmocka_unit_test(check_finds_an_undescribed_code_after_a_common_prefix),
+      cmocka_unit_test(json_output_escapes_invalid_utf8_reversibly),
+      cmocka_unit_test(every_command_fails_when_its_output_cannot_be_written),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
