@@ -1,16 +1,72 @@
 /* Golden tests on the traces OCaml memtrace wrote (testdata/memtrace): memtap dump reproduces
  * memtrace's dump_trace byte for byte, copy re-encodes them bit for bit, info and dump --json say
  * what the reference files say. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "testutil.h"
 
-static const char *traces[] = {"tiny_v3",     "demo_v3",     "demo_v2",          "ocamlopt_v3",
-                               "ocamlopt_v2", "ocamlopt_v1", "lists_and_sets_v1"};
-#define NTRACES (sizeof traces / sizeof traces[0])
+/* The traces every test data set must hold. The tests run on every NAME.ctf that has a NAME.ref,
+ * so a trace added to testdata/memtrace is checked without a change here. */
+static const char *known[] = {"tiny_v3",     "demo_v3",     "demo_v2",          "ocamlopt_v3",
+                              "ocamlopt_v2", "ocamlopt_v1", "lists_and_sets_v1"};
+#define NKNOWN (sizeof known / sizeof known[0])
+#define MAX_TRACES 256
+
+static char *traces[MAX_TRACES];
+static size_t ntraces;
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Fills traces[] with the names of testdata/memtrace's *.ctf files that have a .ref (skipping the
+ * test, or failing it under CI=true, when the directory is missing), and fails if one of the known
+ * traces is not among them. */
+static void find_traces(void) {
+  for (size_t i = 0; i < ntraces; i++)
+    free(traces[i]);
+  ntraces = 0;
+  const char *dir = tu_testdata("memtrace");
+  DIR *d = opendir(dir);
+  if (!d)
+    fail_msg("cannot list %s", dir);
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (len <= 4 || strcmp(e->d_name + len - 4, ".ctf"))
+      continue;
+    char ref[4096];
+    snprintf(ref, sizeof ref, "%s/%.*s.ref", dir, (int)(len - 4), e->d_name);
+    if (access(ref, R_OK) != 0) {
+      print_message("note: %s/%s has no .ref file: the golden tests cannot check it\n", dir,
+                    e->d_name);
+      continue;
+    }
+    assert_true(ntraces < MAX_TRACES);
+    traces[ntraces++] = strndup(e->d_name, len - 4);
+  }
+  closedir(d);
+  qsort(traces, ntraces, sizeof traces[0], by_name);
+  for (size_t i = 0; i < NKNOWN; i++) {
+    bool found = false;
+    for (size_t j = 0; j < ntraces; j++)
+      found |= !strcmp(traces[j], known[i]);
+    if (!found)
+      fail_msg("%s/%s.ctf (with its .ref) is missing from the test data", dir, known[i]);
+  }
+}
+
+static void every_trace_with_a_reference_is_tested(void **state) {
+  (void)state;
+  find_traces();
+  assert_true(ntraces >= NKNOWN);
+  print_message("golden traces: %zu\n", ntraces);
+}
 
 static const char *trace_path(const char *name, const char *ext) {
   char rel[256];
@@ -33,7 +89,8 @@ static void assert_dump_hash(const char *trace, const char *option, const char *
 
 static void dump_matches_memtraces_dump_trace_for_every_trace(void **state) {
   (void)state;
-  for (size_t i = 0; i < NTRACES; i++) {
+  find_traces();
+  for (size_t i = 0; i < ntraces; i++) {
     const char *ctf = trace_path(traces[i], "ctf"), *ref = trace_path(traces[i], "ref");
     char *with = tu_ref_field(ref, "dump sha256"),
          *without = tu_ref_field(ref, "dump-without-dom sha256");
@@ -128,7 +185,8 @@ static void info_json_reports_what_the_trace_says(void **state) {
 
 static void dump_json_is_valid_json_lines_for_every_trace(void **state) {
   (void)state;
-  for (size_t i = 0; i < NTRACES; i++) {
+  find_traces();
+  for (size_t i = 0; i < ntraces; i++) {
     const char *ctf = trace_path(traces[i], "ctf"), *out = tu_temp_path("dump.json");
     assert_int_equal(tu_run_cli_to_file(out, NULL, "dump", "--json", ctf, NULL), 0);
     FILE *f = fopen(out, "r");
@@ -176,6 +234,7 @@ static void zstd_compressed_traces_dump_identically(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(every_trace_with_a_reference_is_tested),
       cmocka_unit_test(dump_matches_memtraces_dump_trace_for_every_trace),
       cmocka_unit_test(copy_reproduces_memtraces_files_bit_for_bit),
       cmocka_unit_test(v1_traces_copy_as_v2_with_the_same_events),
