@@ -40,8 +40,20 @@ static void die(const char *what, const mt_error *err) {
   exit(1);
 }
 
+/* The default trace: demo_v3.ctf in $MEMTAP_TESTDATA, else in ../shared/testdata from the project
+ * root (as the tests find it), wherever the benchmark runs from. */
+static const char *default_input(void) {
+  static char path[4096];
+  const char *dir = getenv("MEMTAP_TESTDATA");
+  if (dir && *dir)
+    snprintf(path, sizeof path, "%s/memtrace/demo_v3.ctf", dir);
+  else
+    snprintf(path, sizeof path, "%s/../shared/testdata/memtrace/demo_v3.ctf", MEMTAP_SOURCE_DIR);
+  return path;
+}
+
 int main(int argc, char **argv) {
-  const char *input = argc > 1 ? argv[1] : "../shared/testdata/memtrace/demo_v3.ctf";
+  const char *input = argc > 1 ? argv[1] : default_input();
   int replays = argc > 2 ? atoi(argv[2]) : 1000;
   const char *out_path = argc > 3 ? argv[3] : "/tmp/memtap-bench-reader.ctf";
   mt_error err;
