@@ -1,6 +1,7 @@
 /* Input sources for the reader (input.h). Regular files are mapped whole, so the reader decodes
- * straight from the page cache; pipes and zstd streams go through a buffer that is compacted when
- * the reader's window would cross its end. */
+ * straight from the page cache; the pages it has gone past are released as it goes, so that the
+ * mapping does not make a reader's resident memory grow with the file. Pipes and zstd streams go
+ * through a buffer that is compacted when the reader's window would cross its end. */
 #include "format/input.h"
 
 #include <errno.h>
@@ -14,6 +15,10 @@
 #include "common/error.h"
 
 #define BUFFER_SIZE (4 * MT_INPUT_WINDOW)
+/* A mapped file's pages more than this far behind the position are released, this many at once.
+ * Nothing the reader keeps points into the mapping (strings are interned, backtraces copied), and
+ * a released page is read again from the file if the position moves back (a checkpoint). */
+#define RELEASE_STEP ((size_t)4 << 20)
 #define ZSTD_MAGIC 0xFD2FB528u
 
 struct mt_input {
@@ -22,6 +27,7 @@ struct mt_input {
   size_t size;
   void *mapping;
   size_t mapping_size;
+  size_t released; /* mapped bytes before this are released */
   /* Streaming input. */
   int fd;
   bool own_fd;
@@ -218,6 +224,12 @@ void mt_input_advance(mt_input *s, size_t n) {
   if (!s->data)
     s->start += n;
   s->position += (int64_t)n;
+  if (s->mapping && (size_t)s->position >= s->released + 2 * RELEASE_STEP) {
+    size_t upto = (size_t)s->position - RELEASE_STEP;
+    upto -= upto % RELEASE_STEP; /* page-aligned: the step is a multiple of any page size */
+    madvise((uint8_t *)s->mapping + s->released, upto - s->released, MADV_DONTNEED);
+    s->released = upto;
+  }
 }
 
 int64_t mt_input_position(const mt_input *s) {
@@ -237,6 +249,9 @@ bool mt_input_seekable(const mt_input *s) {
 }
 
 void mt_input_seek(mt_input *s, int64_t position) {
-  if (s->data && position >= 0 && (uint64_t)position <= s->size)
+  if (s->data && position >= 0 && (uint64_t)position <= s->size) {
     s->position = position;
+    if ((size_t)position < s->released)
+      s->released = (size_t)position - (size_t)position % RELEASE_STEP;
+  }
 }
