@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -17,6 +18,8 @@ bool an_option(an_options *o, int c, const char *arg) {
   case AN_OPT_HIDE: o->hide = arg; return true;
   case AN_OPT_NO_FOLD: o->no_fold = true; return true;
   case AN_OPT_JSON: o->json = true; return true;
+  case AN_OPT_INDEX: o->index = AN_INDEX_ON; return true;
+  case AN_OPT_NO_INDEX: o->index = AN_INDEX_OFF; return true;
   default: return false;
   }
 }
@@ -79,6 +82,34 @@ static void draw_progress(void *user, int64_t position, int64_t total) {
   fflush(stderr);
 }
 
+/* TRACE.idx (malloc'd) when this analysis should use the checkpoint index, else NULL. */
+static char *index_for(const char *path, const an_options *o, int64_t from) {
+  if (o->index == AN_INDEX_OFF || !strcmp(path, "-"))
+    return NULL;
+  size_t n = strlen(path) + 5;
+  char *idx = malloc(n);
+  if (!idx)
+    return NULL;
+  snprintf(idx, n, "%s.idx", path);
+  struct stat st;
+  bool exists = stat(idx, &st) == 0;
+  bool large = stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= AN_INDEX_MIN_TRACE;
+  if (o->index == AN_INDEX_ON || exists || (large && from > 0))
+    return idx;
+  free(idx);
+  return NULL;
+}
+
+/* Says what the index did when the user should know: a new or grown index, or one not used. */
+static void report_index(const mt_analysis *a, const an_options *o) {
+  const mt_index_use *use = mt_analysis_index_use(a);
+  if (use->problem[0] && (o->index == AN_INDEX_ON || !strstr(use->problem, "compressed or not")))
+    fprintf(stderr, "memtap: %s\n", use->problem);
+  else if (use->written)
+    fprintf(stderr, "memtap: checkpoint index updated: %zu checkpoints (%zu new)\n",
+            use->checkpoints, use->added);
+}
+
 mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, bool cells,
                      int64_t to_override, int *status) {
   *status = MT_EXIT_USAGE;
@@ -118,16 +149,21 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
     options.progress = draw_progress;
     options.progress_user = &p;
   }
+  char *idx = index_for(path, o, options.from);
+  options.index_path = idx;
   mt_analysis *a;
   mt_error err;
   int rc = mt_analysis_run(&a, r, &options, &err);
   if (bar && p.shown >= 0)
     fprintf(stderr, "\r%50s\r", "");
   mt_reader_close(r);
+  free(idx);
   if (rc) {
     cli_report(path, &err);
     return NULL;
   }
+  if (idx)
+    report_index(a, o);
   return a;
 }
 

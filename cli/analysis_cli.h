@@ -13,19 +13,40 @@
 /* Exit status of `leaks --fail-above` when the leak estimate is above the limit. */
 #define MT_EXIT_THRESHOLD 3
 
+/* Whether to use TRACE.idx, the checkpoint index (docs/analysis.md). */
+typedef enum an_index_mode {
+  AN_INDEX_AUTO = 0, /* use it if it exists; make it for a window on a trace of >= 64 MiB */
+  AN_INDEX_ON,       /* --index: use it, make it whatever the trace's size */
+  AN_INDEX_OFF,      /* --no-index */
+} an_index_mode;
+
+/* Traces from this size on get a checkpoint index on their first windowed analysis. */
+#define AN_INDEX_MIN_TRACE (INT64_C(64) << 20)
+
 typedef struct an_options {
   const char *from, *to; /* as given: seconds, or N% of the trace */
   const char *hide;
   bool no_fold;
   bool json;
+  an_index_mode index;
 } an_options;
 
 /* getopt_long entries for the shared options; their codes are the AN_OPT_* values. */
-enum { AN_OPT_FROM = 1000, AN_OPT_TO, AN_OPT_HIDE, AN_OPT_NO_FOLD, AN_OPT_JSON };
+enum {
+  AN_OPT_FROM = 1000,
+  AN_OPT_TO,
+  AN_OPT_HIDE,
+  AN_OPT_NO_FOLD,
+  AN_OPT_JSON,
+  AN_OPT_INDEX,
+  AN_OPT_NO_INDEX
+};
 #define AN_LONG_OPTIONS                                                                            \
   {"from", required_argument, NULL, AN_OPT_FROM}, {"to", required_argument, NULL, AN_OPT_TO},      \
       {"hide", required_argument, NULL, AN_OPT_HIDE},                                              \
-      {"no-fold", no_argument, NULL, AN_OPT_NO_FOLD}, {"json", no_argument, NULL, AN_OPT_JSON}, {  \
+      {"no-fold", no_argument, NULL, AN_OPT_NO_FOLD}, {"json", no_argument, NULL, AN_OPT_JSON},    \
+      {"index", no_argument, NULL, AN_OPT_INDEX},                                                  \
+      {"no-index", no_argument, NULL, AN_OPT_NO_INDEX}, {                                          \
     "help", no_argument, NULL, 'h'                                                                 \
   }
 
@@ -33,7 +54,10 @@ enum { AN_OPT_FROM = 1000, AN_OPT_TO, AN_OPT_HIDE, AN_OPT_NO_FOLD, AN_OPT_JSON }
 #define AN_USAGE_WINDOW                                                                            \
   "  --from T, --to T  analyse only this window: T in seconds since the trace's start, or N%\n"    \
   "                    of the trace; what is live at --from is rebuilt, later events are not "     \
-  "read\n"
+  "read\n"                                                                                         \
+  "  --index           resume windows from TRACE.idx, a checkpoint index made on first use\n"      \
+  "                    (default: only for traces of 64 MiB or more, or if TRACE.idx exists)\n"     \
+  "  --no-index        never read or write TRACE.idx\n"
 #define AN_USAGE_STACKS                                                                            \
   "  --hide REGEX      drop frames whose function matches REGEX (allocator wrappers)\n"            \
   "  --no-fold         keep direct recursion (f -> f -> f) in backtraces\n"

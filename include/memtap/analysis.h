@@ -64,7 +64,30 @@ typedef struct mt_analysis_options {
   bool cells;              /* keep the report's cells (mt_analysis_cells) */
   mt_progress_fn progress; /* called every few hundred thousand events; may be NULL */
   void *progress_user;
+  /* A checkpoint index file (docs/analysis.md, "Checkpoint index"), NULL for none. When the file
+   * holds a checkpoint of this trace before `from`, the pass resumes there instead of decoding the
+   * trace from its start; the checkpoints the pass goes by past the index's last one are added,
+   * and the file is written anew (atomically) when it gains any. An index that does not match the
+   * trace, or is damaged, is ignored and replaced. Needs a reader on an uncompressed file or on
+   * memory; other readers ignore it. */
+  const char *index_path;
+  int64_t index_interval; /* least trace bytes between checkpoints; 0: MT_INDEX_INTERVAL */
 } mt_analysis_options;
+
+/* Default spacing of checkpoints: 8 MiB of trace (and always at least four times the size of the
+ * previous checkpoint, so that an index stays under a quarter of its trace). */
+#define MT_INDEX_INTERVAL (INT64_C(8) << 20)
+
+/* What a pass did with its checkpoint index. */
+typedef struct mt_index_use {
+  bool resumed;           /* started from a checkpoint instead of the trace's start */
+  int64_t resumed_offset; /* the trace byte offset it resumed at */
+  int64_t resumed_time;   /* the latest event time before that checkpoint, µs since the start */
+  size_t checkpoints;     /* in the index after the pass */
+  size_t added;           /* checkpoints this pass added */
+  bool written;           /* the index file was written */
+  char problem[320];      /* why an existing index was not used, or could not be written; "" */
+} mt_index_use;
 
 /* Options with no window, no hiding, recursion folded, no cells. */
 mt_analysis_options mt_analysis_default_options(void);
@@ -77,6 +100,9 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
 
 /* Frees the analysis. Safe on NULL. */
 void mt_analysis_free(mt_analysis *a);
+
+/* What the pass did with options.index_path (all zero without one). */
+const mt_index_use *mt_analysis_index_use(const mt_analysis *a);
 
 /* ---------------------------------------------------------------------------------------------
  * The whole trace

@@ -6,6 +6,8 @@ add_library(memtap_analysis OBJECT
   analysis/stacks.c
   analysis/estimate.c
   analysis/timeline.c
+  analysis/code_trie.c
+  analysis/index.c
   analysis/pass.c
   analysis/groups.c)
 list(APPEND MEMTAP_LAYERS memtap_analysis)

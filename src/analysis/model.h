@@ -9,6 +9,7 @@
 
 #include <regex.h>
 
+#include "analysis/code_trie.h"
 #include "analysis/pairmap.h"
 #include "common/arena.h"
 #include "common/hashmap.h"
@@ -39,7 +40,8 @@ typedef struct live_obj {
   uint32_t stack;
   uint16_t domain;
   uint8_t source;
-  bool before; /* allocated before the window */
+  bool before;        /* allocated before the window */
+  uint32_t code_node; /* its backtrace in the code trie, while checkpoints are kept */
 } live_obj;
 
 typedef struct domain_state {
@@ -47,6 +49,10 @@ typedef struct domain_state {
   uint32_t *path; /* path[i]: the frame trie node its first i + 1 codes are shown as */
   size_t depth, cap, codes_cap;
   int64_t last_alloc; /* id of the domain's last allocation, -1 if none */
+  /* The previous backtrace in the code trie, run by run: run j is node code_run[j], starting at
+   * position code_run_start[j]. */
+  uint32_t *code_run, *code_run_start;
+  size_t code_runs, code_depth, code_run_cap;
 } domain_state;
 
 struct mt_analysis {
@@ -105,6 +111,13 @@ struct mt_analysis {
   mt_cell *cells;
   size_t ncells, cells_cap;
   int64_t cell_width;
+
+  /* index.c */
+  struct mt_index *index; /* NULL without options.index_path */
+  bool keep_checkpoints;  /* the pass may add checkpoints: keep the code trie */
+  int64_t checkpoint_due; /* trace offset from which the next checkpoint may be taken */
+  mt_code_trie code_trie;
+  mt_index_use index_use;
 };
 
 /* stacks.c */
@@ -113,6 +126,10 @@ void mt_stacks_free(mt_analysis *a);
 /* The stack (stack_rec index) an allocation's backtrace is shown as, using and updating the
  * domain's previous backtrace. UINT32_MAX when memory runs out. */
 uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev);
+/* The frame trie node of `from` followed by the frames of `code` (UINT32_MAX: out of memory). */
+uint32_t mt_stacks_extend(mt_analysis *a, uint32_t from, int64_t code);
+/* The stack ending at frame trie node `fnode`, made if new (UINT32_MAX: out of memory). */
+uint32_t mt_stacks_of_fnode(mt_analysis *a, uint32_t fnode);
 
 /* timeline.c */
 void mt_timeline_init(mt_analysis *a, bool cells);
@@ -125,6 +142,28 @@ void mt_timeline_finish(mt_analysis *a, int64_t t);
 bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double objects_est);
 /* Makes sure the cells' grid reaches `t`. False when memory runs out. */
 bool mt_cells_reach(mt_analysis *a, int64_t t);
+
+/* index.c: the checkpoint index (TRACE.idx). */
+/* Opens options->index_path if set: resumes `r` and the live set from the best checkpoint before
+ * the window, storing the latest event time before it in *last (µs since the start), and decides
+ * whether this pass keeps checkpoints. A missing or unusable index is noted, not an error; errors
+ * are running out of memory and an index that passed its checks but fails once applied. */
+int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *options, int64_t *last,
+                   mt_error *err);
+/* The code trie node of an allocation's backtrace (only while keep_checkpoints); UINT32_MAX when
+ * memory runs out. Call before mt_stacks_intern, which moves the domain's previous backtrace. */
+uint32_t mt_index_track(mt_analysis *a, domain_state *d, const mt_event *ev);
+/* Takes a checkpoint if one is due and the reader stands between packets. `last` is the latest
+ * event time so far (µs since the start). */
+int mt_index_step(mt_analysis *a, mt_reader *r, int64_t last, mt_error *err);
+/* Writes the index if `write` and the pass added checkpoints, and frees it (safe without one). A
+ * write failure is noted in index_use.problem. */
+void mt_index_end(mt_analysis *a, bool write);
+
+/* pass.c, for index.c: the state of a domain (made if new; NULL when memory runs out), and a new
+ * live object. */
+domain_state *mt_domain_of(mt_analysis *a, uint16_t domain);
+bool mt_live_insert(mt_analysis *a, int64_t id, const live_obj *o);
 
 /* estimate.c */
 double mt_estimate_objects(const mt_analysis *a, int64_t words, mt_source source);

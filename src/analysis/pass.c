@@ -13,7 +13,7 @@ mt_analysis_options mt_analysis_default_options(void) {
   return (mt_analysis_options){.from = MT_TIME_UNBOUNDED, .to = MT_TIME_UNBOUNDED};
 }
 
-static domain_state *domain_of(mt_analysis *a, uint16_t domain) {
+domain_state *mt_domain_of(mt_analysis *a, uint16_t domain) {
   if (domain >= a->ndomains) {
     size_t n = (size_t)domain + 1;
     domain_state *p = realloc(a->domains, n * sizeof *p);
@@ -83,7 +83,7 @@ static void open_window(mt_analysis *a) {
   mt_timeline_change(a, a->summary.from, 0, 0);
 }
 
-static bool live_insert(mt_analysis *a, int64_t id, const live_obj *o) {
+bool mt_live_insert(mt_analysis *a, int64_t id, const live_obj *o) {
   size_t slot;
   if (a->nlive_free) {
     slot = a->live_free[--a->nlive_free];
@@ -188,8 +188,9 @@ const mt_allocation *mt_analysis_largest(const mt_analysis *a, size_t *count) {
 }
 
 static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err) {
-  domain_state *d = domain_of(a, ev->domain);
-  uint32_t stack = d ? mt_stacks_intern(a, d, ev) : UINT32_MAX;
+  domain_state *d = mt_domain_of(a, ev->domain);
+  uint32_t code_node = d && a->keep_checkpoints ? mt_index_track(a, d, ev) : 0;
+  uint32_t stack = d && code_node != UINT32_MAX ? mt_stacks_intern(a, d, ev) : UINT32_MAX;
   if (stack == UINT32_MAX)
     return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
   uint64_t samples = ev->nsamples > 0 ? (uint64_t)ev->nsamples : 0;
@@ -204,8 +205,9 @@ static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err
                 .stack = stack,
                 .domain = ev->domain,
                 .source = (uint8_t)ev->source,
-                .before = !a->in_window};
-  if (!live_insert(a, ev->obj_id, &o))
+                .before = !a->in_window,
+                .code_node = code_node};
+  if (!mt_live_insert(a, ev->obj_id, &o))
     return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
   d->last_alloc = ev->obj_id;
   if (!a->in_window)
@@ -315,12 +317,17 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   sum->end_time = info->start_time;
   sum->temporary_defined = a->rate >= 1;
   mt_timeline_init(a, options->cells);
+  int64_t last = 0;
+  rc = mt_index_begin(a, r, options, &last, err);
+  if (rc) {
+    mt_analysis_free(a);
+    return rc;
+  }
   a->in_window = from == 0;
   if (a->in_window)
     open_window(a);
 
   mt_event ev;
-  int64_t last = 0;
   uint64_t n = 0;
   int64_t size = mt_reader_size(r);
   while ((rc = mt_reader_next(r, &ev, err)) > 0) {
@@ -334,15 +341,11 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
     sum->end_time = ev.time;
     if (!a->in_window && t >= from)
       open_window(a);
-    if (ev.kind == MT_EVENT_ALLOC) {
-      rc = on_alloc(a, &ev, t, err);
-      if (rc)
-        break;
-      continue;
-    }
     uint64_t slot;
-    bool known = mt_hashmap_get(&a->live_index, ev.obj_id, &slot);
-    if (!known) {
+    if (ev.kind == MT_EVENT_ALLOC) {
+      if ((rc = on_alloc(a, &ev, t, err)) != MT_OK)
+        break;
+    } else if (!mt_hashmap_get(&a->live_index, ev.obj_id, &slot)) {
       if (a->in_window)
         sum->unknown_collects++;
     } else if (ev.kind == MT_EVENT_PROMOTE) {
@@ -352,11 +355,15 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
       rc = mt_fail(err, MT_E_NOMEM, ev.offset, "out of memory");
       break;
     }
+    if (a->keep_checkpoints && (rc = mt_index_step(a, r, last, err)) != MT_OK)
+      break;
   }
   if (rc > 0)
     rc = MT_OK; /* stopped at the window's end */
   if (rc == 0 && finish(a, last, bounded_to) != MT_OK)
     rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  if (rc == 0)
+    mt_index_end(a, true); /* an index is written only after a pass that succeeded */
   a->reader = NULL;
   if (rc < 0) {
     mt_analysis_free(a);
@@ -376,9 +383,12 @@ void mt_analysis_free(mt_analysis *a) {
   mt_hashmap_free(&a->live_index);
   free(a->live);
   free(a->live_free);
+  mt_index_end(a, false);
   for (size_t i = 0; i < a->ndomains; i++) {
     free(a->domains[i].path);
     free(a->domains[i].codes);
+    free(a->domains[i].code_run);
+    free(a->domains[i].code_run_start);
   }
   free(a->domains);
   free(a->dirty);

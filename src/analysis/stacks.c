@@ -177,7 +177,7 @@ static bool same_function(const mt_analysis *a, uint32_t f1, uint32_t f2) {
 
 /* The frame trie node of `fnode` followed by the frames of `code`, remembered per (node, code):
  * one lookup for a step taken before. */
-static uint32_t extend(mt_analysis *a, uint32_t from, int64_t code) {
+uint32_t mt_stacks_extend(mt_analysis *a, uint32_t from, int64_t code) {
   uint32_t fnode = mt_pairmap_get(&a->code_steps, from, (uint64_t)code);
   if (fnode != UINT32_MAX)
     return fnode;
@@ -219,7 +219,7 @@ uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
   int64_t *codes = d->codes;
   for (size_t i = k; i < n;) {
     int64_t code = bt[i];
-    uint32_t next = extend(a, fnode, code);
+    uint32_t next = mt_stacks_extend(a, fnode, code);
     if (next == UINT32_MAX)
       return UINT32_MAX;
     bool fixed = next == fnode;
@@ -235,6 +235,10 @@ uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
       }
   }
   d->depth = n;
+  return mt_stacks_of_fnode(a, fnode);
+}
+
+uint32_t mt_stacks_of_fnode(mt_analysis *a, uint32_t fnode) {
   uint32_t stack = a->fnodes[fnode].stack;
   if (stack == UINT32_MAX) {
     if (a->nstacks >= UINT32_MAX - 1 || !GROW(a->stacks, a->stacks_cap, a->nstacks + 1))

@@ -1,0 +1,335 @@
+/* The checkpoint index (analysis.h, options.index_path): a windowed analysis that resumes from a
+ * checkpoint gives exactly what a pass from the trace's start gives — every amount of the summary,
+ * every site's stats, the peak and the timeline — whichever pass built the index (a full one or a
+ * window) and whatever --hide or folding it used; an index of another trace or a damaged one is
+ * ignored, said so, and replaced. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "memtap/analysis.h"
+#include "testutil.h"
+#include "tracegen.h"
+
+#define EVENTS 200000
+#define INTERVAL (64 << 10)
+
+static uint64_t rng;
+static uint64_t next_random(void) {
+  rng = rng * 6364136223846793005u + 1442695040888963407u;
+  return rng >> 17;
+}
+
+/* Three domains, recursive backtraces from a pool, objects living from a few events to forever,
+ * and temporaries freed right after their domain's packet was cut by another domain's event (so
+ * that checkpoints fall between an allocation and its free). */
+static uint8_t *make_trace(uint64_t seed, double rate, size_t *size) {
+  rng = seed;
+  int fd;
+  mt_writer *w = tg_writer(3, rate, &fd);
+  enum { POOL = 400, DEPTH = 60 };
+  static uint64_t stacks[POOL][DEPTH];
+  static size_t depths[POOL];
+  for (int s = 0; s < POOL; s++) {
+    depths[s] = 1 + next_random() % DEPTH;
+    uint64_t recursive = 1 + next_random() % 50;
+    for (size_t j = 0; j < depths[s]; j++) /* innermost first; a recursive run in the middle */
+      stacks[s][j] = j > 3 && j < 20 ? recursive : 1 + (s * 7 + j * 13) % 900;
+  }
+  static int64_t live[EVENTS];
+  static uint16_t live_domain[EVENTS];
+  size_t nlive = 0;
+  int64_t now = TG_START;
+  int64_t pending = -1; /* the previous allocation, a temporary if freed now */
+  uint16_t pending_domain = 0;
+  for (int i = 0; i < EVENTS; i++) {
+    now += (int64_t)(next_random() % 20);
+    uint16_t domain = (uint16_t)(next_random() % 3);
+    mt_error err;
+    if (pending >= 0) {
+      if (next_random() % 2 && pending_domain != domain) {
+        if (mt_writer_put_collect_in(w, pending_domain, now, pending, &err))
+          fail_msg("collect: %s", err.message);
+      } else {
+        live[nlive] = pending;
+        live_domain[nlive++] = pending_domain;
+      }
+      pending = -1;
+    }
+    if (nlive && next_random() % 100 < 45) {
+      size_t k = next_random() % nlive;
+      if (mt_writer_put_collect_in(w, live_domain[k], now, live[k], &err))
+        fail_msg("collect: %s", err.message);
+      live[k] = live[--nlive];
+      live_domain[k] = live_domain[nlive];
+      continue;
+    }
+    int s = (int)(next_random() % POOL);
+    int64_t id;
+    if (mt_writer_put_alloc_in(w, domain, now, 1 + (int64_t)(next_random() % 500),
+                               1 + (int64_t)(next_random() % 3), (mt_source)(next_random() % 3),
+                               stacks[s], depths[s], tg_resolve, NULL, &id, &err))
+      fail_msg("alloc: %s", err.message);
+    pending = id;
+    pending_domain = domain;
+  }
+  return tg_finish(w, fd, size);
+}
+
+static const char *index_path(void) {
+  return tu_temp_path("trace.ctf.idx");
+}
+
+static mt_analysis *run(const uint8_t *data, size_t size, int64_t from, int64_t to,
+                        const char *hide, bool with_index) {
+  mt_reader *r;
+  mt_error err;
+  mt_reader_options ro = {.backtraces = true};
+  assert_int_equal(mt_reader_open_memory(&r, data, size, &ro, &err), MT_OK);
+  mt_analysis_options o = mt_analysis_default_options();
+  o.from = from;
+  o.to = to;
+  o.hide = hide;
+  o.cells = true;
+  if (with_index) {
+    o.index_path = index_path();
+    o.index_interval = INTERVAL;
+  }
+  mt_analysis *a;
+  if (mt_analysis_run(&a, r, &o, &err))
+    fail_msg("analysis: %s", err.message);
+  mt_reader_close(r);
+  return a;
+}
+
+static void assert_same_amount(const mt_amount *x, const mt_amount *y, const char *what) {
+  if (x->objects != y->objects || x->samples != y->samples ||
+      fabs(x->objects_estimated - y->objects_estimated) >
+          1e-9 * fmax(1, fabs(y->objects_estimated)))
+    fail_msg("%s: %llu/%llu/%.6f, expected %llu/%llu/%.6f", what, (unsigned long long)x->objects,
+             (unsigned long long)x->samples, x->objects_estimated, (unsigned long long)y->objects,
+             (unsigned long long)y->samples, y->objects_estimated);
+}
+
+static void assert_same_stats(const mt_stats *x, const mt_stats *y, const char *what) {
+  assert_same_amount(&x->allocated, &y->allocated, what);
+  assert_same_amount(&x->freed, &y->freed, what);
+  assert_same_amount(&x->live_start, &y->live_start, what);
+  assert_same_amount(&x->live, &y->live, what);
+  assert_same_amount(&x->peak, &y->peak, what);
+  assert_same_amount(&x->temporary, &y->temporary, what);
+}
+
+/* Everything a user sees: the summary, every site, the timeline. */
+static void assert_same_analysis(const mt_analysis *got, const mt_analysis *want) {
+  const mt_summary *g = mt_analysis_summary(got), *w = mt_analysis_summary(want);
+  assert_int_equal(g->from, w->from);
+  assert_int_equal(g->to, w->to);
+  assert_int_equal(g->end_time, w->end_time);
+  assert_int_equal(g->peak_time, w->peak_time);
+  assert_int_equal(g->collects, w->collects);
+  assert_int_equal(g->promotes, w->promotes);
+  assert_int_equal(g->unknown_collects, w->unknown_collects);
+  assert_int_equal(g->distinct_backtraces, w->distinct_backtraces);
+  assert_same_amount(&g->allocated, &w->allocated, "allocated");
+  assert_same_amount(&g->freed, &w->freed, "freed");
+  assert_same_amount(&g->live_start, &w->live_start, "live_start");
+  assert_same_amount(&g->live_end, &w->live_end, "live_end");
+  assert_same_amount(&g->at_peak, &w->at_peak, "at_peak");
+  assert_int_equal(g->temporary_defined, w->temporary_defined);
+  assert_same_amount(&g->temporary, &w->temporary, "temporary");
+  for (int i = 0; i < 3; i++) {
+    assert_same_amount(&g->allocated_by_source[i], &w->allocated_by_source[i], "by source");
+    assert_same_amount(&g->live_end_by_source[i], &w->live_end_by_source[i], "live by source");
+  }
+  for (int i = 0; i < MT_SIZE_CLASSES; i++)
+    assert_same_amount(&g->sizes[i], &w->sizes[i], "sizes");
+  for (int i = 0; i < MT_LIFETIME_CLASSES; i++)
+    assert_same_amount(&g->lifetimes[i], &w->lifetimes[i], "lifetimes");
+
+  mt_group *gg, *wg;
+  size_t gn, wn;
+  mt_error err;
+  assert_int_equal(mt_analysis_group(got, MT_GROUP_SITE, MT_METRIC_BYTES, &gg, &gn, &err), MT_OK);
+  assert_int_equal(mt_analysis_group(want, MT_GROUP_SITE, MT_METRIC_BYTES, &wg, &wn, &err), MT_OK);
+  assert_int_equal(gn, wn);
+  for (size_t i = 0; i < gn; i++) {
+    assert_string_equal(gg[i].key.function, wg[i].key.function);
+    assert_int_equal(gg[i].key.line, wg[i].key.line);
+    assert_same_stats(&gg[i].stats, &wg[i].stats, gg[i].key.function);
+  }
+  free(gg);
+  free(wg);
+
+  size_t gt, wt;
+  int64_t gw, ww;
+  const mt_timeline_bucket *gb = mt_analysis_timeline(got, &gt, &gw);
+  const mt_timeline_bucket *wb = mt_analysis_timeline(want, &wt, &ww);
+  assert_int_equal(gt, wt);
+  assert_int_equal(gw, ww);
+  for (size_t i = 0; i < gt; i++)
+    if (fabs(gb[i].live_end - wb[i].live_end) > 1e-6 * fmax(1, wb[i].live_end) ||
+        fabs(gb[i].live_max - wb[i].live_max) > 1e-6 * fmax(1, wb[i].live_max))
+      fail_msg("timeline bucket %zu differs", i);
+}
+
+static int64_t duration_of(const uint8_t *data, size_t size) {
+  mt_analysis *a = run(data, size, MT_TIME_UNBOUNDED, MT_TIME_UNBOUNDED, NULL, false);
+  const mt_summary *s = mt_analysis_summary(a);
+  int64_t d = s->end_time - s->info.start_time;
+  mt_analysis_free(a);
+  return d;
+}
+
+/* Runs the window with the index and without, and compares; returns what the index did. */
+static mt_index_use check_window(const uint8_t *data, size_t size, int64_t from, int64_t to,
+                                 const char *hide) {
+  mt_analysis *want = run(data, size, from, to, hide, false);
+  mt_analysis *got = run(data, size, from, to, hide, true);
+  assert_same_analysis(got, want);
+  mt_index_use use = *mt_analysis_index_use(got);
+  mt_analysis_free(want);
+  mt_analysis_free(got);
+  return use;
+}
+
+static void windows_resumed_from_a_full_pass_index_match_full_passes(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = make_trace(1, 0.01, &size);
+  int64_t d = duration_of(data, size);
+  unlink(index_path());
+  mt_index_use use = check_window(data, size, MT_TIME_UNBOUNDED, MT_TIME_UNBOUNDED, NULL);
+  assert_false(use.resumed);
+  assert_true(use.written);
+  assert_true(use.added >= 10);
+  assert_int_equal(use.checkpoints, use.added);
+  assert_string_equal(use.problem, "");
+  size_t checkpoints = use.checkpoints;
+
+  static const double starts[] = {0.1, 0.37, 0.5, 0.83, 0.99};
+  for (size_t i = 0; i < sizeof starts / sizeof *starts; i++) {
+    int64_t from = (int64_t)(starts[i] * (double)d);
+    use = check_window(data, size, from, MT_TIME_UNBOUNDED, NULL);
+    if (!use.resumed || use.resumed_time >= from || use.resumed_offset <= 0)
+      fail_msg("window from %lld: not resumed before it", (long long)from);
+    assert_false(use.written); /* nothing new past the last checkpoint */
+    assert_int_equal(use.checkpoints, checkpoints);
+    use = check_window(data, size, from, from + d / 10, NULL);
+    assert_true(use.resumed);
+  }
+  free(data);
+}
+
+static void index_built_by_windows_grows_and_serves_later_windows(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = make_trace(2, 0.01, &size);
+  int64_t d = duration_of(data, size);
+  unlink(index_path());
+  /* A first window builds checkpoints up to where it stops... */
+  mt_index_use use = check_window(data, size, d / 2, d * 6 / 10, NULL);
+  assert_false(use.resumed);
+  assert_true(use.written);
+  size_t first = use.checkpoints;
+  assert_true(first >= 4);
+  /* ...a later one resumes from the last of them and adds its own... */
+  use = check_window(data, size, d * 8 / 10, MT_TIME_UNBOUNDED, NULL);
+  assert_true(use.resumed);
+  assert_true(use.resumed_time <= d * 6 / 10);
+  assert_true(use.written);
+  assert_true(use.checkpoints > first);
+  /* ...and an earlier one resumes before its start, adding nothing. */
+  use = check_window(data, size, d * 3 / 10, d * 4 / 10, NULL);
+  assert_true(use.resumed);
+  assert_false(use.written);
+  free(data);
+}
+
+/* At rate 1 temporaries are counted too. */
+static void index_does_not_depend_on_hide_or_folding(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = make_trace(3, 1.0, &size);
+  int64_t d = duration_of(data, size);
+  unlink(index_path());
+  check_window(data, size, MT_TIME_UNBOUNDED, MT_TIME_UNBOUNDED, "fn_1[0-9]_");
+  for (int tenth = 1; tenth < 10; tenth += 2) {
+    mt_index_use use = check_window(data, size, d * tenth / 10, MT_TIME_UNBOUNDED, NULL);
+    assert_true(use.resumed);
+  }
+  mt_index_use use = check_window(data, size, d * 7 / 10, MT_TIME_UNBOUNDED, "fn_2");
+  assert_true(use.resumed);
+  free(data);
+}
+
+static void index_of_another_trace_or_damaged_is_ignored_and_replaced(void **state) {
+  (void)state;
+  size_t size_a, size_b;
+  uint8_t *a = make_trace(4, 0.01, &size_a);
+  uint8_t *b = make_trace(5, 0.01, &size_b);
+  int64_t d = duration_of(b, size_b);
+  unlink(index_path());
+  check_window(a, size_a, MT_TIME_UNBOUNDED, MT_TIME_UNBOUNDED, NULL);
+  mt_index_use use = check_window(b, size_b, d / 2, MT_TIME_UNBOUNDED, NULL);
+  assert_false(use.resumed);
+  assert_non_null(strstr(use.problem, "another trace"));
+  assert_true(use.written); /* replaced by one of b */
+  use = check_window(b, size_b, d / 2, MT_TIME_UNBOUNDED, NULL);
+  assert_true(use.resumed);
+
+  size_t n;
+  uint8_t *idx = tu_read_file(index_path(), &n);
+  for (size_t at = 0; at < n; at += n / 7 + 1) {
+    idx[at] ^= 0x40;
+    tu_write_file(index_path(), idx, n);
+    use = check_window(b, size_b, d / 2, MT_TIME_UNBOUNDED, NULL);
+    assert_false(use.resumed);
+    assert_true(strstr(use.problem, "damaged") || strstr(use.problem, "not a memtap"));
+    idx[at] ^= 0x40;
+  }
+  tu_write_file(index_path(), idx, n / 2); /* cut */
+  use = check_window(b, size_b, d / 2, MT_TIME_UNBOUNDED, NULL);
+  assert_false(use.resumed);
+  assert_non_null(strstr(use.problem, "damaged"));
+  free(idx);
+  free(a);
+  free(b);
+}
+
+static void compressed_or_piped_traces_do_not_use_an_index(void **state) {
+  (void)state;
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  size_t size;
+  uint8_t *data = tu_read_file(tu_testdata("memtrace/tiny_v3.ctf"), &size);
+  assert_int_equal(write(fds[1], data, size), (ssize_t)size);
+  close(fds[1]);
+  mt_reader *r;
+  mt_error err;
+  mt_reader_options ro = {.backtraces = true};
+  assert_int_equal(mt_reader_open_fd(&r, fds[0], &ro, &err), MT_OK);
+  mt_analysis_options o = mt_analysis_default_options();
+  o.index_path = index_path();
+  mt_analysis *a;
+  assert_int_equal(mt_analysis_run(&a, r, &o, &err), MT_OK);
+  assert_non_null(strstr(mt_analysis_index_use(a)->problem, "compressed or not a file"));
+  assert_false(mt_analysis_index_use(a)->written);
+  mt_analysis_free(a);
+  mt_reader_close(r);
+  close(fds[0]);
+  free(data);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(windows_resumed_from_a_full_pass_index_match_full_passes),
+      cmocka_unit_test(index_built_by_windows_grows_and_serves_later_windows),
+      cmocka_unit_test(index_does_not_depend_on_hide_or_folding),
+      cmocka_unit_test(index_of_another_trace_or_damaged_is_ignored_and_replaced),
+      cmocka_unit_test(compressed_or_piped_traces_do_not_use_an_index),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
