@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,23 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
   }
   if (to_override != MT_TIME_UNBOUNDED)
     options.to = to_override;
+  if (options.from != MT_TIME_UNBOUNDED && options.to != MT_TIME_UNBOUNDED &&
+      options.to < options.from) {
+    cli_usage_error(cmd, "the window ends at %.6f s, before it starts at %.6f s",
+                    (double)options.to / 1e6, (double)options.from / 1e6);
+    return NULL;
+  }
+  if (o->hide && *o->hide) { /* a bad regex is a bad command line, whatever the trace */
+    regex_t re;
+    int rc = regcomp(&re, o->hide, REG_EXTENDED | REG_NOSUB);
+    if (rc) {
+      char why[128];
+      regerror(rc, &re, why, sizeof why);
+      cli_usage_error(cmd, "bad --hide regular expression '%s': %s", o->hide, why);
+      return NULL;
+    }
+    regfree(&re);
+  }
   *status = MT_EXIT_FAILURE;
   mt_reader *r = cli_open_trace(path, true);
   if (!r)

@@ -323,6 +323,75 @@ static void compressed_or_piped_traces_do_not_use_an_index(void **state) {
   free(data);
 }
 
+/* memtap with --index gives what --no-index gives, makes TRACE.idx once and says so; a damaged
+ * index is reported and replaced; bad windows and regexes are usage errors. */
+static void cli_index_gives_the_same_output_and_reports_what_it_did(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = make_trace(6, 0.01, &size);
+  char trace[4096], idx[4200];
+  snprintf(trace, sizeof trace, "%s", tu_temp_path("cli.ctf"));
+  snprintf(idx, sizeof idx, "%s.idx", trace);
+  tu_write_file(trace, data, size);
+  unlink(idx);
+  static const char *const commands[][2] = {
+      {"summary", "--json"}, {"top", "--json"}, {"leaks", "--json"}, {"timeline", "--csv"}};
+  for (size_t c = 0; c < 4; c++) {
+    char *want, *got, *err;
+    size_t n;
+    int rc = tu_run_cli(&want, &n, &err, commands[c][0], commands[c][1], "--from", "40%",
+                        "--no-index", trace, NULL);
+    assert_int_equal(rc, 0);
+    assert_string_equal(err, "");
+    free(err);
+    for (int pass = 0; pass < 2; pass++) {
+      rc = tu_run_cli(&got, &n, &err, commands[c][0], commands[c][1], "--from", "40%", "--index",
+                      trace, NULL);
+      assert_int_equal(rc, 0);
+      assert_string_equal(got, want);
+      /* The first command with --index makes the index; later ones add nothing, say nothing. */
+      if (c == 0 && pass == 0)
+        assert_non_null(strstr(err, "checkpoint index updated"));
+      else
+        assert_string_equal(err, "");
+      free(got);
+      free(err);
+    }
+    free(want);
+  }
+  assert_int_equal(access(idx, F_OK), 0);
+
+  /* Damaged: said, not used, replaced (the next run is quiet again). */
+  size_t n;
+  uint8_t *bytes = tu_read_file(idx, &n);
+  bytes[n / 2] ^= 1;
+  tu_write_file(idx, bytes, n);
+  free(bytes);
+  char *out, *err;
+  assert_int_equal(tu_run_cli(&out, &n, &err, "summary", "--from", "40%", trace, NULL), 0);
+  assert_non_null(strstr(err, "is damaged"));
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, &n, &err, "summary", "--from", "40%", trace, NULL), 0);
+  assert_string_equal(err, "");
+  free(out);
+  free(err);
+
+  /* Usage errors, whatever the index. */
+  assert_int_equal(tu_run_cli(&out, &n, &err, "summary", "--from", "2", "--to", "1", trace, NULL),
+                   64);
+  assert_non_null(strstr(err, "before it starts"));
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, &n, &err, "top", "--hide", "([", trace, NULL), 64);
+  assert_non_null(strstr(err, "bad --hide regular expression"));
+  free(out);
+  free(err);
+  unlink(idx);
+  unlink(trace);
+  free(data);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(windows_resumed_from_a_full_pass_index_match_full_passes),
@@ -330,6 +399,7 @@ int main(void) {
       cmocka_unit_test(index_does_not_depend_on_hide_or_folding),
       cmocka_unit_test(index_of_another_trace_or_damaged_is_ignored_and_replaced),
       cmocka_unit_test(compressed_or_piped_traces_do_not_use_an_index),
+      cmocka_unit_test(cli_index_gives_the_same_output_and_reports_what_it_did),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
