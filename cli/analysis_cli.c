@@ -44,10 +44,22 @@ bool an_parse_time(const char *text, int64_t duration_us, int64_t *us) {
   return true;
 }
 
-int64_t an_trace_duration(const char *path) {
+int64_t an_trace_duration(const char *path, bool use_index) {
   mt_reader *r = cli_open_trace(path, false);
   if (!r)
     return -1;
+  /* A checkpoint index that saw the whole trace knows its duration: no pass needed. */
+  size_t n = strlen(path) + 5;
+  char *idx = use_index && strcmp(path, "-") ? malloc(n) : NULL;
+  if (idx) {
+    snprintf(idx, n, "%s.idx", path);
+    int64_t known = mt_index_trace_duration(idx, r);
+    free(idx);
+    if (known >= 0) {
+      mt_reader_close(r);
+      return known;
+    }
+  }
   int64_t start = mt_reader_info(r)->start_time, last = start;
   mt_event ev;
   mt_error err;
@@ -125,7 +137,7 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
       cli_usage_error(cmd, "a window in %% needs a trace file, not standard input");
       return NULL;
     }
-    if ((duration = an_trace_duration(path)) < 0) {
+    if ((duration = an_trace_duration(path, o->index != AN_INDEX_OFF)) < 0) {
       *status = MT_EXIT_FAILURE;
       return NULL;
     }

@@ -74,8 +74,9 @@ bool an_parse_time(const char *text, int64_t duration_us, int64_t *us);
 mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, bool cells,
                      int64_t to_override, int *status);
 
-/* The end of a trace in µs since its start (a pass without backtraces); -1 on error (printed). */
-int64_t an_trace_duration(const char *path);
+/* The end of a trace in µs since its start: from its checkpoint index when `use_index` and that
+ * knows it, else by a pass without backtraces; -1 on error (printed). */
+int64_t an_trace_duration(const char *path, bool use_index);
 
 /* "11.6 MB"-style decimal size into buf. */
 const char *an_size(double bytes, char buf[32]);

@@ -69,7 +69,7 @@ int mt_cmd_export(int argc, char **argv) {
   if (at && !strcmp(at, "peak")) {
     eo.inuse_at_peak = true;
   } else if (at) {
-    int64_t duration = strchr(at, '%') ? an_trace_duration(path) : 0;
+    int64_t duration = strchr(at, '%') ? an_trace_duration(path, ao.index != AN_INDEX_OFF) : 0;
     if (duration < 0)
       return MT_EXIT_FAILURE;
     if (!an_parse_time(at, duration, &to))

@@ -104,6 +104,11 @@ void mt_analysis_free(mt_analysis *a);
 /* What the pass did with options.index_path (all zero without one). */
 const mt_index_use *mt_analysis_index_use(const mt_analysis *a);
 
+/* The duration of `r`'s trace (µs from its start to its last event) as its checkpoint index at
+ * `index_path` knows it once a pass has read the whole trace; -1 when it does not (no index, not
+ * this trace's, damaged, or no pass read it all). Saves a pass for windows given in percent. */
+int64_t mt_index_trace_duration(const char *index_path, const mt_reader *r);
+
 /* ---------------------------------------------------------------------------------------------
  * The whole trace
  * ------------------------------------------------------------------------------------------- */

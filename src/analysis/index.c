@@ -7,6 +7,7 @@
  *
  * File layout, little-endian:
  *   header   magic "MTAPIDX1", u32 version, u64 trace size, i64 trace start time, i64 pid,
+ *            i64 time of the trace's last event (INT64_MIN until a pass read it all),
  *            u32 checkpoint count
  *   table    per checkpoint: u64 trace offset, i64 latest event time before it (µs since the
  *            start), u64 location codes described before it, u64 body offset, u64 body size
@@ -32,7 +33,7 @@
 
 #define INDEX_MAGIC "MTAPIDX1"
 #define INDEX_VERSION 1
-#define HEADER_SIZE (8 + 4 + 8 + 8 + 8 + 4)
+#define HEADER_SIZE (8 + 4 + 8 + 8 + 8 + 8 + 4)
 #define ENTRY_SIZE (5 * 8)
 #define NODE_SIZE (4 + 8 + 4)
 #define LIVE_SIZE (8 + 8 + 8 + 8 + 2 + 1 + 4)
@@ -53,6 +54,8 @@ typedef struct mt_index {
   checkpoint *c;
   size_t count, cap, loaded;
   int64_t trace_size, start_time, pid;
+  int64_t trace_end;    /* time of the trace's last event; INT64_MIN when not known */
+  bool end_learnt;      /* this pass learnt it */
   int64_t interval;     /* least trace bytes between checkpoints */
   size_t location_mark; /* reader location codes saved so far */
 } mt_index;
@@ -182,11 +185,12 @@ static bool load(mt_analysis *a, mt_index *ix, const mt_reader *r) {
     note(a, "%s: %s", "is damaged (its checksum does not match)");
     return false;
   }
-  int64_t trace_size, start_time, pid;
+  int64_t trace_size, start_time, pid, trace_end;
   mt_bytes_get_u32(&in, &version);
   mt_bytes_get_i64(&in, &trace_size);
   mt_bytes_get_i64(&in, &start_time);
   mt_bytes_get_i64(&in, &pid);
+  mt_bytes_get_i64(&in, &trace_end);
   mt_bytes_get_u32(&in, &count);
   if (version != INDEX_VERSION) {
     note(a, "%s: %s", "has a version this memtap does not read");
@@ -194,6 +198,10 @@ static bool load(mt_analysis *a, mt_index *ix, const mt_reader *r) {
   }
   if (trace_size != ix->trace_size || start_time != ix->start_time || pid != ix->pid) {
     note(a, "%s: %s", "was made for another trace, or an earlier state of this one");
+    return false;
+  }
+  if (trace_end != INT64_MIN && trace_end < start_time) {
+    note(a, "%s: %s", "is damaged (the trace ends before it starts)");
     return false;
   }
   size_t bodies = HEADER_SIZE + (size_t)count * ENTRY_SIZE;
@@ -223,6 +231,7 @@ static bool load(mt_analysis *a, mt_index *ix, const mt_reader *r) {
     c->body_size = (size_t)body_size;
   }
   ix->count = ix->loaded = count;
+  ix->trace_end = trace_end;
   return true;
 }
 
@@ -383,6 +392,7 @@ int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *opti
   ix->trace_size = mt_reader_size(r);
   ix->start_time = info->start_time;
   ix->pid = info->pid;
+  ix->trace_end = INT64_MIN;
   ix->interval = options->index_interval > 0 ? options->index_interval : MT_INDEX_INTERVAL;
   if (!load(a, ix, r)) { /* start a new index from scratch */
     free(ix->file);
@@ -603,6 +613,7 @@ static void write_index(mt_analysis *a) {
   mt_bytes_u64(&b, (uint64_t)ix->trace_size);
   mt_bytes_u64(&b, (uint64_t)ix->start_time);
   mt_bytes_u64(&b, (uint64_t)ix->pid);
+  mt_bytes_u64(&b, (uint64_t)ix->trace_end);
   mt_bytes_u32(&b, (uint32_t)ix->count);
   uint64_t body = HEADER_SIZE + (uint64_t)ix->count * ENTRY_SIZE;
   for (size_t i = 0; i < ix->count; i++) {
@@ -642,11 +653,16 @@ static void write_index(mt_analysis *a) {
   mt_bytes_free(&b);
 }
 
-void mt_index_end(mt_analysis *a, bool write) {
+void mt_index_end(mt_analysis *a, bool write, int64_t trace_end) {
   mt_index *ix = a->index;
   if (!ix)
     return;
-  if (write && a->index_use.added)
+  if (write && trace_end != INT64_MIN && ix->trace_end == INT64_MIN &&
+      (ix->count || a->keep_checkpoints)) {
+    ix->trace_end = trace_end; /* worth keeping in an index that exists or may */
+    ix->end_learnt = true;
+  }
+  if (write && (a->index_use.added || ix->end_learnt))
     write_index(a);
   a->index_use.checkpoints = ix->count;
   for (size_t i = 0; i < ix->count; i++)
@@ -657,6 +673,22 @@ void mt_index_end(mt_analysis *a, bool write) {
   free(ix);
   a->index = NULL;
   mt_code_trie_free(&a->code_trie);
+}
+
+int64_t mt_index_trace_duration(const char *index_path, const mt_reader *r) {
+  mt_analysis a = {0};
+  mt_index ix = {.path = (char *)index_path,
+                 .trace_size = mt_reader_size(r),
+                 .start_time = mt_reader_info(r)->start_time,
+                 .pid = mt_reader_info(r)->pid,
+                 .trace_end = INT64_MIN};
+  a.index = &ix;
+  int64_t duration = -1;
+  if (ix.trace_size >= 0 && load(&a, &ix, r) && ix.trace_end != INT64_MIN)
+    duration = ix.trace_end - ix.start_time;
+  free(ix.file);
+  free(ix.c);
+  return duration;
 }
 
 const mt_index_use *mt_analysis_index_use(const mt_analysis *a) {

@@ -156,9 +156,10 @@ uint32_t mt_index_track(mt_analysis *a, domain_state *d, const mt_event *ev);
 /* Takes a checkpoint if one is due and the reader stands between packets. `last` is the latest
  * event time so far (µs since the start). */
 int mt_index_step(mt_analysis *a, mt_reader *r, int64_t last, mt_error *err);
-/* Writes the index if `write` and the pass added checkpoints, and frees it (safe without one). A
- * write failure is noted in index_use.problem. */
-void mt_index_end(mt_analysis *a, bool write);
+/* Writes the index if `write` and the pass added checkpoints or learnt `trace_end` (the time of the
+ * trace's last event when the pass read it all, else INT64_MIN), and frees it (safe without one).
+ * A write failure is noted in index_use.problem. */
+void mt_index_end(mt_analysis *a, bool write, int64_t trace_end);
 
 /* pass.c, for index.c: the state of a domain (made if new; NULL when memory runs out), and a new
  * live object. */

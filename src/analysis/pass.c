@@ -358,12 +358,13 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
     if (a->keep_checkpoints && (rc = mt_index_step(a, r, last, err)) != MT_OK)
       break;
   }
+  bool read_all = rc == 0;
   if (rc > 0)
     rc = MT_OK; /* stopped at the window's end */
   if (rc == 0 && finish(a, last, bounded_to) != MT_OK)
     rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
   if (rc == 0)
-    mt_index_end(a, true); /* an index is written only after a pass that succeeded */
+    mt_index_end(a, true, read_all ? sum->end_time : INT64_MIN); /* only after a good pass */
   a->reader = NULL;
   if (rc < 0) {
     mt_analysis_free(a);
@@ -383,7 +384,7 @@ void mt_analysis_free(mt_analysis *a) {
   mt_hashmap_free(&a->live_index);
   free(a->live);
   free(a->live_free);
-  mt_index_end(a, false);
+  mt_index_end(a, false, INT64_MIN);
   for (size_t i = 0; i < a->ndomains; i++) {
     free(a->domains[i].path);
     free(a->domains[i].codes);

@@ -175,6 +175,16 @@ static void assert_same_analysis(const mt_analysis *got, const mt_analysis *want
       fail_msg("timeline bucket %zu differs", i);
 }
 
+/* What the index says of the trace's duration (-1: it does not know). */
+static int64_t index_duration(const uint8_t *data, size_t size) {
+  mt_reader *r;
+  mt_error err;
+  assert_int_equal(mt_reader_open_memory(&r, data, size, NULL, &err), MT_OK);
+  int64_t d = mt_index_trace_duration(index_path(), r);
+  mt_reader_close(r);
+  return d;
+}
+
 static int64_t duration_of(const uint8_t *data, size_t size) {
   mt_analysis *a = run(data, size, MT_TIME_UNBOUNDED, MT_TIME_UNBOUNDED, NULL, false);
   const mt_summary *s = mt_analysis_summary(a);
@@ -207,6 +217,7 @@ static void windows_resumed_from_a_full_pass_index_match_full_passes(void **stat
   assert_true(use.added >= 10);
   assert_int_equal(use.checkpoints, use.added);
   assert_string_equal(use.problem, "");
+  assert_int_equal(index_duration(data, size), d); /* the pass read it all */
   size_t checkpoints = use.checkpoints;
 
   static const double starts[] = {0.1, 0.37, 0.5, 0.83, 0.99};
@@ -235,12 +246,14 @@ static void index_built_by_windows_grows_and_serves_later_windows(void **state) 
   assert_true(use.written);
   size_t first = use.checkpoints;
   assert_true(first >= 4);
+  assert_int_equal(index_duration(data, size), -1); /* it stopped at --to */
   /* ...a later one resumes from the last of them and adds its own... */
   use = check_window(data, size, d * 8 / 10, MT_TIME_UNBOUNDED, NULL);
   assert_true(use.resumed);
   assert_true(use.resumed_time <= d * 6 / 10);
   assert_true(use.written);
   assert_true(use.checkpoints > first);
+  assert_int_equal(index_duration(data, size), d);
   /* ...and an earlier one resumes before its start, adding nothing. */
   use = check_window(data, size, d * 3 / 10, d * 4 / 10, NULL);
   assert_true(use.resumed);
