@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is missing, builds memtap (release, build/), and shows
-# it at work on a real trace written by OCaml memtrace (from the shared testdata) and on a trace
-# written through memtap's own C API (examples/write_trace.c).
+# it at work on a real trace written by OCaml memtrace (from the shared testdata: info, dump,
+# check, the top sites, what was not freed, an HTML report) and on a trace written through
+# memtap's own C API (examples/write_trace.c).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -17,6 +18,10 @@ if [ -r "$real" ]; then
   echo; echo "\$ $memtap dump $real | head -5   (lines cut at 160 columns)"
   { $memtap dump "$real" || true; } | head -5 | cut -c1-160
   show $memtap check "$real"
+  show $memtap top -n 3 --depth 3 "$real"
+  show $memtap leaks -n 3 --depth 2 "$real"
+  show $memtap report "$real" -o build/demo_report.html
+  echo "(open build/demo_report.html in a browser: summary, heap over time, flame graph, filters)"
 else
   echo "(no shared testdata at $testdata: set MEMTAP_TESTDATA to show a trace written by OCaml memtrace)"
 fi
