@@ -147,7 +147,7 @@ typedef struct mt_summary {
   mt_amount sizes[MT_SIZE_CLASSES];         /* allocations in the window by size class */
   mt_amount lifetimes[MT_LIFETIME_CLASSES]; /* allocations in the window by lifetime class */
   uint64_t distinct_backtraces;             /* distinct shown backtraces with allocations */
-  uint64_t sites;
+  uint64_t sites;                           /* distinct sites of those backtraces */
 } mt_summary;
 
 const mt_summary *mt_analysis_summary(const mt_analysis *a);
@@ -250,8 +250,11 @@ typedef struct mt_cell {
   mt_amount amount;
 } mt_cell;
 
-/* The cells (at most MT_CELL_LIMIT; the time buckets widen as needed to stay under it) and the
- * width in µs of their time buckets, which start at summary.from. Requires options.cells. */
+/* The cells and the width in µs of their time buckets, which start at summary.from. Requires
+ * options.cells. The time buckets widen while there are more than MT_CELL_LIMIT cells, until one
+ * bucket spans the window; past that the cells grow with the distinct backtraces (at most
+ * 2 × 2 × MT_SIZE_CLASSES × MT_LIFETIME_CLASSES per backtrace), and the HTML report merges
+ * backtraces and classes to keep its own cap (docs/analysis.md). */
 const mt_cell *mt_analysis_cells(const mt_analysis *a, size_t *count, int64_t *width);
 
 /* ---------------------------------------------------------------------------------------------

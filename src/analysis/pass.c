@@ -264,11 +264,21 @@ static int finish(mt_analysis *a, int64_t last, bool bounded_to) {
   qsort(a->largest, a->nlargest, sizeof a->largest[0], by_time);
   /* Stacks first met before the window and gone by its start show nothing: leave them counted
    * but let the queries skip empty ones. */
+  mt_hashmap sites = {0};
   for (size_t i = 0; i < a->nstacks; i++) {
     const mt_stats *st = &a->stacks[i].stats;
-    if (st->allocated.objects || st->live.objects || st->live_start.objects)
+    if (st->allocated.objects || st->live.objects || st->live_start.objects) {
       sum->distinct_backtraces++;
+      if (!mt_hashmap_get(&sites, a->stacks[i].site, NULL)) {
+        if (!mt_hashmap_put(&sites, a->stacks[i].site, 0)) {
+          mt_hashmap_free(&sites);
+          return MT_E_NOMEM;
+        }
+        sum->sites++;
+      }
+    }
   }
+  mt_hashmap_free(&sites);
   return MT_OK;
 }
 
@@ -282,6 +292,11 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   if (!(info->sample_rate > 0 && info->sample_rate <= 1))
     return mt_fail(err, MT_E_INVALID, -1,
                    "the trace's sampling rate %g is outside (0, 1]: no estimate can be made",
+                   info->sample_rate);
+  if (!isfinite(info->word_size / 8.0 / info->sample_rate))
+    return mt_fail(err, MT_E_INVALID, -1,
+                   "the trace's sampling rate %g is too small for an estimate: one sample would "
+                   "stand for more bytes than a double holds",
                    info->sample_rate);
   if (info->word_size <= 0 || info->word_size % 8)
     return mt_fail(err, MT_E_INVALID, -1,

@@ -133,6 +133,7 @@ static void assert_same_analysis(const mt_analysis *got, const mt_analysis *want
   assert_int_equal(g->promotes, w->promotes);
   assert_int_equal(g->unknown_collects, w->unknown_collects);
   assert_int_equal(g->distinct_backtraces, w->distinct_backtraces);
+  assert_int_equal(g->sites, w->sites);
   assert_same_amount(&g->allocated, &w->allocated, "allocated");
   assert_same_amount(&g->freed, &w->freed, "freed");
   assert_same_amount(&g->live_start, &w->live_start, "live_start");
