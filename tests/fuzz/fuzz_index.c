@@ -44,15 +44,15 @@ static void make_trace(void) {
   mt_writer *w;
   if (fd < 0 || mt_writer_create(&w, fd, &info, NULL, NULL))
     abort();
-  uint64_t rng = 1, stack[24];
+  uint64_t rng = 1, stack[16];
   int64_t now = info.start_time, live[64] = {0};
-  for (int i = 0; i < 1500; i++) {
+  for (int i = 0; i < 500; i++) {
     rng = rng * 6364136223846793005u + 1442695040888963407u;
     uint16_t domain = (uint16_t)((rng >> 61) % 3);
     now += (int64_t)(rng >> 58);
-    size_t depth = 1 + (rng >> 30) % 24;
+    size_t depth = 1 + (rng >> 30) % 16;
     for (size_t j = 0; j < depth; j++)
-      stack[j] = j > 2 && j < 15 ? 7 : 1 + ((rng >> 8) + j) % 300;
+      stack[j] = j > 2 && j < 12 ? 7 : 1 + ((rng >> 8) + j) % 300;
     int64_t id;
     if (mt_writer_put_alloc_in(w, domain, now, 1 + (int64_t)(rng >> 50), 1, MT_SOURCE_MAJOR, stack,
                                depth, resolve, NULL, &id, NULL))
@@ -79,7 +79,7 @@ static void analyse(void) {
   mt_analysis_options o = mt_analysis_default_options();
   o.from = window_start;
   o.index_path = index_path;
-  o.index_interval = 1024;
+  o.index_interval = 512;
   mt_analysis *a;
   if (mt_analysis_run(&a, r, &o, NULL) == MT_OK)
     mt_analysis_free(a);
