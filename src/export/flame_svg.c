@@ -63,7 +63,7 @@ int mt_export_flame_svg(const mt_analysis *a, FILE *out, const mt_export_options
                         mt_error *err) {
   int64_t *values = mt_export_stack_values(a, o->metric);
   mt_flame_tree t;
-  if (!values || mt_flame_tree_build(&t, a, values, o->inverted) != MT_OK) {
+  if (!values || mt_flame_tree_build(&t, a, values, o->inverted, NULL) != MT_OK) {
     free(values);
     mt_flame_tree_free(&t);
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");

@@ -1,6 +1,6 @@
 /* A flame tree: backtraces merged by function name from the root (or from the allocation point
- * when inverted), each node with the total value of the stacks through it. Shared by the SVG flame
- * graph. */
+ * when inverted), each node with the total value of the stacks through it. The SVG flame graph is
+ * drawn from it, and folded lines are spelled out from it. */
 #ifndef MEMTAP_SRC_EXPORT_FLAME_TREE_H
 #define MEMTAP_SRC_EXPORT_FLAME_TREE_H
 
@@ -22,10 +22,10 @@ typedef struct mt_flame_tree {
   uint32_t max_depth;
 } mt_flame_tree;
 
-/* Builds the tree of the stacks with values[i] > 0. MT_OK or MT_E_NOMEM (free the tree either way).
- */
+/* Builds the tree of the stacks with values[i] > 0, storing in leaf[i] (when `leaf` is not NULL)
+ * the node where stack i ends. MT_OK or MT_E_NOMEM (free the tree either way). */
 int mt_flame_tree_build(mt_flame_tree *t, const mt_analysis *a, const int64_t *values,
-                        bool inverted);
+                        bool inverted, uint32_t *leaf);
 void mt_flame_tree_free(mt_flame_tree *t);
 
 #endif
