@@ -49,6 +49,8 @@ static void summary_counts_frees_peak_and_leaks_exactly(void **state) {
   assert_int_equal(s->from, 0);
   assert_int_equal(s->to, 80);
   assert_int_equal(s->end_time, TG_START + 80);
+  assert_int_equal(s->distinct_backtraces, 2);
+  assert_int_equal(s->sites, 2); /* A and B */
   /* sizes: 4 words = 32 B (<= 64), 10 words = 80 B (<= 256), 2 words = 16 B, 100 words = 800 B */
   assert_int_equal(s->sizes[0].objects, 1);
   assert_int_equal(s->sizes[1].objects, 1);
@@ -261,6 +263,17 @@ static void rate_outside_zero_one_is_an_error(void **state) {
     assert_non_null(strstr(err.message, "(0, 1]"));
     mt_reader_close(r);
   }
+  /* In (0, 1] but so small that one sample stands for more bytes than a double holds. */
+  double tiny = 1e-320;
+  memcpy(data + 72, &tiny, sizeof tiny);
+  mt_reader_options ro = {.backtraces = true};
+  mt_reader *r;
+  mt_error err;
+  assert_int_equal(mt_reader_open_memory(&r, data, size, &ro, &err), MT_OK);
+  mt_analysis *a = NULL;
+  assert_int_equal(mt_analysis_run(&a, r, NULL, &err), MT_E_INVALID);
+  assert_non_null(strstr(err.message, "too small for an estimate"));
+  mt_reader_close(r);
   free(data);
 }
 
