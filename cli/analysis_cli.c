@@ -311,7 +311,7 @@ int an_export_to(const mt_analysis *a, mt_export_format format, const mt_export_
   if (!to_stdout && fclose(f) != 0 && rc == MT_OK)
     rc = mt_fail_io_cli(&err);
   if (rc) {
-    cli_report(rc == MT_E_IO ? (output ? output : "<stdout>") : path, &err);
+    cli_report(rc == MT_E_IO ? (to_stdout ? "<stdout>" : output) : path, &err);
     return MT_EXIT_FAILURE;
   }
   return MT_EXIT_OK;

@@ -168,7 +168,7 @@ int mt_cmd_diff(int argc, char **argv) {
       out_str(&o, "\n");
     }
   }
-  status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
 done:
   free(rows);
   free(ga);

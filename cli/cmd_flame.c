@@ -32,6 +32,7 @@ int mt_cmd_flame(int argc, char **argv) {
   an_options ao = {0};
   mt_export_options eo = {0};
   mt_export_format format = MT_EXPORT_FOLDED;
+  bool folded = false, svg = false;
   const char *output = NULL;
   int c;
   optind = 1;
@@ -40,8 +41,8 @@ int mt_cmd_flame(int argc, char **argv) {
       continue;
     switch (c) {
     case 'h': fputs(usage, stdout); return MT_EXIT_OK;
-    case OPT_FOLDED: format = MT_EXPORT_FOLDED; break;
-    case OPT_SVG: format = MT_EXPORT_FLAME_SVG; break;
+    case OPT_FOLDED: folded = true; break;
+    case OPT_SVG: svg = true, format = MT_EXPORT_FLAME_SVG; break;
     case OPT_BY:
       if (!an_parse_metric(optarg, &eo.metric))
         return cli_usage_error("flame", "--by takes bytes, count, live, peak or temporary");
@@ -51,6 +52,8 @@ int mt_cmd_flame(int argc, char **argv) {
     default: return cli_usage_error("flame", "unknown option");
     }
   }
+  if (folded && svg)
+    return cli_usage_error("flame", "--folded and --svg are two outputs: give one");
   if (optind != argc - 1)
     return cli_usage_error("flame", "expected exactly one TRACE");
   const char *path = argv[optind];

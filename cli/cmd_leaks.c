@@ -127,7 +127,7 @@ int mt_cmd_leaks(int argc, char **argv) {
       out_str(&o, "\n");
     }
   }
-  status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
   if (status == MT_EXIT_OK && fail_above >= 0 && leaked > (double)fail_above) {
     char b1[32];
     cli_error(path, "leaked ~%s, above --fail-above %lld", an_size(leaked, b1), fail_above);

@@ -223,7 +223,7 @@ int mt_cmd_summary(int argc, char **argv) {
                  an_size(mt_analysis_bytes(a, s->lifetimes[i].samples), b1));
     }
   }
-  status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
   mt_analysis_free(a);
   return status;
 }

@@ -219,7 +219,7 @@ int mt_cmd_timeline(int argc, char **argv) {
   }
   if (ao.json)
     out_str(&o, "]}\n");
-  status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
   free(site_of), free(live), free(total), free(max), free(groups);
   mt_analysis_free(a);
   return status;

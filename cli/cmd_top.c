@@ -367,7 +367,7 @@ int mt_cmd_top(int argc, char **argv) {
       out_str(&o, "\n");
     }
   }
-  status = out_flush(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
   if (!built) {
     cli_error(path, "out of memory");
     status = MT_EXIT_FAILURE;

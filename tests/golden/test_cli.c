@@ -71,6 +71,8 @@ static void usage_errors_exit_64_and_point_to_help(void **state) {
   expect(64, NULL, "--help", "dump", "--bogus", "x", NULL);
   expect(64, NULL, "--version takes 2 or 3, not '4'", "copy", "--version", "4", "a", "b");
   expect(64, NULL, "expected IN and OUT", "copy", "onlyone", NULL);
+  expect(64, NULL, "--folded and --svg are two outputs", "flame", "--svg", "--folded", "t.ctf",
+         NULL);
 }
 
 static void errors_name_the_file_and_the_problem(void **state) {
@@ -312,6 +314,23 @@ static void every_command_fails_when_its_output_cannot_be_written(void **state) 
     expect_write_failure(commands[i], "--help", NULL);
   expect_write_failure("--help", NULL, NULL);
   expect_write_failure("--version", NULL, NULL);
+  /* The analysis commands, tables and exports alike. */
+  const char *tables[] = {"summary", "top", "leaks", "timeline"};
+  for (int i = 0; i < 4; i++)
+    expect_write_failure(tables[i], path, NULL);
+  expect_write_failure("diff", path, path);
+  const char *exports[][5] = {
+      {"flame", path}, {"flame", "--svg", path}, {"export", "--format", "pprof", "-o", "-"}};
+  for (int i = 0; i < 3; i++) {
+    char *msg = NULL;
+    int status = i < 2 ? tu_run_cli_to_file("/dev/full", &msg, exports[i][0], exports[i][1],
+                                            exports[i][2], NULL)
+                       : tu_run_cli_to_file("/dev/full", &msg, "export", "--format", "pprof", "-o",
+                                            "-", path, NULL);
+    assert_int_equal(status, 1);
+    assert_string_equal(msg, "memtap: <stdout>: writing the export: No space left on device\n");
+    free(msg);
+  }
   /* check -q prints nothing on success: nothing to fail. */
   char *err = NULL;
   assert_int_equal(tu_run_cli_to_file("/dev/full", &err, "check", "-q", path, NULL), 0);
