@@ -64,13 +64,10 @@ static void warn(mt_reader *r, int64_t offset, const char *fmt, ...) {
 
 /* --- domains ------------------------------------------------------------------------------ */
 
-#define DOMAIN_COST (sizeof(domain_state) + sizeof(mt_backtrace_decoder))
-
 /* Whether the bound on decoder state (reader_internal.h) leaves room for one more domain. */
 static bool domain_memory_allows_one_more(const mt_reader *r) {
-  size_t allowed =
-      DOMAIN_MEMORY_FREE + (size_t)mt_input_position(r->source) * DOMAIN_MEMORY_PER_INPUT_BYTE;
-  return r->domain_memory + DOMAIN_COST <= allowed;
+  return r->domain_memory + DOMAIN_COST <=
+         mt_reader_domain_memory_allowed(mt_input_position(r->source));
 }
 
 domain_state *mt_reader_find_domain(mt_reader *r, uint16_t id) {

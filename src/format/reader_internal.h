@@ -19,6 +19,7 @@
 #define MAX_BACKTRACE_FRAMES (1u << 24)
 #define DOMAIN_MEMORY_FREE (64u << 20)   /* domain state allowed before any input is read */
 #define DOMAIN_MEMORY_PER_INPUT_BYTE 256 /* and then per byte of input read */
+#define DOMAIN_COST (sizeof(domain_state) + sizeof(mt_backtrace_decoder)) /* counted per domain */
 #define CODEWORD_ROOM                                                                              \
   (256 + 8) /* frames one codeword yields (1 + up to 255), + fill_frames' slack */
 
@@ -60,6 +61,11 @@ struct mt_reader {
   mt_error failure;
   mt_location decoded[MT_LOCATIONS_MAX];
 };
+
+/* The decoder state the bound allows once `position` bytes of input were read. */
+static inline size_t mt_reader_domain_memory_allowed(int64_t position) {
+  return DOMAIN_MEMORY_FREE + (size_t)position * DOMAIN_MEMORY_PER_INPUT_BYTE;
+}
 
 /* The state of domain `id`, created if new (NULL when the memory bound is reached). */
 domain_state *mt_reader_find_domain(mt_reader *r, uint16_t id);

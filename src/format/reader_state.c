@@ -291,6 +291,10 @@ int mt_reader_load_state(mt_reader *r, const void *data, size_t size, mt_error *
   if (!mt_bytes_get_u32(&in, &ndomains) || ndomains > 65536 ||
       ndomains > mt_bytes_reader_left(&in) / 16)
     return damaged(err, &in, "bad number of domains");
+  /* The bound the reader itself keeps: no more decoder state than reading up to the position
+   * could have made. */
+  if (ndomains * DOMAIN_COST > mt_reader_domain_memory_allowed((int64_t)position))
+    return damaged(err, &in, "more domains than the trace up to the position could hold");
   domain_state **domains = calloc(ndomains ? ndomains : 1, sizeof *domains);
   if (!domains)
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory loading the reader's state");
@@ -319,7 +323,7 @@ int mt_reader_load_state(mt_reader *r, const void *data, size_t size, mt_error *
   free(r->domains);
   r->domains = domains;
   r->ndomains = ndomains;
-  r->domain_memory = ndomains * (sizeof(domain_state) + sizeof(mt_backtrace_decoder));
+  r->domain_memory = ndomains * DOMAIN_COST;
   r->domain = NULL;
   r->in_packet = false;
   r->done = false;

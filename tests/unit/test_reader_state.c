@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "format/buf.h"
 #include "testutil.h"
 #include "tracegen.h"
 
@@ -290,6 +291,45 @@ static void reader_survives_damaged_states(void **state) {
   free(demo);
 }
 
+/* A saved state is held to the reader's own bound on decoder state: no more domains (160 KiB each)
+ * than reading the trace up to the saved position could have made. Each domain below takes 35
+ * bytes of the state but a backtrace cache once restored. */
+static void reader_refuses_a_state_with_more_domains_than_its_position_allows(void **state) {
+  (void)state;
+  uint8_t *demo;
+  size_t size;
+  checkpoint c;
+  demo_checkpoint(&demo, &size, &c);
+  const uint8_t *good = c.state;
+  size_t prefix = 4 + 4 + 8 + 1 + good[16]; /* magic, version, position, header copy */
+  enum { DOMAINS = 4000 };
+  size_t n = prefix + 4 + DOMAINS * 35;
+  uint8_t *bad = calloc(1, n);
+  memcpy(bad, good, prefix);
+  uint8_t *p = bad + prefix;
+  mt_store_u32(p, DOMAINS), p += 4;
+  for (unsigned i = 0; i < DOMAINS; i++) {
+    mt_store_u16(p, (uint16_t)i), p += 2; /* id */
+    p += 8 + 1;                           /* last time, no MTF entries */
+    mt_store_u32(p, 1), p += 4;           /* one used bucket: 0, code 1, next 0 */
+    p += 2;
+    mt_store_u64(p, 1), p += 8;
+    p += 2 + 8; /* next, no previous backtrace */
+  }
+  assert_int_equal((size_t)(p - bad), n);
+  mt_reader *r;
+  mt_error err;
+  mt_reader_options o = {.backtraces = true};
+  assert_int_equal(mt_reader_open_memory(&r, demo, size, &o, &err), MT_OK);
+  assert_int_equal(mt_reader_load_state(r, bad, n, &err), MT_E_MALFORMED);
+  assert_non_null(strstr(err.message, "more domains than the trace up to the position"));
+  mt_reader_close(r);
+  free(bad);
+  free(c.state);
+  free(c.locations);
+  free(demo);
+}
+
 static void reader_cannot_save_a_pipe_or_mid_packet(void **state) {
   (void)state;
   size_t size;
@@ -332,6 +372,7 @@ int main(void) {
       cmocka_unit_test(reader_resumes_multi_domain_trace),
       cmocka_unit_test(reader_refuses_state_of_another_trace),
       cmocka_unit_test(reader_survives_damaged_states),
+      cmocka_unit_test(reader_refuses_a_state_with_more_domains_than_its_position_allows),
       cmocka_unit_test(reader_cannot_save_a_pipe_or_mid_packet),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
