@@ -52,7 +52,7 @@ typedef struct mt_index {
   char *path;
   uint8_t *file; /* the index as read, which loaded bodies point into */
   checkpoint *c;
-  size_t count, cap, loaded;
+  size_t count, cap;
   int64_t trace_size, start_time, pid;
   int64_t trace_end;    /* time of the trace's last event; INT64_MIN when not known */
   bool end_learnt;      /* this pass learnt it */
@@ -78,11 +78,39 @@ typedef struct parsed_body {
   const uint8_t *domains, *nodes, *live; /* raw records, checked */
 } parsed_body;
 
+/* Why the index was not used or written, into `problem` (index_use.problem's size): `fmt` takes
+ * the index's path, then `detail`. */
+#define PROBLEM_SIZE sizeof(((mt_index_use *)0)->problem)
+static void say(char *problem, const mt_index *ix, const char *fmt, const char *detail) {
+  snprintf(problem, PROBLEM_SIZE, fmt, ix->path, detail);
+}
+
 static void note(mt_analysis *a, const char *fmt, const char *detail) {
-  snprintf(a->index_use.problem, sizeof a->index_use.problem, fmt, a->index->path, detail);
+  say(a->index_use.problem, a->index, fmt, detail);
+}
+
+/* The trace an index must match: its path, and the reader's size, start time and pid. */
+static void identify(mt_index *ix, const char *path, const mt_reader *r) {
+  ix->path = (char *)path;
+  ix->trace_size = mt_reader_size(r);
+  ix->start_time = mt_reader_info(r)->start_time;
+  ix->pid = mt_reader_info(r)->pid;
+  ix->trace_end = INT64_MIN;
 }
 
 /* --- reading the file --------------------------------------------------------------------- */
+
+static void get_live(const uint8_t *p, saved_object *o) {
+  mt_bytes_reader in;
+  mt_bytes_reader_init(&in, p, LIVE_SIZE);
+  mt_bytes_get_i64(&in, &o->id);
+  mt_bytes_get_i64(&in, &o->time);
+  mt_bytes_get_i64(&in, &o->words);
+  mt_bytes_get_u64(&in, &o->samples);
+  mt_bytes_get_u16(&in, &o->domain);
+  mt_bytes_get_u8(&in, &o->source);
+  mt_bytes_get_u32(&in, &o->node);
+}
 
 static bool parse_body(const uint8_t *data, size_t size, parsed_body *b) {
   mt_bytes_reader in;
@@ -114,33 +142,25 @@ static bool parse_body(const uint8_t *data, size_t size, parsed_body *b) {
   if (!mt_bytes_get_u64(&in, &b->nlive) || b->nlive > mt_bytes_reader_left(&in) / LIVE_SIZE)
     return false;
   b->live = in.p;
+  if (mt_bytes_reader_left(&in) != b->nlive * LIVE_SIZE)
+    return false;
   for (uint64_t i = 0; i < b->nlive; i++) {
-    int64_t id, time, words;
-    uint64_t samples;
-    uint16_t domain;
-    uint8_t source;
-    uint32_t node;
-    mt_bytes_get_i64(&in, &id);
-    mt_bytes_get_i64(&in, &time);
-    mt_bytes_get_i64(&in, &words);
-    mt_bytes_get_u64(&in, &samples);
-    mt_bytes_get_u16(&in, &domain);
-    mt_bytes_get_u8(&in, &source);
-    mt_bytes_get_u32(&in, &node);
-    if (source > MT_SOURCE_EXTERNAL || node > b->nnodes || words < 0)
+    saved_object o;
+    get_live(b->live + i * LIVE_SIZE, &o);
+    if (o.source > MT_SOURCE_EXTERNAL || o.node > b->nnodes || o.words < 0)
       return false;
   }
-  return mt_bytes_reader_left(&in) == 0;
+  return true;
 }
 
-/* Reads and checks the index file. false with index_use.problem set when it exists but cannot be
- * used; true (with no checkpoints) when there is none. */
-static bool load(mt_analysis *a, mt_index *ix, const mt_reader *r) {
+/* Reads and checks the index file of the trace `ix` identifies. false with `problem` set when it
+ * exists but cannot be used; true (with no checkpoints) when there is none. */
+static bool load(mt_index *ix, char *problem) {
   int fd = open(ix->path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT)
       return true;
-    note(a, "%s: cannot read the checkpoint index: %s", strerror(errno));
+    say(problem, ix, "%s: cannot read the checkpoint index: %s", strerror(errno));
     return false;
   }
   struct stat st;
@@ -148,7 +168,7 @@ static bool load(mt_analysis *a, mt_index *ix, const mt_reader *r) {
   /* An index holds at most about a quarter of its trace: anything far larger is not one. */
   if (ok && (uint64_t)st.st_size > (uint64_t)ix->trace_size / 2 + (64u << 20)) {
     close(fd);
-    note(a, "%s: %s", "is far larger than a checkpoint index of this trace could be");
+    say(problem, ix, "%s: %s", "is far larger than a checkpoint index of this trace could be");
     return false;
   }
   size_t size = ok ? (size_t)st.st_size : 0;
@@ -165,7 +185,8 @@ static bool load(mt_analysis *a, mt_index *ix, const mt_reader *r) {
   close(fd);
   if (!data || got != size) {
     free(data);
-    note(a, "%s: cannot read the checkpoint index: %s", data ? "short read" : "out of memory");
+    say(problem, ix, "%s: cannot read the checkpoint index: %s",
+        data ? "short read" : "out of memory");
     return false;
   }
   ix->file = data;
@@ -175,14 +196,14 @@ static bool load(mt_analysis *a, mt_index *ix, const mt_reader *r) {
   uint32_t version, count;
   if (size < HEADER_SIZE + 8 || !mt_bytes_get_data(&in, 8, &magic) ||
       memcmp(magic, INDEX_MAGIC, 8)) {
-    note(a, "%s: %s", "is not a memtap checkpoint index");
+    say(problem, ix, "%s: %s", "is not a memtap checkpoint index");
     return false;
   }
   uint64_t stored = 0;
   for (int i = 0; i < 8; i++)
     stored |= (uint64_t)data[size - 8 + i] << (8 * i);
   if (stored != mt_bytes_checksum(data, size - 8)) {
-    note(a, "%s: %s", "is damaged (its checksum does not match)");
+    say(problem, ix, "%s: %s", "is damaged (its checksum does not match)");
     return false;
   }
   int64_t trace_size, start_time, pid, trace_end;
@@ -193,21 +214,21 @@ static bool load(mt_analysis *a, mt_index *ix, const mt_reader *r) {
   mt_bytes_get_i64(&in, &trace_end);
   mt_bytes_get_u32(&in, &count);
   if (version != INDEX_VERSION) {
-    note(a, "%s: %s", "has a version this memtap does not read");
+    say(problem, ix, "%s: %s", "has a version this memtap does not read");
     return false;
   }
   if (trace_size != ix->trace_size || start_time != ix->start_time || pid != ix->pid) {
-    note(a, "%s: %s", "was made for another trace, or an earlier state of this one");
+    say(problem, ix, "%s: %s", "was made for another trace, or an earlier state of this one");
     return false;
   }
   if (trace_end != INT64_MIN && trace_end < start_time) {
-    note(a, "%s: %s", "is damaged (the trace ends before it starts)");
+    say(problem, ix, "%s: %s", "is damaged (the trace ends before it starts)");
     return false;
   }
   size_t bodies = HEADER_SIZE + (size_t)count * ENTRY_SIZE;
   if (count > (size - 8 - HEADER_SIZE) / ENTRY_SIZE ||
       !(ix->c = calloc(count + 1, sizeof *ix->c))) {
-    note(a, "%s: %s", "is damaged (bad checkpoint count)");
+    say(problem, ix, "%s: %s", "is damaged (bad checkpoint count)");
     return false;
   }
   ix->cap = count + 1;
@@ -224,30 +245,18 @@ static bool load(mt_analysis *a, mt_index *ix, const mt_reader *r) {
                    c->locations >= ix->c[i - 1].locations);
     if (!ordered || c->offset <= 0 || c->offset >= trace_size || body_offset < bodies ||
         body_offset > size - 8 || body_size > size - 8 - body_offset) {
-      note(a, "%s: %s", "is damaged (a checkpoint out of order or outside the file)");
+      say(problem, ix, "%s: %s", "is damaged (a checkpoint out of order or outside the file)");
       return false;
     }
     c->body = data + body_offset;
     c->body_size = (size_t)body_size;
   }
-  ix->count = ix->loaded = count;
+  ix->count = count;
   ix->trace_end = trace_end;
   return true;
 }
 
 /* --- resuming ----------------------------------------------------------------------------- */
-
-static void get_live(const uint8_t *p, saved_object *o) {
-  mt_bytes_reader in;
-  mt_bytes_reader_init(&in, p, LIVE_SIZE);
-  mt_bytes_get_i64(&in, &o->id);
-  mt_bytes_get_i64(&in, &o->time);
-  mt_bytes_get_i64(&in, &o->words);
-  mt_bytes_get_u64(&in, &o->samples);
-  mt_bytes_get_u16(&in, &o->domain);
-  mt_bytes_get_u8(&in, &o->source);
-  mt_bytes_get_u32(&in, &o->node);
-}
 
 /* Rebuilds the live set of a checked body: every saved node becomes a frame trie node (and a code
  * trie node when checkpoints are kept), parents first, so the cost is one step per node. */
@@ -388,18 +397,14 @@ int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *opti
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
   }
   a->index = ix;
-  const mt_trace_info *info = mt_reader_info(r);
-  ix->trace_size = mt_reader_size(r);
-  ix->start_time = info->start_time;
-  ix->pid = info->pid;
-  ix->trace_end = INT64_MIN;
+  identify(ix, ix->path, r);
   ix->interval = options->index_interval > 0 ? options->index_interval : MT_INDEX_INTERVAL;
-  if (!load(a, ix, r)) { /* start a new index from scratch */
+  if (!load(ix, a->index_use.problem)) { /* start a new index from scratch */
     free(ix->file);
     free(ix->c);
     ix->file = NULL;
     ix->c = NULL;
-    ix->count = ix->loaded = ix->cap = 0;
+    ix->count = ix->cap = 0;
   }
   int64_t from = options->from == MT_TIME_UNBOUNDED ? 0 : options->from;
   int64_t to = options->to == MT_TIME_UNBOUNDED ? INT64_MAX : options->to;
@@ -676,15 +681,11 @@ void mt_index_end(mt_analysis *a, bool write, int64_t trace_end) {
 }
 
 int64_t mt_index_trace_duration(const char *index_path, const mt_reader *r) {
-  mt_analysis a = {0};
-  mt_index ix = {.path = (char *)index_path,
-                 .trace_size = mt_reader_size(r),
-                 .start_time = mt_reader_info(r)->start_time,
-                 .pid = mt_reader_info(r)->pid,
-                 .trace_end = INT64_MIN};
-  a.index = &ix;
+  mt_index ix = {0};
+  identify(&ix, index_path, r);
+  char problem[PROBLEM_SIZE];
   int64_t duration = -1;
-  if (ix.trace_size >= 0 && load(&a, &ix, r) && ix.trace_end != INT64_MIN)
+  if (ix.trace_size >= 0 && load(&ix, problem) && ix.trace_end != INT64_MIN)
     duration = ix.trace_end - ix.start_time;
   free(ix.file);
   free(ix.c);
