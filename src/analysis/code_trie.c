@@ -3,34 +3,13 @@
 
 #include <stdlib.h>
 
-static bool reserve(mt_code_trie *t, size_t need) {
-  if (need <= t->cap)
-    return true;
-  size_t n = t->cap ? 2 * t->cap : 1024;
-  while (n < need)
-    n *= 2;
-  int64_t *code = realloc(t->code, n * sizeof *code);
-  if (code)
-    t->code = code;
-  uint32_t *count = code ? realloc(t->count, n * sizeof *count) : NULL;
-  if (count)
-    t->count = count;
-  uint32_t *parent = count ? realloc(t->parent, n * sizeof *parent) : NULL;
-  if (!parent)
-    return false;
-  t->parent = parent;
-  t->cap = n;
-  return true;
-}
+#include "common/grow.h"
 
 static uint32_t add(mt_code_trie *t, uint32_t parent, int64_t code, uint32_t count) {
-  if (t->nodes >= UINT32_MAX - 1 || !reserve(t, t->nodes + 1))
+  if (t->nodes >= UINT32_MAX - 1 || !MT_GROW(t->node, t->cap, t->nodes + 1))
     return UINT32_MAX;
-  uint32_t node = (uint32_t)t->nodes++;
-  t->code[node] = code;
-  t->count[node] = count;
-  t->parent[node] = parent;
-  return node;
+  t->node[t->nodes] = (mt_code_node){.code = code, .count = count, .parent = parent};
+  return (uint32_t)t->nodes++;
 }
 
 uint32_t mt_code_trie_child(mt_code_trie *t, uint32_t parent, int64_t code, uint32_t count) {
@@ -54,9 +33,7 @@ uint32_t mt_code_trie_child(mt_code_trie *t, uint32_t parent, int64_t code, uint
 }
 
 void mt_code_trie_free(mt_code_trie *t) {
-  free(t->code);
-  free(t->count);
-  free(t->parent);
+  free(t->node);
   mt_pairmap_free(&t->single);
   mt_pairmap_free(&t->runs);
   *t = (mt_code_trie){0};

@@ -12,10 +12,14 @@
 
 #include "analysis/pairmap.h"
 
+typedef struct mt_code_node {
+  int64_t code;    /* the code the node repeats (unused for the root) */
+  uint32_t count;  /* how many times */
+  uint32_t parent; /* < the node's own index */
+} mt_code_node;
+
 typedef struct mt_code_trie {
-  int64_t *code;    /* code[i]: the code node i repeats (unused for the root) */
-  uint32_t *count;  /* how many times */
-  uint32_t *parent; /* parent[i] < i */
+  mt_code_node *node;
   size_t nodes, cap;
   mt_pairmap single; /* (parent, code) -> the child with one code */
   mt_pairmap runs;   /* (that child, count) -> the child with `count` codes, count > 1 */

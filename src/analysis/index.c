@@ -30,6 +30,7 @@
 #include "analysis/model.h"
 #include "common/bytes.h"
 #include "common/error.h"
+#include "common/grow.h"
 
 #define INDEX_MAGIC "MTAPIDX1"
 #define INDEX_VERSION 1
@@ -454,19 +455,20 @@ uint32_t mt_index_track(mt_analysis *a, domain_state *d, const mt_event *ev) {
     size_t lo = 0, hi = d->code_runs;
     while (hi - lo > 1) {
       size_t mid = (lo + hi) / 2;
-      if (d->code_run_start[mid] <= k - 1)
+      if (d->code_run[mid].start <= k - 1)
         lo = mid;
       else
         hi = mid;
     }
-    uint32_t run = d->code_run[lo], start = d->code_run_start[lo];
+    uint32_t run = d->code_run[lo].node, start = d->code_run[lo].start;
     /* The prefix may end inside that run: then it is a shorter run of the same code. */
-    node = start + t->count[run] == k
-               ? run
-               : mt_code_trie_child(t, t->parent[run], t->code[run], (uint32_t)(k - start));
+    node =
+        start + t->node[run].count == k
+            ? run
+            : mt_code_trie_child(t, t->node[run].parent, t->node[run].code, (uint32_t)(k - start));
     if (node == UINT32_MAX)
       return UINT32_MAX;
-    d->code_run[lo] = node;
+    d->code_run[lo].node = node;
     runs = lo + 1;
   }
   const int64_t *bt = ev->backtrace;
@@ -477,19 +479,9 @@ uint32_t mt_index_track(mt_analysis *a, domain_state *d, const mt_event *ev) {
       end++;
     if ((node = mt_code_trie_child(t, node, code, (uint32_t)(end - i))) == UINT32_MAX)
       return UINT32_MAX;
-    if (runs == d->code_run_cap) {
-      size_t cap = d->code_run_cap ? 2 * d->code_run_cap : 64;
-      uint32_t *grown = realloc(d->code_run, cap * sizeof *grown);
-      if (grown)
-        d->code_run = grown;
-      uint32_t *starts = grown ? realloc(d->code_run_start, cap * sizeof *starts) : NULL;
-      if (!starts)
-        return UINT32_MAX;
-      d->code_run_start = starts;
-      d->code_run_cap = cap;
-    }
-    d->code_run[runs] = node;
-    d->code_run_start[runs++] = (uint32_t)i;
+    if (!MT_GROW(d->code_run, d->code_run_cap, runs + 1))
+      return UINT32_MAX;
+    d->code_run[runs++] = (struct code_run){.node = node, .start = (uint32_t)i};
     i = end;
   }
   d->code_runs = runs;
@@ -533,7 +525,7 @@ static int save_checkpoint(mt_analysis *a, mt_reader *r, int64_t last, mt_error 
   const mt_code_trie *t = &a->code_trie;
   for (size_t i = 0; i < a->nlive; i++)
     for (uint32_t n = a->live[i].stack == UINT32_MAX ? 0 : a->live[i].code_node;
-         n != 0 && n < t->nodes && !reached[n]; n = t->parent[n])
+         n != 0 && n < t->nodes && !reached[n]; n = t->node[n].parent)
       reached[n] = 1;
   uint32_t nodes = 0;
   for (size_t i = 1; i < t->nodes; i++)
@@ -543,9 +535,9 @@ static int save_checkpoint(mt_analysis *a, mt_reader *r, int64_t last, mt_error 
   mt_bytes_u32(&b, nodes);
   for (size_t i = 1; i < t->nodes; i++)
     if (reached[i]) {
-      mt_bytes_u32(&b, renumber[t->parent[i]]);
-      mt_bytes_u64(&b, (uint64_t)t->code[i]);
-      mt_bytes_u32(&b, t->count[i]);
+      mt_bytes_u32(&b, renumber[t->node[i].parent]);
+      mt_bytes_u64(&b, (uint64_t)t->node[i].code);
+      mt_bytes_u32(&b, t->node[i].count);
     }
   mt_bytes_u64(&b, a->live_index.count);
   for (size_t i = 0; i < a->live_index.cap; i++) {

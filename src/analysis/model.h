@@ -49,9 +49,11 @@ typedef struct domain_state {
   uint32_t *path; /* path[i]: the frame trie node its first i + 1 codes are shown as */
   size_t depth, cap, codes_cap;
   int64_t last_alloc; /* id of the domain's last allocation, -1 if none */
-  /* The previous backtrace in the code trie, run by run: run j is node code_run[j], starting at
-   * position code_run_start[j]. */
-  uint32_t *code_run, *code_run_start;
+  /* The previous backtrace in the code trie, run by run. */
+  struct code_run {
+    uint32_t node;  /* a code trie node */
+    uint32_t start; /* the position of its first code in the backtrace */
+  } * code_run;
   size_t code_runs, code_depth, code_run_cap;
 } domain_state;
 

@@ -404,7 +404,6 @@ void mt_analysis_free(mt_analysis *a) {
     free(a->domains[i].path);
     free(a->domains[i].codes);
     free(a->domains[i].code_run);
-    free(a->domains[i].code_run_start);
   }
   free(a->domains);
   free(a->dirty);

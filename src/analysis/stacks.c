@@ -11,21 +11,7 @@
 
 #include "analysis/model.h"
 #include "common/error.h"
-
-static bool grow(void **array, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap)
-    return true;
-  size_t n = *cap ? *cap : 64;
-  while (n < need)
-    n *= 2;
-  void *p = realloc(*array, n * elem);
-  if (!p)
-    return false;
-  *array = p;
-  *cap = n;
-  return true;
-}
-#define GROW(a, cap, need) grow((void **)&(a), &(cap), (need), sizeof *(a))
+#include "common/grow.h"
 
 int mt_stacks_init(mt_analysis *a, const mt_analysis_options *options, mt_error *err) {
   a->fold = !options->no_fold;
@@ -39,7 +25,7 @@ int mt_stacks_init(mt_analysis *a, const mt_analysis_options *options, mt_error 
     }
     a->has_hide = true;
   }
-  if (!GROW(a->fnodes, a->fnodes_cap, 1))
+  if (!MT_GROW(a->fnodes, a->fnodes_cap, 1))
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
   a->fnodes[0] = (frame_node){.parent = UINT32_MAX, .frame = UINT32_MAX, .stack = UINT32_MAX};
   a->nfnodes = 1;
@@ -106,7 +92,7 @@ static uint32_t intern_frame(mt_analysis *a, const char *function, const char *f
     if (f->line == line && !strcmp(f->function, function) && !strcmp(f->file, file))
       return (uint32_t)index;
   }
-  if (!GROW(a->frames, a->frames_cap, a->nframes + 1))
+  if (!MT_GROW(a->frames, a->frames_cap, a->nframes + 1))
     return UINT32_MAX;
   mt_frame f = {intern_string(a, function), intern_string(a, file), line};
   if (!f.function || !f.file || !mt_hashmap_put(&a->frame_index, (int64_t)h, a->nframes))
@@ -127,7 +113,7 @@ static bool frames_of_code(mt_analysis *a, int64_t code, size_t *offset, size_t 
   size_t n = 0;
   if (!a->reader || !mt_reader_lookup_location(a->reader, code, &entries, &n))
     n = 0;
-  if (!GROW(a->frame_list, a->frame_list_cap, a->nframe_list + (n ? n : 1)))
+  if (!MT_GROW(a->frame_list, a->frame_list_cap, a->nframe_list + (n ? n : 1)))
     return false;
   size_t start = a->nframe_list;
   char name[32];
@@ -158,7 +144,7 @@ static uint32_t fnode_child(mt_analysis *a, uint32_t parent, uint32_t frame, boo
   uint32_t child = mt_pairmap_get(&a->fnode_children, parent, item);
   if (child != UINT32_MAX)
     return child;
-  if (a->nfnodes >= UINT32_MAX - 1 || !GROW(a->fnodes, a->fnodes_cap, a->nfnodes + 1))
+  if (a->nfnodes >= UINT32_MAX - 1 || !MT_GROW(a->fnodes, a->fnodes_cap, a->nfnodes + 1))
     return UINT32_MAX;
   child = (uint32_t)a->nfnodes;
   if (!mt_pairmap_put(&a->fnode_children, parent, item, child))
@@ -211,7 +197,7 @@ uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
     k = n;
   if (k > 0 && d->codes[k - 1] != ev->backtrace[k - 1])
     k = 0; /* not the stream we followed: start again from the root */
-  if (!GROW(d->path, d->cap, n + 1) || !GROW(d->codes, d->codes_cap, n + 1))
+  if (!MT_GROW(d->path, d->cap, n + 1) || !MT_GROW(d->codes, d->codes_cap, n + 1))
     return UINT32_MAX;
   uint32_t fnode = k ? d->path[k - 1] : 0;
   const int64_t *bt = ev->backtrace;
@@ -241,7 +227,7 @@ uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
 uint32_t mt_stacks_of_fnode(mt_analysis *a, uint32_t fnode) {
   uint32_t stack = a->fnodes[fnode].stack;
   if (stack == UINT32_MAX) {
-    if (a->nstacks >= UINT32_MAX - 1 || !GROW(a->stacks, a->stacks_cap, a->nstacks + 1))
+    if (a->nstacks >= UINT32_MAX - 1 || !MT_GROW(a->stacks, a->stacks_cap, a->nstacks + 1))
       return UINT32_MAX;
     uint32_t site = UINT32_MAX;
     for (uint32_t f = fnode; f != 0; f = a->fnodes[f].parent) {
@@ -269,7 +255,8 @@ const uint32_t *mt_analysis_stack_frames(const mt_analysis *a, size_t stack, siz
   uint32_t fnode = a->stacks[stack].fnode;
   size_t n = a->fnodes[fnode].depth;
   *depth = n;
-  if (!GROW(m->shown, m->shown_cap, n + 1) || !GROW(m->shown_inlined, m->shown_inlined_cap, n + 1))
+  if (!MT_GROW(m->shown, m->shown_cap, n + 1) ||
+      !MT_GROW(m->shown_inlined, m->shown_inlined_cap, n + 1))
     return *depth = 0, NULL;
   for (uint32_t f = fnode; f != 0; f = a->fnodes[f].parent) {
     m->shown[--n] = a->fnodes[f].frame;
