@@ -138,9 +138,5 @@ bool mt_bytes_get_string(mt_bytes_reader *r, const char **s, size_t *len) {
 }
 
 uint64_t mt_bytes_checksum(const void *data, size_t n) {
-  const uint8_t *p = data;
-  uint64_t h = UINT64_C(0xcbf29ce484222325);
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ p[i]) * UINT64_C(0x100000001b3);
-  return mt_hash64(h ^ n);
+  return mt_hash_bytes(0, data, n);
 }

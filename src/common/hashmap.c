@@ -117,3 +117,11 @@ size_t mt_hashmap_longest_run(const mt_hashmap *m) {
   }
   return longest < m->cap ? longest : m->cap;
 }
+
+uint64_t mt_hash_bytes(uint64_t seed, const void *data, size_t n) {
+  const uint8_t *p = data;
+  uint64_t h = UINT64_C(0xcbf29ce484222325) ^ seed;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+  return mt_hash64(h ^ n);
+}

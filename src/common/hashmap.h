@@ -39,6 +39,10 @@ uint64_t mt_hashmap_random_seed(void);
  */
 size_t mt_hashmap_longest_run(const mt_hashmap *m);
 
+/* A hash of `n` bytes (64-bit FNV-1a, `seed` mixed into its start, finished with mt_hash64): for
+ * strings read from a trace (with a secret seed) and checksums of memtap's own files (seed 0). */
+uint64_t mt_hash_bytes(uint64_t seed, const void *data, size_t n);
+
 static inline uint64_t mt_hash64(uint64_t x) {
   x ^= x >> 33;
   x *= UINT64_C(0xff51afd7ed558ccd);

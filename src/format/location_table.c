@@ -49,15 +49,8 @@ void mt_location_table_free(mt_location_table *t) {
   free(t);
 }
 
-static uint64_t hash_bytes(uint64_t seed, const char *s, size_t len) {
-  uint64_t h = UINT64_C(0xcbf29ce484222325) ^ seed;
-  for (size_t i = 0; i < len; i++)
-    h = (h ^ (uint8_t)s[i]) * UINT64_C(0x100000001b3);
-  return mt_hash64(h ^ len);
-}
-
 const char *mt_location_table_intern(mt_location_table *t, const char *s, size_t len) {
-  int64_t key = (int64_t)hash_bytes(t->seed, s, len);
+  int64_t key = (int64_t)mt_hash_bytes(t->seed, s, len);
   uint64_t head = 0;
   mt_hashmap_get(&t->strings, key, &head);
   for (interned *i = (interned *)(uintptr_t)head; i; i = i->next_same_hash)
