@@ -44,15 +44,24 @@ bool an_parse_time(const char *text, int64_t duration_us, int64_t *us) {
   return true;
 }
 
+/* TRACE.idx for a trace file (malloc'd); NULL for standard input or when memory runs out. */
+static char *index_path_of(const char *path) {
+  if (!strcmp(path, "-"))
+    return NULL;
+  size_t n = strlen(path) + 5;
+  char *idx = malloc(n);
+  if (idx)
+    snprintf(idx, n, "%s.idx", path);
+  return idx;
+}
+
 int64_t an_trace_duration(const char *path, bool use_index) {
   mt_reader *r = cli_open_trace(path, false);
   if (!r)
     return -1;
   /* A checkpoint index that saw the whole trace knows its duration: no pass needed. */
-  size_t n = strlen(path) + 5;
-  char *idx = use_index && strcmp(path, "-") ? malloc(n) : NULL;
+  char *idx = use_index ? index_path_of(path) : NULL;
   if (idx) {
-    snprintf(idx, n, "%s.idx", path);
     int64_t known = mt_index_trace_duration(idx, r);
     free(idx);
     if (known >= 0) {
@@ -97,13 +106,9 @@ static void draw_progress(void *user, int64_t position, int64_t total) {
 
 /* TRACE.idx (malloc'd) when this analysis should use the checkpoint index, else NULL. */
 static char *index_for(const char *path, const an_options *o, int64_t from) {
-  if (o->index == AN_INDEX_OFF || !strcmp(path, "-"))
-    return NULL;
-  size_t n = strlen(path) + 5;
-  char *idx = malloc(n);
+  char *idx = o->index == AN_INDEX_OFF ? NULL : index_path_of(path);
   if (!idx)
     return NULL;
-  snprintf(idx, n, "%s.idx", path);
   struct stat st;
   bool exists = stat(idx, &st) == 0;
   bool large = stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= AN_INDEX_MIN_TRACE;
