@@ -3,6 +3,9 @@
 # A missing tool skips the test, except under CI=true where the script fails.
 find_package(Python3 COMPONENTS Interpreter)
 if(NOT Python3_Interpreter_FOUND)
+  if("$ENV{CI}" STREQUAL "true")
+    message(FATAL_ERROR "python3 not found: under CI the pprof and HTML report checks must run")
+  endif()
   message(WARNING "python3 not found: the pprof and HTML report checks are not built")
   return()
 endif()
