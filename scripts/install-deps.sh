@@ -12,6 +12,12 @@ packages=(
   python3                                                # drives the pprof and HTML report checks
   golang-go                                              # go tool pprof reads memtap's pprof export in a test
   chromium                                               # headless: the HTML report renders without errors in a test
+  g++                                                    # C++ test programs of the tracer (new/delete, exceptions)
+  libunwind-dev                                          # the tracer's baseline unwinder
+  libdw-dev libelf-dev                                   # symbolisation (elfutils): functions, lines, inlined frames
+  libjemalloc2                                           # test: a program's own allocator is kept under the shim
+  sqlite3 git                                            # real programs the tracer tests record
+  heaptrack                                              # the yardstick in bench/tracer (never run by tests)
 )
 
 missing=()
