@@ -1,6 +1,11 @@
-# Compiler flags every target shares: warnings are errors, sanitizers when asked for.
-add_compile_options(-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+# Compiler flags every target shares: warnings (errors only with MEMTAP_WERROR, which the project's
+# CI turns on: a user's or a packager's build must never fail on a warning a newer or other
+# compiler finds), sanitizers when asked for.
+add_compile_options(-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
                     -Wno-unused-parameter)
+if(MEMTAP_WERROR)
+  add_compile_options(-Werror)
+endif()
 # Linux-only project: glibc extensions (pidfd, memfd, dl_iterate_phdr, ...) are used throughout.
 add_compile_definitions(_GNU_SOURCE)
 

@@ -291,6 +291,7 @@ static int begin_event(mt_writer *w, domain_writer *d, unsigned code, int64_t no
 
 /* Switches the multiplexed writer to `domain`, flushing the previous domain (§2.10). */
 static int switch_domain(mt_writer *w, uint16_t domain, domain_writer **out, mt_error *err) {
+  *out = NULL; /* set on every path: callers read it only on success, but gcc cannot know that */
   if (w->failed)
     return mt_fail(err, w->failed, -1, "the writer stopped after an earlier error");
   if (w->current->domain != domain) {

@@ -119,20 +119,20 @@ static void find_miss(const original *o, size_t *event_at, size_t *code_at, size
     uint8_t u8;
     uint16_t n = 0, word;
     size_t source = 0;
+    /* Every read is checked: an event cut short by the end of the data is skipped. */
     if (!ev.short_form) {
-      mt_rbuf_vint(&b, &v);
-      mt_rbuf_vint(&b, &v);
+      if (!mt_rbuf_vint(&b, &v) || !mt_rbuf_vint(&b, &v))
+        continue;
       source = (size_t)mt_rbuf_offset(&b);
-      mt_rbuf_u8(&b, &u8);
-      mt_rbuf_vint(&b, &v);
-      mt_rbuf_u16(&b, &n);
+      if (!mt_rbuf_u8(&b, &u8) || !mt_rbuf_vint(&b, &v) || !mt_rbuf_u16(&b, &n))
+        continue;
       if (!*source_at) {
         *source_at = source;
         *event_at = (size_t)ev.offset;
       }
     } else {
-      mt_rbuf_vint(&b, &v);
-      mt_rbuf_u8(&b, &u8);
+      if (!mt_rbuf_vint(&b, &v) || !mt_rbuf_u8(&b, &u8))
+        continue;
       n = u8;
     }
     if (n && mt_rbuf_u16(&b, &word) && (word & 3) == 3 && !*code_at) {
