@@ -1,0 +1,308 @@
+/* unwind_cfi: the module table, the per-PC rule cache and the stack walk of the shim's fast
+ * unwinder (unwind_cfi.h). Only the walk and the cache are on the hot path; a cache miss looks the
+ * PC up in the module table and asks eh_frame.c for its rule, still without lock or allocation. */
+#include "tracer/unwind_cfi.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <ucontext.h>
+
+#include "tracer/eh_frame.h"
+
+/* ---- module table -------------------------------------------------------------------------
+ * Slots are written under a sequence counter (odd while a writer is inside); fields are atomics
+ * so that a reader racing a writer reads old or new words, and retries when the counter moved. */
+
+typedef struct slot {
+  _Atomic unsigned seq;
+  _Atomic uintptr_t text_lo, text_hi, eh_frame_hdr, eh_lo, eh_hi;
+} slot;
+
+static slot slots[MT_CFI_MAX_MODULES];
+static _Atomic unsigned slots_used; /* high-water mark */
+static atomic_flag writer_lock = ATOMIC_FLAG_INIT;
+static _Atomic uintptr_t skip_lo, skip_hi;
+
+#define RELAXED memory_order_relaxed
+#define ACQUIRE memory_order_acquire
+#define RELEASE memory_order_release
+
+/* ---- rule cache ----------------------------------------------------------------------------
+ * One 64-bit word per entry, indexed by the low CACHE_BITS of the lookup PC:
+ *   bits 0-2 kind (0: empty), 3-8 rbp_slot (signed), 9-30 cfa_offset, 31-63 PC >> CACHE_BITS.
+ * eh_frame.c keeps cfa_offset below 2^22 and rbp_slot in [-32, -2]. PCs of 2^48 and above (not
+ * user space on x86-64) are never cached. */
+#define CACHE_BITS 15
+#define CACHE_SIZE (1u << CACHE_BITS)
+#define TAG_SHIFT 31
+static _Atomic uint64_t cache[CACHE_SIZE];
+
+static uint64_t pack(mt_eh_rule r, uintptr_t key) {
+  return (uint64_t)r.kind | (uint64_t)((uint8_t)r.rbp_slot & 0x3f) << 3 |
+         (uint64_t)((uint32_t)r.cfa_offset & 0x3fffff) << 9 |
+         (uint64_t)(key >> CACHE_BITS) << TAG_SHIFT;
+}
+
+static void lock_writers(void) {
+  while (atomic_flag_test_and_set_explicit(&writer_lock, ACQUIRE))
+    __builtin_ia32_pause();
+}
+
+static void unlock_writers(void) {
+  atomic_flag_clear_explicit(&writer_lock, RELEASE);
+}
+
+/* Clears cached rules for lookup PCs in [lo - 1, hi) (a return address just past the end of a
+ * module is looked up one byte lower). */
+static void cache_forget(uintptr_t lo, uintptr_t hi) {
+  for (uint32_t i = 0; i < CACHE_SIZE; i++) {
+    uint64_t e = atomic_load_explicit(&cache[i], RELAXED);
+    uintptr_t key = (uintptr_t)(e >> TAG_SHIFT) << CACHE_BITS | i;
+    if (e && key + 1 >= lo && key < hi)
+      atomic_compare_exchange_strong_explicit(&cache[i], &e, 0, RELAXED, RELAXED);
+  }
+}
+
+void mt_cfi_cache_clear(void) {
+  for (uint32_t i = 0; i < CACHE_SIZE; i++)
+    atomic_store_explicit(&cache[i], 0, RELAXED);
+}
+
+static void slot_write(slot *s, const mt_cfi_module *m) {
+  unsigned seq = atomic_load_explicit(&s->seq, RELAXED);
+  atomic_store_explicit(&s->seq, seq + 1, RELAXED);
+  /* Release stores: a reader that sees any new field also sees the odd counter. */
+  atomic_store_explicit(&s->text_lo, m->text_lo, RELEASE);
+  atomic_store_explicit(&s->text_hi, m->text_hi, RELEASE);
+  atomic_store_explicit(&s->eh_frame_hdr, m->eh_frame_hdr, RELEASE);
+  atomic_store_explicit(&s->eh_lo, m->eh_lo, RELEASE);
+  atomic_store_explicit(&s->eh_hi, m->eh_hi, RELEASE);
+  atomic_store_explicit(&s->seq, seq + 2, RELEASE);
+}
+
+int mt_cfi_add_module(const mt_cfi_module *m) {
+  if (m->text_lo >= m->text_hi)
+    return -1;
+  lock_writers();
+  unsigned used = atomic_load_explicit(&slots_used, RELAXED), i;
+  for (i = 0; i < used; i++)
+    if (atomic_load_explicit(&slots[i].text_hi, RELAXED) == 0)
+      break;
+  if (i == MT_CFI_MAX_MODULES) {
+    unlock_writers();
+    return -1;
+  }
+  slot_write(&slots[i], m);
+  if (i == used)
+    atomic_store_explicit(&slots_used, used + 1, RELEASE);
+  unlock_writers();
+  cache_forget(m->text_lo, m->text_hi); /* "no module here" entries made before it came */
+  return 0;
+}
+
+void mt_cfi_remove_module(uintptr_t text_lo) {
+  lock_writers();
+  unsigned used = atomic_load_explicit(&slots_used, RELAXED);
+  for (unsigned i = 0; i < used; i++) {
+    if (atomic_load_explicit(&slots[i].text_hi, RELAXED) == 0 ||
+        atomic_load_explicit(&slots[i].text_lo, RELAXED) != text_lo)
+      continue;
+    uintptr_t hi = atomic_load_explicit(&slots[i].text_hi, RELAXED);
+    slot_write(&slots[i], &(mt_cfi_module){0});
+    unlock_writers();
+    cache_forget(text_lo, hi);
+    return;
+  }
+  unlock_writers();
+}
+
+void mt_cfi_set_skip_range(uintptr_t lo, uintptr_t hi) {
+  atomic_store_explicit(&skip_lo, lo, RELAXED);
+  atomic_store_explicit(&skip_hi, hi, RELAXED);
+}
+
+int mt_cfi_module_from_phdr(const struct dl_phdr_info *info, mt_cfi_module *out) {
+  *out = (mt_cfi_module){.load_bias = info->dlpi_addr};
+  uintptr_t hdr_vaddr = 0;
+  for (size_t i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME)
+      hdr_vaddr = info->dlpi_phdr[i].p_vaddr;
+  for (size_t i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD)
+      continue;
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+    if (ph->p_flags & PF_X) {
+      if (!out->text_hi || lo < out->text_lo)
+        out->text_lo = lo;
+      if (hi > out->text_hi)
+        out->text_hi = hi;
+    }
+    /* The tables' segment: file-backed bytes only (p_filesz), all of them readable. */
+    if (hdr_vaddr && (ph->p_flags & PF_R) && hdr_vaddr >= ph->p_vaddr &&
+        hdr_vaddr < ph->p_vaddr + ph->p_filesz) {
+      out->eh_frame_hdr = info->dlpi_addr + hdr_vaddr;
+      out->eh_lo = lo;
+      out->eh_hi = lo + ph->p_filesz;
+    }
+  }
+  return out->text_hi ? 0 : -1;
+}
+
+/* The tables of the module holding pc. Returns 1 found, 0 none, -1 a writer kept the slot busy
+ * (possibly this very thread, interrupted by the signal we run in): the caller must not cache. */
+static int find_module(uintptr_t pc, mt_eh_tables *t) {
+  unsigned used = atomic_load_explicit(&slots_used, ACQUIRE);
+  int busy = 0;
+  for (unsigned i = 0; i < used; i++) {
+    slot *s = &slots[i];
+    for (int tries = 0;; tries++) {
+      unsigned seq = atomic_load_explicit(&s->seq, ACQUIRE);
+      uintptr_t lo = atomic_load_explicit(&s->text_lo, ACQUIRE);
+      uintptr_t hi = atomic_load_explicit(&s->text_hi, ACQUIRE);
+      t->eh_frame_hdr = atomic_load_explicit(&s->eh_frame_hdr, ACQUIRE);
+      t->lo = atomic_load_explicit(&s->eh_lo, ACQUIRE);
+      t->hi = atomic_load_explicit(&s->eh_hi, ACQUIRE);
+      if (!(seq & 1) && seq == atomic_load_explicit(&s->seq, ACQUIRE)) {
+        if (pc >= lo && pc < hi)
+          return 1;
+        break;
+      }
+      if (tries == 100) {
+        busy = 1;
+        break;
+      }
+      __builtin_ia32_pause();
+    }
+  }
+  return busy ? -1 : 0;
+}
+
+static mt_eh_rule rule_miss(uintptr_t key, _Atomic uint64_t *entry) {
+  mt_eh_tables t;
+  int found = find_module(key, &t);
+  mt_eh_rule r = {.kind = MT_EH_NO_MODULE};
+  if (found < 0)
+    return (mt_eh_rule){.kind = MT_EH_UNEXPRESSIBLE};
+  if (found)
+    r = mt_eh_rule_at(&t, key);
+  if (key >> 48 == 0)
+    atomic_store_explicit(entry, pack(r, key), RELAXED);
+  return r;
+}
+
+/* ---- the walk ---------------------------------------------------------------------------- */
+
+/* Stack reads are of other functions' frames: exempt from AddressSanitizer's redzone checks. */
+__attribute__((no_sanitize("address"))) static inline uint64_t load_word(uintptr_t at) {
+  uint64_t v;
+  __builtin_memcpy(&v, (const void *)at, sizeof v);
+  return v;
+}
+
+__attribute__((no_sanitize("address"))) static size_t walk(mt_cfi_regs r, bool exact, unsigned drop,
+                                                           uint64_t *pcs, size_t max, uintptr_t lo,
+                                                           uintptr_t hi, unsigned *flags_out) {
+  uintptr_t range_lo = atomic_load_explicit(&skip_lo, RELAXED);
+  uintptr_t range_hi = atomic_load_explicit(&skip_hi, RELAXED);
+  bool in_skip_range = true;
+  unsigned flags = 0;
+  size_t n = 0;
+  if (r.sp > lo)
+    lo = r.sp;
+  for (;;) {
+    if (drop) {
+      drop--;
+    } else if (in_skip_range && r.pc >= range_lo && r.pc < range_hi) {
+      /* the shim's own frame */
+    } else {
+      in_skip_range = false;
+      if (n == max) {
+        flags |= MT_CFI_STOP_TRUNCATED;
+        break;
+      }
+      pcs[n++] = r.pc;
+    }
+
+    uintptr_t key = exact ? r.pc : r.pc - 1;
+    _Atomic uint64_t *entry = &cache[key & (CACHE_SIZE - 1)];
+    uint64_t e = atomic_load_explicit(entry, RELAXED);
+    mt_eh_rule rule;
+    if ((e & 7) && e >> TAG_SHIFT == key >> CACHE_BITS) {
+      rule.kind = e & 7;
+      rule.rbp_slot = (int8_t)((int8_t)(e >> 1) >> 2); /* bits 3-8, sign-extended */
+      rule.cfa_offset = (int32_t)((e >> 9) & 0x3fffff);
+    } else {
+      rule = rule_miss(key, entry);
+    }
+
+    uintptr_t cfa;
+    switch (rule.kind) {
+    case MT_EH_CFA_RSP: cfa = r.sp + (uintptr_t)rule.cfa_offset; break;
+    case MT_EH_CFA_RBP: cfa = r.bp + (uintptr_t)rule.cfa_offset; break;
+    case MT_EH_SIGNAL: {
+      /* r.sp is the ucontext the kernel pushed (the handler's return into the trampoline
+       * popped the frame's return address): the interrupted registers are in its gregs. */
+      uintptr_t gregs = r.sp + offsetof(ucontext_t, uc_mcontext.gregs);
+      if (r.sp < lo || gregs + 8 * (REG_RIP + 1) > hi || gregs + 8 * (REG_RIP + 1) < gregs) {
+        flags |= MT_CFI_STOP_BAD_STACK;
+        goto out;
+      }
+      mt_cfi_regs next = {load_word(gregs + 8 * REG_RIP), load_word(gregs + 8 * REG_RSP),
+                          load_word(gregs + 8 * REG_RBP)};
+      if (next.sp <= r.sp || next.sp > hi) {
+        flags |= MT_CFI_STOP_BAD_STACK;
+        goto out;
+      }
+      flags |= MT_CFI_PASSED_SIGNAL;
+      r = next;
+      exact = true;
+      if (!r.pc)
+        goto out;
+      continue;
+    }
+    case MT_EH_OUTERMOST: goto out;
+    case MT_EH_NO_FDE:
+    case MT_EH_NO_MODULE: flags |= MT_CFI_STOP_NO_INFO; goto out;
+    default: flags |= MT_CFI_STOP_UNEXPRESSIBLE; goto out;
+    }
+    /* The return address is at cfa - 8 and the caller's rbp at cfa + 8 * slot: both in bounds,
+     * and the walk only moves up the stack. */
+    if (cfa <= r.sp || cfa > hi || cfa - 8 < lo) {
+      flags |= MT_CFI_STOP_BAD_STACK;
+      break;
+    }
+    if (rule.rbp_slot) {
+      uintptr_t at = cfa + (uintptr_t)(intptr_t)(8 * rule.rbp_slot);
+      if (at < lo)
+        break;
+      r.bp = load_word(at);
+    }
+    r.pc = load_word(cfa - 8);
+    r.sp = cfa;
+    exact = false;
+    if (!r.pc)
+      break;
+  }
+out:
+  if (flags_out)
+    *flags_out = flags;
+  return n;
+}
+
+size_t mt_cfi_unwind_from(const mt_cfi_regs *regs, int exact_pc, uint64_t *pcs, size_t max,
+                          unsigned skip, uintptr_t stack_lo, uintptr_t stack_hi, unsigned *flags) {
+  return walk(*regs, exact_pc != 0, skip, pcs, max, stack_lo, stack_hi, flags);
+}
+
+__attribute__((noinline)) size_t mt_cfi_unwind(uint64_t *pcs, size_t max, unsigned skip,
+                                               uintptr_t stack_lo, uintptr_t stack_hi,
+                                               unsigned *flags) {
+  mt_cfi_regs r;
+  /* The walk starts here: this PC, with the CFI row of this very point of this function. */
+  __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"
+                   : "=r"(r.pc), "=r"(r.sp), "=r"(r.bp));
+  return walk(r, true, skip + 1, pcs, max, stack_lo, stack_hi, flags);
+}

@@ -1,0 +1,91 @@
+/* unwind_cfi: the preload shim's fast stack walker (DESIGN.md §4 "Unwinding"). It walks the
+ * calling thread's stack with per-PC rules taken from the modules' .eh_frame (eh_frame.h) and kept
+ * in a fixed-size cache, so a warm walk costs a few nanoseconds per frame. It never allocates,
+ * never takes a lock, never calls into the dynamic loader and never reads outside the stack bounds
+ * its caller gives (or outside a module's table segment). A frame whose call frame information it
+ * cannot express stops the walk with MT_CFI_STOP_UNEXPRESSIBLE: the caller then walks the stack
+ * again with libunwind.
+ *
+ * How the shim uses it:
+ *   - at start, from dl_iterate_phdr's callback (not on the hot path):
+ *       mt_cfi_module m;
+ *       if (mt_cfi_module_from_phdr(info, &m) == 0) mt_cfi_add_module(&m);
+ *     then mt_cfi_set_skip_range(shim text lo, hi) to drop the shim's own frames;
+ *   - after dlopen / dlclose: add the new modules, mt_cfi_remove_module(m.text_lo) the gone ones;
+ *   - per sampled event, on the thread's own stack:
+ *       unsigned flags;
+ *       size_t n = mt_cfi_unwind(pcs, 256, 0, 0, thread_stack_top, &flags);
+ *       if (flags & MT_CFI_STOP_INCOMPLETE) n = unw_backtrace(...);   (the fallback)
+ *
+ * The module table is a fixed array of slots in .bss, each published under a sequence counter:
+ * readers never wait and never see a half-written module, and nothing is ever freed. The rule
+ * cache is a direct-mapped table of 2^15 single-word entries (256 KiB of .bss, touched lazily);
+ * threads fill it on a miss without a lock, one atomic store per entry, so a racing reader sees
+ * an old entry or a new one, never a torn one. Adding or removing a module clears the entries of
+ * its range. Code that is unmapped while another thread still unwinds through it is the
+ * program's bug, not handled here. */
+#ifndef MEMTAP_SRC_TRACER_UNWIND_CFI_H
+#define MEMTAP_SRC_TRACER_UNWIND_CFI_H
+
+#include <link.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A loaded module, in run-time addresses. */
+typedef struct mt_cfi_module {
+  uintptr_t text_lo, text_hi; /* the span of its executable PT_LOAD segments */
+  uintptr_t load_bias;
+  uintptr_t eh_frame_hdr; /* PT_GNU_EH_FRAME, 0 when it has none (its frames end a walk) */
+  uintptr_t eh_lo, eh_hi; /* the PT_LOAD segment holding the tables: reads stay inside */
+} mt_cfi_module;
+
+/* Fills *out from a dl_iterate_phdr entry. Returns 0, or -1 when the module has no executable
+ * segment (nothing to register). Pure: reads info only. */
+int mt_cfi_module_from_phdr(const struct dl_phdr_info *info, mt_cfi_module *out);
+
+/* Registers a module (MT_CFI_MAX_MODULES at once). Returns 0, or -1 when the table is full or the
+ * range is empty. Callers may add and remove from several threads (a spin lock serialises them);
+ * never from a signal handler that may interrupt another add or remove on its thread. */
+#define MT_CFI_MAX_MODULES 1024
+int mt_cfi_add_module(const mt_cfi_module *module);
+
+/* Unregisters the module whose text starts at text_lo, and forgets the rules cached for it. */
+void mt_cfi_remove_module(uintptr_t text_lo);
+
+/* Frames whose PC is in [lo, hi) are dropped while they are innermost (after `skip`): the shim's
+ * own text, so a record starts at the program's call. 0, 0 drops none. */
+void mt_cfi_set_skip_range(uintptr_t lo, uintptr_t hi);
+
+/* Why a walk stopped (flags out of mt_cfi_unwind). No flag: it reached the outermost frame (an
+ * undefined return address, as _start and a thread's clone say, or a return address of 0). */
+enum {
+  MT_CFI_STOP_TRUNCATED = 1u << 0,     /* max frames stored and the stack goes on */
+  MT_CFI_STOP_UNEXPRESSIBLE = 1u << 1, /* CFI the rules cannot express: fall back */
+  MT_CFI_STOP_NO_INFO = 1u << 2,       /* a PC in no module, or with no FDE */
+  MT_CFI_STOP_BAD_STACK = 1u << 3,     /* a read would leave the bounds, or sp did not grow */
+  MT_CFI_PASSED_SIGNAL = 1u << 4,      /* not a stop: the walk went through a signal frame */
+  MT_CFI_STOP_INCOMPLETE = MT_CFI_STOP_UNEXPRESSIBLE | MT_CFI_STOP_NO_INFO | MT_CFI_STOP_BAD_STACK,
+};
+
+/* Walks the calling thread's stack. Stores up to max return addresses in pcs, innermost first:
+ * pcs[0] is the return address into mt_cfi_unwind's caller (a PC in the caller's own function),
+ * after dropping `skip` frames and then the skip range. After a signal frame the interrupted PC
+ * is stored as is (it is not a return address). Stack reads stay in [max(stack_lo, current sp),
+ * stack_hi): stack_hi is the top of the thread's stack (exclusive). Returns the count; *flags
+ * (may be NULL) gets MT_CFI_STOP_* and MT_CFI_PASSED_SIGNAL bits. Async-signal-safe. */
+size_t mt_cfi_unwind(uint64_t *pcs, size_t max, unsigned skip, uintptr_t stack_lo,
+                     uintptr_t stack_hi, unsigned *flags);
+
+/* The same walk from given registers, e.g. a signal handler's ucontext. exact_pc: pc is the
+ * exact PC of an interrupted instruction (looked up as is, and stored as pcs[0] when not
+ * skipped), not a return address. */
+typedef struct mt_cfi_regs {
+  uintptr_t pc, sp, bp;
+} mt_cfi_regs;
+size_t mt_cfi_unwind_from(const mt_cfi_regs *regs, int exact_pc, uint64_t *pcs, size_t max,
+                          unsigned skip, uintptr_t stack_lo, uintptr_t stack_hi, unsigned *flags);
+
+/* Forgets every cached rule (tests, and a consumer that wants cold-cache numbers). */
+void mt_cfi_cache_clear(void);
+
+#endif

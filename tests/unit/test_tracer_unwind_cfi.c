@@ -1,0 +1,605 @@
+/* The shim's cached CFI unwinder (src/tracer/unwind_cfi.c, eh_frame.c) against libunwind: at
+ * thousands of points (deep -O2 recursion without frame pointers, qsort's comparator called from
+ * libc, signal handlers on the same stack, timer signals at arbitrary instructions, threads sharing
+ * a cold cache, C++ exceptions, longjmp) both walk the stack and must agree frame by frame, or the
+ * cached walk must say it stopped early (the shim then falls back to libunwind). Also the walk's
+ * own contract: truncation, skipping, stack bounds, module removal, and the reduction of
+ * hand-made .eh_frame tables (PLT expression, signal frames, undefined return address). */
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "tracer/eh_frame.h"
+#include "tracer/unwind_cfi.h"
+#include "tracer_unwind_check.h"
+
+#define MAX_FRAMES 512
+
+/* ---- the comparison ------------------------------------------------------------------------ */
+
+typedef struct stats {
+  _Atomic long samples, matched, fallback, mismatched, signal;
+} stats;
+static stats st;
+static _Thread_local uintptr_t stack_top;
+static _Atomic int reported;
+
+static void reset_stats(void) {
+  atomic_store(&st.samples, 0);
+  atomic_store(&st.matched, 0);
+  atomic_store(&st.fallback, 0);
+  atomic_store(&st.mismatched, 0);
+  atomic_store(&st.signal, 0);
+}
+
+static void print_frame(const char *who, size_t i, uintptr_t pc) {
+  Dl_info info;
+  const char *name = dladdr((void *)pc, &info) && info.dli_sname ? info.dli_sname : "?";
+  const char *obj = dladdr((void *)pc, &info) && info.dli_fname ? info.dli_fname : "?";
+  fprintf(stderr, "  %s[%zu] %#lx %s (%s)\n", who, i, (unsigned long)pc, name, obj);
+}
+
+static void report(const char *why, const uint64_t *a, size_t na, unsigned flags, void **b,
+                   int nb) {
+  if (atomic_fetch_add(&reported, 1) >= 3)
+    return;
+  fprintf(stderr, "mismatch (%s): cfi %zu frames, flags %#x; libunwind %d frames\n", why, na, flags,
+          nb);
+  for (size_t i = 0; i < na && i < 40; i++)
+    print_frame("cfi", i, a[i]);
+  for (int i = 0; i < nb && i < 40; i++)
+    print_frame("unw", (size_t)i, (uintptr_t)b[i]);
+}
+
+/* The two walks start in different functions (ut_check's call sites differ), so they are aligned
+ * on ut_check's caller: a[1] is the return address into it, and it must be among libunwind's
+ * first frames. From there every frame must be equal, and the lengths too unless the cached walk
+ * flagged an early stop (then what it has must be a prefix). */
+static void compare(const uint64_t *a, size_t na, unsigned flags, void **b, int nb) {
+  atomic_fetch_add(&st.samples, 1);
+  if (flags & MT_CFI_PASSED_SIGNAL)
+    atomic_fetch_add(&st.signal, 1);
+  int j = 0;
+  while (j < 4 && j < nb && na > 1 && (uintptr_t)b[j] != a[1])
+    j++;
+  bool early = flags & MT_CFI_STOP_INCOMPLETE;
+  if (na < 2 || j == 4 || j == nb) {
+    if (!early || na > 1) {
+      atomic_fetch_add(&st.mismatched, 1);
+      report("no common caller", a, na, flags, b, nb);
+    } else {
+      atomic_fetch_add(&st.fallback, 1);
+    }
+    return;
+  }
+  size_t common = na - 1 < (size_t)(nb - j) ? na - 1 : (size_t)(nb - j);
+  for (size_t i = 0; i < common; i++) {
+    if (a[1 + i] != (uintptr_t)b[j + i]) {
+      atomic_fetch_add(&st.mismatched, 1);
+      report("frame differs", a, na, flags, b, nb);
+      return;
+    }
+  }
+  if (early) {
+    atomic_fetch_add(&st.fallback, 1);
+  } else if (na - 1 == (size_t)(nb - j)) {
+    atomic_fetch_add(&st.matched, 1);
+  } else {
+    atomic_fetch_add(&st.mismatched, 1);
+    report("lengths differ", a, na, flags, b, nb);
+  }
+}
+
+__attribute__((noinline)) void ut_check(void) {
+  uint64_t a[MAX_FRAMES];
+  void *b[MAX_FRAMES];
+  unsigned flags;
+  size_t na = mt_cfi_unwind(a, MAX_FRAMES, 0, 0, stack_top, &flags);
+  int nb = unw_backtrace(b, MAX_FRAMES);
+  compare(a, na, flags, b, nb);
+}
+
+static void print_stats(const char *scenario) {
+  long n = atomic_load(&st.samples);
+  fprintf(stderr,
+          "%s: %ld stacks, %ld fully matched (%.2f%%), %ld fallbacks, %ld mismatched, %ld "
+          "through a signal frame\n",
+          scenario, n, atomic_load(&st.matched), n ? 100.0 * atomic_load(&st.matched) / n : 0.0,
+          atomic_load(&st.fallback), atomic_load(&st.mismatched), atomic_load(&st.signal));
+}
+
+/* Every stack matched; no fallback unless allowed (a fraction, in thousandths). */
+static void expect_all_matched(const char *scenario, long min_samples, long max_fallback_permille) {
+  print_stats(scenario);
+  long n = atomic_load(&st.samples);
+  assert_true(n >= min_samples);
+  assert_int_equal(atomic_load(&st.mismatched), 0);
+  assert_true(atomic_load(&st.fallback) * 1000 <= max_fallback_permille * n);
+  assert_int_equal(atomic_load(&st.matched) + atomic_load(&st.fallback), n);
+}
+
+/* ---- set-up ------------------------------------------------------------------------------ */
+
+static int add_one(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size, (void)data;
+  mt_cfi_module m;
+  if (mt_cfi_module_from_phdr(info, &m) == 0)
+    assert_int_equal(mt_cfi_add_module(&m), 0);
+  return 0;
+}
+
+static uintptr_t thread_stack_top(void) {
+  pthread_attr_t attr;
+  void *addr;
+  size_t size;
+  assert_int_equal(pthread_getattr_np(pthread_self(), &attr), 0);
+  assert_int_equal(pthread_attr_getstack(&attr, &addr, &size), 0);
+  pthread_attr_destroy(&attr);
+  return (uintptr_t)addr + size;
+}
+
+static int setup(void **state) {
+  (void)state;
+  static bool done;
+  if (!done) {
+    dl_iterate_phdr(add_one, NULL);
+    done = true;
+  }
+  stack_top = thread_stack_top();
+  mt_cfi_cache_clear();
+  reset_stats();
+  atomic_store(&reported, 0);
+  return 0;
+}
+
+/* ---- workloads: -O2 without frame pointers (the test is built with -fomit-frame-pointer) ---- */
+
+static volatile int sink;
+static volatile bool workload_checks = true; /* off while timer signals do the checking */
+static int recurse_vla(int depth, int every);
+
+/* An rsp-based frame: CFA = rsp + k all along. */
+__attribute__((noinline)) static int recurse_plain(int depth, int every) {
+  if (depth == 0 || depth % every == 0) {
+    if (workload_checks)
+      ut_check();
+    if (depth == 0)
+      return 1;
+  }
+  int r = (depth % 3 == 0 ? recurse_vla(depth - 1, every) : recurse_plain(depth - 1, every));
+  return r + sink;
+}
+
+/* A frame with a variable-length array: GCC keeps rbp as the frame base (CFA = rbp + 16). */
+__attribute__((noinline)) static int recurse_vla(int depth, int every) {
+  volatile char pad[8 + (depth % 5) * 16];
+  pad[0] = (char)depth;
+  int r = recurse_plain(depth - 1, every);
+  return r + pad[0];
+}
+
+static void unwind_matches_libunwind_in_deep_recursion_without_frame_pointers(void **state) {
+  (void)state;
+  for (int depth = 1; depth <= 300; depth += 7)
+    sink = recurse_plain(depth, 4);
+  expect_all_matched("recursion", 1000, 0);
+}
+
+static int compare_ints(const void *a, const void *b) {
+  static int n;
+  if (workload_checks && ++n % 5 == 0)
+    ut_check(); /* called back from inside libc's qsort */
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+__attribute__((noinline)) static void sort_at_depth(int depth) {
+  if (depth > 0) {
+    sort_at_depth(depth - 1);
+    sink = sink + 1;
+    return;
+  }
+  int v[64];
+  for (int i = 0; i < 64; i++)
+    v[i] = (i * 7919) % 64;
+  qsort(v, 64, sizeof v[0], compare_ints);
+}
+
+static void unwind_matches_libunwind_through_qsort_comparator(void **state) {
+  (void)state;
+  for (int i = 0; i < 20; i++)
+    sort_at_depth(i);
+  expect_all_matched("qsort", 1000, 0);
+}
+
+/* ---- signals ------------------------------------------------------------------------------ */
+
+static void on_signal(int sig) {
+  (void)sig;
+  ut_check();
+}
+
+__attribute__((noinline)) static int raise_at_depth(int depth) {
+  if (depth == 0) {
+    raise(SIGUSR1);
+    return 1;
+  }
+  return raise_at_depth(depth - 1) + sink;
+}
+
+static void unwind_matches_libunwind_in_signal_handler_on_same_stack(void **state) {
+  (void)state;
+  struct sigaction sa = {.sa_handler = on_signal}, old;
+  sigemptyset(&sa.sa_mask);
+  assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+  for (int i = 0; i < 1000; i++)
+    sink = raise_at_depth(i % 40);
+  sigaction(SIGUSR1, &old, NULL);
+  expect_all_matched("raise", 1000, 0);
+  assert_int_equal(atomic_load(&st.signal), atomic_load(&st.samples));
+}
+
+/* A timer signal interrupts whatever instruction the workload is at (prologues, epilogues, libc
+ * routines, PLT stubs): the walk then starts from an exact PC out of the kernel's ucontext. */
+static void busy_work(int round) {
+  char buf[256];
+  for (int i = 0; i < 50; i++) {
+    sink = recurse_plain(20 + (round + i) % 30, 1000000);
+    snprintf(buf, sizeof buf, "%d %s %f", i, "interrupted", i * 0.5);
+    sink = sink + (int)strlen(buf);
+    int v[32];
+    for (int k = 0; k < 32; k++)
+      v[k] = (k * 31 + round) % 32;
+    qsort(v, 32, sizeof v[0], compare_ints);
+  }
+}
+
+static void unwind_matches_libunwind_at_timer_interrupted_instructions(void **state) {
+  (void)state;
+  struct sigaction sa = {.sa_handler = on_signal}, old;
+  sigemptyset(&sa.sa_mask);
+  assert_int_equal(sigaction(SIGALRM, &sa, &old), 0);
+  struct sigevent ev = {.sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGALRM};
+  ev._sigev_un._tid = gettid();
+  timer_t timer;
+  assert_int_equal(timer_create(CLOCK_MONOTONIC, &ev, &timer), 0);
+  struct itimerspec its = {.it_value = {0, 50000}, .it_interval = {0, 50000}};
+  assert_int_equal(timer_settime(timer, 0, &its, NULL), 0);
+  workload_checks = false;
+  for (int round = 0; round < 100000 && atomic_load(&st.samples) < 3000; round++)
+    busy_work(round);
+  workload_checks = true;
+  timer_delete(timer);
+  sigaction(SIGALRM, &old, NULL);
+  expect_all_matched("timer", 3000, 20);
+  assert_int_equal(atomic_load(&st.signal), atomic_load(&st.samples));
+}
+
+/* ---- threads, C++, longjmp --------------------------------------------------------------- */
+
+static void *thread_main(void *arg) {
+  stack_top = thread_stack_top();
+  int seed = (int)(intptr_t)arg;
+  for (int depth = 1 + seed; depth <= 200; depth += 9)
+    sink = recurse_plain(depth, 3);
+  for (int i = 0; i < 5; i++)
+    sort_at_depth(i + seed);
+  return NULL;
+}
+
+static void unwind_matches_libunwind_in_threads_filling_one_cold_cache(void **state) {
+  (void)state;
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, thread_main, (void *)(intptr_t)i), 0);
+  for (int i = 0; i < 4; i++)
+    pthread_join(t[i], NULL);
+  expect_all_matched("threads", 1000, 0);
+}
+
+static void unwind_matches_libunwind_through_cxx_exceptions(void **state) {
+  (void)state;
+  assert_int_equal(ut_cxx_exceptions(200, 40), 200);
+  expect_all_matched("c++ exceptions", 1000, 0);
+}
+
+static jmp_buf jump;
+static volatile int jump_enabled = 1;
+
+__attribute__((noinline)) static void jump_from_depth(int depth) {
+  if (depth == 0) {
+    ut_check();
+    if (jump_enabled)
+      longjmp(jump, 1);
+    return;
+  }
+  jump_from_depth(depth - 1);
+  sink = sink + 1;
+}
+
+static void unwind_matches_libunwind_after_longjmp(void **state) {
+  (void)state;
+  for (volatile int i = 0; i < 500; i++) {
+    if (setjmp(jump) == 0)
+      jump_from_depth(i % 60);
+    else
+      sink = recurse_plain(i % 10, 2); /* the stack below the jump's target is reused */
+  }
+  expect_all_matched("longjmp", 1000, 0);
+}
+
+/* ---- the walk's contract ------------------------------------------------------------------- */
+
+__attribute__((noinline)) static size_t
+walk_at_depth(int depth, uint64_t *pcs, size_t max, unsigned skip, uintptr_t hi, unsigned *flags) {
+  if (depth > 0) {
+    size_t n = walk_at_depth(depth - 1, pcs, max, skip, hi, flags);
+    sink = sink + 1;
+    return n;
+  }
+  size_t n = mt_cfi_unwind(pcs, max, skip, 0, hi, flags);
+  sink = sink + 1; /* not a tail call: walk_at_depth(d) is d + 1 frames */
+  return n;
+}
+
+/* Two walks from one call site (so that even the outermost frames agree), differing in max,
+ * skip and stack top as given. */
+static void two_walks(int depth, uint64_t pcs[2][MAX_FRAMES], size_t n[2], const size_t max[2],
+                      const unsigned skip[2], const uintptr_t hi[2], unsigned flags[2]) {
+  for (volatile int k = 0; k < 2; k++) /* volatile: one call site, the loop is not unrolled */
+    n[k] = walk_at_depth(depth, pcs[k], max[k], skip[k], hi[k], &flags[k]);
+}
+
+static uint64_t pcs2[2][MAX_FRAMES];
+
+static void unwind_truncated_keeps_innermost_frames_and_says_so(void **state) {
+  (void)state;
+  size_t n[2];
+  unsigned flags[2];
+  two_walks(30, pcs2, n, (size_t[]){MAX_FRAMES, 8}, (unsigned[]){0, 0},
+            (uintptr_t[]){stack_top, stack_top}, flags);
+  assert_int_equal(flags[0] & (MT_CFI_STOP_TRUNCATED | MT_CFI_STOP_INCOMPLETE), 0);
+  assert_true(n[0] > 32);
+  assert_int_equal(n[1], 8);
+  assert_true(flags[1] & MT_CFI_STOP_TRUNCATED);
+  assert_memory_equal(pcs2[0], pcs2[1], 8 * sizeof pcs2[0][0]);
+}
+
+static void unwind_skips_frames_by_count_and_by_address_range(void **state) {
+  (void)state;
+  size_t n[2];
+  unsigned flags[2];
+  const uintptr_t hi[2] = {stack_top, stack_top};
+  const size_t max[2] = {MAX_FRAMES, MAX_FRAMES};
+  two_walks(10, pcs2, n, max, (unsigned[]){0, 3}, hi, flags);
+  assert_int_equal(n[1] + 3, n[0]);
+  assert_memory_equal(pcs2[1], pcs2[0] + 3, n[1] * sizeof pcs2[0][0]);
+  /* walk_at_depth's own frames (its 11 activations) are all in its text: a range drops them. */
+  uintptr_t lo = (uintptr_t)&walk_at_depth, end = 0;
+  for (int i = 0; i < 11; i++)
+    end = pcs2[0][i] + 1 > end ? pcs2[0][i] + 1 : end;
+  assert_true(end - lo < 4096);
+  mt_cfi_set_skip_range(lo, end);
+  static uint64_t full[MAX_FRAMES];
+  size_t n_full = n[0];
+  memcpy(full, pcs2[0], sizeof full);
+  two_walks(10, pcs2, n, max, (unsigned[]){0, 0}, hi, flags);
+  mt_cfi_set_skip_range(0, 0);
+  assert_int_equal(n[0] + 11, n_full);
+  /* The first kept frame is two_walks'; the next differs (another call site of two_walks). */
+  assert_int_equal(pcs2[0][0], full[11]);
+  assert_memory_equal(pcs2[0] + 2, full + 13, (n[0] - 2) * sizeof full[0]);
+}
+
+static void unwind_never_reads_past_the_stack_top_it_is_given(void **state) {
+  (void)state;
+  size_t n[2];
+  unsigned flags[2];
+  /* A top just below this frame's return address: the walk stops at this function. */
+  uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+  two_walks(20, pcs2, n, (size_t[]){MAX_FRAMES, MAX_FRAMES}, (unsigned[]){0, 0},
+            (uintptr_t[]){stack_top, here}, flags);
+  assert_int_equal(flags[0] & MT_CFI_STOP_INCOMPLETE, 0);
+  assert_true(flags[1] & MT_CFI_STOP_BAD_STACK);
+  assert_true(n[1] >= 21 && n[1] < n[0]);
+  assert_memory_equal(pcs2[1], pcs2[0], n[1] * sizeof pcs2[0][0]);
+}
+
+static int find_module_of(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  mt_cfi_module *want = data, m;
+  if (mt_cfi_module_from_phdr(info, &m) == 0 && want->text_lo >= m.text_lo &&
+      want->text_lo < m.text_hi) {
+    *want = m;
+    return 1;
+  }
+  return 0;
+}
+
+static void frames_of_a_removed_module_stop_the_walk_until_it_is_added_again(void **state) {
+  (void)state;
+  uint64_t pcs[MAX_FRAMES];
+  unsigned flags;
+  mt_cfi_module me = {.text_lo = (uintptr_t)&walk_at_depth};
+  assert_int_equal(dl_iterate_phdr(find_module_of, &me), 1);
+  size_t n = walk_at_depth(5, pcs, MAX_FRAMES, 0, stack_top, &flags); /* warms the cache */
+  assert_true(n > 6);
+  mt_cfi_remove_module(me.text_lo);
+  size_t m = walk_at_depth(5, pcs, MAX_FRAMES, 0, stack_top, &flags);
+  assert_true(flags & MT_CFI_STOP_NO_INFO);
+  assert_true(m <= 1);
+  assert_int_equal(mt_cfi_add_module(&me), 0);
+  m = walk_at_depth(5, pcs, MAX_FRAMES, 0, stack_top, &flags);
+  assert_int_equal(m, n);
+  assert_int_equal(flags & MT_CFI_STOP_INCOMPLETE, 0);
+}
+
+/* ---- eh_frame on hand-made tables ---------------------------------------------------------- */
+
+/* Builds .eh_frame_hdr + one CIE + one FDE covering [code, code + 64) in buf. */
+typedef struct table {
+  _Alignas(8) unsigned char buf[512];
+  size_t len;
+  uintptr_t code;
+} table;
+
+static void put(table *t, const void *bytes, size_t n) {
+  assert_true(t->len + n <= sizeof t->buf);
+  memcpy(t->buf + t->len, bytes, n);
+  t->len += n;
+}
+static void put_u8(table *t, uint8_t v) {
+  put(t, &v, 1);
+}
+static void put_u32(table *t, uint32_t v) {
+  put(t, &v, 4);
+}
+static void patch_u32(table *t, size_t at, uint32_t v) {
+  memcpy(t->buf + at, &v, 4);
+}
+
+static mt_eh_tables build(table *t, const char *aug, const unsigned char *cie_insns, size_t cie_len,
+                          const unsigned char *fde_insns, size_t fde_len) {
+  memset(t, 0, sizeof *t);
+  t->code = (uintptr_t)t->buf + 4096; /* never executed, never read */
+  /* header: version, eh_frame_ptr pcrel|sdata4, count udata4, table datarel|sdata4 */
+  put_u8(t, 1), put_u8(t, 0x1b), put_u8(t, 0x03), put_u8(t, 0x3b);
+  size_t eh_ptr = t->len;
+  put_u32(t, 0), put_u32(t, 1), put_u32(t, 0), put_u32(t, 0);
+  size_t cie = t->len;
+  patch_u32(t, eh_ptr, (uint32_t)(cie - eh_ptr));
+  put_u32(t, 0); /* length, patched */
+  put_u32(t, 0); /* CIE id */
+  put_u8(t, 1);
+  put(t, aug, strlen(aug) + 1);
+  put_u8(t, 1), put_u8(t, 0x78), put_u8(t, 16); /* code align 1, data align -8, RA column 16 */
+  put_u8(t, 1), put_u8(t, 0x1b);                /* augmentation data: 'R' pcrel|sdata4 */
+  put(t, cie_insns, cie_len);
+  while ((t->len - cie) % 8)
+    put_u8(t, 0);
+  patch_u32(t, cie, (uint32_t)(t->len - cie - 4));
+  size_t fde = t->len;
+  put_u32(t, 0);
+  put_u32(t, (uint32_t)(t->len - cie)); /* CIE pointer: back from this field */
+  put_u32(t, (uint32_t)(t->code - ((uintptr_t)t->buf + t->len)));
+  put_u32(t, 64);
+  put_u8(t, 0); /* augmentation data length */
+  put(t, fde_insns, fde_len);
+  while ((t->len - fde) % 8)
+    put_u8(t, 0);
+  patch_u32(t, fde, (uint32_t)(t->len - fde - 4));
+  patch_u32(t, 12, (uint32_t)(t->code - (uintptr_t)t->buf));
+  patch_u32(t, 16, (uint32_t)fde);
+  return (mt_eh_tables){(uintptr_t)t->buf, (uintptr_t)t->buf, (uintptr_t)t->buf + t->len};
+}
+
+/* CIE of every x86-64 object: CFA = rsp + 8, return address at CFA - 8. */
+static const unsigned char cie_std[] = {0x0c, 7, 8, 0x90, 1};
+
+static void eh_frame_reduces_prologue_and_frame_pointer_rows(void **state) {
+  (void)state;
+  table t;
+  /* push rbp (1 byte): CFA rsp+16, rbp at CFA-16; mov rsp,rbp (3): CFA = rbp + 16. */
+  const unsigned char fde[] = {0x41, 0x0e, 16, 0x86, 2, 0x43, 0x0d, 6};
+  mt_eh_tables tb = build(&t, "zR", cie_std, sizeof cie_std, fde, sizeof fde);
+  mt_eh_rule r = mt_eh_rule_at(&tb, t.code);
+  assert_int_equal(r.kind, MT_EH_CFA_RSP);
+  assert_int_equal(r.cfa_offset, 8);
+  assert_int_equal(r.rbp_slot, 0);
+  r = mt_eh_rule_at(&tb, t.code + 1);
+  assert_int_equal(r.kind, MT_EH_CFA_RSP);
+  assert_int_equal(r.cfa_offset, 16);
+  assert_int_equal(r.rbp_slot, -2);
+  r = mt_eh_rule_at(&tb, t.code + 40);
+  assert_int_equal(r.kind, MT_EH_CFA_RBP);
+  assert_int_equal(r.cfa_offset, 16);
+  assert_int_equal(r.rbp_slot, -2);
+  assert_int_equal(mt_eh_rule_at(&tb, t.code + 64).kind, MT_EH_NO_FDE);
+  assert_int_equal(mt_eh_rule_at(&tb, t.code - 1).kind, MT_EH_NO_FDE);
+}
+
+static void eh_frame_evaluates_the_plt_cfa_expression_per_pc(void **state) {
+  (void)state;
+  table t;
+  /* ld's .plt FDE: def_cfa_offset 16; advance 6; def_cfa_offset 24; advance 10;
+   * def_cfa_expression: rsp + 8 + ((rip & 15) >= 11) << 3 */
+  const unsigned char fde[] = {0x0e, 16, 0x46, 0x0e, 24,   0x4a, 0x0f, 11,   0x77, 8,
+                               0x80, 0,  0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22};
+  mt_eh_tables tb = build(&t, "zR", cie_std, sizeof cie_std, fde, sizeof fde);
+  for (uintptr_t pc = t.code + 16; pc < t.code + 64; pc++) {
+    mt_eh_rule r = mt_eh_rule_at(&tb, pc);
+    assert_int_equal(r.kind, MT_EH_CFA_RSP);
+    assert_int_equal(r.cfa_offset, (pc & 15) >= 11 ? 16 : 8);
+  }
+  assert_int_equal(mt_eh_rule_at(&tb, t.code + 7).cfa_offset, 24);
+}
+
+static void eh_frame_says_signal_frame_for_s_augmentation(void **state) {
+  (void)state;
+  table t;
+  const unsigned char fde[] = {0x0f, 4, 0x77, 0xa0, 0x01, 0x06}; /* CFA = *(rsp + 160) */
+  mt_eh_tables tb = build(&t, "zRS", cie_std, sizeof cie_std, fde, sizeof fde);
+  assert_int_equal(mt_eh_rule_at(&tb, t.code + 3).kind, MT_EH_SIGNAL);
+  tb = build(&t, "zR", cie_std, sizeof cie_std, fde, sizeof fde); /* same without S: a deref */
+  assert_int_equal(mt_eh_rule_at(&tb, t.code + 3).kind, MT_EH_UNEXPRESSIBLE);
+}
+
+static void eh_frame_says_outermost_for_undefined_return_address(void **state) {
+  (void)state;
+  table t;
+  const unsigned char fde[] = {0x44, 0x07, 16}; /* advance 4; undefined rip */
+  mt_eh_tables tb = build(&t, "zR", cie_std, sizeof cie_std, fde, sizeof fde);
+  assert_int_equal(mt_eh_rule_at(&tb, t.code).kind, MT_EH_CFA_RSP);
+  assert_int_equal(mt_eh_rule_at(&tb, t.code + 4).kind, MT_EH_OUTERMOST);
+}
+
+static void eh_frame_refuses_cfa_in_other_registers_and_reads_outside_its_segment(void **state) {
+  (void)state;
+  table t;
+  const unsigned char fde[] = {0x0c, 10, 8}; /* CFA = r10 + 8 (a realigned main's prologue) */
+  mt_eh_tables tb = build(&t, "zR", cie_std, sizeof cie_std, fde, sizeof fde);
+  assert_int_equal(mt_eh_rule_at(&tb, t.code + 1).kind, MT_EH_UNEXPRESSIBLE);
+  const unsigned char ok[] = {0x0e, 16};
+  tb = build(&t, "zR", cie_std, sizeof cie_std, ok, sizeof ok);
+  /* The FDE pointer aims past the segment, then the segment ends inside the FDE. */
+  patch_u32(&t, 16, 0x7ffffff0);
+  assert_int_equal(mt_eh_rule_at(&tb, t.code + 1).kind, MT_EH_UNEXPRESSIBLE);
+  tb = build(&t, "zR", cie_std, sizeof cie_std, ok, sizeof ok);
+  tb.hi -= 6;
+  assert_int_equal(mt_eh_rule_at(&tb, t.code + 1).kind, MT_EH_UNEXPRESSIBLE);
+  tb.hi += 6;
+  assert_int_equal(mt_eh_rule_at(&tb, t.code + 1).cfa_offset, 16);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(unwind_matches_libunwind_in_deep_recursion_without_frame_pointers,
+                             setup),
+      cmocka_unit_test_setup(unwind_matches_libunwind_through_qsort_comparator, setup),
+      cmocka_unit_test_setup(unwind_matches_libunwind_in_signal_handler_on_same_stack, setup),
+      cmocka_unit_test_setup(unwind_matches_libunwind_at_timer_interrupted_instructions, setup),
+      cmocka_unit_test_setup(unwind_matches_libunwind_in_threads_filling_one_cold_cache, setup),
+      cmocka_unit_test_setup(unwind_matches_libunwind_through_cxx_exceptions, setup),
+      cmocka_unit_test_setup(unwind_matches_libunwind_after_longjmp, setup),
+      cmocka_unit_test_setup(unwind_truncated_keeps_innermost_frames_and_says_so, setup),
+      cmocka_unit_test_setup(unwind_skips_frames_by_count_and_by_address_range, setup),
+      cmocka_unit_test_setup(unwind_never_reads_past_the_stack_top_it_is_given, setup),
+      cmocka_unit_test_setup(frames_of_a_removed_module_stop_the_walk_until_it_is_added_again,
+                             setup),
+      cmocka_unit_test(eh_frame_reduces_prologue_and_frame_pointer_rows),
+      cmocka_unit_test(eh_frame_evaluates_the_plt_cfa_expression_per_pc),
+      cmocka_unit_test(eh_frame_says_signal_frame_for_s_augmentation),
+      cmocka_unit_test(eh_frame_says_outermost_for_undefined_return_address),
+      cmocka_unit_test(eh_frame_refuses_cfa_in_other_registers_and_reads_outside_its_segment),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
