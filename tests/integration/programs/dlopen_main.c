@@ -1,0 +1,34 @@
+/* dlopen_main: loads a library that allocates (argv[1]), calls it, frees what it returned,
+ * unloads it, and does it all twice: the second load may land at the first one's address, and
+ * its code must still resolve to the library's lines. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "test_program.h"
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: dlopen_main LIBRARY\n");
+    return 64;
+  }
+  for (int round = 0; round < 2; round++) {
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+      fprintf(stderr, "dlopen: %s\n", dlerror());
+      return 1;
+    }
+    void *(*dl_alloc)(size_t) = (void *(*)(size_t))dlsym(lib, "dl_alloc");
+    void *blocks[10];
+    for (int i = 0; i < 10; i++)
+      blocks[i] = dl_alloc(160);
+    for (int i = 0; i < 10; i++)
+      free(blocks[i]);
+    void *mine = malloc(168); // @expect allocs=2 frees=2 words=42
+    KEEP(mine);
+    free(mine);
+    printf("round %d: dlclose %d\n", round, dlclose(lib));
+  }
+  printf("dlopen done\n");
+  return 0;
+}

@@ -1,0 +1,101 @@
+/* procs: processes that fork and exec, one pattern per mode (argv[1]); argv[2] is a program to
+ * exec (alloc_patterns). The parent's own sites have the same counts in every mode; a forked
+ * child allocates at its own line, and is traced only with --follow-fork.
+ *   fork        fork; the child allocates and exits; the parent waits
+ *   fork-exec   fork; the child allocates, then execs argv[2]
+ *   vfork-exec  vfork; the child execs argv[2] at once
+ *   spawn       posix_spawn of argv[2]
+ *   all         the four above in turn */
+#define _GNU_SOURCE
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_program.h"
+
+extern char **environ;
+
+static void parent_work(void) {
+  for (int i = 0; i < 10; i++) {
+    void *p = malloc(120); // @expect allocs=10 frees=10 words=150
+    KEEP(p);
+    free(p);
+  }
+}
+
+static void child_work(void) {
+  for (int i = 0; i < 6; i++) {
+    void *p = malloc(136); // @expect[child] allocs=6 frees=6 words=102
+    KEEP(p);
+    free(p);
+  }
+}
+
+static int wait_for(pid_t pid, const char *what) {
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+    printf("%s: failed\n", what);
+    return 1;
+  }
+  printf("%s: exit %d\n", what, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  return 0;
+}
+
+static int run(const char *mode, char *prog) {
+  char *args[] = {prog, NULL};
+  fflush(stdout);
+  if (strcmp(mode, "fork") == 0) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      child_work();
+      _exit(0);
+    }
+    return wait_for(pid, mode);
+  }
+  if (strcmp(mode, "fork-exec") == 0) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      child_work();
+      execv(prog, args);
+      _exit(127);
+    }
+    return wait_for(pid, mode);
+  }
+  if (strcmp(mode, "vfork-exec") == 0) {
+    pid_t pid = vfork();
+    if (pid == 0) {
+      execv(prog, args);
+      _exit(127);
+    }
+    return wait_for(pid, mode);
+  }
+  if (strcmp(mode, "spawn") == 0) {
+    pid_t pid = -1;
+    if (posix_spawn(&pid, prog, NULL, NULL, args, environ) != 0)
+      pid = -1;
+    return wait_for(pid, mode);
+  }
+  fprintf(stderr, "usage: procs fork|fork-exec|vfork-exec|spawn|all PROGRAM\n");
+  return 64;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: procs fork|fork-exec|vfork-exec|spawn|all PROGRAM\n");
+    return 64;
+  }
+  parent_work();
+  int rc = 0;
+  if (strcmp(argv[1], "all") == 0) {
+    const char *modes[] = {"fork", "fork-exec", "vfork-exec", "spawn"};
+    for (size_t i = 0; i < 4; i++)
+      rc |= run(modes[i], argv[2]);
+  } else {
+    rc = run(argv[1], argv[2]);
+  }
+  printf("procs done\n");
+  return rc;
+}

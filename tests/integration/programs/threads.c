@@ -1,0 +1,158 @@
+/* threads: allocation across threads, one pattern per mode (argv[1]):
+ *   cross   4 threads each allocate blocks that the next thread frees
+ *   many    64 threads at once, each allocating and freeing
+ *   short   10 000 short-lived threads, two at a time, each one malloc and one free
+ *   queue   producer/consumer hand-off through a bounded queue: 2 producers allocate, 2 consumers
+ *           free, everything pinned to one CPU so that the threads preempt each other between
+ *           the allocator returning and the tracer publishing (ordering under stress) */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_program.h"
+
+#define CROSS_THREADS 4
+#define CROSS_BLOCKS 500
+#define MANY_THREADS 64
+#define MANY_BLOCKS 100
+#define SHORT_THREADS 10000
+#define QUEUE_ITEMS 20000
+#define QUEUE_SIZE 64
+
+static void *cross_blocks[CROSS_THREADS][CROSS_BLOCKS];
+static pthread_barrier_t barrier;
+
+static void *cross_thread(void *arg) {
+  int self = (int)(long)arg;
+  for (int i = 0; i < CROSS_BLOCKS; i++)
+    cross_blocks[self][i] = malloc(32); // @expect[cross] allocs=2000 frees=2000 words=8000
+  pthread_barrier_wait(&barrier);
+  int victim = (self + 1) % CROSS_THREADS;
+  for (int i = 0; i < CROSS_BLOCKS; i++)
+    free(cross_blocks[victim][i]);
+  return NULL;
+}
+
+static void *many_thread(void *arg) {
+  (void)arg;
+  void *mine[MANY_BLOCKS];
+  pthread_barrier_wait(&barrier);
+  for (int i = 0; i < MANY_BLOCKS; i++)
+    mine[i] = malloc(48); // @expect[many] allocs=6400 frees=6400 words=38400
+  for (int i = 0; i < MANY_BLOCKS; i++)
+    free(mine[i]);
+  return NULL;
+}
+
+static void *short_thread(void *arg) {
+  (void)arg;
+  void *p = malloc(56); // @expect[short] allocs=10000 frees=10000 words=70000
+  KEEP(p);
+  free(p);
+  return NULL;
+}
+
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  void *items[QUEUE_SIZE];
+  size_t head, count;
+} queue = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0};
+
+static void queue_push(void *p) {
+  pthread_mutex_lock(&queue.lock);
+  while (queue.count == QUEUE_SIZE)
+    pthread_cond_wait(&queue.changed, &queue.lock);
+  queue.items[(queue.head + queue.count++) % QUEUE_SIZE] = p;
+  pthread_cond_broadcast(&queue.changed);
+  pthread_mutex_unlock(&queue.lock);
+}
+
+static void *queue_pop(void) {
+  pthread_mutex_lock(&queue.lock);
+  while (queue.count == 0)
+    pthread_cond_wait(&queue.changed, &queue.lock);
+  void *p = queue.items[queue.head];
+  queue.head = (queue.head + 1) % QUEUE_SIZE;
+  queue.count--;
+  pthread_cond_broadcast(&queue.changed);
+  pthread_mutex_unlock(&queue.lock);
+  return p;
+}
+
+static void *producer(void *arg) {
+  (void)arg;
+  for (int i = 0; i < QUEUE_ITEMS / 2; i++) {
+    /* Few distinct sizes: the allocator hands the same addresses out again and again, so a
+     * free and the next allocation at its address race across threads. */
+    long *p = malloc(16 + 16 * (size_t)(i % 3)); // @expect[queue] allocs=20000 frees=20000
+    p[0] = i;
+    queue_push(p);
+    if (i % 7 == 0)
+      sched_yield();
+  }
+  return NULL;
+}
+
+static void *consumer(void *arg) {
+  long *sum = arg;
+  for (int i = 0; i < QUEUE_ITEMS / 2; i++) {
+    long *p = queue_pop();
+    *sum += p[0];
+    free(p);
+  }
+  return NULL;
+}
+
+static void run(int nthreads, void *(*fn)(void *)) {
+  pthread_t *threads =
+      malloc((size_t)nthreads * sizeof *threads); // @expect[cross,many] allocs=1 frees=1
+  pthread_barrier_init(&barrier, NULL, (unsigned)nthreads);
+  for (int i = 0; i < nthreads; i++)
+    pthread_create(&threads[i], NULL, fn, (void *)(long)i);
+  for (int i = 0; i < nthreads; i++)
+    pthread_join(threads[i], NULL);
+  pthread_barrier_destroy(&barrier);
+  free(threads);
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "";
+  if (strcmp(mode, "cross") == 0) {
+    run(CROSS_THREADS, cross_thread);
+  } else if (strcmp(mode, "many") == 0) {
+    run(MANY_THREADS, many_thread);
+  } else if (strcmp(mode, "short") == 0) {
+    pthread_t *threads = malloc(2 * sizeof *threads); // @expect[short] allocs=1 frees=1
+    for (int i = 0; i < SHORT_THREADS; i += 2) {
+      pthread_create(&threads[0], NULL, short_thread, NULL);
+      pthread_create(&threads[1], NULL, short_thread, NULL);
+      pthread_join(threads[0], NULL);
+      pthread_join(threads[1], NULL);
+    }
+    free(threads);
+  } else if (strcmp(mode, "queue") == 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0)
+      perror("sched_setaffinity");
+    long sums[2] = {0, 0};
+    pthread_t threads[4];
+    pthread_create(&threads[0], NULL, producer, NULL);
+    pthread_create(&threads[1], NULL, producer, NULL);
+    pthread_create(&threads[2], NULL, consumer, &sums[0]);
+    pthread_create(&threads[3], NULL, consumer, &sums[1]);
+    for (int i = 0; i < 4; i++)
+      pthread_join(threads[i], NULL);
+    printf("queue sum %ld\n", sums[0] + sums[1]);
+  } else {
+    fprintf(stderr, "usage: threads cross|many|short|queue\n");
+    return 64;
+  }
+  printf("threads %s done\n", mode);
+  return 0;
+}

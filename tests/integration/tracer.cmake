@@ -1,0 +1,108 @@
+# Integration tests of the native tracer: `memtap record` on real programs (tests/integration/
+# programs/, each with a known allocation pattern), checked by trace_facts (the reader API) and by
+# an independent recount under glibc's own allocation log; run_tracer_tests.py drives them, one
+# CTest entry per behaviour. Registered once the preload shim exists (target memtap_preload);
+# under CI=true a missing shim, compiler or tool is an error instead of a skipped test.
+set(_ci FALSE)
+if("$ENV{CI}" STREQUAL "true")
+  set(_ci TRUE)
+endif()
+
+if(NOT TARGET memtap_preload)
+  if(_ci AND EXISTS ${PROJECT_SOURCE_DIR}/src/tracer/layer.cmake)
+    message(FATAL_ERROR "src/tracer exists but defines no memtap_preload target: the tracer "
+                        "integration tests cannot run")
+  endif()
+  message(STATUS "memtap_preload not built: the tracer integration tests are not registered")
+  return()
+endif()
+
+find_package(Python3 COMPONENTS Interpreter)
+find_program(MEMTAP_GCC gcc)
+find_program(MEMTAP_GXX g++)
+find_program(MEMTAP_CLANG clang)
+foreach(_tool Python3_EXECUTABLE MEMTAP_GCC MEMTAP_GXX MEMTAP_CLANG)
+  if(NOT ${_tool})
+    if(_ci)
+      message(FATAL_ERROR "${_tool} not found: the tracer integration tests need python3, gcc, "
+                          "g++ and clang (scripts/install-deps.sh)")
+    endif()
+    message(WARNING "${_tool} not found: the tracer integration tests are not registered")
+    return()
+  endif()
+endforeach()
+
+# The checker: plain C on the reader API, built like the rest of the project.
+add_executable(memtap_trace_facts integration/tracer/trace_facts.c)
+target_link_libraries(memtap_trace_facts PRIVATE memtap_internal)
+
+# The traced programs are compiled by explicit commands, not as CMake targets: they must be plain
+# -O2 -g binaries whatever the project's own flags are (a sanitizer build would put a runtime
+# that owns malloc into them), and the backtrace program is built by gcc and clang both.
+set(_src ${CMAKE_CURRENT_LIST_DIR}/programs)
+set(_out ${CMAKE_CURRENT_BINARY_DIR}/tracer-programs)
+set(_cflags -O2 -g -Wall -Wextra -pthread -I${_src})
+set(_outputs "")
+
+# memtap_tracer_program(OUTPUT COMPILER SOURCE [extra flags...])
+function(memtap_tracer_program output compiler source)
+  add_custom_command(
+    OUTPUT ${_out}/${output}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${_out}
+    COMMAND ${compiler} ${_cflags} -o ${_out}/${output} ${_src}/${source} ${ARGN}
+    DEPENDS ${_src}/${source} ${_src}/test_program.h
+    COMMENT "Building tracer test program ${output}"
+    VERBATIM)
+  set(_outputs ${_outputs} ${_out}/${output} PARENT_SCOPE)
+endfunction()
+
+foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
+           sampled jemalloc_probe)
+  memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
+endforeach()
+memtap_tracer_program(cxx_new ${MEMTAP_GXX} cxx_new.cpp)
+memtap_tracer_program(backtrace_sites_gcc ${MEMTAP_GCC} backtrace_sites.c)
+memtap_tracer_program(backtrace_sites_clang ${MEMTAP_CLANG} backtrace_sites.c)
+memtap_tracer_program(libdl_alloc_lib.so ${MEMTAP_GCC} dl_alloc_lib.c -shared -fPIC)
+memtap_tracer_program(librecount_marker.so ${MEMTAP_GCC} recount_marker.c -shared -fPIC)
+memtap_tracer_program(static_worker ${MEMTAP_GCC} slow_worker.c -static)
+add_custom_target(memtap_tracer_programs ALL DEPENDS ${_outputs})
+
+set(_driver ${CMAKE_CURRENT_LIST_DIR}/tracer/run_tracer_tests.py)
+set(_tracer_tests
+    full_alloc_patterns_exact_per_site
+    full_cxx_new_delete_and_exception_exact_per_site
+    full_threads_free_each_others_blocks
+    full_64_threads
+    full_10000_short_lived_threads
+    full_lifecycle_constructor_atexit_destructor
+    full_fork_without_follow_traces_parent_only
+    full_fork_exec_vfork_spawn_with_follow_fork
+    full_exec_wrapper_traces_the_execd_program
+    full_dlopen_dlclose_library_allocations
+    full_signal_handler_mallocs_raise
+    full_signal_handler_mallocs_inside_malloc
+    full_ctrl_c_reaches_program_and_trace_is_written
+    leaks_names_file_and_line
+    recount_project_programs_match_glibc_mtrace
+    recount_sqlite3_matches_glibc_mtrace
+    recount_python3_matches_glibc_mtrace
+    recount_git_log_matches_glibc_mtrace
+    sampled_estimates_unbiased_over_seeds
+    backtraces_resolve_gcc
+    backtraces_resolve_clang
+    ordering_producer_consumer_pinned
+    jemalloc_kept_behind_shim
+    fault_program_sigkilled_trace_complete
+    fault_record_sigkilled_program_finishes
+    fault_output_on_dev_full
+    fault_static_program_refused
+    fault_setuid_program_refused)
+foreach(_t IN LISTS _tracer_tests)
+  add_test(NAME tracer_${_t}
+           COMMAND ${Python3_EXECUTABLE} ${_driver} --memtap $<TARGET_FILE:memtap_cli>
+                   --shim $<TARGET_FILE:memtap_preload> --facts $<TARGET_FILE:memtap_trace_facts>
+                   --programs ${_out} --sources ${_src} ${_t})
+  set_tests_properties(tracer_${_t} PROPERTIES LABELS "integration;tracer" SKIP_RETURN_CODE 77
+                                               TIMEOUT 300)
+endforeach()

@@ -1,0 +1,837 @@
+#!/usr/bin/env python3
+"""Integration tests of `memtap record` on real programs (stdlib only). One CTest entry per
+behaviour: run_tracer_tests.py --memtap M --shim S --facts F --programs DIR --sources DIR TEST
+
+The test programs (tests/integration/programs/) mark each allocation site with an "@expect"
+comment (see test_program.h); trace_facts (the reader API) extracts per-site counts and checks
+the trace's invariants. Every trace made here also passes `memtap check`, and dumps identically
+with --no-domain after `memtap copy --version 2`.
+
+The independent recount runs a program once under glibc's own allocation log (libc_malloc_debug.so
+with MALLOC_TRACE, switched on by the preloaded recount_marker.so) and once under
+`memtap record --full`, and compares what each saw after the marker allocation that
+recount_marker.so makes in its constructor (mtrace starts there; the shim starts earlier, with the
+first malloc). The mapping between the two:
+  glibc log line                           memtap trace
+  "+ ADDR SIZE"  malloc, calloc, realloc(NULL, n), memalign, posix_memalign, aligned_alloc,
+                 valloc, pvalloc           one allocation
+  "< OLD" then "> NEW SIZE"  realloc(p, n) that succeeded (moved or not)
+                                           a collect of OLD's object and an allocation
+  "- ADDR"  free(p), realloc(p, 0)         a collect, or an unknown free when the block was
+                                           allocated before the shim started (counted, not emitted)
+  "! OLD SIZE"  failed realloc             nothing
+  free(NULL), failed malloc/calloc         nothing in either
+reallocarray reaches the debug library's realloc (after its own overflow check, which fails
+without a call). __libc_freeres, which mtrace runs at exit to free
+libc's own memory, is overridden with a no-op in recount_marker.so so that both runs end alike.
+
+A missing optional tool (sqlite3, git, libjemalloc, libc_malloc_debug) skips its test (exit 77)
+unless CI=true, where it fails."""
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+MALLOC_DEBUG = "/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+MARKER_BYTES = 1234567  # recount_marker.so's marker block; no program allocates this size
+MARKER_WORDS = (MARKER_BYTES + 7) // 8
+
+A = None  # the parsed command line
+WORK = None  # this test's scratch directory
+
+
+class Failure(Exception):
+    pass
+
+
+def fail(message):
+    raise Failure(message)
+
+
+def expect(condition, message):
+    if not condition:
+        fail(message)
+
+
+def skip(message):
+    if os.environ.get("CI") == "true":
+        fail(message + " (CI=true: a missing tool is a failure)")
+    print("SKIP: " + message)
+    sys.exit(SKIP)
+
+
+def program(name):
+    return os.path.join(A.programs, name)
+
+
+def source(name):
+    return os.path.join(A.sources, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running things
+
+
+def run(args, env=None, timeout=240, stdin=subprocess.DEVNULL, cwd=None):
+    try:
+        return subprocess.run(args, env=env, capture_output=True, text=True, errors="replace",
+                              timeout=timeout, stdin=stdin, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        fail(f"timed out after {timeout} s: {' '.join(args)}")
+
+
+def base_env(extra=None):
+    env = dict(os.environ)
+    for var in ("LD_PRELOAD", "MALLOC_TRACE", "MEMTAP", "MEMTRACE", "MEMTAP_FULL", "MEMTAP_RATE",
+                "MEMTRACE_RATE", "MEMTAP_SAMPLE_INTERVAL", "MEMTAP_SEED", "MEMTAP_RECORD"):
+        env.pop(var, None)
+    env["MEMTAP_PRELOAD"] = A.shim
+    env["LC_ALL"] = "C"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def record_command(trace, argv, options=("--full",)):
+    return [A.memtap, "record", "-o", trace, *options, "--", *argv]
+
+
+def record(trace, argv, options=("--full",), env=None, timeout=240, cwd=None):
+    """Runs `memtap record` and returns the CompletedProcess; the trace must exist."""
+    p = run(record_command(trace, argv, options), env=env or base_env(), timeout=timeout, cwd=cwd)
+    if not os.path.exists(trace):
+        fail(f"memtap record wrote no {trace} (exit {p.returncode})\nstderr:\n{p.stderr}")
+    return p
+
+
+def untraced(argv, env=None, cwd=None):
+    return run(argv, env=env or base_env(), cwd=cwd)
+
+
+def same_behaviour(plain, traced, what, compare_stdout=True):
+    """The program's stdout and exit status are unchanged by tracing."""
+    if compare_stdout and plain.stdout != traced.stdout:
+        fail(f"{what}: stdout differs under memtap record\n--- untraced\n{plain.stdout[-2000:]}"
+             f"\n--- traced\n{traced.stdout[-2000:]}\n--- record's stderr\n{traced.stderr[-2000:]}")
+    if plain.returncode != traced.returncode:
+        fail(f"{what}: exit status {plain.returncode} untraced, {traced.returncode} under memtap "
+             f"record\nstderr:\n{traced.stderr[-3000:]}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Traces: facts, invariants, check, copy
+
+
+def facts(trace, sources=(), depth=0, marker=False):
+    args = [A.facts]
+    for s in sources:
+        args += ["--source", s]
+    if depth:
+        args += ["--depth", str(depth)]
+    if marker:
+        args += ["--marker-words", str(MARKER_WORDS)]
+    p = run(args + [trace])
+    try:
+        f = json.loads(p.stdout)
+    except ValueError:
+        fail(f"trace_facts {trace}: exit {p.returncode}, no JSON\n{p.stderr}")
+    return f
+
+
+def verify_trace(trace, allow_truncated=False):
+    """Every trace: invariants (trace_facts), `memtap check`, and copy --version 2 dumps alike."""
+    f = facts(trace)
+    if not f["read_ok"]:
+        fail(f"{trace}: the reader stops: {f['read_error']}")
+    if f["error_count"]:
+        fail(f"{trace}: {f['error_count']} invariant violations, first: {f['errors']}")
+    if f["truncated"] and not allow_truncated:
+        fail(f"{trace}: the trace ends in a partial packet")
+    p = run([A.memtap, "check", "-q", trace])
+    ok = (0, 2) if allow_truncated else (0,)
+    if p.returncode not in ok:
+        fail(f"memtap check {trace} exited {p.returncode}\n{p.stdout}{p.stderr}")
+    copy = trace + ".v2"
+    p = run([A.memtap, "copy", "--version", "2", trace, copy])
+    if p.returncode != 0:
+        fail(f"memtap copy --version 2 {trace} exited {p.returncode}\n{p.stderr}")
+    d1 = run([A.memtap, "dump", "--no-domain", trace])
+    d2 = run([A.memtap, "dump", "--no-domain", copy])
+    if allow_truncated and d1.returncode != d2.returncode:
+        fail(f"dump exit status {d1.returncode} (trace) vs {d2.returncode} (v2 copy)")
+    if not allow_truncated and (d1.returncode or d2.returncode):
+        fail(f"memtap dump failed: {d1.returncode} {d2.returncode}\n{d1.stderr}{d2.stderr}")
+    if d1.stdout != d2.stdout:
+        a, b = d1.stdout.splitlines(), d2.stdout.splitlines()
+        first = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+        fail(f"dump --no-domain of {trace} and of its v2 copy differ at line {first + 1}: "
+             f"{a[first:first + 1]} vs {b[first:first + 1]} ({len(a)} vs {len(b)} lines)")
+    os.unlink(copy)
+    return f
+
+
+EXPECT_RE = re.compile(r"@expect(?:\[([\w,-]+)\])?((?:\s+\w+=\w+)+)")
+LINE_RE = re.compile(r"@line\s+(\w+)")
+
+
+def expectations(sources, mode):
+    """{"file.c:LINE": {"allocs": N, ...}} from the @expect comments that apply to `mode`."""
+    result = {}
+    for name in sources:
+        with open(source(name)) as fh:
+            for number, text in enumerate(fh, 1):
+                for modes, fields in EXPECT_RE.findall(text):
+                    if modes and mode not in modes.split(","):
+                        continue
+                    entry = result.setdefault(f"{name}:{number}", {})
+                    for key, value in (kv.split("=") for kv in fields.split()):
+                        entry[key] = value if value in ("allocs", "no") else int(value)
+    return result
+
+
+def marked_lines(name):
+    lines = {}
+    with open(source(name)) as fh:
+        for number, text in enumerate(fh, 1):
+            for mark in LINE_RE.findall(text):
+                lines[mark] = number
+    return lines
+
+
+def check_sites(f, sources, mode, what, scale=1, strict_sources=None):
+    """The trace's per-site counts are exactly what the sources' @expect comments say; no line of
+    the sources (or of strict_sources) allocates without an @expect."""
+    expected = expectations(sources, mode)
+    sites = f["sites"]
+    problems = []
+    for site, want in sorted(expected.items()):
+        got = sites.get(site, {"allocs": 0, "collects": 0, "words": 0})
+        for key, field in (("allocs", "allocs"), ("frees", "collects"), ("words", "words")):
+            if key not in want:
+                continue
+            target = got["allocs"] if want[key] == "allocs" else want[key] * scale
+            if got[field] != target:
+                problems.append(f"{site}: {key} expected {target}, got {got[field]}")
+        if want.get("top") != "no" and got["allocs"]:
+            # The innermost frame itself is the program's line (not malloc, operator new or a
+            # wrapper of the shim's).
+            top = sum(g["allocs"] for key, g in f["top"].items()
+                      if key.split("@")[-1] == site)
+            if top != got["allocs"]:
+                problems.append(f"{site}: innermost frame is this line for {top} of "
+                                f"{got['allocs']} allocations")
+    for site, got in sorted(sites.items()):
+        if site not in expected and got["allocs"]:
+            problems.append(f"{site}: {got['allocs']} unexpected allocations at this line")
+    if problems:
+        fail(f"{what}: per-site counts wrong:\n  " + "\n  ".join(problems))
+
+
+def full_program(name, args=(), mode="all", sources=None, compare_stdout=True, env=None,
+                 options=("--full",)):
+    """Records one project program with --full; the common checks; returns (facts, process)."""
+    sources = sources or [name + ".c"]
+    argv = [program(name), *args]
+    plain = untraced(argv, env=env)
+    trace = os.path.join(WORK, name + ".ctf")
+    traced = record(trace, argv, options, env=env)
+    same_behaviour(plain, traced, " ".join([name, *args]), compare_stdout)
+    verify_trace(trace)
+    f = facts(trace, sources)
+    check_sites(f, sources, mode, " ".join([name, *args]))
+    return f, traced
+
+
+def trace_files(directory):
+    return sorted(p for p in glob.glob(os.path.join(directory, "*"))
+                  if os.path.isfile(p) and not p.endswith((".idx", ".v2")))
+
+
+# ---------------------------------------------------------------------------------------------
+# The tests
+
+
+def test_full_alloc_patterns_exact_per_site():
+    f, _ = full_program("alloc_patterns")
+    expect(f["sample_rate"] == 1, f"--full trace has sample rate {f['sample_rate']}")
+    expect("mode=full" in f["params"], f"ocaml_runtime_params {f['params']!r} lacks mode=full")
+
+
+def test_full_cxx_new_delete_and_exception_exact_per_site():
+    full_program("cxx_new", sources=["cxx_new.cpp"])
+
+
+def test_full_threads_free_each_others_blocks():
+    full_program("threads", ["cross"], mode="cross")
+
+
+def test_full_64_threads():
+    full_program("threads", ["many"], mode="many")
+
+
+def test_full_10000_short_lived_threads():
+    full_program("threads", ["short"], mode="short")
+
+
+def test_full_lifecycle_constructor_atexit_destructor():
+    full_program("lifecycle")
+
+
+def test_full_fork_without_follow_traces_parent_only():
+    directory = os.path.join(WORK, "out")
+    os.mkdir(directory)
+    argv = [program("procs"), "all", program("alloc_patterns")]
+    plain = untraced(argv)
+    trace = os.path.join(directory, "procs.ctf")
+    traced = record(trace, argv)
+    same_behaviour(plain, traced, "procs all")
+    files = trace_files(directory)
+    expect(files == [trace], f"without --follow-fork only the parent's trace is written: {files}")
+    verify_trace(trace)
+    f = facts(trace, ["procs.c", "alloc_patterns.c"])
+    check_sites(f, ["procs.c"], "parent", "procs all (parent)")
+    leftovers = [p for p in glob.glob(os.path.join(tempfile.gettempdir(), "*", "*.memtap-ring"))]
+    expect(not leftovers, f"ring files left behind: {leftovers[:5]}")
+
+
+def test_full_fork_exec_vfork_spawn_with_follow_fork():
+    directory = os.path.join(WORK, "out")
+    os.mkdir(directory)
+    argv = [program("procs"), "all", program("alloc_patterns")]
+    plain = untraced(argv)
+    trace = os.path.join(directory, "procs.ctf")
+    traced = record(trace, argv, ("--full", "--follow-fork"))
+    same_behaviour(plain, traced, "procs all --follow-fork")
+    files = trace_files(directory)
+    parent = [p for p in files if facts(p)["pid"] == facts(trace)["pid"]]
+    expect(trace in files, f"no parent trace {trace}: {files}")
+    children = [p for p in files if p != trace]
+    # fork, fork-exec, vfork-exec and spawn: four children (an exec'd image may be written into
+    # the trace of its pid or a trace of its own: counted over all children's traces).
+    total = {}
+    for path in files:
+        verify_trace(path)
+        f = facts(path, ["procs.c", "alloc_patterns.c"])
+        for site, g in f["sites"].items():
+            t = total.setdefault(site, {"allocs": 0, "collects": 0, "words": 0})
+            for k in t:
+                t[k] += g[k]
+    expect(len(children) >= 4 and len(parent) >= 1,
+           f"--follow-fork: expected the parent's and at least 4 children's traces, got {files}"
+           f"\nrecord's stderr:\n{traced.stderr[-2000:]}")
+    f = facts(trace, ["procs.c", "alloc_patterns.c"])
+    check_sites(f, ["procs.c"], "parent", "procs all (parent trace)")
+    # Over all traces: the parent's work once, the forked child's work twice (fork, fork-exec),
+    # alloc_patterns three times (fork-exec, vfork-exec, spawn).
+    problems = []
+    for name, mode, scale in (("procs.c", "all", 1), ("procs.c", "child", 2),
+                              ("alloc_patterns.c", "all", 3)):
+        for site, want in expectations([name], mode).items():
+            if site.startswith("procs.c") and mode == "child" and "allocs" in want:
+                if want.get("allocs") == 10:
+                    continue
+            got = total.get(site, {"allocs": 0, "collects": 0, "words": 0})
+            for key, field in (("allocs", "allocs"), ("frees", "collects"), ("words", "words")):
+                if key in want and isinstance(want[key], int) and got[field] != want[key] * scale:
+                    problems.append(f"{site}: {key} over all traces expected "
+                                    f"{want[key] * scale}, got {got[field]}")
+    if problems:
+        fail("--follow-fork totals wrong:\n  " + "\n  ".join(sorted(set(problems))))
+
+
+def test_full_exec_wrapper_traces_the_execd_program():
+    prog = program("alloc_patterns")
+    plain = untraced([prog])
+    script = os.path.join(WORK, "wrapper.sh")
+    with open(script, "w") as fh:
+        fh.write(f'#!/bin/sh\nexec "{prog}" "$@"\n')
+    os.chmod(script, 0o755)
+    for label, argv in (("sh -c 'exec prog'", ["sh", "-c", f"exec '{prog}'"]),
+                        ("wrapper script", [script])):
+        trace = os.path.join(WORK, f"wrapped{len(label)}.ctf")
+        traced = record(trace, argv)
+        same_behaviour(plain, traced, label)
+        verify_trace(trace)
+        check_sites(facts(trace, ["alloc_patterns.c"]), ["alloc_patterns.c"], "all", label)
+
+
+def test_full_dlopen_dlclose_library_allocations():
+    lib = program("libdl_alloc_lib.so")
+    f, _ = full_program("dlopen_main", [lib], sources=["dlopen_main.c", "dl_alloc_lib.c"])
+    funcs = {site.split(":")[0] + ":" + g["func"] for site, g in f["sites"].items()}
+    for want in ("dl_alloc_lib.c:dl_alloc", "dl_alloc_lib.c:lib_init"):
+        expect(any(fn.startswith(want) for fn in funcs),
+               f"library sites resolve to {sorted(funcs)}, expected {want}")
+
+
+def test_full_signal_handler_mallocs_raise():
+    full_program("signal_malloc", ["raise"], mode="raise")
+
+
+def test_full_signal_handler_mallocs_inside_malloc():
+    f, traced = full_program("signal_malloc", ["async"], mode="async")
+    m = re.search(r"async: (\d+) rounds, (\d+) handled", traced.stderr)
+    expect(m, f"signal_malloc async printed no counts\n{traced.stderr[-2000:]}")
+    rounds, handled = int(m.group(1)), int(m.group(2))
+    lines = expectations(["signal_malloc.c"], "async")
+    by_count = sorted(f["sites"][s]["allocs"] for s in lines if s in f["sites"])
+    expect(by_count == sorted([1, rounds, handled]),
+           f"per-site allocations {by_count}, expected warm-up 1, main loop {rounds}, "
+           f"handler {handled}")
+
+
+def test_full_ctrl_c_reaches_program_and_trace_is_written():
+    trace = os.path.join(WORK, "interrupted.ctf")
+    p = subprocess.Popen(record_command(trace, [program("slow_worker"), "1000"]),
+                         env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    wait_for_line(p, "round 3")
+    os.killpg(p.pid, signal.SIGINT)  # what the terminal does on Ctrl-C: the whole group
+    out, err = p.communicate(timeout=60)
+    expect(p.returncode == 128 + signal.SIGINT,
+           f"memtap record exited {p.returncode} after Ctrl-C, expected 130\n{err[-2000:]}")
+    f = verify_trace(trace)
+    expect(f["allocs"] >= 400, f"the trace holds {f['allocs']} allocations; 4 rounds made 400")
+
+
+def test_leaks_names_file_and_line():
+    full_program("leaky")
+    trace = os.path.join(WORK, "leaky.ctf")
+    line = next(int(s.split(":")[1]) for s, w in expectations(["leaky.c"], "all").items()
+                if w.get("frees") == 0)
+    p = run([A.memtap, "leaks", "--json", "-n", "0", trace])
+    expect(p.returncode == 0, f"memtap leaks exited {p.returncode}\n{p.stderr}")
+    groups = json.loads(p.stdout)["groups"]
+    ours = [g for g in groups if g["key"]["file"].endswith("leaky.c")]
+    expect(len(ours) == 1, f"expected one leak group in leaky.c, got {[g['key'] for g in ours]}")
+    g = ours[0]
+    expect(g["key"]["line"] == line and g["key"]["function"].startswith("remember"),
+           f"leak named {g['key']}, expected remember at leaky.c:{line}")
+    expect(g["leaked"]["objects"] == 7 and g["leaked"]["bytes"] == 7 * 200,
+           f"leak amount {g['leaked']}, expected 7 objects, 1400 bytes")
+    text = run([A.memtap, "leaks", trace]).stdout
+    expect(f"leaky.c:{line}" in text, f"`memtap leaks` text does not name leaky.c:{line}")
+
+
+# --- independent recount ---------------------------------------------------------------------
+
+
+def mtrace_counts(log):
+    """Allocations and frees in a glibc MALLOC_TRACE log after the marker block (see the module
+    comment for what each line means)."""
+    allocs = frees = 0
+    seen_marker = False
+    marker_addr = None
+    with open(log, errors="replace") as fh:
+        for text in fh:
+            words = text.split()
+            op = next((i for i, w in enumerate(words) if w in ("+", "-", "<", ">", "!")), None)
+            if op is None:
+                continue
+            kind, rest = words[op], words[op + 1:]
+            if not seen_marker:
+                if kind == "+" and len(rest) >= 2 and int(rest[1], 16) == MARKER_BYTES:
+                    seen_marker, marker_addr = True, rest[0]
+                continue
+            if kind == "-" and rest and rest[0] == marker_addr:
+                marker_addr = None
+                continue
+            if kind in ("+", ">"):
+                allocs += 1
+            elif kind in ("-", "<"):
+                frees += 1
+    expect(seen_marker, f"{log}: no marker allocation: mtrace did not start")
+    return allocs, frees
+
+
+def recount(label, argv, env_extra=None, cwd=None, stdin_file=None, compare_stdout=True):
+    if not os.path.exists(MALLOC_DEBUG):
+        skip(f"{MALLOC_DEBUG} not found (Debian package libc6)")
+    marker = program("librecount_marker.so")
+    log = os.path.join(WORK, label + ".mtrace")
+    env = base_env(env_extra)
+
+    def stdin():
+        return open(stdin_file) if stdin_file else subprocess.DEVNULL
+
+    plain = run(argv, env=env, cwd=cwd, stdin=stdin())
+    glibc_env = dict(env, LD_PRELOAD=f"{MALLOC_DEBUG} {marker}", MALLOC_TRACE=log)
+    logged = run(argv, env=glibc_env, cwd=cwd, stdin=stdin())
+    same_behaviour(plain, logged, label + " under glibc's malloc trace", compare_stdout)
+    glibc_allocs, glibc_frees = mtrace_counts(log)
+    trace = os.path.join(WORK, label + ".ctf")
+    traced = run(record_command(trace, argv), env=dict(env, LD_PRELOAD=marker), cwd=cwd,
+                 stdin=stdin())
+    expect(os.path.exists(trace), f"{label}: no trace\n{traced.stderr[-2000:]}")
+    same_behaviour(plain, traced, label + " under memtap record", compare_stdout)
+    verify_trace(trace)
+    f = facts(trace, marker=True)
+    m = f["after_marker"]
+    expect(m["seen"], f"{label}: the trace has no marker allocation of {MARKER_BYTES} bytes")
+    unknown = unknown_frees(traced.stderr)
+    print(f"{label}: glibc log {glibc_allocs} allocations, {glibc_frees} frees; memtap "
+          f"{m['allocs']} allocations, {m['collects']} collects, {unknown} unknown frees")
+    expect(m["allocs"] == glibc_allocs,
+           f"{label}: allocations after the marker: glibc's log {glibc_allocs}, memtap "
+           f"{m['allocs']}")
+    expect(m["collects"] + (unknown or 0) == glibc_frees,
+           f"{label}: frees after the marker: glibc's log {glibc_frees}, memtap {m['collects']} "
+           f"collects + {unknown} unknown frees")
+    return f
+
+
+def unknown_frees(stderr):
+    m = re.search(r"(\d+)\s+unknown frees?", stderr)
+    return int(m.group(1)) if m else 0
+
+
+def test_recount_project_programs_match_glibc_mtrace():
+    recount("alloc_patterns_free", [program("alloc_patterns")])
+    recount("cxx_new", [program("cxx_new")])
+    recount("lifecycle", [program("lifecycle")])
+    recount("leaky", [program("leaky")])
+    recount("threads_cross", [program("threads"), "cross"])
+    recount("dlopen_main", [program("dlopen_main"), program("libdl_alloc_lib.so")])
+    recount("signal_raise", [program("signal_malloc"), "raise"])
+
+
+def need(tool, package):
+    path = shutil.which(tool)
+    if not path:
+        skip(f"{tool} not found (Debian package {package})")
+    return path
+
+
+def test_recount_sqlite3_matches_glibc_mtrace():
+    sqlite3 = need("sqlite3", "sqlite3")
+    script = os.path.join(WORK, "script.sql")
+    with open(script, "w") as fh:
+        fh.write("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, v REAL);\n"
+                 "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000)\n"
+                 "INSERT INTO t(name, v) SELECT printf('name-%05d', x), x * 0.5 FROM c;\n"
+                 "CREATE INDEX t_name ON t(name);\n"
+                 "SELECT count(*), sum(v), min(name), max(name) FROM t;\n"
+                 "SELECT name FROM t WHERE id % 400 = 0 ORDER BY name DESC;\n"
+                 "UPDATE t SET name = upper(name) WHERE id < 100;\n"
+                 "SELECT group_concat(name, ',') FROM (SELECT name FROM t WHERE id < 5);\n")
+    recount("sqlite3", [sqlite3, ":memory:"], stdin_file=script)
+
+
+def test_recount_python3_matches_glibc_mtrace():
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else need("python3",
+                                                                                "python3")
+    code = ("import json\n"
+            "d = {str(i): [i] * (i % 7) for i in range(3000)}\n"
+            "s = json.dumps(d, sort_keys=True)\n"
+            "print(len(s), sum(len(v) for v in json.loads(s).values()))\n")
+    recount("python3", [python, "-S", "-c", code],
+            {"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"})
+
+
+def test_recount_git_log_matches_glibc_mtrace():
+    git = need("git", "git")
+    repo = os.path.join(WORK, "repo")
+    os.mkdir(repo)
+    env = base_env({"GIT_AUTHOR_NAME": "A U Thor", "GIT_AUTHOR_EMAIL": "author@example.com",
+                    "GIT_COMMITTER_NAME": "C O Mitter", "GIT_COMMITTER_EMAIL": "c@example.com",
+                    "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
+                    "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z", "HOME": WORK,
+                    "GIT_CONFIG_NOSYSTEM": "1"})
+    run([git, "init", "-q", "-b", "main", repo], env=env)
+    for i in range(20):
+        with open(os.path.join(repo, f"file{i % 4}.txt"), "a") as fh:
+            fh.write(f"line {i}\n")
+        run([git, "-C", repo, "add", "."], env=env)
+        p = run([git, "-C", repo, "commit", "-q", "-m", f"commit {i}"], env=env)
+        expect(p.returncode == 0, f"git commit failed: {p.stderr}")
+    extra = {k: env[k] for k in env if k.startswith("GIT_") or k == "HOME"}
+    recount("git", [git, "-C", repo, "log", "--stat", "--format=%H %an %s"], extra)
+
+
+# --- sampling ---------------------------------------------------------------------------------
+
+
+def test_sampled_estimates_unbiased_over_seeds():
+    interval = 4096  # bytes: lambda = 8 / 4096 samples per word
+    rate = 8 / interval
+    seeds = list(range(1, 33))
+    sites = expectations(["sampled.c"], "all")
+    counts = {site: [] for site in sites}
+    argv = [program("sampled")]
+    for seed in seeds:
+        trace = os.path.join(WORK, f"sampled{seed}.ctf")
+        p = record(trace, argv, ("--sample-interval", str(interval)),
+                   env=base_env({"MEMTAP_SEED": str(seed)}))
+        expect(p.returncode == 0, f"seed {seed}: exit {p.returncode}\n{p.stderr[-2000:]}")
+        f = verify_trace(trace) if seed <= 2 else facts(trace)
+        expect(abs(f["sample_rate"] - rate) < 1e-12, f"sample rate {f['sample_rate']} != {rate}")
+        f = facts(trace, ["sampled.c"])
+        expect(not f["error_count"], f"seed {seed}: {f['errors']}")
+        for site in sites:
+            counts[site].append(f["sites"].get(site, {"nsamples": 0})["nsamples"])
+        os.unlink(trace)
+    n = len(seeds)
+    problems = []
+    for site, want in sorted(sites.items()):
+        mu = want["bytes"] / 8 * rate  # expected samples: lambda per word
+        xs = counts[site]
+        mean = sum(xs) / n
+        var = sum((x - mean) ** 2 for x in xs) / (n - 1)
+        estimate = mean / rate * 8
+        bound = 3 * math.sqrt(mu) / math.sqrt(n)
+        print(f"{site}: true {want['bytes']} B, mean estimate {estimate:.0f} B "
+              f"(samples mean {mean:.2f}, expected {mu:.2f}, 3 sigma/sqrt(N) {bound:.2f}), "
+              f"dispersion var/mean {var / mu:.3f}")
+        if abs(mean - mu) > bound:
+            problems.append(f"{site}: mean samples {mean:.2f}, expected {mu:.2f} +- {bound:.2f}"
+                            f" (estimate {estimate:.0f} B of {want['bytes']} B)")
+        # (n-1) s^2 / mu is chi-square with n-1 degrees of freedom for Poisson counts; for 31
+        # degrees, 0.1% and 99.9% quantiles are about 12.5 and 61.1.
+        q = (n - 1) * var / mu
+        if not 12.5 <= q <= 61.1:
+            problems.append(f"{site}: dispersion (n-1)s^2/mu = {q:.1f}, not Poisson-like "
+                            f"(counts {xs})")
+    if problems:
+        fail("sampled estimates:\n  " + "\n  ".join(problems))
+
+
+# --- backtraces -------------------------------------------------------------------------------
+
+
+def backtraces(build):
+    name = f"backtrace_sites_{build}"
+    argv = [program(name)]
+    plain = untraced(argv)
+    trace = os.path.join(WORK, name + ".ctf")
+    traced = record(trace, argv)
+    same_behaviour(plain, traced, name)
+    verify_trace(trace)
+    f = facts(trace, ["backtrace_sites.c"], depth=3)
+    check_sites(f, ["backtrace_sites.c"], "all", name)
+    at = marked_lines("backtrace_sites.c")
+    src = "backtrace_sites.c"
+
+    def loc(func, mark):
+        return f"{func}@{src}:{at[mark]}"
+
+    wanted = [
+        [loc("inlined_alloc", "inlined_malloc"), loc("main", "call_inlined")],
+        [loc("make_block", "make_block_malloc"), loc("main", "first_adjacent")],
+        [loc("make_block", "make_block_malloc"), loc("main", "second_adjacent")],
+        [loc("make_block", "make_block_malloc"), loc("run_then_finish", "before_finish")],
+        [loc("make_block", "make_block_malloc"), loc("finish", "finish_call"),
+         loc("run_then_finish", "call_finish")],
+    ]
+
+    def normal(frame):  # gcc's clones: make_block.constprop.0 is make_block
+        func, _, where = frame.partition("@")
+        return func.split(".")[0] + "@" + where
+
+    stacks = [[normal(x) for x in key.split(" < ")] for key in f["stacks"]]
+    counts = {key: g["allocs"] for key, g in f["stacks"].items()}
+    problems = []
+    for want in wanted:
+        hits = [k for k, s in zip(f["stacks"], stacks) if s[:len(want)] == want]
+        n = sum(counts[k] for k in hits)
+        if n != 1:
+            problems.append(f"{' < '.join(want)}: {n} allocations, expected 1")
+    if problems:
+        ours = [k for k in f["stacks"] if src in k]
+        fail(f"{name}: backtraces wrong:\n  " + "\n  ".join(problems) +
+             "\nstacks seen in backtrace_sites.c:\n  " + "\n  ".join(ours))
+
+
+def test_backtraces_resolve_gcc():
+    backtraces("gcc")
+
+
+def test_backtraces_resolve_clang():
+    backtraces("clang")
+
+
+# --- ordering ---------------------------------------------------------------------------------
+
+
+def test_ordering_producer_consumer_pinned():
+    taskset = need("taskset", "util-linux")
+    argv = [program("threads"), "queue"]
+    plain = untraced(argv)
+    for attempt in range(2):
+        trace = os.path.join(WORK, f"queue{attempt}.ctf")
+        # The consumer and the program share one CPU too: the most preemption there can be.
+        env = base_env({"MEMTAP_TEST_PUBLISH_DELAY": "1"})
+        p = run([taskset, "-c", "0"] + record_command(trace, argv), env=env)
+        same_behaviour(plain, p, "threads queue (pinned)")
+        f = verify_trace(trace)  # no collect before its allocation, no id live twice
+        check_sites(facts(trace, ["threads.c"]), ["threads.c"], "queue", "threads queue")
+        unknown = unknown_frees(p.stderr)
+        expect(not unknown, f"{unknown} frees were not matched to an allocation")
+        expect(f["collects"] >= 20000, f"only {f['collects']} collects")
+
+
+# --- jemalloc ---------------------------------------------------------------------------------
+
+
+def test_jemalloc_kept_behind_shim():
+    if not os.path.exists(JEMALLOC):
+        skip(f"{JEMALLOC} not found (Debian package libjemalloc2)")
+    env = base_env({"LD_PRELOAD": JEMALLOC})
+    f, traced = full_program("jemalloc_probe", env=env)
+    expect("jemalloc holds the blocks" in traced.stdout,
+           f"under memtap record the blocks are not jemalloc's:\n{traced.stdout}")
+
+
+# --- faults -----------------------------------------------------------------------------------
+
+
+def wait_for_line(p, text, timeout=60):
+    """Reads p.stdout until a line equal to `text` (p is a Popen with text pipes)."""
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([p.stdout], [], [], 0.5)
+        if ready:
+            line = p.stdout.readline()
+            if line == "":
+                fail(f"the program ended before printing {text!r}: {seen[-5:]}\n"
+                     f"{p.stderr.read()[-2000:]}")
+            seen.append(line.rstrip("\n"))
+            if seen[-1] == text:
+                return seen
+    fail(f"no {text!r} within {timeout} s: {seen[-5:]}")
+
+
+def children_of(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(x) for x in fh.read().split()]
+    except OSError:
+        return []
+
+
+def test_fault_program_sigkilled_trace_complete():
+    trace = os.path.join(WORK, "killed.ctf")
+    p = subprocess.Popen(record_command(trace, [program("slow_worker"), "1000"]),
+                         env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    wait_for_line(p, "round 3")
+    kids = children_of(p.pid)
+    expect(len(kids) == 1, f"memtap record has children {kids}, expected the program alone")
+    os.kill(kids[0], signal.SIGKILL)
+    out, err = p.communicate(timeout=60)
+    expect(p.returncode == 128 + signal.SIGKILL,
+           f"memtap record exited {p.returncode}, expected 137 (program killed)\n{err[-2000:]}")
+    f = verify_trace(trace)  # complete: memtap check exits 0, not 2
+    expect(f["allocs"] >= 400, f"{f['allocs']} allocations in the trace; 4 rounds made 400")
+
+
+def test_fault_record_sigkilled_program_finishes():
+    trace = os.path.join(WORK, "orphan.ctf")
+    done = os.path.join(WORK, "finished")
+    p = subprocess.Popen(record_command(trace, [program("slow_worker"), "60", done]),
+                         env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    wait_for_line(p, "round 40")
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    deadline = time.monotonic() + 60
+    rest = []
+    while not os.path.exists(done) and time.monotonic() < deadline:
+        ready, _, _ = select.select([p.stdout], [], [], 0.2)
+        if ready:
+            rest.append(p.stdout.readline())
+    expect(os.path.exists(done), "the program did not finish after memtap record was killed "
+                                 f"(last output {rest[-3:]})")
+    with open(done) as fh:
+        expect(fh.read() == "finished\n", "the program's last write is wrong")
+    f = verify_trace(trace, allow_truncated=True)
+    expect(f["allocs"] >= 100, f"the killed recorder's trace holds {f['allocs']} allocations, "
+                               "not even the first round's (no periodic flush?)")
+
+
+def test_fault_output_on_dev_full():
+    if not os.path.exists("/dev/full"):
+        skip("no /dev/full")
+    argv = [program("slow_worker"), "3"]
+    plain = untraced(argv)
+    p = run(record_command("/dev/full", argv), env=base_env())
+    expect(p.stdout == plain.stdout,
+           f"the program's output changed with -o /dev/full:\n{p.stdout}\n{p.stderr[-2000:]}")
+    expect(p.returncode != 0, "memtap record exited 0 though it could not write the trace")
+    expect(re.search(r"/dev/full|[Nn]o space", p.stderr),
+           f"memtap record does not say what failed:\n{p.stderr[-2000:]}")
+
+
+def test_fault_static_program_refused():
+    trace = os.path.join(WORK, "static.ctf")
+    p = run(record_command(trace, [program("static_worker"), "1"]), env=base_env())
+    expect(p.returncode != 0, f"memtap record of a static program exited 0\n{p.stderr}")
+    expect(re.search(r"static", p.stderr, re.I),
+           f"memtap record does not say the program is static:\n{p.stderr[-2000:]}")
+    expect(not os.path.exists(trace) or os.path.getsize(trace) == 0 or
+           facts(trace)["allocs"] == 0, "an empty-looking trace was written")
+
+
+def test_fault_setuid_program_refused():
+    # The loader ignores LD_PRELOAD in secure mode, i.e. when the effective uid differs from the
+    # real one. As root a setuid-root program is not secure mode (euid 0 = uid 0), so the copy is
+    # made setuid to another owner (nobody): then the shim could not enter it.
+    if os.geteuid() != 0:
+        skip("needs root: only root can make a setuid program owned by another user")
+    directory = tempfile.mkdtemp(prefix="memtap-setuid-", dir=WORK)
+    os.chmod(WORK, 0o755)
+    os.chmod(directory, 0o755)
+    copy = os.path.join(directory, "setuid_worker")
+    shutil.copy(program("slow_worker"), copy)
+    nobody = 65534
+    os.chown(copy, nobody, nobody)
+    os.chmod(copy, 0o4755)
+    if not os.stat(copy).st_mode & 0o4000:
+        skip("the file system dropped the setuid bit")
+    trace = os.path.join(WORK, "setuid.ctf")
+    p = run(record_command(trace, [copy, "1"]), env=base_env())
+    expect(p.returncode != 0, f"memtap record of a setuid program exited 0\n{p.stderr}")
+    expect(re.search(r"setuid|set-user-ID|secure", p.stderr, re.I),
+           f"memtap record does not say the program is setuid:\n{p.stderr[-2000:]}")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main():
+    global A, WORK
+    tests = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memtap", required=True)
+    parser.add_argument("--shim", required=True)
+    parser.add_argument("--facts", required=True)
+    parser.add_argument("--programs", required=True)
+    parser.add_argument("--sources", required=True)
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("test", choices=sorted(tests))
+    A = parser.parse_args()
+    WORK = tempfile.mkdtemp(prefix=f"memtap-{A.test}-")
+    try:
+        tests[A.test]()
+    except Failure as e:
+        print(f"FAIL: {A.test}: {e}\n(scratch directory kept: {WORK})")
+        return 1
+    if not A.keep:
+        shutil.rmtree(WORK, ignore_errors=True)
+    print(f"PASS: {A.test}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
