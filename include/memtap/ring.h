@@ -128,6 +128,9 @@ typedef struct mt_ring_options {
   bool preserve;              /* keep the file when the producer closes */
   uint32_t attach_timeout_ms; /* lossless: how long a full ring waits for a primary consumer to
                                  register before the file degrades (default 10000) */
+  bool fork_untraced;         /* a forked child gets no file of its own: the session is closed
+                                 in the child (its writes are dropped) and the parent's file is
+                                 left alone (default false: the child gets its own file) */
 } mt_ring_options;
 
 /* Fills `opts` with the defaults, overridden by the MEMTAP_RING_* environment variables. Returns

@@ -187,6 +187,17 @@ static void fork_child(void) {
   uint32_t epoch = mt_load_relaxed(&s->epoch);
 
   mt_store_relaxed(&s->epoch, epoch + 1); /* closed while we rebuild */
+  if (s->options.fork_untraced) {
+    /* The session stays closed in this child; the file is the parent's, so it is not unlinked. */
+    if (mt_ring_self.busy)
+      mmap(old_base, old_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, old_fd, 0);
+    else
+      munmap(old_base, old_size);
+    close(old_fd);
+    s->fd = -1;
+    errno = saved_errno;
+    return;
+  }
   s->first_wait_ns = 0;
   s->claim_hint = 0;
   mt_process_stat(0, &s->start_time, NULL);

@@ -1,7 +1,9 @@
 /* fork: the child gets its own ring file, with the parent's registry; the parent's file never
- * sees a record of the child, and the other way round. */
+ * sees a record of the child, and the other way round. With fork_untraced, the child gets no
+ * file at all and its writes are dropped. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ring_testlib.h"
@@ -89,9 +91,59 @@ static void parent_and_child_each_write_their_own_file(void **state) {
   rt_collector_free(&child);
 }
 
+static void untraced_fork_child_creates_no_file_and_leaves_the_parent_alone(void **state) {
+  (void)state;
+  mt_ring_options o;
+  mt_error err = {0};
+  assert_int_equal(mt_ring_options_init(&o, &err), MT_OK);
+  o.dir = tu_temp_dir();
+  o.max_rings = 4;
+  o.preserve = true;
+  o.registry_size = 64 * 1024;
+  o.fork_untraced = true;
+  mt_ring *r = NULL;
+  assert_int_equal(mt_ring_open(&r, &o, &err), MT_OK);
+  char parent_path[4096];
+  snprintf(parent_path, sizeof parent_path, "%s", mt_ring_path(r));
+  for (int i = 0; i < 10; i++)
+    mt_ring_write_counter(r, PARENT_BEFORE, (uint64_t)i);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int bad = 0;
+    for (int i = 0; i < 50; i++)
+      bad |= mt_ring_write_counter(r, CHILD, (uint64_t)i) != MT_E_STATE;
+    bad |= mt_ring_close(r) != MT_E_STATE;
+    struct stat st;
+    bad |= stat(parent_path, &st) != 0; /* the parent's file is not removed by the child */
+    _exit(bad ? 96 : 0);
+  }
+  assert_int_equal(rt_wait_child(pid), 0);
+  for (int i = 0; i < 20; i++)
+    mt_ring_write_counter(r, PARENT_AFTER, (uint64_t)i);
+  char child_path[4096];
+  assert_int_equal(mt_ring_file_path(child_path, sizeof child_path, tu_temp_dir(), pid), MT_OK);
+  struct stat st;
+  assert_int_not_equal(stat(child_path, &st), 0);
+  mt_ring_close(r);
+
+  mt_cursor *pc = rt_cursor(getpid());
+  rt_collector parent = {.keep = true};
+  rt_collector_attach(pc, &parent);
+  rt_drain(pc, true);
+  assert_int_equal(count_counter(&parent, PARENT_BEFORE), 10);
+  assert_int_equal(count_counter(&parent, PARENT_AFTER), 20);
+  assert_int_equal(count_counter(&parent, CHILD), 0);
+  assert_non_null(find_lifecycle(&parent, MT_RING_LIFECYCLE_FORK_PARENT));
+  mt_cursor_close(pc);
+  rt_collector_free(&parent);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(parent_and_child_each_write_their_own_file),
+      cmocka_unit_test(untraced_fork_child_creates_no_file_and_leaves_the_parent_alone),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,127 @@
+/* Finding the next allocator without recursion (docs/tracer.md, "Start-up"). dlsym allocates
+ * (its error buffer) and may run before any constructor, so while one thread resolves, the
+ * allocations of that thread, and of any other thread that arrives meanwhile, are served from a
+ * static bump arena. Arena blocks are never reused: free ignores them, realloc copies out of
+ * them and malloc_usable_size reads their header. A function that the next allocator's own
+ * object does not define (jemalloc has no pvalloc; nobody but glibc has reallocarray) is left NULL
+ * and emulated with the ones it does define, so that blocks never cross allocators. */
+#include <dlfcn.h>
+#include <link.h>
+#include <sched.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tracer/shim.h"
+
+mt_real mt_shim_real;
+uintptr_t mt_shim_allocator_low, mt_shim_allocator_high;
+
+/* The executable range of the object loaded at `data`. */
+static int find_text(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  if ((uintptr_t)info->dlpi_addr != (uintptr_t)data)
+    return 0;
+  uintptr_t low = UINTPTR_MAX, high = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+      continue;
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+    low = lo < low ? lo : low;
+    high = hi > high ? hi : high;
+  }
+  if (low < high) {
+    mt_shim_allocator_low = low;
+    mt_shim_allocator_high = high;
+  }
+  return 1;
+}
+
+#define MT_ARENA_SIZE (1u << 20)
+
+/* Each block is preceded by a 16-byte header holding its size. */
+static _Alignas(64) unsigned char arena[MT_ARENA_SIZE];
+static _Atomic size_t arena_used;
+
+bool mt_bootstrap_owns(const void *p) {
+  return (uintptr_t)p - (uintptr_t)arena < MT_ARENA_SIZE;
+}
+
+void *mt_bootstrap_alloc(size_t size, size_t align) {
+  if (align < 16)
+    align = 16;
+  if (size > MT_ARENA_SIZE || align > 4096)
+    return NULL;
+  size_t need = size + align + 16;
+  size_t at = atomic_fetch_add(&arena_used, need);
+  if (at + need > MT_ARENA_SIZE)
+    return NULL;
+  uintptr_t p = ((uintptr_t)arena + at + 16 + align - 1) & ~(uintptr_t)(align - 1);
+  memcpy((void *)(p - 16), &size, sizeof size);
+  return (void *)p;
+}
+
+size_t mt_bootstrap_size(const void *p) {
+  size_t size;
+  memcpy(&size, (const char *)p - 16, sizeof size);
+  return size;
+}
+
+/* The next definition of `name` if it comes from the object that defines the next malloc. */
+static void *next_from(const char *name, const void *malloc_base) {
+  void *f = dlsym(RTLD_NEXT, name);
+  Dl_info info;
+  if (!f || !dladdr(f, &info) || info.dli_fbase != malloc_base)
+    return NULL;
+  return f;
+}
+
+void mt_shim_resolve(void) {
+  if (atomic_load_explicit(&mt_shim.resolve, memory_order_acquire) == MT_RESOLVE_DONE)
+    return;
+  int expected = MT_RESOLVE_NONE;
+  if (!atomic_compare_exchange_strong(&mt_shim.resolve, &expected, MT_RESOLVE_BUSY))
+    return; /* another thread (or this one, recursively) is resolving: use the arena */
+  mt_shim_thread *t = &mt_shim_self;
+  t->resolving++;
+  t->depth++;
+  mt_real r;
+  memset(&r, 0, sizeof r);
+  r.malloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
+  Dl_info info;
+  const void *base = r.malloc && dladdr((void *)r.malloc, &info) ? info.dli_fbase : NULL;
+  r.free = (void (*)(void *))next_from("free", base);
+  r.calloc = (void *(*)(size_t, size_t))next_from("calloc", base);
+  r.realloc = (void *(*)(void *, size_t))next_from("realloc", base);
+  r.posix_memalign = (int (*)(void **, size_t, size_t))next_from("posix_memalign", base);
+  r.aligned_alloc = (void *(*)(size_t, size_t))next_from("aligned_alloc", base);
+  r.memalign = (void *(*)(size_t, size_t))next_from("memalign", base);
+  r.valloc = (void *(*)(size_t))next_from("valloc", base);
+  r.pvalloc = (void *(*)(size_t))next_from("pvalloc", base);
+  r.malloc_usable_size = (size_t(*)(void *))next_from("malloc_usable_size", base);
+  r.mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+  r.munmap = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
+  r.mremap = (void *(*)(void *, size_t, size_t, int, ...))dlsym(RTLD_NEXT, "mremap");
+  r.pthread_create =
+      (int (*)(void *, const void *, void *(*)(void *), void *))dlsym(RTLD_NEXT, "pthread_create");
+  r.dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
+  r.dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+  if (!r.malloc || !r.free || !r.realloc) {
+    /* Nothing to forward to: there is no way on; fail loudly rather than corrupt memory. */
+    static const char msg[] = "memtap: cannot find the next malloc, free and realloc\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(127);
+  }
+  Dl_info mmap_info;
+  if (base && r.mmap && dladdr((void *)r.mmap, &mmap_info) && mmap_info.dli_fbase != base) {
+    /* dli_fbase is the object's lowest mapped address; dlpi_addr is its load bias, the same for
+     * shared objects (linked at 0). */
+    dl_iterate_phdr(find_text, (void *)base);
+  }
+  mt_shim_real = r;
+  mt_dl_real_open = (void *)r.dlopen;
+  atomic_store_explicit(&mt_shim.resolve, MT_RESOLVE_DONE, memory_order_release);
+  t->depth--;
+  t->resolving--;
+}

@@ -1,0 +1,383 @@
+/* The interposed malloc family (docs/tracer.md, "What is interposed"). Each function has a fast
+ * path that touches only the thread's countdown (and, for free, one filter byte) before calling
+ * the next allocator, and a slow path that resolves the next allocator, starts tracing, samples
+ * and writes the record. Order (memtap/tracer.h): a FREE is written before the block goes back
+ * to the allocator, an ALLOC after the allocator returned it. */
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tracer/shim.h"
+
+#define MT_EXPORT __attribute__((visibility("default")))
+
+static size_t page_size(void) {
+  static size_t cached;
+  if (!cached)
+    cached = (size_t)sysconf(_SC_PAGESIZE);
+  return cached;
+}
+
+/* Sets the thread up to allocate: resolves, starts tracing if it has not started. Returns the
+ * tracing mode (MT_SHIM_OFF: pass through; the countdown is then idle once start-up is over). */
+static int prepare(mt_shim_thread *t) {
+  if (MT_UNLIKELY(atomic_load_explicit(&mt_shim.resolve, memory_order_acquire) !=
+                  MT_RESOLVE_DONE)) {
+    mt_shim_resolve();
+    if (atomic_load_explicit(&mt_shim.resolve, memory_order_acquire) != MT_RESOLVE_DONE)
+      return -1; /* the bootstrap arena serves this call */
+  }
+  if (t->depth)
+    return MT_SHIM_OFF;
+  if (MT_UNLIKELY(atomic_load_explicit(&mt_shim.init, memory_order_acquire) != 2))
+    mt_shim_init();
+  int mode = atomic_load_explicit(&mt_shim.mode, memory_order_acquire);
+  if (mode == MT_SHIM_OFF) {
+    if (atomic_load_explicit(&mt_shim.init, memory_order_acquire) == 2)
+      t->countdown = MT_SHIM_COUNTDOWN_IDLE;
+    return MT_SHIM_OFF;
+  }
+  if (!t->seeded) {
+    t->depth++;
+    mt_shim_thread_refresh(t);
+    t->depth--;
+  }
+  return mode;
+}
+
+/* How many sample points a new block of `size` bytes holds (0: not sampled), advancing the
+ * thread's countdown. */
+static uint64_t sample(mt_shim_thread *t, int mode, size_t size) {
+  if (mode == MT_SHIM_FULL) {
+    t->countdown = 0; /* every allocation takes the slow path */
+    return size ? (size + 7) / 8 : 1;
+  }
+  int64_t c = t->countdown - (int64_t)size;
+  if (c > 0) {
+    t->countdown = c;
+    return 0;
+  }
+  uint64_t n = mt_sampler_count(&mt_shim.sampler, &t->rng, &c);
+  t->countdown = c;
+  return n;
+}
+
+/* After the next allocator returned `p`: remembers a sampled block for its free and writes the
+ * ALLOC. */
+static void allocated(int mode, void *p, size_t size, uint64_t nsamples, unsigned kind) {
+  if (!p || !nsamples)
+    return;
+  if (mode == MT_SHIM_SAMPLED && !mt_sampled_set_insert(&mt_shim.set, p))
+    return; /* no room to remember it: it counts as not sampled */
+  mt_record_alloc(p, size, nsamples, kind);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * malloc, calloc
+ * ------------------------------------------------------------------------------------------- */
+
+static __attribute__((noinline)) void *malloc_slow(mt_shim_thread *t, size_t size) {
+  int mode = prepare(t);
+  if (mode < 0)
+    return mt_bootstrap_alloc(size, 16);
+  if (mode == MT_SHIM_OFF)
+    return mt_shim_real.malloc(size);
+  uint64_t n = sample(t, mode, size);
+  t->in_allocator++;
+  void *p = mt_shim_real.malloc(size);
+  t->in_allocator--;
+  allocated(mode, p, size, n, MT_TRACER_KIND_MALLOC);
+  return p;
+}
+
+MT_EXPORT void *malloc(size_t size) {
+  mt_shim_thread *t = &mt_shim_self;
+  int64_t c = t->countdown - (int64_t)size;
+  if (MT_LIKELY(c > 0)) {
+    t->countdown = c;
+    return mt_shim_real.malloc(size);
+  }
+  return malloc_slow(t, size);
+}
+
+static __attribute__((noinline)) void *calloc_slow(mt_shim_thread *t, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  int mode = prepare(t);
+  if (mode < 0) {
+    void *p = mt_bootstrap_alloc(total, 16);
+    if (p)
+      memset(p, 0, total); /* the arena is never reused, but say it */
+    return p;
+  }
+  if (mode == MT_SHIM_OFF)
+    return mt_shim_real.calloc(count, size);
+  uint64_t n = sample(t, mode, total);
+  t->in_allocator++;
+  void *p = mt_shim_real.calloc(count, size);
+  t->in_allocator--;
+  allocated(mode, p, total, n, MT_TRACER_KIND_CALLOC);
+  return p;
+}
+
+MT_EXPORT void *calloc(size_t count, size_t size) {
+  mt_shim_thread *t = &mt_shim_self;
+  size_t total;
+  if (MT_LIKELY(!__builtin_mul_overflow(count, size, &total))) {
+    int64_t c = t->countdown - (int64_t)total;
+    if (MT_LIKELY(c > 0)) {
+      t->countdown = c;
+      return mt_shim_real.calloc(count, size);
+    }
+  }
+  return calloc_slow(t, count, size);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * free
+ * ------------------------------------------------------------------------------------------- */
+
+static __attribute__((noinline)) void free_slow(void *p) {
+  if (!p || mt_bootstrap_owns(p))
+    return;
+  mt_shim_thread *t = &mt_shim_self;
+  if (!t->depth) {
+    int mode = atomic_load_explicit(&mt_shim.mode, memory_order_acquire);
+    if (mode == MT_SHIM_FULL || (mode == MT_SHIM_SAMPLED && mt_sampled_set_remove(&mt_shim.set, p)))
+      mt_record_free(p);
+  }
+  t->in_allocator++;
+  mt_shim_real.free(p);
+  t->in_allocator--;
+}
+
+MT_EXPORT void free(void *p) {
+  int mode = atomic_load_explicit(&mt_shim.mode, memory_order_relaxed);
+  if (MT_LIKELY(mode == MT_SHIM_SAMPLED)) {
+    if (MT_LIKELY(!mt_sampled_set_maybe(&mt_shim.set, p)))
+      goto pass;
+  } else if (mode == MT_SHIM_OFF) {
+    goto pass;
+  }
+  free_slow(p);
+  return;
+pass:
+  if (MT_UNLIKELY(mt_bootstrap_owns(p) || !mt_shim_real.free))
+    return; /* an arena block, or nothing was ever allocated by the next allocator */
+  mt_shim_real.free(p);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * realloc, reallocarray
+ * ------------------------------------------------------------------------------------------- */
+
+/* realloc of a bootstrap arena block: copy it out (arena blocks are never freed). */
+static void *realloc_from_arena(void *p, size_t size) {
+  void *q = malloc(size ? size : 1);
+  if (q) {
+    size_t old = mt_bootstrap_size(p);
+    memcpy(q, p, old < size ? old : size);
+  }
+  return q;
+}
+
+static __attribute__((noinline)) void *realloc_slow(mt_shim_thread *t, void *p, size_t size) {
+  if (mt_bootstrap_owns(p))
+    return realloc_from_arena(p, size);
+  int mode = prepare(t);
+  if (mode < 0)
+    return p ? NULL : mt_bootstrap_alloc(size, 16);
+  if (mode == MT_SHIM_OFF)
+    return mt_shim_real.realloc(p, size);
+  bool old_traced = p && (mode == MT_SHIM_FULL || (mt_sampled_set_maybe(&mt_shim.set, p) &&
+                                                   mt_sampled_set_remove(&mt_shim.set, p)));
+  if (p && size == 0) {
+    /* May free p (glibc) or return a new minimal block (jemalloc): the FREE goes first, and a
+     * block that comes back is recorded as realloc(NULL, 0). */
+    if (old_traced)
+      mt_record_free(p);
+    t->in_allocator++;
+    void *q = mt_shim_real.realloc(p, 0);
+    t->in_allocator--;
+    if (q) {
+      uint64_t n = sample(t, mode, 0);
+      if (n && (mode == MT_SHIM_FULL || mt_sampled_set_insert(&mt_shim.set, q)))
+        mt_record_realloc(NULL, q, 0, n);
+    }
+    return q;
+  }
+  uint64_t n = sample(t, mode, size);
+  t->in_allocator++;
+  void *q = mt_shim_real.realloc(p, size);
+  t->in_allocator--;
+  if (!q) {
+    if (old_traced && mode == MT_SHIM_SAMPLED)
+      mt_sampled_set_insert(&mt_shim.set, p); /* failed: the old block lives on */
+    return NULL;
+  }
+  if (n && mode == MT_SHIM_SAMPLED && !mt_sampled_set_insert(&mt_shim.set, q))
+    n = 0;
+  if (old_traced || n)
+    mt_record_realloc(old_traced ? p : NULL, q, size, n);
+  return q;
+}
+
+MT_EXPORT void *realloc(void *p, size_t size) {
+  mt_shim_thread *t = &mt_shim_self;
+  if (MT_LIKELY(atomic_load_explicit(&mt_shim.mode, memory_order_relaxed) == MT_SHIM_SAMPLED) &&
+      !t->depth && (!p || !mt_sampled_set_maybe(&mt_shim.set, p))) {
+    int64_t c = t->countdown - (int64_t)size;
+    if (MT_LIKELY(c > 0 && !mt_bootstrap_owns(p))) {
+      t->countdown = c;
+      return mt_shim_real.realloc(p, size);
+    }
+  }
+  return realloc_slow(t, p, size);
+}
+
+MT_EXPORT void *reallocarray(void *p, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return realloc(p, total);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Aligned allocators
+ * ------------------------------------------------------------------------------------------- */
+
+/* The next allocator's aligned allocation of the given kind, or an emulation with one it has.
+ * Returns the block or NULL with *error set (posix_memalign's convention). */
+static void *real_aligned(unsigned kind, size_t align, size_t size, int *error) {
+  const mt_real *r = &mt_shim_real;
+  void *p = NULL;
+  *error = 0;
+  switch (kind) {
+  case MT_TRACER_KIND_POSIX_MEMALIGN:
+    if (r->posix_memalign) {
+      *error = r->posix_memalign(&p, align, size);
+      return *error ? NULL : p;
+    }
+    break;
+  case MT_TRACER_KIND_ALIGNED_ALLOC:
+    if (r->aligned_alloc)
+      p = r->aligned_alloc(align, size);
+    else
+      goto emulate;
+    *error = p ? 0 : errno;
+    return p;
+  case MT_TRACER_KIND_MEMALIGN:
+    if (r->memalign)
+      p = r->memalign(align, size);
+    else
+      goto emulate;
+    *error = p ? 0 : errno;
+    return p;
+  case MT_TRACER_KIND_VALLOC:
+    if (r->valloc)
+      p = r->valloc(size);
+    else
+      goto emulate;
+    *error = p ? 0 : errno;
+    return p;
+  case MT_TRACER_KIND_PVALLOC:
+    if (r->pvalloc)
+      p = r->pvalloc(size);
+    else
+      goto emulate;
+    *error = p ? 0 : errno;
+    return p;
+  default: break;
+  }
+emulate:
+  if (r->posix_memalign) {
+    size_t a = align < sizeof(void *) ? sizeof(void *) : align;
+    *error = r->posix_memalign(&p, a, size);
+  } else if (r->aligned_alloc) {
+    p = r->aligned_alloc(align, size);
+    *error = p ? 0 : ENOMEM;
+  } else if (r->memalign) {
+    p = r->memalign(align, size);
+    *error = p ? 0 : ENOMEM;
+  } else {
+    *error = ENOMEM;
+  }
+  return *error ? NULL : p;
+}
+
+static void *aligned(unsigned kind, size_t align, size_t size, int *error) {
+  mt_shim_thread *t = &mt_shim_self;
+  int mode = prepare(t);
+  if (mode < 0) {
+    void *p = mt_bootstrap_alloc(size, align);
+    *error = p ? 0 : ENOMEM;
+    return p;
+  }
+  if (mode == MT_SHIM_OFF)
+    return real_aligned(kind, align, size, error);
+  uint64_t n = sample(t, mode, size);
+  t->in_allocator++;
+  void *p = real_aligned(kind, align, size, error);
+  t->in_allocator--;
+  allocated(mode, p, size, n, kind);
+  return p;
+}
+
+MT_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
+  int error;
+  void *p = aligned(MT_TRACER_KIND_POSIX_MEMALIGN, align, size, &error);
+  if (!error)
+    *out = p;
+  return error;
+}
+
+static void *aligned_errno(unsigned kind, size_t align, size_t size) {
+  int error;
+  void *p = aligned(kind, align, size, &error);
+  if (!p)
+    errno = error ? error : ENOMEM;
+  return p;
+}
+
+MT_EXPORT void *aligned_alloc(size_t align, size_t size) {
+  return aligned_errno(MT_TRACER_KIND_ALIGNED_ALLOC, align, size);
+}
+
+MT_EXPORT void *memalign(size_t align, size_t size) {
+  return aligned_errno(MT_TRACER_KIND_MEMALIGN, align, size);
+}
+
+MT_EXPORT void *valloc(size_t size) {
+  return aligned_errno(MT_TRACER_KIND_VALLOC, page_size(), size);
+}
+
+MT_EXPORT void *pvalloc(size_t size) {
+  size_t ps = page_size();
+  size_t rounded;
+  if (__builtin_add_overflow(size, ps - 1, &rounded)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  rounded &= ~(ps - 1);
+  if (!rounded)
+    rounded = ps;
+  /* The block is `rounded` bytes long: that is what the program may use. */
+  return aligned_errno(MT_TRACER_KIND_PVALLOC, ps, rounded);
+}
+
+MT_EXPORT size_t malloc_usable_size(void *p) {
+  if (!p)
+    return 0;
+  if (mt_bootstrap_owns(p))
+    return mt_bootstrap_size(p);
+  if (!mt_shim_real.malloc_usable_size)
+    return 0;
+  return mt_shim_real.malloc_usable_size(p);
+}

@@ -1,0 +1,123 @@
+/* The records the shim writes (memtap/tracer.h): payload layouts, the stack of the calling code,
+ * and the thread's start record before its first record of a session. Every function raises the
+ * thread's depth for its own duration, so that whatever the unwinder or the ring does passes
+ * straight through the interposed functions. */
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "tracer/shim.h"
+
+/* The loader's record of where the main thread's stack began (exported by ld.so). */
+extern void *__libc_stack_end;
+
+/* A start record for a thread whose first record comes before its trampoline's or the
+ * constructor's: the main thread's stack is estimated without allocating (from the loader's
+ * start-of-stack and the stack limit); other threads' is unknown (0, 0). */
+static void lazy_thread_start(void) {
+  uint64_t tid = (uint64_t)syscall(SYS_gettid);
+  uint64_t start[3] = {tid, 0, 0};
+  if (tid == (uint64_t)getpid() && __libc_stack_end) {
+    struct rlimit rl;
+    uint64_t page = 4096, limit = 8u << 20;
+    if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      limit = rl.rlim_cur;
+    start[2] = ((uintptr_t)__libc_stack_end + page - 1) & ~(page - 1);
+    start[1] = start[2] > limit ? start[2] - limit : 0;
+  }
+  mt_ring_write(mt_shim.ring, MT_TRACER_REC_THREAD_START, 0, start, 3);
+}
+
+void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
+  mt_shim_thread *t = &mt_shim_self;
+  uint32_t session = atomic_load_explicit(&mt_shim_session, memory_order_relaxed);
+  if (t->session != session) {
+    t->session = session;
+    if (type != MT_TRACER_REC_THREAD_START)
+      lazy_thread_start();
+  }
+  if (mt_ring_write(mt_shim.ring, type, id, payload, words) != MT_OK)
+    atomic_fetch_add_explicit(&mt_shim.records_failed, 1, memory_order_relaxed);
+}
+
+/* [head words..., frames...] with the stack of the code that called into the shim. */
+static void write_with_stack(unsigned type, uint64_t *buf, size_t head, unsigned kind) {
+  unsigned flags = 0;
+  size_t n = mt_tracer_unwind(buf + head, MT_TRACER_MAX_FRAMES, &flags);
+  mt_modules_check(buf + head, n);
+  buf[head - 1] = kind | flags;
+  mt_record_write(type, (unsigned)n, buf, head + n);
+}
+
+void mt_record_alloc(void *p, size_t size, uint64_t nsamples, unsigned kind) {
+  mt_shim_thread *t = &mt_shim_self;
+  t->depth++;
+  int saved_errno = errno;
+  uint64_t buf[4 + MT_TRACER_MAX_FRAMES];
+  buf[0] = (uintptr_t)p;
+  buf[1] = size;
+  buf[2] = nsamples;
+  write_with_stack(MT_TRACER_REC_ALLOC, buf, 4, kind);
+  errno = saved_errno;
+  t->depth--;
+}
+
+void mt_record_realloc(void *old, void *p, size_t size, uint64_t nsamples) {
+  mt_shim_thread *t = &mt_shim_self;
+  t->depth++;
+  int saved_errno = errno;
+  uint64_t buf[5 + MT_TRACER_MAX_FRAMES];
+  buf[0] = (uintptr_t)old;
+  buf[1] = (uintptr_t)p;
+  buf[2] = size;
+  buf[3] = nsamples;
+  write_with_stack(MT_TRACER_REC_REALLOC, buf, 5, MT_TRACER_KIND_REALLOC);
+  errno = saved_errno;
+  t->depth--;
+}
+
+void mt_record_map(void *p, size_t length, int prot, int flags, unsigned kind) {
+  mt_shim_thread *t = &mt_shim_self;
+  t->depth++;
+  int saved_errno = errno;
+  uint64_t buf[4 + MT_TRACER_MAX_FRAMES];
+  buf[0] = (uintptr_t)p;
+  buf[1] = length;
+  buf[2] = (uint64_t)(uint32_t)prot | ((uint64_t)(uint32_t)flags << 32);
+  write_with_stack(MT_TRACER_REC_MAP, buf, 4, kind);
+  errno = saved_errno;
+  t->depth--;
+}
+
+void mt_record_free(void *p) {
+  mt_shim_thread *t = &mt_shim_self;
+  t->depth++;
+  int saved_errno = errno;
+  uint64_t payload[1] = {(uintptr_t)p};
+  mt_record_write(MT_TRACER_REC_FREE, 0, payload, 1);
+  errno = saved_errno;
+  t->depth--;
+}
+
+void mt_record_unmap(void *p, size_t length) {
+  mt_shim_thread *t = &mt_shim_self;
+  t->depth++;
+  int saved_errno = errno;
+  uint64_t payload[2] = {(uintptr_t)p, length};
+  mt_record_write(MT_TRACER_REC_UNMAP, 0, payload, 2);
+  errno = saved_errno;
+  t->depth--;
+}
+
+void mt_record_thread(unsigned type, uint64_t tid, uint64_t low, uint64_t high) {
+  mt_shim_thread *t = &mt_shim_self;
+  t->depth++;
+  int saved_errno = errno;
+  uint64_t payload[3] = {tid, low, high};
+  if (type == MT_TRACER_REC_THREAD_START)
+    t->session = atomic_load_explicit(&mt_shim_session, memory_order_relaxed);
+  mt_record_write(type, 0, payload, type == MT_TRACER_REC_THREAD_START ? 3 : 1);
+  errno = saved_errno;
+  t->depth--;
+}

@@ -1,0 +1,46 @@
+/* The set of live sampled blocks (docs/tracer.md, "Frees in sampled mode"): a counting filter in
+ * front of an exact lock-free set. Almost every free is of a block that was not sampled, and the
+ * filter says so with one load; only a filter hit probes the set. Both live in mmap'd memory
+ * (never the interposed allocator) and every operation is lock-free and async-signal-safe. */
+#ifndef MEMTAP_SRC_TRACER_SAMPLED_SET_H
+#define MEMTAP_SRC_TRACER_SAMPLED_SET_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct mt_sampled_set {
+  _Atomic uint8_t *filter;  /* per hash bucket: how many members (255 sticks) */
+  unsigned filter_shift;    /* 64 - log2(filter buckets) */
+  _Atomic uintptr_t *slots; /* open addressing, linear probing; 0 empty, 1 removed */
+  uint64_t slot_mask;
+  _Atomic uint64_t members;
+  _Atomic uint64_t insert_failures; /* no free slot within the probe window */
+} mt_sampled_set;
+
+/* Maps a filter of 2^filter_bits counters and a table of 2^slot_bits slots (both reserved with
+ * MAP_NORESERVE and touched only where used). Returns 0, or -1 if the mapping failed. */
+int mt_sampled_set_init(mt_sampled_set *set, unsigned filter_bits, unsigned slot_bits);
+void mt_sampled_set_destroy(mt_sampled_set *set);
+
+static inline uint64_t mt_sampled_set_hash(uintptr_t p) {
+  return (uint64_t)p * 0x9e3779b97f4a7c15ull;
+}
+
+/* False when `p` is certainly not a member: one load. */
+static inline bool mt_sampled_set_maybe(const mt_sampled_set *set, const void *p) {
+  return atomic_load_explicit(&set->filter[mt_sampled_set_hash((uintptr_t)p) >> set->filter_shift],
+                              memory_order_relaxed) != 0;
+}
+
+/* Adds `p` (not NULL). False if there is no room (the caller then treats the block as not
+ * sampled). Adding a member that is already present keeps one copy and returns true. */
+bool mt_sampled_set_insert(mt_sampled_set *set, const void *p);
+
+/* Removes `p`; true if it was a member. */
+bool mt_sampled_set_remove(mt_sampled_set *set, const void *p);
+
+/* Whether `p` is a member (exact). */
+bool mt_sampled_set_contains(const mt_sampled_set *set, const void *p);
+
+#endif

@@ -1,0 +1,145 @@
+/* Internal state of the preload shim (libmemtap-preload.so), shared by its files: the next
+ * allocator's functions, the process-wide tracing state, the per-thread state in initial-exec TLS,
+ * and the functions that write records. Everything here lives in static storage or mmap'd
+ * memory; nothing is allocated with the interposed allocator. docs/tracer.md describes the design.
+ */
+#ifndef MEMTAP_SRC_TRACER_SHIM_H
+#define MEMTAP_SRC_TRACER_SHIM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "memtap/ring.h"
+#include "memtap/tracer.h"
+#include "tracer/config.h"
+#include "tracer/sampled_set.h"
+#include "tracer/sampler.h"
+
+#define MT_HIDDEN __attribute__((visibility("hidden")))
+#define MT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define MT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* The next allocator in lookup order (usually glibc's, or a preloaded jemalloc). Functions the
+ * next allocator's object does not define are NULL and emulated (bootstrap.c). */
+typedef struct mt_real {
+  void *(*malloc)(size_t);
+  void (*free)(void *);
+  void *(*calloc)(size_t, size_t);
+  void *(*realloc)(void *, size_t);
+  int (*posix_memalign)(void **, size_t, size_t);
+  void *(*aligned_alloc)(size_t, size_t);
+  void *(*memalign)(size_t, size_t);
+  void *(*valloc)(size_t);
+  void *(*pvalloc)(size_t);
+  size_t (*malloc_usable_size)(void *);
+  void *(*mmap)(void *, size_t, int, int, int, off_t);
+  int (*munmap)(void *, size_t);
+  void *(*mremap)(void *, size_t, size_t, int, ...);
+  int (*pthread_create)(void *, const void *, void *(*)(void *), void *);
+  void *(*dlopen)(const char *, int);
+  int (*dlclose)(void *);
+} mt_real;
+
+extern MT_HIDDEN mt_real mt_shim_real;
+
+/* Process-wide state. `mode` is what free and the slow path test. */
+enum {
+  MT_SHIM_OFF = 0,     /* pass-through: not asked to trace, stopped, or failed */
+  MT_SHIM_SAMPLED = 1, /* Poisson sampling; frees recorded for sampled blocks only */
+  MT_SHIM_FULL = 2,    /* every allocation and every non-NULL free */
+};
+
+/* Resolution of the next allocator: UNRESOLVED -> RESOLVING (one thread) -> RESOLVED. */
+enum { MT_RESOLVE_NONE = 0, MT_RESOLVE_BUSY = 1, MT_RESOLVE_DONE = 2 };
+
+typedef struct mt_shim_state {
+  _Atomic int mode;
+  _Atomic int resolve;
+  _Atomic int init; /* 0 not started, 1 running, 2 done (tracing or not) */
+  mt_tracer_config config;
+  mt_sampler sampler;
+  mt_sampled_set set;
+  mt_ring *ring;
+  uintptr_t text_low, text_high; /* the shim's own code, removed from stacks */
+  _Atomic uint64_t dl_pending;   /* dlopen calls so far (modules.c rescans when it changes) */
+  _Atomic uint64_t records_failed;
+} mt_shim_state;
+
+extern MT_HIDDEN mt_shim_state mt_shim;
+/* Changes when tracing starts and in a followed fork child: a thread whose `session` differs
+ * writes its THREAD_START first. */
+extern MT_HIDDEN _Atomic uint32_t mt_shim_session;
+/* dlopen (modules.c): how many calls so far, and the next dlopen (for the assembly stub). */
+extern MT_HIDDEN _Atomic uint64_t mt_dl_pending;
+extern MT_HIDDEN void *mt_dl_real_open;
+
+/* Per-thread state. The fast path touches `countdown` only. */
+typedef struct mt_shim_thread {
+  int64_t countdown;     /* bytes until the next sample point; <= 0 sends malloc to the slow path */
+  uint32_t depth;        /* > 0 while the shim's own code runs: calls pass straight through */
+  uint32_t in_allocator; /* > 0 while the next allocator runs (its mmaps are not regions) */
+  uint32_t resolving;    /* this thread is resolving the next allocator (bootstrap arena) */
+  uint32_t seeded;
+  uint32_t started; /* THREAD_START written in the current session */
+  uint32_t session; /* the session `started` refers to */
+  mt_rng rng;
+} mt_shim_thread;
+
+extern MT_HIDDEN __thread mt_shim_thread mt_shim_self __attribute__((tls_model("initial-exec")));
+
+/* The countdown of a thread that does not trace: far enough that it never reaches 0. */
+#define MT_SHIM_COUNTDOWN_IDLE (INT64_MAX / 2)
+
+/* bootstrap.c */
+/* The code of the next allocator's object when it is not libc's (jemalloc): its mmap calls are
+ * its arenas, not regions. Both 0 otherwise. */
+extern MT_HIDDEN uintptr_t mt_shim_allocator_low, mt_shim_allocator_high;
+/* Resolves the next allocator once (thread-safe; the resolving thread's own allocations come from
+ * the bootstrap arena). */
+MT_HIDDEN void mt_shim_resolve(void);
+MT_HIDDEN bool mt_bootstrap_owns(const void *p);
+MT_HIDDEN void *mt_bootstrap_alloc(size_t size, size_t align);
+MT_HIDDEN size_t mt_bootstrap_size(const void *p);
+
+/* state.c */
+/* Reads the configuration and starts tracing if asked (once; thread-safe). */
+MT_HIDDEN void mt_shim_init(void);
+/* Stops tracing for good (a failure): the program goes on untraced. */
+MT_HIDDEN void mt_shim_stop(void);
+/* The slow path's per-thread set-up: seeds the generator, resets the countdown for the current
+ * mode, and writes THREAD_START the first time. Called with depth raised. */
+MT_HIDDEN void mt_shim_thread_refresh(mt_shim_thread *t);
+
+/* record.c: the records. Each raises depth around its own work. `skip` is unused by the
+ * libunwind unwinder (the shim's frames are removed by address). */
+MT_HIDDEN void mt_record_alloc(void *p, size_t size, uint64_t nsamples, unsigned kind);
+MT_HIDDEN void mt_record_free(void *p);
+MT_HIDDEN void mt_record_realloc(void *old, void *p, size_t size, uint64_t nsamples);
+MT_HIDDEN void mt_record_map(void *p, size_t length, int prot, int flags, unsigned kind);
+MT_HIDDEN void mt_record_unmap(void *p, size_t length);
+MT_HIDDEN void mt_record_thread(unsigned type, uint64_t tid, uint64_t low, uint64_t high);
+/* Writes a raw record; on a failure that means the consumer is gone, stops tracing. */
+MT_HIDDEN void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t words);
+
+/* modules.c */
+/* Registers every loaded module not registered yet and writes MODULE_UNLOAD for vanished ones. */
+MT_HIDDEN void mt_modules_scan(void);
+/* Rescans when a dlopen happened since the last scan, or when a frame lies in no known module
+ * and a dlopen is in progress or happened since the last such rescan. */
+MT_HIDDEN void mt_modules_check(const uint64_t *pcs, size_t n);
+MT_HIDDEN void mt_modules_after_fork(void);
+
+/* unwind.c: the unwinder, behind one function so that it can be replaced. */
+/* Loads the unwinder (libunwind, privately) at a safe moment: the shim's constructor. */
+MT_HIDDEN void mt_tracer_unwind_load(void);
+/* Fills pcs[0..] with return addresses, innermost first, the shim's own frames removed; returns
+ * how many. Sets MT_TRACER_FLAG_NO_STACK or MT_TRACER_FLAG_TRUNCATED in *flags. */
+MT_HIDDEN size_t mt_tracer_unwind(uint64_t *pcs, size_t max, unsigned *flags);
+
+/* threads.c */
+MT_HIDDEN void mt_threads_main_started(void);
+
+#endif

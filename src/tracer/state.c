@@ -1,0 +1,189 @@
+/* The shim's process-wide life cycle (docs/tracer.md, "Start-up", "Fork"): reading the
+ * configuration at the first allocation or at the constructor, whichever comes first; opening the
+ * ring file; the process registry entry; the fork handlers; and stopping for good when something
+ * fails. Runs with the calling thread's depth raised, so that what it calls (getenv, the ring,
+ * dl_iterate_phdr, pthread_atfork) allocates straight from the next allocator. */
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tracer/shim.h"
+
+mt_shim_state mt_shim;
+__thread mt_shim_thread mt_shim_self __attribute__((tls_model("initial-exec")));
+MT_HIDDEN _Atomic uint32_t mt_shim_session;
+
+extern char **environ;
+
+/* getenv without getenv: the shim may run before libc has published the environment, and a
+ * pure lookup over `environ` is what the parser needs. */
+static const char *lookup_environment(void *user, const char *name) {
+  (void)user;
+  size_t n = strlen(name);
+  for (char **e = environ; e && *e; e++)
+    if (!strncmp(*e, name, n) && (*e)[n] == '=')
+      return *e + n + 1;
+  return NULL;
+}
+
+static void register_process(int64_t parent_pid) {
+  struct {
+    mt_tracer_process h;
+    char path[4096];
+  } buf;
+  memset(&buf.h, 0, sizeof buf.h);
+  ssize_t n = readlink("/proc/self/exe", buf.path, sizeof buf.path);
+  if (n < 0)
+    n = 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  buf.h.sample_rate = mt_shim.config.full ? 1.0 : mt_shim.config.rate;
+  buf.h.flags = mt_shim.config.full ? MT_TRACER_PROCESS_FULL : 0;
+  buf.h.exe_length = (uint32_t)n;
+  buf.h.pid = getpid();
+  buf.h.parent_pid = parent_pid;
+  buf.h.start_realtime_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  mt_ring_register(mt_shim.ring, MT_TRACER_REGISTRY_PROCESS, 0, &buf, sizeof buf.h + (size_t)n);
+}
+
+/* Fork handlers (registered after the ring's, so that in a followed child the ring's handler
+ * has created the child's file before this one registers the child's process entry). */
+static void fork_child(void) {
+  if (atomic_load(&mt_shim.mode) == MT_SHIM_OFF)
+    return;
+  mt_modules_after_fork();
+  if (!mt_shim.config.follow_fork) {
+    /* The ring's handler (fork_untraced) closed the session without creating a file. */
+    atomic_store(&mt_shim.mode, MT_SHIM_OFF);
+    return;
+  }
+  mt_shim_self.depth++;
+  mt_shim_self.seeded = 0; /* the child's samples must not repeat the parent's */
+  atomic_fetch_add(&mt_shim_session, 1);
+  register_process(getppid());
+  mt_shim_self.depth--;
+}
+
+/* The shim's own code: frames inside it are removed from every stack. */
+static int find_own_text(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  uintptr_t self = (uintptr_t)data, low = UINTPTR_MAX, high = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+      continue;
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+    if (lo < low)
+      low = lo;
+    if (hi > high)
+      high = hi;
+  }
+  if (self < low || self >= high)
+    return 0;
+  mt_shim.text_low = low;
+  mt_shim.text_high = high;
+  return 1;
+}
+
+static int start(void) {
+  mt_error err = {0};
+  if (mt_tracer_config_parse(&mt_shim.config, lookup_environment, NULL, &err) != MT_OK) {
+    char line[400];
+    int n = snprintf(line, sizeof line, "memtap: not tracing: %s\n", err.message);
+    if (n > 0) {
+      ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+      (void)ignored;
+    }
+    return MT_SHIM_OFF;
+  }
+  const mt_tracer_config *c = &mt_shim.config;
+  if (!c->record)
+    return MT_SHIM_OFF; /* in-process mode (MEMTAP=path) is not implemented by the shim yet */
+  if (c->trace_pid && c->trace_pid != getpid())
+    return MT_SHIM_OFF;
+  dl_iterate_phdr(find_own_text, (void *)(uintptr_t)find_own_text);
+  mt_sampler_init(&mt_shim.sampler, c->rate);
+  if (!c->full && mt_sampled_set_init(&mt_shim.set, 20, 22) != 0)
+    return MT_SHIM_OFF;
+  mt_ring_options o;
+  if (mt_ring_options_init(&o, &err) != MT_OK)
+    return MT_SHIM_OFF;
+  o.mode = MT_RING_LOSSLESS;
+  o.fork_untraced = !c->follow_fork;
+  if (mt_ring_open(&mt_shim.ring, &o, &err) != MT_OK) {
+    char line[400];
+    int n = snprintf(line, sizeof line, "memtap: not tracing: %s\n", err.message);
+    if (n > 0) {
+      ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+      (void)ignored;
+    }
+    return MT_SHIM_OFF;
+  }
+  if (pthread_atfork(NULL, NULL, fork_child) != 0) {
+    mt_ring_close(mt_shim.ring);
+    return MT_SHIM_OFF;
+  }
+  atomic_fetch_add(&mt_shim_session, 1);
+  register_process(0);
+  mt_modules_scan();
+  return c->full ? MT_SHIM_FULL : MT_SHIM_SAMPLED;
+}
+
+void mt_shim_init(void) {
+  if (atomic_load_explicit(&mt_shim.init, memory_order_acquire) == 2)
+    return;
+  if (!environ)
+    return; /* too early: libc has not published the environment; ask again later */
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&mt_shim.init, &expected, 1))
+    return; /* another thread is starting: this one passes through until it is done */
+  mt_shim_thread *t = &mt_shim_self;
+  t->depth++;
+  int mode = start();
+  atomic_store_explicit(&mt_shim.mode, mode, memory_order_release);
+  atomic_store_explicit(&mt_shim.init, 2, memory_order_release);
+  t->depth--;
+}
+
+void mt_shim_stop(void) {
+  atomic_store(&mt_shim.mode, MT_SHIM_OFF);
+}
+
+void mt_shim_thread_refresh(mt_shim_thread *t) {
+  if (t->seeded)
+    return;
+  uint64_t seed;
+  if (mt_shim.config.seeded) {
+    /* Deterministic: the seed, mixed with the thread's order of arrival. */
+    static _Atomic uint64_t arrivals;
+    seed = mt_shim.config.seed + 0x9e3779b97f4a7c15ull * atomic_fetch_add(&arrivals, 1);
+  } else {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 40) ^
+           (uint64_t)syscall(SYS_gettid) ^ (uint64_t)(uintptr_t)t;
+  }
+  mt_rng_seed(&t->rng, seed);
+  t->countdown = mt_sampler_gap(&mt_shim.sampler, &t->rng);
+  t->seeded = 1;
+}
+
+/* The constructor: a safe moment to load the unwinder (not inside a malloc that may hold the
+ * loader lock), and the main thread's start record. */
+__attribute__((constructor)) static void shim_constructor(void) {
+  mt_shim_thread *t = &mt_shim_self;
+  t->depth++;
+  mt_shim_resolve();
+  t->depth--;
+  mt_shim_init();
+  if (atomic_load(&mt_shim.mode) == MT_SHIM_OFF)
+    return;
+  t->depth++;
+  mt_tracer_unwind_load();
+  mt_threads_main_started();
+  t->depth--;
+}
