@@ -19,7 +19,7 @@ struct Node {
 
 NOINLINE static int thrower(int i) {
   if (i % 2 == 1)
-    throw Oops{i}; // @expect allocs=5 frees=5
+    throw Oops{i}; // @expect allocs=5 frees=5 top=no
   return i;
 }
 

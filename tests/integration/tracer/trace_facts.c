@@ -7,12 +7,13 @@
  *   trace_facts [--source NAME]... [--depth D] [--marker-words W] TRACE
  *
  * A "site" is the innermost source location of an allocation's backtrace (inlined frames
- * flattened) whose file name ends in one of the --source names: the test program's own line,
- * whatever allocator wrappers lie inside it. "top" groups allocations by their innermost location
- * without that filter, "stacks" (with --depth) by their D innermost locations. A collect counts at
- * the site of the object it collects. With --marker-words, "after_marker" counts the allocations
- * and collects that follow the first allocation of W words (the independent recount's marker),
- * the marker's own excluded. */
+ * flattened) whose file name ends in one of the --source names, provided that only allocator
+ * wrappers (operator new, __cxa_allocate_exception) lie inside it: the test program's own line. An
+ * allocation that some other function makes for the program (printf's buffer) has no site. "top"
+ * groups allocations by their innermost location without that filter, "stacks" (with --depth) by
+ * their D innermost locations. A collect counts at the site of the object it collects. With
+ * --marker-words, "after_marker" counts the allocations and collects that follow the first
+ * allocation of W words (the independent recount's marker), the marker's own excluded. */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdbool.h>
@@ -121,6 +122,14 @@ static bool in_sources(const facts *f, const char *filename) {
   return false;
 }
 
+static bool is_allocator_wrapper(const char *defname) {
+  static const char *const prefixes[] = {"operator new", "__cxa_allocate_exception"};
+  for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+    if (strncmp(defname, prefixes[i], strlen(prefixes[i])) == 0)
+      return true;
+  return false;
+}
+
 /* Flattens the backtrace into f->flat, innermost location first. */
 static void flatten(facts *f, const mt_event *e) {
   f->nflat = 0;
@@ -177,6 +186,8 @@ static void on_alloc(facts *f, const mt_event *e) {
       o->site = group_find(&f->sites, key, f->flat[i]->defname);
       break;
     }
+    if (!is_allocator_wrapper(f->flat[i]->defname))
+      break;
   }
   if (f->nflat > 0)
     location_key(key, sizeof key, f->flat[0]);
