@@ -1,0 +1,132 @@
+/* A small program the preload tests run under libmemtap-preload.so (test_tracer_preload.c): each
+ * mode makes allocations of distinctive sizes, so that the test can find them among the records,
+ * and prints what it did. Its output must be the same with and without the shim. */
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The allocation site the test looks for in frame 0. */
+__attribute__((noinline)) static void *site(size_t size) {
+  void *p = malloc(size);
+  __asm__ volatile("" ::: "memory");
+  return p;
+}
+
+static void *volatile sink;
+
+static int basic(void) {
+  void *blocks[100];
+  unsigned sum = 0;
+  for (int i = 0; i < 100; i++) {
+    blocks[i] = site(1234);
+    memset(blocks[i], i, 1234);
+    sum += ((unsigned char *)blocks[i])[7];
+  }
+  for (int i = 0; i < 100; i++)
+    free(blocks[i]);
+  char *c = calloc(10, 777);
+  errno = 0;
+  volatile size_t huge = SIZE_MAX / 2; /* hidden from the compiler's size check */
+  void *overflow = calloc(huge, 3);
+  int overflow_errno = errno;
+  char *volatile none = NULL; /* so that the compiler keeps realloc(NULL, n) a realloc */
+  char *r = realloc(none, 5001);
+  r = realloc(r, 5002);
+  r = realloc(r, 5003);
+  void *pm = NULL;
+  int pm_rc = posix_memalign(&pm, 64, 4321);
+  void *aa = aligned_alloc(128, 4352);
+  void *ma = memalign(256, 4353);
+  void *va = valloc(4354);
+  void *pv = pvalloc(4355);
+  void *ra = reallocarray(NULL, 3, 1455);
+  size_t usable = malloc_usable_size(c);
+  /* Escaping through a volatile keeps the compiler from removing an allocation it can see all of
+   * (gcc drops an aligned_alloc whose block is only tested for alignment and freed). */
+  for (void **keep = (void *[]){c, r, pm, aa, ma, va, pv, ra, NULL}; *keep; keep++)
+    sink = *keep;
+  void *region = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *reserved = mmap(NULL, 1 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  munmap(region, 1 << 20);
+  munmap(reserved, 1 << 20);
+  fprintf(stderr, "site %p\n", (void *)site);
+  printf("sum %u calloc %d overflow %s errno %s posix_memalign %d aligned %d %d %d %d usable %d\n",
+         sum, c[100], overflow ? "non-null" : "null", overflow_errno == ENOMEM ? "ENOMEM" : "?",
+         pm_rc, ((uintptr_t)pm & 63) == 0, ((uintptr_t)aa & 127) == 0, ((uintptr_t)ma & 255) == 0,
+         va && pv && ra, usable >= 7770);
+  free(c);
+  free(r);
+  free(pm);
+  free(aa);
+  free(ma);
+  free(va);
+  free(pv);
+  free(ra);
+  return 0;
+}
+
+static void *thread_main(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 100; i++)
+    free(site(3333));
+  return NULL;
+}
+
+static int threads(void) {
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++)
+    pthread_create(&t[i], NULL, thread_main, NULL);
+  for (int i = 0; i < 4; i++)
+    pthread_join(t[i], NULL);
+  printf("threads done\n");
+  return 0;
+}
+
+static int forking(void) {
+  free(site(1111));
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (int i = 0; i < 10; i++)
+      free(site(2222));
+    _exit(0);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  fprintf(stderr, "child %d\n", (int)pid);
+  printf("child status %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  return 0;
+}
+
+static int sampled(void) {
+  unsigned sum = 0;
+  for (int i = 0; i < 20000; i++) {
+    unsigned char *p = site(1000);
+    p[0] = (unsigned char)i;
+    sum += p[0];
+    free(p);
+  }
+  printf("sampled %u\n", sum);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "basic";
+  if (!strcmp(mode, "basic"))
+    return basic();
+  if (!strcmp(mode, "threads"))
+    return threads();
+  if (!strcmp(mode, "fork"))
+    return forking();
+  if (!strcmp(mode, "sampled"))
+    return sampled();
+  fprintf(stderr, "tracer_prog: unknown mode %s\n", mode);
+  return 2;
+}
