@@ -180,7 +180,9 @@ static int find_module(uintptr_t pc, mt_eh_tables *t) {
   return busy ? -1 : 0;
 }
 
-static mt_eh_rule rule_miss(uintptr_t key, _Atomic uint64_t *entry) {
+/* Out of line: keeps the walk's hot loop small enough to stay in registers. */
+__attribute__((noinline, cold)) static mt_eh_rule rule_miss(uintptr_t key,
+                                                            _Atomic uint64_t *entry) {
   mt_eh_tables t;
   int found = find_module(key, &t);
   mt_eh_rule r = {.kind = MT_EH_NO_MODULE};
@@ -202,12 +204,37 @@ __attribute__((no_sanitize("address"))) static inline uint64_t load_word(uintptr
   return v;
 }
 
+static mt_eh_rule unpack(uint64_t e) {
+  return (mt_eh_rule){.kind = (uint8_t)(e & 7),
+                      .rbp_slot = (int8_t)((int8_t)(e >> 1) >> 2), /* bits 3-8, sign-extended */
+                      .cfa_offset = (int32_t)((e >> 9) & 0x3fffff)};
+}
+
+/* A signal trampoline's frame: r->sp is the ucontext the kernel pushed (the handler's return
+ * into the trampoline popped the return address), the interrupted registers are in its gregs. */
+__attribute__((no_sanitize("address"))) static bool step_signal(mt_cfi_regs *r, uintptr_t lo,
+                                                                uintptr_t hi) {
+  uintptr_t gregs = r->sp + offsetof(ucontext_t, uc_mcontext.gregs);
+  uintptr_t end = gregs + 8 * (REG_RIP + 1);
+  if (r->sp < lo || end > hi || end < gregs)
+    return false;
+  mt_cfi_regs next = {load_word(gregs + 8 * REG_RIP), load_word(gregs + 8 * REG_RSP),
+                      load_word(gregs + 8 * REG_RBP)};
+  if (next.sp <= r->sp || next.sp > hi)
+    return false;
+  *r = next;
+  return true;
+}
+
+/* The hot loop. A cache entry holds the frame's whole rule in one word: the common case (CFA from
+ * rsp or rbp, a hit) is a load of the entry, a tag compare, an add and the load of the return
+ * address; everything else goes through rule_miss or the switch below. */
 __attribute__((no_sanitize("address"))) static size_t walk(mt_cfi_regs r, bool exact, unsigned drop,
                                                            uint64_t *pcs, size_t max, uintptr_t lo,
                                                            uintptr_t hi, unsigned *flags_out) {
   uintptr_t range_lo = atomic_load_explicit(&skip_lo, RELAXED);
   uintptr_t range_hi = atomic_load_explicit(&skip_hi, RELAXED);
-  bool in_skip_range = true;
+  bool in_skip_range = range_lo < range_hi;
   unsigned flags = 0;
   size_t n = 0;
   if (r.sp > lo)
@@ -226,58 +253,45 @@ __attribute__((no_sanitize("address"))) static size_t walk(mt_cfi_regs r, bool e
       pcs[n++] = r.pc;
     }
 
-    uintptr_t key = exact ? r.pc : r.pc - 1;
+    uintptr_t key = r.pc - !exact;
     _Atomic uint64_t *entry = &cache[key & (CACHE_SIZE - 1)];
     uint64_t e = atomic_load_explicit(entry, RELAXED);
-    mt_eh_rule rule;
-    if ((e & 7) && e >> TAG_SHIFT == key >> CACHE_BITS) {
-      rule.kind = e & 7;
-      rule.rbp_slot = (int8_t)((int8_t)(e >> 1) >> 2); /* bits 3-8, sign-extended */
-      rule.cfa_offset = (int32_t)((e >> 9) & 0x3fffff);
-    } else {
-      rule = rule_miss(key, entry);
-    }
-
-    uintptr_t cfa;
-    switch (rule.kind) {
-    case MT_EH_CFA_RSP: cfa = r.sp + (uintptr_t)rule.cfa_offset; break;
-    case MT_EH_CFA_RBP: cfa = r.bp + (uintptr_t)rule.cfa_offset; break;
-    case MT_EH_SIGNAL: {
-      /* r.sp is the ucontext the kernel pushed (the handler's return into the trampoline
-       * popped the frame's return address): the interrupted registers are in its gregs. */
-      uintptr_t gregs = r.sp + offsetof(ucontext_t, uc_mcontext.gregs);
-      if (r.sp < lo || gregs + 8 * (REG_RIP + 1) > hi || gregs + 8 * (REG_RIP + 1) < gregs) {
-        flags |= MT_CFI_STOP_BAD_STACK;
-        goto out;
+    /* Hit: the tag (bits 31-63) is key >> CACHE_BITS, i.e. key << (TAG_SHIFT - CACHE_BITS). */
+    if (((e ^ ((uint64_t)key << (TAG_SHIFT - CACHE_BITS))) >> TAG_SHIFT) != 0 || !(e & 7) ||
+        key >> 48)
+      e = pack(rule_miss(key, entry), key);
+    uint64_t kind = e & 7;
+    if (__builtin_expect(kind > MT_EH_CFA_RBP, 0)) {
+      switch (kind) {
+      case MT_EH_SIGNAL:
+        if (!step_signal(&r, lo, hi)) {
+          flags |= MT_CFI_STOP_BAD_STACK;
+          goto out;
+        }
+        flags |= MT_CFI_PASSED_SIGNAL;
+        exact = true; /* the interrupted PC is not a return address */
+        if (!r.pc)
+          goto out;
+        continue;
+      case MT_EH_OUTERMOST: goto out;
+      case MT_EH_NO_FDE:
+      case MT_EH_NO_MODULE: flags |= MT_CFI_STOP_NO_INFO; goto out;
+      default: flags |= MT_CFI_STOP_UNEXPRESSIBLE; goto out;
       }
-      mt_cfi_regs next = {load_word(gregs + 8 * REG_RIP), load_word(gregs + 8 * REG_RSP),
-                          load_word(gregs + 8 * REG_RBP)};
-      if (next.sp <= r.sp || next.sp > hi) {
-        flags |= MT_CFI_STOP_BAD_STACK;
-        goto out;
-      }
-      flags |= MT_CFI_PASSED_SIGNAL;
-      r = next;
-      exact = true;
-      if (!r.pc)
-        goto out;
-      continue;
     }
-    case MT_EH_OUTERMOST: goto out;
-    case MT_EH_NO_FDE:
-    case MT_EH_NO_MODULE: flags |= MT_CFI_STOP_NO_INFO; goto out;
-    default: flags |= MT_CFI_STOP_UNEXPRESSIBLE; goto out;
-    }
-    /* The return address is at cfa - 8 and the caller's rbp at cfa + 8 * slot: both in bounds,
-     * and the walk only moves up the stack. */
-    if (cfa <= r.sp || cfa > hi || cfa - 8 < lo) {
+    uintptr_t cfa = (kind == MT_EH_CFA_RSP ? r.sp : r.bp) + ((e >> 9) & 0x3fffff);
+    /* The return address at cfa - 8 and the walk only moving up: cfa in [sp + 8, hi]. */
+    if (cfa < r.sp + 8 || cfa > hi) {
       flags |= MT_CFI_STOP_BAD_STACK;
       break;
     }
-    if (rule.rbp_slot) {
-      uintptr_t at = cfa + (uintptr_t)(intptr_t)(8 * rule.rbp_slot);
-      if (at < lo)
+    int rbp_slot = unpack(e).rbp_slot;
+    if (rbp_slot) {
+      uintptr_t at = cfa + (uintptr_t)(intptr_t)(8 * rbp_slot);
+      if (at < lo) {
+        flags |= MT_CFI_STOP_BAD_STACK;
         break;
+      }
       r.bp = load_word(at);
     }
     r.pc = load_word(cfa - 8);

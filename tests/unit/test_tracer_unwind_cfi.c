@@ -163,28 +163,28 @@ static int setup(void **state) {
 
 /* ---- workloads: -O2 without frame pointers (the test is built with -fomit-frame-pointer) ---- */
 
-static volatile int sink;
+static volatile unsigned sink;
 static volatile bool workload_checks = true; /* off while timer signals do the checking */
-static int recurse_vla(int depth, int every);
+static unsigned recurse_vla(int depth, int every);
 
 /* An rsp-based frame: CFA = rsp + k all along. */
-__attribute__((noinline)) static int recurse_plain(int depth, int every) {
+__attribute__((noinline)) static unsigned recurse_plain(int depth, int every) {
   if (depth == 0 || depth % every == 0) {
     if (workload_checks)
       ut_check();
     if (depth == 0)
       return 1;
   }
-  int r = (depth % 3 == 0 ? recurse_vla(depth - 1, every) : recurse_plain(depth - 1, every));
+  unsigned r = (depth % 3 == 0 ? recurse_vla(depth - 1, every) : recurse_plain(depth - 1, every));
   return r + sink;
 }
 
 /* A frame with a variable-length array: GCC keeps rbp as the frame base (CFA = rbp + 16). */
-__attribute__((noinline)) static int recurse_vla(int depth, int every) {
+__attribute__((noinline)) static unsigned recurse_vla(int depth, int every) {
   volatile char pad[8 + (depth % 5) * 16];
   pad[0] = (char)depth;
-  int r = recurse_plain(depth - 1, every);
-  return r + pad[0];
+  unsigned r = recurse_plain(depth - 1, every);
+  return r + (unsigned char)pad[0];
 }
 
 static void unwind_matches_libunwind_in_deep_recursion_without_frame_pointers(void **state) {
@@ -228,12 +228,12 @@ static void on_signal(int sig) {
   ut_check();
 }
 
-__attribute__((noinline)) static int raise_at_depth(int depth) {
+__attribute__((noinline)) static unsigned raise_at_depth(int depth, int sig) {
   if (depth == 0) {
-    raise(SIGUSR1);
+    raise(sig);
     return 1;
   }
-  return raise_at_depth(depth - 1) + sink;
+  return raise_at_depth(depth - 1, sig) + sink;
 }
 
 static void unwind_matches_libunwind_in_signal_handler_on_same_stack(void **state) {
@@ -242,7 +242,7 @@ static void unwind_matches_libunwind_in_signal_handler_on_same_stack(void **stat
   sigemptyset(&sa.sa_mask);
   assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
   for (int i = 0; i < 1000; i++)
-    sink = raise_at_depth(i % 40);
+    sink = raise_at_depth(i % 40, SIGUSR1);
   sigaction(SIGUSR1, &old, NULL);
   expect_all_matched("raise", 1000, 0);
   assert_int_equal(atomic_load(&st.signal), atomic_load(&st.samples));
@@ -255,7 +255,7 @@ static void busy_work(int round) {
   for (int i = 0; i < 50; i++) {
     sink = recurse_plain(20 + (round + i) % 30, 1000000);
     snprintf(buf, sizeof buf, "%d %s %f", i, "interrupted", i * 0.5);
-    sink = sink + (int)strlen(buf);
+    sink = sink + (unsigned)strlen(buf);
     int v[32];
     for (int k = 0; k < 32; k++)
       v[k] = (k * 31 + round) % 32;
@@ -443,6 +443,56 @@ static void frames_of_a_removed_module_stop_the_walk_until_it_is_added_again(voi
   assert_int_equal(flags & MT_CFI_STOP_INCOMPLETE, 0);
 }
 
+static void frames_in_a_module_without_unwind_tables_stop_the_walk(void **state) {
+  (void)state;
+  static const unsigned char text[64]; /* never executed: only its address is looked up */
+  mt_cfi_module m = {.text_lo = (uintptr_t)text, .text_hi = (uintptr_t)text + sizeof text};
+  assert_int_equal(mt_cfi_add_module(&m), 0);
+  uint64_t pcs[4];
+  unsigned flags;
+  mt_cfi_regs regs = {(uintptr_t)text + 8, (uintptr_t)__builtin_frame_address(0), 0};
+  size_t n = mt_cfi_unwind_from(&regs, 1, pcs, 4, 0, 0, stack_top, &flags);
+  mt_cfi_remove_module(m.text_lo);
+  assert_int_equal(n, 1);
+  assert_int_equal(pcs[0], (uintptr_t)text + 8);
+  assert_int_equal(flags, MT_CFI_STOP_NO_INFO);
+}
+
+/* From a handler's ucontext (exact interrupted PC): the same frames as the walk from inside the
+ * handler shows after the signal frame. */
+static uint64_t from_context[MAX_FRAMES], from_handler[MAX_FRAMES];
+static size_t n_context, n_handler;
+static unsigned flags_context, flags_handler;
+
+static void on_signal_info(int sig, siginfo_t *info, void *context) {
+  (void)sig, (void)info;
+  const ucontext_t *uc = context;
+  mt_cfi_regs regs = {(uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+                      (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+                      (uintptr_t)uc->uc_mcontext.gregs[REG_RBP]};
+  n_context =
+      mt_cfi_unwind_from(&regs, 1, from_context, MAX_FRAMES, 0, 0, stack_top, &flags_context);
+  n_handler = mt_cfi_unwind(from_handler, MAX_FRAMES, 0, 0, stack_top, &flags_handler);
+}
+
+static void unwind_from_a_signal_context_matches_the_frames_past_the_signal_frame(void **state) {
+  (void)state;
+  struct sigaction sa = {.sa_sigaction = on_signal_info, .sa_flags = SA_SIGINFO}, old;
+  sigemptyset(&sa.sa_mask);
+  assert_int_equal(sigaction(SIGUSR2, &sa, &old), 0);
+  sink = raise_at_depth(7, SIGUSR2);
+  sigaction(SIGUSR2, &old, NULL);
+  assert_int_equal(flags_handler & MT_CFI_STOP_INCOMPLETE, 0);
+  assert_true(flags_handler & MT_CFI_PASSED_SIGNAL);
+  assert_int_equal(flags_context & (MT_CFI_STOP_INCOMPLETE | MT_CFI_PASSED_SIGNAL), 0);
+  size_t k = 0;
+  while (k < n_handler && from_handler[k] != from_context[0])
+    k++;
+  assert_true(k >= 2 && k < n_handler); /* the handler's frames and the trampoline's before */
+  assert_int_equal(n_handler - k, n_context);
+  assert_memory_equal(from_handler + k, from_context, n_context * sizeof from_context[0]);
+}
+
 /* ---- eh_frame on hand-made tables ---------------------------------------------------------- */
 
 /* Builds .eh_frame_hdr + one CIE + one FDE covering [code, code + 64) in buf. */
@@ -594,6 +644,9 @@ int main(void) {
       cmocka_unit_test_setup(unwind_skips_frames_by_count_and_by_address_range, setup),
       cmocka_unit_test_setup(unwind_never_reads_past_the_stack_top_it_is_given, setup),
       cmocka_unit_test_setup(frames_of_a_removed_module_stop_the_walk_until_it_is_added_again,
+                             setup),
+      cmocka_unit_test_setup(frames_in_a_module_without_unwind_tables_stop_the_walk, setup),
+      cmocka_unit_test_setup(unwind_from_a_signal_context_matches_the_frames_past_the_signal_frame,
                              setup),
       cmocka_unit_test(eh_frame_reduces_prologue_and_frame_pointer_rows),
       cmocka_unit_test(eh_frame_evaluates_the_plt_cfa_expression_per_pc),
