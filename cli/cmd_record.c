@@ -1,0 +1,695 @@
+/* memtap record: runs a program under the native tracer (libmemtap-preload.so, contract.md) and
+ * turns the ring files of its process(es) into memtrace traces through mt_recorder
+ * (memtap/record.h, docs/record.md). This file owns the process side: refusing programs the
+ * tracer cannot enter, the child's environment, signals (Ctrl-C reaches the program; memtap
+ * waits for it), the subreaper, finding ring files as processes appear and exec, one trace per
+ * process under --follow-fork, and the closing summary. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "memtap/record.h"
+#include "memtap/ring.h"
+
+static const char usage[] =
+    "usage: memtap record [-o FILE] [--rate R | --sample-interval N | --full] [--follow-fork]\n"
+    "                     [--v2] [--compress] -- PROGRAM ARGS...\n"
+    "\n"
+    "Runs PROGRAM with the memtap tracer loaded (LD_PRELOAD) and writes what it allocates and\n"
+    "frees as a memtrace trace, symbolised (functions, files, lines, inlined frames).\n"
+    "\n"
+    "  -o, --output FILE        the trace (default: PROGRAM.PID.ctf, .ctf.zst with --compress)\n"
+    "      --rate R             samples per 8-byte word, 0 < R <= 1 (memtrace's MEMTRACE_RATE)\n"
+    "      --sample-interval N  mean bytes between samples, e.g. 64K (default 512K)\n"
+    "      --full               record every allocation (lossless: the program waits for memtap)\n"
+    "      --follow-fork        trace forked children too, each into FILE.PID\n"
+    "      --v2                 write memtrace format version 2 (readable by memtrace 0.2.x)\n"
+    "      --compress           compress the trace with zstd\n"
+    "  -h, --help               show this help\n"
+    "\n"
+    "Without an option the environment decides (MEMTAP_FULL, MEMTAP_SAMPLE_INTERVAL, MEMTAP_RATE,\n"
+    "MEMTRACE_RATE). Ctrl-C reaches the program; memtap then writes the trace. A program that\n"
+    "execs another (sh -c 'exec prog') is traced as the program it became. Statically linked,\n"
+    "set-user-ID and sanitizer-built programs are refused with the reason.\n"
+    "\n"
+    "Exit status: the program's (128+N when killed by signal N); 1 when the trace could not be\n"
+    "written or the program was refused; 64 bad command line or MEMTAP_* variable; 126 the\n"
+    "program cannot be executed; 127 it was not found.\n";
+
+enum { OPT_RATE = 256, OPT_INTERVAL, OPT_FULL, OPT_FOLLOW, OPT_V2, OPT_COMPRESS };
+
+/* The process being traced, for the signal forwarder. */
+static volatile sig_atomic_t forward_pid;
+
+static void forward_signal(int sig) {
+  if (forward_pid > 0)
+    kill((pid_t)forward_pid, sig);
+}
+
+typedef struct settings {
+  const char *output;
+  bool follow_fork, v2, compress;
+  mt_record_settings sampling;
+} settings;
+
+/* One traced process (or, without --follow-fork, a child whose ring is drained unwritten). */
+typedef struct traced {
+  int pid;
+  dev_t dev;
+  ino_t ino;
+  mt_recorder *rec;
+  mt_cursor *discard; /* an untraced child's ring, drained so that it never waits for us */
+  int fd;
+  char *path;
+  bool finished;
+  mt_recorder_stats stats;
+} traced;
+
+typedef struct session {
+  const settings *set;
+  char dir[PATH_MAX];
+  char *context;
+  const char *program;
+  int main_pid;
+  const char *main_output;
+  traced *procs;
+  size_t count;
+  bool failed;
+} session;
+
+/* --- finding things -------------------------------------------------------------------------- */
+
+/* PROGRAM as exec would find it: a name with a slash as given, else the first executable file of
+ * that name in $PATH. */
+static bool find_program(const char *name, char *out, size_t size, int *error) {
+  if (strchr(name, '/')) {
+    if (strlen(name) >= size) {
+      *error = ENAMETOOLONG;
+      return false;
+    }
+    strcpy(out, name);
+    if (access(out, F_OK)) {
+      *error = errno;
+      return false;
+    }
+    return true;
+  }
+  const char *path = getenv("PATH");
+  if (!path || !*path)
+    path = "/usr/local/bin:/usr/bin:/bin";
+  *error = ENOENT;
+  for (const char *p = path;;) {
+    const char *colon = strchr(p, ':');
+    size_t len = colon ? (size_t)(colon - p) : strlen(p);
+    int n = snprintf(out, size, "%.*s%s%s", (int)len, p, len ? "/" : "", name);
+    struct stat st;
+    if (n > 0 && (size_t)n < size && stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+      if (access(out, X_OK) == 0)
+        return true;
+      *error = EACCES;
+    }
+    if (!colon)
+      return false;
+    p = colon + 1;
+  }
+}
+
+/* The shim: $MEMTAP_PRELOAD, else next to the memtap executable, else its lib directories. */
+static bool find_shim(char *out, size_t size) {
+  const char *env = getenv("MEMTAP_PRELOAD");
+  if (env && *env) {
+    snprintf(out, size, "%s", env);
+    return access(out, R_OK) == 0;
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0)
+    return false;
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (slash)
+    *slash = 0;
+  static const char *const places[] = {"", "/../lib/x86_64-linux-gnu/memtap", "/../lib/memtap"};
+  for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+    if (snprintf(out, size, "%s%s/libmemtap-preload.so", exe, places[i]) >= (int)size)
+      continue;
+    if (access(out, R_OK) == 0)
+      return true;
+  }
+  return false;
+}
+
+/* --- the child ------------------------------------------------------------------------------- */
+
+static void set_sampling_env(const settings *set) {
+  char value[64];
+  unsetenv("MEMTAP_FULL");
+  unsetenv("MEMTAP_SAMPLE_INTERVAL");
+  unsetenv("MEMTAP_RATE");
+  unsetenv("MEMTRACE_RATE");
+  if (set->sampling.full) {
+    setenv("MEMTAP_FULL", "1", 1);
+  } else {
+    snprintf(value, sizeof value, "%.17g", set->sampling.rate);
+    setenv("MEMTAP_RATE", value, 1);
+  }
+}
+
+/* In the child: waits for the go byte, sets the environment, execs. Never returns. */
+static void run_child(const session *s, const char *shim, const char *resolved, char **argv,
+                      int go_fd, int status_fd) {
+  char byte;
+  if (read(go_fd, &byte, 1) != 1)
+    _exit(127);
+  close(go_fd);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGQUIT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
+  const char *old = getenv("LD_PRELOAD");
+  char preload[2 * PATH_MAX + 2];
+  if (old && *old)
+    snprintf(preload, sizeof preload, "%s:%s", shim, old);
+  else
+    snprintf(preload, sizeof preload, "%s", shim);
+  char pid[32];
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  setenv("LD_PRELOAD", preload, 1);
+  setenv("MEMTAP_RECORD", "1", 1);
+  setenv("MEMTAP_RING_DIR", s->dir, 1);
+  /* Kept after the producer closes, so that a program faster than our first look is still read;
+   * the directory is ours and goes at the end. */
+  setenv("MEMTAP_RING_PRESERVE", "1", 1);
+  setenv("MEMTAP_TRACE_PID", pid, 1);
+  if (s->set->follow_fork)
+    setenv("MEMTAP_FOLLOW_FORK", "1", 1);
+  else
+    unsetenv("MEMTAP_FOLLOW_FORK");
+  unsetenv("MEMTAP"); /* in-process mode would trace twice */
+  unsetenv("MEMTRACE");
+  set_sampling_env(s->set);
+  execv(resolved, argv);
+  int e = errno;
+  if (write(status_fd, &e, sizeof e) < 0) {
+    /* nothing more to say */
+  }
+  _exit(e == ENOENT ? 127 : 126);
+}
+
+/* --- traced processes ------------------------------------------------------------------------ */
+
+static traced *find_traced(session *s, int pid) {
+  for (size_t i = 0; i < s->count; i++)
+    if (s->procs[i].pid == pid)
+      return &s->procs[i];
+  return NULL;
+}
+
+static int open_output(session *s, traced *t) {
+  if (t->fd >= 0)
+    return 0;
+  if (t->pid == s->main_pid) {
+    t->path = strdup(s->main_output);
+  } else {
+    size_t len = strlen(s->main_output) + 32;
+    t->path = malloc(len);
+    if (t->path)
+      snprintf(t->path, len, "%s.%d", s->main_output, t->pid);
+  }
+  if (!t->path)
+    return -1;
+  t->fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (t->fd < 0) {
+    cli_error(t->path, "cannot create the trace: %s", strerror(errno));
+    s->failed = true;
+    return -1;
+  }
+  return 0;
+}
+
+static mt_recorder *new_recorder(session *s, traced *t) {
+  mt_recorder_options o = {
+      .version = s->set->v2 ? 2 : 3,
+      .compress = s->set->compress,
+      .context = s->context,
+  };
+  mt_recorder *rec;
+  mt_error err = {0};
+  if (mt_recorder_create(&rec, t->fd, &o, &err)) {
+    cli_report(t->path, &err);
+    return NULL;
+  }
+  return rec;
+}
+
+/* A ring file `name` (PID.memtap-ring) in the directory: attach it, or notice an exec. */
+static void found_ring(session *s, const char *name, const struct stat *st) {
+  char *end;
+  long pid = strtol(name, &end, 10);
+  if (pid <= 0 || strcmp(end, ".memtap-ring"))
+    return;
+  traced *t = find_traced(s, (int)pid);
+  if (t && t->dev == st->st_dev && t->ino == st->st_ino)
+    return;
+  if (t && t->finished)
+    return;
+  char path[PATH_MAX + 256];
+  if (snprintf(path, sizeof path, "%s/%s", s->dir, name) >= (int)sizeof path)
+    return;
+  bool wanted = pid == s->main_pid || s->set->follow_fork;
+  mt_error err = {0};
+  if (!wanted) {
+    /* A child the tracer should not follow made a ring anyway: drain it so it never waits. */
+    mt_cursor *c;
+    if (mt_cursor_open_file(&c, path, &err))
+      return;
+    mt_cursor_register_primary(c, NULL);
+    if (!t) {
+      traced *grown = realloc(s->procs, (s->count + 1) * sizeof *grown);
+      if (!grown) {
+        mt_cursor_close(c);
+        return;
+      }
+      s->procs = grown;
+      t = &s->procs[s->count++];
+      *t = (traced){.pid = (int)pid, .fd = -1};
+    } else if (t->discard) {
+      mt_cursor_close(t->discard);
+    }
+    t->discard = c;
+    t->dev = st->st_dev;
+    t->ino = st->st_ino;
+    return;
+  }
+  if (!t) {
+    traced *grown = realloc(s->procs, (s->count + 1) * sizeof *grown);
+    if (!grown)
+      return;
+    s->procs = grown;
+    t = &s->procs[s->count++];
+    *t = (traced){.pid = (int)pid, .fd = -1};
+  }
+  if (open_output(s, t))
+    return;
+  mt_recorder *rec = new_recorder(s, t);
+  if (!rec)
+    return;
+  int rc = mt_recorder_attach(rec, path, true, &err);
+  if (rc) {
+    mt_recorder_destroy(rec);
+    if (rc != MT_E_STATE && !(rc == MT_E_IO && err.sys_errno == ENOENT))
+      cli_report(path, &err);
+    return; /* still being created: next scan */
+  }
+  if (t->rec) {
+    /* The process called exec: the trace describes the program it became, from its start. */
+    mt_recorder_destroy(t->rec);
+    if (ftruncate(t->fd, 0) || lseek(t->fd, 0, SEEK_SET) < 0)
+      cli_error(t->path, "cannot start the trace over after exec: %s", strerror(errno));
+  }
+  t->rec = rec;
+  t->dev = st->st_dev;
+  t->ino = st->st_ino;
+}
+
+static void scan(session *s) {
+  DIR *d = opendir(s->dir);
+  if (!d)
+    return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    struct stat st;
+    if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+        !S_ISREG(st.st_mode))
+      continue;
+    found_ring(s, e->d_name, &st);
+  }
+  closedir(d);
+}
+
+static int drain_discarded(void *user, const mt_ring_event *ev) {
+  (void)user;
+  (void)ev;
+  return MT_CURSOR_NEXT;
+}
+
+static bool poll_all(session *s) {
+  bool any = false;
+  for (size_t i = 0; i < s->count; i++) {
+    traced *t = &s->procs[i];
+    if (t->rec && !t->finished) {
+      bool progress = false;
+      mt_error err = {0};
+      if (mt_recorder_poll(t->rec, &progress, &err) == MT_E_NOMEM)
+        cli_report(t->path, &err);
+      any |= progress;
+    }
+    if (t->discard) {
+      mt_cursor_callbacks cb = {.other = drain_discarded};
+      mt_cursor_set_callbacks(t->discard, &cb, NULL);
+      size_t got = 0;
+      mt_cursor_poll(t->discard, 1 << 20, &got, NULL);
+      any |= got > 0;
+    }
+  }
+  return any;
+}
+
+static void finish(session *s, traced *t) {
+  if (!t->rec || t->finished)
+    return;
+  mt_error err = {0};
+  int rc = mt_recorder_finish(t->rec, &err);
+  mt_recorder_stats_get(t->rec, &t->stats);
+  t->finished = true;
+  if (rc && !t->stats.failed)
+    cli_report(t->path, &err); /* a damaged ring: the trace is written anyway */
+  if (t->stats.failed) {
+    cli_error(t->path, "the trace could not be written: %s", t->stats.error.message);
+    s->failed = true;
+  }
+}
+
+static void human_size(uint64_t bytes, char *out, size_t size) {
+  if (bytes < 10 * 1024)
+    snprintf(out, size, "%" PRIu64 " B", bytes);
+  else if (bytes < 10 * 1024 * 1024)
+    snprintf(out, size, "%.1f KB", (double)bytes / 1024);
+  else
+    snprintf(out, size, "%.1f MB", (double)bytes / (1024 * 1024));
+}
+
+static void summary(const traced *t) {
+  char size[32];
+  human_size(t->stats.bytes, size, sizeof size);
+  fprintf(stderr,
+          "memtap: %s: %s, %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64
+          " unknown frees, %" PRIu64 " lost records; look at it with: memtap top %s\n",
+          t->path, size, t->stats.allocations, t->stats.frees, t->stats.unknown_frees,
+          t->stats.lost_records, t->path);
+}
+
+static void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d)))
+      if (e->d_name[0] != '.')
+        unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+static char *join_command_line(char **argv) {
+  size_t len = 1;
+  for (char **a = argv; *a; a++)
+    len += strlen(*a) + 1;
+  char *out = malloc(len);
+  if (!out)
+    return NULL;
+  out[0] = 0;
+  for (char **a = argv; *a; a++) {
+    if (a != argv)
+      strcat(out, " ");
+    strcat(out, *a);
+  }
+  return out;
+}
+
+/* --- options --------------------------------------------------------------------------------- */
+
+static int parse(int argc, char **argv, settings *set, int *first_arg) {
+  static const struct option options[] = {
+      {"output", required_argument, NULL, 'o'},
+      {"rate", required_argument, NULL, OPT_RATE},
+      {"sample-interval", required_argument, NULL, OPT_INTERVAL},
+      {"full", no_argument, NULL, OPT_FULL},
+      {"follow-fork", no_argument, NULL, OPT_FOLLOW},
+      {"v2", no_argument, NULL, OPT_V2},
+      {"compress", no_argument, NULL, OPT_COMPRESS},
+      {"help", no_argument, NULL, 'h'},
+      {0}};
+  /* The environment first, so that a malformed variable is refused even when an option
+   * overrides it: the shim in a child that inherits it would refuse it too. */
+  mt_error err = {0};
+  if (mt_record_settings_from_env(&set->sampling, NULL, &err))
+    return cli_usage_error("record", "%s", err.message);
+  mt_ring_options ro;
+  if (mt_ring_options_init(&ro, &err))
+    return cli_usage_error("record", "%s", err.message);
+  int chosen = 0, c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "+o:h", options, NULL)) != -1) {
+    switch (c) {
+    case 'o': set->output = optarg; break;
+    case OPT_RATE: {
+      double rate;
+      if (mt_record_parse_rate(optarg, &rate))
+        return cli_usage_error("record", "--rate %s is not a rate in (0, 1]", optarg);
+      set->sampling.full = false;
+      set->sampling.rate = rate;
+      chosen++;
+      break;
+    }
+    case OPT_INTERVAL: {
+      uint64_t interval;
+      if (mt_record_parse_interval(optarg, &interval))
+        return cli_usage_error(
+            "record", "--sample-interval %s is not a size from 8 to 1T (e.g. 512K)", optarg);
+      set->sampling.full = false;
+      set->sampling.rate = 8.0 / (double)interval;
+      chosen++;
+      break;
+    }
+    case OPT_FULL:
+      set->sampling.full = true;
+      set->sampling.rate = 1;
+      chosen++;
+      break;
+    case OPT_FOLLOW: set->follow_fork = true; break;
+    case OPT_V2: set->v2 = true; break;
+    case OPT_COMPRESS: set->compress = true; break;
+    case 'h': fputs(usage, stdout); return -1;
+    default: return cli_usage_error("record", "unknown option");
+    }
+  }
+  if (chosen > 1)
+    return cli_usage_error("record", "--rate, --sample-interval and --full exclude each other");
+  if (optind >= argc)
+    return cli_usage_error("record", "no program to run (memtap record -- PROGRAM ARGS...)");
+  if (set->output && !*set->output)
+    return cli_usage_error("record", "-o needs a file name");
+  *first_arg = optind;
+  return 0;
+}
+
+/* --- the command ----------------------------------------------------------------------------- */
+
+static int exit_status(int status) {
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return 1;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {0, ms * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+int mt_cmd_record(int argc, char **argv) {
+  settings set = {0};
+  int first = 0;
+  int rc = parse(argc, argv, &set, &first);
+  if (rc)
+    return rc < 0 ? MT_EXIT_OK : rc;
+  char **prog_argv = argv + first;
+  const char *program = prog_argv[0];
+
+  char resolved[PATH_MAX];
+  int error = 0;
+  if (!find_program(program, resolved, sizeof resolved, &error)) {
+    cli_error(program, "%s", error == ENOENT ? "command not found" : strerror(error));
+    return error == ENOENT ? 127 : 126;
+  }
+  mt_error err = {0};
+  if (mt_record_check_program(resolved, &err)) {
+    cli_error(program, "cannot be traced: %s", err.message);
+    return MT_EXIT_FAILURE;
+  }
+  char shim[PATH_MAX];
+  if (!find_shim(shim, sizeof shim)) {
+    cli_error(NULL, "cannot find libmemtap-preload.so (set MEMTAP_PRELOAD to its path)");
+    return MT_EXIT_FAILURE;
+  }
+
+  session s = {.set = &set, .program = program};
+  const char *tmp = getenv("TMPDIR");
+  snprintf(s.dir, sizeof s.dir, "%s/memtap-record-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(s.dir)) {
+    cli_error(s.dir, "cannot make a directory for the rings: %s", strerror(errno));
+    return MT_EXIT_FAILURE;
+  }
+  s.context = join_command_line(prog_argv);
+
+  int go[2], exec_status[2];
+  if (pipe2(go, O_CLOEXEC) || pipe2(exec_status, O_CLOEXEC)) {
+    cli_error(NULL, "pipe: %s", strerror(errno));
+    remove_dir(s.dir);
+    free(s.context);
+    return MT_EXIT_FAILURE;
+  }
+  /* Orphaned descendants (double-forking daemons) become our children, so we can wait for them. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  fflush(NULL);
+  pid_t child = fork();
+  if (child < 0) {
+    cli_error(NULL, "fork: %s", strerror(errno));
+    remove_dir(s.dir);
+    free(s.context);
+    return MT_EXIT_FAILURE;
+  }
+  if (child == 0) {
+    close(go[1]);
+    close(exec_status[0]);
+    run_child(&s, shim, resolved, prog_argv, go[0], exec_status[1]);
+  }
+  close(go[0]);
+  close(exec_status[1]);
+  s.main_pid = child;
+
+  char default_name[PATH_MAX];
+  if (set.output) {
+    s.main_output = set.output;
+  } else {
+    const char *base = strrchr(program, '/') ? strrchr(program, '/') + 1 : program;
+    snprintf(default_name, sizeof default_name, "%s.%d.ctf%s", base, (int)child,
+             set.compress ? ".zst" : "");
+    s.main_output = default_name;
+  }
+  /* The output is created before the program starts, so that a name that cannot be made stops
+   * us before the program runs. */
+  s.procs = calloc(1, sizeof *s.procs);
+  if (s.procs) {
+    s.procs[0] = (traced){.pid = child, .fd = -1};
+    s.count = 1;
+  }
+  if (!s.procs || open_output(&s, &s.procs[0])) {
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    remove_dir(s.dir);
+    free(s.context);
+    free(s.procs ? s.procs[0].path : NULL);
+    free(s.procs);
+    return MT_EXIT_FAILURE;
+  }
+
+  struct sigaction ignore = {.sa_handler = SIG_IGN}, forward = {.sa_handler = forward_signal};
+  struct sigaction old_int, old_quit, old_term, old_hup;
+  sigemptyset(&forward.sa_mask);
+  forward.sa_flags = SA_RESTART;
+  forward_pid = child;
+  sigaction(SIGINT, &ignore, &old_int); /* the terminal sends it to the program too */
+  sigaction(SIGQUIT, &ignore, &old_quit);
+  sigaction(SIGTERM, &forward, &old_term); /* sent to memtap alone: pass it on */
+  sigaction(SIGHUP, &forward, &old_hup);
+
+  char byte = 1;
+  if (write(go[1], &byte, 1) != 1) {
+    /* the child is gone already; waitpid below says how */
+  }
+  close(go[1]);
+  int exec_errno = 0;
+  ssize_t n;
+  while ((n = read(exec_status[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
+  close(exec_status[0]);
+
+  int main_status = 0;
+  bool main_done = false;
+  if (n == (ssize_t)sizeof exec_errno) {
+    waitpid(child, &main_status, 0);
+    cli_error(program, "cannot execute: %s", strerror(exec_errno));
+    unlink(s.main_output);
+    main_done = true;
+  } else {
+    for (;;) {
+      scan(&s);
+      bool progress = poll_all(&s);
+      int status;
+      pid_t pid;
+      bool no_children = false;
+      while ((pid = waitpid(-1, &status, WNOHANG)) != 0) {
+        if (pid < 0) {
+          if (errno == EINTR)
+            continue;
+          no_children = true;
+          break;
+        }
+        if (pid == child) {
+          main_status = status;
+          main_done = true;
+        }
+      }
+      if (main_done && (!set.follow_fork || no_children))
+        break;
+      if (!progress)
+        sleep_ms(10);
+    }
+    scan(&s); /* a process that exited before we first looked */
+  }
+
+  for (size_t i = 0; i < s.count; i++)
+    finish(&s, &s.procs[i]);
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGQUIT, &old_quit, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGHUP, &old_hup, NULL);
+  forward_pid = 0;
+
+  bool wrote = false;
+  for (size_t i = 0; i < s.count; i++) {
+    traced *t = &s.procs[i];
+    if (t->rec) {
+      if (!t->stats.failed)
+        summary(t);
+      wrote = true;
+    }
+  }
+  if (!wrote && n != (ssize_t)sizeof exec_errno) {
+    cli_error(program, "the tracer did not start in the program (no ring file appeared): no "
+                       "trace written");
+    unlink(s.main_output);
+    s.failed = true;
+  }
+  for (size_t i = 0; i < s.count; i++) {
+    traced *t = &s.procs[i];
+    mt_recorder_destroy(t->rec);
+    if (t->discard)
+      mt_cursor_close(t->discard);
+    if (t->fd >= 0)
+      close(t->fd);
+    free(t->path);
+  }
+  free(s.procs);
+  free(s.context);
+  remove_dir(s.dir);
+  int code = exit_status(main_status);
+  if (n == (ssize_t)sizeof exec_errno)
+    return exec_errno == ENOENT ? 127 : 126;
+  return s.failed && code == 0 ? MT_EXIT_FAILURE : code;
+}

@@ -1,0 +1,135 @@
+/* memtap/record.h: the consumer that turns the native tracer's rings into a memtrace trace
+ * (docs/record.md). It is what `memtap record` runs, and what a process tracing itself would run
+ * in a background thread.
+ *
+ * A recorder reads one traced process's ring file(s) (the records of memtap/tracer.h), merges the
+ * threads' records by time, repairs what clock skew and late publishing get out of causal order,
+ * assigns object ids in allocation order, symbolises the return addresses with elfutils and
+ * writes memtrace v3 (or v2) to a file descriptor, optionally zstd-compressed.
+ *
+ *   mt_recorder_create, mt_recorder_attach..., mt_recorder_poll... (periodically),
+ *   mt_recorder_finish, mt_recorder_stats, mt_recorder_destroy.
+ *
+ * A recorder is not thread-safe: one thread drives it. */
+#ifndef MEMTAP_RECORD_H
+#define MEMTAP_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memtap/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mt_recorder mt_recorder;
+
+typedef struct mt_recorder_options {
+  int version;   /* memtrace format version: 3 (the default when 0) or 2 */
+  bool compress; /* write a zstd stream (flushed at every periodic flush) */
+  /* Flush the trace this often (milliseconds of the consumer's clock) so that it stays readable up
+   * to the last flush if the consumer is killed; 0 means 1000, a negative value never. */
+  int64_t flush_interval_ms;
+  /* How long a record stays in the merge buffer before it is put in order and written
+   * (milliseconds of the consumer's clock after its timestamp): records published later than this
+   * after being stamped are repaired, not merged. 0 means 100. */
+  int64_t merge_lag_ms;
+  /* How far apart in trace time an allocation may be stamped after the free it precedes, on
+   * another thread, and still be matched to it (clock skew between CPUs). 0 means 1000 µs. */
+  int64_t skew_tolerance_us;
+  /* How long (trace time) a free of an address that is not live waits for its allocation before
+   * it is counted as unknown, and an allocation at a live address waits for the free in flight
+   * before the old object is taken as freed. 0 means 1 s. */
+  int64_t hold_bound_us;
+  bool no_symbols; /* write location lists naming module+offset only (tests, speed) */
+  /* trace_info fields; NULL: from the traced process's own description in its ring (its
+   * executable path), or "" */
+  const char *executable_name;
+  const char *context; /* the command line */
+  /* Used only when the ring carries no process description: the sampling rate (0 means 1). */
+  double sample_rate;
+} mt_recorder_options;
+
+/* Counts so far (final after mt_recorder_finish). */
+typedef struct mt_recorder_stats {
+  uint64_t allocations;   /* alloc events written (regions and region pieces included) */
+  uint64_t frees;         /* collect events written */
+  uint64_t unknown_frees; /* frees of addresses never seen allocated: counted, not written */
+  uint64_t implied_frees; /* an allocation at a live address whose free never arrived: the
+                             old object was collected when the new one was written */
+  uint64_t lost_records;  /* records the producer overwrote or dropped before we read them */
+  uint64_t records;       /* tracer records read */
+  uint64_t reordered;     /* records that arrived after later-stamped ones had been written */
+  uint64_t bytes;         /* bytes written to the descriptor */
+  int64_t pid;            /* the traced process, from its ring file (0 before any attach) */
+  bool failed;            /* writing the trace failed: the rings are still drained */
+  mt_error error;         /* what failed, when `failed` */
+} mt_recorder_stats;
+
+/* Creates a recorder writing to `fd` (which stays the caller's). Nothing is written until the
+ * traced process's description arrives (or finish). `options` may be NULL. */
+int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *options,
+                       mt_error *err);
+
+/* Opens a cursor on the ring file at `path` and reads from it from now on. With `primary`, the
+ * cursor registers as the file's primary consumer (a lossless producer waits for it). A file still
+ * being created gives MT_E_STATE (try again). */
+int mt_recorder_attach(mt_recorder *r, const char *path, bool primary, mt_error *err);
+
+/* Reads what the attached rings hold now, writes what is old enough to be in order, and flushes
+ * when the flush interval has passed. Returns MT_OK, or MT_E_MALFORMED when a ring file breaks
+ * its format (that ring is skipped from then on). A failure to write the trace is not returned:
+ * the recorder stops writing, keeps draining the rings, and says so in its stats. *progress (if
+ * non-NULL) is set when any record was read. */
+int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err);
+
+/* Whether every attached file's producer has closed it and everything in it was read. */
+bool mt_recorder_done(const mt_recorder *r);
+
+/* Reads every attached ring to its end, writes everything still held (frees never matched are
+ * counted unknown), and closes the trace. Returns MT_OK, or the error that stopped the writing
+ * (also in the stats). Poll must not be called afterwards. */
+int mt_recorder_finish(mt_recorder *r, mt_error *err);
+
+void mt_recorder_stats_get(const mt_recorder *r, mt_recorder_stats *out);
+
+/* Frees the recorder (closing its cursors: a lossless producer then degrades). Writes nothing
+ * more if finish was not called. Safe on NULL. */
+void mt_recorder_destroy(mt_recorder *r);
+
+/* The settings of the MEMTAP_* variables the shim reads, parsed as the shim parses them, so that a
+ * launcher can refuse a malformed one before starting the program. */
+typedef struct mt_record_settings {
+  bool full;
+  double rate;       /* lambda: samples per 8-byte word */
+  uint64_t interval; /* mean gap in bytes: 8 / rate */
+  bool has_seed;
+  uint64_t seed;
+} mt_record_settings;
+
+/* Reads MEMTAP_FULL, MEMTAP_SAMPLE_INTERVAL, MEMTAP_RATE, MEMTRACE_RATE and MEMTAP_SEED (with the
+ * precedence of docs/tracer.md) through `get` (getenv when NULL). MT_E_INVALID naming the variable
+ * when one is malformed. */
+int mt_record_settings_from_env(mt_record_settings *out, const char *(*get)(const char *name),
+                                mt_error *err);
+
+/* Parsers shared with the command line: "512K", "1M", "4096" (K/M/G are powers of 1024, result
+ * in [8, 2^40]) and a rate in (0, 1]. */
+int mt_record_parse_interval(const char *text, uint64_t *out);
+int mt_record_parse_rate(const char *text, double *out);
+
+/* Whether the tracer can enter the program at `path` (an ELF file, or a script whose interpreter
+ * is checked instead): MT_E_UNSUPPORTED with the reason in `err` for a statically linked program
+ * (no PT_INTERP: no dynamic loader reads LD_PRELOAD), a setuid or setgid file or one with file
+ * capabilities (the loader ignores LD_PRELOAD in secure mode), and a sanitizer build (it needs
+ * libasan/libtsan/libmsan/liblsan or defines __asan_init, __tsan_init, __msan_init or
+ * __lsan_init: the sanitizer's runtime owns malloc). MT_E_IO when it cannot be read. A file that
+ * is neither ELF nor a script is left for exec to judge (MT_OK). */
+int mt_record_check_program(const char *path, mt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

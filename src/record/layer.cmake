@@ -1,0 +1,17 @@
+# src/record: the consumer that turns the tracer's rings into memtrace traces (docs/record.md):
+# merge, causal repair, object ids, regions, modules, symbolisation (elfutils libdw), output.
+# Sits on ring/ and format/.
+add_library(memtap_record OBJECT
+  record/merge.c
+  record/order.c
+  record/objects.c
+  record/modules.c
+  record/sites.c
+  record/symbolise.c
+  record/output.c
+  record/settings.c
+  record/program.c
+  record/recorder.c)
+target_link_libraries(memtap_record PRIVATE PkgConfig::LIBDW PkgConfig::ZSTD)
+list(APPEND MEMTAP_LAYERS memtap_record)
+list(APPEND MEMTAP_LAYER_LIBS PkgConfig::LIBDW ${CMAKE_DL_LIBS})

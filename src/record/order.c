@@ -1,0 +1,329 @@
+/* Causal repair and emission (docs/record.md, "Order"). Events come out of the merge in time
+ * order, except those published too late for it; either way the trace must never show a free
+ * before its allocation, two live objects at one address, or a free of the wrong object:
+ *   - an allocation at an address still live is held until the free in flight for it arrives;
+ *   - a free of an address not live is held until its allocation arrives (stamped on another
+ *     thread no later than the free plus the skew tolerance), or counted as unknown after the
+ *     hold bound; unknown frees are never written (a collect of an unknown id crashes
+ *     memtrace_viewer);
+ *   - output times never decrease: a late event is written at the time of the last one.
+ * malloc blocks are External allocations of ceil(size / 8) words, mapped regions Major ones; a
+ * munmap of part of a region collects it and allocates the pieces still mapped. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memtap/tracer.h"
+#include "record/record_internal.h"
+
+bool rec_order_init(rec_order *o, int64_t skew_ns, int64_t bound_ns) {
+  memset(o, 0, sizeof *o);
+  uint64_t seed = mt_hashmap_random_seed();
+  o->live.seed = o->held.seed = o->pending.seed = seed;
+  o->skew_ns = skew_ns;
+  o->bound_ns = bound_ns;
+  o->rate = 1;
+  o->full = true;
+  o->codes = malloc((MT_TRACER_MAX_FRAMES + 2) * sizeof *o->codes);
+  return o->codes != NULL;
+}
+
+static void fifo_append(rec_order *o, rec_event *e) {
+  e->fifo_next = NULL;
+  if (o->fifo_tail)
+    o->fifo_tail->fifo_next = e;
+  else
+    o->fifo_head = e;
+  o->fifo_tail = e;
+}
+
+static rec_event *chain_first(const mt_hashmap *m, uint64_t addr) {
+  uint64_t v;
+  return mt_hashmap_get(m, (int64_t)addr, &v) ? (rec_event *)(uintptr_t)v : NULL;
+}
+
+static void chain_append(mt_hashmap *m, rec_event *e) {
+  rec_event *first = chain_first(m, e->addr);
+  e->next = NULL;
+  if (!first) {
+    mt_hashmap_put(m, (int64_t)e->addr, (uint64_t)(uintptr_t)e);
+    return;
+  }
+  while (first->next)
+    first = first->next;
+  first->next = e;
+}
+
+/* Unlinks `e` from its address's chain and marks it dead (the FIFO frees it). */
+static void chain_remove(mt_hashmap *m, rec_event *e) {
+  rec_event *first = chain_first(m, e->addr);
+  if (first == e) {
+    if (e->next)
+      mt_hashmap_put(m, (int64_t)e->addr, (uint64_t)(uintptr_t)e->next);
+    else
+      mt_hashmap_remove(m, (int64_t)e->addr);
+  } else {
+    for (rec_event *p = first; p; p = p->next)
+      if (p->next == e) {
+        p->next = e->next;
+        break;
+      }
+  }
+  e->next = NULL;
+  e->dead = true;
+}
+
+/* --- writing ------------------------------------------------------------------------------- */
+
+static int64_t out_time(rec_order *o, rec_sink *sink, int64_t ns) {
+  if (ns < o->last_time_ns) {
+    ns = o->last_time_ns;
+    sink->stats->reordered++;
+  }
+  o->last_time_ns = ns;
+  int64_t us = ns / 1000;
+  return us < sink->start_us ? sink->start_us : us;
+}
+
+static int resolve(void *user, uint64_t code, const mt_location **entries, size_t *count) {
+  rec_sink *sink = user;
+  return rec_symboliser_resolve(sink->symboliser, sink->modules, sink->sites, code, entries, count);
+}
+
+/* Writes an allocation of `codes`; returns its object id, or -1 when nothing can be written. */
+static int64_t write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t words,
+                           int64_t nsamples, mt_source source, const uint64_t *codes, long ncodes) {
+  int64_t t = out_time(o, sink, ns);
+  sink->stats->allocations++;
+  sink->ensure_writer(sink->user);
+  rec_output *out = sink->out;
+  if (!out->writer || out->failed)
+    return -1;
+  int64_t id = -1;
+  mt_error err = {0};
+  if (mt_writer_put_alloc(out->writer, t, words, nsamples < 1 ? 1 : nsamples, source, codes,
+                          (size_t)ncodes, resolve, sink, &id, &err)) {
+    rec_output_fail(out, &err);
+    return -1;
+  }
+  return id;
+}
+
+static void write_collect(rec_order *o, rec_sink *sink, int64_t ns, int64_t id) {
+  int64_t t = out_time(o, sink, ns);
+  sink->stats->frees++;
+  rec_output *out = sink->out;
+  if (id < 0 || !out->writer || out->failed)
+    return;
+  mt_error err = {0};
+  if (mt_writer_put_collect(out->writer, t, id, &err))
+    rec_output_fail(out, &err);
+}
+
+static long event_codes(rec_order *o, rec_sink *sink, const rec_event *e) {
+  long n = rec_sites_codes(sink->sites, sink->modules, sink->symboliser, e->frames, e->nframes,
+                           (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0, o->codes);
+  return n < 0 ? 0 : n;
+}
+
+/* Writes the allocation `e` (its address free) and makes it live. */
+static void emit_alloc(rec_order *o, rec_sink *sink, const rec_event *e, int64_t ns) {
+  long n = event_codes(o, sink, e);
+  int64_t words = (int64_t)((e->size + 7) / 8);
+  int64_t id = write_alloc(o, sink, ns, words, e->nsamples, MT_SOURCE_EXTERNAL, o->codes, n);
+  mt_hashmap_put(&o->live, (int64_t)e->addr, (uint64_t)(id + 2)); /* -1 stays distinguishable */
+}
+
+static bool take_live(rec_order *o, uint64_t addr, int64_t *id) {
+  uint64_t v;
+  if (!mt_hashmap_get(&o->live, (int64_t)addr, &v))
+    return false;
+  mt_hashmap_remove(&o->live, (int64_t)addr);
+  *id = (int64_t)v - 2;
+  return true;
+}
+
+/* --- malloc blocks ------------------------------------------------------------------------- */
+
+static void do_alloc(rec_order *o, rec_sink *sink, rec_event *e) {
+  rec_event *f = chain_first(&o->pending, e->addr);
+  if (f) {
+    if (f->source != e->source && e->time_ns <= f->time_ns + o->skew_ns) {
+      /* The free was stamped before its allocation (another CPU's clock): write both. */
+      chain_remove(&o->pending, f);
+      emit_alloc(o, sink, e, e->time_ns);
+      int64_t id;
+      if (take_live(o, e->addr, &id))
+        write_collect(o, sink, f->time_ns, id);
+      free(e);
+      return;
+    }
+    /* Frees that no allocation claimed: of blocks we never saw. */
+    while ((f = chain_first(&o->pending, e->addr))) {
+      chain_remove(&o->pending, f);
+      sink->stats->unknown_frees++;
+    }
+  }
+  uint64_t v;
+  if (mt_hashmap_get(&o->live, (int64_t)e->addr, &v)) {
+    /* The free of the block still live here is in flight: hold this allocation until it comes. */
+    chain_append(&o->held, e);
+    fifo_append(o, e);
+    return;
+  }
+  emit_alloc(o, sink, e, e->time_ns);
+  free(e);
+}
+
+/* `f` (a FREE of f->addr) is taken. */
+static void do_free(rec_order *o, rec_sink *sink, rec_event *f) {
+  int64_t id;
+  if (take_live(o, f->addr, &id)) {
+    write_collect(o, sink, f->time_ns, id);
+    rec_event *h = chain_first(&o->held, f->addr);
+    if (h) {
+      chain_remove(&o->held, h);
+      emit_alloc(o, sink, h, h->time_ns > f->time_ns ? h->time_ns : f->time_ns);
+    }
+    free(f);
+    return;
+  }
+  chain_append(&o->pending, f);
+  fifo_append(o, f);
+}
+
+/* --- regions ------------------------------------------------------------------------------- */
+
+static int64_t region_samples(const rec_order *o, int64_t words) {
+  if (o->full)
+    return words > 1 ? words : 1;
+  int64_t n = llround((double)words * o->rate);
+  return n < 1 ? 1 : n;
+}
+
+static void add_region(rec_order *o, rec_sink *sink, uint64_t start, uint64_t end, int64_t ns,
+                       const uint64_t *codes, long ncodes) {
+  int64_t words = (int64_t)((end - start + 7) / 8);
+  rec_region r = {.start = start, .end = end, .nframes = (uint32_t)ncodes};
+  r.codes = malloc(((size_t)ncodes + 1) * sizeof *r.codes);
+  if (!r.codes)
+    return;
+  memcpy(r.codes, codes, (size_t)ncodes * sizeof *codes);
+  r.obj_id =
+      write_alloc(o, sink, ns, words, region_samples(o, words), MT_SOURCE_MAJOR, r.codes, ncodes);
+  if (!rec_regions_insert(&o->regions, &r))
+    free(r.codes);
+}
+
+/* Collects every region overlapping [start, end) and allocates the parts left mapped. */
+static void unmap_range(rec_order *o, rec_sink *sink, uint64_t start, uint64_t end, int64_t ns) {
+  size_t first, last;
+  rec_regions_overlapping(&o->regions, start, end, &first, &last);
+  if (first == last)
+    return;
+  size_t n = last - first;
+  rec_region *cut = malloc(n * sizeof *cut);
+  if (!cut)
+    return;
+  memcpy(cut, o->regions.items + first, n * sizeof *cut);
+  memmove(o->regions.items + first, o->regions.items + last,
+          (o->regions.count - last) * sizeof *cut);
+  o->regions.count -= n;
+  for (size_t i = 0; i < n; i++) {
+    rec_region *r = &cut[i];
+    write_collect(o, sink, ns, r->obj_id);
+    if (r->start < start)
+      add_region(o, sink, r->start, start, ns, r->codes, r->nframes);
+    if (r->end > end)
+      add_region(o, sink, end, r->end, ns, r->codes, r->nframes);
+    free(r->codes);
+  }
+  free(cut);
+}
+
+static void do_map(rec_order *o, rec_sink *sink, const rec_event *e) {
+  if (!e->size || e->addr + e->size < e->addr)
+    return;
+  unmap_range(o, sink, e->addr, e->addr + e->size, e->time_ns); /* MAP_FIXED over a region */
+  long n = event_codes(o, sink, e);
+  add_region(o, sink, e->addr, e->addr + e->size, e->time_ns, o->codes, n);
+}
+
+/* --- entry points -------------------------------------------------------------------------- */
+
+void rec_order_process(rec_order *o, rec_sink *sink, rec_event *e) {
+  switch (e->type) {
+  case MT_TRACER_REC_ALLOC: do_alloc(o, sink, e); return;
+  case MT_TRACER_REC_FREE: do_free(o, sink, e); return;
+  case MT_TRACER_REC_REALLOC: {
+    if (e->addr) {
+      rec_event *f = rec_event_new(0);
+      if (f) {
+        f->type = MT_TRACER_REC_FREE;
+        f->time_ns = e->time_ns;
+        f->order = e->order;
+        f->source = e->source;
+        f->addr = e->addr;
+        do_free(o, sink, f);
+      }
+    }
+    if (e->nsamples > 0 && e->addr2) {
+      e->type = MT_TRACER_REC_ALLOC;
+      e->addr = e->addr2;
+      do_alloc(o, sink, e);
+      return;
+    }
+    break;
+  }
+  case MT_TRACER_REC_MAP: do_map(o, sink, e); break;
+  case MT_TRACER_REC_UNMAP:
+    if (e->addr + e->size >= e->addr)
+      unmap_range(o, sink, e->addr, e->addr + e->size, e->time_ns);
+    break;
+  case MT_TRACER_REC_MODULE_UNLOAD: rec_modules_unload(sink->modules, e->size); break;
+  default: break;
+  }
+  free(e);
+}
+
+void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all) {
+  while (o->fifo_head) {
+    rec_event *e = o->fifo_head;
+    if (!e->dead) {
+      if (!all && e->time_ns + o->bound_ns >= now_ns)
+        break;
+      if (e->type == MT_TRACER_REC_FREE) {
+        chain_remove(&o->pending, e);
+        sink->stats->unknown_frees++;
+      } else {
+        /* An allocation at a live address whose free never came (lost): take the old object
+         * as freed now, so the address is never live twice. */
+        chain_remove(&o->held, e);
+        int64_t id;
+        int64_t t = e->time_ns > o->last_time_ns ? e->time_ns : o->last_time_ns;
+        if (take_live(o, e->addr, &id)) {
+          write_collect(o, sink, t, id);
+          sink->stats->implied_frees++;
+        }
+        emit_alloc(o, sink, e, t);
+      }
+    }
+    o->fifo_head = e->fifo_next;
+    if (!o->fifo_head)
+      o->fifo_tail = NULL;
+    free(e);
+  }
+}
+
+void rec_order_free(rec_order *o) {
+  for (rec_event *e = o->fifo_head, *next; e; e = next) {
+    next = e->fifo_next;
+    free(e);
+  }
+  mt_hashmap_free(&o->live);
+  mt_hashmap_free(&o->held);
+  mt_hashmap_free(&o->pending);
+  rec_regions_free(&o->regions);
+  free(o->codes);
+  memset(o, 0, sizeof *o);
+}

@@ -1,0 +1,173 @@
+/* Programs the tracer cannot enter (docs/record.md, "Refusals"), found by reading the file before
+ * it is started: the ELF header, program headers (PT_INTERP, PT_DYNAMIC), the dynamic section's
+ * DT_NEEDED names and the symbol tables, each read bounded by the file's real size. */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "memtap/record.h"
+
+typedef struct image {
+  const uint8_t *data;
+  size_t size;
+} image;
+
+static const void *at(const image *im, uint64_t offset, uint64_t length) {
+  if (offset > im->size || length > im->size - offset)
+    return NULL;
+  return im->data + offset;
+}
+
+static bool is_sanitizer_library(const char *name) {
+  static const char *const runtimes[] = {"libasan.so",      "libtsan.so",       "libmsan.so",
+                                         "liblsan.so",      "libclang_rt.asan", "libclang_rt.tsan",
+                                         "libclang_rt.msan"};
+  for (size_t i = 0; i < sizeof runtimes / sizeof runtimes[0]; i++)
+    if (!strncmp(name, runtimes[i], strlen(runtimes[i])))
+      return true;
+  return false;
+}
+
+static bool is_sanitizer_symbol(const char *name) {
+  return !strcmp(name, "__asan_init") || !strcmp(name, "__tsan_init") ||
+         !strcmp(name, "__msan_init") || !strcmp(name, "__lsan_init");
+}
+
+/* A NUL-terminated string at `offset` of section `strtab`, or NULL. */
+static const char *string_at(const image *im, const Elf64_Shdr *strtab, uint64_t offset) {
+  if (offset >= strtab->sh_size)
+    return NULL;
+  const char *s = at(im, strtab->sh_offset + offset, 1);
+  if (!s || !memchr(s, 0, strtab->sh_size - offset) ||
+      strtab->sh_offset + strtab->sh_size > im->size)
+    return NULL;
+  return s;
+}
+
+/* Looks for sanitizer runtimes in DT_NEEDED and sanitizer entry points in the symbol tables. */
+static const char *sanitizer_in(const image *im, const Elf64_Ehdr *eh) {
+  if (eh->e_shentsize != sizeof(Elf64_Shdr))
+    return NULL;
+  const Elf64_Shdr *sh = at(im, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof *sh);
+  if (!sh)
+    return NULL;
+  for (unsigned i = 0; i < eh->e_shnum; i++) {
+    const Elf64_Shdr *s = &sh[i];
+    if (s->sh_link >= eh->e_shnum)
+      continue;
+    const Elf64_Shdr *strtab = &sh[s->sh_link];
+    if (s->sh_type == SHT_DYNAMIC) {
+      const Elf64_Dyn *d = at(im, s->sh_offset, s->sh_size);
+      for (size_t k = 0; d && k < s->sh_size / sizeof *d && d[k].d_tag != DT_NULL; k++) {
+        const char *name = d[k].d_tag == DT_NEEDED ? string_at(im, strtab, d[k].d_un.d_val) : NULL;
+        if (name && is_sanitizer_library(name))
+          return name;
+      }
+    } else if (s->sh_type == SHT_SYMTAB || s->sh_type == SHT_DYNSYM) {
+      const Elf64_Sym *sym = at(im, s->sh_offset, s->sh_size);
+      for (size_t k = 0; sym && k < s->sh_size / sizeof *sym; k++) {
+        if (sym[k].st_shndx == SHN_UNDEF)
+          continue;
+        const char *name = string_at(im, strtab, sym[k].st_name);
+        if (name && is_sanitizer_symbol(name))
+          return name;
+      }
+    }
+  }
+  return NULL;
+}
+
+static int check_elf(const char *path, const image *im, mt_error *err) {
+  const Elf64_Ehdr *eh = at(im, 0, sizeof *eh);
+  if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG))
+    return MT_OK;
+  if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_machine != EM_X86_64)
+    return mt_fail(err, MT_E_UNSUPPORTED, -1,
+                   "not an x86-64 program: the tracer cannot be loaded into it");
+  if (eh->e_phentsize != sizeof(Elf64_Phdr))
+    return mt_fail(err, MT_E_UNSUPPORTED, -1, "malformed ELF program headers");
+  const Elf64_Phdr *ph = at(im, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof *ph);
+  if (!ph)
+    return mt_fail(err, MT_E_UNSUPPORTED, -1, "malformed ELF program headers");
+  bool interp = false;
+  for (unsigned i = 0; i < eh->e_phnum; i++)
+    if (ph[i].p_type == PT_INTERP)
+      interp = true;
+  if (!interp)
+    return mt_fail(err, MT_E_UNSUPPORTED, -1,
+                   "statically linked (no PT_INTERP): no dynamic loader runs to load the tracer "
+                   "through LD_PRELOAD");
+  const char *sanitizer = sanitizer_in(im, eh);
+  if (sanitizer)
+    return mt_fail(err, MT_E_UNSUPPORTED, -1,
+                   "a sanitizer build (%s): the sanitizer's runtime owns malloc, so the tracer "
+                   "cannot interpose it",
+                   sanitizer);
+  (void)path;
+  return MT_OK;
+}
+
+static int check(const char *path, int depth, mt_error *err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return mt_fail_io(err, "opening the program");
+  struct stat st;
+  if (fstat(fd, &st)) {
+    close(fd);
+    return mt_fail_io(err, "reading the program");
+  }
+  if (st.st_mode & (S_ISUID | S_ISGID)) {
+    close(fd);
+    return mt_fail(err, MT_E_UNSUPPORTED, -1,
+                   "set-user-ID or set-group-ID: the loader runs it in secure mode and ignores "
+                   "LD_PRELOAD, so the tracer cannot be loaded");
+  }
+  if (fgetxattr(fd, "security.capability", NULL, 0) > 0) {
+    close(fd);
+    return mt_fail(err, MT_E_UNSUPPORTED, -1,
+                   "has file capabilities (security.capability): the loader runs it in secure "
+                   "mode and ignores LD_PRELOAD, so the tracer cannot be loaded");
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size < 4) {
+    close(fd);
+    return MT_OK;
+  }
+  void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED)
+    return mt_fail_io(err, "reading the program");
+  image im = {map, (size_t)st.st_size};
+  int rc = MT_OK;
+  if (im.data[0] == '#' && im.data[1] == '!' && depth < 4) {
+    /* A script: the interpreter is what gets loaded. */
+    char interp[4096];
+    size_t i = 2, n = 0;
+    while (i < im.size && (im.data[i] == ' ' || im.data[i] == '\t'))
+      i++;
+    while (i < im.size && n < sizeof interp - 1 && im.data[i] != ' ' && im.data[i] != '\t' &&
+           im.data[i] != '\n')
+      interp[n++] = (char)im.data[i++];
+    interp[n] = 0;
+    munmap(map, (size_t)st.st_size);
+    if (n && interp[0] == '/') {
+      rc = check(interp, depth + 1, err);
+      if (rc == MT_E_IO)
+        rc = MT_OK; /* exec will say what is wrong with the interpreter */
+    }
+    return rc;
+  }
+  rc = check_elf(path, &im, err);
+  munmap(map, (size_t)st.st_size);
+  return rc;
+}
+
+int mt_record_check_program(const char *path, mt_error *err) {
+  return check(path, 0, err);
+}

@@ -1,0 +1,204 @@
+/* Internal interfaces between the files of src/record/ (docs/record.md): the decoded event, the
+ * merge heap, the address maps, the module table, the symboliser, the output, and the causal
+ * ordering stage that ties them together. */
+#ifndef MEMTAP_RECORD_INTERNAL_H
+#define MEMTAP_RECORD_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/hashmap.h"
+#include "memtap/format.h"
+#include "memtap/record.h"
+
+/* --- events (recorder.c decodes them from ring records) ---------------------------------- */
+
+typedef struct rec_event {
+  int64_t time_ns;             /* absolute: ns since the epoch */
+  uint64_t order;              /* arrival number: ties and stability */
+  uint64_t source;             /* which thread wrote it: (attachment, ring, generation) */
+  uint32_t type;               /* MT_TRACER_REC_* */
+  uint32_t kind;               /* kind | flags word (allocations and maps) */
+  uint64_t addr;               /* ALLOC, FREE, MAP, UNMAP: the address; REALLOC: the old address */
+  uint64_t addr2;              /* REALLOC: the new address */
+  uint64_t size;               /* bytes (ALLOC, REALLOC, MAP, UNMAP); MODULE_UNLOAD: the serial */
+  int64_t nsamples;            /* ALLOC, REALLOC */
+  struct rec_event *next;      /* chains of one address (held allocations, pending frees) */
+  struct rec_event *fifo_next; /* expiry order */
+  bool dead;                   /* removed from its chain; freed when it leaves the FIFO */
+  uint32_t nframes;
+  uint64_t frames[]; /* return addresses, innermost first */
+} rec_event;
+
+rec_event *rec_event_new(uint32_t nframes);
+rec_event *rec_event_copy(const rec_event *e);
+
+/* --- merge.c: a min-heap on (time_ns, order) ---------------------------------------------- */
+
+typedef struct rec_heap {
+  rec_event **items;
+  size_t count, cap;
+} rec_heap;
+
+bool rec_heap_push(rec_heap *h, rec_event *e);
+rec_event *rec_heap_peek(const rec_heap *h);
+rec_event *rec_heap_pop(rec_heap *h);
+void rec_heap_free(rec_heap *h); /* frees the events too */
+
+/* --- objects.c: mapped regions (the address -> object id map is common/hashmap) ---------- */
+
+/* Mapped regions, sorted by start, non-overlapping. */
+typedef struct rec_region {
+  uint64_t start, end;
+  int64_t obj_id;
+  uint32_t nframes;
+  uint64_t *codes; /* the backtrace as written (innermost first), for the pieces of a split */
+} rec_region;
+
+typedef struct rec_regions {
+  rec_region *items;
+  size_t count, cap;
+} rec_regions;
+
+/* Indices [*first, *last) of the regions overlapping [start, end). */
+void rec_regions_overlapping(const rec_regions *rs, uint64_t start, uint64_t end, size_t *first,
+                             size_t *last);
+bool rec_regions_insert(rec_regions *rs, const rec_region *r); /* takes r->codes */
+void rec_regions_remove(rec_regions *rs, size_t index);        /* frees its codes */
+void rec_regions_free(rec_regions *rs);
+
+/* --- modules.c: module instances by serial ------------------------------------------------ */
+
+typedef struct rec_module {
+  uint64_t serial;
+  uint64_t load_bias, low, high;
+  uint8_t *build_id;
+  size_t build_id_length;
+  char *path;
+  bool unloaded;
+  struct rec_elf *elf; /* the symboliser's view of the file, opened on first use */
+} rec_module;
+
+typedef struct rec_modules {
+  rec_module **all; /* by registration */
+  size_t count, cap;
+  rec_module **live; /* sorted by low, loaded ones only */
+  size_t live_count, live_cap;
+  mt_hashmap by_serial; /* serial -> index in all + 1 */
+} rec_modules;
+
+/* A registry entry MT_TRACER_REGISTRY_MODULE. A serial seen again replaces the description. */
+int rec_modules_add(rec_modules *ms, uint64_t serial, const void *bytes, size_t length);
+void rec_modules_unload(rec_modules *ms, uint64_t serial);
+rec_module *rec_modules_by_serial(const rec_modules *ms, uint64_t serial);
+/* The loaded module containing `pc` (the oldest one when unloads are still in flight). */
+rec_module *rec_modules_find(const rec_modules *ms, uint64_t pc);
+void rec_modules_free(rec_modules *ms);
+
+/* --- sites.c: location codes -------------------------------------------------------------- */
+
+#define REC_CODE_SYNTHETIC (1ull << 61) /* codes of PCs in no module, and markers */
+#define REC_CODE_TRUNCATED REC_CODE_SYNTHETIC
+
+typedef struct rec_sites {
+  mt_hashmap unknown_pcs; /* pc -> synthetic code */
+  uint64_t *unknown_by_index;
+  size_t unknown_count, unknown_cap;
+  mt_hashmap wrapper; /* code -> 1 not a wrapper, 2 an allocator wrapper */
+} rec_sites;
+
+struct rec_symboliser;
+
+/* Converts return addresses (innermost first) to location codes, drops the innermost frames that
+ * are allocator wrappers (operator new and its variants), appends the truncation marker when
+ * `truncated`. `codes` has room for nframes + 1. Returns the count, or -1 out of memory. */
+long rec_sites_codes(rec_sites *s, const rec_modules *ms, struct rec_symboliser *sym,
+                     const uint64_t *frames, uint32_t nframes, bool truncated, uint64_t *codes);
+/* The pc of a synthetic code (0 for the truncation marker); false if it is not one. */
+bool rec_sites_synthetic_pc(const rec_sites *s, uint64_t code, uint64_t *pc);
+void rec_sites_free(rec_sites *s);
+
+/* --- symbolise.c -------------------------------------------------------------------------- */
+
+typedef struct rec_symboliser rec_symboliser;
+
+rec_symboliser *rec_symboliser_new(bool no_symbols);
+void rec_symboliser_free(rec_symboliser *s);
+/* Whether the symbol at `vaddr` (an ELF address) in `m` is an allocator wrapper (operator new,
+ * new[] and their aligned and nothrow variants). */
+bool rec_symboliser_is_wrapper(rec_symboliser *s, rec_module *m, uint64_t vaddr);
+/* The location list of a code (mt_resolve_fn contract: valid until the next call). */
+int rec_symboliser_resolve(rec_symboliser *s, const rec_modules *ms, const rec_sites *sites,
+                           uint64_t code, const mt_location **entries, size_t *count);
+/* Demangles a C++ symbol through libstdc++'s __cxa_demangle, loaded on first use; malloc'd, or
+ * NULL when it is not a mangled name or no demangler is available. */
+char *rec_demangle(const char *name);
+/* Cuts a location list to fit one location event (FORMAT.md §2.6: 4 KiB, 255 entries): long
+ * names are shortened into `scratch` (room for count * 2 * 1024 bytes), and inner-middle entries
+ * dropped, keeping the outermost function and the innermost call site. */
+size_t rec_fit_locations(mt_location *entries, size_t count, char *scratch);
+
+/* --- output.c: the writer, and the zstd stream behind it ----------------------------------- */
+
+typedef struct rec_output {
+  int fd;
+  bool compress;
+  int wfd;    /* the writer's own duplicate of fd */
+  int memfd;  /* compress: the writer writes here, the bytes are compressed to fd */
+  void *zstd; /* ZSTD_CCtx */
+  mt_writer *writer;
+  uint64_t bytes; /* written to fd */
+  int64_t start_offset;
+  bool failed;
+  mt_error error;
+} rec_output;
+
+int rec_output_open(rec_output *o, int fd, bool compress, const mt_trace_info *info, int version);
+/* Moves what the writer wrote through the compressor (compress only). `flush`: make every byte so
+ * far decodable; `end`: finish the stream. */
+void rec_output_pump(rec_output *o, bool flush, bool end);
+void rec_output_flush(rec_output *o);
+void rec_output_close(rec_output *o);
+/* Frees everything without writing another byte. */
+void rec_output_discard(rec_output *o);
+/* Records a failure of the writer (first one wins). */
+void rec_output_fail(rec_output *o, const mt_error *err);
+
+/* --- order.c: causal repair and emission --------------------------------------------------- */
+
+typedef struct rec_order {
+  mt_hashmap live;    /* address -> object id + 1 */
+  mt_hashmap held;    /* address -> rec_event * chain: allocations waiting for a free */
+  mt_hashmap pending; /* address -> rec_event * chain: frees waiting for their allocation */
+  rec_event *fifo_head, *fifo_tail; /* held and pending events, in arrival order */
+  rec_regions regions;
+  int64_t last_time_ns; /* of the last event written */
+  int64_t skew_ns, bound_ns;
+  double rate;
+  bool full;
+  uint64_t *codes; /* scratch: MT_TRACER_MAX_FRAMES + 2 */
+} rec_order;
+
+/* What order.c needs from the recorder to write. */
+typedef struct rec_sink {
+  rec_output *out;
+  rec_modules *modules;
+  rec_sites *sites;
+  rec_symboliser *symboliser;
+  mt_recorder_stats *stats;
+  int64_t start_us; /* the trace's start time */
+  /* Creates the writer if it does not exist yet (recorder.c). */
+  void (*ensure_writer)(void *user);
+  void *user;
+} rec_sink;
+
+bool rec_order_init(rec_order *o, int64_t skew_ns, int64_t bound_ns);
+/* Takes `e` (frees it, or keeps it while it is held). */
+void rec_order_process(rec_order *o, rec_sink *sink, rec_event *e);
+/* Releases what was held longer than the bound at trace time `now_ns`, or everything when
+ * `all`. */
+void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all);
+void rec_order_free(rec_order *o);
+
+#endif

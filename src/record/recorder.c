@@ -1,0 +1,413 @@
+/* The recorder handle (memtap/record.h): cursors on ring files, the decoding of the tracer's
+ * records (memtap/tracer.h) into events, and the loop that moves them through the merge
+ * (merge.c), the causal repair (order.c) and the writer (output.c), flushing periodically. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/grow.h"
+#include "memtap/ring.h"
+#include "memtap/tracer.h"
+#include "record/record_internal.h"
+
+#define POLL_BATCH 65536
+#define POLL_MAX_PER_CALL                                                                          \
+  (1u << 20) /* records per attachment per poll, so flushes still happen                           \
+              */
+
+typedef struct attachment {
+  mt_cursor *cursor;
+  uint32_t index;
+  int64_t created_ns, created_realtime_ns;
+  bool realtime; /* the file's timestamps are CLOCK_REALTIME already */
+} attachment;
+
+struct mt_recorder {
+  mt_recorder_options opt;
+  char *exe, *context; /* copies of the options' strings */
+  int fd;
+  attachment *att;
+  size_t natt, att_cap;
+  rec_heap heap;
+  rec_order order;
+  rec_modules modules;
+  rec_sites sites;
+  rec_symboliser *symboliser;
+  rec_output out;
+  bool writer_tried;
+  rec_sink sink;
+  mt_recorder_stats stats;
+  uint64_t lost_final; /* after finish */
+  bool have_process;
+  mt_tracer_process process;
+  char *process_exe;
+  uint64_t arrival;
+  int64_t last_flush_ns; /* consumer clock */
+  attachment *current;   /* during a poll's callbacks */
+  bool finished;
+  int decode_error; /* out of memory in a callback */
+};
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t real_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* --- the writer, created once the process has described itself ---------------------------- */
+
+static double trace_rate(const mt_recorder *r) {
+  double rate = r->have_process ? r->process.sample_rate : r->opt.sample_rate;
+  return rate > 0 && rate <= 1 ? rate : 1;
+}
+
+static void ensure_writer(void *user) {
+  mt_recorder *r = user;
+  if (r->writer_tried)
+    return;
+  r->writer_tried = true;
+  double rate = trace_rate(r);
+  bool full = r->have_process ? (r->process.flags & MT_TRACER_PROCESS_FULL) != 0 : rate >= 1;
+  r->order.rate = rate;
+  r->order.full = full;
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  char params[160];
+  snprintf(params, sizeof params, "memtap=%s,mode=%s,interval=%.0f", mt_version(),
+           full ? "full" : "sampled", 8 / rate);
+  int64_t start_ns = r->natt ? r->att[0].created_realtime_ns : real_ns();
+  mt_trace_info info = {
+      .version = r->opt.version,
+      .start_time = start_ns / 1000,
+      .sample_rate = rate,
+      .word_size = 64,
+      .executable_name = r->exe           ? r->exe
+                         : r->process_exe ? r->process_exe
+                                          : "",
+      .host_name = host,
+      .ocaml_runtime_params = params,
+      .pid = r->have_process ? r->process.pid : r->stats.pid,
+      .context = r->context ? r->context : "",
+  };
+  r->sink.start_us = info.start_time;
+  rec_output_open(&r->out, r->fd, r->opt.compress, &info, r->opt.version);
+}
+
+/* --- decoding ------------------------------------------------------------------------------ */
+
+static int64_t absolute_ns(const attachment *a, uint64_t timestamp) {
+  int64_t ns = mt_cursor_timestamp_ns(a->cursor, timestamp);
+  return a->realtime ? ns : a->created_realtime_ns + (ns - a->created_ns);
+}
+
+static int on_record(void *user, const mt_ring_event *ev) {
+  mt_recorder *r = user;
+  const attachment *a = r->current;
+  const uint64_t *p = ev->payload;
+  size_t fixed;
+  switch (ev->type) {
+  case MT_TRACER_REC_ALLOC: fixed = 4; break;
+  case MT_TRACER_REC_FREE: fixed = 1; break;
+  case MT_TRACER_REC_REALLOC: fixed = 5; break;
+  case MT_TRACER_REC_MAP: fixed = 4; break;
+  case MT_TRACER_REC_UNMAP: fixed = 2; break;
+  case MT_TRACER_REC_MODULE_UNLOAD: fixed = 1; break;
+  default: return MT_CURSOR_NEXT; /* thread start/exit and unknown types: nothing to write */
+  }
+  r->stats.records++;
+  if (ev->words < fixed)
+    return MT_CURSOR_NEXT; /* malformed: not ours to crash on */
+  bool has_frames = ev->type == MT_TRACER_REC_ALLOC || ev->type == MT_TRACER_REC_REALLOC ||
+                    ev->type == MT_TRACER_REC_MAP;
+  size_t nframes = has_frames ? ev->words - fixed : 0;
+  if (nframes > MT_TRACER_MAX_FRAMES)
+    nframes = MT_TRACER_MAX_FRAMES;
+  rec_event *e = rec_event_new((uint32_t)nframes);
+  if (!e) {
+    r->decode_error = MT_E_NOMEM;
+    return MT_CURSOR_STOP;
+  }
+  e->type = ev->type;
+  e->time_ns = absolute_ns(a, ev->timestamp);
+  e->order = r->arrival++;
+  e->source = (uint64_t)a->index << 48 | (uint64_t)(ev->ring & 0xffffff) << 24 |
+              (ev->generation & 0xffffff);
+  switch (ev->type) {
+  case MT_TRACER_REC_ALLOC:
+    e->addr = p[0], e->size = p[1], e->nsamples = (int64_t)p[2], e->kind = (uint32_t)p[3];
+    break;
+  case MT_TRACER_REC_FREE: e->addr = p[0]; break;
+  case MT_TRACER_REC_REALLOC:
+    e->addr = p[0], e->addr2 = p[1], e->size = p[2], e->nsamples = (int64_t)p[3];
+    e->kind = (uint32_t)p[4];
+    break;
+  case MT_TRACER_REC_MAP: e->addr = p[0], e->size = p[1], e->kind = (uint32_t)p[3]; break;
+  case MT_TRACER_REC_UNMAP: e->addr = p[0], e->size = p[1]; break;
+  case MT_TRACER_REC_MODULE_UNLOAD: e->size = p[0]; break;
+  default: break;
+  }
+  if (e->nsamples < 0 || e->nsamples > (int64_t)1 << 56)
+    e->nsamples = 1;
+  memcpy(e->frames, p + fixed, nframes * sizeof *p);
+  if ((ev->type == MT_TRACER_REC_ALLOC || ev->type == MT_TRACER_REC_FREE) && !e->addr) {
+    free(e); /* malloc that failed, free(NULL): nothing happened */
+    return MT_CURSOR_NEXT;
+  }
+  if (!rec_heap_push(&r->heap, e)) {
+    free(e);
+    r->decode_error = MT_E_NOMEM;
+    return MT_CURSOR_STOP;
+  }
+  return MT_CURSOR_NEXT;
+}
+
+static void on_registry(void *user, unsigned kind, uint64_t id, const void *bytes, size_t length) {
+  mt_recorder *r = user;
+  if (kind == MT_TRACER_REGISTRY_MODULE) {
+    rec_modules_add(&r->modules, id, bytes, length);
+  } else if (kind == MT_TRACER_REGISTRY_PROCESS && length >= sizeof(mt_tracer_process) &&
+             !r->have_process) {
+    mt_tracer_process h;
+    memcpy(&h, bytes, sizeof h);
+    if (h.exe_length > length - sizeof h)
+      return;
+    free(r->process_exe);
+    r->process_exe = strndup((const char *)bytes + sizeof h, h.exe_length);
+    r->process = h;
+    r->have_process = true;
+    if (!r->writer_tried) {
+      r->order.rate = trace_rate(r);
+      r->order.full = (h.flags & MT_TRACER_PROCESS_FULL) != 0;
+    }
+  }
+}
+
+/* --- the handle ---------------------------------------------------------------------------- */
+
+int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *options,
+                       mt_error *err) {
+  *out = NULL;
+  mt_recorder_options o = {0};
+  if (options)
+    o = *options;
+  if (!o.version)
+    o.version = 3;
+  if (o.version != 2 && o.version != 3)
+    return mt_fail(err, MT_E_INVALID, -1, "cannot write trace format version %d (only 2 or 3)",
+                   o.version);
+  if (!o.flush_interval_ms)
+    o.flush_interval_ms = 1000;
+  if (o.merge_lag_ms <= 0)
+    o.merge_lag_ms = 100;
+  if (o.skew_tolerance_us <= 0)
+    o.skew_tolerance_us = 1000;
+  if (o.hold_bound_us <= 0)
+    o.hold_bound_us = 1000000;
+  mt_recorder *r = calloc(1, sizeof *r);
+  if (!r)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  r->opt = o;
+  r->fd = fd;
+  r->out.fd = fd;
+  r->out.memfd = r->out.wfd = -1;
+  r->exe = o.executable_name ? strdup(o.executable_name) : NULL;
+  r->context = o.context ? strdup(o.context) : NULL;
+  r->symboliser = rec_symboliser_new(o.no_symbols);
+  r->modules.by_serial.seed = r->sites.unknown_pcs.seed = r->sites.wrapper.seed =
+      mt_hashmap_random_seed();
+  if (!r->symboliser || (o.executable_name && !r->exe) || (o.context && !r->context) ||
+      !rec_order_init(&r->order, o.skew_tolerance_us * 1000, o.hold_bound_us * 1000)) {
+    mt_recorder_destroy(r);
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  }
+  r->sink = (rec_sink){.out = &r->out,
+                       .modules = &r->modules,
+                       .sites = &r->sites,
+                       .symboliser = r->symboliser,
+                       .stats = &r->stats,
+                       .ensure_writer = ensure_writer,
+                       .user = r};
+  r->last_flush_ns = mono_ns();
+  *out = r;
+  return MT_OK;
+}
+
+int mt_recorder_attach(mt_recorder *r, const char *path, bool primary, mt_error *err) {
+  if (r->finished)
+    return mt_fail(err, MT_E_STATE, -1, "the recorder has finished");
+  if (!MT_GROW(r->att, r->att_cap, r->natt + 1))
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  mt_cursor *c;
+  int rc = mt_cursor_open_file(&c, path, err);
+  if (rc)
+    return rc;
+  if (primary && (rc = mt_cursor_register_primary(c, err))) {
+    mt_cursor_close(c);
+    return rc;
+  }
+  mt_ring_file_info info;
+  mt_cursor_info(c, &info);
+  attachment *a = &r->att[r->natt];
+  *a = (attachment){.cursor = c,
+                    .index = (uint32_t)r->natt,
+                    .created_ns = info.created_ns,
+                    .created_realtime_ns = info.created_realtime_ns,
+                    .realtime = info.clock == MT_RING_CLOCK_REALTIME};
+  if (!r->natt)
+    r->stats.pid = info.pid;
+  r->natt++;
+  mt_cursor_callbacks cb = {0};
+  cb.opaque = on_record;
+  cb.registry = on_registry;
+  mt_cursor_set_callbacks(c, &cb, r);
+  return MT_OK;
+}
+
+/* Reads every attachment until nothing is left (or the per-call cap). */
+static int read_rings(mt_recorder *r, bool *progress, bool to_end, mt_error *err) {
+  int status = MT_OK;
+  for (size_t i = 0; i < r->natt; i++) {
+    r->current = &r->att[i];
+    size_t total = 0, got;
+    do {
+      mt_error e = {0};
+      int rc = mt_cursor_poll(r->att[i].cursor, POLL_BATCH, &got, &e);
+      if (rc) {
+        if (!status && err)
+          *err = e;
+        if (!status)
+          status = rc;
+        if (rc != MT_E_MALFORMED)
+          break;
+      }
+      if (r->decode_error) {
+        int code = r->decode_error;
+        r->decode_error = 0;
+        return mt_fail(err, code, -1, "out of memory while reading the rings");
+      }
+      total += got;
+    } while (got && (to_end || total < POLL_MAX_PER_CALL));
+    if (total && progress)
+      *progress = true;
+  }
+  r->current = NULL;
+  return status;
+}
+
+static void drain_heap(mt_recorder *r, int64_t frontier_ns, bool all) {
+  rec_event *e;
+  while ((e = rec_heap_peek(&r->heap)) && (all || e->time_ns <= frontier_ns)) {
+    rec_heap_pop(&r->heap);
+    rec_order_process(&r->order, &r->sink, e);
+  }
+  rec_order_expire(&r->order, &r->sink, frontier_ns, all);
+}
+
+int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
+  if (progress)
+    *progress = false;
+  if (r->finished)
+    return mt_fail(err, MT_E_STATE, -1, "the recorder has finished");
+  int64_t now = mono_ns();
+  int rc = read_rings(r, progress, false, err);
+  if (rc == MT_E_NOMEM)
+    return rc;
+  if (r->have_process && !r->writer_tried)
+    ensure_writer(r);
+  if (r->natt) {
+    const attachment *a = &r->att[0];
+    int64_t abs_now = a->realtime ? real_ns() : a->created_realtime_ns + (now - a->created_ns);
+    drain_heap(r, abs_now - r->opt.merge_lag_ms * 1000000, false);
+  }
+  if (r->opt.flush_interval_ms > 0 &&
+      now - r->last_flush_ns >= r->opt.flush_interval_ms * 1000000) {
+    r->last_flush_ns = now;
+    rec_output_flush(&r->out);
+  } else {
+    rec_output_pump(&r->out, false, false);
+  }
+  return rc;
+}
+
+bool mt_recorder_done(const mt_recorder *r) {
+  for (size_t i = 0; i < r->natt; i++) {
+    mt_ring_file_info info;
+    mt_cursor_info(r->att[i].cursor, &info);
+    if (!info.stopped || !mt_cursor_drained(r->att[i].cursor))
+      return false;
+  }
+  return true;
+}
+
+static uint64_t lost_now(const mt_recorder *r) {
+  uint64_t lost = 0;
+  for (size_t i = 0; i < r->natt; i++) {
+    mt_ring_file_info info;
+    mt_cursor_info(r->att[i].cursor, &info);
+    lost += mt_cursor_lost_records(r->att[i].cursor) + info.records_nested + info.records_no_ring;
+  }
+  return lost;
+}
+
+int mt_recorder_finish(mt_recorder *r, mt_error *err) {
+  if (r->finished)
+    return mt_fail(err, MT_E_STATE, -1, "the recorder has finished");
+  mt_error read_err = {0};
+  int rc = read_rings(r, NULL, true, &read_err);
+  drain_heap(r, INT64_MAX, true);
+  ensure_writer(r);
+  rec_output_close(&r->out);
+  r->finished = true;
+  r->lost_final = lost_now(r);
+  if (r->out.failed) {
+    if (err)
+      *err = r->out.error;
+    return r->out.error.code ? r->out.error.code : MT_E_IO;
+  }
+  if (rc && err)
+    *err = read_err;
+  return rc;
+}
+
+void mt_recorder_stats_get(const mt_recorder *r, mt_recorder_stats *out) {
+  *out = r->stats;
+  out->lost_records = r->finished ? r->lost_final : lost_now(r);
+  out->bytes = r->out.bytes;
+  if (!r->finished && !r->opt.compress && r->out.writer && r->out.start_offset >= 0) {
+    off_t end = lseek(r->fd, 0, SEEK_CUR);
+    if (end >= 0)
+      out->bytes = (uint64_t)(end - r->out.start_offset);
+  }
+  out->failed = r->out.failed;
+  out->error = r->out.error;
+}
+
+void mt_recorder_destroy(mt_recorder *r) {
+  if (!r)
+    return;
+  for (size_t i = 0; i < r->natt; i++)
+    mt_cursor_close(r->att[i].cursor);
+  free(r->att);
+  rec_heap_free(&r->heap);
+  rec_order_free(&r->order);
+  rec_sites_free(&r->sites);
+  rec_modules_free(&r->modules);
+  rec_symboliser_free(r->symboliser);
+  if (!r->finished)
+    rec_output_discard(&r->out);
+  free(r->exe);
+  free(r->context);
+  free(r->process_exe);
+  free(r);
+}

@@ -1,0 +1,351 @@
+/* Symbolisation with elfutils (docs/record.md, "Symbolisation"): a location code (module instance,
+ * ELF address) becomes a memtrace location list, outermost first (FORMAT.md §2.6, §5): the
+ * function that physically holds the instruction, then each inlined function down to the
+ * innermost, each with the file and line where it calls the next (the innermost: the line of the
+ * instruction). DWARF comes from the file or its separate debug info (build-id directory,
+ * .gnu_debuglink) through libdwfl's standard search; without it, .symtab/.dynsym names a function
+ * only when the address is inside the symbol's size, else the code is `libfoo.so+0x1234`. A file
+ * whose build-id differs from the one the process loaded is not read at all. */
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "record/record_internal.h"
+
+#define MAX_ENTRIES 256
+#define NAME_CAP 1024 /* bytes of one name kept when a list must be cut */
+
+typedef struct rec_elf {
+  char *path;
+  uint8_t *build_id;
+  size_t build_id_length;
+  Dwfl *dwfl;
+  Dwfl_Module *mod;
+  Dwarf_Addr bias; /* dwfl address = ELF address + bias */
+  bool mismatch;   /* the file on disk is not the one the process loaded */
+  bool unusable;   /* cannot be opened */
+  struct rec_elf *next;
+} rec_elf;
+
+struct rec_symboliser {
+  bool no_symbols;
+  rec_elf *elves;
+  mt_location entries[MAX_ENTRIES];
+  char *owned[MAX_ENTRIES * 2 + 2]; /* strings of the last answer, freed at the next call */
+  size_t owned_count;
+  char scratch[MAX_ENTRIES * 2 * NAME_CAP];
+};
+
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};
+
+rec_symboliser *rec_symboliser_new(bool no_symbols) {
+  rec_symboliser *s = calloc(1, sizeof *s);
+  if (s)
+    s->no_symbols = no_symbols;
+  return s;
+}
+
+void rec_symboliser_free(rec_symboliser *s) {
+  if (!s)
+    return;
+  for (rec_elf *e = s->elves, *next; e; e = next) {
+    next = e->next;
+    if (e->dwfl)
+      dwfl_end(e->dwfl);
+    free(e->path);
+    free(e->build_id);
+    free(e);
+  }
+  for (size_t i = 0; i < s->owned_count; i++)
+    free(s->owned[i]);
+  free(s);
+}
+
+/* --- demangling ---------------------------------------------------------------------------- */
+
+/* elfutils has no demangler, and C has no __cxa_demangle of its own: libstdc++'s is loaded at run
+ * time, on the first mangled name, so that memtap (a C program) does not link libstdc++ and still
+ * demangles when it is installed (it always is where C++ programs run). */
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+char *rec_demangle(const char *name) {
+  static demangle_fn demangle;
+  static bool tried;
+  if (!name || name[0] != '_' || name[1] != 'Z')
+    return NULL;
+  if (!tried) {
+    tried = true;
+    void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+    if (h)
+      *(void **)&demangle = dlsym(h, "__cxa_demangle");
+  }
+  if (!demangle)
+    return NULL;
+  int status = 0;
+  char *out = demangle(name, NULL, NULL, &status);
+  if (status != 0) {
+    free(out);
+    return NULL;
+  }
+  return out;
+}
+
+/* --- files --------------------------------------------------------------------------------- */
+
+static rec_elf *open_elf(rec_symboliser *s, rec_module *m) {
+  if (m->elf)
+    return m->elf;
+  for (rec_elf *e = s->elves; e; e = e->next)
+    if (!strcmp(e->path, m->path) && e->build_id_length == m->build_id_length &&
+        !memcmp(e->build_id, m->build_id, m->build_id_length))
+      return m->elf = e;
+  rec_elf *e = calloc(1, sizeof *e);
+  if (!e)
+    return NULL;
+  e->path = strdup(m->path);
+  e->build_id = malloc(m->build_id_length + 1);
+  if (!e->path || !e->build_id) {
+    free(e->path);
+    free(e->build_id);
+    free(e);
+    return NULL;
+  }
+  memcpy(e->build_id, m->build_id, m->build_id_length);
+  e->build_id_length = m->build_id_length;
+  e->unusable = true;
+  if (m->path[0] == '/' && (e->dwfl = dwfl_begin(&callbacks))) {
+    dwfl_report_begin(e->dwfl);
+    e->mod = dwfl_report_elf(e->dwfl, m->path, m->path, -1, 0, false);
+    dwfl_report_end(e->dwfl, NULL, NULL);
+    if (e->mod && dwfl_module_getelf(e->mod, &e->bias)) {
+      e->unusable = false;
+      const unsigned char *bits;
+      GElf_Addr vaddr;
+      int n = dwfl_module_build_id(e->mod, &bits, &vaddr);
+      if (m->build_id_length &&
+          (n != (int)m->build_id_length || memcmp(bits, m->build_id, m->build_id_length)))
+        e->mismatch = true;
+    }
+  }
+  e->next = s->elves;
+  s->elves = e;
+  return m->elf = e;
+}
+
+/* The symbol containing `vaddr` (inside its size; a sizeless symbol only at its address). */
+static const char *symbol_at(rec_elf *e, uint64_t vaddr) {
+  GElf_Off offset;
+  GElf_Sym sym;
+  const char *name = dwfl_module_addrinfo(e->mod, vaddr + e->bias, &offset, &sym, NULL, NULL, NULL);
+  if (!name || !*name)
+    return NULL;
+  /* Functions only: libc's symbol table also holds objects of non-loaded sections at address 0
+   * (__evoke_link_warning_*), which would name its ELF header. */
+  int type = GELF_ST_TYPE(sym.st_info);
+  if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+      (sym.st_size ? offset >= sym.st_size : offset != 0))
+    return NULL;
+  return name;
+}
+
+bool rec_symboliser_is_wrapper(rec_symboliser *s, rec_module *m, uint64_t vaddr) {
+  rec_elf *e = open_elf(s, m);
+  if (!e || e->unusable || e->mismatch)
+    return false;
+  const char *name = symbol_at(e, vaddr);
+  /* operator new / new[] (_Znwm, _Znam), with nothrow_t and align_val_t variants. */
+  return name && (!strncmp(name, "_Znwm", 5) || !strncmp(name, "_Znam", 5));
+}
+
+/* --- answers ------------------------------------------------------------------------------- */
+
+static const char *own(rec_symboliser *s, char *text) {
+  if (!text)
+    return NULL;
+  if (s->owned_count == sizeof s->owned / sizeof s->owned[0]) {
+    free(text);
+    return NULL;
+  }
+  return s->owned[s->owned_count++] = text;
+}
+
+static const char *basename_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash && slash[1] ? slash + 1 : path;
+}
+
+static void push(rec_symboliser *s, size_t *count, const char *file, const char *name, int line,
+                 int column) {
+  if (*count == MAX_ENTRIES)
+    return;
+  mt_location *l = &s->entries[(*count)++];
+  l->filename = file ? file : "";
+  l->defname = name ? name : "??";
+  l->line = line > 0 ? line : 0;
+  l->start_char = l->end_char = column > 0 ? column : 0;
+}
+
+/* A function's name: its linkage name demangled, else its plain name (abstract origins
+ * followed, for inlined instances). */
+static const char *die_name(rec_symboliser *s, Dwarf_Die *die) {
+  Dwarf_Attribute a;
+  const char *linkage = NULL;
+  if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) ||
+      dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
+    linkage = dwarf_formstring(&a);
+  if (linkage) {
+    const char *d = own(s, rec_demangle(linkage));
+    if (d)
+      return d;
+  }
+  const char *name = NULL;
+  if (dwarf_attr_integrate(die, DW_AT_name, &a))
+    name = dwarf_formstring(&a);
+  return name ? name : linkage;
+}
+
+/* Fills the entries innermost first from DWARF; returns how many. */
+static size_t from_dwarf(rec_symboliser *s, rec_elf *e, uint64_t vaddr) {
+  Dwarf_Addr addr = vaddr + e->bias, dbias = 0;
+  Dwarf_Die *cu = dwfl_module_addrdie(e->mod, addr, &dbias);
+  if (!cu)
+    return 0;
+  const char *file = NULL;
+  int line = 0, column = 0;
+  Dwfl_Line *dl = dwfl_module_getsrc(e->mod, addr);
+  if (dl)
+    file = dwfl_lineinfo(dl, NULL, &line, &column, NULL, NULL);
+  /* dwarf_getscopes follows an inlined instance to its abstract origin's scopes; the concrete
+   * chain (the functions it was inlined into) comes from the DIE itself. */
+  Dwarf_Die *found = NULL, *scopes = NULL;
+  int n = dwarf_getscopes(cu, addr - dbias, &found);
+  if (n > 0)
+    n = dwarf_getscopes_die(&found[0], &scopes);
+  free(found);
+  size_t count = 0;
+  Dwarf_Files *files = NULL;
+  size_t nfiles = 0;
+  for (int i = 0; i < n; i++) {
+    int tag = dwarf_tag(&scopes[i]);
+    if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine)
+      continue;
+    push(s, &count, file, die_name(s, &scopes[i]), line, column);
+    if (tag == DW_TAG_subprogram)
+      break;
+    /* The enclosing function's position is where this inlined instance was called from. */
+    Dwarf_Attribute a;
+    Dwarf_Word value;
+    file = NULL;
+    line = column = 0;
+    if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &a), &value) == 0 &&
+        (files || dwarf_getsrcfiles(cu, &files, &nfiles) == 0) && value < nfiles)
+      file = dwarf_filesrc(files, value, NULL, NULL);
+    if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &a), &value) == 0)
+      line = (int)value;
+    if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_column, &a), &value) == 0)
+      column = (int)value;
+  }
+  free(scopes);
+  return count;
+}
+
+size_t rec_fit_locations(mt_location *entries, size_t count, char *scratch) {
+  size_t worst = 9;
+  for (size_t i = 0; i < count; i++)
+    worst += 8 + strlen(entries[i].filename) + strlen(entries[i].defname);
+  if (worst <= 4096 && count <= 255)
+    return count;
+  /* Shorten long names first (keeping their start, which says the most), ... */
+  worst = 9;
+  for (size_t i = 0; i < count; i++) {
+    const char **names[2] = {&entries[i].filename, &entries[i].defname};
+    for (int k = 0; k < 2; k++) {
+      size_t len = strlen(*names[k]);
+      if (len >= NAME_CAP / 4) {
+        char *cut = scratch + (i * 2 + (size_t)k) * NAME_CAP;
+        memcpy(cut, *names[k], NAME_CAP / 4 - 4);
+        strcpy(cut + NAME_CAP / 4 - 4, "...");
+        *names[k] = cut;
+        len = NAME_CAP / 4 - 1;
+      }
+      worst += len;
+    }
+    worst += 8;
+  }
+  /* ... then drop inlined frames from the middle: the outermost function and the innermost call
+   * site are what a reader looks for. */
+  while ((worst > 4096 || count > 255) && count > 2) {
+    size_t drop = count / 2;
+    worst -= 8 + strlen(entries[drop].filename) + strlen(entries[drop].defname);
+    memmove(entries + drop, entries + drop + 1, (count - drop - 1) * sizeof *entries);
+    count--;
+  }
+  return count;
+}
+
+int rec_symboliser_resolve(rec_symboliser *s, const rec_modules *ms, const rec_sites *sites,
+                           uint64_t code, const mt_location **entries, size_t *count) {
+  for (size_t i = 0; i < s->owned_count; i++)
+    free(s->owned[i]);
+  s->owned_count = 0;
+  size_t n = 0;
+  char text[512];
+  uint64_t pc;
+  if (rec_sites_synthetic_pc(sites, code, &pc)) {
+    if (code == REC_CODE_TRUNCATED) {
+      push(s, &n, "", "<truncated>", 0, 0);
+    } else {
+      snprintf(text, sizeof text, "0x%" PRIx64, pc - 1);
+      push(s, &n, "", own(s, strdup(text)), 0, 0);
+    }
+    *entries = s->entries;
+    *count = n;
+    return MT_OK;
+  }
+  uint64_t vaddr = code & ((1ull << 40) - 1);
+  rec_module *m = rec_modules_by_serial(ms, code >> 40);
+  if (!m) {
+    snprintf(text, sizeof text, "0x%" PRIx64, code);
+    push(s, &n, "", own(s, strdup(text)), 0, 0);
+  } else {
+    rec_elf *e = s->no_symbols ? NULL : open_elf(s, m);
+    if (e && !e->unusable && !e->mismatch) {
+      size_t inner = from_dwarf(s, e, vaddr);
+      if (inner) {
+        /* innermost first -> outermost first */
+        for (size_t i = 0; i < inner / 2; i++) {
+          mt_location t = s->entries[i];
+          s->entries[i] = s->entries[inner - 1 - i];
+          s->entries[inner - 1 - i] = t;
+        }
+        n = inner;
+      } else {
+        const char *name = symbol_at(e, vaddr);
+        if (name) {
+          const char *d = own(s, rec_demangle(name));
+          push(s, &n, m->path, d ? d : name, 0, 0);
+        }
+      }
+    }
+    if (!n) {
+      if (e && e->mismatch)
+        snprintf(text, sizeof text, "%s+0x%" PRIx64 " (build-id mismatch)", m->path, vaddr);
+      else
+        snprintf(text, sizeof text, "%s+0x%" PRIx64, basename_of(m->path), vaddr);
+      push(s, &n, m->path, own(s, strdup(text)), 0, 0);
+    }
+  }
+  n = rec_fit_locations(s->entries, n, s->scratch);
+  *entries = s->entries;
+  *count = n;
+  return MT_OK;
+}

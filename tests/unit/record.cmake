@@ -1,0 +1,16 @@
+# Tests of the consumer (src/record): synthetic rings written by the test process itself, read
+# back through mt_reader; the causal repair fed directly; the refusals of `memtap record`.
+add_library(memtap_record_testlib STATIC unit/record_testlib.c unit/record_helper.c)
+target_link_libraries(memtap_record_testlib PUBLIC memtap_testutil ${CMAKE_DL_LIBS})
+# The symbolisation tests need inlining and DWARF whatever the build type.
+set_source_files_properties(unit/record_helper.c PROPERTIES COMPILE_OPTIONS "-O2;-g")
+
+function(memtap_record_test name)
+  memtap_unit_test(${name} unit/${name}.c ${ARGN})
+  target_link_libraries(${name} PRIVATE memtap_record_testlib)
+endfunction()
+
+memtap_record_test(test_record_trace LABELS record)
+memtap_record_test(test_record_symbols LABELS record)
+memtap_record_test(test_record_order LABELS record)
+memtap_record_test(test_record_cli LABELS record)

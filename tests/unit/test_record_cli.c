@@ -1,0 +1,183 @@
+/* `memtap record` refusals and option checks (no shim needed): a missing program, a statically
+ * linked one, a set-user-ID copy, a sanitizer build, malformed options and MEMTAP_* variables;
+ * none of them leaves a trace behind. With the shim built, /bin/true is traced for real. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "record_testlib.h"
+#include "testutil.h"
+
+static bool exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static int record(char **err, const char *output, const char *a, const char *b) {
+  return tu_run_cli(NULL, NULL, err, "record", "-o", output, "--", a, b, (char *)NULL);
+}
+
+static void missing_program_exits_127(void **state) {
+  (void)state;
+  char *err = NULL;
+  const char *out = tu_temp_path("missing.ctf");
+  assert_int_equal(record(&err, out, "memtap-no-such-program-xyz", NULL), 127);
+  assert_non_null(strstr(err, "command not found"));
+  assert_false(exists(out));
+  free(err);
+  assert_int_equal(record(&err, out, "/nonexistent/prog", NULL), 127);
+  free(err);
+}
+
+/* Builds `source` with `cc flags`; false when this machine cannot (no static libc, ...). */
+static bool build(const char *source, const char *flags, const char *binary) {
+  const char *src = tu_temp_path("prog.c");
+  tu_write_file(src, source, strlen(source));
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "cc %s -o '%s' '%s' 2>/dev/null", flags, binary, src);
+  return system(cmd) == 0;
+}
+
+static void static_binary_is_refused_with_the_reason(void **state) {
+  (void)state;
+  char bin[4096];
+  snprintf(bin, sizeof bin, "%s", tu_temp_path("static-prog"));
+  if (!build("int main(void) { return 0; }\n", "-static", bin))
+    skip();
+  char *err = NULL;
+  const char *out = tu_temp_path("static.ctf");
+  assert_int_equal(record(&err, out, bin, NULL), 1);
+  assert_non_null(strstr(err, "statically linked"));
+  assert_false(exists(out));
+  free(err);
+}
+
+static void setuid_copy_is_refused_with_the_reason(void **state) {
+  (void)state;
+  char bin[4096];
+  snprintf(bin, sizeof bin, "%s", tu_temp_path("setuid-true"));
+  size_t size;
+  uint8_t *bytes = tu_read_file("/bin/true", &size);
+  tu_write_file(bin, bytes, size);
+  free(bytes);
+  assert_int_equal(chmod(bin, 04755), 0);
+  char *err = NULL;
+  const char *out = tu_temp_path("setuid.ctf");
+  assert_int_equal(record(&err, out, bin, NULL), 1);
+  assert_non_null(strstr(err, "set-user-ID"));
+  assert_false(exists(out));
+  free(err);
+}
+
+static void sanitizer_build_is_refused_with_the_reason(void **state) {
+  (void)state;
+  char bin[4096];
+  snprintf(bin, sizeof bin, "%s", tu_temp_path("asan-prog"));
+  if (!build("int main(void) { return 0; }\n", "-fsanitize=address", bin))
+    skip();
+  char *err = NULL;
+  const char *out = tu_temp_path("asan.ctf");
+  assert_int_equal(record(&err, out, bin, NULL), 1);
+  assert_non_null(strstr(err, "sanitizer"));
+  assert_false(exists(out));
+  free(err);
+}
+
+static void script_is_judged_by_its_interpreter(void **state) {
+  (void)state;
+  char bin[4096], script[4096];
+  snprintf(bin, sizeof bin, "%s", tu_temp_path("static-interp"));
+  if (!build("int main(void) { return 0; }\n", "-static", bin))
+    skip();
+  snprintf(script, sizeof script, "%s", tu_temp_path("script"));
+  char text[4200];
+  snprintf(text, sizeof text, "#!%s\n", bin);
+  tu_write_file(script, text, strlen(text));
+  assert_int_equal(chmod(script, 0755), 0);
+  char *err = NULL;
+  assert_int_equal(record(&err, tu_temp_path("script.ctf"), script, NULL), 1);
+  assert_non_null(strstr(err, "statically linked"));
+  free(err);
+}
+
+static void malformed_options_and_variables_exit_64(void **state) {
+  (void)state;
+  char *err = NULL;
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", (char *)NULL), 64);
+  free(err);
+  assert_int_equal(
+      tu_run_cli(NULL, NULL, &err, "record", "--rate", "2", "--", "/bin/true", (char *)NULL), 64);
+  free(err);
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "--full", "--rate", "0.5", "--",
+                              "/bin/true", (char *)NULL),
+                   64);
+  assert_non_null(strstr(err, "exclude"));
+  free(err);
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "--sample-interval", "12Q", "--",
+                              "/bin/true", (char *)NULL),
+                   64);
+  free(err);
+  setenv("MEMTAP_RATE", "banana", 1);
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "--", "/bin/true", (char *)NULL), 64);
+  assert_non_null(strstr(err, "MEMTAP_RATE"));
+  free(err);
+  unsetenv("MEMTAP_RATE");
+  char *out = NULL;
+  assert_int_equal(tu_run_cli(&out, NULL, NULL, "record", "--help", (char *)NULL), 0);
+  assert_non_null(strstr(out, "--follow-fork"));
+  free(out);
+}
+
+static bool shim_built(void) {
+  const char *cli = getenv("MEMTAP_CLI");
+  if (!cli)
+    return false;
+  char path[4096];
+  snprintf(path, sizeof path, "%s", cli);
+  char *slash = strrchr(path, '/');
+  if (!slash)
+    return false;
+  strcpy(slash + 1, "libmemtap-preload.so");
+  return exists(path);
+}
+
+static void true_is_traced_into_a_readable_trace(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char *err = NULL;
+  const char *out = tu_temp_path("true.ctf");
+  assert_int_equal(
+      tu_run_cli(NULL, NULL, &err, "record", "--full", "-o", out, "--", "/bin/true", (char *)NULL),
+      0);
+  assert_non_null(strstr(err, "memtap top"));
+  free(err);
+  rr_trace t;
+  rr_read(out, &t);
+  assert_string_equal(mt_reader_info(t.reader)->context, "/bin/true");
+  rr_trace_free(&t);
+  /* The program's exit status is memtap's. */
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "-o", tu_temp_path("false.ctf"), "--",
+                              "/bin/false", (char *)NULL),
+                   1);
+  free(err);
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "-o", tu_temp_path("kill.ctf"), "--",
+                              "/bin/sh", "-c", "kill -9 $$", (char *)NULL),
+                   128 + 9);
+  free(err);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(missing_program_exits_127),
+      cmocka_unit_test(static_binary_is_refused_with_the_reason),
+      cmocka_unit_test(setuid_copy_is_refused_with_the_reason),
+      cmocka_unit_test(sanitizer_build_is_refused_with_the_reason),
+      cmocka_unit_test(script_is_judged_by_its_interpreter),
+      cmocka_unit_test(malformed_options_and_variables_exit_64),
+      cmocka_unit_test(true_is_traced_into_a_readable_trace),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

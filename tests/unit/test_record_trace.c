@@ -1,0 +1,263 @@
+/* The recorder end to end on rings the test process writes itself: object ids, realloc, unknown
+ * frees, regions, module instances, output variants and a failing output. Every trace is read
+ * back whole (record_testlib.c checks times, and that collects name live objects only). */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "record_testlib.h"
+#include "testutil.h"
+
+#include "memtap/tracer.h"
+
+static void ids_follow_allocation_order_and_lengths_are_words(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  rr_alloc(r, 0x1000, 24, NULL, 0);
+  rr_alloc(r, 0x2000, 1, NULL, 0);
+  rr_alloc(r, 0x3000, 4097, NULL, 0);
+  rr_free(r, 0x2000);
+  rr_free(r, 0x1000);
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "ids.ctf", NULL, &st), &t);
+  assert_int_equal(t.count, 5);
+  assert_int_equal(t.events[0].kind, MT_EVENT_ALLOC);
+  assert_int_equal(t.events[0].obj_id, 0);
+  assert_int_equal(t.events[0].length, 3);
+  assert_int_equal(t.events[0].nsamples, 3);
+  assert_int_equal(t.events[0].source, MT_SOURCE_EXTERNAL);
+  assert_int_equal(t.events[1].obj_id, 1);
+  assert_int_equal(t.events[1].length, 1);
+  assert_int_equal(t.events[2].obj_id, 2);
+  assert_int_equal(t.events[2].length, 513);
+  assert_int_equal(t.events[3].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[3].obj_id, 1);
+  assert_int_equal(t.events[4].obj_id, 0);
+  assert_int_equal(st.allocations, 3);
+  assert_int_equal(st.frees, 2);
+  assert_int_equal(st.unknown_frees, 0);
+  assert_int_equal(st.lost_records, 0);
+  assert_true(st.bytes > 0);
+  const mt_trace_info *info = mt_reader_info(t.reader);
+  assert_string_equal(info->executable_name, "/usr/bin/traced-program");
+  assert_true(info->sample_rate == 1);
+  assert_non_null(strstr(info->ocaml_runtime_params, "mode=full"));
+  assert_int_equal(info->version, 3);
+  rr_trace_free(&t);
+}
+
+static void realloc_is_a_collect_and_an_alloc(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  rr_alloc(r, 0x1000, 16, NULL, 0);
+  rr_realloc(r, 0x1000, 0x5000, 800);
+  rr_realloc(r, 0x5000, 0x5000, 1600); /* in place */
+  rr_realloc(r, 0, 0x9000, 8);         /* realloc(NULL, n) */
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "realloc.ctf", NULL, &st), &t);
+  assert_int_equal(t.count, 6);
+  assert_int_equal(t.events[1].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[1].obj_id, 0);
+  assert_int_equal(t.events[2].kind, MT_EVENT_ALLOC);
+  assert_int_equal(t.events[2].obj_id, 1);
+  assert_int_equal(t.events[2].length, 100);
+  assert_int_equal(t.events[3].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[3].obj_id, 1);
+  assert_int_equal(t.events[4].length, 200);
+  assert_int_equal(t.events[5].obj_id, 3);
+  assert_int_equal(st.unknown_frees, 0);
+  rr_trace_free(&t);
+}
+
+static void free_of_unknown_block_is_counted_not_written(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  rr_free(r, 0x7777);
+  rr_alloc(r, 0x1000, 8, NULL, 0);
+  rr_free(r, 0x1000);
+  rr_free(r, 0x1000); /* a double free: the block is gone */
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "unknown.ctf", NULL, &st), &t);
+  assert_int_equal(t.count, 2);
+  assert_int_equal(st.frees, 1);
+  assert_int_equal(st.unknown_frees, 2);
+  rr_trace_free(&t);
+}
+
+static void free_before_its_allocation_on_the_same_thread_is_unknown(void **state) {
+  (void)state;
+  /* One thread's records of one address alternate: a free first is of an older block. */
+  mt_ring *r = rr_open(true, 1);
+  rr_free(r, 0x1000);
+  rr_alloc(r, 0x1000, 8, NULL, 0);
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "same-thread.ctf", NULL, &st), &t);
+  assert_int_equal(t.count, 1);
+  assert_int_equal(t.events[0].kind, MT_EVENT_ALLOC);
+  assert_int_equal(st.unknown_frees, 1);
+  rr_trace_free(&t);
+}
+
+static void region_is_split_by_a_partial_unmap(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  rr_map(r, 0x100000, 0x4000);
+  rr_unmap(r, 0x101000, 0x1000);
+  rr_unmap(r, 0x100000, 0x1000); /* the left piece, whole */
+  rr_unmap(r, 0x102000, 0x800);  /* the head of the right piece */
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "regions.ctf", NULL, &st), &t);
+  /* alloc 0 [0,4000); collect 0, alloc 1 [0,1000), alloc 2 [2000,4000); collect 1;
+   * collect 2, alloc 3 [2800,4000), still mapped at the end. */
+  assert_int_equal(t.count, 7);
+  assert_int_equal(t.events[0].source, MT_SOURCE_MAJOR);
+  assert_int_equal(t.events[0].length, 0x4000 / 8);
+  assert_int_equal(t.events[1].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[1].obj_id, 0);
+  assert_int_equal(t.events[2].length, 0x1000 / 8);
+  assert_int_equal(t.events[3].length, 0x2000 / 8);
+  assert_int_equal(t.events[3].source, MT_SOURCE_MAJOR);
+  assert_int_equal(t.events[4].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[4].obj_id, 1);
+  assert_int_equal(t.events[5].obj_id, 2);
+  assert_int_equal(t.events[6].kind, MT_EVENT_ALLOC);
+  assert_int_equal(t.events[6].length, 0x1800 / 8);
+  assert_int_equal(t.events[6].obj_id, 3);
+  (void)st;
+  rr_trace_free(&t);
+}
+
+static void map_fixed_over_a_region_replaces_that_part(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  rr_map(r, 0x100000, 0x3000);
+  rr_map(r, 0x101000, 0x1000);
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "fixed.ctf", NULL, &st), &t);
+  /* alloc 0; collect 0, alloc 1 [0,1000), alloc 2 [2000,3000); alloc 3 [1000,2000) */
+  assert_int_equal(t.count, 5);
+  assert_int_equal(t.events[1].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[4].length, 0x1000 / 8);
+  assert_int_equal(t.events[4].obj_id, 3);
+  rr_trace_free(&t);
+}
+
+static void module_unloaded_and_another_at_its_address_get_two_codes(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  uint64_t base = 0x7f0000000000;
+  uint64_t frame = base + 0x1235;
+  rr_module(r, 1, base, base, base + 0x10000, "/nonexistent/liba.so", "", 0);
+  rr_alloc(r, 0x1000, 8, &frame, 1);
+  rr_unload(r, 1);
+  rr_module(r, 2, base, base, base + 0x10000, "/nonexistent/libb.so", "", 0);
+  rr_alloc(r, 0x2000, 8, &frame, 1);
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "modules.ctf", NULL, &st), &t);
+  assert_int_equal(t.count, 2);
+  assert_int_equal(t.events[0].depth, 1);
+  assert_int_equal(t.events[1].depth, 1);
+  assert_true(t.events[0].codes[0] != t.events[1].codes[0]);
+  size_t n;
+  const mt_location *a = rr_locations(&t, t.events[0].codes[0], &n);
+  assert_int_equal(n, 1);
+  assert_string_equal(a->defname, "liba.so+0x1234");
+  const mt_location *b = rr_locations(&t, t.events[1].codes[0], &n);
+  assert_string_equal(b->defname, "libb.so+0x1234");
+  rr_trace_free(&t);
+}
+
+static void pc_in_no_module_and_truncated_stack_have_their_own_codes(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  uint64_t p[4 + 2] = {0x1000, 8, 1, MT_TRACER_KIND_MALLOC | MT_TRACER_FLAG_TRUNCATED, 0x4242, 0};
+  assert_int_equal(mt_ring_write(r, MT_TRACER_REC_ALLOC, 1, p, 5), MT_OK);
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "nomodule.ctf", NULL, &st), &t);
+  assert_int_equal(t.count, 1);
+  assert_int_equal(t.events[0].depth, 2);
+  size_t n;
+  /* outermost first: the truncation marker, then the PC */
+  assert_string_equal(rr_locations(&t, t.events[0].codes[0], &n)->defname, "<truncated>");
+  assert_string_equal(rr_locations(&t, t.events[0].codes[1], &n)->defname, "0x4241");
+  rr_trace_free(&t);
+}
+
+static void compressed_v2_trace_reads_back(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(false, 0.01);
+  rr_alloc(r, 0x1000, 64, NULL, 0);
+  rr_map(r, 0x100000, 0x10000);
+  rr_free(r, 0x1000);
+  mt_recorder_options o = {.version = 2, .compress = true, .context = "prog --flag"};
+  mt_recorder_stats st;
+  const char *path = rr_record(r, "small.ctf.zst", &o, &st);
+  size_t size;
+  uint8_t *bytes = tu_read_file(path, &size);
+  assert_true(size >= 4);
+  assert_int_equal(bytes[0], 0x28); /* zstd magic 28 b5 2f fd */
+  assert_int_equal(bytes[3], 0xfd);
+  assert_int_equal(st.bytes, size);
+  free(bytes);
+  rr_trace t;
+  rr_read(path, &t);
+  const mt_trace_info *info = mt_reader_info(t.reader);
+  assert_int_equal(info->version, 2);
+  assert_true(info->sample_rate == 0.01);
+  assert_non_null(strstr(info->ocaml_runtime_params, "mode=sampled,interval=800"));
+  assert_int_equal(t.count, 3);
+  /* A region's samples follow the rate: 0x10000 bytes = 8192 words at 0.01 */
+  assert_int_equal(t.events[1].nsamples, 82);
+  rr_trace_free(&t);
+}
+
+static void unwritable_output_is_reported_and_rings_still_drained(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  for (int i = 0; i < 1000; i++)
+    rr_alloc(r, 0x1000 + 16 * (uint64_t)i, 8, NULL, 0);
+  char ring_path[4096];
+  strcpy(ring_path, mt_ring_path(r));
+  assert_int_equal(mt_ring_close(r), MT_OK);
+  int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  mt_recorder *rec;
+  mt_error err = {0};
+  assert_int_equal(mt_recorder_create(&rec, fd, NULL, &err), MT_OK);
+  assert_int_equal(mt_recorder_attach(rec, ring_path, true, &err), MT_OK);
+  assert_int_equal(mt_recorder_poll(rec, NULL, &err), MT_OK);
+  assert_int_equal(mt_recorder_finish(rec, &err), MT_E_IO);
+  mt_recorder_stats st;
+  mt_recorder_stats_get(rec, &st);
+  assert_true(st.failed);
+  assert_int_equal(st.error.sys_errno, 28 /* ENOSPC */);
+  assert_int_equal(st.records, 1000);
+  mt_recorder_destroy(rec);
+  close(fd);
+  unlink(ring_path);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(ids_follow_allocation_order_and_lengths_are_words),
+      cmocka_unit_test(realloc_is_a_collect_and_an_alloc),
+      cmocka_unit_test(free_of_unknown_block_is_counted_not_written),
+      cmocka_unit_test(free_before_its_allocation_on_the_same_thread_is_unknown),
+      cmocka_unit_test(region_is_split_by_a_partial_unmap),
+      cmocka_unit_test(map_fixed_over_a_region_replaces_that_part),
+      cmocka_unit_test(module_unloaded_and_another_at_its_address_get_two_codes),
+      cmocka_unit_test(pc_in_no_module_and_truncated_stack_have_their_own_codes),
+      cmocka_unit_test(compressed_v2_trace_reads_back),
+      cmocka_unit_test(unwritable_output_is_reported_and_rings_still_drained),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
