@@ -4,7 +4,7 @@
 # as Debian builds its binaries, and the C++ part throws exceptions through compared frames.
 enable_language(CXX)
 
-memtap_unit_test(test_tracer_unwind_cfi unit/test_tracer_unwind_cfi.c LABELS tracer)
+memtap_unit_test(test_tracer_unwind_cfi unit/test_tracer_unwind_cfi.c LABELS tracer tsan)
 target_sources(test_tracer_unwind_cfi PRIVATE unit/tracer_unwind_cxx.cpp
                ${PROJECT_SOURCE_DIR}/src/tracer/eh_frame.c
                ${PROJECT_SOURCE_DIR}/src/tracer/unwind_cfi.c)
