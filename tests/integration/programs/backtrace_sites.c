@@ -12,6 +12,7 @@ static void *sink[8];
 
 static inline __attribute__((always_inline)) void *inlined_alloc(size_t n) {
   void *p = malloc(n); // @expect allocs=1 frees=0 words=25 @line inlined_malloc
+  KEEP(p);             /* sink is never read: without this, gcc deletes the allocation */
   return p;
 }
 

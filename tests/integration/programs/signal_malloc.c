@@ -51,6 +51,7 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "raise") == 0) {
     for (int i = 0; i < RAISES; i++) {
       void *p = malloc(24); // @expect[raise] allocs=2000 frees=2000 words=6000
+      KEEP(p);
       raise(SIGUSR1);
       free(p);
     }

@@ -4,7 +4,7 @@
  * program must keep (an id allocated twice, a collect of an object that is not live, time going
  * backwards). tests/integration/tracer/run_tracer_tests.py runs it on every trace it makes.
  *
- *   trace_facts [--source NAME]... [--depth D] [--marker-words W] TRACE
+ *   trace_facts [--source NAME]... [--depth D] [--marker-words W] [--skip-file SUFFIX] TRACE
  *
  * A "site" is the innermost source location of an allocation's backtrace (inlined frames
  * flattened) whose file name ends in one of the --source names, provided that only allocator
@@ -12,8 +12,12 @@
  * allocation that some other function makes for the program (printf's buffer) has no site. "top"
  * groups allocations by their innermost location without that filter, "stacks" (with --depth) by
  * their D innermost locations. A collect counts at the site of the object it collects. With
- * --marker-words, "after_marker" counts the allocations and collects that follow the first
- * allocation of W words (the independent recount's marker), the marker's own excluded. */
+ * --marker-words, "after_marker" counts the allocations and collects of External (malloc) blocks
+ * that follow the first allocation of W words (the independent recount's marker), the marker's
+ * own excluded: mapped regions (Major) are not malloc's, glibc's log does not show them. Nor are
+ * the blocks whose innermost location is in a file ending in SUFFIX (--skip-file, the dynamic
+ * loader's rtld-malloc.h: how much ld.so allocates depends on how many objects are loaded, and
+ * the tracer loads its own). */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdbool.h>
@@ -43,7 +47,9 @@ typedef struct group_table {
 typedef struct object {
   int32_t site; /* index in sites, or -1: no frame in the sources */
   int32_t top;
-  int8_t state; /* 0 never seen, 1 live, 2 collected */
+  int8_t state;   /* 0 never seen, 1 live, 2 collected */
+  int8_t source;  /* mt_source */
+  int8_t skipped; /* not counted after the marker (--skip-file) */
 } object;
 
 typedef struct facts {
@@ -55,6 +61,7 @@ typedef struct facts {
   object *objects;
   int64_t nobjects;
   int64_t allocs, collects, promotes, words, nsamples, live, unknown_site_allocs;
+  int64_t external_allocs, major_allocs, minor_allocs;
   int64_t last_time;
   char *errors[MAX_ERRORS];
   int64_t error_count;
@@ -63,6 +70,7 @@ typedef struct facts {
   int64_t marker_words; /* -1: no marker */
   int64_t marker_id;    /* -1 until seen */
   int64_t after_allocs, after_collects;
+  const char *skip_file;
 } facts;
 
 static void *xrealloc(void *p, size_t n) {
@@ -114,6 +122,11 @@ static const char *base_name(const char *path) {
   return slash ? slash + 1 : path;
 }
 
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
 static bool in_sources(const facts *f, const char *filename) {
   const char *base = base_name(filename);
   for (size_t i = 0; i < f->nsources; i++)
@@ -152,11 +165,10 @@ static void location_key(char *buf, size_t size, const mt_location *l) {
 }
 
 static void on_alloc(facts *f, const mt_event *e) {
-  if (f->marker_id >= 0)
-    f->after_allocs++;
-  else if (e->length == f->marker_words)
-    f->marker_id = e->obj_id;
   f->allocs++;
+  f->external_allocs += e->source == MT_SOURCE_EXTERNAL;
+  f->major_allocs += e->source == MT_SOURCE_MAJOR;
+  f->minor_allocs += e->source == MT_SOURCE_MINOR;
   f->words += e->length;
   f->nsamples += e->nsamples;
   f->live++;
@@ -176,8 +188,17 @@ static void on_alloc(facts *f, const mt_event *e) {
   if (o->state != 0)
     add_error(f, "object id %" PRId64 " allocated twice (state %" PRId64 ")", e->obj_id, o->state);
   o->state = 1;
+  o->source = (int8_t)e->source;
 
   flatten(f, e);
+  o->skipped =
+      f->skip_file != NULL && f->nflat > 0 && ends_with(f->flat[0]->filename, f->skip_file);
+  if (e->source == MT_SOURCE_EXTERNAL && !o->skipped) {
+    if (f->marker_id >= 0)
+      f->after_allocs++;
+    else if (e->length == f->marker_words)
+      f->marker_id = e->obj_id;
+  }
   char key[KEY_MAX];
   o->site = -1;
   for (size_t i = 0; i < f->nflat; i++) {
@@ -224,14 +245,15 @@ static void on_alloc(facts *f, const mt_event *e) {
 }
 
 static void on_collect(facts *f, const mt_event *e) {
-  if (f->marker_id >= 0 && e->obj_id != f->marker_id)
-    f->after_collects++;
   f->collects++;
   if (e->obj_id < 0 || e->obj_id >= f->nobjects || f->objects[e->obj_id].state == 0) {
     add_error(f, "collect of object %" PRId64 " never allocated", e->obj_id, 0);
     return;
   }
   object *o = &f->objects[e->obj_id];
+  if (f->marker_id >= 0 && e->obj_id != f->marker_id && o->source == MT_SOURCE_EXTERNAL &&
+      !o->skipped)
+    f->after_collects++;
   if (o->state == 2) {
     add_error(f, "object %" PRId64 " collected twice", e->obj_id, 0);
     return;
@@ -301,16 +323,19 @@ int main(int argc, char **argv) {
       f.depth = (size_t)strtoul(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--marker-words") == 0 && i + 1 < argc)
       f.marker_words = strtoll(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--skip-file") == 0 && i + 1 < argc)
+      f.skip_file = argv[++i];
     else if (path == NULL && argv[i][0] != '-')
       path = argv[i];
     else {
-      fprintf(stderr,
-              "usage: trace_facts [--source NAME]... [--depth D] [--marker-words W] TRACE\n");
+      fprintf(stderr, "usage: trace_facts [--source NAME]... [--depth D] [--marker-words W] "
+                      "[--skip-file SUFFIX] TRACE\n");
       return 64;
     }
   }
   if (path == NULL) {
-    fprintf(stderr, "usage: trace_facts [--source NAME]... [--depth D] [--marker-words W] TRACE\n");
+    fprintf(stderr, "usage: trace_facts [--source NAME]... [--depth D] [--marker-words W] "
+                    "[--skip-file SUFFIX] TRACE\n");
     return 64;
   }
   mt_reader_options options = {.backtraces = true, .on_warning = warn};
@@ -337,6 +362,9 @@ int main(int argc, char **argv) {
          ", \"words\": %" PRId64 ", \"nsamples\": %" PRId64 ", \"live\": %" PRId64
          ", \"allocs_outside_sources\": %" PRId64,
          f.allocs, f.collects, f.promotes, f.words, f.nsamples, f.live, f.unknown_site_allocs);
+  printf(",\n \"external_allocs\": %" PRId64 ", \"major_allocs\": %" PRId64
+         ", \"minor_allocs\": %" PRId64,
+         f.external_allocs, f.major_allocs, f.minor_allocs);
   printf(",\n \"after_marker\": {\"seen\": %s, \"allocs\": %" PRId64 ", \"collects\": %" PRId64 "}",
          f.marker_id >= 0 ? "true" : "false", f.after_allocs, f.after_collects);
   printf(",\n \"error_count\": %" PRId64 ", \"errors\": [", f.error_count);
