@@ -192,11 +192,15 @@ static void run_child(const session *s, const char *shim, const char *resolved, 
   /* Kept after the producer closes, so that a program faster than our first look is still read;
    * the directory is ours and goes at the end. */
   setenv("MEMTAP_RING_PRESERVE", "1", 1);
-  setenv("MEMTAP_TRACE_PID", pid, 1);
-  if (s->set->follow_fork)
+  if (s->set->follow_fork) {
+    /* Every descendant traces, the exec'd ones included: the shim turns itself off in any
+     * process whose pid is not MEMTAP_TRACE_PID, so the variable is left out. */
+    unsetenv("MEMTAP_TRACE_PID");
     setenv("MEMTAP_FOLLOW_FORK", "1", 1);
-  else
+  } else {
+    setenv("MEMTAP_TRACE_PID", pid, 1);
     unsetenv("MEMTAP_FOLLOW_FORK");
+  }
   unsetenv("MEMTAP"); /* in-process mode would trace twice */
   unsetenv("MEMTRACE");
   set_sampling_env(s->set);
