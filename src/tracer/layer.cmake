@@ -42,6 +42,10 @@ foreach(opt IN LISTS _mt_dir_link_opts)
   endif()
 endforeach()
 
+# The tests build the programs they preload the shim into with the same clean flags.
+set_property(GLOBAL PROPERTY MEMTAP_CLEAN_COMPILE_OPTIONS "${_mt_clean_opts}")
+set_property(GLOBAL PROPERTY MEMTAP_CLEAN_LINK_OPTIONS "${_mt_clean_link_opts}")
+
 if(MEMTAP_SANITIZE OR MEMTAP_FUZZ)
   # The layer objects of this build are instrumented: compile their sources again, clean.
   get_target_property(_mt_common_src memtap_common SOURCES)

@@ -26,9 +26,17 @@ typedef struct record {
   uint64_t payload[12];
 } record;
 
+typedef struct module_entry {
+  uint64_t serial, low, high;
+  size_t seen_at; /* records delivered before the entry */
+  char path[256];
+} module_entry;
+
 typedef struct records {
   record *r;
   size_t count, cap;
+  module_entry modules[64];
+  size_t module_count;
   uint64_t main_low, main_high; /* the main program's module (registry serial 1) */
   int process_entries;
   double process_rate;
@@ -56,11 +64,24 @@ static int collect(void *user, const mt_ring_event *ev) {
 static void collect_registry(void *user, unsigned kind, uint64_t id, const void *bytes,
                              size_t length) {
   records *rs = user;
-  if (kind == MT_TRACER_REGISTRY_MODULE && id == 1 && length >= sizeof(mt_tracer_module)) {
+  if (kind == MT_TRACER_REGISTRY_MODULE && length >= sizeof(mt_tracer_module)) {
     mt_tracer_module m;
     memcpy(&m, bytes, sizeof m);
-    rs->main_low = m.low;
-    rs->main_high = m.high;
+    assert_int_equal(length, sizeof m + m.build_id_length + m.path_length);
+    if (id == 1) {
+      rs->main_low = m.low;
+      rs->main_high = m.high;
+    }
+    if (rs->module_count < 64) {
+      module_entry *e = &rs->modules[rs->module_count++];
+      e->serial = id;
+      e->seen_at = rs->count;
+      e->low = m.low;
+      e->high = m.high;
+      size_t n = m.path_length < sizeof e->path - 1 ? m.path_length : sizeof e->path - 1;
+      memcpy(e->path, (const char *)bytes + sizeof m + m.build_id_length, n);
+      e->path[n] = 0;
+    }
   }
   if (kind == MT_TRACER_REGISTRY_PROCESS && length >= sizeof(mt_tracer_process)) {
     mt_tracer_process p;
@@ -128,8 +149,15 @@ static void run(run_result *res, char *const argv[], const char *const env[]) {
       _exit(91);
     dup2(o, 1);
     dup2(e, 2);
-    for (const char *const *v = env; v && *v; v++)
-      putenv((char *)*v);
+    static char own_pid[64];
+    for (const char *const *v = env; v && *v; v++) {
+      if (!strcmp(*v, "MEMTAP_TRACE_PID=self")) {
+        snprintf(own_pid, sizeof own_pid, "MEMTAP_TRACE_PID=%d", (int)getpid());
+        putenv(own_pid);
+      } else {
+        putenv((char *)*v);
+      }
+    }
     execv(argv[0], argv);
     _exit(92);
   }
@@ -438,6 +466,95 @@ static void cxx_exceptions_behave_the_same_under_the_shim(void **state) {
   run_result_free(&traced);
 }
 
+static void signal_handler_that_mallocs_leaves_records_consistent(void **state) {
+  (void)state;
+  char *argv[] = {TRACER_PROG_PATH, "signals", NULL};
+  const char *env[32];
+  traced_env(env, 32, full);
+  run_result traced;
+  run(&traced, argv, env);
+  assert_int_equal(traced.status, 0);
+  assert_string_equal(traced.out, "signals done 1\n");
+  records rs;
+  read_ring(traced.pid, &rs);
+  /* Every recorded block, the handler's and the loop's, has its free recorded after it. */
+  size_t handler_allocs = count(&rs, MT_TRACER_REC_ALLOC, 4444);
+  assert_int_equal(freed_allocs(&rs, 4444), handler_allocs);
+  size_t loop_allocs = 0, loop_freed = 0;
+  for (uint64_t size = 48; size < 248; size++) {
+    loop_allocs += count(&rs, MT_TRACER_REC_ALLOC, size);
+    loop_freed += freed_allocs(&rs, size);
+  }
+  assert_true(loop_allocs >= 20000);
+  assert_int_equal(loop_freed, loop_allocs);
+  free(rs.r);
+  run_result_free(&traced);
+}
+
+static const module_entry *find_module(const records *rs, const char *suffix) {
+  for (size_t i = 0; i < rs->module_count; i++) {
+    size_t n = strlen(rs->modules[i].path), m = strlen(suffix);
+    if (n >= m && !strcmp(rs->modules[i].path + n - m, suffix))
+      return &rs->modules[i];
+  }
+  return NULL;
+}
+
+static void dlopened_library_is_registered_and_its_unload_recorded(void **state) {
+  (void)state;
+  char *argv[] = {TRACER_PROG_PATH, "dlopen", TRACER_PROG_LIB_PATH, NULL};
+  const char *env[32];
+  traced_env(env, 32, full);
+  run_result traced;
+  run(&traced, argv, env);
+  assert_int_equal(traced.status, 0);
+  assert_string_equal(traced.out, "library loaded, used and unloaded\n");
+  records rs;
+  read_ring(traced.pid, &rs);
+  const module_entry *lib = find_module(&rs, "/libtracer_prog_lib.so");
+  assert_non_null(lib);
+  /* The constructor's allocation, made inside dlopen, and the later call's: frame 0 is in the
+   * library. */
+  const record *at_load = find_alloc(&rs, 5555), *called = find_alloc(&rs, 6666);
+  assert_non_null(at_load);
+  assert_non_null(called);
+  assert_true(at_load->id >= 1 && called->id >= 1);
+  assert_in_range(at_load->payload[4], lib->low, lib->high - 1);
+  assert_true(lib->seen_at <= (size_t)(at_load - rs.r)); /* registered before its first frame */
+  assert_in_range(called->payload[4], lib->low, lib->high - 1);
+  size_t unloads = 0;
+  for (size_t i = 0; i < rs.count; i++)
+    if (rs.r[i].type == MT_TRACER_REC_MODULE_UNLOAD) {
+      assert_int_equal(rs.r[i].payload[0], lib->serial);
+      assert_true(&rs.r[i] > called);
+      unloads++;
+    }
+  assert_int_equal(unloads, 1);
+  free(rs.r);
+  run_result_free(&traced);
+}
+
+static void spawned_and_vforked_children_of_other_pids_are_not_traced(void **state) {
+  (void)state;
+  char *argv[] = {TRACER_PROG_PATH, "spawn", NULL};
+  static const char *const only_self[] = {"MEMTAP_FULL=1", "MEMTAP_TRACE_PID=self", NULL};
+  const char *env[32];
+  traced_env(env, 32, only_self);
+  run_result traced;
+  run(&traced, argv, env);
+  assert_int_equal(traced.status, 0);
+  assert_string_equal(traced.out, "spawned 0\n");
+  int a = 0, b = 0;
+  assert_int_equal(sscanf(traced.err, "child %d child %d", &a, &b), 2);
+  assert_false(ring_exists(a));
+  assert_false(ring_exists(b));
+  records rs;
+  read_ring(traced.pid, &rs);
+  assert_int_equal(count(&rs, MT_TRACER_REC_ALLOC, 7777), 1);
+  free(rs.r);
+  run_result_free(&traced);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(full_tracing_records_every_allocation_of_the_program),
@@ -448,6 +565,9 @@ int main(void) {
       cmocka_unit_test(malformed_variable_means_no_tracing_and_the_program_runs),
       cmocka_unit_test(sampled_mode_estimates_bytes_and_frees_only_sampled_blocks),
       cmocka_unit_test(cxx_exceptions_behave_the_same_under_the_shim),
+      cmocka_unit_test(signal_handler_that_mallocs_leaves_records_consistent),
+      cmocka_unit_test(dlopened_library_is_registered_and_its_unload_recorded),
+      cmocka_unit_test(spawned_and_vforked_children_of_other_pids_are_not_traced),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

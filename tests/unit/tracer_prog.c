@@ -1,14 +1,18 @@
 /* A small program the preload tests run under libmemtap-preload.so (test_tracer_preload.c): each
  * mode makes allocations of distinctive sizes, so that the test can find them among the records,
  * and prints what it did. Its output must be the same with and without the shim. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,6 +121,73 @@ static int sampled(void) {
   return 0;
 }
 
+static volatile sig_atomic_t handled;
+
+static void handler(int sig) {
+  (void)sig;
+  void *p = malloc(4444); /* often while the interrupted code is inside malloc or the shim */
+  sink = p;
+  free(p);
+  handled++;
+}
+
+static int signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = handler;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGALRM, &sa, NULL);
+  struct itimerval it = {{0, 200}, {0, 200}};
+  setitimer(ITIMER_REAL, &it, NULL);
+  unsigned sum = 0;
+  for (int i = 0; i < 20000 || handled < 20; i++) {
+    unsigned char *p = site(48 + i % 200);
+    p[0] = 1;
+    sum += p[0];
+    free(p);
+  }
+  struct itimerval off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_REAL, &off, NULL);
+  fprintf(stderr, "handled %d\n", (int)handled);
+  printf("signals done %u\n", sum >= 20000);
+  return 0;
+}
+
+static int loading(const char *library) {
+  void *h = dlopen(library, RTLD_NOW);
+  if (!h) {
+    printf("dlopen failed: %s\n", dlerror());
+    return 1;
+  }
+  void *(*work)(void) = (void *(*)(void))dlsym(h, "tracer_prog_lib_work");
+  void *p = work();
+  free(p);
+  dlclose(h);
+  printf("library loaded, used and unloaded\n");
+  return 0;
+}
+
+extern char **environ;
+
+static int spawning(void) {
+  char *argv[] = {"/bin/true", NULL};
+  pid_t a;
+  int status;
+  if (posix_spawn(&a, "/bin/true", NULL, NULL, argv, environ) != 0)
+    return 1;
+  waitpid(a, &status, 0);
+  pid_t b = vfork();
+  if (b == 0) {
+    execv("/bin/true", argv);
+    _exit(127);
+  }
+  waitpid(b, &status, 0);
+  free(site(7777));
+  fprintf(stderr, "child %d child %d\n", (int)a, (int)b);
+  printf("spawned %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "basic";
   if (!strcmp(mode, "basic"))
@@ -127,6 +198,12 @@ int main(int argc, char **argv) {
     return forking();
   if (!strcmp(mode, "sampled"))
     return sampled();
+  if (!strcmp(mode, "signals"))
+    return signals();
+  if (!strcmp(mode, "dlopen") && argc > 2)
+    return loading(argv[2]);
+  if (!strcmp(mode, "spawn"))
+    return spawning();
   fprintf(stderr, "tracer_prog: unknown mode %s\n", mode);
   return 2;
 }
