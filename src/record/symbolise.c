@@ -29,8 +29,19 @@ typedef struct rec_elf {
   Dwarf_Addr bias; /* dwfl address = ELF address + bias */
   bool mismatch;   /* the file on disk is not the one the process loaded */
   bool unusable;   /* cannot be opened */
+  /* The CUs' address ranges, for files without .debug_aranges (clang does not emit it by default,
+   * and libdwfl's CU lookup relies on it): built on the first miss, sorted by address. */
+  struct cu_range *ranges;
+  size_t range_count;
+  bool ranges_built;
   struct rec_elf *next;
 } rec_elf;
+
+typedef struct cu_range {
+  Dwarf_Addr low, high; /* DWARF addresses */
+  Dwarf_Die cu;
+  Dwarf_Addr bias;
+} cu_range;
 
 struct rec_symboliser {
   bool no_symbols;
@@ -63,6 +74,7 @@ void rec_symboliser_free(rec_symboliser *s) {
       dwfl_end(e->dwfl);
     free(e->path);
     free(e->build_id);
+    free(e->ranges);
     free(e);
   }
   for (size_t i = 0; i < s->owned_count; i++)
@@ -213,17 +225,78 @@ static const char *die_name(rec_symboliser *s, Dwarf_Die *die) {
   return name ? name : linkage;
 }
 
+static int compare_ranges(const void *a, const void *b) {
+  const cu_range *x = a, *y = b;
+  return x->low < y->low ? -1 : x->low > y->low;
+}
+
+static void build_ranges(rec_elf *e) {
+  e->ranges_built = true;
+  size_t cap = 0;
+  Dwarf_Die *cu = NULL;
+  Dwarf_Addr bias;
+  while ((cu = dwfl_module_nextcu(e->mod, cu, &bias))) {
+    Dwarf_Addr base, start, end;
+    ptrdiff_t offset = 0;
+    while ((offset = dwarf_ranges(cu, offset, &base, &start, &end)) > 0) {
+      if (start >= end)
+        continue;
+      if (e->range_count == cap) {
+        size_t n = cap ? cap * 2 : 64;
+        cu_range *grown = realloc(e->ranges, n * sizeof *grown);
+        if (!grown)
+          return;
+        e->ranges = grown;
+        cap = n;
+      }
+      e->ranges[e->range_count++] = (cu_range){start, end, *cu, bias};
+    }
+  }
+  qsort(e->ranges, e->range_count, sizeof *e->ranges, compare_ranges);
+}
+
+/* The CU holding the dwfl address `addr`: libdwfl's lookup (.debug_aranges), checked, else the
+ * CUs' own ranges. */
+static Dwarf_Die *find_cu(rec_elf *e, Dwarf_Addr addr, Dwarf_Addr *bias, Dwarf_Die *storage) {
+  Dwarf_Die *cu = dwfl_module_addrdie(e->mod, addr, bias);
+  if (cu && dwarf_haspc(cu, addr - *bias) > 0)
+    return cu;
+  if (!e->ranges_built)
+    build_ranges(e);
+  size_t lo = 0, hi = e->range_count;
+  while (lo < hi) { /* the last range starting at or below addr */
+    size_t mid = lo + (hi - lo) / 2;
+    if (e->ranges[mid].low + e->ranges[mid].bias <= addr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (size_t i = lo; i-- > 0 && lo - i <= 64;) {
+    const cu_range *r = &e->ranges[i];
+    if (addr - r->bias >= r->low && addr - r->bias < r->high) {
+      *storage = r->cu;
+      *bias = r->bias;
+      return storage;
+    }
+  }
+  return NULL;
+}
+
 /* Fills the entries innermost first from DWARF; returns how many. */
 static size_t from_dwarf(rec_symboliser *s, rec_elf *e, uint64_t vaddr) {
   Dwarf_Addr addr = vaddr + e->bias, dbias = 0;
-  Dwarf_Die *cu = dwfl_module_addrdie(e->mod, addr, &dbias);
+  Dwarf_Die storage;
+  Dwarf_Die *cu = find_cu(e, addr, &dbias, &storage);
   if (!cu)
     return 0;
   const char *file = NULL;
   int line = 0, column = 0;
-  Dwfl_Line *dl = dwfl_module_getsrc(e->mod, addr);
-  if (dl)
-    file = dwfl_lineinfo(dl, NULL, &line, &column, NULL, NULL);
+  Dwarf_Line *dl = dwarf_getsrc_die(cu, addr - dbias);
+  if (dl) {
+    file = dwarf_linesrc(dl, NULL, NULL);
+    dwarf_lineno(dl, &line);
+    dwarf_linecol(dl, &column);
+  }
   /* dwarf_getscopes follows an inlined instance to its abstract origin's scopes; the concrete
    * chain (the functions it was inlined into) comes from the DIE itself. */
   Dwarf_Die *found = NULL, *scopes = NULL;
