@@ -263,8 +263,25 @@ def full_program(name, args=(), mode="all", sources=None, compare_stdout=True, e
     same_behaviour(plain, traced, " ".join([name, *args]), compare_stdout)
     verify_trace(trace)
     f = facts(trace, sources)
+    check_summary_line(traced.stderr, trace, f)
     check_sites(f, sources, mode, " ".join([name, *args]))
     return f, traced
+
+
+SUMMARY_RE = re.compile(r"memtap: (.*): .*?(\d+) allocations, (\d+) frees, (\d+) unknown frees, "
+                        r"(\d+) lost records")
+
+
+def check_summary_line(stderr, trace, f):
+    """record's closing line names the trace and its counts; --full loses no record."""
+    lines = [m for m in SUMMARY_RE.finditer(stderr) if m.group(1) == trace]
+    expect(lines, f"memtap record printed no closing line for {trace}:\n{stderr[-2000:]}")
+    m = lines[-1]
+    allocs, frees, lost = int(m.group(2)), int(m.group(3)), int(m.group(5))
+    expect(allocs == f["allocs"] and frees == f["collects"],
+           f"closing line says {allocs} allocations, {frees} frees; the trace has {f['allocs']} "
+           f"and {f['collects']} collects")
+    expect(lost == 0, f"{lost} records lost with --full (lossless)")
 
 
 def trace_files(directory):
@@ -333,9 +350,10 @@ def test_full_fork_exec_vfork_spawn_with_follow_fork():
            f"{files}\nrecord's stderr:\n{traced.stderr[-2000:]}")
     check_sites(facts(trace, ["procs.c", "alloc_patterns.c"]), ["procs.c"], "parent",
                 "procs all (parent trace)")
+    pids = {}
     total = {}
     for path in files:
-        verify_trace(path)
+        pids[path] = verify_trace(path)["pid"]
         for site, g in facts(path, ["procs.c", "alloc_patterns.c"])["sites"].items():
             t = total.setdefault(site, {"allocs": 0, "collects": 0, "words": 0})
             for k in t:
@@ -356,8 +374,12 @@ def test_full_fork_exec_vfork_spawn_with_follow_fork():
             if key in want and got[field] != want[key]:
                 problems.append(f"{site}: {key} over all traces expected {want[key]}, "
                                 f"got {got[field]}")
+    for path, pid in pids.items():
+        suffix = path.rsplit(".", 1)[-1]
+        if suffix.isdigit() and int(suffix) != pid:
+            problems.append(f"{os.path.basename(path)}: trace_info says pid {pid}")
     if problems:
-        fail("--follow-fork totals wrong:\n  " + "\n  ".join(problems))
+        fail("--follow-fork traces wrong:\n  " + "\n  ".join(problems))
 
 
 def test_full_exec_wrapper_traces_the_execd_program():
