@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "common/arena.h"
+#include "common/hashmap.h"
 #include "record/record_internal.h"
 
 #define MAX_ENTRIES 256
@@ -43,8 +46,16 @@ typedef struct cu_range {
   Dwarf_Addr bias;
 } cu_range;
 
+/* A resolved code: the writer asks again for codes its backtrace cache evicted. */
+typedef struct cached_list {
+  size_t count;
+  mt_location entries[];
+} cached_list;
+
 struct rec_symboliser {
   bool no_symbols;
+  mt_hashmap cache; /* code -> cached_list * */
+  mt_arena arena;   /* the cached lists and their strings */
   rec_elf *elves;
   mt_location entries[MAX_ENTRIES];
   char *owned[MAX_ENTRIES * 2 + 2]; /* strings of the last answer, freed at the next call */
@@ -60,8 +71,10 @@ static const Dwfl_Callbacks callbacks = {
 
 rec_symboliser *rec_symboliser_new(bool no_symbols) {
   rec_symboliser *s = calloc(1, sizeof *s);
-  if (s)
+  if (s) {
     s->no_symbols = no_symbols;
+    s->cache.seed = mt_hashmap_random_seed();
+  }
   return s;
 }
 
@@ -79,6 +92,8 @@ void rec_symboliser_free(rec_symboliser *s) {
   }
   for (size_t i = 0; i < s->owned_count; i++)
     free(s->owned[i]);
+  mt_hashmap_free(&s->cache);
+  mt_arena_free(&s->arena);
   free(s);
 }
 
@@ -134,7 +149,10 @@ static rec_elf *open_elf(rec_symboliser *s, rec_module *m) {
   memcpy(e->build_id, m->build_id, m->build_id_length);
   e->build_id_length = m->build_id_length;
   e->unusable = true;
-  if (m->path[0] == '/' && (e->dwfl = dwfl_begin(&callbacks))) {
+  /* Regular files only: the path comes from the traced process, and opening a FIFO would block. */
+  struct stat st;
+  if (m->path[0] == '/' && stat(m->path, &st) == 0 && S_ISREG(st.st_mode) &&
+      (e->dwfl = dwfl_begin(&callbacks))) {
     dwfl_report_begin(e->dwfl);
     e->mod = dwfl_report_elf(e->dwfl, m->path, m->path, -1, 0, false);
     dwfl_report_end(e->dwfl, NULL, NULL);
@@ -365,8 +383,50 @@ size_t rec_fit_locations(mt_location *entries, size_t count, char *scratch) {
   return count;
 }
 
+static const char *arena_copy(mt_arena *a, const char *text) {
+  size_t len = strlen(text) + 1;
+  char *copy = mt_arena_alloc(a, len);
+  if (copy)
+    memcpy(copy, text, len);
+  return copy;
+}
+
+/* Keeps the answer just made for the next time the writer asks (a failure only costs a lookup). */
+static void remember(rec_symboliser *s, uint64_t code, const mt_location *entries, size_t count) {
+  cached_list *c = mt_arena_alloc(&s->arena, sizeof *c + count * sizeof c->entries[0]);
+  if (!c)
+    return;
+  c->count = count;
+  for (size_t i = 0; i < count; i++) {
+    c->entries[i] = entries[i];
+    c->entries[i].filename = arena_copy(&s->arena, entries[i].filename);
+    c->entries[i].defname = arena_copy(&s->arena, entries[i].defname);
+    if (!c->entries[i].filename || !c->entries[i].defname)
+      return;
+  }
+  mt_hashmap_put(&s->cache, (int64_t)code, (uint64_t)(uintptr_t)c);
+}
+
+static int resolve_uncached(rec_symboliser *s, const rec_modules *ms, const rec_sites *sites,
+                            uint64_t code, const mt_location **entries, size_t *count);
+
 int rec_symboliser_resolve(rec_symboliser *s, const rec_modules *ms, const rec_sites *sites,
                            uint64_t code, const mt_location **entries, size_t *count) {
+  uint64_t hit;
+  if (mt_hashmap_get(&s->cache, (int64_t)code, &hit)) {
+    const cached_list *c = (const cached_list *)(uintptr_t)hit;
+    *entries = c->entries;
+    *count = c->count;
+    return MT_OK;
+  }
+  int rc = resolve_uncached(s, ms, sites, code, entries, count);
+  if (rc == MT_OK)
+    remember(s, code, *entries, *count);
+  return rc;
+}
+
+static int resolve_uncached(rec_symboliser *s, const rec_modules *ms, const rec_sites *sites,
+                            uint64_t code, const mt_location **entries, size_t *count) {
   for (size_t i = 0; i < s->owned_count; i++)
     free(s->owned[i]);
   s->owned_count = 0;
