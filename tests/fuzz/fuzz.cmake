@@ -30,3 +30,13 @@ memtap_fuzz_target(fuzz_env fuzz/fuzz_env.c)
 
 # The checkpoint index (TRACE.idx) and the reader's saved state inside it.
 memtap_fuzz_target(fuzz_index fuzz/fuzz_index.c)
+
+# The tracer's environment variables (src/tracer/config.c), as the shim and `memtap record` read
+# them.
+if(TARGET memtap_tracer_pure)
+  memtap_fuzz_target(fuzz_tracer_env fuzz/fuzz_tracer_env.c)
+  target_link_libraries(replay_fuzz_tracer_env PRIVATE memtap_tracer_pure)
+  if(MEMTAP_FUZZ)
+    target_link_libraries(fuzz_tracer_env PRIVATE memtap_tracer_pure)
+  endif()
+endif()
