@@ -18,7 +18,6 @@
  * the blocks whose innermost location is in a file ending in SUFFIX (--skip-file, the dynamic
  * loader's rtld-malloc.h: how much ld.so allocates depends on how many objects are loaded, and
  * the tracer loads its own). */
-#define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -306,6 +305,25 @@ static void print_groups(const char *name, const group_table *t) {
   printf("}");
 }
 
+static void free_groups(group_table *t) {
+  for (size_t i = 0; i < t->count; i++) {
+    free(t->items[i].key);
+    free(t->items[i].func);
+  }
+  free(t->items);
+}
+
+/* Everything is freed: the ASan+UBSan run of the suite checks for leaks. */
+static void free_facts(facts *f) {
+  free_groups(&f->sites);
+  free_groups(&f->tops);
+  free_groups(&f->stacks);
+  free(f->objects);
+  for (int64_t i = 0; i < f->error_count && i < MAX_ERRORS; i++)
+    free(f->errors[i]);
+  mt_reader_close(f->reader);
+}
+
 static void warn(void *user, int64_t offset, const char *message) {
   (void)user;
   fprintf(stderr, "trace_facts: warning at byte %" PRId64 ": %s\n", offset, message);
@@ -377,6 +395,6 @@ int main(int argc, char **argv) {
   print_groups("top", &f.tops);
   print_groups("stacks", &f.stacks);
   printf("}\n");
-  mt_reader_close(f.reader);
+  free_facts(&f);
   return status == MT_OK ? 0 : 1;
 }
