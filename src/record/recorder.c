@@ -274,9 +274,12 @@ int mt_recorder_attach(mt_recorder *r, const char *path, bool primary, mt_error 
   return MT_OK;
 }
 
-/* Reads every attachment until nothing is left (or the per-call cap). */
-static int read_rings(mt_recorder *r, bool *progress, bool to_end, mt_error *err) {
+/* Reads every attachment until nothing is left (or the per-call cap). *caught_up: every ring was
+ * read to where it stood, so that nothing published before this call is still unread. */
+static int read_rings(mt_recorder *r, bool *progress, bool *caught_up, bool to_end, mt_error *err) {
   int status = MT_OK;
+  if (caught_up)
+    *caught_up = true;
   for (size_t i = 0; i < r->natt; i++) {
     r->current = &r->att[i];
     size_t total = 0, got;
@@ -298,6 +301,8 @@ static int read_rings(mt_recorder *r, bool *progress, bool to_end, mt_error *err
       }
       total += got;
     } while (got && (to_end || total < POLL_MAX_PER_CALL));
+    if (got && caught_up)
+      *caught_up = false;
     if (total && progress)
       *progress = true;
   }
@@ -320,12 +325,16 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
   if (r->finished)
     return mt_fail(err, MT_E_STATE, -1, "the recorder has finished");
   int64_t now = mono_ns();
-  int rc = read_rings(r, progress, false, err);
+  bool caught_up;
+  int rc = read_rings(r, progress, &caught_up, false, err);
   if (rc == MT_E_NOMEM)
     return rc;
   if (r->have_process && !r->writer_tried)
     ensure_writer(r);
-  if (r->natt) {
+  /* Behind on some ring: records stamped before the frontier may still be unread there, so
+   * nothing is written until the rings are caught up (the merge would otherwise have to repair
+   * them). */
+  if (r->natt && caught_up) {
     const attachment *a = &r->att[0];
     int64_t abs_now = a->realtime ? real_ns() : a->created_realtime_ns + (now - a->created_ns);
     drain_heap(r, abs_now - r->opt.merge_lag_ms * 1000000, false);
@@ -364,7 +373,7 @@ int mt_recorder_finish(mt_recorder *r, mt_error *err) {
   if (r->finished)
     return mt_fail(err, MT_E_STATE, -1, "the recorder has finished");
   mt_error read_err = {0};
-  int rc = read_rings(r, NULL, true, &read_err);
+  int rc = read_rings(r, NULL, NULL, true, &read_err);
   drain_heap(r, INT64_MAX, true);
   ensure_writer(r);
   rec_output_close(&r->out);
