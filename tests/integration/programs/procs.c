@@ -5,13 +5,16 @@
  *   fork-exec   fork; the child allocates, then execs argv[2]
  *   vfork-exec  vfork; the child execs argv[2] at once
  *   spawn       posix_spawn of argv[2]
- *   all         the four above in turn */
+ *   all         the four above in turn
+ *   daemon      double fork: the child forks a grandchild and exits at once; the grandchild,
+ *               re-parented, allocates after its parent is gone (argv[2] unused) */
 #define _GNU_SOURCE
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_program.h"
@@ -29,6 +32,16 @@ static void parent_work(void) {
 static void child_work(void) {
   for (int i = 0; i < 6; i++) {
     void *p = malloc(136); // @expect[child] allocs=6 frees=6 words=102
+    KEEP(p);
+    free(p);
+  }
+}
+
+static void daemon_work(void) {
+  struct timespec pause = {0, 200 * 1000 * 1000}; /* its parent exits meanwhile */
+  nanosleep(&pause, NULL);
+  for (int i = 0; i < 3; i++) {
+    void *p = malloc(152); // @expect[daemon] allocs=3 frees=3 words=57
     KEEP(p);
     free(p);
   }
@@ -72,19 +85,30 @@ static int run(const char *mode, char *prog) {
     }
     return wait_for(pid, mode);
   }
+  if (strcmp(mode, "daemon") == 0) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (fork() == 0) {
+        daemon_work();
+        _exit(0);
+      }
+      _exit(0);
+    }
+    return wait_for(pid, mode);
+  }
   if (strcmp(mode, "spawn") == 0) {
     pid_t pid = -1;
     if (posix_spawn(&pid, prog, NULL, NULL, args, environ) != 0)
       pid = -1;
     return wait_for(pid, mode);
   }
-  fprintf(stderr, "usage: procs fork|fork-exec|vfork-exec|spawn|all PROGRAM\n");
+  fprintf(stderr, "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon PROGRAM\n");
   return 64;
 }
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: procs fork|fork-exec|vfork-exec|spawn|all PROGRAM\n");
+    fprintf(stderr, "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon PROGRAM\n");
     return 64;
   }
   parent_work();

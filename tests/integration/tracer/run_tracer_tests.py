@@ -389,6 +389,36 @@ def test_full_fork_exec_vfork_spawn_with_follow_fork():
         fail("--follow-fork traces wrong:\n  " + "\n  ".join(problems))
 
 
+def test_full_double_fork_daemon_followed():
+    directory = os.path.join(WORK, "out")
+    os.mkdir(directory)
+    argv = [program("procs"), "daemon", "-"]
+    plain = untraced(argv)
+    trace = os.path.join(directory, "procs.ctf")
+    traced = record(trace, argv, ("--full", "--follow-fork"))
+    same_behaviour(plain, traced, "procs daemon --follow-fork")
+    # The grandchild outlives its parent: memtap, a subreaper, waits for it and writes its trace.
+    daemon = {site: want for site, want in expectations(["procs.c"], "daemon").items()
+              if site not in expectations(["procs.c"], "parent")}
+    files = trace_files(directory)
+    found = []
+    for path in files:
+        verify_trace(path)
+        sites = facts(path, ["procs.c"])["sites"]
+        if any(sites.get(site, {}).get("allocs") for site in daemon):
+            found.append(path)
+            got = {site: sites.get(site, {"allocs": 0, "collects": 0, "words": 0})
+                   for site in daemon}
+            for site, want in daemon.items():
+                expect((got[site]["allocs"], got[site]["collects"], got[site]["words"]) ==
+                       (want["allocs"], want["frees"], want["words"]),
+                       f"{path}: {site}: {got[site]}, expected {want}")
+            other = {k: g["allocs"] for k, g in sites.items() if k not in daemon and g["allocs"]}
+            expect(not other, f"{path}: the grandchild's trace has other sites {other}")
+    expect(len(found) == 1, f"expected one trace with the grandchild's blocks, got {found} of "
+                            f"{files}\nrecord's stderr:\n{traced.stderr[-2000:]}")
+
+
 def test_full_exec_wrapper_traces_the_execd_program():
     prog = program("alloc_patterns")
     plain = untraced([prog])
@@ -654,7 +684,11 @@ def test_sampled_estimates_unbiased_over_seeds():
         f = facts(trace, ["sampled.c"])
         expect(not f["error_count"], f"seed {seed}: {f['errors']}")
         for site in sites:
-            counts[site].append(f["sites"].get(site, {"nsamples": 0})["nsamples"])
+            g = f["sites"].get(site, {"nsamples": 0, "allocs": 0, "collects": 0})
+            counts[site].append(g["nsamples"])
+            # sampled.c frees every block: each sampled block's free is in the trace too.
+            expect(g["allocs"] == g["collects"],
+                   f"seed {seed}, {site}: {g['allocs']} sampled blocks, {g['collects']} frees")
         os.unlink(trace)
     n = len(seeds)
     problems = []
