@@ -66,6 +66,7 @@ memtap_tracer_program(backtrace_sites_clang ${MEMTAP_CLANG} backtrace_sites.c)
 memtap_tracer_program(libdl_alloc_lib.so ${MEMTAP_GCC} dl_alloc_lib.c -shared -fPIC)
 memtap_tracer_program(librecount_marker.so ${MEMTAP_GCC} recount_marker.c -shared -fPIC)
 memtap_tracer_program(static_worker ${MEMTAP_GCC} slow_worker.c -static)
+memtap_tracer_program(asan_worker ${MEMTAP_CLANG} slow_worker.c -fsanitize=address)
 add_custom_target(memtap_tracer_programs ALL DEPENDS ${_outputs})
 
 set(_driver ${CMAKE_CURRENT_LIST_DIR}/tracer/run_tracer_tests.py)
@@ -98,7 +99,8 @@ set(_tracer_tests
     fault_record_sigkilled_program_finishes
     fault_output_on_dev_full
     fault_static_program_refused
-    fault_setuid_program_refused)
+    fault_setuid_program_refused
+    fault_sanitizer_program_refused)
 foreach(_t IN LISTS _tracer_tests)
   add_test(NAME tracer_${_t}
            COMMAND ${Python3_EXECUTABLE} ${_driver} --memtap $<TARGET_FILE:memtap_cli>

@@ -898,8 +898,16 @@ def test_fault_static_program_refused():
     expect(p.returncode != 0, f"memtap record of a static program exited 0\n{p.stderr}")
     expect(re.search(r"static", p.stderr, re.I),
            f"memtap record does not say the program is static:\n{p.stderr[-2000:]}")
-    expect(not os.path.exists(trace) or os.path.getsize(trace) == 0 or
-           facts(trace)["allocs"] == 0, "an empty-looking trace was written")
+    expect(not os.path.exists(trace), "a trace was written for a program that was not traced")
+
+
+def test_fault_sanitizer_program_refused():
+    trace = os.path.join(WORK, "asan.ctf")
+    p = run(record_command(trace, [program("asan_worker"), "1"]), env=base_env())
+    expect(p.returncode != 0, f"memtap record of an ASan program exited 0\n{p.stderr}")
+    expect(re.search(r"sanitizer|asan", p.stderr, re.I),
+           f"memtap record does not say the program is a sanitizer build:\n{p.stderr[-2000:]}")
+    expect(not os.path.exists(trace), "a trace was written for a program that was not traced")
 
 
 def test_fault_setuid_program_refused():
@@ -923,6 +931,7 @@ def test_fault_setuid_program_refused():
     expect(p.returncode != 0, f"memtap record of a setuid program exited 0\n{p.stderr}")
     expect(re.search(r"setuid|set-user-ID|secure", p.stderr, re.I),
            f"memtap record does not say the program is setuid:\n{p.stderr[-2000:]}")
+    expect(not os.path.exists(trace), "a trace was written for a program that was not traced")
 
 
 # ---------------------------------------------------------------------------------------------
