@@ -24,6 +24,8 @@ static slot slots[MT_CFI_MAX_MODULES];
 static _Atomic unsigned slots_used; /* high-water mark */
 static atomic_flag writer_lock = ATOMIC_FLAG_INIT;
 static _Atomic uintptr_t skip_lo, skip_hi;
+/* Bumped by every change of the table or the cache: a memo made before is stale. */
+static _Atomic unsigned generation;
 
 #define RELAXED memory_order_relaxed
 #define ACQUIRE memory_order_acquire
@@ -66,6 +68,7 @@ static void cache_forget(uintptr_t lo, uintptr_t hi) {
 }
 
 void mt_cfi_cache_clear(void) {
+  atomic_fetch_add_explicit(&generation, 1, RELEASE);
   for (uint32_t i = 0; i < CACHE_SIZE; i++)
     atomic_store_explicit(&cache[i], 0, RELAXED);
 }
@@ -97,6 +100,7 @@ int mt_cfi_add_module(const mt_cfi_module *m) {
   slot_write(&slots[i], m);
   if (i == used)
     atomic_store_explicit(&slots_used, used + 1, RELEASE);
+  atomic_fetch_add_explicit(&generation, 1, RELEASE);
   unlock_writers();
   cache_forget(m->text_lo, m->text_hi); /* "no module here" entries made before it came */
   return 0;
@@ -111,6 +115,7 @@ void mt_cfi_remove_module(uintptr_t text_lo) {
       continue;
     uintptr_t hi = atomic_load_explicit(&slots[i].text_hi, RELAXED);
     slot_write(&slots[i], &(mt_cfi_module){0});
+    atomic_fetch_add_explicit(&generation, 1, RELEASE);
     unlock_writers();
     cache_forget(text_lo, hi);
     return;
@@ -204,12 +209,6 @@ __attribute__((no_sanitize("address"))) static inline uint64_t load_word(uintptr
   return v;
 }
 
-static mt_eh_rule unpack(uint64_t e) {
-  return (mt_eh_rule){.kind = (uint8_t)(e & 7),
-                      .rbp_slot = (int8_t)((int8_t)(e >> 1) >> 2), /* bits 3-8, sign-extended */
-                      .cfa_offset = (int32_t)((e >> 9) & 0x3fffff)};
-}
-
 /* A signal trampoline's frame: r->sp is the ucontext the kernel pushed (the handler's return
  * into the trampoline popped the return address), the interrupted registers are in its gregs. */
 __attribute__((no_sanitize("address"))) static bool step_signal(mt_cfi_regs *r, uintptr_t lo,
@@ -226,84 +225,116 @@ __attribute__((no_sanitize("address"))) static bool step_signal(mt_cfi_regs *r, 
   return true;
 }
 
-/* The hot loop. A cache entry holds the frame's whole rule in one word: the common case (CFA from
+enum step_result { STEP_FRAME, STEP_SIGNAL, STEP_END };
+
+/* One frame up. A cache entry holds the frame's whole rule in one word: the common case (CFA from
  * rsp or rbp, a hit) is a load of the entry, a tag compare, an add and the load of the return
- * address; everything else goes through rule_miss or the switch below. */
-__attribute__((no_sanitize("address"))) static size_t walk(mt_cfi_regs r, bool exact, unsigned drop,
-                                                           uint64_t *pcs, size_t max, uintptr_t lo,
-                                                           uintptr_t hi, unsigned *flags_out) {
-  uintptr_t range_lo = atomic_load_explicit(&skip_lo, RELAXED);
-  uintptr_t range_hi = atomic_load_explicit(&skip_hi, RELAXED);
-  bool in_skip_range = range_lo < range_hi;
+ * address; everything else goes through rule_miss or the switch. *bp_from gets the address the
+ * caller's rbp was read from (0: unchanged), *used_bp whether the CFA came from rbp. At STEP_END
+ * *flags says why, if not the end of the stack. */
+__attribute__((always_inline, no_sanitize("address"))) static inline enum step_result
+step(mt_cfi_regs *r, bool *exact, uintptr_t lo, uintptr_t hi, unsigned *flags, uintptr_t *bp_from,
+     bool *used_bp) {
+  uintptr_t key = r->pc - !*exact;
+  _Atomic uint64_t *entry = &cache[key & (CACHE_SIZE - 1)];
+  uint64_t e = atomic_load_explicit(entry, RELAXED);
+  /* Hit: the tag (bits 31-63) is key >> CACHE_BITS, i.e. key << (TAG_SHIFT - CACHE_BITS). */
+  if (((e ^ ((uint64_t)key << (TAG_SHIFT - CACHE_BITS))) >> TAG_SHIFT) != 0 || !(e & 7) ||
+      key >> 48)
+    e = pack(rule_miss(key, entry), key);
+  uint64_t kind = e & 7;
+  if (__builtin_expect(kind > MT_EH_CFA_RBP, 0)) {
+    switch (kind) {
+    case MT_EH_SIGNAL:
+      if (!step_signal(r, lo, hi)) {
+        *flags |= MT_CFI_STOP_BAD_STACK;
+        return STEP_END;
+      }
+      *flags |= MT_CFI_PASSED_SIGNAL;
+      *exact = true; /* the interrupted PC is not a return address */
+      return r->pc ? STEP_SIGNAL : STEP_END;
+    case MT_EH_OUTERMOST: return STEP_END;
+    case MT_EH_NO_FDE:
+    case MT_EH_NO_MODULE: *flags |= MT_CFI_STOP_NO_INFO; return STEP_END;
+    default: *flags |= MT_CFI_STOP_UNEXPRESSIBLE; return STEP_END;
+    }
+  }
+  *used_bp = kind == MT_EH_CFA_RBP;
+  uintptr_t cfa = (kind == MT_EH_CFA_RSP ? r->sp : r->bp) + ((e >> 9) & 0x3fffff);
+  /* The return address at cfa - 8 and the walk only moving up: cfa in [sp + 8, hi]. */
+  if (cfa < r->sp + 8 || cfa > hi) {
+    *flags |= MT_CFI_STOP_BAD_STACK;
+    return STEP_END;
+  }
+  int rbp_slot = (int8_t)((int8_t)(e >> 1) >> 2); /* bits 3-8, sign-extended */
+  *bp_from = 0;
+  if (rbp_slot) {
+    uintptr_t at = cfa + (uintptr_t)(intptr_t)(8 * rbp_slot);
+    if (at < lo) {
+      *flags |= MT_CFI_STOP_BAD_STACK;
+      return STEP_END;
+    }
+    r->bp = load_word(at);
+    *bp_from = at;
+  }
+  r->pc = load_word(cfa - 8);
+  r->sp = cfa;
+  *exact = false;
+  return r->pc ? STEP_FRAME : STEP_END;
+}
+
+/* Where walked frames go: `drop` frames first, then innermost frames in the skip range, then up to
+ * max stored. */
+typedef struct emitter {
+  unsigned drop;
+  bool in_skip_range;
+  uintptr_t range_lo, range_hi;
+  uint64_t *pcs;
+  size_t max, n;
+} emitter;
+
+static emitter emitter_make(unsigned drop, uint64_t *pcs, size_t max) {
+  emitter em = {.drop = drop, .pcs = pcs, .max = max};
+  em.range_lo = atomic_load_explicit(&skip_lo, RELAXED);
+  em.range_hi = atomic_load_explicit(&skip_hi, RELAXED);
+  em.in_skip_range = em.range_lo < em.range_hi;
+  return em;
+}
+
+/* Takes one frame; false when pcs is full (the frame is not stored). */
+__attribute__((always_inline)) static inline bool emit(emitter *em, uintptr_t pc) {
+  if (em->drop) {
+    em->drop--;
+  } else if (em->in_skip_range && pc >= em->range_lo && pc < em->range_hi) {
+    /* the shim's own frame */
+  } else {
+    em->in_skip_range = false;
+    if (em->n == em->max)
+      return false;
+    em->pcs[em->n++] = pc;
+  }
+  return true;
+}
+
+static size_t walk(mt_cfi_regs r, bool exact, unsigned drop, uint64_t *pcs, size_t max,
+                   uintptr_t lo, uintptr_t hi, unsigned *flags_out) {
+  emitter em = emitter_make(drop, pcs, max);
   unsigned flags = 0;
-  size_t n = 0;
+  uintptr_t bp_from;
+  bool used_bp;
   if (r.sp > lo)
     lo = r.sp;
   for (;;) {
-    if (drop) {
-      drop--;
-    } else if (in_skip_range && r.pc >= range_lo && r.pc < range_hi) {
-      /* the shim's own frame */
-    } else {
-      in_skip_range = false;
-      if (n == max) {
-        flags |= MT_CFI_STOP_TRUNCATED;
-        break;
-      }
-      pcs[n++] = r.pc;
-    }
-
-    uintptr_t key = r.pc - !exact;
-    _Atomic uint64_t *entry = &cache[key & (CACHE_SIZE - 1)];
-    uint64_t e = atomic_load_explicit(entry, RELAXED);
-    /* Hit: the tag (bits 31-63) is key >> CACHE_BITS, i.e. key << (TAG_SHIFT - CACHE_BITS). */
-    if (((e ^ ((uint64_t)key << (TAG_SHIFT - CACHE_BITS))) >> TAG_SHIFT) != 0 || !(e & 7) ||
-        key >> 48)
-      e = pack(rule_miss(key, entry), key);
-    uint64_t kind = e & 7;
-    if (__builtin_expect(kind > MT_EH_CFA_RBP, 0)) {
-      switch (kind) {
-      case MT_EH_SIGNAL:
-        if (!step_signal(&r, lo, hi)) {
-          flags |= MT_CFI_STOP_BAD_STACK;
-          goto out;
-        }
-        flags |= MT_CFI_PASSED_SIGNAL;
-        exact = true; /* the interrupted PC is not a return address */
-        if (!r.pc)
-          goto out;
-        continue;
-      case MT_EH_OUTERMOST: goto out;
-      case MT_EH_NO_FDE:
-      case MT_EH_NO_MODULE: flags |= MT_CFI_STOP_NO_INFO; goto out;
-      default: flags |= MT_CFI_STOP_UNEXPRESSIBLE; goto out;
-      }
-    }
-    uintptr_t cfa = (kind == MT_EH_CFA_RSP ? r.sp : r.bp) + ((e >> 9) & 0x3fffff);
-    /* The return address at cfa - 8 and the walk only moving up: cfa in [sp + 8, hi]. */
-    if (cfa < r.sp + 8 || cfa > hi) {
-      flags |= MT_CFI_STOP_BAD_STACK;
+    if (!emit(&em, r.pc)) {
+      flags |= MT_CFI_STOP_TRUNCATED;
       break;
     }
-    int rbp_slot = unpack(e).rbp_slot;
-    if (rbp_slot) {
-      uintptr_t at = cfa + (uintptr_t)(intptr_t)(8 * rbp_slot);
-      if (at < lo) {
-        flags |= MT_CFI_STOP_BAD_STACK;
-        break;
-      }
-      r.bp = load_word(at);
-    }
-    r.pc = load_word(cfa - 8);
-    r.sp = cfa;
-    exact = false;
-    if (!r.pc)
+    if (step(&r, &exact, lo, hi, &flags, &bp_from, &used_bp) == STEP_END)
       break;
   }
-out:
   if (flags_out)
     *flags_out = flags;
-  return n;
+  return em.n;
 }
 
 size_t mt_cfi_unwind_from(const mt_cfi_regs *regs, int exact_pc, uint64_t *pcs, size_t max,
@@ -319,4 +350,144 @@ __attribute__((noinline)) size_t mt_cfi_unwind(uint64_t *pcs, size_t max, unsign
   __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"
                    : "=r"(r.pc), "=r"(r.sp), "=r"(r.bp));
   return walk(r, true, skip + 1, pcs, max, stack_lo, stack_hi, flags);
+}
+
+/* ---- the memo: re-checking the previous walk instead of redoing it -------------------------
+ * A walk is a function of its start registers, the rules (fixed while the module table's
+ * generation is) and the stack words it reads. So once this walk reaches a frame with the pc, sp
+ * and rbp of a frame of the memo, the rest is the memo's rest if every word the memo's walk read
+ * from there on still holds the value it read: those reads go to known addresses, independent
+ * of each other, instead of a chain of dependent loads and lookups. */
+
+typedef mt_cfi_memo_frame memo_frame;
+
+/* Whether all remaining reads of the memo's walk after frame j give what they gave: 0 if they
+ * do, else the outermost frame whose reads differ (a match at a frame below it cannot hold). */
+__attribute__((no_sanitize("address"))) static uint32_t memo_differs(const mt_cfi_memo *m,
+                                                                     uint32_t j, uintptr_t lo) {
+  uint32_t bad = 0;
+  for (uint32_t k = j + 1; k < m->end; k++) {
+    const memo_frame *f = &m->frames[k];
+    uint64_t differ = load_word(f->sp - 8) ^ f->pc;
+    if (f->bp_from)
+      differ |= (f->bp_from < lo) | (load_word(f->bp_from) ^ f->bp);
+    bad = differ ? k : bad;
+  }
+  if (m->zero_at && (m->zero_at < lo || load_word(m->zero_at)))
+    bad = m->end;
+  return bad;
+}
+
+/* Where frame i of this walk is recorded: the scratch prefix while a match may come, then (past
+ * MT_CFI_MEMO_HEAD frames) straight into the new memo. NULL when the walk is too deep to keep. */
+static memo_frame *memo_put(mt_cfi_memo *m, size_t i, memo_frame f, bool *fresh, bool *keep) {
+  if (i < MT_CFI_MEMO_HEAD)
+    return (m->scratch[i] = f, &m->scratch[i]);
+  if (i == MT_CFI_MEMO_HEAD) { /* no match near the top: this walk becomes the memo */
+    __builtin_memcpy(&m->frames[MT_CFI_MEMO_HEAD], m->scratch, sizeof m->scratch);
+    *fresh = true;
+  }
+  if (MT_CFI_MEMO_HEAD + i < MT_CFI_MEMO_FRAMES)
+    return (m->frames[MT_CFI_MEMO_HEAD + i] = f, &m->frames[MT_CFI_MEMO_HEAD + i]);
+  *keep = false;
+  return NULL;
+}
+
+/* needs_bp of frames [from, to) (to > from), walking outwards in: whether the rest of the walk
+ * from a frame depends on its rbp (its CFA comes from rbp, or its caller's unchanged rbp is
+ * needed further out). Frames whose rbp does not matter match on pc and sp alone: code without
+ * frame pointers uses rbp as any other register. */
+static void memo_mark_bp(mt_cfi_memo *m, uint32_t from, uint32_t to) {
+  for (uint32_t k = to; k-- > from;) {
+    memo_frame *f = &m->frames[k];
+    bool outer = k + 1 < m->end && !m->frames[k + 1].bp_from && m->frames[k + 1].needs_bp;
+    f->needs_bp = f->needs_bp /* its own rule, recorded by the walk */ || outer;
+  }
+}
+
+static size_t walk_memo(mt_cfi_memo *m, mt_cfi_regs r, unsigned drop, uint64_t *pcs, size_t max,
+                        uintptr_t lo, uintptr_t hi, unsigned *flags_out) {
+  emitter em = emitter_make(drop, pcs, max);
+  unsigned flags = 0, gen = atomic_load_explicit(&generation, ACQUIRE);
+  if (r.sp > lo)
+    lo = r.sp;
+  if (m->busy) /* a signal handler interrupted a walk of this thread: walk without the memo */
+    return walk(r, true, drop, pcs, max, lo, hi, flags_out);
+  m->busy = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  bool use = m->generation == gen && m->hi == hi && m->start < m->end;
+  bool keep = true, fresh = false, exact = true;
+  uint32_t j = m->start, floor = 0;
+  uintptr_t bp_from = 0;
+  size_t i = 0;
+  for (;; i++) {
+    if (!emit(&em, r.pc)) {
+      flags |= MT_CFI_STOP_TRUNCATED;
+      keep = false;
+      break;
+    }
+    if (use) {
+      while (j < m->end && m->frames[j].sp < r.sp)
+        j++;
+      if (j < m->end && j >= floor && m->frames[j].sp == r.sp && m->frames[j].pc == r.pc &&
+          (!m->frames[j].needs_bp || m->frames[j].bp == r.bp)) {
+        uint32_t bad = j >= i ? memo_differs(m, j, lo) : m->end;
+        if (!bad) {
+          __builtin_memcpy(&m->frames[j - i], m->scratch, i * sizeof m->scratch[0]);
+          m->frames[j].bp = r.bp;
+          m->frames[j].bp_from = bp_from;
+          m->start = (uint32_t)(j - i);
+          if (i)
+            memo_mark_bp(m, m->start, (uint32_t)j);
+          size_t k = j + 1;
+          while (k < m->end && emit(&em, m->frames[k].pc))
+            k++;
+          flags |= MT_CFI_MEMO_HIT | (k < m->end ? MT_CFI_STOP_TRUNCATED : 0);
+          goto done;
+        }
+        floor = bad; /* a match further out may still hold */
+      }
+    }
+    memo_frame *rec = memo_put(m, i, (memo_frame){r.pc, r.sp, r.bp, bp_from, 0}, &fresh, &keep);
+    if (fresh)
+      use = false;
+    bool used_bp = false;
+    enum step_result s = step(&r, &exact, lo, hi, &flags, &bp_from, &used_bp);
+    if (rec)
+      rec->needs_bp = used_bp;
+    if (s == STEP_SIGNAL)
+      keep = false, use = false; /* frames past a signal frame are not kept */
+    if (s == STEP_END)
+      break;
+  }
+  /* A new memo from this walk: frames 0..i at MT_CFI_MEMO_HEAD, room before them for a later
+   * walk that starts deeper. */
+  if (keep && !(flags & (MT_CFI_STOP_INCOMPLETE | MT_CFI_PASSED_SIGNAL))) {
+    size_t n = i + 1;
+    if (!fresh)
+      __builtin_memcpy(&m->frames[MT_CFI_MEMO_HEAD], m->scratch, n * sizeof m->scratch[0]);
+    m->start = MT_CFI_MEMO_HEAD;
+    m->end = (uint32_t)(MT_CFI_MEMO_HEAD + n);
+    memo_mark_bp(m, m->start, m->end);
+    m->zero_at = r.pc ? 0 : r.sp - 8; /* ended on a return address of 0, or on an outermost rule */
+    m->generation = gen;
+    m->hi = hi;
+  } else {
+    m->start = m->end = 0;
+  }
+done:
+  atomic_signal_fence(memory_order_seq_cst);
+  m->busy = 0;
+  if (flags_out)
+    *flags_out = flags;
+  return em.n;
+}
+
+__attribute__((noinline)) size_t mt_cfi_unwind_memo(mt_cfi_memo *memo, uint64_t *pcs, size_t max,
+                                                    unsigned skip, uintptr_t stack_lo,
+                                                    uintptr_t stack_hi, unsigned *flags) {
+  mt_cfi_regs r;
+  __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"
+                   : "=r"(r.pc), "=r"(r.sp), "=r"(r.bp));
+  return walk_memo(memo, r, skip + 1, pcs, max, stack_lo, stack_hi, flags);
 }

@@ -64,6 +64,7 @@ enum {
   MT_CFI_STOP_NO_INFO = 1u << 2,       /* a PC in no module, or with no FDE */
   MT_CFI_STOP_BAD_STACK = 1u << 3,     /* a read would leave the bounds, or sp did not grow */
   MT_CFI_PASSED_SIGNAL = 1u << 4,      /* not a stop: the walk went through a signal frame */
+  MT_CFI_MEMO_HIT = 1u << 5,           /* not a stop: mt_cfi_unwind_memo reused its memo */
   MT_CFI_STOP_INCOMPLETE = MT_CFI_STOP_UNEXPRESSIBLE | MT_CFI_STOP_NO_INFO | MT_CFI_STOP_BAD_STACK,
 };
 
@@ -84,6 +85,35 @@ typedef struct mt_cfi_regs {
 } mt_cfi_regs;
 size_t mt_cfi_unwind_from(const mt_cfi_regs *regs, int exact_pc, uint64_t *pcs, size_t max,
                           unsigned skip, uintptr_t stack_lo, uintptr_t stack_hi, unsigned *flags);
+
+/* A thread's memo of its previous walk, for mt_cfi_unwind_memo. The caller owns it (the shim
+ * keeps one in each thread's state, zeroed: a zeroed memo is empty) and never shares it between
+ * threads. About 18 KiB. */
+#define MT_CFI_MEMO_HEAD 64
+#define MT_CFI_MEMO_FRAMES (MT_CFI_MEMO_HEAD + 320)
+typedef struct mt_cfi_memo_frame {
+  uintptr_t pc, sp, bp, bp_from; /* a frame's registers, and where bp was read from (or 0) */
+  uintptr_t needs_bp;            /* the rest of the walk depends on this frame's bp */
+} mt_cfi_memo_frame;
+typedef struct mt_cfi_memo {
+  volatile int busy; /* a walk is using it: a signal handler's walk goes without */
+  unsigned generation;
+  uintptr_t hi, zero_at;
+  uint32_t start, end; /* frames[start, end), outermost last */
+  mt_cfi_memo_frame frames[MT_CFI_MEMO_FRAMES];
+  mt_cfi_memo_frame scratch[MT_CFI_MEMO_HEAD];
+} mt_cfi_memo;
+
+/* mt_cfi_unwind, same arguments and results, faster on a stack that shares its outer part with
+ * the thread's previous walk (the usual case: a program calling malloc from a loop): once the walk
+ * reaches a frame of the memo (same pc and sp, and rbp if the rest depends on it), it re-reads the
+ * words the previous walk read from there on, at their known addresses, and if every one still
+ * holds its value the rest of the walk is the memo's (MT_CFI_MEMO_HIT). Exact, not a guess: the
+ * walk is a function of those words. Walks through signal frames, truncated or incomplete ones are
+ * not memoised. A walk from a signal handler that interrupted one on the same memo goes without it.
+ */
+size_t mt_cfi_unwind_memo(mt_cfi_memo *memo, uint64_t *pcs, size_t max, unsigned skip,
+                          uintptr_t stack_lo, uintptr_t stack_hi, unsigned *flags);
 
 /* Forgets every cached rule (tests, and a consumer that wants cold-cache numbers). */
 void mt_cfi_cache_clear(void);

@@ -36,6 +36,7 @@
 
 typedef struct stats {
   _Atomic long samples, matched, fallback, mismatched, signal;
+  _Atomic long memo_hits, memo_mismatched; /* mt_cfi_unwind_memo against mt_cfi_unwind */
 } stats;
 static stats st;
 static _Thread_local uintptr_t stack_top;
@@ -47,6 +48,8 @@ static void reset_stats(void) {
   atomic_store(&st.fallback, 0);
   atomic_store(&st.mismatched, 0);
   atomic_store(&st.signal, 0);
+  atomic_store(&st.memo_hits, 0);
+  atomic_store(&st.memo_mismatched, 0);
 }
 
 static void print_frame(const char *who, size_t i, uintptr_t pc) {
@@ -107,22 +110,40 @@ static void compare(const uint64_t *a, size_t na, unsigned flags, void **b, int 
   }
 }
 
+/* The memoised walk must give what the plain one gives (both from ut_check, so all but their
+ * first frame, the return address in ut_check, agree), with the same flags but MT_CFI_MEMO_HIT. */
+static void compare_memo(const uint64_t *a, size_t na, unsigned flags, const uint64_t *m, size_t nm,
+                         unsigned mflags) {
+  if (mflags & MT_CFI_MEMO_HIT)
+    atomic_fetch_add(&st.memo_hits, 1);
+  if (na != nm || (mflags & ~(unsigned)MT_CFI_MEMO_HIT) != flags ||
+      (na > 1 && memcmp(a + 1, m + 1, (na - 1) * sizeof a[0]) != 0)) {
+    atomic_fetch_add(&st.memo_mismatched, 1);
+    report("memo differs", a, na, flags, (void **)m, (int)nm);
+  }
+}
+
+static _Thread_local mt_cfi_memo memo;
+
 __attribute__((noinline)) void ut_check(void) {
-  uint64_t a[MAX_FRAMES];
+  uint64_t a[MAX_FRAMES], m[MAX_FRAMES];
   void *b[MAX_FRAMES];
-  unsigned flags;
+  unsigned flags, mflags;
   size_t na = mt_cfi_unwind(a, MAX_FRAMES, 0, 0, stack_top, &flags);
+  size_t nm = mt_cfi_unwind_memo(&memo, m, MAX_FRAMES, 0, 0, stack_top, &mflags);
   int nb = unw_backtrace(b, MAX_FRAMES);
   compare(a, na, flags, b, nb);
+  compare_memo(a, na, flags, m, nm, mflags);
 }
 
 static void print_stats(const char *scenario) {
   long n = atomic_load(&st.samples);
   fprintf(stderr,
           "%s: %ld stacks, %ld fully matched (%.2f%%), %ld fallbacks, %ld mismatched, %ld "
-          "through a signal frame\n",
+          "through a signal frame; memo: %ld reused, %ld differ\n",
           scenario, n, atomic_load(&st.matched), n ? 100.0 * atomic_load(&st.matched) / n : 0.0,
-          atomic_load(&st.fallback), atomic_load(&st.mismatched), atomic_load(&st.signal));
+          atomic_load(&st.fallback), atomic_load(&st.mismatched), atomic_load(&st.signal),
+          atomic_load(&st.memo_hits), atomic_load(&st.memo_mismatched));
 }
 
 /* Every stack matched; no fallback unless allowed (a fraction, in thousandths). */
@@ -131,6 +152,7 @@ static void expect_all_matched(const char *scenario, long min_samples, long max_
   long n = atomic_load(&st.samples);
   assert_true(n >= min_samples);
   assert_int_equal(atomic_load(&st.mismatched), 0);
+  assert_int_equal(atomic_load(&st.memo_mismatched), 0);
   assert_true(atomic_load(&st.fallback) * 1000 <= max_fallback_permille * n);
   assert_int_equal(atomic_load(&st.matched) + atomic_load(&st.fallback), n);
 }
