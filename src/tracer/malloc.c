@@ -20,17 +20,25 @@ static size_t page_size(void) {
   return cached;
 }
 
+/* prepare()'s answer when the bootstrap arena must serve the call. */
+#define MT_USE_ARENA (-1)
+/* prepare()'s answer for a call from inside the shim with full tracing: pass through, and
+ * remember the block as the shim's (internal_block). */
+#define MT_INTERNAL (-2)
+
 /* Sets the thread up to allocate: resolves, starts tracing if it has not started. Returns the
- * tracing mode (MT_SHIM_OFF: pass through; the countdown is then idle once start-up is over). */
+ * tracing mode (MT_SHIM_OFF: pass through; the countdown is then idle once start-up is over),
+ * MT_USE_ARENA or MT_INTERNAL. */
 static int prepare(mt_shim_thread *t) {
   if (MT_UNLIKELY(atomic_load_explicit(&mt_shim.resolve, memory_order_acquire) !=
                   MT_RESOLVE_DONE)) {
     mt_shim_resolve();
     if (atomic_load_explicit(&mt_shim.resolve, memory_order_acquire) != MT_RESOLVE_DONE)
-      return -1; /* the bootstrap arena serves this call */
+      return MT_USE_ARENA;
   }
   if (t->depth)
-    return MT_SHIM_OFF;
+    return atomic_load_explicit(&mt_shim.mode, memory_order_acquire) == MT_SHIM_FULL ? MT_INTERNAL
+                                                                                     : MT_SHIM_OFF;
   if (MT_UNLIKELY(atomic_load_explicit(&mt_shim.init, memory_order_acquire) != 2))
     mt_shim_init();
   int mode = atomic_load_explicit(&mt_shim.mode, memory_order_acquire);
@@ -45,6 +53,18 @@ static int prepare(mt_shim_thread *t) {
     t->depth--;
   }
   return mode;
+}
+
+/* A block the shim's own code got (MT_INTERNAL): its free is not the program's. */
+static void *internal_block(void *p) {
+  if (p)
+    mt_sampled_set_insert(&mt_shim.internal, p);
+  return p;
+}
+
+/* Whether `p` is such a block; forgets it. */
+static bool forget_internal(void *p) {
+  return mt_sampled_set_maybe(&mt_shim.internal, p) && mt_sampled_set_remove(&mt_shim.internal, p);
 }
 
 /* How many sample points a new block of `size` bytes holds (0: not sampled), advancing the
@@ -69,6 +89,8 @@ static uint64_t sample(mt_shim_thread *t, int mode, size_t size) {
 static void allocated(int mode, void *p, size_t size, uint64_t nsamples, unsigned kind) {
   if (!p || !nsamples)
     return;
+  if (mode == MT_SHIM_FULL)
+    forget_internal(p); /* a stale entry: that block went back without passing through free */
   if (mode == MT_SHIM_SAMPLED && !mt_sampled_set_insert(&mt_shim.set, p))
     return; /* no room to remember it: it counts as not sampled */
   mt_record_alloc(p, size, nsamples, kind);
@@ -80,8 +102,10 @@ static void allocated(int mode, void *p, size_t size, uint64_t nsamples, unsigne
 
 static __attribute__((noinline)) void *malloc_slow(mt_shim_thread *t, size_t size) {
   int mode = prepare(t);
-  if (mode < 0)
+  if (mode == MT_USE_ARENA)
     return mt_bootstrap_alloc(size, 16);
+  if (mode == MT_INTERNAL)
+    return internal_block(mt_shim_real.malloc(size));
   if (mode == MT_SHIM_OFF)
     return mt_shim_real.malloc(size);
   uint64_t n = sample(t, mode, size);
@@ -109,12 +133,14 @@ static __attribute__((noinline)) void *calloc_slow(mt_shim_thread *t, size_t cou
     return NULL;
   }
   int mode = prepare(t);
-  if (mode < 0) {
+  if (mode == MT_USE_ARENA) {
     void *p = mt_bootstrap_alloc(total, 16);
     if (p)
       memset(p, 0, total); /* the arena is never reused, but say it */
     return p;
   }
+  if (mode == MT_INTERNAL)
+    return internal_block(mt_shim_real.calloc(count, size));
   if (mode == MT_SHIM_OFF)
     return mt_shim_real.calloc(count, size);
   uint64_t n = sample(t, mode, total);
@@ -146,10 +172,12 @@ static __attribute__((noinline)) void free_slow(void *p) {
   if (!p || mt_bootstrap_owns(p))
     return;
   mt_shim_thread *t = &mt_shim_self;
-  if (!t->depth) {
-    int mode = atomic_load_explicit(&mt_shim.mode, memory_order_acquire);
-    if (mode == MT_SHIM_FULL || (mode == MT_SHIM_SAMPLED && mt_sampled_set_remove(&mt_shim.set, p)))
+  int mode = atomic_load_explicit(&mt_shim.mode, memory_order_acquire);
+  if (mode == MT_SHIM_FULL) {
+    if (!forget_internal(p) && !t->depth)
       mt_record_free(p);
+  } else if (mode == MT_SHIM_SAMPLED && !t->depth && mt_sampled_set_remove(&mt_shim.set, p)) {
+    mt_record_free(p);
   }
   t->in_allocator++;
   mt_shim_real.free(p);
@@ -190,12 +218,23 @@ static __attribute__((noinline)) void *realloc_slow(mt_shim_thread *t, void *p, 
   if (mt_bootstrap_owns(p))
     return realloc_from_arena(p, size);
   int mode = prepare(t);
-  if (mode < 0)
+  if (mode == MT_USE_ARENA)
     return p ? NULL : mt_bootstrap_alloc(size, 16);
+  if (mode == MT_INTERNAL) {
+    bool was_internal = !p || forget_internal(p);
+    void *q = mt_shim_real.realloc(p, size);
+    if (!q && was_internal && p && size)
+      internal_block(p); /* failed: the old block lives on */
+    if (q && was_internal)
+      internal_block(q);
+    return q;
+  }
   if (mode == MT_SHIM_OFF)
     return mt_shim_real.realloc(p, size);
-  bool old_traced = p && (mode == MT_SHIM_FULL || (mt_sampled_set_maybe(&mt_shim.set, p) &&
-                                                   mt_sampled_set_remove(&mt_shim.set, p)));
+  bool internal = mode == MT_SHIM_FULL && p && forget_internal(p);
+  bool old_traced = p && !internal &&
+                    (mode == MT_SHIM_FULL || (mt_sampled_set_maybe(&mt_shim.set, p) &&
+                                              mt_sampled_set_remove(&mt_shim.set, p)));
   if (p && size == 0) {
     /* May free p (glibc) or return a new minimal block (jemalloc): the FREE goes first, and a
      * block that comes back is recorded as realloc(NULL, 0). */
@@ -222,6 +261,8 @@ static __attribute__((noinline)) void *realloc_slow(mt_shim_thread *t, void *p, 
   }
   if (n && mode == MT_SHIM_SAMPLED && !mt_sampled_set_insert(&mt_shim.set, q))
     n = 0;
+  if (mode == MT_SHIM_FULL && q != p)
+    forget_internal(q);
   if (old_traced || n)
     mt_record_realloc(old_traced ? p : NULL, q, size, n);
   return q;
@@ -315,11 +356,13 @@ emulate:
 static void *aligned(unsigned kind, size_t align, size_t size, int *error) {
   mt_shim_thread *t = &mt_shim_self;
   int mode = prepare(t);
-  if (mode < 0) {
+  if (mode == MT_USE_ARENA) {
     void *p = mt_bootstrap_alloc(size, align);
     *error = p ? 0 : ENOMEM;
     return p;
   }
+  if (mode == MT_INTERNAL)
+    return internal_block(real_aligned(kind, align, size, error));
   if (mode == MT_SHIM_OFF)
     return real_aligned(kind, align, size, error);
   uint64_t n = sample(t, mode, size);

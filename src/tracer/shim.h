@@ -62,6 +62,10 @@ typedef struct mt_shim_state {
   mt_tracer_config config;
   mt_sampler sampler;
   mt_sampled_set set;
+  /* Full tracing: blocks allocated while the shim's own code ran (libunwind's thread-local
+   * storage, dlerror's buffer...), so that their later free by libc is not written as a free of
+   * a block the consumer never saw. */
+  mt_sampled_set internal;
   mt_ring *ring;
   uintptr_t text_low, text_high; /* the shim's own code, removed from stacks */
   _Atomic uint64_t dl_pending;   /* dlopen calls so far (modules.c rescans when it changes) */

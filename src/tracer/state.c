@@ -109,6 +109,8 @@ static int start(void) {
   mt_sampler_init(&mt_shim.sampler, c->rate);
   if (!c->full && mt_sampled_set_init(&mt_shim.set, 20, 22) != 0)
     return MT_SHIM_OFF;
+  if (c->full && mt_sampled_set_init(&mt_shim.internal, 16, 16) != 0)
+    return MT_SHIM_OFF;
   mt_ring_options o;
   if (mt_ring_options_init(&o, &err) != MT_OK)
     return MT_SHIM_OFF;
