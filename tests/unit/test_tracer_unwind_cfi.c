@@ -478,6 +478,40 @@ static void frames_of_a_removed_module_stop_the_walk_until_it_is_added_again(voi
   assert_int_equal(flags & MT_CFI_STOP_INCOMPLETE, 0);
 }
 
+__attribute__((noinline)) static size_t memo_walk_at_depth(int depth, uint64_t *pcs,
+                                                           unsigned *flags) {
+  if (depth > 0) {
+    size_t n = memo_walk_at_depth(depth - 1, pcs, flags);
+    sink = sink + 1;
+    return n;
+  }
+  size_t n = mt_cfi_unwind_memo(&memo, pcs, MAX_FRAMES, 0, 0, stack_top, flags);
+  sink = sink + 1;
+  return n;
+}
+
+static void memo_is_reused_on_the_same_stack_and_dropped_when_modules_change(void **state) {
+  (void)state;
+  uint64_t first[MAX_FRAMES], again[MAX_FRAMES];
+  unsigned flags_first, flags_again;
+  size_t n = 0, m = 0;
+  for (volatile int k = 0; k < 2; k++) /* one call site */
+    *(k ? &m : &n) = memo_walk_at_depth(12, k ? again : first, k ? &flags_again : &flags_first);
+  assert_int_equal(flags_again, MT_CFI_MEMO_HIT);
+  assert_int_equal(m, n);
+  assert_memory_equal(first, again, n * sizeof first[0]);
+  /* A module added (here: one already there, again) may change rules: the memo is not used. */
+  mt_cfi_module me = {.text_lo = (uintptr_t)&walk_at_depth};
+  assert_int_equal(dl_iterate_phdr(find_module_of, &me), 1);
+  mt_cfi_remove_module(me.text_lo);
+  assert_int_equal(mt_cfi_add_module(&me), 0);
+  for (volatile int k = 0; k < 2; k++)
+    *(k ? &m : &n) = memo_walk_at_depth(12, k ? again : first, k ? &flags_again : &flags_first);
+  assert_int_equal(flags_first, 0);
+  assert_int_equal(flags_again, MT_CFI_MEMO_HIT);
+  assert_int_equal(m, n);
+}
+
 static void frames_in_a_module_without_unwind_tables_stop_the_walk(void **state) {
   (void)state;
   static const unsigned char text[64]; /* never executed: only its address is looked up */
@@ -681,6 +715,8 @@ int main(void) {
       cmocka_unit_test_setup(frames_of_a_removed_module_stop_the_walk_until_it_is_added_again,
                              setup),
       cmocka_unit_test_setup(frames_in_a_module_without_unwind_tables_stop_the_walk, setup),
+      cmocka_unit_test_setup(memo_is_reused_on_the_same_stack_and_dropped_when_modules_change,
+                             setup),
       cmocka_unit_test_setup(unwind_from_a_signal_context_matches_the_frames_past_the_signal_frame,
                              setup),
       cmocka_unit_test(eh_frame_reduces_prologue_and_frame_pointer_rows),
