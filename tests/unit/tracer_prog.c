@@ -83,12 +83,16 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
+/* 8 rounds of 4 threads: more threads than glibc's stack cache keeps, so that libc frees the
+ * thread-local storage of finished threads while the program runs. */
 static int threads(void) {
-  pthread_t t[4];
-  for (int i = 0; i < 4; i++)
-    pthread_create(&t[i], NULL, thread_main, NULL);
-  for (int i = 0; i < 4; i++)
-    pthread_join(t[i], NULL);
+  for (int round = 0; round < 8; round++) {
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+      pthread_create(&t[i], NULL, thread_main, NULL);
+    for (int i = 0; i < 4; i++)
+      pthread_join(t[i], NULL);
+  }
   printf("threads done\n");
   return 0;
 }
