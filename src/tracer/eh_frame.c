@@ -375,7 +375,11 @@ static bool run(program *pg, row *r, uintptr_t insns, uintptr_t end, uintptr_t *
       r->cfa_is_expr = 0;
       r->cfa_reg = read_uleb(&c);
       break;
-    case 0x0e: r->cfa_offset = (int64_t)read_uleb(&c); break;
+    case 0x0e: /* def_cfa_offset: only on a register rule (the field holds an expression) */
+      if (r->cfa_is_expr)
+        return false;
+      r->cfa_offset = (int64_t)read_uleb(&c);
+      break;
     case 0x0f: {
       uint64_t len = read_uleb(&c);
       uintptr_t at;
@@ -408,7 +412,11 @@ static bool run(program *pg, row *r, uintptr_t insns, uintptr_t end, uintptr_t *
       r->cfa_reg = read_uleb(&c);
       r->cfa_offset = read_sleb(&c) * ci->data_align;
       break;
-    case 0x13: r->cfa_offset = read_sleb(&c) * ci->data_align; break;
+    case 0x13:
+      if (r->cfa_is_expr)
+        return false;
+      r->cfa_offset = read_sleb(&c) * ci->data_align;
+      break;
     case 0x14: /* val_offset */
       reg = read_uleb(&c);
       (void)read_uleb(&c);

@@ -89,10 +89,18 @@ int mt_cfi_add_module(const mt_cfi_module *m) {
   if (m->text_lo >= m->text_hi)
     return -1;
   lock_writers();
-  unsigned used = atomic_load_explicit(&slots_used, RELAXED), i;
-  for (i = 0; i < used; i++)
-    if (atomic_load_explicit(&slots[i].text_hi, RELAXED) == 0)
+  /* The slot of the same module added again (start-up scan and a dlopen hook may both see it),
+   * else the first free one. */
+  unsigned used = atomic_load_explicit(&slots_used, RELAXED), i, free_slot = used;
+  for (i = 0; i < used; i++) {
+    uintptr_t hi = atomic_load_explicit(&slots[i].text_hi, RELAXED);
+    if (hi && atomic_load_explicit(&slots[i].text_lo, RELAXED) == m->text_lo)
       break;
+    if (!hi && free_slot == used)
+      free_slot = i;
+  }
+  if (i == used)
+    i = free_slot;
   if (i == MT_CFI_MAX_MODULES) {
     unlock_writers();
     return -1;
@@ -283,12 +291,11 @@ step(mt_cfi_regs *r, bool *exact, uintptr_t lo, uintptr_t hi, unsigned *flags, u
   return r->pc ? STEP_FRAME : STEP_END;
 }
 
-/* Where walked frames go: `drop` frames first, then innermost frames in the skip range, then up to
- * max stored. */
+/* Where walked frames go: `drop` frames first; frames in the skip range (the shim's own, wherever
+ * they are: a thread's start trampoline is outermost) are left out; then up to max stored. */
 typedef struct emitter {
   unsigned drop;
-  bool in_skip_range;
-  uintptr_t range_lo, range_hi;
+  uintptr_t range_lo, range_span;
   uint64_t *pcs;
   size_t max, n;
 } emitter;
@@ -296,8 +303,8 @@ typedef struct emitter {
 static emitter emitter_make(unsigned drop, uint64_t *pcs, size_t max) {
   emitter em = {.drop = drop, .pcs = pcs, .max = max};
   em.range_lo = atomic_load_explicit(&skip_lo, RELAXED);
-  em.range_hi = atomic_load_explicit(&skip_hi, RELAXED);
-  em.in_skip_range = em.range_lo < em.range_hi;
+  uintptr_t hi = atomic_load_explicit(&skip_hi, RELAXED);
+  em.range_span = hi > em.range_lo ? hi - em.range_lo : 0;
   return em;
 }
 
@@ -305,10 +312,7 @@ static emitter emitter_make(unsigned drop, uint64_t *pcs, size_t max) {
 __attribute__((always_inline)) static inline bool emit(emitter *em, uintptr_t pc) {
   if (em->drop) {
     em->drop--;
-  } else if (em->in_skip_range && pc >= em->range_lo && pc < em->range_hi) {
-    /* the shim's own frame */
-  } else {
-    em->in_skip_range = false;
+  } else if (pc - em->range_lo >= em->range_span) {
     if (em->n == em->max)
       return false;
     em->pcs[em->n++] = pc;

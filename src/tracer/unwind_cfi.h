@@ -43,17 +43,19 @@ typedef struct mt_cfi_module {
  * segment (nothing to register). Pure: reads info only. */
 int mt_cfi_module_from_phdr(const struct dl_phdr_info *info, mt_cfi_module *out);
 
-/* Registers a module (MT_CFI_MAX_MODULES at once). Returns 0, or -1 when the table is full or the
- * range is empty. Callers may add and remove from several threads (a spin lock serialises them);
- * never from a signal handler that may interrupt another add or remove on its thread. */
+/* Registers a module (MT_CFI_MAX_MODULES at once); adding one whose text_lo is registered
+ * replaces it. Returns 0, or -1 when the table is full or the range is empty. Callers may add and
+ * remove from several threads (a spin lock serialises them); never from a signal handler that may
+ * interrupt another add or remove on its thread. */
 #define MT_CFI_MAX_MODULES 1024
 int mt_cfi_add_module(const mt_cfi_module *module);
 
 /* Unregisters the module whose text starts at text_lo, and forgets the rules cached for it. */
 void mt_cfi_remove_module(uintptr_t text_lo);
 
-/* Frames whose PC is in [lo, hi) are dropped while they are innermost (after `skip`): the shim's
- * own text, so a record starts at the program's call. 0, 0 drops none. */
+/* Frames whose PC is in [lo, hi) are left out wherever they are (after `skip`): the shim's own
+ * text, so that a record starts at the program's call and a thread's start trampoline in the shim
+ * does not show. 0, 0 leaves none out. */
 void mt_cfi_set_skip_range(uintptr_t lo, uintptr_t hi);
 
 /* Why a walk stopped (flags out of mt_cfi_unwind). No flag: it reached the outermost frame (an
@@ -70,10 +72,10 @@ enum {
 
 /* Walks the calling thread's stack. Stores up to max return addresses in pcs, innermost first:
  * pcs[0] is the return address into mt_cfi_unwind's caller (a PC in the caller's own function),
- * after dropping `skip` frames and then the skip range. After a signal frame the interrupted PC
- * is stored as is (it is not a return address). Stack reads stay in [max(stack_lo, current sp),
- * stack_hi): stack_hi is the top of the thread's stack (exclusive). Returns the count; *flags
- * (may be NULL) gets MT_CFI_STOP_* and MT_CFI_PASSED_SIGNAL bits. Async-signal-safe. */
+ * after dropping `skip` frames, without frames in the skip range. After a signal frame the
+ * interrupted PC is stored as is (it is not a return address). Stack reads stay in [max(stack_lo,
+ * current sp), stack_hi): stack_hi is the top of the thread's stack (exclusive). Returns the count;
+ * *flags (may be NULL) gets MT_CFI_STOP_* and MT_CFI_PASSED_SIGNAL bits. Async-signal-safe. */
 size_t mt_cfi_unwind(uint64_t *pcs, size_t max, unsigned skip, uintptr_t stack_lo,
                      uintptr_t stack_hi, unsigned *flags);
 
