@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <libunwind.h>
 #include <pthread.h>
+#include <search.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -224,6 +225,15 @@ static void unwind_matches_libunwind_in_deep_recursion_without_frame_pointers(vo
   expect_all_matched("recursion", 1000, 0);
 }
 
+static int compare_ints_plain(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+static void noop_free(void *node) {
+  (void)node;
+}
+
 static int compare_ints(const void *a, const void *b) {
   static _Thread_local int n;
   if (workload_checks && ++n % 5 == 0)
@@ -249,6 +259,46 @@ static void unwind_matches_libunwind_through_qsort_comparator(void **state) {
   for (int i = 0; i < 20; i++)
     sort_at_depth(i);
   expect_all_matched("qsort", 1000, 0);
+}
+
+/* Callbacks from deeper library code: the loader's dl_iterate_phdr (frames in libc and ld.so),
+ * tsearch's twalk and bsearch. */
+static int on_module(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)info, (void)size, (void)data;
+  ut_check();
+  return 0;
+}
+
+static void on_node(const void *node, VISIT which, int depth) {
+  (void)node, (void)depth;
+  if (which == leaf || which == postorder)
+    ut_check();
+}
+
+static int compare_keys(const void *a, const void *b) {
+  ut_check();
+  return compare_ints_plain(a, b);
+}
+
+static void unwind_matches_libunwind_in_callbacks_from_libc_and_the_loader(void **state) {
+  (void)state;
+  static int keys[64];
+  void *root = NULL;
+  for (int i = 0; i < 64; i++) {
+    keys[i] = (i * 37) % 64;
+    assert_non_null(tsearch(&keys[i], &root, compare_ints_plain));
+  }
+  for (int round = 0; round < 20; round++) {
+    dl_iterate_phdr(on_module, NULL);
+    twalk(root, on_node);
+    int sorted[64];
+    for (int i = 0; i < 64; i++)
+      sorted[i] = i;
+    int key = round * 3;
+    assert_non_null(bsearch(&key, sorted, 64, sizeof sorted[0], compare_keys));
+  }
+  tdestroy(root, noop_free);
+  expect_all_matched("libc and loader callbacks", 1000, 0);
 }
 
 /* ---- signals ------------------------------------------------------------------------------ */
@@ -704,6 +754,7 @@ int main(void) {
       cmocka_unit_test_setup(unwind_matches_libunwind_in_deep_recursion_without_frame_pointers,
                              setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_through_qsort_comparator, setup),
+      cmocka_unit_test_setup(unwind_matches_libunwind_in_callbacks_from_libc_and_the_loader, setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_in_signal_handler_on_same_stack, setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_at_timer_interrupted_instructions, setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_in_threads_filling_one_cold_cache, setup),
