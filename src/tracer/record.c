@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "ring/producer.h"
 #include "tracer/shim.h"
 
 /* The loader's record of where the main thread's stack began (exported by ld.so). */
@@ -39,6 +40,13 @@ void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t
   }
   if (mt_ring_write(mt_shim.ring, type, id, payload, words) != MT_OK)
     atomic_fetch_add_explicit(&mt_shim.records_failed, 1, memory_order_relaxed);
+  /* A lossless file degrades when its consumer is gone (or never came): tracing stops. The
+   * header is mapped while the session is open (even epoch); after a close it is private zeroed
+   * memory, never unmapped under a writer. */
+  struct mt_ring *s = &mt_ring_session;
+  if (!(atomic_load_explicit(&s->epoch, memory_order_acquire) & 1) &&
+      MT_UNLIKELY(atomic_load_explicit(&s->header->degraded, memory_order_relaxed)))
+    mt_shim_stop();
 }
 
 /* [head words..., frames...] with the stack of the code that called into the shim. */

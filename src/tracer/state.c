@@ -103,8 +103,8 @@ static int start(void) {
   const mt_tracer_config *c = &mt_shim.config;
   if (!c->record)
     return MT_SHIM_OFF; /* in-process mode (MEMTAP=path) is not implemented by the shim yet */
-  if (c->trace_pid && c->trace_pid != getpid())
-    return MT_SHIM_OFF;
+  if (c->trace_pid && c->trace_pid != getpid() && !c->follow_fork)
+    return MT_SHIM_OFF; /* an exec'd descendant that inherited the environment */
   dl_iterate_phdr(find_own_text, (void *)(uintptr_t)find_own_text);
   mt_sampler_init(&mt_shim.sampler, c->rate);
   if (!c->full && mt_sampled_set_init(&mt_shim.set, 20, 22) != 0)
