@@ -102,10 +102,8 @@ def run(args, env=None, timeout=240, stdin=subprocess.DEVNULL, cwd=None):
 
 
 def base_env(extra=None):
-    env = dict(os.environ)
-    for var in ("LD_PRELOAD", "MALLOC_TRACE", "MEMTAP", "MEMTRACE", "MEMTAP_FULL", "MEMTAP_RATE",
-                "MEMTRACE_RATE", "MEMTAP_SAMPLE_INTERVAL", "MEMTAP_SEED", "MEMTAP_RECORD"):
-        env.pop(var, None)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MEMTAP", "MEMTRACE", "MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD"))}
     env["MEMTAP_PRELOAD"] = A.shim
     env["LC_ALL"] = "C"
     env["TMPDIR"] = os.path.join(WORK, "tmp")  # where record makes its ring directory
