@@ -573,6 +573,23 @@ static void spawned_and_vforked_children_of_other_pids_are_not_traced(void **sta
   run_result_free(&traced);
 }
 
+static void exec_descendants_trace_under_follow_fork_despite_trace_pid(void **state) {
+  (void)state;
+  char *argv[] = {TRACER_PROG_PATH, "spawn", NULL};
+  static const char *const follow[] = {"MEMTAP_FULL=1", "MEMTAP_TRACE_PID=self",
+                                       "MEMTAP_FOLLOW_FORK=1", NULL};
+  const char *env[32];
+  traced_env(env, 32, follow);
+  run_result traced;
+  run(&traced, argv, env);
+  assert_int_equal(traced.status, 0);
+  int a = 0, b = 0;
+  assert_int_equal(sscanf(traced.err, "child %d child %d", &a, &b), 2);
+  assert_true(ring_exists(a));
+  assert_true(ring_exists(b));
+  run_result_free(&traced);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(full_tracing_records_every_allocation_of_the_program),
@@ -586,6 +603,7 @@ int main(void) {
       cmocka_unit_test(signal_handler_that_mallocs_leaves_records_consistent),
       cmocka_unit_test(dlopened_library_is_registered_and_its_unload_recorded),
       cmocka_unit_test(spawned_and_vforked_children_of_other_pids_are_not_traced),
+      cmocka_unit_test(exec_descendants_trace_under_follow_fork_despite_trace_pid),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
