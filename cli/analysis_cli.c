@@ -295,29 +295,19 @@ void an_json_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverted
   out_str(o, "]");
 }
 
-static int mt_fail_io_cli(mt_error *err) {
-  err->code = MT_E_IO;
-  snprintf(err->message, sizeof err->message, "writing failed: %s", strerror(errno));
-  return MT_E_IO;
-}
-
 int an_export_to(const mt_analysis *a, mt_export_format format, const mt_export_options *eo,
-                 const char *output, const char *path) {
-  bool to_stdout = !output || !strcmp(output, "-");
-  FILE *f = to_stdout ? stdout : fopen(output, "wb");
+                 cli_output_file *out, const char *path) {
+  FILE *f = cli_output_file_stream(out);
   if (!f) {
-    cli_error(output, "cannot create: %s", strerror(errno));
+    cli_output_file_close(out, false);
     return MT_EXIT_FAILURE;
   }
   static char buffer[1 << 16];
   setvbuf(f, buffer, _IOFBF, sizeof buffer);
   mt_error err;
   int rc = mt_export(a, format, f, eo, &err);
-  if (!to_stdout && fclose(f) != 0 && rc == MT_OK)
-    rc = mt_fail_io_cli(&err);
-  if (rc) {
-    cli_report(rc == MT_E_IO ? (to_stdout ? "<stdout>" : output) : path, &err);
-    return MT_EXIT_FAILURE;
-  }
-  return MT_EXIT_OK;
+  if (rc)
+    cli_report(rc == MT_E_IO ? out->name : path, &err);
+  /* A failed export leaves a file that was there as it was. */
+  return cli_output_file_close(out, rc == MT_OK) ? MT_EXIT_OK : MT_EXIT_FAILURE;
 }

@@ -110,8 +110,9 @@ void an_json_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverted
 #ifndef MEMTAP_CLI_ANALYSIS_CLI_EXPORT
 #define MEMTAP_CLI_ANALYSIS_CLI_EXPORT
 #include "memtap/export.h"
-/* Exports `a` to `output` (standard output when NULL or "-"); prints errors; returns an exit
- * status. `path` names the trace in messages. */
+#include "output_file.h"
+/* Exports `a` to `out` (opened by cli_output_file_open, closed here: kept only if the export
+ * succeeded); prints errors; returns an exit status. `path` names the trace in messages. */
 int an_export_to(const mt_analysis *a, mt_export_format format, const mt_export_options *eo,
-                 const char *output, const char *path);
+                 cli_output_file *out, const char *path);
 #endif

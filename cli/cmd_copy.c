@@ -1,7 +1,5 @@
 /* memtap copy: reads a trace and writes it again through the writer, as memtrace's test/copy does;
  * traces memtrace wrote come out bit for bit. Optionally converts between v2 and v3. */
-#include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <string.h>
@@ -9,12 +7,14 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "output_file.h"
 
 static const char usage[] =
     "usage: memtap copy [--version 2|3] IN OUT\n"
     "\n"
-    "Reads trace IN (memtrace v1-v3, plain or zstd) and writes every event to OUT again. A trace\n"
-    "written by memtrace is reproduced bit for bit.\n"
+    "Reads trace IN (memtrace v1-v3, plain or zstd; '-' for standard input) and writes every\n"
+    "event to OUT ('-' for standard output) again. A trace written by memtrace is reproduced bit\n"
+    "for bit. OUT may not be IN (the same file, whatever the path).\n"
     "\n"
     "  --version N  format of OUT: 3, or 2 for memtrace <= 0.2.3 and memtrace_viewer <= 0.17\n"
     "               (default: IN's version; v1 is written as v2). A trace with several domains\n"
@@ -22,7 +22,7 @@ static const char usage[] =
     "  -h, --help   show this help\n"
     "\n"
     "If IN turns out to be malformed part-way, OUT keeps every event before the error and the\n"
-    "exit status is 1.\n";
+    "exit status is 1. If writing OUT fails, the file that was there is left as it was.\n";
 
 /* Whether IN can be read a second time from its start: a named file, or a standard input that is
  * a regular file at offset 0 (the reader maps it). A pipe can be read only once. */
@@ -74,9 +74,15 @@ int mt_cmd_copy(int argc, char **argv) {
     return cli_usage_error("copy", "expected IN and OUT");
   const char *in = argv[optind], *out = argv[optind + 1];
 
-  mt_reader *r = cli_open_trace(in, true);
-  if (!r)
+  /* OUT first: refused if it is IN, and created (as a temporary file) before IN is read. */
+  cli_output_file of;
+  if (!cli_output_file_open(&of, out, &in, 1))
     return MT_EXIT_FAILURE;
+  mt_reader *r = cli_open_trace(in, true);
+  if (!r) {
+    cli_output_file_close(&of, false);
+    return MT_EXIT_FAILURE;
+  }
   const mt_trace_info *info = mt_reader_info(r);
   if (!version)
     version = info->version >= 3 ? 3 : 2;
@@ -91,46 +97,36 @@ int mt_cmd_copy(int argc, char **argv) {
                   "written as v2 (copy it as v3)",
                   domain);
       mt_reader_close(r);
+      cli_output_file_close(&of, false);
       return MT_EXIT_FAILURE;
     }
-  }
-  struct stat st_in, st_out;
-  if (stat(in, &st_in) == 0 && stat(out, &st_out) == 0 && st_in.st_dev == st_out.st_dev &&
-      st_in.st_ino == st_out.st_ino) {
-    cli_error(out, "is the input trace itself; refusing to overwrite it");
-    mt_reader_close(r);
-    return MT_EXIT_FAILURE;
-  }
-  int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    cli_error(out, "cannot create: %s", strerror(errno));
-    mt_reader_close(r);
-    return MT_EXIT_FAILURE;
   }
   mt_writer_options wopts = {.version = (int)version};
   mt_writer *w;
   mt_error err;
   int status = MT_EXIT_OK;
-  if (mt_writer_create(&w, fd, info, &wopts, &err)) {
-    cli_report(out, &err);
+  bool keep = false; /* whether OUT is a whole trace worth keeping */
+  if (mt_writer_create(&w, of.fd, info, &wopts, &err)) {
+    cli_report(of.name, &err);
     status = MT_EXIT_FAILURE;
   } else {
     int rc = mt_transcode(r, w, &err);
+    /* A malformed IN still gives a well-formed OUT of every event before the damage (kept, exit
+     * status 1); a failure to write OUT leaves whatever file was there before. */
+    bool read_failed = rc && err.code == MT_E_MALFORMED;
     if (rc) {
-      /* Name the side that failed: reading errors carry an input offset. */
-      cli_report(err.code == MT_E_MALFORMED ? in : out, &err);
+      cli_report(read_failed ? in : of.name, &err);
       status = MT_EXIT_FAILURE;
     }
-    /* Close even after an error, so that OUT keeps every event copied so far. */
-    if (mt_writer_close(w, &err) && status == MT_EXIT_OK) {
-      cli_report(out, &err);
+    int closed = mt_writer_close(w, &err);
+    if (closed && status == MT_EXIT_OK) {
+      cli_report(of.name, &err);
       status = MT_EXIT_FAILURE;
     }
+    keep = !closed && (!rc || read_failed);
   }
-  if (close(fd) != 0 && status == MT_EXIT_OK) {
-    cli_error(out, "close: %s", strerror(errno));
+  if (!cli_output_file_close(&of, keep))
     status = MT_EXIT_FAILURE;
-  }
   mt_reader_close(r);
   return status;
 }

@@ -65,21 +65,29 @@ int mt_cmd_export(int argc, char **argv) {
   if (fi < 0)
     return cli_usage_error("export", "--format takes pprof, speedscope, chrome or folded");
   const char *path = argv[optind];
+  cli_output_file out; /* before reading the trace: a bad output is found at once */
+  if (!cli_output_file_open(&out, output, &path, 1))
+    return MT_EXIT_FAILURE;
   int64_t to = MT_TIME_UNBOUNDED;
   if (at && !strcmp(at, "peak")) {
     eo.inuse_at_peak = true;
   } else if (at) {
     int64_t duration = strchr(at, '%') ? an_trace_duration(path, ao.index != AN_INDEX_OFF) : 0;
-    if (duration < 0)
-      return MT_EXIT_FAILURE;
-    if (!an_parse_time(at, duration, &to))
-      return cli_usage_error("export", "--at takes 'peak', seconds or a percentage");
+    int status = duration < 0 ? MT_EXIT_FAILURE : MT_EXIT_OK;
+    if (duration >= 0 && !an_parse_time(at, duration, &to))
+      status = cli_usage_error("export", "--at takes 'peak', seconds or a percentage");
+    if (status != MT_EXIT_OK) {
+      cli_output_file_close(&out, false);
+      return status;
+    }
   }
   int status;
   mt_analysis *a = an_load("export", path, &ao, false, to, &status);
-  if (!a)
+  if (!a) {
+    cli_output_file_close(&out, false);
     return status;
-  status = an_export_to(a, formats[fi].format, &eo, output, path);
+  }
+  status = an_export_to(a, formats[fi].format, &eo, &out, path);
   mt_analysis_free(a);
   return status;
 }

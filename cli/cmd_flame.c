@@ -57,11 +57,16 @@ int mt_cmd_flame(int argc, char **argv) {
   if (optind != argc - 1)
     return cli_usage_error("flame", "expected exactly one TRACE");
   const char *path = argv[optind];
+  cli_output_file out; /* before the analysis: a bad output is found at once */
+  if (!cli_output_file_open(&out, output, &path, 1))
+    return MT_EXIT_FAILURE;
   int status;
   mt_analysis *a = an_load("flame", path, &ao, false, MT_TIME_UNBOUNDED, &status);
-  if (!a)
+  if (!a) {
+    cli_output_file_close(&out, false);
     return status;
-  status = an_export_to(a, format, &eo, output, path);
+  }
+  status = an_export_to(a, format, &eo, &out, path);
   mt_analysis_free(a);
   return status;
 }

@@ -45,11 +45,16 @@ int mt_cmd_report(int argc, char **argv) {
   if (!output)
     return cli_usage_error("report", "-o FILE is required");
   const char *path = argv[optind];
+  cli_output_file out; /* before the analysis: a bad output is found at once */
+  if (!cli_output_file_open(&out, output, &path, 1))
+    return MT_EXIT_FAILURE;
   int status;
   mt_analysis *a = an_load("report", path, &ao, true, MT_TIME_UNBOUNDED, &status);
-  if (!a)
+  if (!a) {
+    cli_output_file_close(&out, false);
     return status;
-  status = an_export_to(a, MT_EXPORT_HTML, &eo, output, path);
+  }
+  status = an_export_to(a, MT_EXPORT_HTML, &eo, &out, path);
   mt_analysis_free(a);
   return status;
 }

@@ -1,10 +1,17 @@
 /* The memtap command line as a user meets it: help everywhere, usage errors with exit status 64,
- * errors that name the file and what went wrong, no output lost before an error, and copy's
- * refusals. */
+ * errors that name the file and what went wrong, no output lost before an error, copy's
+ * refusals, and output files that never destroy an input or an existing file. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -341,6 +348,370 @@ static void every_command_fails_when_its_output_cannot_be_written(void **state) 
          "/dev/full", NULL);
 }
 
+/* --- output files: never the input, never half-written over an existing file ---------------- */
+
+/* How to start memtap: its working directory, standard input and output (a pipe when NULL),
+ * a file size limit (RLIMIT_FSIZE, 0: none) and whether SIGXFSZ is ignored. */
+typedef struct spawn_options {
+  const char *cwd;
+  const char *stdin_path;
+  const char *stdout_append; /* standard output appended to this file */
+  rlim_t file_size_limit;
+  bool ignore_sigxfsz;
+} spawn_options;
+
+typedef struct child {
+  pid_t pid;
+  int out, err; /* pipes; -1 when not a pipe */
+} child;
+
+static child spawn(const spawn_options *o, const char *const *args) {
+  const char *cli = getenv("MEMTAP_CLI");
+  if (!cli || !*cli)
+    fail_msg("MEMTAP_CLI is not set (run the tests through ctest)");
+  const char *argv[32];
+  int argc = 0;
+  argv[argc++] = cli;
+  for (; *args; args++)
+    argv[argc++] = *args;
+  argv[argc] = NULL;
+  int out[2], err[2];
+  assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(err, O_CLOEXEC), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGXFSZ, o->ignore_sigxfsz ? SIG_IGN : SIG_DFL);
+    if (o->file_size_limit) {
+      struct rlimit limit = {o->file_size_limit, o->file_size_limit};
+      if (setrlimit(RLIMIT_FSIZE, &limit) != 0)
+        _exit(125);
+    }
+    if (o->cwd && chdir(o->cwd) != 0)
+      _exit(125);
+    int in = open(o->stdin_path ? o->stdin_path : "/dev/null", O_RDONLY);
+    int to = o->stdout_append ? open(o->stdout_append, O_WRONLY | O_APPEND) : out[1];
+    if (in < 0 || to < 0 || dup2(in, 0) < 0 || dup2(to, 1) < 0 || dup2(err[1], 2) < 0)
+      _exit(125);
+    execv(cli, (char *const *)argv);
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  return (child){pid, out[0], err[0]};
+}
+
+static void append_from(int fd, char **data, size_t *len) {
+  char chunk[4096];
+  ssize_t n = read(fd, chunk, sizeof chunk);
+  assert_true(n >= 0);
+  *data = realloc(*data, *len + (size_t)n + 1);
+  assert_non_null(*data);
+  memcpy(*data + *len, chunk, (size_t)n);
+  *len += (size_t)n;
+  (*data)[*len] = 0;
+}
+
+/* Reads the child's output and error until it ends; returns its exit status (128+signal if
+ * killed). *out and *err (if non-NULL) get the malloc'd, NUL-terminated texts. */
+static int finish(child c, char **out, size_t *out_size, char **err) {
+  char *text[2] = {calloc(1, 1), calloc(1, 1)};
+  size_t len[2] = {0, 0};
+  struct pollfd fds[2] = {{.fd = c.out, .events = POLLIN}, {.fd = c.err, .events = POLLIN}};
+  int open_pipes = 2;
+  while (open_pipes > 0) {
+    if (poll(fds, 2, -1) < 0) {
+      assert_int_equal(errno, EINTR);
+      continue;
+    }
+    for (int i = 0; i < 2; i++)
+      if (fds[i].fd >= 0 && fds[i].revents) {
+        size_t before = len[i];
+        append_from(fds[i].fd, &text[i], &len[i]);
+        if (len[i] == before) { /* end of file */
+          close(fds[i].fd);
+          fds[i].fd = -1;
+          open_pipes--;
+        }
+      }
+  }
+  int status;
+  while (waitpid(c.pid, &status, 0) < 0)
+    assert_int_equal(errno, EINTR);
+  if (out)
+    *out = text[0];
+  else
+    free(text[0]);
+  if (out_size)
+    *out_size = len[0];
+  if (err)
+    *err = text[1];
+  else
+    free(text[1]);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+static int run(const spawn_options *o, char **out, size_t *out_size, char **err,
+               const char *const *args) {
+  return finish(spawn(o, args), out, out_size, err);
+}
+
+/* A fresh directory for one test's files (`name` under the test's temporary directory). */
+static const char *fresh_dir(const char *name, char dir[4096]) {
+  snprintf(dir, 4096, "%s", tu_temp_path(name));
+  assert_int_equal(mkdir(dir, 0755), 0);
+  return dir;
+}
+
+static void file_in(char path[4096], const char *dir, const char *name) {
+  int n = snprintf(path, 4096, "%s/%s", dir, name);
+  assert_true(n > 0 && n < 4096);
+}
+
+/* Fails if `dir` holds a file memtap's temporary files are named like (".NAME.memtap-XXXXXX"). */
+static void assert_no_temporary_file(const char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  for (struct dirent *e; (e = readdir(d));)
+    if (strstr(e->d_name, ".memtap-"))
+      fail_msg("temporary file left in %s: %s", dir, e->d_name);
+  closedir(d);
+}
+
+static void assert_file_is(const char *path, const void *data, size_t size) {
+  size_t got_size;
+  uint8_t *got = tu_read_file(path, &got_size);
+  if (got_size != size || memcmp(got, data, size))
+    fail_msg("%s changed: %zu bytes, expected %zu", path, got_size, size);
+  free(got);
+}
+
+/* Each command that writes a file, writing OUT from trace IN ("IN" and "OUT" stand for them). */
+static const char *const writers[][8] = {
+    {"copy", "IN", "OUT"},
+    {"report", "IN", "-o", "OUT"},
+    {"export", "--format", "pprof", "-o", "OUT", "IN"},
+    {"export", "--format", "speedscope", "-o", "OUT", "IN"},
+    {"flame", "--svg", "-o", "OUT", "IN"},
+    {"flame", "--folded", "-o", "OUT", "IN"},
+};
+#define NWRITERS (sizeof writers / sizeof writers[0])
+
+static void command_line(const char *args[8], size_t w, const char *in, const char *out) {
+  int i = 0;
+  for (; writers[w][i]; i++)
+    args[i] = !strcmp(writers[w][i], "IN")    ? in
+              : !strcmp(writers[w][i], "OUT") ? out
+                                              : writers[w][i];
+  args[i] = NULL;
+}
+
+static void every_output_that_is_an_input_is_refused(void **state) {
+  (void)state;
+  char dir[4096], trace[4096], hard[4096], soft[4096];
+  fresh_dir("same", dir);
+  file_in(trace, dir, "t.ctf");
+  file_in(hard, dir, "hard.ctf");
+  file_in(soft, dir, "soft.ctf");
+  const char *made = write_trace("same-source.ctf", false);
+  size_t size;
+  uint8_t *data = tu_read_file(made, &size);
+  tu_write_file(trace, data, size);
+  assert_int_equal(link(trace, hard), 0);
+  assert_int_equal(symlink("t.ctf", soft), 0);
+  /* The same file by the same path, by another path, a hard link and a symbolic link. */
+  const char *outs[] = {trace, "./t.ctf", hard, soft};
+  spawn_options in_dir = {.cwd = dir};
+  for (size_t w = 0; w < NWRITERS; w++)
+    for (size_t k = 0; k < 4; k++) {
+      const char *args[8];
+      command_line(args, w, trace, outs[k]);
+      char *err;
+      int status = run(&in_dir, NULL, NULL, &err, args);
+      if (status != 1 || !strstr(err, "is the input trace itself"))
+        fail_msg("memtap %s ... -> %s: exit %d, stderr: %s", args[0], outs[k], status, err);
+      free(err);
+      assert_file_is(trace, data, size);
+    }
+  /* Standard input that is OUT, and standard output appended to IN. */
+  char *err;
+  const char *from_stdin[] = {"copy", "-", trace, NULL};
+  spawn_options stdin_is_out = {.stdin_path = trace};
+  assert_int_equal(run(&stdin_is_out, NULL, NULL, &err, from_stdin), 1);
+  assert_non_null(strstr(err, "is the input trace itself (standard input)"));
+  free(err);
+  const char *to_stdout[] = {"copy", trace, "-", NULL};
+  spawn_options stdout_is_in = {.stdout_append = trace};
+  assert_int_equal(run(&stdout_is_in, NULL, NULL, &err, to_stdout), 1);
+  assert_non_null(strstr(err, "memtap: <stdout>: is the input trace itself"));
+  free(err);
+  assert_file_is(trace, data, size);
+  assert_no_temporary_file(dir);
+  free(data);
+}
+
+static void a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(void **state) {
+  (void)state;
+  char dir[4096], out[4096], fresh[4096];
+  fresh_dir("fail", dir);
+  file_in(out, dir, "out");
+  file_in(fresh, dir, "fresh");
+  const char *trace = write_trace("fail-source.ctf", false);
+  static const char old[] = "the previous output\n";
+  for (size_t w = 0; w < NWRITERS; w++) {
+    /* What a whole output weighs; the limit then stops the write half-way. */
+    const char *args[8];
+    command_line(args, w, trace, fresh);
+    spawn_options plain = {0};
+    assert_int_equal(run(&plain, NULL, NULL, NULL, args), 0);
+    struct stat st;
+    assert_int_equal(stat(fresh, &st), 0);
+    assert_true(st.st_size >= 2);
+    tu_write_file(out, old, sizeof old - 1);
+    assert_int_equal(chmod(out, 0640), 0);
+    command_line(args, w, trace, out);
+    spawn_options limited = {.file_size_limit = (rlim_t)st.st_size / 2, .ignore_sigxfsz = true};
+    char *err;
+    int status = run(&limited, NULL, NULL, &err, args);
+    if (status != 1 || !strstr(err, "File too large"))
+      fail_msg("memtap %s with RLIMIT_FSIZE: exit %d, stderr: %s", args[0], status, err);
+    free(err);
+    assert_file_is(out, old, sizeof old - 1);
+    assert_int_equal(stat(out, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
+    assert_no_temporary_file(dir);
+    /* Killed by SIGXFSZ instead (its default action): the temporary file is removed too. */
+    limited.ignore_sigxfsz = false;
+    assert_int_equal(run(&limited, NULL, NULL, NULL, args), 128 + SIGXFSZ);
+    assert_file_is(out, old, sizeof old - 1);
+    assert_no_temporary_file(dir);
+    unlink(fresh);
+  }
+}
+
+static void a_successful_write_replaces_the_file_and_keeps_its_mode(void **state) {
+  (void)state;
+  char dir[4096], out[4096], target[4096], link_path[4096], made[4096];
+  fresh_dir("replace", dir);
+  file_in(out, dir, "out.html");
+  file_in(target, dir, "target.html");
+  file_in(link_path, dir, "link.html");
+  file_in(made, dir, "new.html");
+  const char *trace = write_trace("replace-source.ctf", false);
+  tu_write_file(out, "old", 3);
+  assert_int_equal(chmod(out, 0604), 0);
+  tu_write_file(target, "old", 3);
+  assert_int_equal(chmod(target, 0600), 0);
+  assert_int_equal(symlink("target.html", link_path), 0);
+  const char *const outs[] = {out, link_path, made};
+  mode_t mask = umask(022);
+  for (int i = 0; i < 3; i++) {
+    const char *args[] = {"report", trace, "-o", outs[i], NULL};
+    spawn_options plain = {0};
+    assert_int_equal(run(&plain, NULL, NULL, NULL, args), 0);
+  }
+  umask(mask);
+  struct stat st;
+  const char *const files[] = {out, target, made};
+  const mode_t modes[] = {0604, 0600, 0644}; /* kept, kept through the link, 0666 & ~umask */
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(stat(files[i], &st), 0);
+    assert_int_equal(st.st_mode & 07777, modes[i]);
+    assert_true(st.st_size > 3); /* the report, not "old" */
+  }
+  assert_int_equal(lstat(link_path, &st), 0);
+  assert_true(S_ISLNK(st.st_mode)); /* the link stays a link */
+  assert_no_temporary_file(dir);
+}
+
+static void devices_and_pipes_are_written_directly(void **state) {
+  (void)state;
+  const char *trace = write_trace("direct-source.ctf", false);
+  const char *to_null[] = {"report", trace, "-o", "/dev/null", NULL};
+  spawn_options plain = {0};
+  assert_int_equal(run(&plain, NULL, NULL, NULL, to_null), 0);
+  struct stat st;
+  assert_int_equal(stat("/dev/null", &st), 0);
+  assert_true(S_ISCHR(st.st_mode));
+  /* A FIFO opened for reading and writing here, so that memtap's open does not wait. */
+  char fifo[4096];
+  snprintf(fifo, sizeof fifo, "%s", tu_temp_path("out.fifo"));
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  int fd = open(fifo, O_RDWR | O_NONBLOCK);
+  assert_true(fd >= 0);
+  const char *to_fifo[] = {"flame", "--folded", "-o", fifo, trace, NULL};
+  assert_int_equal(run(&plain, NULL, NULL, NULL, to_fifo), 0);
+  char got[4096];
+  ssize_t n = read(fd, got, sizeof got - 1);
+  assert_true(n > 0);
+  got[n] = 0;
+  assert_non_null(strstr(got, "fn_")); /* folded stacks of tg_resolve's functions */
+  close(fd);
+  assert_int_equal(lstat(fifo, &st), 0);
+  assert_true(S_ISFIFO(st.st_mode));
+}
+
+/* memtap blocks opening a FIFO with no writer, as its input: the output's temporary file exists by
+ * then (outputs are opened first), and the signal must remove it. */
+static void a_signal_removes_the_temporary_file(void **state) {
+  (void)state;
+  char dir[4096], out[4096], fifo[4096];
+  fresh_dir("signal", dir);
+  file_in(out, dir, "out");
+  file_in(fifo, dir, "in.fifo");
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  const int signals[] = {SIGINT, SIGTERM};
+  const char *const commands[][6] = {{"copy", fifo, out}, {"report", fifo, "-o", out}};
+  for (int i = 0; i < 2; i++) {
+    tu_write_file(out, "old", 3);
+    spawn_options plain = {0};
+    child c = spawn(&plain, commands[i]);
+    /* Wait (at most a minute) for the temporary file. */
+    bool seen = false;
+    for (int tries = 0; tries < 6000 && !seen; tries++) {
+      DIR *d = opendir(dir);
+      assert_non_null(d);
+      for (struct dirent *e; (e = readdir(d));)
+        seen = seen || strstr(e->d_name, ".memtap-");
+      closedir(d);
+      if (!seen)
+        usleep(10000);
+    }
+    if (!seen) {
+      kill(c.pid, SIGKILL);
+      finish(c, NULL, NULL, NULL);
+      fail_msg("memtap %s made no temporary file in %s", commands[i][0], dir);
+    }
+    kill(c.pid, signals[i]);
+    assert_int_equal(finish(c, NULL, NULL, NULL), 128 + signals[i]);
+    assert_file_is(out, "old", 3);
+    assert_no_temporary_file(dir);
+  }
+}
+
+static void copy_to_dash_writes_standard_output(void **state) {
+  (void)state;
+  char dir[4096], dash[4096], copied[4096];
+  fresh_dir("dash", dir);
+  file_in(dash, dir, "-");
+  file_in(copied, dir, "copied.ctf");
+  const char *trace = write_trace("dash-source.ctf", false);
+  spawn_options in_dir = {.cwd = dir};
+  const char *to_file[] = {"copy", trace, copied, NULL};
+  assert_int_equal(run(&in_dir, NULL, NULL, NULL, to_file), 0);
+  const char *to_stdout[] = {"copy", trace, "-", NULL};
+  char *out;
+  size_t size;
+  assert_int_equal(run(&in_dir, &out, &size, NULL, to_stdout), 0);
+  assert_file_is(copied, out, size);
+  free(out);
+  struct stat st;
+  assert_int_equal(lstat(dash, &st), -1); /* no file named '-' */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_command_has_help),
@@ -353,6 +724,12 @@ int main(void) {
       cmocka_unit_test(check_finds_an_undescribed_code_after_a_common_prefix),
       cmocka_unit_test(json_output_escapes_invalid_utf8_reversibly),
       cmocka_unit_test(every_command_fails_when_its_output_cannot_be_written),
+      cmocka_unit_test(every_output_that_is_an_input_is_refused),
+      cmocka_unit_test(a_write_that_fails_midway_leaves_the_old_file_and_no_temporary),
+      cmocka_unit_test(a_successful_write_replaces_the_file_and_keeps_its_mode),
+      cmocka_unit_test(devices_and_pipes_are_written_directly),
+      cmocka_unit_test(a_signal_removes_the_temporary_file),
+      cmocka_unit_test(copy_to_dash_writes_standard_output),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
