@@ -1,8 +1,8 @@
 # Compiler flags every target shares: warnings (errors only with MEMTAP_WERROR, which the project's
 # CI turns on: a user's or a packager's build must never fail on a warning a newer or other
 # compiler finds), sanitizers when asked for.
-add_compile_options(-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-                    -Wno-unused-parameter)
+add_compile_options(-Wall -Wextra -Wshadow -Wno-unused-parameter
+                    "$<$<COMPILE_LANGUAGE:C>:-Wstrict-prototypes;-Wmissing-prototypes>")
 if(MEMTAP_WERROR)
   add_compile_options(-Werror)
 endif()
