@@ -26,7 +26,7 @@
 #include "tracer/unwind_cfi.h"
 
 #define MAX_FRAMES 256
-#define RUNS 7
+#define RUNS 11
 
 static uintptr_t stack_top;
 static volatile unsigned sink;
@@ -139,7 +139,7 @@ static void measure(void *arg) {
       runs[r] = median(one, WALKS);
       continue;
     }
-    int iterations = j->m == LIBUNWIND ? 20000 : 200000;
+    int iterations = j->m == LIBUNWIND ? 10000 : 50000;
     double t0 = now_ns();
     for (int i = 0; i < iterations; i++)
       sink = sink + (unsigned)(i & 1 ? walk_from_a(j->m) : walk_from_b(j->m));
