@@ -62,7 +62,7 @@ void mt_record_alloc(void *p, size_t size, uint64_t nsamples, unsigned kind) {
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   int saved_errno = errno;
-  uint64_t buf[4 + MT_TRACER_MAX_FRAMES];
+  uint64_t buf[4 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
   buf[0] = (uintptr_t)p;
   buf[1] = size;
   buf[2] = nsamples;
@@ -75,7 +75,7 @@ void mt_record_realloc(void *old, void *p, size_t size, uint64_t nsamples) {
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   int saved_errno = errno;
-  uint64_t buf[5 + MT_TRACER_MAX_FRAMES];
+  uint64_t buf[5 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
   buf[0] = (uintptr_t)old;
   buf[1] = (uintptr_t)p;
   buf[2] = size;
@@ -89,7 +89,7 @@ void mt_record_map(void *p, size_t length, int prot, int flags, unsigned kind) {
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   int saved_errno = errno;
-  uint64_t buf[4 + MT_TRACER_MAX_FRAMES];
+  uint64_t buf[4 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
   buf[0] = (uintptr_t)p;
   buf[1] = length;
   buf[2] = (uint64_t)(uint32_t)prot | ((uint64_t)(uint32_t)flags << 32);

@@ -139,8 +139,11 @@ MT_HIDDEN void mt_modules_after_fork(void);
 /* unwind.c: the unwinder, behind one function so that it can be replaced. */
 /* Loads the unwinder (libunwind, privately) at a safe moment: the shim's constructor. */
 MT_HIDDEN void mt_tracer_unwind_load(void);
+/* Frames asked of the unwinder beyond the ones kept: the shim's own, removed afterwards. */
+#define MT_UNWIND_SLACK 16
 /* Fills pcs[0..] with return addresses, innermost first, the shim's own frames removed; returns
- * how many. Sets MT_TRACER_FLAG_NO_STACK or MT_TRACER_FLAG_TRUNCATED in *flags. */
+ * how many (<= max). `pcs` has room for max + MT_UNWIND_SLACK entries (scratch). Sets
+ * MT_TRACER_FLAG_NO_STACK or MT_TRACER_FLAG_TRUNCATED in *flags. */
 MT_HIDDEN size_t mt_tracer_unwind(uint64_t *pcs, size_t max, unsigned *flags);
 
 /* threads.c */

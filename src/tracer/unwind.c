@@ -7,9 +7,6 @@
 
 #include "tracer/shim.h"
 
-/* Frames asked of libunwind beyond the ones kept: the shim's own, removed afterwards. */
-#define MT_UNWIND_SLACK 16
-
 static int (*backtrace_fn)(void **buffer, int size);
 
 void mt_tracer_unwind_load(void) {
@@ -29,11 +26,11 @@ size_t mt_tracer_unwind(uint64_t *pcs, size_t max, unsigned *flags) {
     *flags |= MT_TRACER_FLAG_NO_STACK;
     return 0;
   }
-  void *raw[MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
-  size_t cap = max + MT_UNWIND_SLACK;
-  if (cap > sizeof raw / sizeof raw[0])
-    cap = sizeof raw / sizeof raw[0];
-  int got = backtrace_fn(raw, (int)cap);
+  /* libunwind fills the caller's buffer (MT_UNWIND_SLACK words longer than `max`) with void *,
+   * the same 8 bytes as a uint64_t here; the shim's frames are then squeezed out in place. One
+   * buffer on the stack instead of two: the program's thread may have a small stack. */
+  _Static_assert(sizeof(void *) == sizeof(uint64_t), "x86-64");
+  int got = backtrace_fn((void **)pcs, (int)(max + MT_UNWIND_SLACK));
   if (got <= 0) {
     *flags |= MT_TRACER_FLAG_NO_STACK;
     return 0;
@@ -41,7 +38,7 @@ size_t mt_tracer_unwind(uint64_t *pcs, size_t max, unsigned *flags) {
   size_t n = 0;
   uintptr_t low = mt_shim.text_low, span = mt_shim.text_high - mt_shim.text_low;
   for (int i = 0; i < got; i++) {
-    uintptr_t pc = (uintptr_t)raw[i];
+    uintptr_t pc = (uintptr_t)pcs[i];
     if (pc - low < span || pc == 0)
       continue; /* the shim's own frame (the trampoline of a thread, too) */
     if (n == max) {
@@ -50,7 +47,7 @@ size_t mt_tracer_unwind(uint64_t *pcs, size_t max, unsigned *flags) {
     }
     pcs[n++] = pc;
   }
-  if ((size_t)got == cap && n == max)
+  if ((size_t)got == max + MT_UNWIND_SLACK && n == max)
     *flags |= MT_TRACER_FLAG_TRUNCATED;
   return n;
 }

@@ -590,6 +590,30 @@ static void exec_descendants_trace_under_follow_fork_despite_trace_pid(void **st
   run_result_free(&traced);
 }
 
+static void stack_deeper_than_256_frames_keeps_the_innermost_and_says_truncated(void **state) {
+  (void)state;
+  char *argv[] = {TRACER_PROG_PATH, "deep", NULL};
+  const char *env[32];
+  traced_env(env, 32, full);
+  run_result traced;
+  run(&traced, argv, env);
+  assert_int_equal(traced.status, 0);
+  assert_string_equal(traced.out, "depth 300\n");
+  records rs;
+  read_ring(traced.pid, &rs);
+  const record *a = find_alloc(&rs, 8888);
+  assert_non_null(a);
+  assert_int_equal(a->id, MT_TRACER_MAX_FRAMES);
+  assert_int_equal(a->words, 4 + MT_TRACER_MAX_FRAMES);
+  assert_true(a->payload[3] & MT_TRACER_FLAG_TRUNCATED);
+  /* A shallow stack is not marked. */
+  for (size_t i = 0; i < rs.count; i++)
+    if (rs.r[i].type == MT_TRACER_REC_ALLOC && rs.r[i].id < 100)
+      assert_false(rs.r[i].payload[3] & MT_TRACER_FLAG_TRUNCATED);
+  free(rs.r);
+  run_result_free(&traced);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(full_tracing_records_every_allocation_of_the_program),
@@ -604,6 +628,7 @@ int main(void) {
       cmocka_unit_test(dlopened_library_is_registered_and_its_unload_recorded),
       cmocka_unit_test(spawned_and_vforked_children_of_other_pids_are_not_traced),
       cmocka_unit_test(exec_descendants_trace_under_follow_fork_despite_trace_pid),
+      cmocka_unit_test(stack_deeper_than_256_frames_keeps_the_innermost_and_says_truncated),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -171,6 +171,17 @@ static int loading(const char *library) {
   return 0;
 }
 
+/* 300 frames of recursion, then an allocation: deeper than the 256 frames a record keeps. */
+__attribute__((noinline)) static int recurse(int depth) {
+  if (depth == 0) {
+    free(site(8888));
+    return 0;
+  }
+  int r = recurse(depth - 1);
+  __asm__ volatile("" ::: "memory"); /* no tail call: every level keeps its frame */
+  return r + 1;
+}
+
 extern char **environ;
 
 static int spawning(void) {
@@ -208,6 +219,8 @@ int main(int argc, char **argv) {
     return loading(argv[2]);
   if (!strcmp(mode, "spawn"))
     return spawning();
+  if (!strcmp(mode, "deep"))
+    return printf("depth %d\n", recurse(300)) < 0;
   fprintf(stderr, "tracer_prog: unknown mode %s\n", mode);
   return 2;
 }
