@@ -749,6 +749,44 @@ static void eh_frame_refuses_cfa_in_other_registers_and_reads_outside_its_segmen
   assert_int_equal(mt_eh_rule_at(&tb, t.code + 1).cfa_offset, 16);
 }
 
+/* The linker's own .plt FDE of this executable (CFA by a DWARF expression on rip): every PC of
+ * the lazy-binding stubs reduces to rsp + 8, or + 16 once the stub pushed its index. */
+static int find_executable(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  mt_cfi_module *m = data;
+  return info->dlpi_name[0] == 0 && mt_cfi_module_from_phdr(info, m) == 0;
+}
+
+static void eh_frame_reduces_the_linkers_plt_entries_of_this_executable(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *elf = tu_read_file("/proc/self/exe", &size);
+  const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)elf;
+  assert_true(size > sizeof *eh && eh->e_shoff + (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) <= size);
+  const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(elf + eh->e_shoff);
+  const char *names = (const char *)elf + sh[eh->e_shstrndx].sh_offset;
+  uintptr_t plt = 0, plt_size = 0;
+  for (size_t i = 0; i < eh->e_shnum; i++)
+    if (strcmp(names + sh[i].sh_name, ".plt") == 0)
+      plt = sh[i].sh_addr, plt_size = sh[i].sh_size;
+  free(elf);
+  if (!plt) {
+    skip(); /* linked without lazy-binding stubs */
+    return;
+  }
+  mt_cfi_module me;
+  assert_int_equal(dl_iterate_phdr(find_executable, &me), 1);
+  mt_eh_tables tables = {me.eh_frame_hdr, me.eh_lo, me.eh_hi};
+  plt += me.load_bias;
+  for (uintptr_t pc = plt; pc < plt + plt_size; pc++) {
+    mt_eh_rule r = mt_eh_rule_at(&tables, pc);
+    int32_t want = pc < plt + 6 ? 16 : pc < plt + 16 ? 24 : (pc & 15) >= 11 ? 16 : 8;
+    assert_int_equal(r.kind, MT_EH_CFA_RSP);
+    assert_int_equal(r.cfa_offset, want);
+    assert_int_equal(r.rbp_slot, 0);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(unwind_matches_libunwind_in_deep_recursion_without_frame_pointers,
@@ -772,6 +810,7 @@ int main(void) {
                              setup),
       cmocka_unit_test(eh_frame_reduces_prologue_and_frame_pointer_rows),
       cmocka_unit_test(eh_frame_evaluates_the_plt_cfa_expression_per_pc),
+      cmocka_unit_test(eh_frame_reduces_the_linkers_plt_entries_of_this_executable),
       cmocka_unit_test(eh_frame_says_signal_frame_for_s_augmentation),
       cmocka_unit_test(eh_frame_says_outermost_for_undefined_return_address),
       cmocka_unit_test(eh_frame_refuses_cfa_in_other_registers_and_reads_outside_its_segment),
