@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -164,10 +165,15 @@ void mt_shim_thread_refresh(mt_shim_thread *t) {
     static _Atomic uint64_t arrivals;
     seed = mt_shim.config.seed + 0x9e3779b97f4a7c15ull * atomic_fetch_add(&arrivals, 1);
   } else {
+    /* The kernel's randomness (a system call, once per thread; no malloc, no file), mixed with
+     * the clock, pid and tid in case it is unavailable. */
+    uint64_t entropy = 0;
+    if (syscall(SYS_getrandom, &entropy, sizeof entropy, GRND_NONBLOCK) != (long)sizeof entropy)
+      entropy = 0;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 40) ^
-           (uint64_t)syscall(SYS_gettid) ^ (uint64_t)(uintptr_t)t;
+    seed = entropy ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+           ((uint64_t)getpid() << 40) ^ (uint64_t)syscall(SYS_gettid) ^ (uint64_t)(uintptr_t)t;
   }
   mt_rng_seed(&t->rng, seed);
   t->countdown = mt_sampler_gap(&mt_shim.sampler, &t->rng);
