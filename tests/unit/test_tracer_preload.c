@@ -614,6 +614,24 @@ static void stack_deeper_than_256_frames_keeps_the_innermost_and_says_truncated(
   run_result_free(&traced);
 }
 
+static void early_allocations_from_racing_threads_are_recorded(void **state) {
+  (void)state;
+  char *argv[] = {TRACER_PROG_EARLY_PATH, NULL};
+  const char *env[32];
+  traced_env(env, 32, full);
+  run_result traced;
+  run(&traced, argv, env);
+  assert_int_equal(traced.status, 0);
+  assert_string_equal(traced.out, "early threads 4\n");
+  records rs;
+  read_ring(traced.pid, &rs);
+  assert_int_equal(count(&rs, MT_TRACER_REC_ALLOC, 2345), 4000);
+  assert_int_equal(freed_allocs(&rs, 2345), 4000);
+  assert_int_equal(unknown_frees(&rs), 0);
+  free(rs.r);
+  run_result_free(&traced);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(full_tracing_records_every_allocation_of_the_program),
@@ -629,6 +647,7 @@ int main(void) {
       cmocka_unit_test(spawned_and_vforked_children_of_other_pids_are_not_traced),
       cmocka_unit_test(exec_descendants_trace_under_follow_fork_despite_trace_pid),
       cmocka_unit_test(stack_deeper_than_256_frames_keeps_the_innermost_and_says_truncated),
+      cmocka_unit_test(early_allocations_from_racing_threads_are_recorded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,7 +26,11 @@ get_property(_mt_preload_link_opts GLOBAL PROPERTY MEMTAP_CLEAN_LINK_OPTIONS)
 add_executable(tracer_prog unit/tracer_prog.c)
 target_link_libraries(tracer_prog PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 add_library(tracer_prog_lib SHARED unit/tracer_prog_lib.c)
-set(_mt_progs tracer_prog tracer_prog_lib)
+add_library(tracer_prog_early_lib SHARED unit/tracer_prog_early_lib.c)
+target_link_libraries(tracer_prog_early_lib PRIVATE Threads::Threads)
+add_executable(tracer_prog_early unit/tracer_prog_early.c)
+target_link_libraries(tracer_prog_early PRIVATE tracer_prog_early_lib)
+set(_mt_progs tracer_prog tracer_prog_lib tracer_prog_early tracer_prog_early_lib)
 if(CMAKE_CXX_COMPILER)
   add_executable(tracer_prog_exceptions unit/tracer_prog_exceptions.cpp)
   set_target_properties(tracer_prog_exceptions PROPERTIES CXX_STANDARD 17)
@@ -49,7 +53,8 @@ add_dependencies(test_tracer_preload memtap_preload ${_mt_progs})
 target_compile_definitions(test_tracer_preload PRIVATE
   MEMTAP_PRELOAD_PATH="$<TARGET_FILE:memtap_preload>"
   TRACER_PROG_PATH="$<TARGET_FILE:tracer_prog>"
-  TRACER_PROG_LIB_PATH="$<TARGET_FILE:tracer_prog_lib>")
+  TRACER_PROG_LIB_PATH="$<TARGET_FILE:tracer_prog_lib>"
+  TRACER_PROG_EARLY_PATH="$<TARGET_FILE:tracer_prog_early>")
 if(CMAKE_CXX_COMPILER)
   target_compile_definitions(test_tracer_preload PRIVATE
     TRACER_PROG_EXCEPTIONS_PATH="$<TARGET_FILE:tracer_prog_exceptions>")
