@@ -67,6 +67,17 @@ size_t mt_bootstrap_size(const void *p) {
   return size;
 }
 
+/* calloc for a next allocator whose object has none of its own. */
+static void *calloc_from_malloc(size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total))
+    return NULL;
+  void *p = mt_shim_real.malloc(total);
+  if (p)
+    memset(p, 0, total);
+  return p;
+}
+
 /* The next definition of `name` if it comes from the object that defines the next malloc. */
 static void *next_from(const char *name, const void *malloc_base) {
   void *f = dlsym(RTLD_NEXT, name);
@@ -119,6 +130,8 @@ void mt_shim_resolve(void) {
      * shared objects (linked at 0). */
     dl_iterate_phdr(find_text, (void *)base);
   }
+  if (!r.calloc)
+    r.calloc = calloc_from_malloc;
   mt_shim_real = r;
   mt_dl_real_open = (void *)r.dlopen;
   atomic_store_explicit(&mt_shim.resolve, MT_RESOLVE_DONE, memory_order_release);

@@ -185,7 +185,8 @@ static __attribute__((noinline)) void free_slow(void *p) {
 }
 
 MT_EXPORT void free(void *p) {
-  int mode = atomic_load_explicit(&mt_shim.mode, memory_order_relaxed);
+  /* Acquire: the set was mapped before the mode said SAMPLED (a plain load on x86-64). */
+  int mode = atomic_load_explicit(&mt_shim.mode, memory_order_acquire);
   if (MT_LIKELY(mode == MT_SHIM_SAMPLED)) {
     if (MT_LIKELY(!mt_sampled_set_maybe(&mt_shim.set, p)))
       goto pass;
@@ -270,7 +271,7 @@ static __attribute__((noinline)) void *realloc_slow(mt_shim_thread *t, void *p, 
 
 MT_EXPORT void *realloc(void *p, size_t size) {
   mt_shim_thread *t = &mt_shim_self;
-  if (MT_LIKELY(atomic_load_explicit(&mt_shim.mode, memory_order_relaxed) == MT_SHIM_SAMPLED) &&
+  if (MT_LIKELY(atomic_load_explicit(&mt_shim.mode, memory_order_acquire) == MT_SHIM_SAMPLED) &&
       !t->depth && (!p || !mt_sampled_set_maybe(&mt_shim.set, p))) {
     int64_t c = t->countdown - (int64_t)size;
     if (MT_LIKELY(c > 0 && !mt_bootstrap_owns(p))) {

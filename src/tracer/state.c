@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ring/producer.h"
 #include "tracer/shim.h"
 
 mt_shim_state mt_shim;
@@ -59,6 +60,11 @@ static void fork_child(void) {
   mt_modules_after_fork();
   if (!mt_shim.config.follow_fork) {
     /* The ring's handler (fork_untraced) closed the session without creating a file. */
+    atomic_store(&mt_shim.mode, MT_SHIM_OFF);
+    return;
+  }
+  if (atomic_load(&mt_ring_session.epoch) & 1) {
+    /* The ring could not create the child's file: this child runs untraced. */
     atomic_store(&mt_shim.mode, MT_SHIM_OFF);
     return;
   }
