@@ -632,6 +632,61 @@ static void early_allocations_from_racing_threads_are_recorded(void **state) {
   run_result_free(&traced);
 }
 
+static void regions_follow_map_fixed_partial_unmap_and_mremap(void **state) {
+  (void)state;
+  char *argv[] = {TRACER_PROG_PATH, "regions", NULL};
+  static const char *const sampled[] = {"MEMTAP_SEED=3", NULL}; /* regions in sampled mode too */
+  const char *env[32];
+  traced_env(env, 32, sampled);
+  run_result traced;
+  run(&traced, argv, env);
+  assert_int_equal(traced.status, 0);
+  assert_string_equal(traced.out, "regions 1\n");
+  void *rp = NULL, *mp = NULL;
+  assert_int_equal(sscanf(traced.err, "region %p moved %p", &rp, &mp), 2);
+  uint64_t r = (uintptr_t)rp, moved = (uintptr_t)mp;
+  records rs;
+  read_ring(traced.pid, &rs);
+  /* The region records in program order (one thread). */
+  static const struct {
+    unsigned type;
+    int64_t offset; /* from r; INT64_MIN: the moved address */
+    uint64_t length;
+    unsigned kind;
+  } want[] = {
+      {MT_TRACER_REC_MAP, 0, 2 << 20, MT_TRACER_KIND_MMAP},
+      {MT_TRACER_REC_UNMAP, 1 << 20, 65536, 0}, /* MAP_FIXED replaces the range... */
+      {MT_TRACER_REC_MAP, 1 << 20, 65536, MT_TRACER_KIND_MMAP},      /* ...with a new region */
+      {MT_TRACER_REC_UNMAP, 0, 4096, 0},                             /* partial munmap */
+      {MT_TRACER_REC_UNMAP, 1 << 20, 65536, 0},                      /* mremap: the old range... */
+      {MT_TRACER_REC_MAP, INT64_MIN, 131072, MT_TRACER_KIND_MREMAP}, /* ...and the new one */
+      {MT_TRACER_REC_UNMAP, -1, 4096, 0}, /* the file mapping's munmap (no MAP before it) */
+      {MT_TRACER_REC_UNMAP, INT64_MIN, 131072, 0},
+      {MT_TRACER_REC_UNMAP, 4096, (2 << 20) - 4096, 0},
+  };
+  size_t k = 0;
+  for (size_t i = 0; i < rs.count; i++) {
+    const record *x = &rs.r[i];
+    if (x->type != MT_TRACER_REC_MAP && x->type != MT_TRACER_REC_UNMAP)
+      continue;
+    if (x->payload[1] < 4096)
+      continue; /* not one of the program's (none are smaller) */
+    assert_true(k < sizeof want / sizeof want[0]);
+    assert_int_equal(x->type, want[k].type);
+    assert_int_equal(x->payload[1], want[k].length);
+    if (want[k].offset == INT64_MIN)
+      assert_int_equal(x->payload[0], moved);
+    else if (want[k].offset >= 0)
+      assert_int_equal(x->payload[0], r + (uint64_t)want[k].offset);
+    if (x->type == MT_TRACER_REC_MAP)
+      assert_int_equal(x->payload[3] & MT_TRACER_KIND_MASK, want[k].kind);
+    k++;
+  }
+  assert_int_equal(k, sizeof want / sizeof want[0]);
+  free(rs.r);
+  run_result_free(&traced);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(full_tracing_records_every_allocation_of_the_program),
@@ -648,6 +703,7 @@ int main(void) {
       cmocka_unit_test(exec_descendants_trace_under_follow_fork_despite_trace_pid),
       cmocka_unit_test(stack_deeper_than_256_frames_keeps_the_innermost_and_says_truncated),
       cmocka_unit_test(early_allocations_from_racing_threads_are_recorded),
+      cmocka_unit_test(regions_follow_map_fixed_partial_unmap_and_mremap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -182,6 +182,27 @@ __attribute__((noinline)) static int recurse(int depth) {
   return r + 1;
 }
 
+/* Regions: MAP_FIXED over a region, a partial munmap, a growing mremap, a file mapping. The
+ * addresses go to stderr, as offsets from the first mapping where they are inside it. */
+static int regions(void) {
+  char *r = mmap(NULL, 2 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  char *fixed = mmap(r + (1 << 20), 65536, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  munmap(r, 4096);
+  char *moved = mremap(fixed, 65536, 131072, MREMAP_MAYMOVE);
+  FILE *self = fopen("/proc/self/exe", "r");
+  void *file = self ? mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fileno(self), 0) : MAP_FAILED;
+  if (file != MAP_FAILED)
+    munmap(file, 4096);
+  if (self)
+    fclose(self);
+  munmap(moved, 131072);
+  munmap(r + 4096, (2 << 20) - 4096);
+  fprintf(stderr, "region %p moved %p\n", (void *)r, (void *)moved);
+  printf("regions %d\n", fixed == r + (1 << 20) && moved != MAP_FAILED && file != MAP_FAILED);
+  return 0;
+}
+
 extern char **environ;
 
 static int spawning(void) {
@@ -219,6 +240,8 @@ int main(int argc, char **argv) {
     return loading(argv[2]);
   if (!strcmp(mode, "spawn"))
     return spawning();
+  if (!strcmp(mode, "regions"))
+    return regions();
   if (!strcmp(mode, "deep"))
     return printf("depth %d\n", recurse(300)) < 0;
   fprintf(stderr, "tracer_prog: unknown mode %s\n", mode);
