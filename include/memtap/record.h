@@ -34,7 +34,7 @@ typedef struct mt_recorder_options {
   int64_t flush_interval_ms;
   /* How long a record stays in the merge buffer before it is put in order and written
    * (milliseconds of the consumer's clock after its timestamp): records published later than this
-   * after being stamped are repaired, not merged. 0 means 100. */
+   * after being stamped are repaired, not merged. 0 means 20. */
   int64_t merge_lag_ms;
   /* How far apart in trace time an allocation may be stamped after the free it precedes, on
    * another thread, and still be matched to it (clock skew between CPUs). 0 means 1000 µs. */

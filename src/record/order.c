@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "memtap/tracer.h"
 #include "record/record_internal.h"
 
@@ -30,6 +31,7 @@ bool rec_order_init(rec_order *o, int64_t skew_ns, int64_t bound_ns) {
 
 static void fifo_append(rec_order *o, rec_event *e) {
   e->fifo_next = NULL;
+  e->epoch = o->epoch;
   if (o->fifo_tail)
     o->fifo_tail->fifo_next = e;
   else
@@ -126,47 +128,79 @@ static long event_codes(rec_order *o, rec_sink *sink, const rec_event *e) {
   return n < 0 ? 0 : n;
 }
 
-/* Writes the allocation `e` (its address free) and makes it live. */
-static void emit_alloc(rec_order *o, rec_sink *sink, const rec_event *e, int64_t ns) {
-  long n = event_codes(o, sink, e);
-  int64_t words = (int64_t)((e->size + 7) / 8);
-  int64_t id = write_alloc(o, sink, ns, words, e->nsamples, MT_SOURCE_EXTERNAL, o->codes, n);
-  mt_hashmap_put(&o->live, (int64_t)e->addr, (uint64_t)(id + 2)); /* -1 stays distinguishable */
+/* --- live objects: address -> (object id, allocation stamp, thread) ----------------------- */
+
+static bool live_put(rec_order *o, uint64_t addr, int64_t id, const rec_event *e) {
+  size_t slot;
+  if (o->free_slot) {
+    slot = o->free_slot - 1;
+    o->free_slot = (size_t)o->objs[slot].id;
+  } else {
+    if (!MT_GROW(o->objs, o->objs_cap, o->objs_count + 1))
+      return false;
+    slot = o->objs_count++;
+  }
+  o->objs[slot] = (rec_live){.id = id, .time_ns = e->time_ns, .source = e->source};
+  return mt_hashmap_put(&o->live, (int64_t)addr, slot + 1);
 }
 
-static bool take_live(rec_order *o, uint64_t addr, int64_t *id) {
+static rec_live *live_get(const rec_order *o, uint64_t addr) {
+  uint64_t v;
+  return mt_hashmap_get(&o->live, (int64_t)addr, &v) ? &o->objs[v - 1] : NULL;
+}
+
+static void live_remove(rec_order *o, uint64_t addr) {
   uint64_t v;
   if (!mt_hashmap_get(&o->live, (int64_t)addr, &v))
-    return false;
+    return;
   mt_hashmap_remove(&o->live, (int64_t)addr);
-  *id = (int64_t)v - 2;
-  return true;
+  o->objs[v - 1].id = (int64_t)o->free_slot;
+  o->free_slot = (size_t)v;
+}
+
+static int64_t write_block(rec_order *o, rec_sink *sink, const rec_event *e, int64_t ns) {
+  long n = event_codes(o, sink, e);
+  int64_t words = (int64_t)((e->size + 7) / 8);
+  return write_alloc(o, sink, ns, words, e->nsamples, MT_SOURCE_EXTERNAL, o->codes, n);
+}
+
+/* Writes the allocation `e` (its address free) and makes it live. */
+static void emit_alloc(rec_order *o, rec_sink *sink, const rec_event *e, int64_t ns) {
+  live_put(o, e->addr, write_block(o, sink, e, ns), e);
+}
+
+/* Writes `e` and its free at `free_ns` together: an object whose records arrived after a newer
+ * object at its address was written (a late publish); the address's live object is untouched. */
+static void emit_pair(rec_order *o, rec_sink *sink, const rec_event *e, int64_t free_ns) {
+  int64_t id = write_block(o, sink, e, e->time_ns);
+  write_collect(o, sink, free_ns, id);
 }
 
 /* --- malloc blocks ------------------------------------------------------------------------- */
 
 static void do_alloc(rec_order *o, rec_sink *sink, rec_event *e) {
-  rec_event *f = chain_first(&o->pending, e->addr);
-  if (f) {
-    if (f->source != e->source && e->time_ns <= f->time_ns + o->skew_ns) {
-      /* The free was stamped before its allocation (another CPU's clock): write both. */
+  /* A free that arrived first, stamped (give or take the skew) after this allocation by another
+   * thread, is this block's. One from the same thread was written before it: an older block's. */
+  for (rec_event *f = chain_first(&o->pending, e->addr); f; f = f->next) {
+    if (f->source != e->source && f->time_ns + o->skew_ns >= e->time_ns) {
       chain_remove(&o->pending, f);
-      emit_alloc(o, sink, e, e->time_ns);
-      int64_t id;
-      if (take_live(o, e->addr, &id))
-        write_collect(o, sink, f->time_ns, id);
+      if (live_get(o, e->addr)) {
+        emit_pair(o, sink, e, f->time_ns);
+      } else {
+        emit_alloc(o, sink, e, e->time_ns);
+        rec_live *l = live_get(o, e->addr);
+        if (l) {
+          write_collect(o, sink, f->time_ns, l->id);
+          live_remove(o, e->addr);
+        }
+      }
       free(e);
       return;
     }
-    /* Frees that no allocation claimed: of blocks we never saw. */
-    while ((f = chain_first(&o->pending, e->addr))) {
-      chain_remove(&o->pending, f);
-      sink->stats->unknown_frees++;
-    }
   }
-  uint64_t v;
-  if (mt_hashmap_get(&o->live, (int64_t)e->addr, &v)) {
-    /* The free of the block still live here is in flight: hold this allocation until it comes. */
+  if (live_get(o, e->addr)) {
+    /* The free of the block still live here is in flight (or, for an allocation stamped before
+     * it, this block's own free is): hold this allocation until it comes. */
     chain_append(&o->held, e);
     fifo_append(o, e);
     return;
@@ -177,16 +211,31 @@ static void do_alloc(rec_order *o, rec_sink *sink, rec_event *e) {
 
 /* `f` (a FREE of f->addr) is taken. */
 static void do_free(rec_order *o, rec_sink *sink, rec_event *f) {
-  int64_t id;
-  if (take_live(o, f->addr, &id)) {
-    write_collect(o, sink, f->time_ns, id);
-    rec_event *h = chain_first(&o->held, f->addr);
-    if (h) {
-      chain_remove(&o->held, h);
-      emit_alloc(o, sink, h, h->time_ns > f->time_ns ? h->time_ns : f->time_ns);
+  rec_live *l = live_get(o, f->addr);
+  /* It frees the live object unless it was stamped before that object's allocation by another
+   * thread: then it is the free of an older block whose allocation is late. */
+  if (l && (f->source == l->source || f->time_ns + o->skew_ns >= l->time_ns)) {
+    write_collect(o, sink, f->time_ns, l->id);
+    live_remove(o, f->addr);
+    /* The next block at this address: the first held allocation stamped after this free. */
+    for (rec_event *h = chain_first(&o->held, f->addr); h; h = h->next) {
+      if (h->time_ns + o->skew_ns >= f->time_ns) {
+        chain_remove(&o->held, h);
+        emit_alloc(o, sink, h, h->time_ns > f->time_ns ? h->time_ns : f->time_ns);
+        break;
+      }
     }
     free(f);
     return;
+  }
+  /* A held allocation stamped before this free is the block it frees. */
+  for (rec_event *h = chain_first(&o->held, f->addr); h; h = h->next) {
+    if (h->time_ns <= f->time_ns + o->skew_ns) {
+      chain_remove(&o->held, h);
+      emit_pair(o, sink, h, f->time_ns);
+      free(f);
+      return;
+    }
   }
   chain_append(&o->pending, f);
   fifo_append(o, f);
@@ -290,22 +339,32 @@ void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all) {
   while (o->fifo_head) {
     rec_event *e = o->fifo_head;
     if (!e->dead) {
-      if (!all && e->time_ns + o->bound_ns >= now_ns)
+      /* Given up after the bound in trace time, and only once the rings have been caught up
+       * since it was held: a ring read late (the consumer behind) may still hold its match. */
+      if (!all && (e->time_ns + o->bound_ns >= now_ns || o->epoch < e->epoch + 2))
         break;
       if (e->type == MT_TRACER_REC_FREE) {
         chain_remove(&o->pending, e);
         sink->stats->unknown_frees++;
       } else {
-        /* An allocation at a live address whose free never came (lost): take the old object
-         * as freed now, so the address is never live twice. */
+        /* An allocation at a live address whose free never came (lost): if it is the newer
+         * one, the live object's free was lost: take that object as freed now; if it is the
+         * older one, its own free was lost: write it freed at once. Either way the address is
+         * never live twice. */
         chain_remove(&o->held, e);
-        int64_t id;
         int64_t t = e->time_ns > o->last_time_ns ? e->time_ns : o->last_time_ns;
-        if (take_live(o, e->addr, &id)) {
-          write_collect(o, sink, t, id);
-          sink->stats->implied_frees++;
+        rec_live *l = live_get(o, e->addr);
+        sink->stats->implied_frees++;
+        if (l && l->time_ns <= e->time_ns) {
+          write_collect(o, sink, t, l->id);
+          live_remove(o, e->addr);
+          emit_alloc(o, sink, e, t);
+        } else if (l) {
+          emit_pair(o, sink, e, t);
+        } else {
+          sink->stats->implied_frees--;
+          emit_alloc(o, sink, e, t);
         }
-        emit_alloc(o, sink, e, t);
       }
     }
     o->fifo_head = e->fifo_next;
@@ -321,6 +380,7 @@ void rec_order_free(rec_order *o) {
     free(e);
   }
   mt_hashmap_free(&o->live);
+  free(o->objs);
   mt_hashmap_free(&o->held);
   mt_hashmap_free(&o->pending);
   rec_regions_free(&o->regions);

@@ -27,24 +27,43 @@ typedef struct rec_event {
   struct rec_event *next;      /* chains of one address (held allocations, pending frees) */
   struct rec_event *fifo_next; /* expiry order */
   bool dead;                   /* removed from its chain; freed when it leaves the FIFO */
+  uint64_t epoch;              /* order.c: rec_order.epoch when it was held */
   uint32_t nframes;
   uint64_t frames[]; /* return addresses, innermost first */
 } rec_event;
 
 rec_event *rec_event_new(uint32_t nframes);
-rec_event *rec_event_copy(const rec_event *e);
 
-/* --- merge.c: a min-heap on (time_ns, order) ---------------------------------------------- */
+/* --- merge.c: k-way merge of the threads' queues ---------------------------------------- */
 
-typedef struct rec_heap {
-  rec_event **items;
+/* One writing thread: its events in arrival order (a thread stamps its own records in order). */
+typedef struct rec_source {
+  uint64_t key;
+  rec_event *head, *tail;
+  size_t queued;
+  int64_t newest_ns;  /* stamp of the newest event pushed */
+  int64_t seen_at_ns; /* consumer clock when the last event was pushed */
+  size_t heap_index;  /* position in the heap + 1, 0 when empty */
+} rec_source;
+
+typedef struct rec_merge {
+  mt_hashmap by_key; /* source key -> index + 1 */
+  rec_source *sources;
   size_t count, cap;
-} rec_heap;
+  size_t *heap; /* indices of non-empty sources, a min-heap on their head's (time, order) */
+  size_t heap_count, heap_cap;
+  size_t queued;
+} rec_merge;
 
-bool rec_heap_push(rec_heap *h, rec_event *e);
-rec_event *rec_heap_peek(const rec_heap *h);
-rec_event *rec_heap_pop(rec_heap *h);
-void rec_heap_free(rec_heap *h); /* frees the events too */
+bool rec_merge_push(rec_merge *m, rec_event *e, int64_t now_ns);
+rec_event *rec_merge_peek(const rec_merge *m);
+rec_event *rec_merge_pop(rec_merge *m);
+/* The oldest newest-stamp among the sources that delivered something since `since_ns` (consumer
+ * clock) and whose newest stamp is within `window_ns` of the newest of them all: records still
+ * unread in those rings are stamped at or after it. A source further behind is stalled or its
+ * clock is off, and must not hold the others back. INT64_MAX if none. */
+int64_t rec_merge_low_water(const rec_merge *m, int64_t since_ns, int64_t window_ns);
+void rec_merge_free(rec_merge *m); /* frees the queued events too */
 
 /* --- objects.c: mapped regions (the address -> object id map is common/hashmap) ---------- */
 
@@ -167,13 +186,24 @@ void rec_output_fail(rec_output *o, const mt_error *err);
 
 /* --- order.c: causal repair and emission --------------------------------------------------- */
 
+typedef struct rec_live {
+  int64_t id;      /* object id (-1: not written); in a free slot, the next free slot + 1 */
+  int64_t time_ns; /* its allocation's stamp */
+  uint64_t source; /* the thread that allocated it */
+} rec_live;
+
 typedef struct rec_order {
-  mt_hashmap live;    /* address -> object id + 1 */
+  mt_hashmap live; /* address -> slot in objs + 1 */
+  rec_live *objs;
+  size_t objs_count, objs_cap, free_slot; /* free_slot: first free slot + 1, or 0 */
   mt_hashmap held;    /* address -> rec_event * chain: allocations waiting for a free */
   mt_hashmap pending; /* address -> rec_event * chain: frees waiting for their allocation */
   rec_event *fifo_head, *fifo_tail; /* held and pending events, in arrival order */
   rec_regions regions;
   int64_t last_time_ns; /* of the last event written */
+  /* Counts the polls after which every ring had been read to where it stood: an event held at
+   * epoch E may be given up at E + 2, once every record published before it was read. */
+  uint64_t epoch;
   int64_t skew_ns, bound_ns;
   double rate;
   bool full;

@@ -15,10 +15,12 @@
 #include "memtap/tracer.h"
 #include "record/record_internal.h"
 
-#define POLL_BATCH 65536
-#define POLL_MAX_PER_CALL                                                                          \
-  (1u << 20) /* records per attachment per poll, so flushes still happen                           \
-              */
+/* Records per cursor call: the cursor moves to the next ring after each call, so small calls keep
+ * the rings read evenly (a ring read late holds the merge back or needs repair). */
+#define POLL_BATCH 4096
+/* Records read per attachment per poll, so that writing and flushes keep up. */
+#define POLL_MAX_PER_CALL (1u << 18)
+#define MERGE_MAX_QUEUED (1u << 19)
 
 typedef struct attachment {
   mt_cursor *cursor;
@@ -33,7 +35,8 @@ struct mt_recorder {
   int fd;
   attachment *att;
   size_t natt, att_cap;
-  rec_heap heap;
+  rec_merge merge;
+  int64_t poll_now_ns; /* consumer clock at the start of the current read */
   rec_order order;
   rec_modules modules;
   rec_sites sites;
@@ -164,7 +167,7 @@ static int on_record(void *user, const mt_ring_event *ev) {
     free(e); /* malloc that failed, free(NULL): nothing happened */
     return MT_CURSOR_NEXT;
   }
-  if (!rec_heap_push(&r->heap, e)) {
+  if (!rec_merge_push(&r->merge, e, r->poll_now_ns)) {
     free(e);
     r->decode_error = MT_E_NOMEM;
     return MT_CURSOR_STOP;
@@ -209,7 +212,7 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
   if (!o.flush_interval_ms)
     o.flush_interval_ms = 1000;
   if (o.merge_lag_ms <= 0)
-    o.merge_lag_ms = 100;
+    o.merge_lag_ms = 20;
   if (o.skew_tolerance_us <= 0)
     o.skew_tolerance_us = 1000;
   if (o.hold_bound_us <= 0)
@@ -225,7 +228,7 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
   r->context = o.context ? strdup(o.context) : NULL;
   r->symboliser = rec_symboliser_new(o.no_symbols);
   r->modules.by_serial.seed = r->sites.unknown_pcs.seed = r->sites.wrapper.seed =
-      mt_hashmap_random_seed();
+      r->merge.by_key.seed = mt_hashmap_random_seed();
   if (!r->symboliser || (o.executable_name && !r->exe) || (o.context && !r->context) ||
       !rec_order_init(&r->order, o.skew_tolerance_us * 1000, o.hold_bound_us * 1000)) {
     mt_recorder_destroy(r);
@@ -310,10 +313,13 @@ static int read_rings(mt_recorder *r, bool *progress, bool *caught_up, bool to_e
   return status;
 }
 
-static void drain_heap(mt_recorder *r, int64_t frontier_ns, bool all) {
+static void drain_merge(mt_recorder *r, int64_t frontier_ns, bool all) {
   rec_event *e;
-  while ((e = rec_heap_peek(&r->heap)) && (all || e->time_ns <= frontier_ns)) {
-    rec_heap_pop(&r->heap);
+  /* Past MERGE_MAX_QUEUED events the oldest go out whatever the frontier: memory stays bounded
+   * and order.c repairs whatever arrives older. */
+  while ((e = rec_merge_peek(&r->merge)) &&
+         (all || e->time_ns <= frontier_ns || r->merge.queued > MERGE_MAX_QUEUED)) {
+    rec_merge_pop(&r->merge);
     rec_order_process(&r->order, &r->sink, e);
   }
   rec_order_expire(&r->order, &r->sink, frontier_ns, all);
@@ -324,20 +330,29 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
     *progress = false;
   if (r->finished)
     return mt_fail(err, MT_E_STATE, -1, "the recorder has finished");
-  int64_t now = mono_ns();
+  int64_t now = r->poll_now_ns = mono_ns();
   bool caught_up;
   int rc = read_rings(r, progress, &caught_up, false, err);
   if (rc == MT_E_NOMEM)
     return rc;
   if (r->have_process && !r->writer_tried)
     ensure_writer(r);
-  /* Behind on some ring: records stamped before the frontier may still be unread there, so
-   * nothing is written until the rings are caught up (the merge would otherwise have to repair
-   * them). */
-  if (r->natt && caught_up) {
+  if (caught_up)
+    r->order.epoch++;
+  if (r->natt) {
     const attachment *a = &r->att[0];
     int64_t abs_now = a->realtime ? real_ns() : a->created_realtime_ns + (now - a->created_ns);
-    drain_heap(r, abs_now - r->opt.merge_lag_ms * 1000000, false);
+    int64_t frontier = abs_now - r->opt.merge_lag_ms * 1000000;
+    /* Behind on some ring (the poll hit its cap): what is still unread in a ring read in this
+     * poll is stamped at or after the newest record read from it, so those threads bound the
+     * frontier. Threads idle in this poll do not (an idle thread would stall the trace): their
+     * late records, if any, are repaired by order.c. */
+    if (!caught_up) {
+      int64_t low = rec_merge_low_water(&r->merge, now, r->opt.merge_lag_ms * 5000000);
+      if (low < frontier)
+        frontier = low;
+    }
+    drain_merge(r, frontier, false);
   }
   if (r->opt.flush_interval_ms > 0 &&
       now - r->last_flush_ns >= r->opt.flush_interval_ms * 1000000) {
@@ -374,7 +389,7 @@ int mt_recorder_finish(mt_recorder *r, mt_error *err) {
     return mt_fail(err, MT_E_STATE, -1, "the recorder has finished");
   mt_error read_err = {0};
   int rc = read_rings(r, NULL, NULL, true, &read_err);
-  drain_heap(r, INT64_MAX, true);
+  drain_merge(r, INT64_MAX, true);
   ensure_writer(r);
   rec_output_close(&r->out);
   r->finished = true;
@@ -408,7 +423,7 @@ void mt_recorder_destroy(mt_recorder *r) {
   for (size_t i = 0; i < r->natt; i++)
     mt_cursor_close(r->att[i].cursor);
   free(r->att);
-  rec_heap_free(&r->heap);
+  rec_merge_free(&r->merge);
   rec_order_free(&r->order);
   rec_sites_free(&r->sites);
   rec_modules_free(&r->modules);
