@@ -37,26 +37,20 @@ static int find_text(struct dl_phdr_info *info, size_t size, void *data) {
   return 1;
 }
 
-#define MT_ARENA_SIZE (1u << 20)
-
 /* Each block is preceded by a 16-byte header holding its size. */
-static _Alignas(64) unsigned char arena[MT_ARENA_SIZE];
+_Alignas(64) unsigned char mt_bootstrap_arena[MT_BOOTSTRAP_SIZE];
 static _Atomic size_t arena_used;
-
-bool mt_bootstrap_owns(const void *p) {
-  return (uintptr_t)p - (uintptr_t)arena < MT_ARENA_SIZE;
-}
 
 void *mt_bootstrap_alloc(size_t size, size_t align) {
   if (align < 16)
     align = 16;
-  if (size > MT_ARENA_SIZE || align > 4096)
+  if (size > MT_BOOTSTRAP_SIZE || align > 4096)
     return NULL;
   size_t need = size + align + 16;
   size_t at = atomic_fetch_add(&arena_used, need);
-  if (at + need > MT_ARENA_SIZE)
+  if (at + need > MT_BOOTSTRAP_SIZE)
     return NULL;
-  uintptr_t p = ((uintptr_t)arena + at + 16 + align - 1) & ~(uintptr_t)(align - 1);
+  uintptr_t p = ((uintptr_t)mt_bootstrap_arena + at + 16 + align - 1) & ~(uintptr_t)(align - 1);
   memcpy((void *)(p - 16), &size, sizeof size);
   return (void *)p;
 }

@@ -69,7 +69,7 @@ set_target_properties(memtap_preload PROPERTIES
   LINK_OPTIONS "${_mt_clean_link_opts}"
   C_VISIBILITY_PRESET hidden
   LINK_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tracer/exports.map)
-target_compile_options(memtap_preload PRIVATE -fno-omit-frame-pointer -ftls-model=initial-exec)
+target_compile_options(memtap_preload PRIVATE -ftls-model=initial-exec)
 target_include_directories(memtap_preload PRIVATE ${PROJECT_SOURCE_DIR}/include
                                                   ${PROJECT_SOURCE_DIR}/src)
 target_link_options(memtap_preload PRIVATE

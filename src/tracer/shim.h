@@ -104,7 +104,12 @@ extern MT_HIDDEN uintptr_t mt_shim_allocator_low, mt_shim_allocator_high;
 /* Resolves the next allocator once (thread-safe; the resolving thread's own allocations come from
  * the bootstrap arena). */
 MT_HIDDEN void mt_shim_resolve(void);
-MT_HIDDEN bool mt_bootstrap_owns(const void *p);
+/* The bootstrap arena (static storage of the shim). */
+#define MT_BOOTSTRAP_SIZE (1u << 20)
+extern MT_HIDDEN unsigned char mt_bootstrap_arena[MT_BOOTSTRAP_SIZE];
+static inline bool mt_bootstrap_owns(const void *p) {
+  return (uintptr_t)p - (uintptr_t)mt_bootstrap_arena < MT_BOOTSTRAP_SIZE;
+}
 MT_HIDDEN void *mt_bootstrap_alloc(size_t size, size_t align);
 MT_HIDDEN size_t mt_bootstrap_size(const void *p);
 
