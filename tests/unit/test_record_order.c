@@ -124,6 +124,51 @@ static void late_event_is_written_at_the_time_already_reached(void **state) {
   rr_trace_free(&t);
 }
 
+static void late_older_block_is_written_as_a_pair_beside_the_live_one(void **state) {
+  (void)state;
+  /* Thread 3 allocated X at 10 ms and thread 2 freed it at 12 ms; thread 1 got X again at 14 ms
+   * (times further apart than the skew tolerance). Thread 3's ring is read late: its allocation
+   * arrives last. */
+  fixture f;
+  open_fixture(&f, "pair.ctf");
+  feed(&f, MT_TRACER_REC_FREE, 2, 12000, 0x8000);  /* held: nothing live at X */
+  feed(&f, MT_TRACER_REC_ALLOC, 1, 14000, 0x8000); /* the newer block: written, live */
+  feed(&f, MT_TRACER_REC_ALLOC, 3, 10000, 0x8000); /* pairs with the held free */
+  feed(&f, MT_TRACER_REC_FREE, 1, 20000, 0x8000);  /* frees the newer block */
+  rr_trace t;
+  close_fixture(&f, &t);
+  assert_int_equal(t.count, 4);
+  assert_int_equal(t.events[0].obj_id, 0); /* the newer block */
+  assert_int_equal(t.events[1].kind, MT_EVENT_ALLOC);
+  assert_int_equal(t.events[1].obj_id, 1); /* the older one, late */
+  assert_int_equal(t.events[2].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[2].obj_id, 1);
+  assert_int_equal(t.events[3].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[3].obj_id, 0);
+  assert_int_equal(f.stats.unknown_frees, 0);
+  assert_int_equal(f.stats.implied_frees, 0);
+  rr_trace_free(&t);
+}
+
+static void free_stamped_before_the_live_allocation_waits_for_its_own(void **state) {
+  (void)state;
+  fixture f;
+  open_fixture(&f, "older-free.ctf");
+  feed(&f, MT_TRACER_REC_ALLOC, 1, 30000, 0x9000); /* live, stamped at 30 ms */
+  feed(&f, MT_TRACER_REC_FREE, 2, 12000, 0x9000);  /* an older block's free: must not free it */
+  assert_int_equal(f.stats.frees, 0);
+  feed(&f, MT_TRACER_REC_ALLOC, 3, 10000, 0x9000); /* that older block, late */
+  assert_int_equal(f.stats.frees, 1);
+  feed(&f, MT_TRACER_REC_FREE, 1, 40000, 0x9000);
+  rr_trace t;
+  close_fixture(&f, &t);
+  assert_int_equal(t.count, 4);
+  assert_int_equal(t.events[3].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[3].obj_id, 0);
+  assert_int_equal(f.stats.unknown_frees, 0);
+  rr_trace_free(&t);
+}
+
 static void free_stamped_before_its_allocation_on_another_cpu_is_matched(void **state) {
   (void)state;
   fixture f;
@@ -216,6 +261,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(allocation_at_a_live_address_waits_for_the_late_free),
       cmocka_unit_test(late_event_is_written_at_the_time_already_reached),
+      cmocka_unit_test(late_older_block_is_written_as_a_pair_beside_the_live_one),
+      cmocka_unit_test(free_stamped_before_the_live_allocation_waits_for_its_own),
       cmocka_unit_test(free_stamped_before_its_allocation_on_another_cpu_is_matched),
       cmocka_unit_test(free_far_before_an_allocation_is_of_an_unknown_block),
       cmocka_unit_test(unmatched_free_expires_after_the_bound_once_rings_caught_up),
