@@ -270,7 +270,8 @@ static void build_ranges(rec_elf *e) {
       e->ranges[e->range_count++] = (cu_range){start, end, *cu, bias};
     }
   }
-  qsort(e->ranges, e->range_count, sizeof *e->ranges, compare_ranges);
+  if (e->range_count)
+    qsort(e->ranges, e->range_count, sizeof *e->ranges, compare_ranges);
 }
 
 /* The CU holding the dwfl address `addr`: libdwfl's lookup (.debug_aranges), checked, else the
