@@ -1,32 +1,29 @@
 #!/usr/bin/env bash
-# The README's first command: installs what is missing, builds memtap (release, build/), and shows
-# it at work on a real trace written by OCaml memtrace (from the shared testdata: info, dump,
-# check, the top sites, what was not freed, an HTML report) and on a trace written through
-# memtap's own C API (examples/write_trace.c).
+# The README's first command: installs what is missing, builds memtap (release, build/), records the
+# bundled example program (examples/wordfreq.c: churn, growth by realloc and a leak at a known line)
+# with every allocation traced, and shows what memtap makes of it: the summary, the top allocation
+# sites, what was never freed, and a self-contained HTML report. Then, if the shared testdata is
+# there, the same tools on a trace written by OCaml memtrace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)" >/dev/null
 memtap=build/memtap
+show() { echo; echo "\$ $*"; "$@"; }
+
+trace=build/wordfreq.ctf
+show $memtap record --full -o "$trace" -- build/examples/wordfreq 100000
+show $memtap summary "$trace"
+show $memtap top -n 3 --depth 3 "$trace"
+show $memtap leaks -n 2 --depth 3 "$trace"
+show $memtap report "$trace" -o build/wordfreq_report.html
+echo "(open build/wordfreq_report.html in a browser: summary, heap over time, flame graph, filters)"
+
 testdata=${MEMTAP_TESTDATA:-../shared/testdata}
 real=$testdata/memtrace/demo_v3.ctf
-
-show() { echo; echo "\$ $*"; "$@"; }
 if [ -r "$real" ]; then
+  echo; echo "--- a trace written by OCaml memtrace ---"
   show $memtap info "$real"
-  echo; echo "\$ $memtap dump $real | head -5   (lines cut at 160 columns)"
-  { $memtap dump "$real" || true; } | head -5 | cut -c1-160
-  show $memtap check "$real"
-  show $memtap top -n 3 --depth 3 "$real"
-  show $memtap leaks -n 3 --depth 2 "$real"
-  show $memtap report "$real" -o build/demo_report.html
-  echo "(open build/demo_report.html in a browser: summary, heap over time, flame graph, filters)"
-else
-  echo "(no shared testdata at $testdata: set MEMTAP_TESTDATA to show a trace written by OCaml memtrace)"
+  show $memtap top -n 2 --depth 2 "$real"
 fi
-example=build/example.ctf
-show build/examples/write_trace "$example"
-show $memtap info "$example"
-echo; echo "\$ $memtap dump $example | head -3"
-{ $memtap dump "$example" || true; } | head -3
