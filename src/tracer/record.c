@@ -26,6 +26,8 @@ static void lazy_thread_start(void) {
       limit = rl.rlim_cur;
     start[2] = ((uintptr_t)__libc_stack_end + page - 1) & ~(page - 1);
     start[1] = start[2] > limit ? start[2] - limit : 0;
+    mt_shim_self.stack_low = start[1];
+    mt_shim_self.stack_high = start[2];
   }
   mt_ring_write(mt_shim.ring, MT_TRACER_REC_THREAD_START, 0, start, 3);
 }

@@ -90,6 +90,9 @@ typedef struct mt_shim_thread {
   uint32_t started; /* THREAD_START written in the current session */
   uint32_t session; /* the session `started` refers to */
   mt_rng rng;
+  /* The thread's stack [low, high) when known (THREAD_START), else 0: the bound a stack walker
+   * that reads the stack itself needs. */
+  uint64_t stack_low, stack_high;
 } mt_shim_thread;
 
 extern MT_HIDDEN __thread mt_shim_thread mt_shim_self __attribute__((tls_model("initial-exec")));

@@ -56,6 +56,8 @@ static void thread_started(void) {
   t->depth++;
   stack_range(&low, &high);
   t->depth--;
+  t->stack_low = low;
+  t->stack_high = high;
   mt_record_thread(MT_TRACER_REC_THREAD_START, (uint64_t)syscall(SYS_gettid), low, high);
 }
 

@@ -241,9 +241,9 @@ enum step_result { STEP_FRAME, STEP_SIGNAL, STEP_END };
  * caller's rbp was read from (0: unchanged), *used_bp whether the CFA came from rbp. At STEP_END
  * *flags says why, if not the end of the stack. */
 __attribute__((always_inline, no_sanitize("address"))) static inline enum step_result
-step(mt_cfi_regs *r, bool *exact, uintptr_t lo, uintptr_t hi, unsigned *flags, uintptr_t *bp_from,
-     bool *used_bp) {
-  uintptr_t key = r->pc - !*exact;
+step(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, bool *exact, uintptr_t lo, uintptr_t hi,
+     unsigned *flags, uintptr_t *bp_from, bool *used_bp) {
+  uintptr_t key = *pc - !*exact;
   _Atomic uint64_t *entry = &cache[key & (CACHE_SIZE - 1)];
   uint64_t e = atomic_load_explicit(entry, RELAXED);
   /* Hit: the tag (bits 31-63) is key >> CACHE_BITS, i.e. key << (TAG_SHIFT - CACHE_BITS). */
@@ -253,14 +253,18 @@ step(mt_cfi_regs *r, bool *exact, uintptr_t lo, uintptr_t hi, unsigned *flags, u
   uint64_t kind = e & 7;
   if (__builtin_expect(kind > MT_EH_CFA_RBP, 0)) {
     switch (kind) {
-    case MT_EH_SIGNAL:
-      if (!step_signal(r, lo, hi)) {
+    case MT_EH_SIGNAL: {
+      /* A copy: the registers must not escape, or the hot loop keeps them in memory. */
+      mt_cfi_regs next = {*pc, *sp, *bp};
+      if (!step_signal(&next, lo, hi)) {
         *flags |= MT_CFI_STOP_BAD_STACK;
         return STEP_END;
       }
+      *pc = next.pc, *sp = next.sp, *bp = next.bp;
       *flags |= MT_CFI_PASSED_SIGNAL;
       *exact = true; /* the interrupted PC is not a return address */
-      return r->pc ? STEP_SIGNAL : STEP_END;
+      return *pc ? STEP_SIGNAL : STEP_END;
+    }
     case MT_EH_OUTERMOST: return STEP_END;
     case MT_EH_NO_FDE:
     case MT_EH_NO_MODULE: *flags |= MT_CFI_STOP_NO_INFO; return STEP_END;
@@ -268,9 +272,9 @@ step(mt_cfi_regs *r, bool *exact, uintptr_t lo, uintptr_t hi, unsigned *flags, u
     }
   }
   *used_bp = kind == MT_EH_CFA_RBP;
-  uintptr_t cfa = (kind == MT_EH_CFA_RSP ? r->sp : r->bp) + ((e >> 9) & 0x3fffff);
+  uintptr_t cfa = (kind == MT_EH_CFA_RSP ? *sp : *bp) + ((e >> 9) & 0x3fffff);
   /* The return address at cfa - 8 and the walk only moving up: cfa in [sp + 8, hi]. */
-  if (cfa < r->sp + 8 || cfa > hi) {
+  if (cfa < *sp + 8 || cfa > hi) {
     *flags |= MT_CFI_STOP_BAD_STACK;
     return STEP_END;
   }
@@ -282,13 +286,17 @@ step(mt_cfi_regs *r, bool *exact, uintptr_t lo, uintptr_t hi, unsigned *flags, u
       *flags |= MT_CFI_STOP_BAD_STACK;
       return STEP_END;
     }
-    r->bp = load_word(at);
+    *bp = load_word(at);
     *bp_from = at;
   }
-  r->pc = load_word(cfa - 8);
-  r->sp = cfa;
+  uintptr_t ra = load_word(cfa - 8);
+  /* Both stay in general registers: GCC would otherwise pair them in a vector register, adding
+   * moves to the loop's one dependency chain. */
+  __asm__("" : "+r"(ra), "+r"(cfa));
+  *pc = ra;
+  *sp = cfa;
   *exact = false;
-  return r->pc ? STEP_FRAME : STEP_END;
+  return ra ? STEP_FRAME : STEP_END;
 }
 
 /* Where walked frames go: `drop` frames first; frames in the skip range (the shim's own, wherever
@@ -320,20 +328,22 @@ __attribute__((always_inline)) static inline bool emit(emitter *em, uintptr_t pc
   return true;
 }
 
-static size_t walk(mt_cfi_regs r, bool exact, unsigned drop, uint64_t *pcs, size_t max,
-                   uintptr_t lo, uintptr_t hi, unsigned *flags_out) {
+/* Registers as three scalars, not a struct: GCC would carry a struct's pair in a vector register
+ * through the loop. */
+static size_t walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, bool exact, unsigned drop,
+                   uint64_t *pcs, size_t max, uintptr_t lo, uintptr_t hi, unsigned *flags_out) {
   emitter em = emitter_make(drop, pcs, max);
   unsigned flags = 0;
   uintptr_t bp_from;
   bool used_bp;
-  if (r.sp > lo)
-    lo = r.sp;
+  if (sp > lo)
+    lo = sp;
   for (;;) {
-    if (!emit(&em, r.pc)) {
+    if (!emit(&em, pc)) {
       flags |= MT_CFI_STOP_TRUNCATED;
       break;
     }
-    if (step(&r, &exact, lo, hi, &flags, &bp_from, &used_bp) == STEP_END)
+    if (step(&pc, &sp, &bp, &exact, lo, hi, &flags, &bp_from, &used_bp) == STEP_END)
       break;
   }
   if (flags_out)
@@ -343,17 +353,18 @@ static size_t walk(mt_cfi_regs r, bool exact, unsigned drop, uint64_t *pcs, size
 
 size_t mt_cfi_unwind_from(const mt_cfi_regs *regs, int exact_pc, uint64_t *pcs, size_t max,
                           unsigned skip, uintptr_t stack_lo, uintptr_t stack_hi, unsigned *flags) {
-  return walk(*regs, exact_pc != 0, skip, pcs, max, stack_lo, stack_hi, flags);
+  return walk(regs->pc, regs->sp, regs->bp, exact_pc != 0, skip, pcs, max, stack_lo, stack_hi,
+              flags);
 }
 
 __attribute__((noinline)) size_t mt_cfi_unwind(uint64_t *pcs, size_t max, unsigned skip,
                                                uintptr_t stack_lo, uintptr_t stack_hi,
                                                unsigned *flags) {
-  mt_cfi_regs r;
+  uintptr_t pc, sp, bp;
   /* The walk starts here: this PC, with the CFI row of this very point of this function. */
   __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"
-                   : "=r"(r.pc), "=r"(r.sp), "=r"(r.bp));
-  return walk(r, true, skip + 1, pcs, max, stack_lo, stack_hi, flags);
+                   : "=r"(pc), "=r"(sp), "=r"(bp));
+  return walk(pc, sp, bp, true, skip + 1, pcs, max, stack_lo, stack_hi, flags);
 }
 
 /* ---- the memo: re-checking the previous walk instead of redoing it -------------------------
@@ -409,14 +420,15 @@ static void memo_mark_bp(mt_cfi_memo *m, uint32_t from, uint32_t to) {
   }
 }
 
-static size_t walk_memo(mt_cfi_memo *m, mt_cfi_regs r, unsigned drop, uint64_t *pcs, size_t max,
-                        uintptr_t lo, uintptr_t hi, unsigned *flags_out) {
+static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp, unsigned drop,
+                        uint64_t *pcs, size_t max, uintptr_t lo, uintptr_t hi,
+                        unsigned *flags_out) {
   emitter em = emitter_make(drop, pcs, max);
   unsigned flags = 0, gen = atomic_load_explicit(&generation, ACQUIRE);
-  if (r.sp > lo)
-    lo = r.sp;
+  if (sp > lo)
+    lo = sp;
   if (m->busy) /* a signal handler interrupted a walk of this thread: walk without the memo */
-    return walk(r, true, drop, pcs, max, lo, hi, flags_out);
+    return walk(pc, sp, bp, true, drop, pcs, max, lo, hi, flags_out);
   m->busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
   bool use = m->generation == gen && m->hi == hi && m->start < m->end;
@@ -425,20 +437,20 @@ static size_t walk_memo(mt_cfi_memo *m, mt_cfi_regs r, unsigned drop, uint64_t *
   uintptr_t bp_from = 0;
   size_t i = 0;
   for (;; i++) {
-    if (!emit(&em, r.pc)) {
+    if (!emit(&em, pc)) {
       flags |= MT_CFI_STOP_TRUNCATED;
       keep = false;
       break;
     }
     if (use) {
-      while (j < m->end && m->frames[j].sp < r.sp)
+      while (j < m->end && m->frames[j].sp < sp)
         j++;
-      if (j < m->end && j >= floor && m->frames[j].sp == r.sp && m->frames[j].pc == r.pc &&
-          (!m->frames[j].needs_bp || m->frames[j].bp == r.bp)) {
+      if (j < m->end && j >= floor && m->frames[j].sp == sp && m->frames[j].pc == pc &&
+          (!m->frames[j].needs_bp || m->frames[j].bp == bp)) {
         uint32_t bad = j >= i ? memo_differs(m, j, lo) : m->end;
         if (!bad) {
           __builtin_memcpy(&m->frames[j - i], m->scratch, i * sizeof m->scratch[0]);
-          m->frames[j].bp = r.bp;
+          m->frames[j].bp = bp;
           m->frames[j].bp_from = bp_from;
           m->start = (uint32_t)(j - i);
           if (i)
@@ -452,11 +464,11 @@ static size_t walk_memo(mt_cfi_memo *m, mt_cfi_regs r, unsigned drop, uint64_t *
         floor = bad; /* a match further out may still hold */
       }
     }
-    memo_frame *rec = memo_put(m, i, (memo_frame){r.pc, r.sp, r.bp, bp_from, 0}, &fresh, &keep);
+    memo_frame *rec = memo_put(m, i, (memo_frame){pc, sp, bp, bp_from, 0}, &fresh, &keep);
     if (fresh)
       use = false;
     bool used_bp = false;
-    enum step_result s = step(&r, &exact, lo, hi, &flags, &bp_from, &used_bp);
+    enum step_result s = step(&pc, &sp, &bp, &exact, lo, hi, &flags, &bp_from, &used_bp);
     if (rec)
       rec->needs_bp = used_bp;
     if (s == STEP_SIGNAL)
@@ -473,7 +485,7 @@ static size_t walk_memo(mt_cfi_memo *m, mt_cfi_regs r, unsigned drop, uint64_t *
     m->start = MT_CFI_MEMO_HEAD;
     m->end = (uint32_t)(MT_CFI_MEMO_HEAD + n);
     memo_mark_bp(m, m->start, m->end);
-    m->zero_at = r.pc ? 0 : r.sp - 8; /* ended on a return address of 0, or on an outermost rule */
+    m->zero_at = pc ? 0 : sp - 8; /* ended on a return address of 0, or on an outermost rule */
     m->generation = gen;
     m->hi = hi;
   } else {
@@ -490,8 +502,8 @@ done:
 __attribute__((noinline)) size_t mt_cfi_unwind_memo(mt_cfi_memo *memo, uint64_t *pcs, size_t max,
                                                     unsigned skip, uintptr_t stack_lo,
                                                     uintptr_t stack_hi, unsigned *flags) {
-  mt_cfi_regs r;
+  uintptr_t pc, sp, bp;
   __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"
-                   : "=r"(r.pc), "=r"(r.sp), "=r"(r.bp));
-  return walk_memo(memo, r, skip + 1, pcs, max, stack_lo, stack_hi, flags);
+                   : "=r"(pc), "=r"(sp), "=r"(bp));
+  return walk_memo(memo, pc, sp, bp, skip + 1, pcs, max, stack_lo, stack_hi, flags);
 }
