@@ -11,6 +11,7 @@
 #include "common/hashmap.h"
 #include "memtap/format.h"
 #include "memtap/record.h"
+#include "memtap/ring.h"
 
 /* --- events (recorder.c decodes them from ring records) ---------------------------------- */
 
@@ -230,5 +231,11 @@ void rec_order_process(rec_order *o, rec_sink *sink, rec_event *e);
  * `all`. */
 void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all);
 void rec_order_free(rec_order *o);
+
+/* --- recorder.c ----------------------------------------------------------------------------- */
+
+/* Reads from a cursor the caller opened (the fuzzer's cursor over a file in memory); the recorder
+ * takes it and closes it. */
+int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *cursor, mt_error *err);
 
 #endif

@@ -249,8 +249,6 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
 int mt_recorder_attach(mt_recorder *r, const char *path, bool primary, mt_error *err) {
   if (r->finished)
     return mt_fail(err, MT_E_STATE, -1, "the recorder has finished");
-  if (!MT_GROW(r->att, r->att_cap, r->natt + 1))
-    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
   mt_cursor *c;
   int rc = mt_cursor_open_file(&c, path, err);
   if (rc)
@@ -258,6 +256,15 @@ int mt_recorder_attach(mt_recorder *r, const char *path, bool primary, mt_error 
   if (primary && (rc = mt_cursor_register_primary(c, err))) {
     mt_cursor_close(c);
     return rc;
+  }
+  return rec_recorder_attach_cursor(r, c, err);
+}
+
+int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *c, mt_error *err) {
+  if (r->finished || !MT_GROW(r->att, r->att_cap, r->natt + 1)) {
+    mt_cursor_close(c);
+    return r->finished ? mt_fail(err, MT_E_STATE, -1, "the recorder has finished")
+                       : mt_fail(err, MT_E_NOMEM, -1, "out of memory");
   }
   mt_ring_file_info info;
   mt_cursor_info(c, &info);
