@@ -40,3 +40,7 @@ if(TARGET memtap_tracer_pure)
     target_link_libraries(fuzz_tracer_env PRIVATE memtap_tracer_pure)
   endif()
 endif()
+
+# The consumer of the tracer's rings (src/record): ring files in memory through a recorder, the
+# trace read back (fuzz_record.c); seeds are small ring files written by the real producer.
+memtap_fuzz_target(fuzz_record fuzz/fuzz_record.c)
