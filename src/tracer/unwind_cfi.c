@@ -376,6 +376,9 @@ __attribute__((noinline)) size_t mt_cfi_unwind(uint64_t *pcs, size_t max, unsign
 
 typedef mt_cfi_memo_frame memo_frame;
 
+/* Failed re-checks allowed per walk (each reads the rest of the memo): bounds a walk's cost. */
+#define MEMO_TRIES 4
+
 /* Whether all remaining reads of the memo's walk after frame j give what they gave: 0 if they
  * do, else the outermost frame whose reads differ (a match at a frame below it cannot hold). */
 __attribute__((no_sanitize("address"))) static uint32_t memo_differs(const mt_cfi_memo *m,
@@ -433,7 +436,7 @@ static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp
   atomic_signal_fence(memory_order_seq_cst);
   bool use = m->generation == gen && m->hi == hi && m->start < m->end;
   bool keep = true, fresh = false, exact = true;
-  uint32_t j = m->start, floor = 0;
+  uint32_t j = m->start, floor = 0, tries = 0;
   uintptr_t bp_from = 0;
   size_t i = 0;
   for (;; i++) {
@@ -462,6 +465,8 @@ static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp
           goto done;
         }
         floor = bad; /* a match further out may still hold */
+        if (++tries == MEMO_TRIES)
+          use = false;
       }
     }
     memo_frame *rec = memo_put(m, i, (memo_frame){pc, sp, bp, bp_from, 0}, &fresh, &keep);
