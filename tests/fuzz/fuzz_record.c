@@ -1,8 +1,9 @@
 /* libFuzzer target for the consumer of the tracer's rings (src/record): any bytes are opened as a
  * ring file in memory; if the ring layer accepts it, its records (allocations, frees, reallocs,
  * regions, module loads and unloads, in any order, with any payload) go through a recorder to a
- * trace in memory, which must then read back whole with backtraces: every trace the recorder
- * writes is valid, whatever the rings held. Symbolisation is off (module paths come from the
+ * trace in memory, which must then read back whole with backtraces, times never decreasing and
+ * every collect naming a live object: every trace the recorder writes is valid, whatever the rings
+ * held. Symbolisation is off (module paths come from the
  * input). Nothing may crash, hang, leak or read outside the input. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/hashmap.h"
 #include "memtap/format.h"
 #include "memtap/record.h"
 #include "record/record_internal.h"
@@ -32,10 +34,15 @@ static void check_trace(int fd) {
   mt_event e;
   int rc;
   int64_t last = INT64_MIN;
+  mt_hashmap live = {0}; /* ids allocated and not yet collected */
   while ((rc = mt_reader_next(r, &e, &err)) == 1) {
     if (e.time < last)
       abort();
     last = e.time;
+    if (e.kind == MT_EVENT_ALLOC && !mt_hashmap_put(&live, e.obj_id, 1))
+      abort();
+    if (e.kind == MT_EVENT_COLLECT && !mt_hashmap_remove(&live, e.obj_id))
+      abort(); /* a collect of an unknown or dead object: memtrace_viewer would crash */
     for (size_t i = 0; i < e.backtrace_length; i++) {
       const mt_location *l;
       size_t n;
@@ -45,6 +52,7 @@ static void check_trace(int fd) {
   }
   if (rc != 0)
     abort(); /* the recorder wrote a trace its own reader rejects */
+  mt_hashmap_free(&live);
   mt_reader_close(r);
   munmap(bytes, (size_t)size);
 }
