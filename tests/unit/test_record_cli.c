@@ -169,6 +169,68 @@ static void true_is_traced_into_a_readable_trace(void **state) {
   free(err);
 }
 
+static bool ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static void exec_in_the_traced_process_traces_the_final_program(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char *err = NULL;
+  const char *out = tu_temp_path("exec.ctf");
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "--full", "-o", out, "--", "/bin/sh",
+                              "-c", "exec /bin/true", (char *)NULL),
+                   0);
+  free(err);
+  rr_trace t;
+  rr_read(out, &t);
+  /* The shell's events were discarded with its image: the trace describes true. */
+  assert_true(ends_with(mt_reader_info(t.reader)->executable_name, "true"));
+  rr_trace_free(&t);
+}
+
+static void follow_fork_writes_one_trace_per_process_and_lists_them(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char *err = NULL;
+  const char *out = tu_temp_path("ff.ctf");
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "--full", "--follow-fork", "-o", out,
+                              "--", "/bin/sh", "-c", "/bin/true; /bin/true; exit 3", (char *)NULL),
+                   3);
+  /* The shell's trace and one per child, each named on its own closing line. */
+  size_t lines = 0;
+  for (const char *p = err; (p = strstr(p, "memtap top ")); p++)
+    lines++;
+  assert_int_equal(lines, 3);
+  assert_non_null(strstr(err, out));
+  const char *dot = strstr(err, "ff.ctf.");
+  assert_non_null(dot);
+  char child[4096];
+  snprintf(child, sizeof child, "%s/%.*s", tu_temp_dir(), (int)strcspn(dot, ":"), dot);
+  rr_trace t;
+  rr_read(child, &t);
+  assert_true(ends_with(mt_reader_info(t.reader)->executable_name, "true"));
+  rr_trace_free(&t);
+  free(err);
+}
+
+static void unwritable_trace_lets_the_program_finish_and_fails_after(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char *out = NULL, *err = NULL;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "record", "--full", "-o", "/dev/full", "--",
+                              "/bin/sh", "-c", "echo finished", (char *)NULL),
+                   1);
+  assert_string_equal(out, "finished\n");
+  assert_non_null(strstr(err, "No space left on device"));
+  free(out);
+  free(err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(missing_program_exits_127),
@@ -178,6 +240,9 @@ int main(void) {
       cmocka_unit_test(script_is_judged_by_its_interpreter),
       cmocka_unit_test(malformed_options_and_variables_exit_64),
       cmocka_unit_test(true_is_traced_into_a_readable_trace),
+      cmocka_unit_test(exec_in_the_traced_process_traces_the_final_program),
+      cmocka_unit_test(follow_fork_writes_one_trace_per_process_and_lists_them),
+      cmocka_unit_test(unwritable_trace_lets_the_program_finish_and_fails_after),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
