@@ -12,3 +12,8 @@ target_compile_options(test_tracer_unwind_cfi PRIVATE -O2 -fomit-frame-pointer)
 target_include_directories(test_tracer_unwind_cfi PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
 target_link_libraries(test_tracer_unwind_cfi PRIVATE PkgConfig::LIBUNWIND Threads::Threads
                       ${CMAKE_DL_LIBS})
+
+# The reduction of .eh_frame to rules, on hand-made tables and on this executable's own .plt.
+memtap_unit_test(test_tracer_eh_frame unit/test_tracer_eh_frame.c LABELS tracer)
+target_sources(test_tracer_eh_frame PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer/eh_frame.c
+               ${PROJECT_SOURCE_DIR}/src/tracer/unwind_cfi.c)
