@@ -1,8 +1,8 @@
 /* The trace writer's own throughput on a recorded stream (tracer benchmark): loads every event of
  * a trace (e.g. one `memtap record --full` made) into memory, then times only the encoding: the
- * same events written again through mt_writer (ids remapped, codes resolved from the source
- * trace's location table) to OUT, best of REPEATS passes. Prints one line ending in events/s.
- * Usage: bench_tracer_writer TRACE [OUT [REPEATS [MAX_EVENTS]]] (OUT default /dev/null, 3
+ * same events written again through mt_writer (ids remapped through an array, codes resolved from
+ * the source trace's location table) to OUT, best of REPEATS passes. Prints one line ending in
+ * events/s. Usage: bench_tracer_writer TRACE [OUT [REPEATS [MAX_EVENTS]]] (OUT default /dev/null, 3
  * passes, the first 20 M events). */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -52,38 +52,34 @@ static void *xrealloc(void *p, size_t size) {
   return p;
 }
 
-/* One pass: every loaded event through a fresh writer on `fd`; returns the events written. */
-static uint64_t write_all(int fd, const mt_trace_info *info, const recorded *events, size_t n) {
+/* One pass: every loaded event through a fresh writer on `fd`; returns the events written. Each
+ * event's obj_id is the ordinal of its allocation (see main), so the id map is one array. */
+static uint64_t write_all(int fd, const mt_trace_info *info, const recorded *events, size_t n,
+                          int64_t *ids) {
   mt_error err;
   mt_writer *w;
   mt_writer_options wopts = {.version = info->version >= 3 ? 3 : 2};
   if (mt_writer_create(&w, fd, info, &wopts, &err))
     die("writer", &err);
-  mt_hashmap ids = {0};
   uint64_t written = 0;
   for (size_t i = 0; i < n; i++) {
     const mt_event *e = &events[i].ev;
-    int64_t id;
-    uint64_t mapped;
     int rc;
-    if (e->kind == MT_EVENT_ALLOC) {
+    if (e->kind == MT_EVENT_ALLOC)
       rc = mt_writer_put_alloc(w, e->time, e->length, e->nsamples, e->source, events[i].stack,
-                               e->backtrace_length, resolve, NULL, &id, &err);
-      if (rc == MT_OK)
-        mt_hashmap_put(&ids, e->obj_id, (uint64_t)id);
-    } else if (mt_hashmap_get(&ids, e->obj_id, &mapped)) {
-      rc = e->kind == MT_EVENT_PROMOTE ? mt_writer_put_promote(w, e->time, (int64_t)mapped, &err)
-                                       : mt_writer_put_collect(w, e->time, (int64_t)mapped, &err);
-    } else {
-      continue;
-    }
+                               e->backtrace_length, resolve, NULL, &ids[e->obj_id], &err);
+    else if (e->obj_id < 0)
+      continue; /* an object allocated past the loaded part */
+    else if (e->kind == MT_EVENT_PROMOTE)
+      rc = mt_writer_put_promote(w, e->time, ids[e->obj_id], &err);
+    else
+      rc = mt_writer_put_collect(w, e->time, ids[e->obj_id], &err);
     if (rc)
       die("put", &err);
     written++;
   }
   if (mt_writer_close(w, &err))
     die("close", &err);
-  mt_hashmap_free(&ids);
   return written;
 }
 
@@ -101,7 +97,8 @@ int main(int argc, char **argv) {
   mt_reader_options opts = {.backtraces = true};
   if (mt_reader_open(&source, argv[1], &opts, &err))
     die(argv[1], &err);
-  size_t n = 0, cap = 1 << 16, frames = 0;
+  size_t n = 0, cap = 1 << 16, frames = 0, allocs = 0;
+  mt_hashmap ordinals = {0};
   recorded *events = xrealloc(NULL, cap * sizeof *events);
   uint64_t stack[4096];
   mt_event ev;
@@ -115,6 +112,14 @@ int main(int argc, char **argv) {
       stack[i] = (uint64_t)ev.backtrace[ev.backtrace_length - 1 - i];
     const recorded *prev = n ? &events[n - 1] : NULL;
     events[n].ev = ev;
+    /* Ids become allocation ordinals here, outside the timed passes. */
+    uint64_t ordinal;
+    if (ev.kind == MT_EVENT_ALLOC) {
+      mt_hashmap_put(&ordinals, ev.obj_id, allocs);
+      events[n].ev.obj_id = (int64_t)allocs++;
+    } else {
+      events[n].ev.obj_id = mt_hashmap_get(&ordinals, ev.obj_id, &ordinal) ? (int64_t)ordinal : -1;
+    }
     events[n].ev.backtrace = NULL;
     events[n].ev.backtrace_length = len;
     events[n].stack = NULL;
@@ -134,6 +139,8 @@ int main(int argc, char **argv) {
   if (rc < 0)
     die(argv[1], &err);
   double read_s = now_s() - t0;
+  mt_hashmap_free(&ordinals);
+  int64_t *ids = xrealloc(NULL, (allocs + 1) * sizeof *ids);
   const mt_trace_info *info = mt_reader_info(source);
 
   double best = 1e30;
@@ -145,7 +152,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     double s = now_s();
-    written = write_all(fd, info, events, n);
+    written = write_all(fd, info, events, n, ids);
     double e = now_s() - s;
     close(fd);
     if (e < best)
@@ -159,6 +166,7 @@ int main(int argc, char **argv) {
     if (events[i].owned)
       free((void *)events[i].stack);
   free(events);
+  free(ids);
   mt_reader_close(source);
   return 0;
 }

@@ -306,6 +306,18 @@ def print_program(args, name, spec, results, extra, failed):
                   "%.1f" % w["copy_meps"] if "copy_meps" in w else "n/a"))
 
 
+def paired(results, a, b, attr, f):
+    """f(x_a, x_b, x_untraced) per round where all three succeeded."""
+    out = []
+    if a not in results or b not in results:
+        return out
+    for ra, rb, u in zip(results[a], results[b], results["untraced"]):
+        xa, xb, xu = getattr(ra, attr), getattr(rb, attr), getattr(u, attr)
+        if ra.ok and rb.ok and u.ok and xa and xb and xu:
+            out.append(f(xa, xb, xu))
+    return out
+
+
 def print_summary(args, all_results):
     print("\n== Summary: median ratio to untraced in the same round, wall (cpu)")
     modes = [m for m in args.modes if m != "untraced"]
@@ -318,6 +330,23 @@ def print_summary(args, all_results):
             cells.append("%16s" % ("%.2f (%.2f)" % (statistics.median(rw), statistics.median(rc))
                                    if rw and rc else "n/a"))
         print("%-11s" % name + "".join(cells))
+    # The goals of the speed issue, per round: sampled against the floor, and full tracing's
+    # overhead (traced / untraced - 1) as a fraction of heaptrack's.
+    print("\n== Goals: sampled / floor (goal <= 1.02), full overhead / heaptrack overhead "
+          "(goal <= 0.20); median [min-max] of per-round values, wall | cpu")
+    print("%-11s %-36s %-36s" % ("program", "sampled / floor", "(full-1) / (heaptrack-1)"))
+
+    def cell(xs):
+        return ("%.3f [%.3f-%.3f]" % (statistics.median(xs), min(xs), max(xs))) if xs else "n/a"
+
+    for name, results in all_results:
+        sf = [cell(paired(results, "sampled", "floor", k, lambda a, b, u: a / b))
+              for k in ("wall", "cpu")]
+        fh = [cell(paired(results, "full", "heaptrack", k,
+                          lambda a, b, u: (a / u - 1) / (b / u - 1) if b > u else float("inf")))
+              for k in ("wall", "cpu")]
+        print("%-11s %-36s %-36s" % (name, sf[0] + " | " + sf[1].split(" ")[0],
+                                      fh[0] + " | " + fh[1].split(" ")[0]))
 
 
 def main():
