@@ -313,9 +313,13 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
   int rc = mt_recorder_attach(rec, path, true, &err);
   if (rc) {
     mt_recorder_destroy(rec);
-    if (rc != MT_E_STATE && !(rc == MT_E_IO && err.sys_errno == ENOENT))
-      cli_report(path, &err);
-    return; /* still being created: next scan */
+    if (rc == MT_E_STATE || (rc == MT_E_IO && err.sys_errno == ENOENT))
+      return; /* still being created: next scan */
+    /* Not a ring we can read: say so once, and do not try this file again. */
+    cli_report(path, &err);
+    t->dev = st->st_dev;
+    t->ino = st->st_ino;
+    return;
   }
   if (t->rec) {
     /* The process called exec: the trace describes the program it became, from its start. */
