@@ -17,6 +17,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: exported by Debian's shared libzstd too */
+#include <zstd.h>
 
 #include "testutil.h"
 #include "tracer/unwind_cfi.h"
@@ -40,7 +42,8 @@ typedef struct stats {
 } stats;
 static stats st;
 static _Thread_local uintptr_t stack_top;
-static _Atomic int reported;
+static uintptr_t thread_stack_top(void);
+static _Atomic int reported, fallbacks_shown;
 
 static void reset_stats(void) {
   atomic_store(&st.samples, 0);
@@ -59,12 +62,12 @@ static void print_frame(const char *who, size_t i, uintptr_t pc) {
   fprintf(stderr, "  %s[%zu] %#lx %s (%s)\n", who, i, (unsigned long)pc, name, obj);
 }
 
-static void report(const char *why, const uint64_t *a, size_t na, unsigned flags, void **b,
-                   int nb) {
-  if (atomic_fetch_add(&reported, 1) >= 3)
+/* Prints the two walks, for the first 3 cases counted in *shown. */
+static void report(_Atomic int *shown, const char *why, const uint64_t *a, size_t na,
+                   unsigned flags, void **b, int nb) {
+  if (atomic_fetch_add(shown, 1) >= 3)
     return;
-  fprintf(stderr, "mismatch (%s): cfi %zu frames, flags %#x; libunwind %d frames\n", why, na, flags,
-          nb);
+  fprintf(stderr, "%s: cfi %zu frames, flags %#x; libunwind %d frames\n", why, na, flags, nb);
   for (size_t i = 0; i < na && i < 40; i++)
     print_frame("cfi", i, a[i]);
   for (int i = 0; i < nb && i < 40; i++)
@@ -86,7 +89,7 @@ static void compare(const uint64_t *a, size_t na, unsigned flags, void **b, int 
   if (na < 2 || j == 4 || j == nb) {
     if (!early || na > 1) {
       atomic_fetch_add(&st.mismatched, 1);
-      report("no common caller", a, na, flags, b, nb);
+      report(&reported, "no common caller", a, na, flags, b, nb);
     } else {
       atomic_fetch_add(&st.fallback, 1);
     }
@@ -96,17 +99,19 @@ static void compare(const uint64_t *a, size_t na, unsigned flags, void **b, int 
   for (size_t i = 0; i < common; i++) {
     if (a[1 + i] != (uintptr_t)b[j + i]) {
       atomic_fetch_add(&st.mismatched, 1);
-      report("frame differs", a, na, flags, b, nb);
+      report(&reported, "frame differs", a, na, flags, b, nb);
       return;
     }
   }
   if (early) {
     atomic_fetch_add(&st.fallback, 1);
+    report(&fallbacks_shown, "fallback (what the cached walk could not express)", a, na, flags, b,
+           nb);
   } else if (na - 1 == (size_t)(nb - j)) {
     atomic_fetch_add(&st.matched, 1);
   } else {
     atomic_fetch_add(&st.mismatched, 1);
-    report("lengths differ", a, na, flags, b, nb);
+    report(&reported, "lengths differ", a, na, flags, b, nb);
   }
 }
 
@@ -119,13 +124,15 @@ static void compare_memo(const uint64_t *a, size_t na, unsigned flags, const uin
   if (na != nm || (mflags & ~(unsigned)MT_CFI_MEMO_HIT) != flags ||
       (na > 1 && memcmp(a + 1, m + 1, (na - 1) * sizeof a[0]) != 0)) {
     atomic_fetch_add(&st.memo_mismatched, 1);
-    report("memo differs", a, na, flags, (void **)m, (int)nm);
+    report(&reported, "memo differs", a, na, flags, (void **)m, (int)nm);
   }
 }
 
 static _Thread_local mt_cfi_memo memo;
 
 __attribute__((noinline)) void ut_check(void) {
+  if (!stack_top) /* a thread the test did not start itself (std::thread) */
+    stack_top = thread_stack_top();
   uint64_t a[MAX_FRAMES], m[MAX_FRAMES];
   void *b[MAX_FRAMES];
   unsigned flags, mflags;
@@ -188,6 +195,7 @@ static int setup(void **state) {
   mt_cfi_cache_clear();
   reset_stats();
   atomic_store(&reported, 0);
+  atomic_store(&fallbacks_shown, 0);
   return 0;
 }
 
@@ -391,6 +399,39 @@ static void unwind_matches_libunwind_through_cxx_exceptions(void **state) {
   (void)state;
   assert_int_equal(ut_cxx_exceptions(200, 40), 200);
   expect_all_matched("c++ exceptions", 1000, 0);
+}
+
+/* Allocation callbacks of a Debian library built without frame pointers: libzstd calls them
+ * from inside its context creation and compression. std::thread and std::call_once put
+ * libstdc++ frames around the checks. */
+static void *zstd_alloc(void *opaque, size_t size) {
+  (void)opaque;
+  ut_check();
+  return malloc(size);
+}
+
+static void zstd_free(void *opaque, void *p) {
+  (void)opaque;
+  if (p)
+    ut_check();
+  free(p);
+}
+
+static void unwind_matches_libunwind_in_callbacks_from_libzstd_and_libstdcxx(void **state) {
+  (void)state;
+  ZSTD_customMem mem = {zstd_alloc, zstd_free, NULL};
+  static char src[1 << 16], dst[1 << 17];
+  for (size_t i = 0; i < sizeof src; i++)
+    src[i] = (char)(i * 131 % 251);
+  for (int round = 0; round < 200; round++) {
+    ZSTD_CCtx *c = ZSTD_createCCtx_advanced(mem);
+    assert_non_null(c);
+    size_t n = ZSTD_compressCCtx(c, dst, sizeof dst, src, sizeof src, 1 + round % 5);
+    assert_false(ZSTD_isError(n));
+    ZSTD_freeCCtx(c);
+  }
+  assert_int_equal(ut_cxx_library_callbacks(200), 400);
+  expect_all_matched("libzstd and libstdc++", 1000, 0);
 }
 
 static jmp_buf jump;
@@ -621,6 +662,8 @@ int main(void) {
       cmocka_unit_test_setup(unwind_matches_libunwind_at_timer_interrupted_instructions, setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_in_threads_filling_one_cold_cache, setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_through_cxx_exceptions, setup),
+      cmocka_unit_test_setup(unwind_matches_libunwind_in_callbacks_from_libzstd_and_libstdcxx,
+                             setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_after_longjmp, setup),
       cmocka_unit_test_setup(unwind_truncated_keeps_innermost_frames_and_says_so, setup),
       cmocka_unit_test_setup(unwind_skips_frames_by_count_and_by_address_range, setup),

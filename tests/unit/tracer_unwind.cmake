@@ -10,7 +10,7 @@ target_sources(test_tracer_unwind_cfi PRIVATE unit/tracer_unwind_cxx.cpp
                ${PROJECT_SOURCE_DIR}/src/tracer/unwind_cfi.c)
 target_compile_options(test_tracer_unwind_cfi PRIVATE -O2 -fomit-frame-pointer)
 target_include_directories(test_tracer_unwind_cfi PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
-target_link_libraries(test_tracer_unwind_cfi PRIVATE PkgConfig::LIBUNWIND Threads::Threads
+target_link_libraries(test_tracer_unwind_cfi PRIVATE PkgConfig::LIBUNWIND PkgConfig::ZSTD Threads::Threads
                       ${CMAKE_DL_LIBS})
 
 # The reduction of .eh_frame to rules, on hand-made tables and on this executable's own .plt.

@@ -16,6 +16,10 @@ void ut_check(void);
  * handlers. Returns the number of exceptions caught at the top. */
 int ut_cxx_exceptions(int rounds, int depth);
 
+/* ut_check from std::call_once's callable and from a std::thread's body (libstdc++ and libc
+ * frames around it), `rounds` times each. Returns the number of calls made. */
+int ut_cxx_library_callbacks(int rounds);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,9 @@
 // The C++ part of the unwinder comparison (test_tracer_unwind_cfi.c): exceptions thrown through
 // frames that own destructors, caught, rethrown, with stack walks compared at the throw, in the
 // destructors that run during unwinding (landing pads) and in the catch handlers.
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "tracer_unwind_check.h"
 
@@ -36,6 +38,23 @@ __attribute__((noinline)) int thrower(int depth, int at) {
 }
 
 } // namespace
+
+extern "C" int ut_cxx_library_callbacks(int rounds) {
+  int calls = 0;
+  for (int i = 0; i < rounds; i++) {
+    std::once_flag once; // call_once: libstdc++, then libc's pthread_once, then us
+    std::call_once(once, [&] {
+      ut_check();
+      calls++;
+    });
+    std::thread t([&] { // std::thread: libstdc++'s thread routine at the bottom of the stack
+      ut_check();
+      calls++;
+    });
+    t.join();
+  }
+  return calls;
+}
 
 extern "C" int ut_cxx_exceptions(int rounds, int depth) {
   int caught = 0;
