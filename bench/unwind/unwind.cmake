@@ -4,7 +4,7 @@
 add_executable(bench_unwind unwind/bench_unwind.c unwind/fp_chain.c unwind/nofp_chain.c
                ${PROJECT_SOURCE_DIR}/src/tracer/eh_frame.c
                ${PROJECT_SOURCE_DIR}/src/tracer/unwind_cfi.c)
-target_include_directories(bench_unwind PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_include_directories(bench_unwind PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
 target_compile_options(bench_unwind PRIVATE -O2 -fno-omit-frame-pointer)
 set_source_files_properties(unwind/nofp_chain.c ${PROJECT_SOURCE_DIR}/src/tracer/eh_frame.c
                             ${PROJECT_SOURCE_DIR}/src/tracer/unwind_cfi.c

@@ -87,7 +87,7 @@ static void slot_write(slot *s, const mt_cfi_module *m) {
 
 int mt_cfi_add_module(const mt_cfi_module *m) {
   if (m->text_lo >= m->text_hi)
-    return -1;
+    return MT_E_INVALID;
   lock_writers();
   /* The slot of the same module added again (start-up scan and a dlopen hook may both see it),
    * else the first free one. */
@@ -103,7 +103,7 @@ int mt_cfi_add_module(const mt_cfi_module *m) {
     i = free_slot;
   if (i == MT_CFI_MAX_MODULES) {
     unlock_writers();
-    return -1;
+    return MT_E_NOMEM;
   }
   slot_write(&slots[i], m);
   if (i == used)
@@ -111,7 +111,7 @@ int mt_cfi_add_module(const mt_cfi_module *m) {
   atomic_fetch_add_explicit(&generation, 1, RELEASE);
   unlock_writers();
   cache_forget(m->text_lo, m->text_hi); /* "no module here" entries made before it came */
-  return 0;
+  return MT_OK;
 }
 
 void mt_cfi_remove_module(uintptr_t text_lo) {
@@ -161,7 +161,7 @@ int mt_cfi_module_from_phdr(const struct dl_phdr_info *info, mt_cfi_module *out)
       out->eh_hi = lo + ph->p_filesz;
     }
   }
-  return out->text_hi ? 0 : -1;
+  return out->text_hi ? MT_OK : MT_E_INVALID;
 }
 
 /* The tables of the module holding pc. Returns 1 found, 0 none, -1 a writer kept the slot busy

@@ -9,7 +9,7 @@
  * How the shim uses it:
  *   - at start, from dl_iterate_phdr's callback (not on the hot path):
  *       mt_cfi_module m;
- *       if (mt_cfi_module_from_phdr(info, &m) == 0) mt_cfi_add_module(&m);
+ *       if (mt_cfi_module_from_phdr(info, &m) == MT_OK) mt_cfi_add_module(&m);
  *     then mt_cfi_set_skip_range(shim text lo, hi) to drop the shim's own frames;
  *   - after dlopen / dlclose: add the new modules, mt_cfi_remove_module(m.text_lo) the gone ones;
  *   - per sampled event, on the thread's own stack:
@@ -31,6 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "memtap/common.h"
+
 /* A loaded module, in run-time addresses. */
 typedef struct mt_cfi_module {
   uintptr_t text_lo, text_hi; /* the span of its executable PT_LOAD segments */
@@ -39,14 +41,14 @@ typedef struct mt_cfi_module {
   uintptr_t eh_lo, eh_hi; /* the PT_LOAD segment holding the tables: reads stay inside */
 } mt_cfi_module;
 
-/* Fills *out from a dl_iterate_phdr entry. Returns 0, or -1 when the module has no executable
- * segment (nothing to register). Pure: reads info only. */
+/* Fills *out from a dl_iterate_phdr entry. Returns MT_OK, or MT_E_INVALID when the module has no
+ * executable segment (nothing to register). Pure: reads info only. */
 int mt_cfi_module_from_phdr(const struct dl_phdr_info *info, mt_cfi_module *out);
 
 /* Registers a module (MT_CFI_MAX_MODULES at once); adding one whose text_lo is registered
- * replaces it. Returns 0, or -1 when the table is full or the range is empty. Callers may add and
- * remove from several threads (a spin lock serialises them); never from a signal handler that may
- * interrupt another add or remove on its thread. */
+ * replaces it. Returns MT_OK, MT_E_NOMEM when the table is full, MT_E_INVALID for an empty range.
+ * Callers may add and remove from several threads (a spin lock serialises them); never from a
+ * signal handler that may interrupt another add or remove on its thread. */
 #define MT_CFI_MAX_MODULES 1024
 int mt_cfi_add_module(const mt_cfi_module *module);
 
