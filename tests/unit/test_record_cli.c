@@ -1,10 +1,14 @@
 /* `memtap record` refusals and option checks (no shim needed): a missing program, a statically
  * linked one, a set-user-ID copy, a sanitizer build, malformed options and MEMTAP_* variables;
  * none of them leaves a trace behind. With the shim built, /bin/true is traced for real. */
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "record_testlib.h"
@@ -231,6 +235,41 @@ static void unwritable_trace_lets_the_program_finish_and_fails_after(void **stat
   free(err);
 }
 
+static void ctrl_c_reaches_the_program_and_the_trace_is_written(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char out[4096], ready[4096], script[8192];
+  snprintf(out, sizeof out, "%s", tu_temp_path("int.ctf"));
+  snprintf(ready, sizeof ready, "%s", tu_temp_path("ready"));
+  snprintf(script, sizeof script, "trap 'exit 7' INT; touch '%s'; while :; do sleep 0.05; done",
+           ready);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    setpgid(0, 0); /* a process group of its own, as a terminal's foreground job */
+    int null_fd = open("/dev/null", O_WRONLY);
+    dup2(null_fd, 2);
+    execl(getenv("MEMTAP_CLI"), "memtap", "record", "-o", out, "--", "/bin/sh", "-c", script,
+          (char *)NULL);
+    _exit(99);
+  }
+  setpgid(pid, pid);
+  /* Wait for the program to be running (no time limit of our own: ctest's applies). */
+  while (access(ready, F_OK) != 0) {
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(kill(-pid, SIGINT), 0); /* what the terminal does on Ctrl-C */
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 7); /* memtap survived it and exits as the program did */
+  rr_trace t;
+  rr_read(out, &t);
+  rr_trace_free(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(missing_program_exits_127),
@@ -243,6 +282,7 @@ int main(void) {
       cmocka_unit_test(exec_in_the_traced_process_traces_the_final_program),
       cmocka_unit_test(follow_fork_writes_one_trace_per_process_and_lists_them),
       cmocka_unit_test(unwritable_trace_lets_the_program_finish_and_fails_after),
+      cmocka_unit_test(ctrl_c_reaches_the_program_and_the_trace_is_written),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
