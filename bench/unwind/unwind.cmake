@@ -11,3 +11,11 @@ set_source_files_properties(unwind/nofp_chain.c ${PROJECT_SOURCE_DIR}/src/tracer
                             TARGET_DIRECTORY bench_unwind
                             PROPERTIES COMPILE_OPTIONS -fomit-frame-pointer)
 target_link_libraries(bench_unwind PRIVATE PkgConfig::LIBUNWIND Threads::Threads ${CMAKE_DL_LIBS})
+
+# Which share of each loaded module's code the cached unwinder expresses (no timing).
+add_executable(bench_unwind_coverage unwind/cfi_coverage.c
+               ${PROJECT_SOURCE_DIR}/src/tracer/eh_frame.c
+               ${PROJECT_SOURCE_DIR}/src/tracer/unwind_cfi.c)
+target_include_directories(bench_unwind_coverage PRIVATE ${PROJECT_SOURCE_DIR}/src
+                                                         ${PROJECT_SOURCE_DIR}/include)
+target_link_libraries(bench_unwind_coverage PRIVATE ${CMAKE_DL_LIBS})
