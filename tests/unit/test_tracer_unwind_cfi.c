@@ -373,6 +373,58 @@ static void unwind_matches_libunwind_at_timer_interrupted_instructions(void **st
 #endif
 }
 
+/* A signal handler walking with the thread's memo while the interrupted code is inside a walk
+ * with the same memo: both walks must still give what the plain walk gives. No libunwind here
+ * (it is not meant to be re-entered from a signal handler). */
+static _Atomic long reentry_walks, reentry_differ;
+
+__attribute__((noinline)) static void memo_against_plain(void) {
+  uint64_t a[MAX_FRAMES], m[MAX_FRAMES];
+  unsigned flags, mflags;
+  size_t na = mt_cfi_unwind(a, MAX_FRAMES, 0, 0, stack_top, &flags);
+  size_t nm = mt_cfi_unwind_memo(&memo, m, MAX_FRAMES, 0, 0, stack_top, &mflags);
+  atomic_fetch_add(&reentry_walks, 1);
+  if (na != nm || (mflags & ~(unsigned)MT_CFI_MEMO_HIT) != flags ||
+      (na > 1 && memcmp(a + 1, m + 1, (na - 1) * sizeof a[0]) != 0))
+    atomic_fetch_add(&reentry_differ, 1);
+}
+
+static void on_signal_memo(int sig) {
+  (void)sig;
+  memo_against_plain();
+}
+
+__attribute__((noinline)) static unsigned memo_walks_at_depth(int depth) {
+  if (depth == 0) {
+    memo_against_plain();
+    return 1;
+  }
+  return memo_walks_at_depth(depth - 1) + sink;
+}
+
+static void memo_walks_interrupted_by_memo_walks_in_signal_handlers_stay_exact(void **state) {
+  (void)state;
+  struct sigaction sa = {.sa_handler = on_signal_memo}, old;
+  sigemptyset(&sa.sa_mask);
+  assert_int_equal(sigaction(SIGALRM, &sa, &old), 0);
+  struct sigevent ev = {.sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGALRM};
+  ev._sigev_un._tid = gettid();
+  timer_t timer;
+  assert_int_equal(timer_create(CLOCK_MONOTONIC, &ev, &timer), 0);
+  struct itimerspec its = {.it_value = {0, 20000}, .it_interval = {0, 20000}};
+  atomic_store(&reentry_walks, 0);
+  atomic_store(&reentry_differ, 0);
+  assert_int_equal(timer_settime(timer, 0, &its, NULL), 0);
+  for (int i = 0; i < 200000 && atomic_load(&reentry_walks) < 50000; i++)
+    sink = memo_walks_at_depth(i % 23);
+  timer_delete(timer);
+  sigaction(SIGALRM, &old, NULL);
+  fprintf(stderr, "memo re-entry: %ld walks, %ld differ\n", atomic_load(&reentry_walks),
+          atomic_load(&reentry_differ));
+  assert_true(atomic_load(&reentry_walks) >= 50000);
+  assert_int_equal(atomic_load(&reentry_differ), 0);
+}
+
 /* ---- threads, C++, longjmp --------------------------------------------------------------- */
 
 static void *thread_main(void *arg) {
@@ -660,6 +712,8 @@ int main(void) {
       cmocka_unit_test_setup(unwind_matches_libunwind_in_callbacks_from_libc_and_the_loader, setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_in_signal_handler_on_same_stack, setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_at_timer_interrupted_instructions, setup),
+      cmocka_unit_test_setup(memo_walks_interrupted_by_memo_walks_in_signal_handlers_stay_exact,
+                             setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_in_threads_filling_one_cold_cache, setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_through_cxx_exceptions, setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_in_callbacks_from_libzstd_and_libstdcxx,
