@@ -25,6 +25,7 @@ bool rec_order_init(rec_order *o, int64_t skew_ns, int64_t bound_ns) {
   o->bound_ns = bound_ns;
   o->rate = 1;
   o->full = true;
+  o->rng = mt_hashmap_random_seed() | 1;
   o->codes = malloc((MT_TRACER_MAX_FRAMES + 2) * sizeof *o->codes);
   return o->codes != NULL;
 }
@@ -112,6 +113,8 @@ static int64_t write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t wor
 }
 
 static void write_collect(rec_order *o, rec_sink *sink, int64_t ns, int64_t id) {
+  if (id < 0)
+    return; /* never written (an unsampled region, or the writer had failed) */
   int64_t t = out_time(o, sink, ns);
   sink->stats->frees++;
   rec_output *out = sink->out;
@@ -243,11 +246,36 @@ static void do_free(rec_order *o, rec_sink *sink, rec_event *f) {
 
 /* --- regions ------------------------------------------------------------------------------- */
 
-static int64_t region_samples(const rec_order *o, int64_t words) {
+static double uniform(rec_order *o) {
+  /* xorshift64*: the consumer's own draws, independent of the program's */
+  o->rng ^= o->rng >> 12;
+  o->rng ^= o->rng << 25;
+  o->rng ^= o->rng >> 27;
+  return (double)((o->rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Sample points in a region of `words` words: all of them with full tracing; in sampled mode a
+ * Poisson draw of mean words * rate, as the shim's byte sampler would give a block of that size
+ * (FORMAT.md §3.2), so that nsamples / rate estimates the region's size without bias. 0 means
+ * the region is not written. */
+static int64_t region_samples(rec_order *o, int64_t words) {
   if (o->full)
     return words > 1 ? words : 1;
-  int64_t n = llround((double)words * o->rate);
-  return n < 1 ? 1 : n;
+  double mean = (double)words * o->rate;
+  if (mean < 30) {
+    double limit = exp(-mean), product = uniform(o);
+    int64_t n = 0;
+    while (product > limit) {
+      n++;
+      product *= uniform(o);
+    }
+    return n;
+  }
+  /* Large means: the normal approximation (Box-Muller). */
+  double u1 = uniform(o), u2 = uniform(o);
+  double z = sqrt(-2 * log(u1 > 0 ? u1 : 1e-300)) * cos(2 * M_PI * u2);
+  int64_t n = llround(mean + sqrt(mean) * z);
+  return n < 0 ? 0 : n;
 }
 
 static void add_region(rec_order *o, rec_sink *sink, uint64_t start, uint64_t end, int64_t ns,
@@ -258,8 +286,9 @@ static void add_region(rec_order *o, rec_sink *sink, uint64_t start, uint64_t en
   if (!r.codes)
     return;
   memcpy(r.codes, codes, (size_t)ncodes * sizeof *codes);
-  r.obj_id =
-      write_alloc(o, sink, ns, words, region_samples(o, words), MT_SOURCE_MAJOR, r.codes, ncodes);
+  int64_t nsamples = region_samples(o, words);
+  r.obj_id = nsamples ? write_alloc(o, sink, ns, words, nsamples, MT_SOURCE_MAJOR, r.codes, ncodes)
+                      : -1; /* not sampled: tracked, so that its munmap is understood */
   if (!rec_regions_insert(&o->regions, &r))
     free(r.codes);
 }

@@ -208,6 +208,7 @@ typedef struct rec_order {
   int64_t skew_ns, bound_ns;
   double rate;
   bool full;
+  uint64_t rng;    /* region sampling */
   uint64_t *codes; /* scratch: MT_TRACER_MAX_FRAMES + 2 */
 } rec_order;
 
