@@ -75,6 +75,26 @@ static void setuid_copy_is_refused_with_the_reason(void **state) {
   free(err);
 }
 
+static void file_with_capabilities_is_refused_with_the_reason(void **state) {
+  (void)state;
+  char bin[4096], cmd[8300];
+  snprintf(bin, sizeof bin, "%s", tu_temp_path("caps-true"));
+  size_t size;
+  uint8_t *bytes = tu_read_file("/bin/true", &size);
+  tu_write_file(bin, bytes, size);
+  free(bytes);
+  assert_int_equal(chmod(bin, 0755), 0);
+  snprintf(cmd, sizeof cmd, "setcap cap_net_raw+ep '%s' 2>/dev/null", bin);
+  if (system(cmd) != 0)
+    skip(); /* no setcap, or not allowed to set capabilities here */
+  char *err = NULL;
+  const char *out = tu_temp_path("caps.ctf");
+  assert_int_equal(record(&err, out, bin, NULL), 1);
+  assert_non_null(strstr(err, "capabilities"));
+  assert_false(exists(out));
+  free(err);
+}
+
 static void sanitizer_build_is_refused_with_the_reason(void **state) {
   (void)state;
   char bin[4096];
@@ -275,6 +295,7 @@ int main(void) {
       cmocka_unit_test(missing_program_exits_127),
       cmocka_unit_test(static_binary_is_refused_with_the_reason),
       cmocka_unit_test(setuid_copy_is_refused_with_the_reason),
+      cmocka_unit_test(file_with_capabilities_is_refused_with_the_reason),
       cmocka_unit_test(sanitizer_build_is_refused_with_the_reason),
       cmocka_unit_test(script_is_judged_by_its_interpreter),
       cmocka_unit_test(malformed_options_and_variables_exit_64),
