@@ -51,6 +51,7 @@ struct mt_recorder {
   char *process_exe;
   uint64_t arrival;
   int64_t last_flush_ns; /* consumer clock */
+  uint64_t flushed_at;   /* events written at the last flush */
   attachment *current;   /* during a poll's callbacks */
   bool finished;
   int decode_error; /* out of memory in a callback */
@@ -361,9 +362,12 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
     }
     drain_merge(r, frontier, false);
   }
+  /* A flush writes a packet even when empty: only when events were written since the last. */
+  uint64_t written = r->stats.allocations + r->stats.frees;
   if (r->opt.flush_interval_ms > 0 &&
-      now - r->last_flush_ns >= r->opt.flush_interval_ms * 1000000) {
+      now - r->last_flush_ns >= r->opt.flush_interval_ms * 1000000 && written != r->flushed_at) {
     r->last_flush_ns = now;
+    r->flushed_at = written;
     rec_output_flush(&r->out);
   } else {
     rec_output_pump(&r->out, false, false);
