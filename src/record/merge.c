@@ -62,7 +62,10 @@ static void sift_down(rec_merge *m, size_t i) {
 
 bool rec_merge_push(rec_merge *m, rec_event *e, int64_t now_ns) {
   uint64_t index;
-  if (!mt_hashmap_get(&m->by_key, (int64_t)e->source, &index)) {
+  /* The cursor delivers runs of one ring: most pushes are the previous one's source. */
+  if (m->last_index && m->sources[m->last_index - 1].key == e->source) {
+    index = m->last_index;
+  } else if (!mt_hashmap_get(&m->by_key, (int64_t)e->source, &index)) {
     if (!MT_GROW(m->sources, m->cap, m->count + 1) ||
         !MT_GROW(m->heap, m->heap_cap, m->count + 1) ||
         !mt_hashmap_put(&m->by_key, (int64_t)e->source, m->count + 1))
@@ -70,6 +73,7 @@ bool rec_merge_push(rec_merge *m, rec_event *e, int64_t now_ns) {
     m->sources[m->count] = (rec_source){.key = e->source};
     index = ++m->count;
   }
+  m->last_index = (size_t)index;
   size_t si = (size_t)index - 1;
   rec_source *s = &m->sources[si];
   e->next = NULL;

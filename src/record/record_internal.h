@@ -54,6 +54,7 @@ typedef struct rec_merge {
   size_t *heap; /* indices of non-empty sources, a min-heap on their head's (time, order) */
   size_t heap_count, heap_cap;
   size_t queued;
+  size_t last_index; /* source of the previous push + 1 */
 } rec_merge;
 
 bool rec_merge_push(rec_merge *m, rec_event *e, int64_t now_ns);

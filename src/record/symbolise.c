@@ -188,6 +188,8 @@ static const char *symbol_at(rec_elf *e, uint64_t vaddr) {
 }
 
 bool rec_symboliser_is_wrapper(rec_symboliser *s, rec_module *m, uint64_t vaddr) {
+  if (s->no_symbols)
+    return false; /* no file is opened at all */
   rec_elf *e = open_elf(s, m);
   if (!e || e->unusable || e->mismatch)
     return false;
