@@ -29,7 +29,7 @@ int mt_sampled_set_init(mt_sampled_set *set, unsigned filter_bits, unsigned slot
     return -1;
   }
   set->filter = f;
-  set->filter_shift = 64 - filter_bits;
+  set->filter_mask = ((uintptr_t)1 << filter_bits) - 1;
   set->slots = s;
   set->slot_mask = ((uint64_t)1 << slot_bits) - 1;
   atomic_store(&set->members, 0);
@@ -38,14 +38,14 @@ int mt_sampled_set_init(mt_sampled_set *set, unsigned filter_bits, unsigned slot
 }
 
 void mt_sampled_set_destroy(mt_sampled_set *set) {
-  munmap((void *)set->filter, (size_t)1 << (64 - set->filter_shift));
+  munmap((void *)set->filter, set->filter_mask + 1);
   munmap((void *)set->slots, sizeof(uintptr_t) * (set->slot_mask + 1));
   set->filter = NULL;
   set->slots = NULL;
 }
 
 static _Atomic uint8_t *bucket(const mt_sampled_set *set, uintptr_t p) {
-  return &set->filter[mt_sampled_set_hash(p) >> set->filter_shift];
+  return &set->filter[mt_sampled_set_bucket(set, (const void *)p)];
 }
 
 static void filter_add(const mt_sampled_set *set, uintptr_t p, int delta) {
@@ -64,7 +64,6 @@ static void filter_add(const mt_sampled_set *set, uintptr_t p, int delta) {
 }
 
 static uint64_t home(const mt_sampled_set *set, uintptr_t p) {
-  /* The high bits of the product are the filter's; take the slot from a differently mixed word. */
   uint64_t h = mt_sampled_set_hash(p);
   return (h ^ (h >> 29)) & set->slot_mask;
 }

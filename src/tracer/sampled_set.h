@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 typedef struct mt_sampled_set {
-  _Atomic uint8_t *filter;  /* per hash bucket: how many members (255 sticks) */
-  unsigned filter_shift;    /* 64 - log2(filter buckets) */
+  _Atomic uint8_t *filter;  /* per 16-byte granule modulo the filter: members (255 sticks) */
+  uintptr_t filter_mask;    /* filter buckets - 1 */
   _Atomic uintptr_t *slots; /* open addressing, linear probing; 0 empty, 1 removed */
   uint64_t slot_mask;
   _Atomic uint64_t members;
@@ -27,10 +27,17 @@ static inline uint64_t mt_sampled_set_hash(uintptr_t p) {
   return (uint64_t)p * 0x9e3779b97f4a7c15ull;
 }
 
+/* The filter bucket of `p`: its 16-byte granule, modulo the filter's size. Not a hash, so that
+ * the frees of a program's (clustered) heap read a few cache lines of the filter, not the whole
+ * of it; blocks are at least 16 bytes apart, and aliases are 16 * buckets bytes apart. */
+static inline uintptr_t mt_sampled_set_bucket(const mt_sampled_set *set, const void *p) {
+  return ((uintptr_t)p >> 4) & set->filter_mask;
+}
+
 /* False when `p` is certainly not a member: one load. */
 static inline bool mt_sampled_set_maybe(const mt_sampled_set *set, const void *p) {
-  return atomic_load_explicit(&set->filter[mt_sampled_set_hash((uintptr_t)p) >> set->filter_shift],
-                              memory_order_relaxed) != 0;
+  return atomic_load_explicit(&set->filter[mt_sampled_set_bucket(set, p)], memory_order_relaxed) !=
+         0;
 }
 
 /* Adds `p` (not NULL). False if there is no room (the caller then treats the block as not
