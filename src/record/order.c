@@ -181,25 +181,59 @@ static void emit_pair(rec_order *o, rec_sink *sink, const rec_event *e, int64_t 
 
 /* --- malloc blocks ------------------------------------------------------------------------- */
 
-static void do_alloc(rec_order *o, rec_sink *sink, rec_event *e) {
-  /* A free that arrived first, stamped (give or take the skew) after this allocation by another
-   * thread, is this block's. One from the same thread was written before it: an older block's. */
-  for (rec_event *f = chain_first(&o->pending, e->addr); f; f = f->next) {
-    if (f->source != e->source && f->time_ns + o->skew_ns >= e->time_ns) {
-      chain_remove(&o->pending, f);
-      if (live_get(o, e->addr)) {
-        emit_pair(o, sink, e, f->time_ns);
-      } else {
-        emit_alloc(o, sink, e, e->time_ns);
-        rec_live *l = live_get(o, e->addr);
-        if (l) {
-          write_collect(o, sink, f->time_ns, l->id);
-          live_remove(o, e->addr);
+/* Whether held allocation `h` and held free `f` of one address are one block: stamped in that
+ * order within the skew across threads; in arrival order on one thread. */
+static bool pairs(const rec_order *o, const rec_event *h, const rec_event *f) {
+  return f->source != h->source ? f->time_ns + o->skew_ns >= h->time_ns : f->order > h->order;
+}
+
+/* After the address's state changed: held allocations and held frees that are one block are
+ * written together, and while the address is free the earliest held allocation becomes its live
+ * object (not before `free_ns`, the free that made room for it). */
+static void settle(rec_order *o, rec_sink *sink, uint64_t addr, int64_t free_ns) {
+  for (;;) {
+    bool changed = false;
+    for (rec_event *h = chain_first(&o->held, addr); h && !changed; h = h->next) {
+      for (rec_event *f = chain_first(&o->pending, addr); f; f = f->next) {
+        if (pairs(o, h, f)) {
+          chain_remove(&o->held, h);
+          chain_remove(&o->pending, f);
+          emit_pair(o, sink, h, f->time_ns);
+          changed = true;
+          break;
         }
       }
-      free(e);
-      return;
     }
+    if (!changed && !live_get(o, addr)) {
+      rec_event *first = NULL;
+      for (rec_event *h = chain_first(&o->held, addr); h; h = h->next)
+        if (!first || h->time_ns < first->time_ns)
+          first = h;
+      if (first) {
+        chain_remove(&o->held, first);
+        emit_alloc(o, sink, first, first->time_ns > free_ns ? first->time_ns : free_ns);
+        changed = true;
+      }
+    }
+    if (!changed)
+      return;
+  }
+}
+
+static void do_alloc(rec_order *o, rec_sink *sink, rec_event *e) {
+  /* A free that arrived first, stamped (give or take the skew) after this allocation by another
+   * thread, is this block's: the earliest such. One from the same thread was written before it:
+   * an older block's. */
+  rec_event *match = NULL;
+  for (rec_event *f = chain_first(&o->pending, e->addr); f; f = f->next)
+    if (f->source != e->source && f->time_ns + o->skew_ns >= e->time_ns &&
+        (!match || f->time_ns < match->time_ns))
+      match = f;
+  if (match) {
+    chain_remove(&o->pending, match);
+    emit_pair(o, sink, e, match->time_ns);
+    free(e);
+    return;
   }
   if (live_get(o, e->addr)) {
     /* The free of the block still live here is in flight (or, for an allocation stamped before
@@ -212,36 +246,38 @@ static void do_alloc(rec_order *o, rec_sink *sink, rec_event *e) {
   free(e);
 }
 
-/* `f` (a FREE of f->addr) is taken. */
+/* `f` (a FREE of f->addr) is taken. Of the blocks at its address (the live one and the held
+ * ones), it frees the one allocated last before it: on one thread by arrival, across threads by
+ * stamp; the skew tolerance only when no block was stamped before it. */
 static void do_free(rec_order *o, rec_sink *sink, rec_event *f) {
-  rec_live *l = live_get(o, f->addr);
-  /* It frees the live object unless it was stamped before that object's allocation by another
-   * thread: then it is the free of an older block whose allocation is late. */
-  if (l && (f->source == l->source || f->time_ns + o->skew_ns >= l->time_ns)) {
-    write_collect(o, sink, f->time_ns, l->id);
-    live_remove(o, f->addr);
-    /* The next block at this address: the first held allocation stamped after this free. */
+  for (int64_t slack = 0;; slack = o->skew_ns) {
+    rec_live *l = live_get(o, f->addr);
+    bool live_fits = l && (f->source == l->source || l->time_ns <= f->time_ns + slack);
+    rec_event *best = NULL;
     for (rec_event *h = chain_first(&o->held, f->addr); h; h = h->next) {
-      if (h->time_ns + o->skew_ns >= f->time_ns) {
-        chain_remove(&o->held, h);
-        emit_alloc(o, sink, h, h->time_ns > f->time_ns ? h->time_ns : f->time_ns);
-        break;
-      }
+      bool fits = h->source == f->source ? h->order < f->order : h->time_ns <= f->time_ns + slack;
+      if (fits && (!best || h->time_ns > best->time_ns))
+        best = h;
     }
-    free(f);
-    return;
-  }
-  /* A held allocation stamped before this free is the block it frees. */
-  for (rec_event *h = chain_first(&o->held, f->addr); h; h = h->next) {
-    if (h->time_ns <= f->time_ns + o->skew_ns) {
-      chain_remove(&o->held, h);
-      emit_pair(o, sink, h, f->time_ns);
+    if (best && (!live_fits || best->time_ns > l->time_ns)) {
+      chain_remove(&o->held, best);
+      emit_pair(o, sink, best, f->time_ns);
       free(f);
       return;
     }
+    if (live_fits) {
+      write_collect(o, sink, f->time_ns, l->id);
+      live_remove(o, f->addr);
+      settle(o, sink, f->addr, f->time_ns);
+      free(f);
+      return;
+    }
+    if (slack)
+      break;
   }
   chain_append(&o->pending, f);
   fifo_append(o, f);
+  settle(o, sink, f->addr, f->time_ns);
 }
 
 /* --- regions ------------------------------------------------------------------------------- */

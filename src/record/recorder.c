@@ -399,6 +399,9 @@ int mt_recorder_finish(mt_recorder *r, mt_error *err) {
   if (r->finished)
     return mt_fail(err, MT_E_STATE, -1, "the recorder has finished");
   mt_error read_err = {0};
+  /* Read everything left, then write it in order: the producers are done or stopped, so what
+   * is queued is bounded by what the rings held. */
+  r->poll_now_ns = mono_ns();
   int rc = read_rings(r, NULL, NULL, true, &read_err);
   drain_merge(r, INT64_MAX, true);
   ensure_writer(r);
