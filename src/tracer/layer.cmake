@@ -12,7 +12,8 @@ set(MEMTAP_TRACER_SHIM_SOURCES
   tracer/threads.c
   tracer/modules.c
   tracer/record.c
-  tracer/unwind.c)
+  tracer/unwind.c
+  tracer/inprocess.c)
 set(MEMTAP_TRACER_PURE_SOURCES tracer/config.c tracer/sampler.c tracer/sampled_set.c)
 
 target_sources(memtap PRIVATE tracer/config.c)

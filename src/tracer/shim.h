@@ -144,6 +144,12 @@ MT_HIDDEN void mt_modules_scan(void);
 MT_HIDDEN void mt_modules_check(const uint64_t *pcs, size_t n);
 MT_HIDDEN void mt_modules_after_fork(void);
 
+/* inprocess.c: MEMTAP=path / MEMTRACE=path, a process tracing itself. */
+/* Opens and locks the trace file, empties the variables for children; 0, or -1 (said on stderr). */
+MT_HIDDEN int mt_inprocess_prepare(const char *path);
+/* From the constructor: loads libmemtap and starts the consumer thread (or stops tracing). */
+MT_HIDDEN void mt_inprocess_launch(void);
+
 /* unwind.c: the unwinder, behind one function so that it can be replaced. */
 /* Loads the unwinder (libunwind, privately) at a safe moment: the shim's constructor. */
 MT_HIDDEN void mt_tracer_unwind_load(void);

@@ -108,9 +108,10 @@ static int start(void) {
     return MT_SHIM_OFF;
   }
   const mt_tracer_config *c = &mt_shim.config;
-  if (!c->record)
-    return MT_SHIM_OFF; /* in-process mode (MEMTAP=path) is not implemented by the shim yet */
-  if (c->trace_pid && c->trace_pid != getpid() && !c->follow_fork)
+  bool inprocess = !c->record;
+  if (inprocess && (!c->output || mt_inprocess_prepare(c->output) != 0))
+    return MT_SHIM_OFF; /* not asked to trace (or the trace file cannot be had: said) */
+  if (c->record && c->trace_pid && c->trace_pid != getpid() && !c->follow_fork)
     return MT_SHIM_OFF; /* an exec'd descendant that inherited the environment */
   dl_iterate_phdr(find_own_text, (void *)(uintptr_t)find_own_text);
   mt_sampler_init(&mt_shim.sampler, c->rate);
@@ -121,7 +122,11 @@ static int start(void) {
   mt_ring_options o;
   if (mt_ring_options_init(&o, &err) != MT_OK)
     return MT_SHIM_OFF;
-  o.mode = MT_RING_LOSSLESS;
+  /* In-process, the consumer is a thread of this process: a producer waiting for it could hold
+   * a lock it needs (inprocess.c), so the ring never waits, and it is larger. */
+  o.mode = inprocess ? MT_RING_FLIGHT_RECORDER : MT_RING_LOSSLESS;
+  if (inprocess && !lookup_environment(NULL, "MEMTAP_RING_SIZE"))
+    o.ring_size = c->full ? 16u << 20 : 4u << 20;
   o.fork_untraced = !c->follow_fork;
   if (mt_ring_open(&mt_shim.ring, &o, &err) != MT_OK) {
     char line[400];
@@ -200,4 +205,5 @@ __attribute__((constructor)) static void shim_constructor(void) {
   mt_tracer_unwind_load();
   mt_threads_main_started();
   t->depth--;
+  mt_inprocess_launch();
 }

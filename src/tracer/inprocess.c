@@ -1,0 +1,215 @@
+/* In-process mode (docs/tracer.md, "In-process mode"): `MEMTAP=trace.ctf prog` or memtrace's own
+ * `MEMTRACE=trace.ctf prog` with the shim preloaded. The process traces itself: the shim writes its
+ * ring as under `memtap record`, and a background thread of the shim consumes it and writes the
+ * trace with the recorder of libmemtap (memtap/record.h).
+ *
+ * The recorder and what it needs (elfutils' libdw for symbols, zstd) are not linked into the shim:
+ * libmemtap.so is loaded with dlopen(RTLD_LOCAL) only when this mode starts, from the constructor,
+ * so no other traced process carries them and none of their symbols can interpose the program's.
+ *
+ * As memtrace does, the output is opened without O_TRUNC, locked (lockf), then truncated, so a
+ * trace that another process is writing is never clobbered, and the variable is emptied so that
+ * the program's children are not traced into the same file. The consumer thread blocks every
+ * signal and its own allocations pass straight through the shim (its depth stays raised). The ring
+ * is a flight recorder here: a lossless producer could wait for a consumer thread that itself waits
+ * for a lock the producer holds (the loader's, stdio's); records overwritten before the thread
+ * read them are counted as lost in the trace's summary. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "memtap/record.h"
+#include "tracer/shim.h"
+
+extern char **environ;
+
+/* The recorder's entry points, from the dlopen'd libmemtap. */
+typedef struct recorder_api {
+  int (*create)(mt_recorder **, int, const mt_recorder_options *, mt_error *);
+  int (*attach)(mt_recorder *, const char *, bool, mt_error *);
+  int (*poll)(mt_recorder *, bool *, mt_error *);
+  int (*finish)(mt_recorder *, mt_error *);
+  void (*stats)(const mt_recorder *, mt_recorder_stats *);
+  void (*destroy)(mt_recorder *);
+} recorder_api;
+
+static struct {
+  int fd;           /* the locked output, or -1 */
+  char path[4096];  /* the output's name, for messages */
+  char ring[4096];  /* the ring file the thread consumes */
+  pthread_t thread; /* the consumer */
+  bool running;
+  pid_t pid;        /* the process that runs the thread */
+  _Atomic int stop; /* set at exit: drain, finish, return */
+  recorder_api api;
+} inproc = {.fd = -1};
+
+static void say(const char *what, const char *detail) {
+  char line[600];
+  int n = snprintf(line, sizeof line, "memtap: %s%s%s\n", what, detail ? ": " : "",
+                   detail ? detail : "");
+  if (n > 0) {
+    ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    (void)ignored;
+  }
+}
+
+/* Empties MEMTAP and MEMTRACE in place (their values become ""), without setenv: this may run
+ * inside a malloc that setenv itself made, under libc's environment lock. */
+static void empty_variables(void) {
+  for (char **e = environ; e && *e; e++)
+    if (!strncmp(*e, "MEMTAP=", 7))
+      (*e)[7] = 0;
+    else if (!strncmp(*e, "MEMTRACE=", 9))
+      (*e)[9] = 0;
+}
+
+MT_HIDDEN int mt_inprocess_prepare(const char *path) {
+  size_t n = strlen(path);
+  if (n >= sizeof inproc.path) {
+    say("not tracing: the trace file's name is too long", NULL);
+    return -1;
+  }
+  memcpy(inproc.path, path, n + 1);
+  int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    say("not tracing: cannot open the trace file", strerror(errno));
+    return -1;
+  }
+  if (lockf(fd, F_TLOCK, 0) != 0) {
+    say("not tracing: cannot lock the trace file (is another process writing it?)", path);
+    close(fd);
+    return -1;
+  }
+  if (ftruncate(fd, 0) != 0) {
+    /* /dev/null and other devices: nothing to truncate */
+  }
+  inproc.fd = fd;
+  empty_variables();
+  return 0;
+}
+
+/* libmemtap.so.0 next to the shim (installed: <libdir>/memtap/../), or in the build tree (the shim
+ * in the build directory, the library in src/), or wherever the loader finds it. */
+static void *load_libmemtap(void) {
+  Dl_info self;
+  char dir[4096];
+  if (dladdr((void *)load_libmemtap, &self) && self.dli_fname) {
+    const char *slash = strrchr(self.dli_fname, '/');
+    size_t len = slash ? (size_t)(slash - self.dli_fname) : 0;
+    static const char *const places[] = {"/../libmemtap.so.0", "/src/libmemtap.so.0",
+                                         "/libmemtap.so.0"};
+    for (size_t i = 0; slash && i < sizeof places / sizeof *places; i++) {
+      int n = snprintf(dir, sizeof dir, "%.*s%s", (int)len, self.dli_fname, places[i]);
+      if (n > 0 && (size_t)n < sizeof dir && access(dir, R_OK) == 0) {
+        void *h = dlopen(dir, RTLD_NOW | RTLD_LOCAL);
+        if (h)
+          return h;
+      }
+    }
+  }
+  return dlopen("libmemtap.so.0", RTLD_NOW | RTLD_LOCAL);
+}
+
+static bool resolve_api(void *h) {
+  recorder_api *a = &inproc.api;
+  *(void **)&a->create = dlsym(h, "mt_recorder_create");
+  *(void **)&a->attach = dlsym(h, "mt_recorder_attach");
+  *(void **)&a->poll = dlsym(h, "mt_recorder_poll");
+  *(void **)&a->finish = dlsym(h, "mt_recorder_finish");
+  *(void **)&a->stats = dlsym(h, "mt_recorder_stats_get");
+  *(void **)&a->destroy = dlsym(h, "mt_recorder_destroy");
+  return a->create && a->attach && a->poll && a->finish && a->stats && a->destroy;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {0, ms * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+static void *consume(void *arg) {
+  mt_recorder *rec = arg;
+  mt_shim_self.depth++; /* this thread's allocations are not the program's */
+  mt_error err = {0};
+  while (!atomic_load(&inproc.stop)) {
+    bool progress = false;
+    if (inproc.api.poll(rec, &progress, &err) == MT_E_MALFORMED)
+      break;
+    if (!progress)
+      sleep_ms(10);
+  }
+  if (inproc.api.finish(rec, &err) != MT_OK)
+    say("the trace could not be written", err.message);
+  mt_recorder_stats st;
+  inproc.api.stats(rec, &st);
+  if (st.lost_records) {
+    char detail[160];
+    snprintf(detail, sizeof detail, "%llu records were overwritten before they were read",
+             (unsigned long long)st.lost_records);
+    say(inproc.path, detail);
+  }
+  inproc.api.destroy(rec);
+  close(inproc.fd);
+  inproc.fd = -1;
+  return NULL;
+}
+
+/* At exit (registered after the ring's own exit handler, so it runs first): stop tracing, close
+ * the ring (its STOP record tells the recorder that everything is in), let the thread drain it
+ * and finish the trace. A forked child has no consumer thread: it leaves the file alone. */
+static void finish_at_exit(void) {
+  if (!inproc.running || getpid() != inproc.pid)
+    return;
+  inproc.running = false;
+  mt_shim_self.depth++;
+  mt_shim_stop();
+  mt_ring_close(mt_shim.ring);
+  atomic_store(&inproc.stop, 1);
+  pthread_join(inproc.thread, NULL);
+  mt_shim_self.depth--;
+}
+
+MT_HIDDEN void mt_inprocess_launch(void) {
+  if (inproc.fd < 0 || atomic_load(&mt_shim.mode) == MT_SHIM_OFF)
+    return;
+  mt_shim_self.depth++;
+  void *h = load_libmemtap();
+  mt_recorder *rec = NULL;
+  mt_error err = {0};
+  const char *ring = mt_ring_path(mt_shim.ring);
+  if (!h || !resolve_api(h)) {
+    say("not tracing: cannot load libmemtap.so.0 (the recorder)", dlerror());
+  } else if (strlen(ring) >= sizeof inproc.ring) {
+    say("not tracing: the ring file's name is too long", NULL);
+  } else if (inproc.api.create(&rec, inproc.fd, NULL, &err) != MT_OK ||
+             inproc.api.attach(rec, strcpy(inproc.ring, ring), false, &err) != MT_OK) {
+    say("not tracing", err.message);
+  } else {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = mt_shim_real.pthread_create(&inproc.thread, NULL, consume, rec);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0) {
+      inproc.running = true;
+      inproc.pid = getpid();
+      atexit(finish_at_exit);
+      mt_shim_self.depth--;
+      return;
+    }
+    say("not tracing: cannot start the consumer thread", strerror(rc));
+  }
+  if (rec)
+    inproc.api.destroy(rec);
+  mt_shim_stop();
+  close(inproc.fd);
+  inproc.fd = -1;
+  mt_shim_self.depth--;
+}

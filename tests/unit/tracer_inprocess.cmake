@@ -1,0 +1,21 @@
+# In-process mode of the preload shim (MEMTAP=path / MEMTRACE=path, src/tracer/inprocess.c): the
+# process traces itself through a consumer thread that loads libmemtap. The program runs under the
+# shim, so it is built with the shim's uninstrumented flags.
+if(NOT TARGET memtap_preload)
+  return()
+endif()
+get_property(_mt_ip_opts GLOBAL PROPERTY MEMTAP_CLEAN_COMPILE_OPTIONS)
+get_property(_mt_ip_link_opts GLOBAL PROPERTY MEMTAP_CLEAN_LINK_OPTIONS)
+add_executable(tracer_inprocess_prog unit/tracer_inprocess_prog.c)
+set_target_properties(tracer_inprocess_prog PROPERTIES COMPILE_OPTIONS "${_mt_ip_opts}"
+                                                       LINK_OPTIONS "${_mt_ip_link_opts}")
+memtap_unit_test(test_tracer_inprocess unit/test_tracer_inprocess.c LABELS tracer)
+add_dependencies(test_tracer_inprocess memtap_preload memtap tracer_inprocess_prog)
+target_compile_definitions(test_tracer_inprocess PRIVATE
+  MEMTAP_PRELOAD_PATH="$<TARGET_FILE:memtap_preload>"
+  INPROCESS_PROG_PATH="$<TARGET_FILE:tracer_inprocess_prog>")
+if(MEMTAP_SANITIZE)
+  # libmemtap.so, which the shim loads in this mode, is instrumented in this build: it cannot be
+  # loaded into an uninstrumented program, so the tests say so and skip.
+  target_compile_definitions(test_tracer_inprocess PRIVATE MEMTAP_LIB_SANITIZED=1)
+endif()
