@@ -74,6 +74,13 @@ static uint64_t sample(mt_shim_thread *t, int mode, size_t size) {
     t->countdown = 0; /* every allocation takes the slow path */
     return size ? (size + 7) / 8 : 1;
   }
+  /* No allocation of 2^62 bytes or more can succeed on x86-64 (47-bit addresses): such a request
+   * is not sampled and leaves the countdown alone. The countdown stays in [0, 2^63) (0 with full
+   * tracing, a gap otherwise), which is what lets the fast paths compare it with an unsigned
+   * size: a request of 2^63 bytes or more once turned the subtraction positive and silenced the
+   * thread's tracing for good. */
+  if (size >= (size_t)1 << 62)
+    return 0;
   int64_t c = t->countdown - (int64_t)size;
   if (c > 0) {
     t->countdown = c;
@@ -118,9 +125,9 @@ static __attribute__((noinline)) void *malloc_slow(mt_shim_thread *t, size_t siz
 
 MT_EXPORT void *malloc(size_t size) {
   mt_shim_thread *t = &mt_shim_self;
-  int64_t c = t->countdown - (int64_t)size;
-  if (MT_LIKELY(c > 0)) {
-    t->countdown = c;
+  uint64_t c = (uint64_t)t->countdown; /* in [0, 2^63): see sample() */
+  if (MT_LIKELY(size < c)) {
+    t->countdown = (int64_t)(c - size);
     return mt_shim_real.malloc(size);
   }
   return malloc_slow(t, size);
@@ -155,9 +162,9 @@ MT_EXPORT void *calloc(size_t count, size_t size) {
   mt_shim_thread *t = &mt_shim_self;
   size_t total;
   if (MT_LIKELY(!__builtin_mul_overflow(count, size, &total))) {
-    int64_t c = t->countdown - (int64_t)total;
-    if (MT_LIKELY(c > 0)) {
-      t->countdown = c;
+    uint64_t c = (uint64_t)t->countdown;
+    if (MT_LIKELY(total < c)) {
+      t->countdown = (int64_t)(c - total);
       return mt_shim_real.calloc(count, size);
     }
   }
@@ -273,9 +280,9 @@ MT_EXPORT void *realloc(void *p, size_t size) {
   mt_shim_thread *t = &mt_shim_self;
   if (MT_LIKELY(atomic_load_explicit(&mt_shim.mode, memory_order_acquire) == MT_SHIM_SAMPLED) &&
       !t->depth && (!p || !mt_sampled_set_maybe(&mt_shim.set, p))) {
-    int64_t c = t->countdown - (int64_t)size;
-    if (MT_LIKELY(c > 0 && !mt_bootstrap_owns(p))) {
-      t->countdown = c;
+    uint64_t c = (uint64_t)t->countdown;
+    if (MT_LIKELY(size < c && !mt_bootstrap_owns(p))) {
+      t->countdown = (int64_t)(c - size);
       return mt_shim_real.realloc(p, size);
     }
   }
