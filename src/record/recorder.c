@@ -20,7 +20,7 @@
 #define POLL_BATCH 4096
 /* Records read per attachment per poll, so that writing and flushes keep up. */
 #define POLL_MAX_PER_CALL (1u << 18)
-#define MERGE_MAX_QUEUED (1u << 19)
+#define MERGE_MAX_QUEUED (1u << 20)
 
 typedef struct attachment {
   mt_cursor *cursor;
@@ -353,10 +353,11 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
     int64_t frontier = abs_now - r->opt.merge_lag_ms * 1000000;
     /* Behind on some ring (the poll hit its cap): what is still unread in a ring read in this
      * poll is stamped at or after the newest record read from it, so those threads bound the
-     * frontier. Threads idle in this poll do not (an idle thread would stall the trace): their
-     * late records, if any, are repaired by order.c. */
+     * frontier, however far behind one is (a busy thread's ring covers less time per record read).
+     * Threads idle in this poll do not (an idle thread would stall the trace): their late
+     * records, if any, are repaired by order.c. */
     if (!caught_up) {
-      int64_t low = rec_merge_low_water(&r->merge, now, r->opt.merge_lag_ms * 5000000);
+      int64_t low = rec_merge_low_water(&r->merge, now, INT64_MAX);
       if (low < frontier)
         frontier = low;
     }
