@@ -2,6 +2,9 @@
  * frees, regions, module instances, output variants and a failing output. Every trace is read
  * back whole (record_testlib.c checks times, and that collects name live objects only). */
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -251,6 +254,82 @@ static void small_regions_in_sampled_mode_are_estimated_without_bias(void **stat
   rr_trace_free(&t);
 }
 
+#define HANDOFF_THREADS 4
+#define HANDOFF_ROUNDS 80000
+static _Atomic(uint64_t) handoff_slots[64];
+static mt_ring *handoff_ring;
+
+/* Like the shim: ALLOC after malloc returned, FREE before free; blocks go to other threads. */
+static void *handoff_thread(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  for (int i = 0; i < HANDOFF_ROUNDS; i++) {
+    size_t size = 16 + (size_t)(rand_r(&seed) % 100);
+    void *p = malloc(size);
+    uint64_t a[4] = {(uint64_t)(uintptr_t)p, size, (size + 7) / 8, MT_TRACER_KIND_MALLOC};
+    mt_ring_write(handoff_ring, MT_TRACER_REC_ALLOC, 0, a, 4);
+    uint64_t old = atomic_exchange(&handoff_slots[rand_r(&seed) % 64], a[0]);
+    if (old) {
+      mt_ring_write(handoff_ring, MT_TRACER_REC_FREE, 0, &old, 1);
+      free((void *)(uintptr_t)old);
+    }
+  }
+  return NULL;
+}
+
+static void handoffs_between_threads_read_poll_by_poll_match_every_free(void **state) {
+  (void)state;
+  /* 640 000 records from 4 threads: more than one poll reads (256 K), so the recorder works
+   * behind, and the threads' rings are read at different speeds. */
+  mt_ring_options o;
+  assert_int_equal(mt_ring_options_init(&o, NULL), MT_OK);
+  o.dir = tu_temp_dir();
+  o.ring_size = 16u << 20;
+  o.max_rings = HANDOFF_THREADS + 1;
+  o.registry_size = 64 * 1024;
+  o.preserve = true;
+  assert_int_equal(mt_ring_open(&handoff_ring, &o, NULL), MT_OK);
+  pthread_t t[HANDOFF_THREADS];
+  for (uintptr_t i = 0; i < HANDOFF_THREADS; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, handoff_thread, (void *)(i + 1)), 0);
+  for (int i = 0; i < HANDOFF_THREADS; i++)
+    pthread_join(t[i], NULL);
+  for (int i = 0; i < 64; i++) {
+    uint64_t old = atomic_exchange(&handoff_slots[i], 0);
+    if (old) {
+      mt_ring_write(handoff_ring, MT_TRACER_REC_FREE, 0, &old, 1);
+      free((void *)(uintptr_t)old);
+    }
+  }
+  char ring_path[4096];
+  snprintf(ring_path, sizeof ring_path, "%s", mt_ring_path(handoff_ring));
+  assert_int_equal(mt_ring_close(handoff_ring), MT_OK);
+
+  const char *out = tu_temp_path("handoff.ctf");
+  int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  mt_recorder *rec;
+  mt_error err = {0};
+  mt_recorder_options ro = {.merge_lag_ms = 1};
+  assert_int_equal(mt_recorder_create(&rec, fd, &ro, &err), MT_OK);
+  assert_int_equal(mt_recorder_attach(rec, ring_path, false, &err), MT_OK);
+  size_t polls = 0;
+  for (bool progress = true; progress; polls++)
+    assert_int_equal(mt_recorder_poll(rec, &progress, &err), MT_OK);
+  assert_true(polls > 2);
+  assert_int_equal(mt_recorder_finish(rec, &err), MT_OK);
+  mt_recorder_stats st;
+  mt_recorder_stats_get(rec, &st);
+  mt_recorder_destroy(rec);
+  close(fd);
+  unlink(ring_path);
+  assert_int_equal(st.allocations, HANDOFF_THREADS * HANDOFF_ROUNDS);
+  assert_int_equal(st.frees, HANDOFF_THREADS * HANDOFF_ROUNDS); /* every block, each once */
+  assert_int_equal(st.unknown_frees, 0);
+  assert_int_equal(st.implied_frees, 0);
+  rr_trace tr;
+  rr_read(out, &tr); /* collects only of live objects, times in order */
+  rr_trace_free(&tr);
+}
+
 static void unwritable_output_is_reported_and_rings_still_drained(void **state) {
   (void)state;
   mt_ring *r = rr_open(true, 1);
@@ -289,6 +368,7 @@ int main(void) {
       cmocka_unit_test(pc_in_no_module_and_truncated_stack_have_their_own_codes),
       cmocka_unit_test(compressed_v2_trace_reads_back),
       cmocka_unit_test(small_regions_in_sampled_mode_are_estimated_without_bias),
+      cmocka_unit_test(handoffs_between_threads_read_poll_by_poll_match_every_free),
       cmocka_unit_test(unwritable_output_is_reported_and_rings_still_drained),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
