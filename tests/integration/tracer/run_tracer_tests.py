@@ -631,7 +631,7 @@ def test_recount_sqlite3_matches_glibc_mtrace():
                  "SELECT name FROM t WHERE id % 400 = 0 ORDER BY name DESC;\n"
                  "UPDATE t SET name = upper(name) WHERE id < 100;\n"
                  "SELECT group_concat(name, ',') FROM (SELECT name FROM t WHERE id < 5);\n")
-    recount("sqlite3", [sqlite3, ":memory:"], stdin_file=script)
+    recount("sqlite3", [sqlite3, "-batch", "-init", "/dev/null", ":memory:"], stdin_file=script)
 
 
 def test_recount_python3_matches_glibc_mtrace():
