@@ -135,10 +135,18 @@ int main(int argc, char **argv) {
     }
     free(threads);
   } else if (strcmp(mode, "queue") == 0) {
-    cpu_set_t one;
+    /* The first CPU this process may run on (not CPU 0: a cpuset may exclude it). */
+    cpu_set_t allowed, one;
     CPU_ZERO(&one);
-    CPU_SET(0, &one);
-    if (sched_setaffinity(0, sizeof one, &one) != 0)
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+      for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (CPU_ISSET(cpu, &allowed)) {
+          CPU_SET(cpu, &one);
+          break;
+        }
+      }
+    }
+    if (CPU_COUNT(&one) == 0 || sched_setaffinity(0, sizeof one, &one) != 0)
       perror("sched_setaffinity");
     long sums[2] = {0, 0};
     pthread_t threads[4];

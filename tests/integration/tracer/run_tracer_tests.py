@@ -783,7 +783,8 @@ def test_ordering_producer_consumer_pinned():
         # MEMTAP_TEST_PUBLISH_DELAY asks the shim to pause between stamping a record and
         # publishing it (the test hook); the shim does not have it yet and ignores it.
         env = base_env({"MEMTAP_TEST_PUBLISH_DELAY": "1"})
-        p = run([taskset, "-c", "0"] + record_command(trace, argv), env=env)
+        cpu = str(min(os.sched_getaffinity(0)))
+        p = run([taskset, "-c", cpu] + record_command(trace, argv), env=env)
         same_behaviour(plain, p, "threads queue (pinned)")
         f = verify_trace(trace)  # no collect before its allocation, no id live twice
         check_sites(facts(trace, ["threads.c"]), ["threads.c"], "queue", "threads queue")
