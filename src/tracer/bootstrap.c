@@ -111,6 +111,7 @@ void mt_shim_resolve(void) {
       (int (*)(void *, const void *, void *(*)(void *), void *))dlsym(RTLD_NEXT, "pthread_create");
   r.dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
   r.dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+  r.sigaction = dlsym(RTLD_NEXT, "sigaction");
   if (!r.malloc || !r.free || !r.realloc) {
     /* Nothing to forward to: there is no way on; fail loudly rather than corrupt memory. */
     static const char msg[] = "memtap: cannot find the next malloc, free and realloc\n";

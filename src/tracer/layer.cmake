@@ -12,6 +12,7 @@ set(MEMTAP_TRACER_SHIM_SOURCES
   tracer/threads.c
   tracer/modules.c
   tracer/record.c
+  tracer/signals.c
   tracer/unwind.c
   tracer/inprocess.c)
 set(MEMTAP_TRACER_PURE_SOURCES tracer/config.c tracer/sampler.c tracer/sampled_set.c)

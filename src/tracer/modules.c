@@ -145,14 +145,21 @@ static void scan_locked(void) {
   }
 }
 
-void mt_modules_scan(void) {
+/* `wait`: take the lock (start, dlclose); else only try it (the record path, which may run in a
+ * signal handler that interrupted a scan on its own thread) and skip the scan if it is taken. */
+static void scan(bool wait) {
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
-  pthread_mutex_lock(&scan_lock);
-  scanned_pending = atomic_load(&mt_dl_pending);
-  scan_locked();
-  pthread_mutex_unlock(&scan_lock);
+  if (wait ? pthread_mutex_lock(&scan_lock) == 0 : pthread_mutex_trylock(&scan_lock) == 0) {
+    scanned_pending = atomic_load(&mt_dl_pending);
+    scan_locked();
+    pthread_mutex_unlock(&scan_lock);
+  }
   t->depth--;
+}
+
+void mt_modules_scan(void) {
+  scan(true);
 }
 
 static bool known(uint64_t pc) {
@@ -168,7 +175,7 @@ static bool known(uint64_t pc) {
 void mt_modules_check(const uint64_t *pcs, size_t n) {
   uint64_t pending = atomic_load_explicit(&mt_dl_pending, memory_order_acquire);
   if (pending != scanned_pending) {
-    mt_modules_scan();
+    scan(false);
     return;
   }
   for (size_t i = 0; i < n; i++) {
@@ -180,7 +187,7 @@ void mt_modules_check(const uint64_t *pcs, size_t n) {
     if (pending != miss_pending || atomic_fetch_add(&misses, 1) >= 4096) {
       miss_pending = pending;
       atomic_store(&misses, 0);
-      mt_modules_scan();
+      scan(false);
     }
     return;
   }

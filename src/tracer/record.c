@@ -3,8 +3,10 @@
  * thread's depth for its own duration, so that whatever the unwinder or the ring does passes
  * straight through the interposed functions. */
 #include <errno.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ring/producer.h"
@@ -32,8 +34,97 @@ static void lazy_thread_start(void) {
   mt_ring_write(mt_shim.ring, MT_TRACER_REC_THREAD_START, 0, start, 3);
 }
 
+/* Records that a signal handler made while its thread was inside a ring write (or draining
+ * earlier such records): the ring would drop a nested write, so they wait in a per-thread buffer
+ * and are written, in order, right after the interrupted write. The buffer (16 MiB, reserved: only
+ * what is used is touched) is mmap'd the first time a thread needs it (mmap is async-signal-safe)
+ * and unmapped at thread exit. Entries are [type | id << 8 | words << 24][payload...]; handlers
+ * append at `tail`, the interrupted code drains from `head` and resets both to 0 with a
+ * compare-and-swap that fails if a handler appended meanwhile. While anything waits, later records
+ * of the thread wait behind it, so that one thread's records stay in program order. */
+#define MT_PENDING_WORDS (1u << 21)
+
+typedef struct pending_queue {
+  uint64_t *buf;
+  _Atomic uint32_t tail;
+  uint32_t head;
+  volatile uint32_t draining;
+} pending_queue;
+
+static __thread pending_queue pending __attribute__((tls_model("initial-exec")));
+static _Atomic uint64_t pending_dropped;
+
+static void defer(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
+  pending_queue *q = &pending;
+  if (!q->buf) {
+    void *m = mmap(NULL, MT_PENDING_WORDS * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+      atomic_fetch_add_explicit(&pending_dropped, 1, memory_order_relaxed);
+      return;
+    }
+    q->buf = m;
+  }
+  uint32_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
+  if (tail + 1 + words > MT_PENDING_WORDS) {
+    atomic_fetch_add_explicit(&pending_dropped, 1, memory_order_relaxed);
+    return;
+  }
+  q->buf[tail] = type | (uint64_t)id << 8 | (uint64_t)words << 24;
+  memcpy(q->buf + tail + 1, payload, words * sizeof *payload);
+  atomic_signal_fence(memory_order_seq_cst);
+  atomic_store_explicit(&q->tail, tail + 1 + (uint32_t)words, memory_order_relaxed);
+}
+
+static bool pending_waits(void) {
+  return atomic_load_explicit(&pending.tail, memory_order_relaxed) != 0;
+}
+
+/* Writes the waiting records in order; handlers that run meanwhile append behind them. */
+static void drain_pending(void) {
+  pending_queue *q = &pending;
+  q->draining = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  for (;;) {
+    uint32_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    while (q->head < tail) {
+      uint64_t h = q->buf[q->head];
+      uint32_t words = (uint32_t)(h >> 24);
+      if (mt_ring_write(mt_shim.ring, h & 0xff, (h >> 8) & 0xffff, q->buf + q->head + 1, words) !=
+          MT_OK)
+        atomic_fetch_add_explicit(&mt_shim.records_failed, 1, memory_order_relaxed);
+      q->head += 1 + words;
+    }
+    if (atomic_compare_exchange_strong_explicit(&q->tail, &tail, 0, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+      q->head = 0; /* a handler appending now starts at 0 too */
+      break;
+    }
+  }
+  atomic_signal_fence(memory_order_seq_cst);
+  q->draining = 0;
+}
+
+/* At thread exit: what still waits, then the buffer. */
+void mt_record_thread_done(void) {
+  if (pending_waits() && !mt_ring_self.busy && !pending.draining)
+    drain_pending();
+  if (pending.buf && !pending_waits()) {
+    munmap(pending.buf, MT_PENDING_WORDS * sizeof(uint64_t));
+    pending.buf = NULL;
+  }
+}
+
 void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
   mt_shim_thread *t = &mt_shim_self;
+  if (MT_UNLIKELY(mt_ring_self.busy || pending.draining)) {
+    /* A signal handler that interrupted this thread's ring write, or its draining. */
+    defer(type, id, payload, words);
+    return;
+  }
+  if (MT_UNLIKELY(pending_waits()))
+    drain_pending();
   uint32_t session = atomic_load_explicit(&mt_shim_session, memory_order_relaxed);
   if (t->session != session) {
     t->session = session;
@@ -42,6 +133,8 @@ void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t
   }
   if (mt_ring_write(mt_shim.ring, type, id, payload, words) != MT_OK)
     atomic_fetch_add_explicit(&mt_shim.records_failed, 1, memory_order_relaxed);
+  if (MT_UNLIKELY(pending_waits()))
+    drain_pending();
   /* A lossless file degrades when its consumer is gone (or never came): tracing stops. The
    * header is mapped while the session is open (even epoch); after a close it is private zeroed
    * memory, never unmapped under a writer. */

@@ -41,6 +41,7 @@ typedef struct mt_real {
   int (*pthread_create)(void *, const void *, void *(*)(void *), void *);
   void *(*dlopen)(const char *, int);
   int (*dlclose)(void *);
+  void *sigaction; /* int (*)(int, const struct sigaction *, struct sigaction *) */
 } mt_real;
 
 extern MT_HIDDEN mt_real mt_shim_real;
@@ -133,6 +134,8 @@ MT_HIDDEN void mt_record_realloc(void *old, void *p, size_t size, uint64_t nsamp
 MT_HIDDEN void mt_record_map(void *p, size_t length, int prot, int flags, unsigned kind);
 MT_HIDDEN void mt_record_unmap(void *p, size_t length);
 MT_HIDDEN void mt_record_thread(unsigned type, uint64_t tid, uint64_t low, uint64_t high);
+/* At thread exit: writes the records a signal handler left waiting, frees their buffer. */
+MT_HIDDEN void mt_record_thread_done(void);
 /* Writes a raw record; on a failure that means the consumer is gone, stops tracing. */
 MT_HIDDEN void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t words);
 

@@ -65,6 +65,7 @@ static void thread_exiting(void *unused) {
   (void)unused;
   if (atomic_load_explicit(&mt_shim.mode, memory_order_relaxed) != MT_SHIM_OFF)
     mt_record_thread(MT_TRACER_REC_THREAD_EXIT, (uint64_t)syscall(SYS_gettid), 0, 0);
+  mt_record_thread_done();
 }
 
 void mt_threads_main_started(void) {
