@@ -97,18 +97,18 @@ enum {
 };
 
 typedef struct mt_tracer_module {
-  uint64_t load_bias;  /* runtime address = ELF virtual address + load_bias */
-  uint64_t low, high;  /* runtime address range of its PT_LOAD segments */
+  uint64_t load_bias; /* runtime address = ELF virtual address + load_bias */
+  uint64_t low, high; /* runtime address range of its PT_LOAD segments */
   uint32_t build_id_length;
   uint32_t path_length;
 } mt_tracer_module;
 
 typedef struct mt_tracer_process {
-  double sample_rate;     /* lambda, samples per 8-byte word; 1 with full tracing */
-  uint32_t flags;         /* MT_TRACER_PROCESS_* */
+  double sample_rate; /* lambda, samples per 8-byte word; 1 with full tracing */
+  uint32_t flags;     /* MT_TRACER_PROCESS_* */
   uint32_t exe_length;
   int64_t pid;
-  int64_t parent_pid;     /* for a traced child (--follow-fork), else 0 */
+  int64_t parent_pid; /* for a traced child (--follow-fork), else 0 */
   int64_t start_realtime_ns;
 } mt_tracer_process;
 
