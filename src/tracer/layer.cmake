@@ -13,6 +13,8 @@ set(MEMTAP_TRACER_SHIM_SOURCES
   tracer/modules.c
   tracer/record.c
   tracer/signals.c
+  tracer/eh_frame.c
+  tracer/unwind_cfi.c
   tracer/unwind.c
   tracer/inprocess.c)
 set(MEMTAP_TRACER_PURE_SOURCES tracer/config.c tracer/sampler.c tracer/sampled_set.c)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "tracer/shim.h"
+#include "tracer/unwind_cfi.h"
 
 #define MT_EXPORT __attribute__((visibility("default")))
 #define MT_MAX_MODULES 4096u
@@ -26,6 +27,7 @@ typedef struct module {
   uint64_t load_bias, low, high;
   const char *name; /* the loader's string: identifies the instance with the addresses */
   uint64_t serial;
+  uintptr_t cfi_text_lo; /* its key in the cached unwinder's table, 0 if not there */
   _Atomic int alive;
   int seen;
 } module;
@@ -124,6 +126,10 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *data) {
   m->serial = next_serial++;
   m->seen = 1;
   register_module(m, info, main_program); /* before any record can point into it */
+  mt_cfi_module cfi;
+  m->cfi_text_lo = 0;
+  if (mt_cfi_module_from_phdr(info, &cfi) == MT_OK && mt_cfi_add_module(&cfi) == MT_OK)
+    m->cfi_text_lo = cfi.text_lo;
   atomic_store_explicit(&m->alive, 1, memory_order_relaxed);
   atomic_store_explicit(&module_count, n + 1, memory_order_release);
   return 0;
@@ -140,6 +146,8 @@ static void scan_locked(void) {
     if (m->seen || !atomic_load_explicit(&m->alive, memory_order_relaxed))
       continue;
     atomic_store_explicit(&m->alive, 0, memory_order_release);
+    if (m->cfi_text_lo)
+      mt_cfi_remove_module(m->cfi_text_lo);
     uint64_t serial = m->serial;
     mt_record_write(MT_TRACER_REC_MODULE_UNLOAD, 0, &serial, 1);
   }

@@ -156,6 +156,8 @@ MT_HIDDEN void mt_inprocess_launch(void);
 /* unwind.c: the unwinder, behind one function so that it can be replaced. */
 /* Loads the unwinder (libunwind, privately) at a safe moment: the shim's constructor. */
 MT_HIDDEN void mt_tracer_unwind_load(void);
+/* Tells the cached CFI walker which frames are the shim's own (after the shim's text is known). */
+MT_HIDDEN void mt_tracer_unwind_init(void);
 /* Frames asked of the unwinder beyond the ones kept: the shim's own, removed afterwards. */
 #define MT_UNWIND_SLACK 16
 /* Fills pcs[0..] with return addresses, innermost first, the shim's own frames removed; returns

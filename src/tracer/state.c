@@ -114,6 +114,7 @@ static int start(void) {
   if (c->record && c->trace_pid && c->trace_pid != getpid() && !c->follow_fork)
     return MT_SHIM_OFF; /* an exec'd descendant that inherited the environment */
   dl_iterate_phdr(find_own_text, (void *)(uintptr_t)find_own_text);
+  mt_tracer_unwind_init();
   mt_sampler_init(&mt_shim.sampler, c->rate);
   if (!c->full && mt_sampled_set_init(&mt_shim.set, 20, 22) != 0)
     return MT_SHIM_OFF;

@@ -1,11 +1,16 @@
-/* The unwinder behind mt_tracer_unwind (shim.h): libunwind, the baseline. Debian's libunwind
- * exports the _Unwind_* ABI, so linking it into the shim would let it take over the program's C++
- * exceptions; it is loaded privately instead (dlopen with RTLD_LOCAL, from the shim's
- * constructor) and called through a function pointer. Until it is loaded, records carry
- * MT_TRACER_FLAG_NO_STACK. */
+/* The unwinder behind mt_tracer_unwind (shim.h). First the cached CFI walker (unwind_cfi.h): its
+ * own module table (filled by modules.c), rules from .eh_frame cached per PC, reads bounded to the
+ * thread's stack, no loader call, no lock, no malloc; it works from the first allocation on, before
+ * any constructor. When it meets a frame its rules cannot express (or a PC in no module it knows,
+ * or a stack it cannot bound), the stack is walked again with libunwind, the baseline. Debian's
+ * libunwind exports the _Unwind_* ABI, so linking it into the shim would let it take over the
+ * program's C++ exceptions; it is loaded privately instead (dlopen with RTLD_LOCAL, from the
+ * shim's constructor) and called through a function pointer. Before it is loaded a walk the CFI
+ * walker could not finish keeps the frames it found and is marked truncated. */
 #include <dlfcn.h>
 
 #include "tracer/shim.h"
+#include "tracer/unwind_cfi.h"
 
 static int (*backtrace_fn)(void **buffer, int size);
 
@@ -21,7 +26,35 @@ void mt_tracer_unwind_load(void) {
   backtrace_fn = (int (*)(void **, int))dlsym(h, "unw_backtrace");
 }
 
+void mt_tracer_unwind_init(void) {
+  mt_cfi_set_skip_range(mt_shim.text_low, mt_shim.text_high);
+}
+
+/* The walk with the cached rules, when the thread's stack is known and the walk starts on it (not
+ * on a sigaltstack): the count, or -1 to fall back. */
+static long cfi_walk(uint64_t *pcs, size_t max, unsigned *flags) {
+  mt_shim_thread *t = &mt_shim_self;
+  uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+  if (!t->stack_high || sp < t->stack_low || sp >= t->stack_high)
+    return -1;
+  unsigned stop = 0;
+  size_t n = mt_cfi_unwind(pcs, max, 0, t->stack_low, t->stack_high, &stop);
+  if (stop & MT_CFI_STOP_INCOMPLETE) {
+    if (backtrace_fn)
+      return -1;
+    *flags |= MT_TRACER_FLAG_TRUNCATED; /* what it found, and the stack goes on */
+  }
+  if (stop & MT_CFI_STOP_TRUNCATED)
+    *flags |= MT_TRACER_FLAG_TRUNCATED;
+  if (!n)
+    *flags |= MT_TRACER_FLAG_NO_STACK;
+  return (long)n;
+}
+
 size_t mt_tracer_unwind(uint64_t *pcs, size_t max, unsigned *flags) {
+  long walked = cfi_walk(pcs, max, flags);
+  if (walked >= 0)
+    return (size_t)walked;
   if (!backtrace_fn) {
     *flags |= MT_TRACER_FLAG_NO_STACK;
     return 0;
