@@ -72,6 +72,7 @@ add_custom_target(memtap_tracer_programs ALL DEPENDS ${_outputs})
 set(_driver ${CMAKE_CURRENT_LIST_DIR}/tracer/run_tracer_tests.py)
 set(_tracer_tests
     full_alloc_patterns_exact_per_site
+    full_v2_compressed_same_sites
     full_cxx_new_delete_and_exception_exact_per_site
     full_threads_free_each_others_blocks
     full_64_threads

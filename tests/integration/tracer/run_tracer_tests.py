@@ -305,6 +305,21 @@ def test_full_alloc_patterns_exact_per_site():
     expect("mode=full" in f["params"], f"ocaml_runtime_params {f['params']!r} lacks mode=full")
 
 
+def test_full_v2_compressed_same_sites():
+    argv = [program("alloc_patterns")]
+    plain = untraced(argv)
+    trace = os.path.join(WORK, "alloc_patterns.ctf.zst")
+    traced = record(trace, argv, ("--full", "--v2", "--compress"))
+    same_behaviour(plain, traced, "alloc_patterns --v2 --compress")
+    with open(trace, "rb") as fh:
+        expect(fh.read(4) == b"\x28\xb5\x2f\xfd", "--compress did not write a zstd file")
+    f = verify_trace(trace)
+    expect(f["version"] == 2, f"--v2 wrote a version {f['version']} trace")
+    check_summary_line(traced.stderr, trace, f)
+    check_sites(facts(trace, ["alloc_patterns.c"]), ["alloc_patterns.c"], "all",
+                "alloc_patterns --v2 --compress")
+
+
 def test_full_cxx_new_delete_and_exception_exact_per_site():
     full_program("cxx_new", sources=["cxx_new.cpp"])
 
@@ -679,8 +694,9 @@ def test_sampled_estimates_unbiased_over_seeds():
     argv = [program("sampled")]
     for seed in seeds:
         trace = os.path.join(WORK, f"sampled{seed}.ctf")
-        p = record(trace, argv, ("--sample-interval", str(interval)),
-                   env=base_env({"MEMTAP_SEED": str(seed)}))
+        # The same rate said both ways: --sample-interval in bytes, --rate in samples per word.
+        options = ("--sample-interval", str(interval)) if seed % 2 else ("--rate", repr(rate))
+        p = record(trace, argv, options, env=base_env({"MEMTAP_SEED": str(seed)}))
         expect(p.returncode == 0, f"seed {seed}: exit {p.returncode}\n{p.stderr[-2000:]}")
         f = verify_trace(trace)
         expect(abs(f["sample_rate"] - rate) < 1e-12, f"sample rate {f['sample_rate']} != {rate}")
