@@ -193,8 +193,11 @@ static void check_and_add(rr_trace *t, const mt_event *e, bool *live, size_t liv
     assert_true(live[e->obj_id]); /* never a collect of an unknown or dead object */
     live[e->obj_id] = false;
   }
-  t->events = realloc(t->events, (t->count + 1) * sizeof *t->events);
-  assert_non_null(t->events);
+  if (t->count == t->cap) {
+    t->cap = t->cap ? t->cap * 2 : 64;
+    t->events = realloc(t->events, t->cap * sizeof *t->events);
+    assert_non_null(t->events);
+  }
   rr_event *r = &t->events[t->count++];
   memset(r, 0, sizeof *r);
   r->kind = e->kind;

@@ -47,7 +47,7 @@ typedef struct rr_event {
 typedef struct rr_trace {
   mt_reader *reader; /* still open, for location lookups */
   rr_event *events;
-  size_t count;
+  size_t count, cap;
 } rr_trace;
 
 void rr_read(const char *path, rr_trace *out);
