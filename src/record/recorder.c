@@ -181,10 +181,14 @@ static void on_registry(void *user, unsigned kind, uint64_t id, const void *byte
   if (kind == MT_TRACER_REGISTRY_MODULE) {
     rec_modules_add(&r->modules, id, bytes, length);
   } else if (kind == MT_TRACER_REGISTRY_PROCESS && length >= sizeof(mt_tracer_process) &&
-             !r->have_process) {
+             !r->writer_tried) {
+    /* A forked child's ring starts with a copy of its parent's registry, so the parent's entry
+     * comes first; the child's own (newer, and naming the ring file's pid) replaces it. */
     mt_tracer_process h;
     memcpy(&h, bytes, sizeof h);
     if (h.exe_length > length - sizeof h)
+      return;
+    if (r->have_process && r->process.pid == r->stats.pid && h.pid != r->stats.pid)
       return;
     free(r->process_exe);
     r->process_exe = strndup((const char *)bytes + sizeof h, h.exe_length);

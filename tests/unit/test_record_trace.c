@@ -330,6 +330,38 @@ static void handoffs_between_threads_read_poll_by_poll_match_every_free(void **s
   rr_trace_free(&tr);
 }
 
+static void register_process(mt_ring *r, int64_t pid, const char *exe) {
+  uint8_t buf[sizeof(mt_tracer_process) + 64];
+  size_t n = strlen(exe);
+  mt_tracer_process p = {
+      .sample_rate = 1, .flags = MT_TRACER_PROCESS_FULL, .exe_length = (uint32_t)n, .pid = pid};
+  memcpy(buf, &p, sizeof p);
+  memcpy(buf + sizeof p, exe, n);
+  assert_int_equal(mt_ring_register(r, MT_TRACER_REGISTRY_PROCESS, 0, buf, sizeof p + n), MT_OK);
+}
+
+static void forked_child_trace_describes_the_child_not_the_copied_parent(void **state) {
+  (void)state;
+  /* A forked child's ring starts with its parent's registry: the parent's description first,
+   * then the child's own. */
+  mt_ring *r = rr_open(true, 1); /* registers this process (the ring's pid) */
+  register_process(r, 1, "/usr/bin/parent-copy");
+  rr_alloc(r, 0x1000, 8, NULL, 0);
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "child.ctf", NULL, &st), &t);
+  assert_int_equal(mt_reader_info(t.reader)->pid, getpid());
+  assert_string_equal(mt_reader_info(t.reader)->executable_name, "/usr/bin/traced-program");
+  rr_trace_free(&t);
+
+  r = rr_open(true, 1);
+  register_process(r, getpid(), "/usr/bin/child-own"); /* the newer entry wins */
+  rr_alloc(r, 0x1000, 8, NULL, 0);
+  rr_read(rr_record(r, "child2.ctf", NULL, &st), &t);
+  assert_string_equal(mt_reader_info(t.reader)->executable_name, "/usr/bin/child-own");
+  rr_trace_free(&t);
+}
+
 static void unwritable_output_is_reported_and_rings_still_drained(void **state) {
   (void)state;
   mt_ring *r = rr_open(true, 1);
@@ -369,6 +401,7 @@ int main(void) {
       cmocka_unit_test(compressed_v2_trace_reads_back),
       cmocka_unit_test(small_regions_in_sampled_mode_are_estimated_without_bias),
       cmocka_unit_test(handoffs_between_threads_read_poll_by_poll_match_every_free),
+      cmocka_unit_test(forked_child_trace_describes_the_child_not_the_copied_parent),
       cmocka_unit_test(unwritable_output_is_reported_and_rings_still_drained),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
