@@ -6,6 +6,7 @@
  * own contract: truncation, skipping, stack bounds, module removal, the memo. The reduction of
  * .eh_frame to rules has its own test (test_tracer_eh_frame.c). */
 #include <dlfcn.h>
+#define UNW_LOCAL_ONLY /* unw_init_local and unw_step of libunwind.so: this process only */
 #include <libunwind.h>
 #include <pthread.h>
 #include <search.h>
@@ -128,6 +129,62 @@ static void compare_memo(const uint64_t *a, size_t na, unsigned flags, const uin
   }
 }
 
+/* libunwind's walk by unw_step from a context: what unw_backtrace does when its fast path gives
+ * up, the same DWARF unwinder without unw_backtrace's per-thread frame cache. pcs[0] is a PC in
+ * this function, pcs[1] the return address into its caller. */
+__attribute__((noinline)) static int unw_step_walk(void **pcs, int max) {
+  unw_context_t context;
+  unw_cursor_t cursor;
+  if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) != 0)
+    return 0;
+  int n = 0;
+  unw_word_t ip;
+  do {
+    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0)
+      break;
+    pcs[n++] = (void *)ip;
+  } while (n < max && unw_step(&cursor) > 0);
+  return n;
+}
+
+/* The reference walk is unw_backtrace, but under TSan in any thread but the main one, where it is
+ * unw_step_walk. unw_backtrace gives each thread a frame cache that a pthread key destructor frees
+ * when the thread exits, in the last round of destructors, by locking a mutex (libunwind 1.6's
+ * trace_cache_free). GCC 12's TSan runtime, libtsan.so.2 (the one CI links: the C++ part makes g++
+ * the linker), tears the thread's TSan state down in a key destructor of that same round that runs
+ * first; its pthread_mutex_lock interceptor then dereferences the freed state and the thread
+ * dies of SIGSEGV as it exits (google/sanitizers#943: one unw_backtrace in a thread is enough).
+ * The main thread never runs key destructors (exit does not), so it keeps unw_backtrace; the
+ * step walk is checked against unw_backtrace by reference_walk_by_unw_step_matches_unw_backtrace.
+ */
+static bool reference_by_steps(void) {
+#ifdef UNDER_TSAN
+  return gettid() != getpid();
+#else
+  return false;
+#endif
+}
+
+/* While set, ut_check also compares unw_step_walk with unw_backtrace where it calls the latter. */
+static volatile bool check_step_walk;
+static _Atomic long step_walks, step_walks_differ;
+
+__attribute__((noinline)) static void compare_step_walk(void **b, int nb) {
+  void *s[MAX_FRAMES];
+  int ns = unw_step_walk(s, MAX_FRAMES);
+  atomic_fetch_add(&step_walks, 1);
+  /* b[1] is the return address into ut_check's caller: align the two walks on it. */
+  int k = 0;
+  while (k < 4 && k < ns && nb > 1 && s[k] != b[1])
+    k++;
+  if (nb < 2 || k == 4 || k == ns || ns - k != nb - 1 ||
+      memcmp(s + k, b + 1, (size_t)(nb - 1) * sizeof b[0]) != 0) {
+    atomic_fetch_add(&step_walks_differ, 1);
+    report(&reported, "unw_step walk differs from unw_backtrace", (const uint64_t *)s, (size_t)ns,
+           0, b, nb);
+  }
+}
+
 static _Thread_local mt_cfi_memo memo;
 
 __attribute__((noinline)) void ut_check(void) {
@@ -138,7 +195,14 @@ __attribute__((noinline)) void ut_check(void) {
   unsigned flags, mflags;
   size_t na = mt_cfi_unwind(a, MAX_FRAMES, 0, 0, stack_top, &flags);
   size_t nm = mt_cfi_unwind_memo(&memo, m, MAX_FRAMES, 0, 0, stack_top, &mflags);
-  int nb = unw_backtrace(b, MAX_FRAMES);
+  int nb;
+  if (reference_by_steps()) {
+    nb = unw_step_walk(b, MAX_FRAMES);
+  } else {
+    nb = unw_backtrace(b, MAX_FRAMES);
+    if (check_step_walk)
+      compare_step_walk(b, nb);
+  }
   compare(a, na, flags, b, nb);
   compare_memo(a, na, flags, m, nm, mflags);
 }
@@ -333,6 +397,31 @@ static void unwind_matches_libunwind_in_signal_handler_on_same_stack(void **stat
   sigaction(SIGUSR1, &old, NULL);
   expect_all_matched("raise", 1000, 0);
   assert_int_equal(atomic_load(&st.signal), atomic_load(&st.samples));
+}
+
+/* unw_step_walk, the reference in place of unw_backtrace under TSan (reference_by_steps), gives
+ * what unw_backtrace gives: in recursion, through libc's qsort, in a signal handler. */
+static void reference_walk_by_unw_step_matches_unw_backtrace(void **state) {
+  (void)state;
+  atomic_store(&step_walks, 0);
+  atomic_store(&step_walks_differ, 0);
+  check_step_walk = true;
+  for (int depth = 1; depth <= 150; depth += 13)
+    sink = recurse_plain(depth, 5);
+  for (int i = 0; i < 5; i++)
+    sort_at_depth(i);
+  struct sigaction sa = {.sa_handler = on_signal}, old;
+  sigemptyset(&sa.sa_mask);
+  assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+  for (int i = 0; i < 50; i++)
+    sink = raise_at_depth(i % 20, SIGUSR1);
+  sigaction(SIGUSR1, &old, NULL);
+  check_step_walk = false;
+  fprintf(stderr, "unw_step walk against unw_backtrace: %ld walks, %ld differ\n",
+          atomic_load(&step_walks), atomic_load(&step_walks_differ));
+  assert_true(atomic_load(&step_walks) >= 400);
+  assert_int_equal(atomic_load(&step_walks_differ), 0);
+  expect_all_matched("unw_step reference", 400, 0);
 }
 
 /* A timer signal interrupts whatever instruction the workload is at (prologues, epilogues, libc
@@ -711,6 +800,7 @@ int main(void) {
       cmocka_unit_test_setup(unwind_matches_libunwind_through_qsort_comparator, setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_in_callbacks_from_libc_and_the_loader, setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_in_signal_handler_on_same_stack, setup),
+      cmocka_unit_test_setup(reference_walk_by_unw_step_matches_unw_backtrace, setup),
       cmocka_unit_test_setup(unwind_matches_libunwind_at_timer_interrupted_instructions, setup),
       cmocka_unit_test_setup(memo_walks_interrupted_by_memo_walks_in_signal_handlers_stay_exact,
                              setup),
