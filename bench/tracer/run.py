@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -17,6 +18,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ["untraced", "floor", "sampled", "full", "full-zst", "heaptrack"]
+STOP = []  # set by SIGUSR1: finish the current round, print what was measured, and stop
+
+
+def request_stop(signum, frame):
+    STOP.append(signum)
+
+
 MEMTAP_MODES = {"sampled": [], "full": ["--full"], "full-zst": ["--full", "--compress"]}
 
 
@@ -212,6 +220,9 @@ def measure_program(args, name, spec, work):
                 print("  %s: %s changed the program's output" % (name, mode), file=sys.stderr)
             results[mode].append(r)
         print("  %s: round %d/%d" % (name, i + 1, args.runs), file=sys.stderr, end="\r")
+        if STOP:
+            print("\n  %s: stopped after round %d (SIGUSR1)" % (name, i + 1), file=sys.stderr)
+            break
     print(file=sys.stderr)
     extra = {}
     # Event counts and the writer's own speed, on a full trace recorded once more (untimed).
@@ -298,6 +309,9 @@ def print_program(args, name, spec, results, extra, failed):
             fmt_bytes(tb) if tb is not None else "-", per_event))
     if events:
         print("events (full trace): %d allocations + %d frees = %d" % (events[0], events[1], nev))
+    goals = goal_cells(results)
+    print("goals, per round, median [min-max], wall | cpu: sampled / floor %s | %s; "
+          "(full - 1) / (heaptrack - 1) %s | %s" % goals)
     w = extra.get("writer", {})
     if w:
         print("writer on this stream: %s M events/s encoding only (bench_tracer_writer); "
@@ -335,18 +349,22 @@ def print_summary(args, all_results):
     print("\n== Goals: sampled / floor (goal <= 1.02), full overhead / heaptrack overhead "
           "(goal <= 0.20); median [min-max] of per-round values, wall | cpu")
     print("%-11s %-36s %-36s" % ("program", "sampled / floor", "(full-1) / (heaptrack-1)"))
+    for name, results in all_results:
+        sw, sc, fw, fc = goal_cells(results)
+        print("%-11s %-36s %-36s" % (name, sw + " | " + sc.split(" ")[0],
+                                      fw + " | " + fc.split(" ")[0]))
 
+
+def goal_cells(results):
     def cell(xs):
         return ("%.3f [%.3f-%.3f]" % (statistics.median(xs), min(xs), max(xs))) if xs else "n/a"
 
-    for name, results in all_results:
-        sf = [cell(paired(results, "sampled", "floor", k, lambda a, b, u: a / b))
-              for k in ("wall", "cpu")]
-        fh = [cell(paired(results, "full", "heaptrack", k,
-                          lambda a, b, u: (a / u - 1) / (b / u - 1) if b > u else float("inf")))
-              for k in ("wall", "cpu")]
-        print("%-11s %-36s %-36s" % (name, sf[0] + " | " + sf[1].split(" ")[0],
-                                      fh[0] + " | " + fh[1].split(" ")[0]))
+    sf = [cell(paired(results, "sampled", "floor", k, lambda a, b, u: a / b))
+          for k in ("wall", "cpu")]
+    fh = [cell(paired(results, "full", "heaptrack", k,
+                      lambda a, b, u: (a / u - 1) / (b / u - 1) if b > u else float("inf")))
+          for k in ("wall", "cpu")]
+    return sf[0], sf[1], fh[0], fh[1]
 
 
 def main():
@@ -409,6 +427,7 @@ def main():
         time.strftime("%Y-%m-%d %H:%M:%S %Z"), args.runs, os.uname().nodename))
     all_results = []
     dump = {}
+    signal.signal(signal.SIGUSR1, request_stop)
     work = tempfile.mkdtemp(prefix="memtap-bench-tracer.")
     try:
         for name in names:
@@ -420,12 +439,14 @@ def main():
             dump[name] = {"extra": extra, "runs": {m: [vars(r) | {"stdout": None, "stderr": None}
                                                        for r in rs]
                                                    for m, rs in results.items()}}
+            if args.json:  # after each program, so that a stopped run keeps what it measured
+                with open(args.json, "w") as f:
+                    json.dump(dump, f, indent=1)
+            if STOP:
+                break
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print_summary(args, all_results)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dump, f, indent=1)
     return 0
 
 
