@@ -33,8 +33,10 @@ static void *real_mmap(void *addr, size_t length, int prot, int flags, int fd, o
   return r == -1 ? MAP_FAILED : (void *)r;
 }
 
-MT_EXPORT void *mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
-  if (untraced(__builtin_return_address(0)))
+/* mmap and mmap64, called from `caller`. */
+static inline void *traced_mmap(void *caller, void *addr, size_t length, int prot, int flags,
+                                int fd, off_t offset) {
+  if (untraced(caller))
     return real_mmap(addr, length, prot, flags, fd, offset);
   if (flags & MAP_FIXED)
     mt_record_unmap(addr, length);
@@ -44,17 +46,14 @@ MT_EXPORT void *mmap(void *addr, size_t length, int prot, int flags, int fd, off
   return p;
 }
 
+MT_EXPORT void *mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
+  return traced_mmap(__builtin_return_address(0), addr, length, prot, flags, fd, offset);
+}
+
 /* glibc's mmap64 is the same function on 64-bit targets; programs built with
  * _FILE_OFFSET_BITS=64 on older toolchains call it by that name. */
 MT_EXPORT void *mmap64(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
-  if (untraced(__builtin_return_address(0)))
-    return real_mmap(addr, length, prot, flags, fd, offset);
-  if (flags & MAP_FIXED)
-    mt_record_unmap(addr, length);
-  void *p = real_mmap(addr, length, prot, flags, fd, offset);
-  if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && prot != PROT_NONE)
-    mt_record_map(p, length, prot, flags, MT_TRACER_KIND_MMAP);
-  return p;
+  return traced_mmap(__builtin_return_address(0), addr, length, prot, flags, fd, offset);
 }
 
 static int real_munmap(void *addr, size_t length) {

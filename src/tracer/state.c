@@ -96,15 +96,20 @@ static int find_own_text(struct dl_phdr_info *info, size_t size, void *data) {
   return 1;
 }
 
+/* One line on stderr, without stdio (which may allocate or hold its lock around this malloc). */
+static void say_not_tracing(const mt_error *err) {
+  char line[400];
+  int n = snprintf(line, sizeof line, "memtap: not tracing: %s\n", err->message);
+  if (n > 0) {
+    ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    (void)ignored;
+  }
+}
+
 static int start(void) {
   mt_error err = {0};
   if (mt_tracer_config_parse(&mt_shim.config, lookup_environment, NULL, &err) != MT_OK) {
-    char line[400];
-    int n = snprintf(line, sizeof line, "memtap: not tracing: %s\n", err.message);
-    if (n > 0) {
-      ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-      (void)ignored;
-    }
+    say_not_tracing(&err);
     return MT_SHIM_OFF;
   }
   const mt_tracer_config *c = &mt_shim.config;
@@ -130,12 +135,7 @@ static int start(void) {
     o.ring_size = c->full ? 16u << 20 : 4u << 20;
   o.fork_untraced = !c->follow_fork;
   if (mt_ring_open(&mt_shim.ring, &o, &err) != MT_OK) {
-    char line[400];
-    int n = snprintf(line, sizeof line, "memtap: not tracing: %s\n", err.message);
-    if (n > 0) {
-      ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-      (void)ignored;
-    }
+    say_not_tracing(&err);
     return MT_SHIM_OFF;
   }
   if (pthread_atfork(NULL, NULL, fork_child) != 0) {
