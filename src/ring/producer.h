@@ -111,6 +111,12 @@ extern void (*mt_ring_test_registry_reserved)(void *user);
 extern void *mt_ring_test_registry_reserved_user;
 
 /* write.c */
+/* Test hook: when set, every record write calls it after the record's stamp and bytes are stored
+ * and before its tail is published, so that a test can widen the window in which a record is
+ * stamped but not yet visible to consumers (the preload shim sets it under
+ * MEMTAP_TEST_PUBLISH_DELAY). NULL (inert) in normal use. */
+extern void (*mt_ring_test_before_publish)(void);
+
 /* Appends one of the transport's own records (any type) for a thread that owns a ring and has
  * `busy` set; pause does not apply. */
 int mt_ring_append_internal(struct mt_ring_thread *t, unsigned type, unsigned id,

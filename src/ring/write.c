@@ -197,6 +197,8 @@ static inline uint64_t source_word(SOURCE, size_t i, size_t words) {
   return w;
 }
 
+void (*mt_ring_test_before_publish)(void);
+
 /* Stores the record at `off` (room made, no padding needed) and publishes it. */
 static inline __attribute__((always_inline)) void store_record(struct mt_ring_thread *t,
                                                                uint64_t off, unsigned type,
@@ -210,6 +212,8 @@ static inline __attribute__((always_inline)) void store_record(struct mt_ring_th
     mt_store_relaxed(&d[2 + i], source_word(SOURCE_ARGS, i, words));
   t->seq++;
   t->tail += len;
+  if (UNLIKELY(mt_ring_test_before_publish != NULL))
+    mt_ring_test_before_publish();
   mt_store_relaxed(&t->block->next_seq, t->seq);
   mt_store_release(&t->block->tail, t->tail);
   if (UNLIKELY(ts >= t->next_calibration))

@@ -106,6 +106,21 @@ static void say_not_tracing(const mt_error *err) {
   }
 }
 
+/* MEMTAP_TEST_PUBLISH_DELAY (tests only): about one record in 64 waits 20-320 µs between being
+ * stamped and being published, as a thread preempted there would, so that tests see records
+ * arrive out of their stamps' order across threads. */
+static void publish_delay(void) {
+  static __thread uint64_t count __attribute__((tls_model("initial-exec")));
+  uint64_t r = ++count * 0x9e3779b97f4a7c15ull;
+  r ^= r >> 29;
+  r *= 0xbf58476d1ce4e5b9ull;
+  r ^= r >> 32;
+  if (r & 63)
+    return;
+  struct timespec ts = {0, (long)(20000 + ((r >> 6) % 300000))};
+  nanosleep(&ts, NULL);
+}
+
 static int start(void) {
   mt_error err = {0};
   if (mt_tracer_config_parse(&mt_shim.config, lookup_environment, NULL, &err) != MT_OK) {
@@ -120,6 +135,9 @@ static int start(void) {
     return MT_SHIM_OFF; /* an exec'd descendant that inherited the environment */
   dl_iterate_phdr(find_own_text, (void *)(uintptr_t)find_own_text);
   mt_tracer_unwind_init();
+  const char *delay = lookup_environment(NULL, "MEMTAP_TEST_PUBLISH_DELAY");
+  if (delay && *delay && strcmp(delay, "0") != 0)
+    mt_ring_test_before_publish = publish_delay;
   mt_sampler_init(&mt_shim.sampler, c->rate);
   if (!c->full && mt_sampled_set_init(&mt_shim.set, 20, 22) != 0)
     return MT_SHIM_OFF;
