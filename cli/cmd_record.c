@@ -519,6 +519,12 @@ static void sleep_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
+/* Whether two paths name one existing file (device and inode). */
+static bool same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 int mt_cmd_record(int argc, char **argv) {
   settings set = {0};
   int first = 0;
@@ -544,6 +550,14 @@ int mt_cmd_record(int argc, char **argv) {
     cli_error(NULL, "cannot find libmemtap-preload.so (set MEMTAP_PRELOAD to its path)");
     return MT_EXIT_FAILURE;
   }
+  /* The trace is created with O_TRUNC: never over the program or the shim themselves. */
+  const char *precious[] = {resolved, shim};
+  for (size_t i = 0; set.output && i < 2; i++)
+    if (same_file(set.output, precious[i])) {
+      cli_error(set.output, "is %s itself (%s); refusing to overwrite it",
+                i ? "the tracer's library" : "the program", precious[i]);
+      return MT_EXIT_FAILURE;
+    }
 
   session s = {.set = &set, .program = program};
   const char *tmp = getenv("TMPDIR");

@@ -44,6 +44,30 @@ static bool build(const char *source, const char *flags, const char *binary) {
   return system(cmd) == 0;
 }
 
+/* The trace is created with O_TRUNC: an output that is the program itself (by any path) would
+ * destroy it. */
+static void output_that_is_the_program_is_refused_and_the_program_kept(void **state) {
+  (void)state;
+  char bin[4096];
+  snprintf(bin, sizeof bin, "%s", tu_temp_path("copy-of-true"));
+  size_t size;
+  uint8_t *bytes = tu_read_file("/bin/true", &size);
+  tu_write_file(bin, bytes, size);
+  assert_int_equal(chmod(bin, 0755), 0);
+  char *err = NULL;
+  char other_path[4200];
+  snprintf(other_path, sizeof other_path, "%s/./copy-of-true", tu_temp_dir());
+  assert_int_equal(record(&err, other_path, bin, NULL), 1);
+  assert_non_null(strstr(err, "is the program itself"));
+  free(err);
+  size_t after;
+  uint8_t *kept = tu_read_file(bin, &after);
+  assert_int_equal(after, size);
+  assert_memory_equal(kept, bytes, size);
+  free(kept);
+  free(bytes);
+}
+
 static void static_binary_is_refused_with_the_reason(void **state) {
   (void)state;
   char bin[4096];
@@ -293,6 +317,7 @@ static void ctrl_c_reaches_the_program_and_the_trace_is_written(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(missing_program_exits_127),
+      cmocka_unit_test(output_that_is_the_program_is_refused_and_the_program_kept),
       cmocka_unit_test(static_binary_is_refused_with_the_reason),
       cmocka_unit_test(setuid_copy_is_refused_with_the_reason),
       cmocka_unit_test(file_with_capabilities_is_refused_with_the_reason),
