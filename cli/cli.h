@@ -3,6 +3,7 @@
 #ifndef MEMTAP_CLI_H
 #define MEMTAP_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -29,8 +30,19 @@ void cli_error(const char *file, const char *fmt, ...) __attribute__((format(pri
 /* Prints "memtap: <file>: <err->message>" to stderr. */
 void cli_report(const char *file, const mt_error *err);
 
-/* Prints "memtap <cmd>: <message>" and a hint to run --help; returns MT_EXIT_USAGE. */
+/* Prints "memtap <cmd>: <message> (see memtap <cmd> --help)", one line; returns MT_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* getopt_long for the subcommands, without getopt's own messages: an unknown or ambiguous option,
+ * a missing argument or an argument given to an option that takes none return '?', and
+ * cli_bad_option then says which. `shortopts` is as getopt_long's (a leading '+' allowed). */
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+
+/* Refuses the option cli_getopt last returned (one the command does not take, or one cli_getopt
+ * refused): "memtap <cmd>: unknown option '--bogus' (see memtap <cmd> --help)", or "option '--from'
+ * needs an argument", "ambiguous option '--in'", "option '--json' takes no argument".
+ * Returns MT_EXIT_USAGE. */
+int cli_bad_option(const char *cmd);
 
 /* Reader warnings go to stderr as "memtap: <file>: warning: ..." (user = the file name). */
 void cli_print_warning(void *user, int64_t offset, const char *message);

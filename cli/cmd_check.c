@@ -29,11 +29,11 @@ int mt_cmd_check(int argc, char **argv) {
   bool quiet = false;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "qh", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "qh", options)) != -1) {
     switch (c) {
     case 'q': quiet = true; break;
     case 'h': fputs(usage, stdout); return MT_EXIT_OK;
-    default: return cli_usage_error("check", "unknown option");
+    default: return cli_bad_option("check");
     }
   }
   if (optind != argc - 1)

@@ -60,14 +60,14 @@ int mt_cmd_copy(int argc, char **argv) {
   long long version = 0;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "h", options)) != -1) {
     switch (c) {
     case 'v':
       if (!cli_parse_int(optarg, 2, 3, &version))
         return cli_usage_error("copy", "--version takes 2 or 3, not '%s'", optarg);
       break;
     case 'h': fputs(usage, stdout); return MT_EXIT_OK;
-    default: return cli_usage_error("copy", "unknown option");
+    default: return cli_bad_option("copy");
     }
   }
   if (optind != argc - 2)

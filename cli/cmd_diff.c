@@ -61,7 +61,7 @@ int mt_cmd_diff(int argc, char **argv) {
   long long limit = 20;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "hn:", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "hn:", options)) != -1) {
     if (an_option(&ao, c, optarg))
       continue;
     switch (c) {
@@ -78,7 +78,7 @@ int mt_cmd_diff(int argc, char **argv) {
       if (!cli_parse_int(optarg, 0, 1 << 30, &limit))
         return cli_usage_error("diff", "-n takes a count");
       break;
-    default: return cli_usage_error("diff", "unknown option");
+    default: return cli_bad_option("diff");
     }
   }
   if (optind != argc - 2)

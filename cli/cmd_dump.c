@@ -196,12 +196,12 @@ int mt_cmd_dump(int argc, char **argv) {
   bool json = false, no_domain = false;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "h", options)) != -1) {
     switch (c) {
     case 'n': no_domain = true; break;
     case 'j': json = true; break;
     case 'h': fputs(usage, stdout); return MT_EXIT_OK;
-    default: return cli_usage_error("dump", "unknown option");
+    default: return cli_bad_option("dump");
     }
   }
   if (optind != argc - 1)

@@ -32,7 +32,7 @@ int mt_cmd_export(int argc, char **argv) {
   const char *format_name = NULL, *output = NULL, *at = NULL;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "ho:", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "ho:", options)) != -1) {
     if (c != AN_OPT_JSON && an_option(&ao, c, optarg))
       continue;
     switch (c) {
@@ -44,7 +44,7 @@ int mt_cmd_export(int argc, char **argv) {
         return cli_usage_error("export", "--by takes bytes, count, live, peak or temporary");
       break;
     case 'o': output = optarg; break;
-    default: return cli_usage_error("export", "unknown option");
+    default: return cli_bad_option("export");
     }
   }
   if (optind != argc - 1)

@@ -36,7 +36,7 @@ int mt_cmd_flame(int argc, char **argv) {
   const char *output = NULL;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "ho:", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "ho:", options)) != -1) {
     if (c != AN_OPT_JSON && an_option(&ao, c, optarg))
       continue;
     switch (c) {
@@ -49,7 +49,7 @@ int mt_cmd_flame(int argc, char **argv) {
       break;
     case OPT_INVERTED: eo.inverted = true; break;
     case 'o': output = optarg; break;
-    default: return cli_usage_error("flame", "unknown option");
+    default: return cli_bad_option("flame");
     }
   }
   if (folded && svg)

@@ -54,11 +54,11 @@ int mt_cmd_info(int argc, char **argv) {
   bool json = false;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "h", options)) != -1) {
     switch (c) {
     case 'j': json = true; break;
     case 'h': fputs(usage, stdout); return MT_EXIT_OK;
-    default: return cli_usage_error("info", "unknown option");
+    default: return cli_bad_option("info");
     }
   }
   if (optind != argc - 1)

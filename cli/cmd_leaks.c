@@ -38,7 +38,7 @@ int mt_cmd_leaks(int argc, char **argv) {
   long long limit = 20, depth = 12, fail_above = -1;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "hn:", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "hn:", options)) != -1) {
     if (an_option(&ao, c, optarg))
       continue;
     switch (c) {
@@ -60,7 +60,7 @@ int mt_cmd_leaks(int argc, char **argv) {
       if (!cli_parse_int(optarg, 0, 1 << 30, &depth))
         return cli_usage_error("leaks", "--depth takes a count");
       break;
-    default: return cli_usage_error("leaks", "unknown option");
+    default: return cli_bad_option("leaks");
     }
   }
   if (optind != argc - 1)

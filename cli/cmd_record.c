@@ -460,7 +460,7 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
     return cli_usage_error("record", "%s", err.message);
   int chosen = 0, c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "+o:h", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "+o:h", options)) != -1) {
     switch (c) {
     case 'o': set->output = optarg; break;
     case OPT_RATE: {
@@ -491,7 +491,7 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
     case OPT_V2: set->v2 = true; break;
     case OPT_COMPRESS: set->compress = true; break;
     case 'h': fputs(usage, stdout); return -1;
-    default: return cli_usage_error("record", "unknown option");
+    default: return cli_bad_option("record");
     }
   }
   if (chosen > 1)

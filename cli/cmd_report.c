@@ -30,14 +30,14 @@ int mt_cmd_report(int argc, char **argv) {
   const char *output = NULL;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "ho:", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "ho:", options)) != -1) {
     if (c != AN_OPT_JSON && an_option(&ao, c, optarg))
       continue;
     switch (c) {
     case 'h': fputs(usage, stdout); return MT_EXIT_OK;
     case OPT_TITLE: eo.title = optarg; break;
     case 'o': output = optarg; break;
-    default: return cli_usage_error("report", "unknown option");
+    default: return cli_bad_option("report");
     }
   }
   if (optind != argc - 1)

@@ -194,12 +194,12 @@ int mt_cmd_ring_dump(int argc, char **argv) {
   const char *dir = NULL;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "fd:h", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "fd:h", options)) != -1) {
     switch (c) {
     case 'f': follow = true; break;
     case 'd': dir = optarg; break;
     case 'h': fputs(usage, stdout); return MT_EXIT_OK;
-    default: return cli_usage_error("ring-dump", "unknown option");
+    default: return cli_bad_option("ring-dump");
     }
   }
   if (optind != argc - 1)

@@ -55,14 +55,14 @@ int mt_cmd_summary(int argc, char **argv) {
   an_options ao = {0};
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "h", options)) != -1) {
     if (an_option(&ao, c, optarg) && c != AN_OPT_HIDE && c != AN_OPT_NO_FOLD)
       continue;
     if (c == 'h') {
       fputs(usage, stdout);
       return MT_EXIT_OK;
     }
-    return cli_usage_error("summary", "unknown option");
+    return cli_bad_option("summary");
   }
   if (optind != argc - 1)
     return cli_usage_error("summary", "expected exactly one TRACE");

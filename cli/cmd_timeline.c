@@ -52,7 +52,7 @@ int mt_cmd_timeline(int argc, char **argv) {
   long long top_n = 5;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "hn:", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "hn:", options)) != -1) {
     if (an_option(&ao, c, optarg))
       continue;
     switch (c) {
@@ -62,7 +62,7 @@ int mt_cmd_timeline(int argc, char **argv) {
       if (!cli_parse_int(optarg, 0, 26, &top_n))
         return cli_usage_error("timeline", "-n takes a count from 0 to 26");
       break;
-    default: return cli_usage_error("timeline", "unknown option");
+    default: return cli_bad_option("timeline");
     }
   }
   if (csv && ao.json)

@@ -235,7 +235,7 @@ int mt_cmd_top(int argc, char **argv) {
   long long limit = 10, depth = 12;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "hn:", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "hn:", options)) != -1) {
     if (an_option(&ao, c, optarg))
       continue;
     switch (c) {
@@ -257,7 +257,7 @@ int mt_cmd_top(int argc, char **argv) {
       if (!cli_parse_int(optarg, 0, 1 << 30, &depth))
         return cli_usage_error("top", "--depth takes a count");
       break;
-    default: return cli_usage_error("top", "unknown option");
+    default: return cli_bad_option("top");
     }
   }
   if (optind != argc - 1)

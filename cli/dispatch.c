@@ -27,8 +27,8 @@ static void print_help(FILE *out) {
           "commands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\n'memtap COMMAND --help' describes one command. 'memtap --version' prints the "
-               "version.\n");
+  fprintf(out, "\n'memtap help COMMAND' (or 'memtap COMMAND --help') describes one command. "
+               "'memtap --version' prints the version.\n");
 }
 
 /* Commands set optind = 1, which glibc takes as "carry on": after a run that stopped inside a
@@ -49,6 +49,15 @@ static int run(int argc, char **argv) {
     return MT_EXIT_USAGE;
   }
   const char *name = argv[1];
+  if (argc > 2 && !strcmp(name, "help")) { /* "memtap help top" is "memtap top --help" */
+    static char help[] = "--help";
+    char *args[] = {argv[2], help, NULL};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+      if (!strcmp(argv[2], commands[i].name))
+        return commands[i].run(2, args);
+    fprintf(stderr, "memtap: unknown command '%s'; 'memtap --help' lists the commands\n", argv[2]);
+    return MT_EXIT_USAGE;
+  }
   if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
     print_help(stdout);
     return MT_EXIT_OK;

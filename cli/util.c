@@ -1,6 +1,7 @@
-/* Helpers shared by the subcommands (cli.h): error and warning printing in the house style, trace
- * opening, integer parsing. */
+/* Helpers shared by the subcommands (cli.h): error and warning printing in the house style, option
+ * parsing with one-line messages, trace opening, integer parsing. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,13 +25,97 @@ void cli_report(const char *file, const mt_error *err) {
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
+  fflush(stdout);
   fprintf(stderr, "memtap %s: ", cmd);
   va_list ap;
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "\n'memtap %s --help' shows the usage\n", cmd);
+  fprintf(stderr, " (see memtap %s --help)\n", cmd);
   return MT_EXIT_USAGE;
+}
+
+/* What cli_getopt last saw: the option's name as written ("--from", "-n") and, when it refused
+ * it, why. */
+static struct {
+  char name[64];
+  enum {
+    OPTION_OK,
+    OPTION_UNKNOWN,
+    OPTION_AMBIGUOUS,
+    OPTION_NEEDS_ARGUMENT,
+    OPTION_NO_ARGUMENT
+  } why;
+} last_option;
+
+/* "--name" from "--name=value". */
+static void set_long_name(const char *text) {
+  size_t n = strcspn(text, "=");
+  if (n >= sizeof last_option.name)
+    n = sizeof last_option.name - 1;
+  memcpy(last_option.name, text, n);
+  last_option.name[n] = 0;
+}
+
+/* How many long options start with `prefix` (what glibc calls ambiguous when more than one). */
+static int long_matches(const struct option *longopts, const char *prefix) {
+  size_t n = strlen(prefix);
+  int count = 0;
+  for (const struct option *o = longopts; o && o->name; o++) {
+    if (!strncmp(o->name, prefix, n) && !o->name[n])
+      return 1; /* an exact match is never ambiguous */
+    count += !strncmp(o->name, prefix, n);
+  }
+  return count;
+}
+
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts) {
+  /* A ':' after any '+' or '-' makes a missing argument return ':' (not '?'); opterr = 0 silences
+   * getopt's own messages, which have no "memtap" and a second line. */
+  char spec[64];
+  size_t mode = shortopts[0] == '+' || shortopts[0] == '-';
+  snprintf(spec, sizeof spec, "%.*s:%s", (int)mode, shortopts, shortopts + mode);
+  opterr = 0;
+  int index = -1;
+  int c = getopt_long(argc, argv, spec, longopts, &index);
+  last_option.why = OPTION_OK;
+  if (c == -1)
+    return c;
+  const char *element = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+  if (c != '?' && c != ':') {
+    if (index >= 0)
+      snprintf(last_option.name, sizeof last_option.name, "--%s", longopts[index].name);
+    else
+      snprintf(last_option.name, sizeof last_option.name, "-%c", c);
+    return c;
+  }
+  if (!strncmp(element, "--", 2)) {
+    set_long_name(element);
+    if (c == ':')
+      last_option.why = OPTION_NEEDS_ARGUMENT;
+    else if (optopt)
+      last_option.why = OPTION_NO_ARGUMENT;
+    else
+      last_option.why =
+          long_matches(longopts, last_option.name + 2) > 1 ? OPTION_AMBIGUOUS : OPTION_UNKNOWN;
+  } else {
+    snprintf(last_option.name, sizeof last_option.name, "-%c", optopt);
+    last_option.why = c == ':' ? OPTION_NEEDS_ARGUMENT : OPTION_UNKNOWN;
+  }
+  return '?';
+}
+
+int cli_bad_option(const char *cmd) {
+  switch (last_option.why) {
+  case OPTION_AMBIGUOUS: return cli_usage_error(cmd, "ambiguous option '%s'", last_option.name);
+  case OPTION_NEEDS_ARGUMENT:
+    return cli_usage_error(cmd, "option '%s' needs an argument", last_option.name);
+  case OPTION_NO_ARGUMENT:
+    return cli_usage_error(cmd, "option '%s' takes no argument", last_option.name);
+  case OPTION_UNKNOWN:
+  case OPTION_OK:
+  default: return cli_usage_error(cmd, "unknown option '%s'", last_option.name);
+  }
 }
 
 void cli_print_warning(void *user, int64_t offset, const char *message) {

@@ -712,6 +712,67 @@ static void copy_to_dash_writes_standard_output(void **state) {
   assert_int_equal(lstat(dash, &st), -1); /* no file named '-' */
 }
 
+/* --- option edges: one line for a bad option, in every command -------------------------------- */
+
+static void an_unknown_option_is_one_line_naming_it_in_every_command(void **state) {
+  (void)state;
+  const char *path = write_trace("options.ctf", false);
+  const char *commands[] = {"info",   "dump",   "check",    "copy",     "summary",
+                            "top",    "leaks",  "timeline", "flame",    "diff",
+                            "report", "export", "record",   "ring-dump"};
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    char want[256], *out = NULL, *err = NULL;
+    snprintf(want, sizeof want, "memtap %s: unknown option '--bogus' (see memtap %s --help)\n",
+             commands[i], commands[i]);
+    int status = tu_run_cli(&out, NULL, &err, commands[i], "--bogus", path, NULL);
+    if (status != 64 || strcmp(err, want))
+      fail_msg("memtap %s --bogus: exit %d, stderr: %s", commands[i], status, err);
+    free(out);
+    free(err);
+  }
+  /* An option of other commands is named as well (flame has no --json), and so are the other
+   * ways an option can be wrong. */
+  const char *cases[][4] = {
+      {"flame", "--json", "memtap flame: unknown option '--json' (see memtap flame --help)\n"},
+      {"summary", "--hide",
+       "memtap summary: unknown option '--hide' (see memtap summary --help)\n"},
+      {"top", "-x", "memtap top: unknown option '-x' (see memtap top --help)\n"},
+      {"top", "--bogus=1", "memtap top: unknown option '--bogus' (see memtap top --help)\n"},
+      {"top", "--json=1",
+       "memtap top: option '--json' takes no argument (see memtap top --help)\n"},
+      {"top", "--in", "memtap top: ambiguous option '--in' (see memtap top --help)\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *err = NULL;
+    int status = tu_run_cli(NULL, NULL, &err, cases[i][0], cases[i][1], path, NULL);
+    if (status != 64 || strcmp(err, cases[i][2]))
+      fail_msg("memtap %s %s: exit %d, stderr: %s", cases[i][0], cases[i][1], status, err);
+    free(err);
+  }
+  char *err = NULL;
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "top", path, "--from", NULL), 64);
+  assert_string_equal(err,
+                      "memtap top: option '--from' needs an argument (see memtap top --help)\n");
+  free(err);
+}
+
+static void help_command_prints_that_commands_help(void **state) {
+  (void)state;
+  const char *commands[] = {"top", "info", "export", "record"};
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    char *via_help, *via_option, *err;
+    assert_int_equal(tu_run_cli(&via_help, NULL, &err, "help", commands[i], NULL), 0);
+    free(err);
+    assert_int_equal(tu_run_cli(&via_option, NULL, &err, commands[i], "--help", NULL), 0);
+    free(err);
+    assert_string_equal(via_help, via_option);
+    free(via_help);
+    free(via_option);
+  }
+  expect(64, NULL, "unknown command 'frobnicate'", "help", "frobnicate", NULL);
+  expect(0, "commands:", NULL, "help", NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_command_has_help),
@@ -730,6 +791,8 @@ int main(void) {
       cmocka_unit_test(devices_and_pipes_are_written_directly),
       cmocka_unit_test(a_signal_removes_the_temporary_file),
       cmocka_unit_test(copy_to_dash_writes_standard_output),
+      cmocka_unit_test(an_unknown_option_is_one_line_naming_it_in_every_command),
+      cmocka_unit_test(help_command_prints_that_commands_help),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
