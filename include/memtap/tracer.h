@@ -116,7 +116,44 @@ typedef struct mt_tracer_process {
 
 /* ---------------------------------------------------------------------------------------------
  * Control: a program linked with libmemtap (or run with libmemtap-preload.so) tracing itself
+ *
+ * The interposition itself is the shim's: these functions find libmemtap-preload.so in the
+ * process and ask it to start or stop. It is there when the program runs with
+ *   LD_PRELOAD=<libdir>/memtap/libmemtap-preload.so
+ * or was linked with it (`-L<libdir>/memtap -Wl,-rpath,<libdir>/memtap -lmemtap-preload`, which
+ * puts it before libc in symbol lookup). Otherwise mt_tracer_start fails with MT_E_STATE.
+ *
+ * A started process traces itself as under `MEMTAP=path`: a background thread of the process
+ * (untraced, every signal blocked) reads the shim's rings, symbolises and writes the trace; the
+ * trace is complete when mt_tracer_stop returns, or at exit if the program never stops it. A
+ * later mt_tracer_start writes a new trace. Threads that already run join a session within 16 KiB
+ * of their own allocations (docs/tracer.md). All three functions are thread-safe; none may be
+ * called from a signal handler.
  * ------------------------------------------------------------------------------------------- */
+
+/* How a process tracing itself samples. All zero: the default, one sample per 512 KiB on
+ * average. The environment comes first: MEMTAP_FULL, MEMTAP_SAMPLE_INTERVAL, MEMTAP_RATE or
+ * MEMTRACE_RATE, when set, decide the rate instead of these fields. */
+typedef struct mt_tracer_options {
+  double rate; /* memtrace's rate: samples per 8-byte word, 0 < rate <= 1; 0 means the default */
+  bool full;   /* record every allocation (rate 1, exact sizes in words); `rate` is ignored */
+} mt_tracer_options;
+
+/* Starts tracing this process into the memtrace trace `path` (created, locked as memtrace locks
+ * it, truncated). `opts` NULL means all defaults. Returns MT_OK, or fills `err`:
+ *   MT_E_STATE    the shim is not in the process, or this process is traced already (MEMTAP=,
+ *                 memtap record, an earlier mt_tracer_start not yet stopped);
+ *   MT_E_INVALID  a rate out of range, a malformed MEMTAP_* variable, no path;
+ *   MT_E_IO       the trace file cannot be created or locked. */
+int mt_tracer_start(const char *path, const mt_tracer_options *opts, mt_error *err);
+
+/* Stops tracing and writes the end of the trace; the program goes on untraced. MT_OK, or fills
+ * `err`: MT_E_STATE when this process is not tracing itself (or is traced by memtap record,
+ * which ends with the program), or what writing the trace's end met (MT_E_IO: disk full...). */
+int mt_tracer_stop(mt_error *err);
+
+/* Whether allocations of this process are being traced now (by any means). */
+bool mt_tracer_running(void);
 
 #ifdef __cplusplus
 }

@@ -46,8 +46,11 @@ static struct {
   char ring[4096];  /* the ring file the thread consumes */
   pthread_t thread; /* the consumer */
   bool running;
-  pid_t pid;        /* the process that runs the thread */
-  _Atomic int stop; /* set at exit: drain, finish, return */
+  pid_t pid;        /* the process that opened the file and runs the thread */
+  _Atomic int stop; /* set at stop or exit: drain, finish, return */
+  int status;       /* how the thread's finish went, and why not */
+  mt_error error;
+  uint64_t lost; /* records overwritten before the thread read them */
   recorder_api api;
 } inproc = {.fd = -1};
 
@@ -71,29 +74,33 @@ static void empty_variables(void) {
       (*e)[9] = 0;
 }
 
-MT_HIDDEN int mt_inprocess_prepare(const char *path) {
+MT_HIDDEN int mt_inprocess_prepare(const char *path, mt_error *err) {
+  if (inproc.fd >= 0 && inproc.pid != getpid()) {
+    close(inproc.fd); /* a forked child's copy of its parent's trace (its lock is the parent's) */
+    inproc.fd = -1;
+    inproc.running = false;
+  }
+  if (inproc.fd >= 0)
+    return mt_fail(err, MT_E_STATE, -1, "a trace is being written already (%s)", inproc.path);
   size_t n = strlen(path);
-  if (n >= sizeof inproc.path) {
-    say("not tracing: the trace file's name is too long", NULL);
-    return -1;
-  }
-  memcpy(inproc.path, path, n + 1);
+  if (n >= sizeof inproc.path)
+    return mt_fail(err, MT_E_INVALID, -1, "the trace file's name is too long");
   int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    say("not tracing: cannot open the trace file", strerror(errno));
-    return -1;
-  }
+  if (fd < 0)
+    return mt_fail(err, MT_E_IO, -1, "cannot open the trace file %s: %s", path, strerror(errno));
   if (lockf(fd, F_TLOCK, 0) != 0) {
-    say("not tracing: cannot lock the trace file (is another process writing it?)", path);
     close(fd);
-    return -1;
+    return mt_fail(err, MT_E_IO, -1,
+                   "cannot lock the trace file %s (is another process writing it?)", path);
   }
   if (ftruncate(fd, 0) != 0) {
     /* /dev/null and other devices: nothing to truncate */
   }
+  memcpy(inproc.path, path, n + 1);
   inproc.fd = fd;
+  inproc.pid = getpid();
   empty_variables();
-  return 0;
+  return MT_OK;
 }
 
 /* libmemtap.so.0 next to the shim (installed: <libdir>/memtap/../), or in the build tree (the shim
@@ -145,71 +152,101 @@ static void *consume(void *arg) {
     if (!progress)
       sleep_ms(10);
   }
-  if (inproc.api.finish(rec, &err) != MT_OK)
-    say("the trace could not be written", err.message);
+  inproc.status = inproc.api.finish(rec, &inproc.error);
   mt_recorder_stats st;
   inproc.api.stats(rec, &st);
-  if (st.lost_records) {
-    char detail[160];
-    snprintf(detail, sizeof detail, "%llu records were overwritten before they were read",
-             (unsigned long long)st.lost_records);
-    say(inproc.path, detail);
-  }
+  inproc.lost = st.lost_records;
   inproc.api.destroy(rec);
   close(inproc.fd);
   inproc.fd = -1;
   return NULL;
 }
 
-/* At exit (registered after the ring's own exit handler, so it runs first): stop tracing, close
- * the ring (its STOP record tells the recorder that everything is in), let the thread drain it
- * and finish the trace. A forked child has no consumer thread: it leaves the file alone. */
-static void finish_at_exit(void) {
-  if (!inproc.running || getpid() != inproc.pid)
-    return;
-  inproc.running = false;
-  mt_shim_self.depth++;
-  mt_shim_stop();
-  mt_ring_close(mt_shim.ring);
-  atomic_store(&inproc.stop, 1);
-  pthread_join(inproc.thread, NULL);
-  mt_shim_self.depth--;
+bool mt_inprocess_running(void) {
+  return inproc.running && inproc.pid == getpid();
 }
 
-MT_HIDDEN void mt_inprocess_launch(void) {
-  if (inproc.fd < 0 || atomic_load(&mt_shim.mode) == MT_SHIM_OFF)
+int mt_inprocess_finish(mt_error *err) {
+  mt_shim_self.depth++;
+  int rc = MT_OK;
+  if (!mt_inprocess_running()) {
+    if (inproc.fd >= 0 && inproc.pid == getpid()) {
+      close(inproc.fd); /* prepared, never launched */
+      inproc.fd = -1;
+    }
+    rc = mt_fail(err, MT_E_STATE, -1, "this process is not writing a trace");
+  } else {
+    inproc.running = false;
+    mt_shim_stop();
+    mt_ring_close(mt_shim.ring);
+    atomic_store(&inproc.stop, 1);
+    pthread_join(inproc.thread, NULL);
+    if (inproc.status != MT_OK) {
+      *err = inproc.error;
+      rc = inproc.status;
+    } else if (inproc.lost) {
+      /* Not a failure: the trace is whole but for those, and its summary counts them. */
+      char detail[160];
+      snprintf(detail, sizeof detail, "%llu records were overwritten before they were read",
+               (unsigned long long)inproc.lost);
+      say(inproc.path, detail);
+    }
+  }
+  mt_shim_self.depth--;
+  return rc;
+}
+
+/* At exit (registered after the ring's own exit handler, so it runs first): the end of the trace,
+ * as mt_tracer_stop would. A forked child has no consumer thread: it leaves the file alone. */
+static void finish_at_exit(void) {
+  if (!mt_inprocess_running())
     return;
+  mt_error err = {0};
+  if (mt_inprocess_finish(&err) != MT_OK)
+    say("the trace could not be written", err.message);
+}
+
+int mt_inprocess_launch(mt_error *err) {
+  static bool exit_handler;
+  if (inproc.fd < 0)
+    return mt_fail(err, MT_E_STATE, -1, "no trace file is open");
   mt_shim_self.depth++;
   void *h = load_libmemtap();
   mt_recorder *rec = NULL;
-  mt_error err = {0};
   const char *ring = mt_ring_path(mt_shim.ring);
+  int rc;
   if (!h || !resolve_api(h)) {
-    say("not tracing: cannot load libmemtap.so.0 (the recorder)", dlerror());
+    const char *why = dlerror();
+    rc = mt_fail(err, MT_E_STATE, -1, "cannot load libmemtap.so.0 (the recorder): %s",
+                 why ? why : "a symbol is missing");
   } else if (strlen(ring) >= sizeof inproc.ring) {
-    say("not tracing: the ring file's name is too long", NULL);
-  } else if (inproc.api.create(&rec, inproc.fd, NULL, &err) != MT_OK ||
-             inproc.api.attach(rec, strcpy(inproc.ring, ring), false, &err) != MT_OK) {
-    say("not tracing", err.message);
+    rc = mt_fail(err, MT_E_INVALID, -1, "the ring file's name is too long");
+  } else if ((rc = inproc.api.create(&rec, inproc.fd, NULL, err)) != MT_OK ||
+             (rc = inproc.api.attach(rec, strcpy(inproc.ring, ring), false, err)) != MT_OK) {
+    /* said in err */
   } else {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = mt_shim_real.pthread_create(&inproc.thread, NULL, consume, rec);
+    atomic_store(&inproc.stop, 0);
+    inproc.status = MT_OK;
+    inproc.lost = 0;
+    int started = mt_shim_real.pthread_create(&inproc.thread, NULL, consume, rec);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0) {
+    if (started == 0) {
       inproc.running = true;
       inproc.pid = getpid();
-      atexit(finish_at_exit);
+      if (!exit_handler)
+        exit_handler = atexit(finish_at_exit) == 0;
       mt_shim_self.depth--;
-      return;
+      return MT_OK;
     }
-    say("not tracing: cannot start the consumer thread", strerror(rc));
+    rc = mt_fail(err, MT_E_NOMEM, -1, "cannot start the consumer thread: %s", strerror(started));
   }
   if (rec)
     inproc.api.destroy(rec);
-  mt_shim_stop();
   close(inproc.fd);
   inproc.fd = -1;
   mt_shim_self.depth--;
+  return rc;
 }

@@ -3,7 +3,8 @@
 # is malloc-free), exports only the interposed functions (exports.map), and is built without
 # sanitizers or fuzzing instrumentation even when the rest of the tree has them: it is preloaded
 # into uninstrumented programs. The configuration parser (config.c) is also compiled into
-# libmemtap, so that `memtap record` validates the variables exactly as the shim reads them.
+# libmemtap, so that `memtap record` validates the variables exactly as the shim reads them, and
+# so is control_api.c: mt_tracer_start/stop, which call the shim's control entry points.
 set(MEMTAP_TRACER_SHIM_SOURCES
   tracer/bootstrap.c
   tracer/state.c
@@ -16,12 +17,13 @@ set(MEMTAP_TRACER_SHIM_SOURCES
   tracer/eh_frame.c
   tracer/unwind_cfi.c
   tracer/unwind.c
-  tracer/inprocess.c)
+  tracer/inprocess.c
+  tracer/control.c)
 set(MEMTAP_TRACER_PURE_SOURCES tracer/config.c tracer/sampler.c tracer/sampled_set.c)
 
-target_sources(memtap PRIVATE tracer/config.c)
-target_sources(memtap_static PRIVATE tracer/config.c)
-set_source_files_properties(tracer/config.c PROPERTIES INCLUDE_DIRECTORIES
+target_sources(memtap PRIVATE tracer/config.c tracer/control_api.c)
+target_sources(memtap_static PRIVATE tracer/config.c tracer/control_api.c)
+set_source_files_properties(tracer/config.c tracer/control_api.c PROPERTIES INCLUDE_DIRECTORIES
                             "${PROJECT_SOURCE_DIR}/src")
 
 # The pure parts, instrumented like the rest of the tree, for the unit tests.

@@ -47,7 +47,7 @@ static int prepare(mt_shim_thread *t) {
       t->countdown = MT_SHIM_COUNTDOWN_IDLE;
     return MT_SHIM_OFF;
   }
-  if (!t->seeded) {
+  if (MT_UNLIKELY(!mt_shim_thread_current(t))) {
     t->depth++;
     mt_shim_thread_refresh(t);
     t->depth--;

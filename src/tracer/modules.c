@@ -38,6 +38,7 @@ static uint64_t next_serial = 1;
 static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t scanned_pending; /* mt_dl_pending at the last scan */
 static uint64_t miss_pending = UINT64_MAX;
+static bool register_known; /* scan_one registers modules it already knows (a new ring file) */
 static _Atomic unsigned misses;
 
 /* The build-id note of a loaded object, read from its mapped PT_NOTE segments. */
@@ -113,6 +114,8 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *data) {
     if (atomic_load_explicit(&m->alive, memory_order_relaxed) && m->load_bias == info->dlpi_addr &&
         m->low == low && m->high == high && m->name == info->dlpi_name) {
       m->seen = 1;
+      if (register_known)
+        register_module(m, info, main_program);
       return 0;
     }
   }
@@ -199,6 +202,19 @@ void mt_modules_check(const uint64_t *pcs, size_t n) {
     }
     return;
   }
+}
+
+void mt_modules_register_again(void) {
+  mt_shim_thread *t = &mt_shim_self;
+  t->depth++;
+  if (pthread_mutex_lock(&scan_lock) == 0) {
+    register_known = true;
+    scanned_pending = atomic_load(&mt_dl_pending);
+    scan_locked();
+    register_known = false;
+    pthread_mutex_unlock(&scan_lock);
+  }
+  t->depth--;
 }
 
 void mt_modules_after_fork(void) {

@@ -15,13 +15,14 @@
 /* The loader's record of where the main thread's stack began (exported by ld.so). */
 extern void *__libc_stack_end;
 
-/* A start record for a thread whose first record comes before its trampoline's or the
- * constructor's: the main thread's stack is estimated without allocating (from the loader's
+/* A start record for a thread whose first record of the session comes before its trampoline's
+ * or the constructor's, or that started before the session did (mt_tracer_start): the stack its
+ * trampoline noted; else the main thread's is estimated without allocating (from the loader's
  * start-of-stack and the stack limit); other threads' is unknown (0, 0). */
 static void lazy_thread_start(void) {
   uint64_t tid = (uint64_t)syscall(SYS_gettid);
-  uint64_t start[3] = {tid, 0, 0};
-  if (tid == (uint64_t)getpid() && __libc_stack_end) {
+  uint64_t start[3] = {tid, mt_shim_self.stack_low, mt_shim_self.stack_high};
+  if (!start[2] && tid == (uint64_t)getpid() && __libc_stack_end) {
     struct rlimit rl;
     uint64_t page = 4096, limit = 8u << 20;
     if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)

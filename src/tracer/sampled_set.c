@@ -37,6 +37,13 @@ int mt_sampled_set_init(mt_sampled_set *set, unsigned filter_bits, unsigned slot
   return 0;
 }
 
+void mt_sampled_set_clear(mt_sampled_set *set) {
+  madvise((void *)set->slots, sizeof(uintptr_t) * (set->slot_mask + 1), MADV_DONTNEED);
+  madvise((void *)set->filter, set->filter_mask + 1, MADV_DONTNEED);
+  atomic_store(&set->members, 0);
+  atomic_store(&set->insert_failures, 0);
+}
+
 void mt_sampled_set_destroy(mt_sampled_set *set) {
   munmap((void *)set->filter, set->filter_mask + 1);
   munmap((void *)set->slots, sizeof(uintptr_t) * (set->slot_mask + 1));

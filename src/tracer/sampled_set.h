@@ -22,6 +22,9 @@ typedef struct mt_sampled_set {
  * MAP_NORESERVE and touched only where used). Returns 0, or -1 if the mapping failed. */
 int mt_sampled_set_init(mt_sampled_set *set, unsigned filter_bits, unsigned slot_bits);
 void mt_sampled_set_destroy(mt_sampled_set *set);
+/* Empties the set in place (its pages go back to the kernel and read as zero): for a new tracing
+ * session. An operation racing with it sees the set before or after, never a fault. */
+void mt_sampled_set_clear(mt_sampled_set *set);
 
 static inline uint64_t mt_sampled_set_hash(uintptr_t p) {
   return (uint64_t)p * 0x9e3779b97f4a7c15ull;

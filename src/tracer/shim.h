@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/error.h"
 #include "memtap/ring.h"
 #include "memtap/tracer.h"
 #include "tracer/config.h"
@@ -71,6 +72,9 @@ typedef struct mt_shim_state {
   uintptr_t text_low, text_high; /* the shim's own code, removed from stacks */
   _Atomic uint64_t dl_pending;   /* dlopen calls so far (modules.c rescans when it changes) */
   _Atomic uint64_t records_failed;
+  /* This process can never trace (a descendant of `memtap record` that is not followed): its
+   * threads skip the trampoline, and mt_tracer_start refuses. */
+  _Atomic bool never;
 } mt_shim_state;
 
 extern MT_HIDDEN mt_shim_state mt_shim;
@@ -88,8 +92,9 @@ typedef struct mt_shim_thread {
   uint32_t in_allocator; /* > 0 while the next allocator runs (its mmaps are not regions) */
   uint32_t resolving;    /* this thread is resolving the next allocator (bootstrap arena) */
   uint32_t seeded;
-  uint32_t started; /* THREAD_START written in the current session */
-  uint32_t session; /* the session `started` refers to */
+  uint32_t started;           /* THREAD_START written in the current session */
+  uint32_t session;           /* the session `started` refers to */
+  uint32_t countdown_session; /* the session the countdown was drawn in (mt_shim_thread_current) */
   mt_rng rng;
   /* The thread's stack [low, high) when known (THREAD_START), else 0: the bound a stack walker
    * that reads the stack itself needs. */
@@ -98,8 +103,17 @@ typedef struct mt_shim_thread {
 
 extern MT_HIDDEN __thread mt_shim_thread mt_shim_self __attribute__((tls_model("initial-exec")));
 
-/* The countdown of a thread that does not trace: far enough that it never reaches 0. */
-#define MT_SHIM_COUNTDOWN_IDLE (INT64_MAX / 2)
+/* The countdown of a thread while nothing is traced: the bytes it allocates between two visits to
+ * the slow path, where it notices that tracing started (mt_tracer_start, a later session). Small
+ * enough that a thread that exists when tracing starts joins within 16 KiB of allocations, large
+ * enough that the visits cost nothing measurable (one per 16 KiB: a few loads). */
+#define MT_SHIM_COUNTDOWN_IDLE ((int64_t)16 * 1024)
+
+/* Whether the thread's countdown belongs to the current session: false after tracing (re)started,
+ * so that the slow path draws a new gap at the session's rate. */
+static inline bool mt_shim_thread_current(const mt_shim_thread *t) {
+  return t->countdown_session == atomic_load_explicit(&mt_shim_session, memory_order_relaxed);
+}
 
 /* bootstrap.c */
 /* The code of the next allocator's object when it is not libc's (jemalloc): its mmap calls are
@@ -118,10 +132,20 @@ MT_HIDDEN void *mt_bootstrap_alloc(size_t size, size_t align);
 MT_HIDDEN size_t mt_bootstrap_size(const void *p);
 
 /* state.c */
+/* getenv without getenv, for mt_tracer_config_parse: the shim may run before libc has published
+ * the environment, and a pure lookup over `environ` is what the parser needs. */
+MT_HIDDEN const char *mt_shim_getenv(void *user, const char *name);
 /* Reads the configuration and starts tracing if asked (once; thread-safe). */
 MT_HIDDEN void mt_shim_init(void);
-/* Stops tracing for good (a failure): the program goes on untraced. */
+/* Stops tracing (a failure, or mt_tracer_stop): the program goes on untraced. */
 MT_HIDDEN void mt_shim_stop(void);
+/* Opens a tracing session with mt_shim.config: the ring file (lossless for `memtap record`, a
+ * flight recorder for a consumer thread of this process), the process entry, every loaded module.
+ * Returns the mode to publish, or MT_SHIM_OFF with `err` filled. Called with depth raised, once
+ * at a time (start-up, or control.c under its lock). */
+MT_HIDDEN int mt_shim_open_session(bool inprocess, mt_error *err);
+/* The shim's own text range and the unwinder's view of it, once. */
+MT_HIDDEN void mt_shim_find_own_text(void);
 /* The slow path's per-thread set-up: seeds the generator, resets the countdown for the current
  * mode, and writes THREAD_START the first time. Called with depth raised. */
 MT_HIDDEN void mt_shim_thread_refresh(mt_shim_thread *t);
@@ -146,12 +170,21 @@ MT_HIDDEN void mt_modules_scan(void);
  * and a dlopen is in progress or happened since the last such rescan. */
 MT_HIDDEN void mt_modules_check(const uint64_t *pcs, size_t n);
 MT_HIDDEN void mt_modules_after_fork(void);
+/* For a new ring file (a later session): registers every live module again. */
+MT_HIDDEN void mt_modules_register_again(void);
 
-/* inprocess.c: MEMTAP=path / MEMTRACE=path, a process tracing itself. */
-/* Opens and locks the trace file, empties the variables for children; 0, or -1 (said on stderr). */
-MT_HIDDEN int mt_inprocess_prepare(const char *path);
-/* From the constructor: loads libmemtap and starts the consumer thread (or stops tracing). */
-MT_HIDDEN void mt_inprocess_launch(void);
+/* inprocess.c: MEMTAP=path / MEMTRACE=path or mt_tracer_start, a process tracing itself. */
+/* Opens and locks the trace file, empties the variables for children; MT_OK, or an error in
+ * `err`. */
+MT_HIDDEN int mt_inprocess_prepare(const char *path, mt_error *err);
+/* Loads libmemtap and starts the consumer thread on the session's ring; MT_OK, or an error in
+ * `err` (the trace file is then closed; the caller stops tracing). */
+MT_HIDDEN int mt_inprocess_launch(mt_error *err);
+/* Stops tracing, closes the ring and waits for the consumer thread to write the end of the
+ * trace: MT_OK, or what failed in `err`. MT_E_STATE when this process runs no consumer thread. */
+MT_HIDDEN int mt_inprocess_finish(mt_error *err);
+/* Whether this process runs a consumer thread now. */
+MT_HIDDEN bool mt_inprocess_running(void);
 
 /* unwind.c: the unwinder, behind one function so that it can be replaced. */
 /* Loads the unwinder (libunwind, privately) at a safe moment: the shim's constructor. */

@@ -23,7 +23,7 @@ extern char **environ;
 
 /* getenv without getenv: the shim may run before libc has published the environment, and a
  * pure lookup over `environ` is what the parser needs. */
-static const char *lookup_environment(void *user, const char *name) {
+const char *mt_shim_getenv(void *user, const char *name) {
   (void)user;
   size_t n = strlen(name);
   for (char **e = environ; e && *e; e++)
@@ -59,8 +59,11 @@ static void fork_child(void) {
     return;
   mt_modules_after_fork();
   if (!mt_shim.config.follow_fork) {
-    /* The ring's handler (fork_untraced) closed the session without creating a file. */
+    /* The ring's handler (fork_untraced) closed the session without creating a file. A child of
+     * `memtap record` stays untraced; one of a process tracing itself may start its own trace. */
     atomic_store(&mt_shim.mode, MT_SHIM_OFF);
+    if (mt_shim.config.record)
+      atomic_store(&mt_shim.never, true);
     return;
   }
   if (atomic_load(&mt_ring_session.epoch) & 1) {
@@ -121,49 +124,92 @@ static void publish_delay(void) {
   nanosleep(&ts, NULL);
 }
 
+void mt_shim_find_own_text(void) {
+  if (mt_shim.text_high)
+    return;
+  dl_iterate_phdr(find_own_text, (void *)(uintptr_t)find_own_text);
+  mt_tracer_unwind_init();
+}
+
+/* The set of sampled blocks for a session: made the first time, emptied for a later session
+ * (the blocks it remembers were sampled for a trace that is finished). */
+static int prepare_sets(const mt_tracer_config *c) {
+  if (!c->full) {
+    if (mt_shim.set.filter)
+      mt_sampled_set_clear(&mt_shim.set);
+    else if (mt_sampled_set_init(&mt_shim.set, 20, 22) != 0)
+      return -1;
+  }
+  /* The shim's own blocks stay the shim's across sessions: never emptied. */
+  if (c->full && !mt_shim.internal.filter && mt_sampled_set_init(&mt_shim.internal, 16, 16) != 0)
+    return -1;
+  return 0;
+}
+
+int mt_shim_open_session(bool inprocess, mt_error *err) {
+  static bool fork_handler;
+  const mt_tracer_config *c = &mt_shim.config;
+  mt_sampler_init(&mt_shim.sampler, c->rate);
+  if (prepare_sets(c) != 0) {
+    mt_fail(err, MT_E_NOMEM, -1, "cannot map the set of sampled blocks");
+    return MT_SHIM_OFF;
+  }
+  mt_ring_options o;
+  if (mt_ring_options_init(&o, err) != MT_OK)
+    return MT_SHIM_OFF;
+  /* In-process, the consumer is a thread of this process: a producer waiting for it could hold
+   * a lock it needs (inprocess.c), so the ring never waits, and it is larger. */
+  o.mode = inprocess ? MT_RING_FLIGHT_RECORDER : MT_RING_LOSSLESS;
+  if (inprocess && !mt_shim_getenv(NULL, "MEMTAP_RING_SIZE"))
+    o.ring_size = c->full ? 16u << 20 : 4u << 20;
+  o.fork_untraced = !c->follow_fork;
+  if (mt_ring_open(&mt_shim.ring, &o, err) != MT_OK)
+    return MT_SHIM_OFF;
+  if (!fork_handler) {
+    if (pthread_atfork(NULL, NULL, fork_child) != 0) {
+      mt_ring_close(mt_shim.ring);
+      mt_fail(err, MT_E_NOMEM, -1, "cannot register the fork handler");
+      return MT_SHIM_OFF;
+    }
+    fork_handler = true;
+  }
+  bool later = atomic_fetch_add(&mt_shim_session, 1) != 0;
+  register_process(0);
+  if (later)
+    mt_modules_register_again(); /* a new file: the modules the last one listed, again */
+  mt_modules_scan();
+  return c->full ? MT_SHIM_FULL : MT_SHIM_SAMPLED;
+}
+
 static int start(void) {
   mt_error err = {0};
-  if (mt_tracer_config_parse(&mt_shim.config, lookup_environment, NULL, &err) != MT_OK) {
+  if (mt_tracer_config_parse(&mt_shim.config, mt_shim_getenv, NULL, &err) != MT_OK) {
     say_not_tracing(&err);
     return MT_SHIM_OFF;
   }
   const mt_tracer_config *c = &mt_shim.config;
   bool inprocess = !c->record;
-  if (inprocess && (!c->output || mt_inprocess_prepare(c->output) != 0))
-    return MT_SHIM_OFF; /* not asked to trace (or the trace file cannot be had: said) */
-  if (c->record && c->trace_pid && c->trace_pid != getpid() && !c->follow_fork)
+  if (c->record && c->trace_pid && c->trace_pid != getpid() && !c->follow_fork) {
+    atomic_store(&mt_shim.never, true);
     return MT_SHIM_OFF; /* an exec'd descendant that inherited the environment */
-  dl_iterate_phdr(find_own_text, (void *)(uintptr_t)find_own_text);
-  mt_tracer_unwind_init();
-  const char *delay = lookup_environment(NULL, "MEMTAP_TEST_PUBLISH_DELAY");
-  if (delay && *delay && strcmp(delay, "0") != 0)
-    mt_ring_test_before_publish = publish_delay;
-  mt_sampler_init(&mt_shim.sampler, c->rate);
-  if (!c->full && mt_sampled_set_init(&mt_shim.set, 20, 22) != 0)
-    return MT_SHIM_OFF;
-  if (c->full && mt_sampled_set_init(&mt_shim.internal, 16, 16) != 0)
-    return MT_SHIM_OFF;
-  mt_ring_options o;
-  if (mt_ring_options_init(&o, &err) != MT_OK)
-    return MT_SHIM_OFF;
-  /* In-process, the consumer is a thread of this process: a producer waiting for it could hold
-   * a lock it needs (inprocess.c), so the ring never waits, and it is larger. */
-  o.mode = inprocess ? MT_RING_FLIGHT_RECORDER : MT_RING_LOSSLESS;
-  if (inprocess && !lookup_environment(NULL, "MEMTAP_RING_SIZE"))
-    o.ring_size = c->full ? 16u << 20 : 4u << 20;
-  o.fork_untraced = !c->follow_fork;
-  if (mt_ring_open(&mt_shim.ring, &o, &err) != MT_OK) {
+  }
+  if (inprocess && !c->output)
+    return MT_SHIM_OFF; /* not asked to trace (mt_tracer_start may ask later) */
+  if (inprocess && mt_inprocess_prepare(c->output, &err) != MT_OK) {
     say_not_tracing(&err);
     return MT_SHIM_OFF;
   }
-  if (pthread_atfork(NULL, NULL, fork_child) != 0) {
-    mt_ring_close(mt_shim.ring);
-    return MT_SHIM_OFF;
+  mt_shim_find_own_text();
+  const char *delay = mt_shim_getenv(NULL, "MEMTAP_TEST_PUBLISH_DELAY");
+  if (delay && *delay && strcmp(delay, "0") != 0)
+    mt_ring_test_before_publish = publish_delay;
+  int mode = mt_shim_open_session(inprocess, &err);
+  if (mode == MT_SHIM_OFF) {
+    say_not_tracing(&err);
+    if (inprocess)
+      mt_inprocess_finish(&err); /* closes the trace file */
   }
-  atomic_fetch_add(&mt_shim_session, 1);
-  register_process(0);
-  mt_modules_scan();
-  return c->full ? MT_SHIM_FULL : MT_SHIM_SAMPLED;
+  return mode;
 }
 
 void mt_shim_init(void) {
@@ -186,9 +232,18 @@ void mt_shim_stop(void) {
   atomic_store(&mt_shim.mode, MT_SHIM_OFF);
 }
 
+static void seed_thread(mt_shim_thread *t);
+
 void mt_shim_thread_refresh(mt_shim_thread *t) {
-  if (t->seeded)
-    return;
+  uint32_t session = atomic_load_explicit(&mt_shim_session, memory_order_relaxed);
+  if (!t->seeded)
+    seed_thread(t);
+  t->countdown = mt_sampler_gap(&mt_shim.sampler, &t->rng);
+  t->countdown_session = session;
+}
+
+/* The thread's generator: seeded once per thread (again in a followed fork child). */
+static void seed_thread(mt_shim_thread *t) {
   uint64_t seed;
   if (mt_shim.config.seeded) {
     /* Deterministic: the seed, mixed with the thread's order of arrival. */
@@ -206,7 +261,6 @@ void mt_shim_thread_refresh(mt_shim_thread *t) {
            ((uint64_t)getpid() << 40) ^ (uint64_t)syscall(SYS_gettid) ^ (uint64_t)(uintptr_t)t;
   }
   mt_rng_seed(&t->rng, seed);
-  t->countdown = mt_sampler_gap(&mt_shim.sampler, &t->rng);
   t->seeded = 1;
 }
 
@@ -223,6 +277,11 @@ __attribute__((constructor)) static void shim_constructor(void) {
   t->depth++;
   mt_tracer_unwind_load();
   mt_threads_main_started();
+  mt_error err = {0};
+  if (!mt_shim.config.record && mt_inprocess_launch(&err) != MT_OK) {
+    mt_shim_stop();
+    mt_ring_close(mt_shim.ring);
+    say_not_tracing(&err);
+  }
   t->depth--;
-  mt_inprocess_launch();
 }

@@ -1,9 +1,9 @@
 /* Thread start and exit records (docs/tracer.md, "Threads"): pthread_create is interposed and
- * starts the thread in a trampoline that writes THREAD_START with the thread's stack range, runs
- * the program's function and writes THREAD_EXIT when it returns or calls pthread_exit. The
- * trampoline's argument lives in a static pool of slots (never the allocator); when every slot
- * is taken the thread starts directly and gets a start record without its stack at its first
- * record. */
+ * starts the thread in a trampoline that notes the thread's stack range (and writes THREAD_START
+ * with it when tracing), runs the program's function and writes THREAD_EXIT when it returns or
+ * calls pthread_exit. The trampoline's argument lives in a static pool of slots (never the
+ * allocator); when every slot is taken the thread starts directly and gets a start record without
+ * its stack at its first record. */
 #include <errno.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -50,6 +50,9 @@ static void stack_range(uint64_t *low, uint64_t *high) {
   pthread_attr_destroy(&attr);
 }
 
+/* Notes the thread's stack in its state (the cached unwinder's bound), and writes THREAD_START
+ * when tracing. A thread that starts untraced keeps its stack for a session that starts later
+ * (mt_tracer_start): its first record then writes the start record with it. */
 static void thread_started(void) {
   mt_shim_thread *t = &mt_shim_self;
   uint64_t low, high;
@@ -58,7 +61,8 @@ static void thread_started(void) {
   t->depth--;
   t->stack_low = low;
   t->stack_high = high;
-  mt_record_thread(MT_TRACER_REC_THREAD_START, (uint64_t)syscall(SYS_gettid), low, high);
+  if (atomic_load_explicit(&mt_shim.mode, memory_order_relaxed) != MT_SHIM_OFF)
+    mt_record_thread(MT_TRACER_REC_THREAD_START, (uint64_t)syscall(SYS_gettid), low, high);
 }
 
 static void thread_exiting(void *unused) {
@@ -79,8 +83,7 @@ static void *trampoline(void *arg) {
   void *(*start)(void *) = s->start;
   void *start_arg = s->arg;
   atomic_store_explicit(&s->taken, 0, memory_order_release);
-  if (atomic_load_explicit(&mt_shim.mode, memory_order_relaxed) != MT_SHIM_OFF)
-    thread_started();
+  thread_started();
   void *result;
   pthread_cleanup_push(thread_exiting, NULL);
   result = start(start_arg);
@@ -98,9 +101,10 @@ MT_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void
   int (*real)(void *, const void *, void *(*)(void *), void *) = mt_shim_real.pthread_create;
   if (!real)
     return EAGAIN;
+  /* Through the trampoline whenever tracing is on or may start later (mt_tracer_start); not for
+   * the shim's own threads, nor in a process that can never trace. */
   trampoline_slot *s = NULL;
-  if (atomic_load_explicit(&mt_shim.mode, memory_order_relaxed) != MT_SHIM_OFF &&
-      !mt_shim_self.depth)
+  if (!mt_shim_self.depth && !atomic_load_explicit(&mt_shim.never, memory_order_relaxed))
     s = take_slot();
   if (!s)
     return real(thread, attr, start, arg);

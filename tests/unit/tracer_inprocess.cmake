@@ -9,11 +9,24 @@ get_property(_mt_ip_link_opts GLOBAL PROPERTY MEMTAP_CLEAN_LINK_OPTIONS)
 add_executable(tracer_inprocess_prog unit/tracer_inprocess_prog.c)
 set_target_properties(tracer_inprocess_prog PROPERTIES COMPILE_OPTIONS "${_mt_ip_opts}"
                                                        LINK_OPTIONS "${_mt_ip_link_opts}")
+# The control API's program (mt_tracer_start/stop): once linked with libmemtap only (the shim is
+# preloaded), once linked with the shim too (no LD_PRELOAD needed).
+add_executable(tracer_control_prog unit/tracer_control_prog.c)
+add_executable(tracer_control_linked_prog unit/tracer_control_prog.c)
+foreach(_mt_prog tracer_control_prog tracer_control_linked_prog)
+  set_target_properties(${_mt_prog} PROPERTIES COMPILE_OPTIONS "${_mt_ip_opts}"
+                                               LINK_OPTIONS "${_mt_ip_link_opts}")
+  target_link_libraries(${_mt_prog} PRIVATE memtap Threads::Threads)
+endforeach()
+target_link_libraries(tracer_control_linked_prog PRIVATE memtap_preload)
 memtap_unit_test(test_tracer_inprocess unit/test_tracer_inprocess.c LABELS tracer)
-add_dependencies(test_tracer_inprocess memtap_preload memtap tracer_inprocess_prog)
+add_dependencies(test_tracer_inprocess memtap_preload memtap tracer_inprocess_prog
+                 tracer_control_prog tracer_control_linked_prog)
 target_compile_definitions(test_tracer_inprocess PRIVATE
   MEMTAP_PRELOAD_PATH="$<TARGET_FILE:memtap_preload>"
-  INPROCESS_PROG_PATH="$<TARGET_FILE:tracer_inprocess_prog>")
+  INPROCESS_PROG_PATH="$<TARGET_FILE:tracer_inprocess_prog>"
+  CONTROL_PROG_PATH="$<TARGET_FILE:tracer_control_prog>"
+  CONTROL_LINKED_PROG_PATH="$<TARGET_FILE:tracer_control_linked_prog>")
 if(MEMTAP_SANITIZE)
   # libmemtap.so, which the shim loads in this mode, is instrumented in this build: it cannot be
   # loaded into an uninstrumented program, so the tests say so and skip.
