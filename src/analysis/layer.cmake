@@ -9,7 +9,11 @@ add_library(memtap_analysis OBJECT
   analysis/code_trie.c
   analysis/index.c
   analysis/pass.c
-  analysis/groups.c)
+  analysis/groups.c
+  analysis/frame_keys.c
+  analysis/functions.c
+  analysis/callers.c
+  analysis/diff.c)
 list(APPEND MEMTAP_LAYERS memtap_analysis)
 
 find_package(ZLIB REQUIRED)

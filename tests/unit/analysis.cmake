@@ -4,7 +4,8 @@ add_library(memtap_analysis_testlib STATIC unit/analysis_known_trace.c)
 target_link_libraries(memtap_analysis_testlib PUBLIC memtap_testutil)
 target_include_directories(memtap_analysis_testlib PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/unit)
 
-foreach(t test_analysis_model test_analysis_cli test_analysis_export test_analysis_index)
+foreach(t test_analysis_model test_analysis_cli test_analysis_export test_analysis_index
+          test_analysis_views)
   memtap_unit_test(${t} unit/${t}.c LABELS analysis)
   target_link_libraries(${t} PRIVATE memtap_analysis_testlib)
 endforeach()
