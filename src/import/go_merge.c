@@ -1,0 +1,205 @@
+/* Decoding per-M event batches and merging them by time (go_merge.h). */
+#include "import/go_merge.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void go_merge_free(go_merge *m) {
+  free(m->order);
+  free(m->streams);
+  free(m->heap);
+  memset(m, 0, sizeof *m);
+}
+
+static const go_generation *sort_gen; /* qsort has no user pointer; one merge sorts at a time */
+
+static int by_m_then_position(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  uint64_t mx = sort_gen->batches[x].m, my = sort_gen->batches[y].m;
+  if (mx != my)
+    return mx < my ? -1 : 1;
+  return x < y ? -1 : x > y;
+}
+
+/* Rank of a type among events of one tick: frees, GC starts, snapshots, allocations. */
+static int rank(uint8_t type) {
+  switch (type) {
+  case GO_EV_SPAN_FREE:
+  case GO_EV_HEAP_OBJECT_FREE:
+  case GO_EV_GOROUTINE_STACK_FREE: return 0;
+  case GO_EV_GC_BEGIN: return 1;
+  case GO_EV_SPAN:
+  case GO_EV_HEAP_OBJECT:
+  case GO_EV_GOROUTINE_STACK: return 2;
+  default: return 3;
+  }
+}
+
+static bool earlier(const go_merge *m, size_t a, size_t b) {
+  const go_event *x = &m->streams[a].pending, *y = &m->streams[b].pending;
+  if (x->time != y->time)
+    return x->time < y->time;
+  int rx = rank(x->type), ry = rank(y->type);
+  if (rx != ry)
+    return rx < ry;
+  return a < b;
+}
+
+static void sift_down(go_merge *m, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, s = i;
+    if (l < m->heap_len && earlier(m, m->heap[l], m->heap[s]))
+      s = l;
+    if (r < m->heap_len && earlier(m, m->heap[r], m->heap[s]))
+      s = r;
+    if (s == i)
+      return;
+    size_t t = m->heap[i];
+    m->heap[i] = m->heap[s];
+    m->heap[s] = t;
+    i = s;
+  }
+}
+
+static void sift_up(go_merge *m, size_t i) {
+  while (i) {
+    size_t p = (i - 1) / 2;
+    if (!earlier(m, m->heap[i], m->heap[p]))
+      return;
+    size_t t = m->heap[i];
+    m->heap[i] = m->heap[p];
+    m->heap[p] = t;
+    i = p;
+  }
+}
+
+static bool converted(uint8_t type) {
+  return type >= GO_EV_SPAN || type == GO_EV_GC_BEGIN;
+}
+
+/* Reads events of stream `s` until one memtap converts; 1 with it in s->pending, 0 when the
+ * stream's batches are done, or an error. */
+static int advance(go_merge *m, go_stream *s, mt_error *err) {
+  const go_event_spec *specs = m->specs;
+  for (;;) {
+    while (s->c.p == s->c.end) {
+      if (s->next == s->end)
+        return 0;
+      const go_batch *b = &m->g->batches[m->order[s->next++]];
+      s->c = go_cursor_make(m->g->data.data + b->offset, b->size, b->file_offset);
+      s->time = b->time;
+    }
+    go_event *ev = &s->pending;
+    const uint8_t *at = s->c.p;
+    uint8_t type = *s->c.p++;
+    const go_event_spec *spec = &specs[type];
+    if (!spec->name) {
+      char name[16];
+      s->c.p = at;
+      return go_fail(err, go_cursor_offset(&s->c),
+                     "event %s cannot be in an event batch of "
+                     "\"go 1.%d trace\"",
+                     go_event_name(m->version, type, name), m->version);
+    }
+    for (unsigned i = 0; i < spec->nargs; i++)
+      if (!go_uvarint(&s->c, &ev->args[i]))
+        return go_fail(err, go_cursor_offset(&s->c), "%s in the arguments of event %s",
+                       go_cursor_left(&s->c) < 10 ? "the batch ends" : "bad varint", spec->name);
+    m->events++;
+    if (ev->args[0] > UINT64_MAX - s->time) {
+      s->c.p = at;
+      return go_fail(err, go_cursor_offset(&s->c), "time of event %s overflows", spec->name);
+    }
+    s->time += ev->args[0];
+    if (spec->stack_args | spec->string_args) {
+      for (unsigned i = 1; i < spec->nargs; i++) {
+        uint8_t bit = (uint8_t)(1u << i);
+        bool bad = ((spec->stack_args & bit) && !go_tables_has_stack(m->t, ev->args[i])) ||
+                   ((spec->string_args & bit) && !go_tables_has_string(m->t, ev->args[i]));
+        if (bad) {
+          s->c.p = at;
+          return go_fail(err, go_cursor_offset(&s->c),
+                         "event %s names %s %llu, which the "
+                         "generation does not define",
+                         spec->name, (spec->stack_args & bit) ? "stack" : "string",
+                         (unsigned long long)ev->args[i]);
+        }
+      }
+    }
+    if (converted(type)) {
+      ev->type = type;
+      ev->time = s->time;
+      ev->offset = s->c.base + (at - s->c.start);
+      return 1;
+    }
+  }
+}
+
+int go_merge_start(go_merge *m, const go_generation *g, const go_tables *t, int version,
+                   mt_error *err) {
+  m->g = g;
+  m->t = t;
+  m->version = version;
+  m->specs = go_event_specs(version);
+  m->nstreams = m->heap_len = 0;
+  size_t n = 0;
+  if (g->nbatches > m->order_cap) {
+    size_t *o = realloc(m->order, g->nbatches * sizeof *o);
+    if (!o)
+      return go_nomem(err);
+    m->order = o;
+    m->order_cap = g->nbatches;
+  }
+  for (size_t i = 0; i < g->nbatches; i++)
+    if (g->batches[i].kind == GO_BATCH_EVENTS)
+      m->order[n++] = i;
+  sort_gen = g;
+  qsort(m->order, n, sizeof *m->order, by_m_then_position);
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && g->batches[m->order[j]].m == g->batches[m->order[i]].m)
+      j++;
+    if (m->nstreams == m->streams_cap) {
+      size_t cap = m->streams_cap ? m->streams_cap * 2 : 16;
+      go_stream *s = realloc(m->streams, cap * sizeof *s);
+      size_t *h = realloc(m->heap, cap * sizeof *h);
+      if (s)
+        m->streams = s;
+      if (h)
+        m->heap = h;
+      if (!s || !h)
+        return go_nomem(err);
+      m->streams_cap = cap;
+    }
+    go_stream *s = &m->streams[m->nstreams];
+    memset(s, 0, sizeof *s);
+    s->next = i;
+    s->end = j;
+    int rc = advance(m, s, err);
+    if (rc < 0)
+      return rc;
+    if (rc > 0) {
+      m->heap[m->heap_len++] = m->nstreams;
+      sift_up(m, m->heap_len - 1);
+    }
+    m->nstreams++;
+    i = j;
+  }
+  return MT_OK;
+}
+
+int go_merge_next(go_merge *m, go_event *ev, mt_error *err) {
+  if (m->heap_len == 0)
+    return 0;
+  size_t top = m->heap[0];
+  go_stream *s = &m->streams[top];
+  *ev = s->pending;
+  int rc = advance(m, s, err);
+  if (rc < 0)
+    return rc;
+  if (rc == 0)
+    m->heap[0] = m->heap[--m->heap_len];
+  if (m->heap_len)
+    sift_down(m, 0);
+  return 1;
+}
