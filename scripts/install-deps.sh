@@ -36,3 +36,17 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# Go 1.23 (for the Go trace import test: GODEBUG=traceallocfree=1) comes from bookworm-backports.
+if [[ ! -x /usr/lib/go-1.23/bin/go ]]; then
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  backports=/etc/apt/sources.list.d/memtap-backports.sources
+  if [[ ! -f $backports ]]; then
+    printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' |
+      $SUDO tee "$backports" >/dev/null
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports golang-1.23-go >/dev/null
+fi
