@@ -44,8 +44,11 @@ typedef enum mt_export_format {
 typedef struct mt_export_options {
   mt_metric metric;   /* folded, SVG: the value of each backtrace (default bytes allocated) */
   bool inverted;      /* folded, SVG: the allocation point first (callers below it) */
-  bool inuse_at_peak; /* pprof: inuse_* at the peak instead of the end */
+  bool inuse_at_peak; /* pprof, speedscope: in use at the peak instead of the end */
   const char *title;  /* SVG, HTML: shown at the top; NULL for the executable's name */
+  /* HTML: when not NULL, the page compares this analysis (A, run with cells) with the exported
+   * one (B), as `memtap report A --diff B` */
+  const mt_analysis *baseline;
 } mt_export_options;
 
 /* Writes `a` to `out` in `format`. `options` may be NULL (the defaults). Returns MT_OK, MT_E_IO

@@ -1,14 +1,16 @@
 /* The self-contained HTML report: report/report.html with its CSS and script inlined (embedded at
- * build time by embed.cmake) and the data as JSON. The data has a size cap whatever the trace
- * (docs/analysis.md, "Size cap"):
- *   - at most REPORT_STACKS backtraces: the heaviest are kept whole, the others merged into one
- *     per site, shown as "(other backtraces)" -> site, and when there are more such sites than
- *     room, the lightest sites into one "(other backtraces)" -> "(other sites)";
- *   - at most REPORT_NODES backtrace-trie nodes and REPORT_FRAMES frames, names cut to REPORT_NAME
- *     bytes of JSON;
- *   - at most REPORT_ROWS rows: the analysis' cells re-aggregated by report backtrace, and when
- *     that is still too many, by fewer whole backtraces and coarser time steps, size and lifetime
- *     classes (levels[]) until they fit.
+ * build time by embed.cmake) and the data as JSON, one data set per trace (two with a baseline:
+ * `memtap report A --diff B`). The data has a size cap whatever the trace (docs/analysis.md,
+ * "Size cap"):
+ *   - the backtraces form one trie of frames; it is pruned by node weight (samples allocated plus
+ *     live at the window's start): the heaviest nodes are kept, as many as fit a byte budget, and
+ *     whatever hangs below a kept node but was cut goes to one child "(smaller callees)" of that
+ *     node, so no mass leaves its place in the tree;
+ *   - each row keeps the site of its backtraces (the table of sites stays exact), up to a number
+ *     of sites, the lightest merged into "(other sites)";
+ *   - at most REPORT_ROWS rows: the analysis' cells re-aggregated by (trie node, site), and when
+ *     that is still too many, with coarser time steps, size and lifetime classes, a smaller trie
+ *     and fewer sites (levels[]) until they fit.
  * Merging never drops anything: every cell's amount is in exactly one row. */
 #include <inttypes.h>
 #include <math.h>
@@ -19,289 +21,370 @@
 #include "common/hashmap.h"
 #include "export/export_internal.h"
 
-#define REPORT_STACKS 5000
-#define REPORT_NODES 100000
-#define REPORT_FRAMES 10000
-#define REPORT_NAME 256
 #define REPORT_ROWS MT_CELL_LIMIT
+#define REPORT_NODES 1000000 /* trie nodes kept, at most (the byte budget binds first) */
+#define REPORT_NAME 256
 #define REPORT_TITLE 256
-/* So the file is at most about 15.3 MB, stated as 16 MB: rows 100 000 x 79 bytes ("[4999,255,255,
- * 9,9," two 20-digit counts, a 16-character estimate, "],\n"), frames 10 000 x 532 (two names of
- * 258 with their quotes, a line), nodes 100 000 x 13, the timeline 2 x 1 024 numbers of at most
- * 310 characters, backtraces 5 000 x 11, the page, its script and the title under 50 KB. */
+#define NODE_COST 18 /* bytes of JSON for one node, at most: "[999999,999999]," */
+/* So the file is at most about 15.5 MB, stated as 16 MB: rows 100 000 x 79 bytes ("[99999,255,
+ * 255,9,9," two 20-digit counts, a 16-character estimate, "],\n"), the trie and its frames within
+ * the level's byte budget (6 MB), sites' frames within SITE_BYTES (at most 20 000 x 540 but cut
+ * there), report stacks (at most one per row) 100 000 x 14, the timeline 2 x 1 024 numbers of at
+ * most 310 characters, the page, its script and the title under 100 KB. With a baseline every
+ * budget is halved for each of the two traces. */
+#define SITE_BYTES 1500000
 
 extern const char mt_report_html[], mt_report_css[], mt_report_js[];
 
 /* How much detail the rows keep, tried in order until the rows fit. The last level always fits:
- * every row is then (backtrace, allocated before the window or not, freed or not, one size class,
- * freed or not), at most REPORT_STACKS * 2 * 2 * 2 rows. */
+ * a trie of the root's "(smaller callees)" and "<no backtrace>" only, at most 1 000 sites plus
+ * "(other sites)", and every row (allocated before the window or not, freed or not, one size
+ * class, freed or not): 2 x 1 001 x 8 rows. */
 typedef struct level {
-  size_t keep;        /* backtraces kept whole, at most */
+  size_t node_bytes;  /* JSON bytes of trie nodes and their frames, at most */
+  size_t sites;       /* sites kept by name, at most */
   unsigned time_step; /* time steps are 2^time_step of the analysis' */
   unsigned size_step; /* size classes merged by 2^size_step */
   unsigned life_step; /* lifetime classes of freed objects merged by 2^life_step */
 } level;
 
-static const level levels[] = {{5000, 0, 0, 0}, {2500, 0, 0, 0}, {1250, 0, 0, 0}, {1250, 1, 0, 0},
-                               {1250, 2, 0, 0}, {1250, 2, 1, 1}, {500, 2, 1, 1},  {100, 2, 1, 1},
-                               {0, 2, 1, 1},    {0, 4, 2, 2},    {0, 6, 4, 4}};
+static const level levels[] = {{6000000, 20000, 0, 0, 0}, {6000000, 20000, 1, 0, 0},
+                               {6000000, 20000, 2, 0, 0}, {3000000, 10000, 2, 1, 1},
+                               {1000000, 5000, 2, 1, 1},  {250000, 2000, 4, 2, 2},
+                               {50000, 1000, 6, 4, 4},    {0, 1000, 6, 4, 4}};
 
-_Static_assert(REPORT_STACKS * 2 * 2 * 2 <= REPORT_ROWS, "the last level must always fit");
-_Static_assert(REPORT_NODES > REPORT_STACKS + 1 && REPORT_FRAMES > REPORT_STACKS + 2,
-               "room for the merged backtraces");
+_Static_assert(2 * 1001 * 8 <= REPORT_ROWS / 2, "the last level must fit, halved too");
 
-#define OTHER_FRAME (UINT32_MAX - 1)       /* "(other backtraces)" */
-#define OTHER_SITES_FRAME (UINT32_MAX - 2) /* "(other sites)" */
+#define OTHER_SITES_FRAME (UINT32_MAX - 1) /* "(other sites)" */
+#define PRUNED_FRAME (UINT32_MAX - 2)      /* "(smaller callees)" */
 #define NO_SITE UINT32_MAX
 
-/* The report's frames and backtrace trie ------------------------------------------------------ */
+/* The whole trie of the analysis' backtraces ------------------------------------------------- */
 
-typedef struct builder {
-  mt_hashmap frame_ids; /* analysis frame + 1 -> report frame */
-  uint32_t *frames;     /* report frame -> analysis frame (or OTHER_FRAME, OTHER_SITES_FRAME) */
-  size_t nframes, frames_cap;
-  mt_hashmap node_ids; /* (parent + 1) << 32 | report frame -> node */
-  int64_t (*nodes)[2];
-  size_t nnodes, nodes_cap;
-  bool failed;
-} builder;
+typedef struct trie {
+  int32_t *parent;
+  uint32_t *frame;
+  double *weight;
+  size_t n, cap;
+  int64_t *leaf;  /* per analysis stack: its node, -1 for an empty backtrace */
+  double *sw;     /* per analysis stack: its weight, < 0 when it has no cells */
+  size_t *order;  /* nodes by weight, heaviest first; a parent always before its children */
+  uint32_t *site; /* per analysis stack: its site frame (NO_SITE: "<no backtrace>") */
+} trie;
 
-static void builder_free(builder *b) {
-  free(b->frames);
-  free(b->nodes);
-  mt_hashmap_free(&b->frame_ids);
-  mt_hashmap_free(&b->node_ids);
-  *b = (builder){0};
+static void trie_free(trie *t) {
+  free(t->parent);
+  free(t->frame);
+  free(t->weight);
+  free(t->leaf);
+  free(t->sw);
+  free(t->order);
+  free(t->site);
+  *t = (trie){0};
 }
 
-static uint32_t report_frame(builder *b, uint32_t frame) {
+static int64_t trie_child(trie *t, mt_hashmap *ids, int64_t parent, uint32_t frame) {
+  int64_t key = (parent + 1) << 32 | frame;
   uint64_t id;
-  if (mt_hashmap_get(&b->frame_ids, (int64_t)frame + 1, &id))
-    return (uint32_t)id;
-  if (b->nframes == b->frames_cap) {
-    size_t cap = b->frames_cap ? b->frames_cap * 2 : 1024;
-    uint32_t *p = realloc(b->frames, cap * sizeof *p);
-    if (!p)
-      return b->failed = true, 0;
-    b->frames = p;
-    b->frames_cap = cap;
-  }
-  b->frames[b->nframes] = frame;
-  if (!mt_hashmap_put(&b->frame_ids, (int64_t)frame + 1, b->nframes))
-    b->failed = true;
-  return (uint32_t)b->nframes++;
-}
-
-static int64_t report_node(builder *b, int64_t parent, uint32_t frame) {
-  uint32_t f = report_frame(b, frame);
-  int64_t key = (parent + 1) << 32 | f;
-  uint64_t id;
-  if (mt_hashmap_get(&b->node_ids, key, &id))
+  if (mt_hashmap_get(ids, key, &id))
     return (int64_t)id;
-  if (b->nnodes == b->nodes_cap) {
-    size_t cap = b->nodes_cap ? b->nodes_cap * 2 : 1024;
-    int64_t(*p)[2] = realloc(b->nodes, cap * sizeof *p);
-    if (!p)
-      return b->failed = true, -1;
-    b->nodes = p;
-    b->nodes_cap = cap;
+  if (t->n == t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 4096;
+    int32_t *p = realloc(t->parent, cap * sizeof *p);
+    if (p)
+      t->parent = p;
+    uint32_t *f = realloc(t->frame, cap * sizeof *f);
+    if (f)
+      t->frame = f;
+    double *w = realloc(t->weight, cap * sizeof *w);
+    if (w)
+      t->weight = w;
+    if (!p || !f || !w || t->n >= INT32_MAX)
+      return -2;
+    t->cap = cap;
   }
-  b->nodes[b->nnodes][0] = parent;
-  b->nodes[b->nnodes][1] = f;
-  if (!mt_hashmap_put(&b->node_ids, key, b->nnodes))
-    b->failed = true;
-  return (int64_t)b->nnodes++;
+  t->parent[t->n] = (int32_t)parent;
+  t->frame[t->n] = frame;
+  t->weight[t->n] = 0;
+  if (!mt_hashmap_put(ids, key, t->n))
+    return -2;
+  return (int64_t)t->n++;
 }
 
-static int64_t report_path(builder *b, const uint32_t *frames, size_t depth) {
-  int64_t node = -1;
-  for (size_t j = 0; j < depth; j++)
-    node = report_node(b, node, frames[j]);
-  return node;
-}
+static const double *sort_weights; /* qsort has no user pointer */
 
-/* The nodes and frames adding a path would create. `seen` is empty before and after. */
-static void path_cost(builder *b, mt_hashmap *seen, const uint32_t *frames, size_t depth,
-                      size_t *new_nodes, size_t *new_frames) {
-  int64_t node = -1;
-  size_t j = 0;
-  for (; j < depth; j++) {
-    uint64_t f, id;
-    if (!mt_hashmap_get(&b->frame_ids, (int64_t)frames[j] + 1, &f) ||
-        !mt_hashmap_get(&b->node_ids, (node + 1) << 32 | (int64_t)f, &id))
-      break;
-    node = (int64_t)id;
-  }
-  *new_nodes = depth - j;
-  *new_frames = 0;
-  for (size_t k = j; k < depth; k++) {
-    int64_t key = (int64_t)frames[k] + 1;
-    if (mt_hashmap_get(&b->frame_ids, key, NULL) || mt_hashmap_get(seen, key, NULL))
-      continue;
-    if (!mt_hashmap_put(seen, key, 0))
-      b->failed = true;
-    ++*new_frames;
-  }
-  for (size_t k = j; k < depth; k++)
-    mt_hashmap_remove(seen, (int64_t)frames[k] + 1);
-}
-
-/* Which backtraces are kept whole ------------------------------------------------------------- */
-
-typedef struct ranked {
-  double weight;
-  size_t stack;
-} ranked;
-
-static int by_weight(const void *p, const void *q) {
-  const ranked *x = p, *y = q;
-  if (x->weight != y->weight)
-    return x->weight < y->weight ? 1 : -1;
-  return (x->stack > y->stack) - (x->stack < y->stack);
-}
-
-typedef struct site_info {
-  uint32_t frame; /* NO_SITE: "<no backtrace>" */
-  size_t stacks;  /* non-empty stacks of the site */
-  double weight;
-  /* for one selection: */
-  size_t rest;        /* its stacks not kept whole */
-  double rest_weight; /* their weight */
-  int64_t group;      /* its report stack */
-} site_info;
-
-typedef struct plan {
-  const mt_analysis *a;
-  size_t nstacks;
-  double *weight;   /* per analysis stack; < 0: nothing allocated or live, no cells */
-  size_t *site_of;  /* analysis stack -> sites[] */
-  site_info *sites; /* distinct sites of non-empty stacks */
-  size_t nsites;
-  size_t *seq; /* candidates to keep whole, heaviest first, each fitting the budgets */
-  size_t nseq;
-  size_t *kept_at; /* analysis stack -> position in seq, SIZE_MAX if none */
-  ranked *order;   /* scratch: sites (`stack`: index in sites) by rest_weight */
-  /* one selection: */
-  int64_t *map; /* analysis stack -> report stack, -1 for empty stacks */
-  size_t nkept, nreport;
-  bool other_sites; /* the last report stack is "(other sites)" */
-} plan;
-
-static void plan_free(plan *p) {
-  free(p->weight);
-  free(p->site_of);
-  free(p->sites);
-  free(p->seq);
-  free(p->kept_at);
-  free(p->order);
-  free(p->map);
+static int by_node_weight(const void *p, const void *q) {
+  size_t x = *(const size_t *)p, y = *(const size_t *)q;
+  if (sort_weights[x] != sort_weights[y])
+    return sort_weights[x] < sort_weights[y] ? 1 : -1;
+  return (x > y) - (x < y);
 }
 
 static double stack_weight(const mt_stats *s) {
   if (!s->allocated.objects && !s->live_start.objects)
     return -1;
-  return (double)(s->allocated.samples > s->live_start.samples ? s->allocated.samples
-                                                               : s->live_start.samples);
+  return (double)(s->allocated.samples + s->live_start.samples);
 }
 
-/* Ranks the stacks, finds their sites, and picks the candidates to keep whole: heaviest first,
- * each while the nodes and frames so far, plus what merged backtraces may add for the report
- * stacks left, stay within the budgets. So any prefix of seq fits with its merged rest. */
-static bool plan_init(plan *p, const mt_analysis *a) {
-  size_t n = mt_analysis_stack_count(a);
-  size_t m = n ? n : 1;
-  *p = (plan){.a = a, .nstacks = n};
-  p->weight = malloc(m * sizeof *p->weight);
-  p->site_of = malloc(m * sizeof *p->site_of);
-  p->sites = malloc(m * sizeof *p->sites);
-  p->seq = malloc(m * sizeof *p->seq);
-  p->kept_at = malloc(m * sizeof *p->kept_at);
-  p->order = malloc(m * sizeof *p->order);
-  p->map = malloc(m * sizeof *p->map);
-  ranked *rank = malloc(m * sizeof *rank);
-  mt_hashmap site_index = {0}, seen = {0};
-  builder b = {0};
-  bool ok =
-      p->weight && p->site_of && p->sites && p->seq && p->kept_at && p->order && p->map && rank;
-  size_t nrank = 0;
+static bool trie_init(trie *t, const mt_analysis *a) {
+  size_t n = mt_analysis_stack_count(a), m = n ? n : 1;
+  mt_hashmap ids = {0};
+  *t = (trie){0};
+  t->leaf = malloc(m * sizeof *t->leaf);
+  t->sw = malloc(m * sizeof *t->sw);
+  t->site = malloc(m * sizeof *t->site);
+  bool ok = t->leaf && t->sw && t->site;
   for (size_t i = 0; ok && i < n; i++) {
-    p->weight[i] = stack_weight(mt_analysis_stack_stats(a, i));
-    p->kept_at[i] = SIZE_MAX;
-    if (p->weight[i] < 0)
-      continue;
-    rank[nrank++] = (ranked){p->weight[i], i};
-    uint32_t site = mt_analysis_stack_site(a, i);
-    uint64_t k;
-    if (!mt_hashmap_get(&site_index, (int64_t)site + 1, &k)) {
-      k = p->nsites++;
-      p->sites[k] = (site_info){.frame = site};
-      ok = mt_hashmap_put(&site_index, (int64_t)site + 1, k);
-    }
-    p->site_of[i] = (size_t)k;
-    p->sites[k].stacks++;
-    p->sites[k].weight += p->weight[i];
-  }
-  if (ok)
-    qsort(rank, nrank, sizeof *rank, by_weight);
-  for (size_t r = 0; ok && r < nrank && p->nseq < REPORT_STACKS; r++) {
-    size_t i = rank[r].stack, depth, dn, df;
+    size_t depth;
     const uint32_t *frames = mt_analysis_stack_frames(a, i, &depth, NULL);
-    path_cost(&b, &seen, frames, depth, &dn, &df);
-    size_t left = REPORT_STACKS - (p->nseq + 1); /* merged backtraces: one node, one frame each */
-    if (b.nnodes + dn + left + 1 > REPORT_NODES || b.nframes + df + left + 2 > REPORT_FRAMES)
-      continue;
-    report_path(&b, frames, depth);
-    p->kept_at[i] = p->nseq;
-    p->seq[p->nseq++] = i;
+    t->sw[i] = stack_weight(mt_analysis_stack_stats(a, i));
+    t->site[i] = mt_analysis_stack_site(a, i);
+    int64_t node = -1;
+    for (size_t j = 0; ok && j < depth; j++) {
+      node = trie_child(t, &ids, node, frames[j]);
+      ok = node >= 0;
+      if (ok && t->sw[i] > 0)
+        t->weight[node] += t->sw[i];
+    }
+    t->leaf[i] = node;
   }
-  ok = ok && !b.failed;
-  free(rank);
-  mt_hashmap_free(&site_index);
-  mt_hashmap_free(&seen);
-  builder_free(&b);
+  mt_hashmap_free(&ids);
+  t->order = malloc((t->n ? t->n : 1) * sizeof *t->order);
+  ok = ok && t->order;
+  if (ok) {
+    for (size_t i = 0; i < t->n; i++)
+      t->order[i] = i;
+    sort_weights = t->weight;
+    qsort(t->order, t->n, sizeof *t->order, by_node_weight);
+  }
   return ok;
 }
 
-/* Keeps at most `keep` backtraces whole (a prefix of seq) and merges the others by site, so that
- * there are at most REPORT_STACKS report stacks: the first nkept are the kept backtraces, then one
- * per site by weight, and "(other sites)" last if needed. */
-static void plan_select(plan *p, size_t keep) {
-  size_t kept = keep < p->nseq ? keep : p->nseq;
-  for (size_t s = 0; s < p->nsites; s++) {
-    p->sites[s].rest = p->sites[s].stacks;
-    p->sites[s].rest_weight = p->sites[s].weight;
+/* One selection: the report's frames, nodes and stacks ---------------------------------------- */
+
+typedef struct site_rank {
+  double weight;
+  uint32_t frame;
+} site_rank;
+
+static int by_site_weight(const void *p, const void *q) {
+  const site_rank *x = p, *y = q;
+  if (x->weight != y->weight)
+    return x->weight < y->weight ? 1 : -1;
+  return (x->frame > y->frame) - (x->frame < y->frame);
+}
+
+typedef struct report {
+  const mt_analysis *a;
+  const trie *t;
+  site_rank *sites; /* distinct sites, heaviest first */
+  size_t nsites;
+  /* one selection: */
+  mt_hashmap frame_ids; /* analysis frame + 1 -> report frame */
+  uint32_t *frames;     /* report frame -> analysis frame (or *_FRAME) */
+  size_t nframes, frames_cap;
+  int64_t *rid;        /* trie node -> report node, -1 when cut */
+  int64_t (*nodes)[2]; /* report node -> parent report node, report frame */
+  size_t nnodes, nkept;
+  int64_t *map;         /* analysis stack -> report stack, -1 when it has no cells */
+  int64_t (*stacks)[2]; /* report stack -> report node (-1: empty backtrace), site frame (-1) */
+  size_t nstacks;
+  const level *l;
+  size_t rows_cap;
+  struct row *rows;
+  size_t nrows;
+  double pruned_weight, weight; /* of stacks cut short, of all */
+  bool failed;
+} report;
+
+static void report_free(report *r) {
+  mt_hashmap_free(&r->frame_ids);
+  free(r->sites);
+  free(r->frames);
+  free(r->rid);
+  free(r->nodes);
+  free(r->map);
+  free(r->stacks);
+  free(r->rows);
+}
+
+static size_t frame_cost(const mt_analysis *a, uint32_t frame) {
+  if (frame >= PRUNED_FRAME)
+    return 40;
+  mt_frame f = mt_analysis_frame(a, frame);
+  size_t fn = strlen(f.function) * 6 + 2, file = strlen(f.file) * 6 + 2;
+  return (fn < REPORT_NAME + 2 ? fn : REPORT_NAME + 2) +
+         (file < REPORT_NAME + 2 ? file : REPORT_NAME + 2) + 16;
+}
+
+static bool has_frame(const report *r, uint32_t frame) {
+  return mt_hashmap_get(&r->frame_ids, (int64_t)frame + 1, NULL);
+}
+
+static int64_t report_frame(report *r, uint32_t frame) {
+  uint64_t id;
+  if (mt_hashmap_get(&r->frame_ids, (int64_t)frame + 1, &id))
+    return (int64_t)id;
+  if (r->nframes == r->frames_cap) {
+    size_t cap = r->frames_cap ? r->frames_cap * 2 : 1024;
+    uint32_t *p = realloc(r->frames, cap * sizeof *p);
+    if (!p)
+      return r->failed = true, 0;
+    r->frames = p;
+    r->frames_cap = cap;
   }
-  for (size_t k = 0; k < kept; k++) {
-    site_info *s = &p->sites[p->site_of[p->seq[k]]];
-    s->rest--;
-    s->rest_weight -= p->weight[p->seq[k]];
+  r->frames[r->nframes] = frame;
+  if (!mt_hashmap_put(&r->frame_ids, (int64_t)frame + 1, r->nframes))
+    r->failed = true;
+  return (int64_t)r->nframes++;
+}
+
+static bool sites_init(report *r) {
+  const trie *t = r->t;
+  size_t n = mt_analysis_stack_count(r->a);
+  mt_hashmap index = {0};
+  r->sites = malloc((n ? n : 1) * sizeof *r->sites);
+  bool ok = r->sites != NULL;
+  for (size_t i = 0; ok && i < n; i++) {
+    if (t->sw[i] < 0)
+      continue;
+    uint64_t k;
+    if (!mt_hashmap_get(&index, (int64_t)t->site[i] + 1, &k)) {
+      k = r->nsites++;
+      r->sites[k] = (site_rank){0, t->site[i]};
+      ok = mt_hashmap_put(&index, (int64_t)t->site[i] + 1, k);
+    }
+    r->sites[k].weight += t->sw[i];
   }
-  size_t groups = 0;
-  for (size_t s = 0; s < p->nsites; s++)
-    groups += p->sites[s].rest > 0;
-  /* Each backtrace given back to its site either joins a site already merged (one report stack
-   * fewer) or starts one (as many). */
-  while (kept > 0 && kept + groups > REPORT_STACKS) {
-    size_t i = p->seq[--kept];
-    site_info *s = &p->sites[p->site_of[i]];
-    groups += s->rest++ == 0;
-    s->rest_weight += p->weight[i];
+  mt_hashmap_free(&index);
+  if (ok)
+    qsort(r->sites, r->nsites, sizeof *r->sites, by_site_weight);
+  return ok;
+}
+
+/* The report's trie and stacks for level `l`, budgets divided by `share`. */
+static bool select_level(report *r, const level *l, size_t share) {
+  const trie *t = r->t;
+  const mt_analysis *a = r->a;
+  size_t n = mt_analysis_stack_count(a);
+  mt_hashmap_free(&r->frame_ids);
+  r->frame_ids = (mt_hashmap){0};
+  r->nframes = r->nnodes = r->nkept = r->nstacks = 0;
+  r->pruned_weight = r->weight = 0;
+  r->l = l;
+  free(r->rid);
+  free(r->nodes);
+  free(r->map);
+  free(r->stacks);
+  r->rid = malloc((t->n ? t->n : 1) * sizeof *r->rid);
+  r->map = malloc((n ? n : 1) * sizeof *r->map);
+  r->stacks = malloc((n ? n : 1) * sizeof *r->stacks);
+  r->nodes = NULL;
+  if (!r->rid || !r->map || !r->stacks)
+    return false;
+  /* Sites first: by weight, while their names fit. */
+  size_t site_bytes = 0, nsites = 0;
+  mt_hashmap kept_sites = {0};
+  for (size_t s = 0; s < r->nsites && nsites < l->sites / share; s++) {
+    uint32_t f = r->sites[s].frame;
+    if (f != NO_SITE) {
+      size_t c = frame_cost(a, f);
+      if (site_bytes + c > SITE_BYTES / share)
+        break;
+      site_bytes += c;
+      report_frame(r, f);
+    }
+    nsites++;
+    if (!mt_hashmap_put(&kept_sites, (int64_t)f + 1, 0))
+      r->failed = true;
   }
-  size_t ngroups = 0;
-  for (size_t s = 0; s < p->nsites; s++)
-    if (p->sites[s].rest > 0)
-      p->order[ngroups++] = (ranked){p->sites[s].rest_weight, s};
-  qsort(p->order, ngroups, sizeof *p->order, by_weight);
-  p->other_sites = kept + ngroups > REPORT_STACKS;
-  size_t own = p->other_sites ? REPORT_STACKS - kept - 1 : ngroups;
-  for (size_t g = 0; g < ngroups; g++)
-    p->sites[p->order[g].stack].group = (int64_t)(kept + (g < own ? g : own));
-  p->nkept = kept;
-  p->nreport = kept + own + p->other_sites;
-  for (size_t i = 0; i < p->nstacks; i++)
-    p->map[i] = p->weight[i] < 0       ? -1
-                : p->kept_at[i] < kept ? (int64_t)p->kept_at[i]
-                                       : p->sites[p->site_of[i]].group;
+  /* Then the trie's heaviest nodes while they fit; parents come first in t->order. */
+  size_t bytes = 0, kept = 0;
+  for (size_t i = 0; i < t->n; i++)
+    r->rid[i] = -1;
+  for (; kept < t->n && kept < REPORT_NODES; kept++) {
+    size_t node = t->order[kept];
+    size_t c = NODE_COST + (has_frame(r, t->frame[node]) ? 0 : frame_cost(a, t->frame[node]));
+    if (bytes + c > l->node_bytes / share || t->weight[node] <= 0)
+      break;
+    bytes += c;
+    report_frame(r, t->frame[node]);
+    r->rid[node] = 0;
+  }
+  /* Report nodes in trie order (parents first), then one "(smaller callees)" per cut node. */
+  r->nodes = malloc((2 * kept + 1) * sizeof *r->nodes);
+  int64_t *deepest = malloc((t->n ? t->n : 1) * sizeof *deepest); /* kept ancestor or self */
+  int64_t *pruned = malloc((t->n + 1) * sizeof *pruned);          /* trie node + 1 -> node */
+  if (!r->nodes || !deepest || !pruned) {
+    free(deepest);
+    free(pruned);
+    mt_hashmap_free(&kept_sites);
+    return false;
+  }
+  for (size_t i = 0; i < t->n; i++) {
+    int64_t up = t->parent[i] < 0 ? -1 : deepest[t->parent[i]];
+    if (r->rid[i] == 0) {
+      r->rid[i] = (int64_t)r->nnodes;
+      r->nodes[r->nnodes][0] = t->parent[i] < 0 ? -1 : r->rid[t->parent[i]];
+      r->nodes[r->nnodes++][1] = report_frame(r, t->frame[i]);
+      deepest[i] = (int64_t)i;
+    } else {
+      deepest[i] = up;
+    }
+    pruned[i + 1] = -1;
+  }
+  pruned[0] = -1;
+  r->nkept = r->nnodes;
+  int64_t pruned_frame = -1, other_sites = -1;
+  mt_hashmap stack_ids = {0};
+  for (size_t i = 0; i < n && !r->failed; i++) {
+    r->map[i] = -1;
+    if (t->sw[i] < 0)
+      continue;
+    int64_t leaf = t->leaf[i], node = -1;
+    r->weight += t->sw[i];
+    if (leaf >= 0) {
+      int64_t up = deepest[leaf];
+      if (up == leaf) {
+        node = r->rid[leaf];
+      } else {
+        r->pruned_weight += t->sw[i];
+        if (pruned[up + 1] < 0) {
+          if (pruned_frame < 0)
+            pruned_frame = report_frame(r, PRUNED_FRAME);
+          pruned[up + 1] = (int64_t)r->nnodes;
+          r->nodes[r->nnodes][0] = up < 0 ? -1 : r->rid[up];
+          r->nodes[r->nnodes++][1] = pruned_frame;
+        }
+        node = pruned[up + 1];
+      }
+    }
+    int64_t site = -1;
+    if (t->site[i] != NO_SITE) {
+      if (mt_hashmap_get(&kept_sites, (int64_t)t->site[i] + 1, NULL)) {
+        site = report_frame(r, t->site[i]);
+      } else {
+        if (other_sites < 0)
+          other_sites = report_frame(r, OTHER_SITES_FRAME);
+        site = other_sites;
+      }
+    }
+    int64_t key = (node + 1) << 32 | (site + 1);
+    uint64_t id;
+    if (!mt_hashmap_get(&stack_ids, key, &id)) {
+      id = r->nstacks;
+      r->stacks[r->nstacks][0] = node;
+      r->stacks[r->nstacks++][1] = site;
+      if (!mt_hashmap_put(&stack_ids, key, id))
+        r->failed = true;
+    }
+    r->map[i] = (int64_t)id;
+  }
+  mt_hashmap_free(&stack_ids);
+  mt_hashmap_free(&kept_sites);
+  free(deepest);
+  free(pruned);
+  return !r->failed;
 }
 
 /* Rows ---------------------------------------------------------------------------------------- */
@@ -320,18 +403,21 @@ static unsigned freed_lifetime_classes(unsigned step) {
   return ((MT_LIFETIME_CLASSES - 2) >> step) + 1;
 }
 
-/* The cells re-aggregated by report stack at level `l` into rows[] (capacity REPORT_ROWS).
- * Returns their number, REPORT_ROWS + 1 when there are more, 0 with *failed when memory runs
- * out. */
-static size_t aggregate(const plan *p, const level *l, row *rows, bool *failed) {
+/* The cells re-aggregated by report stack into r->rows (capacity `cap`). Returns false when there
+ * are more than `cap` (or memory ran out: r->failed). */
+static bool aggregate(report *r, size_t cap) {
   size_t nc;
   int64_t width;
-  const mt_cell *cells = mt_analysis_cells(p->a, &nc, &width);
+  const mt_cell *cells = mt_analysis_cells(r->a, &nc, &width);
+  const level *l = r->l;
   mt_hashmap index = {0};
   size_t n = 0;
+  bool fits = true;
   for (size_t i = 0; i < nc; i++) {
     const mt_cell *c = &cells[i];
-    int64_t stack = p->map[c->stack];
+    int64_t stack = r->map[c->stack];
+    if (stack < 0)
+      continue;
     unsigned ab = coarser_time(c->alloc_bucket, l->time_step);
     unsigned fb = coarser_time(c->free_bucket, l->time_step);
     unsigned sc = (unsigned)c->size_class >> l->size_step;
@@ -341,25 +427,27 @@ static size_t aggregate(const plan *p, const level *l, row *rows, bool *failed) 
     int64_t key = stack << 32 | (int64_t)(ab << 24 | fb << 16 | sc << 8 | lc);
     uint64_t at;
     if (!mt_hashmap_get(&index, key, &at)) {
-      if (n == REPORT_ROWS) {
-        n = REPORT_ROWS + 1;
+      if (n == cap) {
+        fits = false;
         break;
       }
       at = n;
-      rows[n++] = (row){(uint32_t)stack, (uint8_t)ab, (uint8_t)fb, (uint8_t)sc, (uint8_t)lc, {0}};
+      r->rows[n++] =
+          (row){(uint32_t)stack, (uint8_t)ab, (uint8_t)fb, (uint8_t)sc, (uint8_t)lc, {0}};
       if (!mt_hashmap_put(&index, key, at)) {
-        *failed = true;
-        n = 0;
+        r->failed = true;
+        fits = false;
         break;
       }
     }
-    mt_amount *to = &rows[at].amount;
+    mt_amount *to = &r->rows[at].amount;
     to->objects += c->amount.objects;
     to->samples += c->amount.samples;
     to->objects_estimated += c->amount.objects_estimated;
   }
   mt_hashmap_free(&index);
-  return n;
+  r->nrows = n;
+  return fits;
 }
 
 /* Output -------------------------------------------------------------------------------------- */
@@ -377,94 +465,105 @@ static void json_amount(FILE *out, const mt_amount *m) {
   fputc('}', out);
 }
 
-typedef struct report {
-  const mt_analysis *a;
-  const plan *p;
-  const level *l;
-  builder b;
-  int64_t *stacks, *sites; /* per report stack: trie node, site frame (-1: none) */
-  const row *rows;
-  size_t nrows;
-} report;
-
-static void write_data(FILE *out, const report *r) {
-  const mt_analysis *a = r->a;
-  const builder *b = &r->b;
+static void write_summary(FILE *out, const mt_analysis *a) {
   const mt_summary *s = mt_analysis_summary(a);
-  fputs("{\"summary\":{\"executable\":", out);
+  fputs("{\"executable\":", out);
   mt_json_string_cut(out, s->info.executable_name, REPORT_NAME);
   fprintf(out,
           ",\"sample_rate\":%.17g,\"bytes_per_sample\":%.17g,\"duration_us\":%" PRId64
           ",\"from_us\":%" PRId64 ",\"to_us\":%" PRId64 ",\"peak_time_us\":%" PRId64
-          ",\"allocated\":",
+          ",\"backtraces\":%" PRIu64 ",\"sites\":%" PRIu64 ",\"allocated\":",
           s->info.sample_rate, s->bytes_per_sample, s->end_time - s->info.start_time, s->from,
-          s->to, s->peak_time);
+          s->to, s->peak_time, s->distinct_backtraces, s->sites);
   json_amount(out, &s->allocated);
   fputs(",\"freed\":", out);
   json_amount(out, &s->freed);
   fputs(",\"peak\":", out);
   json_amount(out, &s->at_peak);
+  fputs(",\"live_start\":", out);
+  json_amount(out, &s->live_start);
   fputs(",\"live_end\":", out);
   json_amount(out, &s->live_end);
+  fputc('}', out);
+}
+
+static void write_limits(FILE *out, const level *l) {
   /* The classes as merged by the level: the upper bound of each, null when unbounded. */
-  fputs("},\"size_limits\":[", out);
-  unsigned nsize = ((MT_SIZE_CLASSES - 1) >> r->l->size_step) + 1;
+  fputs(",\"size_limits\":[", out);
+  unsigned nsize = ((MT_SIZE_CLASSES - 1) >> l->size_step) + 1;
   for (unsigned g = 0; g < nsize; g++) {
-    unsigned last = ((g + 1) << r->l->size_step) - 1;
+    unsigned last = ((g + 1) << l->size_step) - 1;
     if (last >= MT_SIZE_CLASSES - 1)
       fprintf(out, "%snull", g ? "," : "");
     else
       fprintf(out, "%s%" PRId64, g ? "," : "", mt_size_class_limit((int)last));
   }
   fputs("],\"lifetime_limits\":[", out);
-  unsigned nfreed = freed_lifetime_classes(r->l->life_step);
+  unsigned nfreed = freed_lifetime_classes(l->life_step);
   for (unsigned g = 0; g < nfreed; g++) {
-    unsigned last = ((g + 1) << r->l->life_step) - 1;
+    unsigned last = ((g + 1) << l->life_step) - 1;
     if (last >= MT_LIFETIME_CLASSES - 2)
       fprintf(out, "%snull", g ? "," : "");
     else
       fprintf(out, "%s%" PRId64, g ? "," : "", mt_lifetime_class_limit((int)last));
   }
-  fputs(",null", out); /* not freed */
+  fputs(",null]", out); /* not freed */
+}
+
+static void write_data(FILE *out, const report *r) {
+  const mt_analysis *a = r->a;
+  fputs("{\"summary\":", out);
+  write_summary(out, a);
+  write_limits(out, r->l);
   size_t nb;
   int64_t width;
   const mt_timeline_bucket *tl = mt_analysis_timeline(a, &nb, &width);
-  fprintf(out, "],\"timeline\":{\"width\":%" PRId64 ",\"live_max\":[", width);
+  fprintf(out, ",\"timeline\":{\"width\":%" PRId64 ",\"live_max\":[", width);
   for (size_t i = 0; i < nb; i++)
     fprintf(out, "%s%.0f", i ? "," : "", tl[i].live_max);
   fputs("],\"live_end\":[", out);
   for (size_t i = 0; i < nb; i++)
     fprintf(out, "%s%.0f", i ? "," : "", tl[i].live_end);
   fputs("]},\"frames\":[", out);
-  for (size_t i = 0; i < b->nframes; i++) {
-    mt_frame f = b->frames[i] == OTHER_FRAME         ? (mt_frame){"(other backtraces)", "", 0}
-                 : b->frames[i] == OTHER_SITES_FRAME ? (mt_frame){"(other sites)", "", 0}
-                                                     : mt_analysis_frame(a, b->frames[i]);
-    fputs(i ? ",[" : "[", out);
+  int64_t pruned = -1, other_sites = -1;
+  for (size_t i = 0; i < r->nframes; i++) {
+    uint32_t id = r->frames[i];
+    mt_frame f = id == OTHER_SITES_FRAME ? (mt_frame){"(other sites)", "", 0}
+                 : id == PRUNED_FRAME    ? (mt_frame){"(smaller callees)", "", 0}
+                                         : mt_analysis_frame(a, id);
+    if (id == PRUNED_FRAME)
+      pruned = (int64_t)i;
+    if (id == OTHER_SITES_FRAME)
+      other_sites = (int64_t)i;
+    fputs(i ? ",\n[" : "[", out);
     mt_json_string_cut(out, f.function, REPORT_NAME);
     fputc(',', out);
     mt_json_string_cut(out, f.file, REPORT_NAME);
     fprintf(out, ",%d]", (int)f.line);
   }
-  fputs("],\"nodes\":[", out);
-  for (size_t i = 0; i < b->nnodes; i++)
-    fprintf(out, "%s[%" PRId64 ",%" PRId64 "]", i ? "," : "", b->nodes[i][0], b->nodes[i][1]);
-  fputs("],\"stacks\":[", out);
-  for (size_t i = 0; i < r->p->nreport; i++)
-    fprintf(out, "%s%" PRId64, i ? "," : "", r->stacks[i]);
-  fputs("],\"stack_sites\":[", out);
-  for (size_t i = 0; i < r->p->nreport; i++)
-    fprintf(out, "%s%" PRId64, i ? "," : "", r->sites[i]);
+  fprintf(out, "],\"pruned_frame\":%" PRId64 ",\"other_sites_frame\":%" PRId64, pruned,
+          other_sites);
+  fprintf(out, ",\"trie\":{\"nodes\":%zu,\"kept\":%zu,\"pruned_share\":%.6f},\"nodes\":[", r->t->n,
+          r->nkept, r->weight > 0 ? r->pruned_weight / r->weight : 0.0);
+  /* Flat: per node its distance to its parent (its index + 1 for a root child) and its frame. */
+  for (size_t i = 0; i < r->nnodes; i++)
+    fprintf(out, "%s%" PRId64 ",%" PRId64, i ? (i % 16 ? "," : ",\n") : "",
+            (int64_t)i - r->nodes[i][0], r->nodes[i][1]);
+  fputs("],\"stacks\":[", out); /* flat: node (-1: empty backtrace), site frame (-1: none) */
+  for (size_t i = 0; i < r->nstacks; i++)
+    fprintf(out, "%s%" PRId64 ",%" PRId64, i ? (i % 16 ? "," : ",\n") : "", r->stacks[i][0],
+            r->stacks[i][1]);
   mt_analysis_cells(a, &nb, &width);
+  /* Flat, 8 numbers a row: stack, allocation step, free step, size class, lifetime class, sampled
+   * objects, samples, estimated objects. */
   fprintf(out, "],\"cells\":{\"width\":%" PRId64 ",\"buckets\":%d,\"rows\":[",
-          width << r->l->time_step, MT_CELL_TIME_BUCKETS);
+          width << r->l->time_step, MT_CELL_TIME_BUCKETS >> r->l->time_step);
   for (size_t i = 0; i < r->nrows; i++) {
     const row *c = &r->rows[i];
-    fprintf(out, "%s[%" PRIu32 ",%u,%u,%u,%u,%" PRIu64 ",%" PRIu64 ",", i ? ",\n" : "", c->stack,
+    fprintf(out, "%s%" PRIu32 ",%u,%u,%u,%u,%" PRIu64 ",%" PRIu64 ",", i ? ",\n" : "", c->stack,
             c->alloc_bucket, c->free_bucket, c->size_class, c->lifetime_class, c->amount.objects,
             c->amount.samples);
     json_estimate(out, c->amount.objects_estimated);
-    fputc(']', out);
   }
   fputs("]}}", out);
 }
@@ -483,72 +582,42 @@ static void write_title(FILE *out, const char *title) {
   mt_xml_text(out, cut);
 }
 
-/* Builds the report's trie for the selection: kept backtraces whole, the others under "(other
- * backtraces)" and their site (or "(other sites)"). */
-static bool build_stacks(report *r) {
-  const plan *p = r->p;
-  builder *b = &r->b;
-  for (size_t k = 0; k < p->nkept; k++) {
-    size_t i = p->seq[k], depth;
-    const uint32_t *frames = mt_analysis_stack_frames(r->a, i, &depth, NULL);
-    uint32_t site = mt_analysis_stack_site(r->a, i);
-    r->stacks[k] = report_path(b, frames, depth);
-    r->sites[k] = site == NO_SITE ? -1 : (int64_t)report_frame(b, site);
-  }
-  for (size_t s = 0; s < p->nsites; s++) {
-    const site_info *si = &p->sites[s];
-    if (!si->rest || (p->other_sites && (size_t)si->group == p->nreport - 1))
-      continue;
-    int64_t node = report_node(b, -1, OTHER_FRAME);
-    r->sites[si->group] = -1;
-    if (si->frame != NO_SITE) {
-      node = report_node(b, node, si->frame);
-      r->sites[si->group] = (int64_t)report_frame(b, si->frame);
-    }
-    r->stacks[si->group] = node;
-  }
-  if (p->other_sites) {
-    int64_t node = report_node(b, -1, OTHER_FRAME);
-    r->stacks[p->nreport - 1] = report_node(b, node, OTHER_SITES_FRAME);
-    r->sites[p->nreport - 1] = (int64_t)report_frame(b, OTHER_SITES_FRAME);
-  }
-  return !b->failed;
-}
-
-int mt_export_html(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err) {
+/* Prepares one trace's data, its budgets divided by `share`. */
+static int prepare(report *r, const trie *t, const mt_analysis *a, size_t share, mt_error *err) {
   size_t nc;
   int64_t width;
   if (!mt_analysis_cells(a, &nc, &width) && nc == 0 &&
       mt_analysis_summary(a)->allocated.objects + mt_analysis_summary(a)->live_start.objects > 0)
     return mt_fail(err, MT_E_INVALID, -1, "the report needs an analysis run with cells");
-  plan p;
-  report r = {.a = a, .p = &p};
-  row *rows = malloc(REPORT_ROWS * sizeof *rows);
-  bool ok = plan_init(&p, a) && rows;
-  bool failed = false;
-  size_t nrows = 0, li = 0;
+  *r = (report){.a = a, .t = t, .rows_cap = REPORT_ROWS / share};
+  r->rows = malloc(r->rows_cap * sizeof *r->rows);
+  bool ok = r->rows && sites_init(r);
+  size_t li = 0;
   for (; ok && li < sizeof levels / sizeof levels[0]; li++) {
-    if (li > 0 && levels[li].keep >= p.nkept && levels[li].time_step == levels[li - 1].time_step &&
-        levels[li].size_step == levels[li - 1].size_step &&
-        levels[li].life_step == levels[li - 1].life_step)
-      continue; /* keeps as many whole: the same rows */
-    plan_select(&p, levels[li].keep);
-    nrows = aggregate(&p, &levels[li], rows, &failed);
-    if (failed || nrows <= REPORT_ROWS)
+    ok = select_level(r, &levels[li], share);
+    if (ok && aggregate(r, r->rows_cap))
       break;
+    ok = ok && !r->failed;
   }
-  ok = ok && !failed && li < sizeof levels / sizeof levels[0];
-  if (ok) {
-    r.l = &levels[li];
-    r.rows = rows;
-    r.nrows = nrows;
-    r.stacks = malloc((p.nreport + 1) * sizeof *r.stacks);
-    r.sites = malloc((p.nreport + 1) * sizeof *r.sites);
-    ok = r.stacks && r.sites && build_stacks(&r);
+  if (!ok || li == sizeof levels / sizeof levels[0])
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  return MT_OK;
+}
+
+int mt_export_html(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err) {
+  const mt_analysis *sides[2] = {o->baseline, a};
+  size_t first = o->baseline ? 0 : 1, share = o->baseline ? 2 : 1;
+  trie tries[2] = {{0}, {0}};
+  report reports[2] = {{0}, {0}};
+  int rc = MT_OK;
+  for (size_t k = first; rc == MT_OK && k < 2; k++) {
+    if (!trie_init(&tries[k], sides[k]))
+      rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+    else
+      rc = prepare(&reports[k], &tries[k], sides[k], share, err);
   }
-  int rc = ok ? MT_OK : mt_fail(err, MT_E_NOMEM, -1, "out of memory");
   const char *title = o->title ? o->title : mt_analysis_summary(a)->info.executable_name;
-  for (const char *t = mt_report_html; ok && *t;) {
+  for (const char *t = mt_report_html; rc == MT_OK && *t;) {
     const char *at = strchr(t, '@');
     if (!at) {
       fputs(t, out);
@@ -565,17 +634,22 @@ int mt_export_html(const mt_analysis *a, FILE *out, const mt_export_options *o, 
       fputs(mt_report_js, out);
       t = at + 4;
     } else if (!strncmp(at, "@DATA@", 6)) {
-      write_data(out, &r);
+      fputs("{\"traces\":[", out);
+      for (size_t k = first; k < 2; k++) {
+        if (k > first)
+          fputs(",\n", out);
+        write_data(out, &reports[k]);
+      }
+      fputs("]}", out);
       t = at + 6;
     } else {
       fputc('@', out);
       t = at + 1;
     }
   }
-  plan_free(&p);
-  builder_free(&r.b);
-  free(r.stacks);
-  free(r.sites);
-  free(rows);
+  for (size_t k = 0; k < 2; k++) {
+    report_free(&reports[k]);
+    trie_free(&tries[k]);
+  }
   return rc;
 }
