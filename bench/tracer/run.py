@@ -82,8 +82,9 @@ def read_rusage_dir(path):
     for name in os.listdir(path):
         try:
             with open(os.path.join(path, name)) as f:
-                exe, rss, utime, stime = f.read().rstrip("\n").split("\t")
-            entries.append((exe, int(rss), float(utime) + float(stime)))
+                exe, rss, utime, stime, *rest = f.read().rstrip("\n").split("\t")
+            entries.append((exe, int(rss), float(utime) + float(stime),
+                            int(rest[0]) if rest else None))
         except (OSError, ValueError):
             pass
     return entries

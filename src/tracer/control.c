@@ -76,7 +76,7 @@ static int start_locked(const char *path, double rate, bool full, mt_error *err)
     mt_ring_close(mt_shim.ring);
     return rc;
   }
-  atomic_store_explicit(&mt_shim.mode, mode, memory_order_release);
+  mt_shim_set_mode(mode);
   mt_shim_self.countdown = 0; /* the caller's next allocation draws its gap: it joins at once */
   return MT_OK;
 }

@@ -26,6 +26,95 @@ static size_t page_size(void) {
  * remember the block as the shim's (internal_block). */
 #define MT_INTERNAL (-2)
 
+/* ---------------------------------------------------------------------------------------------
+ * The free gate: what free's fast path reads instead of the mode, the sampled set and the arena
+ * bounds. `filter` is a table of 2^MT_GATE_BITS one-byte counters indexed like the sampled set's
+ * filter (the pointer's 16-byte granule): zero means "hand the block straight to `next`", non-zero
+ * sends free to free_slow. `next` is the next allocator's free, or free_full with full tracing,
+ * or free_unresolved before the next allocator is known. Every table a gate may hold has the same
+ * size, so a free that reads an old filter with a new `next` (or the reverse) while the mode
+ * changes stays in bounds; the block it frees was allocated under one mode or the other.
+ *   - off, and full tracing: the static `arena_gate`, which marks the bootstrap arena's blocks;
+ *   - sampled: the sampled set's filter, into which the arena's blocks are inserted.
+ * So a free that was not sampled costs one load of the gate, one of its byte, a predictable
+ * branch and a tail call through `next`.
+ * ------------------------------------------------------------------------------------------- */
+#define MT_GATE_BITS 20
+#define MT_GATE_MASK (((uintptr_t)1 << MT_GATE_BITS) - 1)
+
+static void free_unresolved(void *p);
+static void free_full(void *p);
+
+static _Atomic uint8_t arena_gate[(size_t)1 << MT_GATE_BITS];
+static _Alignas(64) struct {
+  _Atomic(const _Atomic uint8_t *) filter;
+  _Atomic(void (*)(void *)) next;
+} gate = {arena_gate, free_unresolved};
+
+static inline uintptr_t gate_bucket(const void *p) {
+  return ((uintptr_t)p >> 4) & MT_GATE_MASK;
+}
+
+/* The bootstrap arena's blocks, for the sampled set of a later session (arena blocks are made only
+ * while the next allocator is being resolved: a handful). */
+#define MT_ARENA_BLOCKS 1024
+static _Atomic(void *) arena_blocks[MT_ARENA_BLOCKS];
+static _Atomic unsigned arena_count;
+
+/* Marks an arena block in every gate: free must never hand it to the next allocator. */
+static void *arena_block(void *p) {
+  if (!p)
+    return p;
+  atomic_store_explicit(&arena_gate[gate_bucket(p)], 1, memory_order_relaxed);
+  unsigned i = atomic_fetch_add(&arena_count, 1);
+  if (i < MT_ARENA_BLOCKS)
+    atomic_store(&arena_blocks[i], p);
+  atomic_thread_fence(memory_order_seq_cst); /* against mt_shim_set_mode's publication */
+  if (atomic_load(&gate.filter) == mt_shim.set.filter && mt_shim.set.filter)
+    mt_sampled_set_insert(&mt_shim.set, p);
+  return p;
+}
+
+/* The gate for `mode`; publishes it before the mode, so that a block allocated under the new mode
+ * and freed by another thread meets the new gate. */
+static void gate_set(int mode) {
+  const _Atomic uint8_t *filter = arena_gate;
+  void (*next)(void *) = mt_shim_real.free;
+  if (atomic_load_explicit(&mt_shim.resolve, memory_order_acquire) != MT_RESOLVE_DONE || !next)
+    next = free_unresolved;
+  if (mode == MT_SHIM_FULL)
+    next = free_full;
+  bool sampled = mode == MT_SHIM_SAMPLED && mt_shim.set.filter;
+  if (sampled && mt_shim.set.filter_mask == MT_GATE_MASK &&
+      atomic_load(&arena_count) <= MT_ARENA_BLOCKS) {
+    unsigned n = atomic_load(&arena_count);
+    for (unsigned i = 0; i < n && i < MT_ARENA_BLOCKS; i++) {
+      void *b = atomic_load(&arena_blocks[i]);
+      if (b)
+        mt_sampled_set_insert(&mt_shim.set, b);
+    }
+    filter = mt_shim.set.filter;
+  } else if (sampled) {
+    next = free_full; /* a set the gate cannot read: every free goes through the mode check */
+  }
+  atomic_store_explicit(&gate.next, next, memory_order_release);
+  atomic_store_explicit(&gate.filter, filter, memory_order_release);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (filter != arena_gate) { /* arena blocks made while the gate changed */
+    unsigned n = atomic_load(&arena_count);
+    for (unsigned i = 0; i < n && i < MT_ARENA_BLOCKS; i++) {
+      void *b = atomic_load(&arena_blocks[i]);
+      if (b)
+        mt_sampled_set_insert(&mt_shim.set, b);
+    }
+  }
+}
+
+void mt_shim_set_mode(int mode) {
+  gate_set(mode);
+  atomic_store_explicit(&mt_shim.mode, mode, memory_order_release);
+}
+
 /* Sets the thread up to allocate: resolves, starts tracing if it has not started. Returns the
  * tracing mode (MT_SHIM_OFF: pass through; the countdown is then idle once start-up is over),
  * MT_USE_ARENA or MT_INTERNAL. */
@@ -35,6 +124,12 @@ static int prepare(mt_shim_thread *t) {
     mt_shim_resolve();
     if (atomic_load_explicit(&mt_shim.resolve, memory_order_acquire) != MT_RESOLVE_DONE)
       return MT_USE_ARENA;
+  }
+  if (MT_UNLIKELY(atomic_load_explicit(&gate.next, memory_order_relaxed) == free_unresolved)) {
+    /* Resolved now: frees go straight to the next allocator, unless a mode change has put
+     * something else there meanwhile. */
+    void (*expected)(void *) = free_unresolved;
+    atomic_compare_exchange_strong(&gate.next, &expected, mt_shim_real.free);
   }
   if (t->depth)
     return atomic_load_explicit(&mt_shim.mode, memory_order_acquire) == MT_SHIM_FULL ? MT_INTERNAL
@@ -110,7 +205,7 @@ static void allocated(int mode, void *p, size_t size, uint64_t nsamples, unsigne
 static __attribute__((noinline)) void *malloc_slow(mt_shim_thread *t, size_t size) {
   int mode = prepare(t);
   if (mode == MT_USE_ARENA)
-    return mt_bootstrap_alloc(size, 16);
+    return arena_block(mt_bootstrap_alloc(size, 16));
   if (mode == MT_INTERNAL)
     return internal_block(mt_shim_real.malloc(size));
   if (mode == MT_SHIM_OFF)
@@ -141,7 +236,7 @@ static __attribute__((noinline)) void *calloc_slow(mt_shim_thread *t, size_t cou
   }
   int mode = prepare(t);
   if (mode == MT_USE_ARENA) {
-    void *p = mt_bootstrap_alloc(total, 16);
+    void *p = arena_block(mt_bootstrap_alloc(total, 16));
     if (p)
       memset(p, 0, total); /* the arena is never reused, but say it */
     return p;
@@ -175,6 +270,7 @@ MT_EXPORT void *calloc(size_t count, size_t size) {
  * free
  * ------------------------------------------------------------------------------------------- */
 
+/* A gate byte was non-zero: an arena block, maybe a sampled one, or a filter alias. */
 static __attribute__((noinline)) void free_slow(void *p) {
   if (!p || mt_bootstrap_owns(p))
     return;
@@ -186,26 +282,35 @@ static __attribute__((noinline)) void free_slow(void *p) {
   } else if (mode == MT_SHIM_SAMPLED && !t->depth && mt_sampled_set_remove(&mt_shim.set, p)) {
     mt_record_free(p);
   }
+  if (MT_UNLIKELY(!mt_shim_real.free))
+    return;
   t->in_allocator++;
   mt_shim_real.free(p);
   t->in_allocator--;
 }
 
+/* `next` with full tracing: every free is recorded (free_slow checks the mode again, in case
+ * tracing stopped since the gate was read). */
+static void free_full(void *p) {
+  free_slow(p);
+}
+
+/* `next` before the next allocator is known: only arena blocks (and NULL) exist. */
+static void free_unresolved(void *p) {
+  if (!p || mt_bootstrap_owns(p) || !mt_shim_real.free)
+    return;
+  mt_shim_real.free(p);
+}
+
 MT_EXPORT void free(void *p) {
-  /* Acquire: the set was mapped before the mode said SAMPLED (a plain load on x86-64). */
-  int mode = atomic_load_explicit(&mt_shim.mode, memory_order_acquire);
-  if (MT_LIKELY(mode == MT_SHIM_SAMPLED)) {
-    if (MT_LIKELY(!mt_sampled_set_maybe(&mt_shim.set, p)))
-      goto pass;
-  } else if (mode == MT_SHIM_OFF) {
-    goto pass;
+  /* Acquire: the filter was mapped and filled before the gate pointed at it (a plain load on
+   * x86-64). */
+  const _Atomic uint8_t *f = atomic_load_explicit(&gate.filter, memory_order_acquire);
+  if (MT_LIKELY(!atomic_load_explicit(&f[gate_bucket(p)], memory_order_relaxed))) {
+    atomic_load_explicit(&gate.next, memory_order_relaxed)(p);
+    return;
   }
   free_slow(p);
-  return;
-pass:
-  if (MT_UNLIKELY(mt_bootstrap_owns(p) || !mt_shim_real.free))
-    return; /* an arena block, or nothing was ever allocated by the next allocator */
-  mt_shim_real.free(p);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -227,7 +332,7 @@ static __attribute__((noinline)) void *realloc_slow(mt_shim_thread *t, void *p, 
     return realloc_from_arena(p, size);
   int mode = prepare(t);
   if (mode == MT_USE_ARENA)
-    return p ? NULL : mt_bootstrap_alloc(size, 16);
+    return p ? NULL : arena_block(mt_bootstrap_alloc(size, 16));
   if (mode == MT_INTERNAL) {
     bool was_internal = !p || forget_internal(p);
     void *q = mt_shim_real.realloc(p, size);
@@ -278,10 +383,12 @@ static __attribute__((noinline)) void *realloc_slow(mt_shim_thread *t, void *p, 
 
 MT_EXPORT void *realloc(void *p, size_t size) {
   mt_shim_thread *t = &mt_shim_self;
-  if (MT_LIKELY(atomic_load_explicit(&mt_shim.mode, memory_order_acquire) == MT_SHIM_SAMPLED) &&
-      !t->depth && (!p || !mt_sampled_set_maybe(&mt_shim.set, p))) {
+  /* The gate says p is neither sampled nor an arena block; full tracing keeps the countdown at 0
+   * and a thread that has not started yet has 0 too, so both take the slow path. */
+  const _Atomic uint8_t *f = atomic_load_explicit(&gate.filter, memory_order_acquire);
+  if (MT_LIKELY(!atomic_load_explicit(&f[gate_bucket(p)], memory_order_relaxed)) && !t->depth) {
     uint64_t c = (uint64_t)t->countdown;
-    if (MT_LIKELY(size < c && !mt_bootstrap_owns(p))) {
+    if (MT_LIKELY(size < c)) {
       t->countdown = (int64_t)(c - size);
       return mt_shim_real.realloc(p, size);
     }
@@ -365,7 +472,7 @@ static void *aligned(unsigned kind, size_t align, size_t size, int *error) {
   mt_shim_thread *t = &mt_shim_self;
   int mode = prepare(t);
   if (mode == MT_USE_ARENA) {
-    void *p = mt_bootstrap_alloc(size, align);
+    void *p = arena_block(mt_bootstrap_alloc(size, align));
     *error = p ? 0 : ENOMEM;
     return p;
   }

@@ -14,6 +14,7 @@ typedef struct mt_sampled_set {
   uintptr_t filter_mask;    /* filter buckets - 1 */
   _Atomic uintptr_t *slots; /* open addressing, linear probing; 0 empty, 1 removed */
   uint64_t slot_mask;
+  unsigned window_shift; /* log2 of the address span the table covers (home slots) */
   _Atomic uint64_t members;
   _Atomic uint64_t insert_failures; /* no free slot within the probe window */
 } mt_sampled_set;

@@ -131,6 +131,11 @@ static inline bool mt_bootstrap_owns(const void *p) {
 MT_HIDDEN void *mt_bootstrap_alloc(size_t size, size_t align);
 MT_HIDDEN size_t mt_bootstrap_size(const void *p);
 
+/* malloc.c */
+/* Sets mt_shim.mode, and before it the gate that free's fast path reads instead of the mode. Every
+ * change of the mode goes through here. Async-signal-safe. */
+MT_HIDDEN void mt_shim_set_mode(int mode);
+
 /* state.c */
 /* getenv without getenv, for mt_tracer_config_parse: the shim may run before libc has published
  * the environment, and a pure lookup over `environ` is what the parser needs. */

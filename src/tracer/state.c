@@ -61,14 +61,14 @@ static void fork_child(void) {
   if (!mt_shim.config.follow_fork) {
     /* The ring's handler (fork_untraced) closed the session without creating a file. A child of
      * `memtap record` stays untraced; one of a process tracing itself may start its own trace. */
-    atomic_store(&mt_shim.mode, MT_SHIM_OFF);
+    mt_shim_set_mode(MT_SHIM_OFF);
     if (mt_shim.config.record)
       atomic_store(&mt_shim.never, true);
     return;
   }
   if (atomic_load(&mt_ring_session.epoch) & 1) {
     /* The ring could not create the child's file: this child runs untraced. */
-    atomic_store(&mt_shim.mode, MT_SHIM_OFF);
+    mt_shim_set_mode(MT_SHIM_OFF);
     return;
   }
   mt_shim_self.depth++;
@@ -223,13 +223,13 @@ void mt_shim_init(void) {
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   int mode = start();
-  atomic_store_explicit(&mt_shim.mode, mode, memory_order_release);
+  mt_shim_set_mode(mode);
   atomic_store_explicit(&mt_shim.init, 2, memory_order_release);
   t->depth--;
 }
 
 void mt_shim_stop(void) {
-  atomic_store(&mt_shim.mode, MT_SHIM_OFF);
+  mt_shim_set_mode(MT_SHIM_OFF);
 }
 
 static void seed_thread(mt_shim_thread *t);
