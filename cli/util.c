@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "go_input.h"
 
 void cli_error(const char *file, const char *fmt, ...) {
   fflush(stdout);
@@ -127,6 +128,8 @@ void cli_print_warning(void *user, int64_t offset, const char *message) {
 mt_reader *cli_open_trace(const char *path, bool backtraces) {
   mt_reader_options options = {
       .backtraces = backtraces, .on_warning = cli_print_warning, .warning_user = (void *)path};
+  if (cli_is_go_trace(path)) /* a Go execution trace: converted first (docs/go.md) */
+    return cli_open_go_trace(path, &options);
   mt_reader *r;
   mt_error err;
   int rc = strcmp(path, "-") ? mt_reader_open(&r, path, &options, &err)

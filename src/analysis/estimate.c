@@ -74,7 +74,10 @@ void mt_amount_sub(mt_amount *to, uint64_t objects, uint64_t samples, double obj
 const char *mt_analysis_source_name(const mt_analysis *a, mt_source source) {
   static const char *ocaml[] = {"minor", "major", "external"};
   static const char *memtap[] = {"minor", "mapped", "malloc"};
+  static const char *go[] = {"goroutine stacks", "spans", "heap objects"}; /* memtap/import.h */
   if ((unsigned)source > 2)
     return "?";
+  if (!strncmp(a->summary.info.ocaml_runtime_params, "memtap-go", 9))
+    return go[source];
   return (a->memtap_trace ? memtap : ocaml)[source];
 }

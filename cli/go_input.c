@@ -1,0 +1,76 @@
+/* Opening a Go execution trace as a memtrace trace (go_input.h). The converted trace goes to an
+ * unlinked temporary file, not to memory, so that a long Go trace needs disk, not RAM; the reader
+ * opens it again through /proc/self/fd and the file disappears when the reader closes. */
+#include "go_input.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "memtap/import.h"
+
+bool cli_is_go_trace(const char *path) {
+  if (!strcmp(path, "-"))
+    return false;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  unsigned char head[16];
+  ssize_t n = read(fd, head, sizeof head);
+  close(fd);
+  return n == (ssize_t)sizeof head && mt_go_trace_detect(head, sizeof head);
+}
+
+static int temporary_file(void) {
+  const char *dir = getenv("TMPDIR");
+  if (!dir || !*dir)
+    dir = "/tmp";
+  int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0)
+    return fd;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/memtap-go-XXXXXX", dir);
+  fd = mkostemp(path, O_CLOEXEC);
+  if (fd >= 0)
+    unlink(path);
+  return fd;
+}
+
+mt_reader *cli_open_go_trace(const char *path, const mt_reader_options *options) {
+  int in = open(path, O_RDONLY | O_CLOEXEC);
+  if (in < 0) {
+    cli_error(path, "cannot open: %s", strerror(errno));
+    return NULL;
+  }
+  int out = temporary_file();
+  if (out < 0) {
+    cli_error(path, "cannot create a temporary file for the converted Go trace: %s",
+              strerror(errno));
+    close(in);
+    return NULL;
+  }
+  mt_go_import_options o = {.on_warning = cli_print_warning, .warning_user = (void *)path};
+  struct stat st;
+  if (fstat(in, &st) == 0)
+    o.start_time = (int64_t)st.st_mtim.tv_sec * 1000000 + st.st_mtim.tv_nsec / 1000;
+  mt_error err;
+  int rc = mt_go_import_fd(in, out, &o, NULL, &err);
+  close(in);
+  mt_reader *r = NULL;
+  if (rc == MT_OK) {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", out);
+    rc = mt_reader_open(&r, self, options, &err);
+  }
+  close(out);
+  if (rc) {
+    cli_report(path, &err);
+    return NULL;
+  }
+  return r;
+}

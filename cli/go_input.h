@@ -1,0 +1,19 @@
+/* Go execution traces where the CLI expects a memtrace trace (docs/go.md): any command that reads
+ * a trace file also takes a Go trace, recognised by its header and converted first. */
+#ifndef MEMTAP_CLI_GO_INPUT_H
+#define MEMTAP_CLI_GO_INPUT_H
+
+#include <stdbool.h>
+
+#include "memtap/format.h"
+
+/* Whether the named file (not "-") starts with a Go execution trace header. */
+bool cli_is_go_trace(const char *path);
+
+/* Converts the Go trace `path` (memtap/import.h, all kinds, start time from the file's mtime)
+ * into an unlinked temporary file in $TMPDIR (default /tmp) and opens a reader on it, which keeps
+ * the only reference to it. Conversion warnings and errors are printed as "memtap: PATH: ...";
+ * NULL on failure. */
+mt_reader *cli_open_go_trace(const char *path, const mt_reader_options *options);
+
+#endif
