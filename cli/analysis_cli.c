@@ -16,7 +16,11 @@ bool an_option(an_options *o, int c, const char *arg) {
   switch (c) {
   case AN_OPT_FROM: o->from = arg; return true;
   case AN_OPT_TO: o->to = arg; return true;
-  case AN_OPT_HIDE: o->hide = arg; return true;
+  case AN_OPT_HIDE:
+    if (o->nhide < AN_MAX_HIDE)
+      o->hide[o->nhide] = arg;
+    o->nhide++;
+    return true;
   case AN_OPT_NO_FOLD: o->no_fold = true; return true;
   case AN_OPT_JSON: o->json = true; return true;
   case AN_OPT_INDEX: o->index = AN_INDEX_ON; return true;
@@ -26,9 +30,16 @@ bool an_option(an_options *o, int c, const char *arg) {
 }
 
 bool an_parse_time(const char *text, int64_t duration_us, int64_t *us) {
+  /* Plain decimal only: strtod would also take "0x10" (16 s), "1e3", "inf" and leading spaces. */
+  size_t digits = strspn(text, "0123456789");
+  size_t length = digits;
+  if (text[length] == '.')
+    length += 1 + strspn(text + length + 1, "0123456789");
+  if (digits == 0 && length <= 1) /* no digit at all */
+    return false;
   char *end;
   double v = strtod(text, &end);
-  if (end == text || !isfinite(v) || v < 0)
+  if (end != text + length || !isfinite(v) || v < 0)
     return false;
   if (!strcmp(end, "%")) {
     if (v > 100)
@@ -76,7 +87,7 @@ int64_t an_trace_duration(const char *path, bool use_index) {
   while ((rc = mt_reader_next(r, &ev, &err)) > 0)
     last = ev.time;
   mt_reader_close(r);
-  if (rc < 0) {
+  if (rc < 0 && err.code != MT_E_MALFORMED) { /* damage: the analysis warns of it */
     cli_report(path, &err);
     return -1;
   }
@@ -128,11 +139,70 @@ static void report_index(const mt_analysis *a, const an_options *o) {
             use->checkpoints, use->added);
 }
 
+/* The warning for a trace damaged part-way: where, what the analysis covers, and why what comes
+ * just before the damage is not to be trusted either. */
+static void warn_damage(const char *path, const mt_analysis *a, const mt_error *damage,
+                        int64_t trace_size) {
+  const mt_summary *s = mt_analysis_summary(a);
+  char at[32], read[32], share[32];
+  out_format_count((double)damage->offset, at);
+  out_format_bytes((double)damage->offset, read);
+  if (trace_size > 0)
+    snprintf(share, sizeof share, " (%.0f%%)", 100.0 * (double)damage->offset / (double)trace_size);
+  else
+    share[0] = 0;
+  /* The reader's message starts with where ("malformed trace at byte N: "): said already. */
+  const char *what = damage->message;
+  const char *colon = strstr(what, ": ");
+  if (!strncmp(what, "malformed trace at byte", 23) && colon)
+    what = colon + 2;
+  fflush(stdout);
+  fprintf(stderr,
+          "memtap: %s: warning: the trace is damaged at byte %s (%s); the analysis covers the "
+          "%s%s read before it, events up to %.6f s. memtrace traces carry no checksums, so "
+          "events just before the damage may already be wrong\n",
+          path, at, what, read, share, (double)(s->end_time - s->info.start_time) / 1e6);
+}
+
+/* Every --hide pattern, each checked alone (a bad one is a bad command line, whatever the trace),
+ * as one extended regular expression "(p1)|(p2)|..." in *out (malloc'd; NULL when none); false
+ * after printing a usage error or running out of memory. */
+static bool hide_pattern(const char *cmd, const an_options *o, char **out) {
+  size_t len = 1;
+  for (int i = 0; i < o->nhide; i++) {
+    if (!*o->hide[i])
+      continue;
+    regex_t re;
+    int rc = regcomp(&re, o->hide[i], REG_EXTENDED | REG_NOSUB);
+    if (rc) {
+      char why[128];
+      regerror(rc, &re, why, sizeof why);
+      cli_usage_error(cmd, "bad --hide regular expression '%s': %s", o->hide[i], why);
+      return false;
+    }
+    regfree(&re);
+    len += strlen(o->hide[i]) + 3;
+  }
+  *out = NULL;
+  if (len == 1)
+    return true;
+  char *joined = malloc(len);
+  if (!joined) {
+    cli_error(NULL, "out of memory");
+    return false;
+  }
+  size_t at = 0;
+  for (int i = 0; i < o->nhide; i++)
+    if (*o->hide[i])
+      at += (size_t)snprintf(joined + at, len - at, "%s(%s)", at ? "|" : "", o->hide[i]);
+  *out = joined;
+  return true;
+}
+
 mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, bool cells,
                      int64_t to_override, int *status) {
   *status = MT_EXIT_USAGE;
   mt_analysis_options options = mt_analysis_default_options();
-  options.hide = o->hide;
   options.no_fold = o->no_fold;
   options.cells = cells;
   bool percent = (o->from && strchr(o->from, '%')) || (o->to && strchr(o->to, '%'));
@@ -163,27 +233,29 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
                     (double)options.to / 1e6, (double)options.from / 1e6);
     return NULL;
   }
-  if (o->hide && *o->hide) { /* a bad regex is a bad command line, whatever the trace */
-    regex_t re;
-    int rc = regcomp(&re, o->hide, REG_EXTENDED | REG_NOSUB);
-    if (rc) {
-      char why[128];
-      regerror(rc, &re, why, sizeof why);
-      cli_usage_error(cmd, "bad --hide regular expression '%s': %s", o->hide, why);
-      return NULL;
-    }
-    regfree(&re);
+  if (o->nhide > AN_MAX_HIDE) {
+    cli_usage_error(cmd, "at most %d --hide patterns (%d given): join some with '|'", AN_MAX_HIDE,
+                    o->nhide);
+    return NULL;
   }
+  char *hide = NULL;
+  if (!hide_pattern(cmd, o, &hide))
+    return NULL;
+  options.hide = hide;
+  options.partial = true;
   *status = MT_EXIT_FAILURE;
   mt_reader *r = cli_open_trace(path, true);
-  if (!r)
+  if (!r) {
+    free(hide);
     return NULL;
+  }
   progress p = {.shown = -1};
   bool bar = isatty(STDERR_FILENO) && mt_reader_size(r) > (64 << 20);
   if (bar) {
     options.progress = draw_progress;
     options.progress_user = &p;
   }
+  int64_t trace_size = mt_reader_size(r);
   char *idx = index_for(path, o, options.from);
   options.index_path = idx;
   mt_analysis *a;
@@ -193,25 +265,42 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
     fprintf(stderr, "\r%50s\r", "");
   mt_reader_close(r);
   free(idx);
+  free(hide);
   if (rc) {
     cli_report(path, &err);
     return NULL;
   }
   if (idx)
     report_index(a, o);
+  const mt_summary *s = mt_analysis_summary(a);
+  const mt_error *damage = mt_analysis_damage(a);
+  if (damage)
+    warn_damage(path, a, damage, trace_size);
+  int64_t read_to = s->end_time - s->info.start_time;
+  if (options.from != MT_TIME_UNBOUNDED && options.from > read_to) {
+    *status = cli_usage_error(
+        cmd, "the window starts at %.6f s, after the %s (%.6f s)", (double)options.from / 1e6,
+        damage ? "last event read before the damage" : "trace's end", (double)read_to / 1e6);
+    mt_analysis_free(a);
+    return NULL;
+  }
   return a;
 }
 
+int an_status(const mt_analysis *a, int status) {
+  return status == MT_EXIT_OK && a && mt_analysis_damage(a) ? MT_EXIT_PARTIAL : status;
+}
+
 const char *an_size(double bytes, char buf[32]) {
-  static const char *units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
-  int u = 0;
-  double v = bytes;
-  while (fabs(v) >= 1000 && u < 5)
-    v /= 1000, u++;
-  if (u == 0)
-    snprintf(buf, 32, "%.0f B", v);
-  else
-    snprintf(buf, 32, "%.*f %s", fabs(v) < 100 ? 1 : 0, v, units[u]);
+  return out_format_bytes(bytes, buf);
+}
+
+const char *an_metric_text(mt_metric metric, double value, char buf[48]) {
+  if (metric != MT_METRIC_COUNT)
+    return out_format_bytes(value, buf);
+  char count[32];
+  snprintf(buf, 48, "%s object%s", out_format_count(value, count),
+           out_plural((double)llround(value)));
   return buf;
 }
 
@@ -310,4 +399,21 @@ int an_export_to(const mt_analysis *a, mt_export_format format, const mt_export_
     cli_report(rc == MT_E_IO ? out->name : path, &err);
   /* A failed export leaves a file that was there as it was. */
   return cli_output_file_close(out, rc == MT_OK) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+}
+
+void an_print_window(cli_out *o, const an_options *ao, const mt_analysis *a) {
+  if (!ao->from && !ao->to)
+    return;
+  const mt_summary *s = mt_analysis_summary(a);
+  out_printf(o, "window: %.6f s to %.6f s (%.6f s)\n", (double)s->from / 1e6, (double)s->to / 1e6,
+             (double)(s->to - s->from) / 1e6);
+}
+
+void an_json_window(cli_out *o, const an_options *ao, const mt_analysis *a) {
+  const mt_summary *s = mt_analysis_summary(a);
+  if (!ao->from && !ao->to)
+    out_str(o, ",\"window\":null");
+  else
+    out_printf(o, ",\"window\":{\"from_s\":%.6f,\"to_s\":%.6f}", (double)s->from / 1e6,
+               (double)s->to / 1e6);
 }

@@ -23,9 +23,13 @@ typedef enum an_index_mode {
 /* Traces from this size on get a checkpoint index on their first windowed analysis. */
 #define AN_INDEX_MIN_TRACE (INT64_C(64) << 20)
 
+/* --hide patterns kept; more are refused (an_load). */
+#define AN_MAX_HIDE 32
+
 typedef struct an_options {
-  const char *from, *to; /* as given: seconds, or N% of the trace */
-  const char *hide;
+  const char *from, *to;         /* as given: seconds, or N% of the trace */
+  const char *hide[AN_MAX_HIDE]; /* every --hide: a frame is dropped if any matches */
+  int nhide;                     /* how many were given (more than AN_MAX_HIDE: refused) */
   bool no_fold;
   bool json;
   an_index_mode index;
@@ -74,12 +78,19 @@ bool an_parse_time(const char *text, int64_t duration_us, int64_t *us);
 mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, bool cells,
                      int64_t to_override, int *status);
 
+/* A command's exit status once it has printed `a`: MT_EXIT_PARTIAL instead of MT_EXIT_OK when
+ * the trace was damaged part-way (an_load printed the warning). */
+int an_status(const mt_analysis *a, int status);
+
 /* The end of a trace in µs since its start: from its checkpoint index when `use_index` and that
  * knows it, else by a pass without backtraces; -1 on error (printed). */
 int64_t an_trace_duration(const char *path, bool use_index);
 
-/* "11.6 MB"-style decimal size into buf. */
+/* "11.1 MiB": out_format_bytes (IEC units). */
 const char *an_size(double bytes, char buf[32]);
+
+/* A metric's value for text: "981,314 objects" for count, else bytes ("11.1 MiB"). */
+const char *an_metric_text(mt_metric metric, double value, char buf[48]);
 
 /* Writes an amount as a JSON object: objects, samples, bytes, objects_estimated (integers). */
 void an_json_amount(cli_out *o, const mt_analysis *a, const mt_amount *m);
@@ -115,4 +126,14 @@ void an_json_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverted
  * succeeded); prints errors; returns an exit status. `path` names the trace in messages. */
 int an_export_to(const mt_analysis *a, mt_export_format format, const mt_export_options *eo,
                  cli_output_file *out, const char *path);
+#endif
+
+#ifndef MEMTAP_CLI_ANALYSIS_CLI_WINDOW
+#define MEMTAP_CLI_ANALYSIS_CLI_WINDOW
+/* The header line of a command given --from or --to: "window: 0.000035 s to 0.000075 s
+ * (0.000040 s)\n", the window analysed (summary.from/to); nothing without a window. */
+void an_print_window(cli_out *o, const an_options *ao, const mt_analysis *a);
+/* The same as a JSON member, with a leading comma: ,"window":{"from_s","to_s"} or ,"window":null.
+ */
+void an_json_window(cli_out *o, const an_options *ao, const mt_analysis *a);
 #endif

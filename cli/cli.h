@@ -13,6 +13,7 @@
 enum {
   MT_EXIT_OK = 0,
   MT_EXIT_FAILURE = 1, /* the input is malformed, or an operation failed */
+  MT_EXIT_PARTIAL = 2, /* only part of the trace could be read (truncated, or damaged part-way) */
   MT_EXIT_USAGE = 64,  /* bad command line (sysexits EX_USAGE) */
 };
 

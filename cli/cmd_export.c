@@ -9,16 +9,17 @@
 static const char usage[] =
     "usage: memtap export [OPTIONS] --format FORMAT -o OUT TRACE\n"
     "\n"
-    "  --format pprof       gzipped pprof profile for go tool pprof, Pyroscope, Parca: sample\n"
-    "                       types alloc_objects, alloc_space, inuse_objects, inuse_space\n"
-    "  --format speedscope  speedscope JSON (bytes allocated, bytes live at the end)\n"
-    "  --format chrome      Chrome trace JSON: live-heap counter, largest allocations\n"
-    "  --format folded      folded stacks (as memtap flame)\n"
-    "  -o OUT               the output file ('-' for standard output)\n"
-    "  --at T|peak          pprof in-use values at the peak, or at T (seconds or N%: the\n"
-    "                       analysis then stops at T, alloc_* included); default: the end\n"
-    "  --by METRIC          folded: bytes (the default), count, live, peak, "
-    "temporary\n" AN_USAGE_WINDOW AN_USAGE_STACKS "  -h, --help           show this help\n";
+    "  --format FORMAT   pprof: a gzipped pprof profile for go tool pprof, Pyroscope, Parca,\n"
+    "                    with alloc_objects, alloc_space, inuse_objects and inuse_space;\n"
+    "                    speedscope: speedscope JSON, bytes allocated and bytes live at the end;\n"
+    "                    chrome: Chrome trace JSON, the live heap and the largest allocations;\n"
+    "                    folded: folded stacks (as memtap flame)\n"
+    "  -o OUT            the output file ('-' for standard output)\n"
+    "  --at T|peak       pprof, speedscope: what is in use at the peak, or at T (seconds or N%:\n"
+    "                    the analysis then stops at T, allocations included); default: the end.\n"
+    "                    T also applies to chrome and folded; 'peak' does not\n"
+    "  --by METRIC       folded: bytes (the default), count, live, peak, "
+    "temporary\n" AN_USAGE_WINDOW AN_USAGE_STACKS "  -h, --help        show this help\n";
 
 int mt_cmd_export(int argc, char **argv) {
   enum { OPT_FORMAT = 1, OPT_AT, OPT_BY };
@@ -30,6 +31,7 @@ int mt_cmd_export(int argc, char **argv) {
   an_options ao = {0};
   mt_export_options eo = {0};
   const char *format_name = NULL, *output = NULL, *at = NULL;
+  bool by = false;
   int c;
   optind = 1;
   while ((c = cli_getopt(argc, argv, "ho:", options)) != -1) {
@@ -42,6 +44,7 @@ int mt_cmd_export(int argc, char **argv) {
     case OPT_BY:
       if (!an_parse_metric(optarg, &eo.metric))
         return cli_usage_error("export", "--by takes bytes, count, live, peak or temporary");
+      by = true;
       break;
     case 'o': output = optarg; break;
     default: return cli_bad_option("export");
@@ -64,6 +67,17 @@ int mt_cmd_export(int argc, char **argv) {
       fi = i;
   if (fi < 0)
     return cli_usage_error("export", "--format takes pprof, speedscope, chrome or folded");
+  /* An option a format cannot honour is refused, never dropped. */
+  mt_export_format format = formats[fi].format;
+  if (by && format != MT_EXPORT_FOLDED)
+    return cli_usage_error("export", "--by is for --format folded: %s",
+                           format == MT_EXPORT_PPROF
+                               ? "pprof has every sample type (choose one in pprof with "
+                                 "-sample_index)"
+                               : "this format has fixed values");
+  if (at && !strcmp(at, "peak") && format != MT_EXPORT_PPROF && format != MT_EXPORT_SPEEDSCOPE)
+    return cli_usage_error("export", "--at peak is for pprof and speedscope%s",
+                           format == MT_EXPORT_FOLDED ? " (folded: --by peak)" : "");
   const char *path = argv[optind];
   cli_output_file out; /* before reading the trace: a bad output is found at once */
   if (!cli_output_file_open(&out, output, &path, 1))
@@ -87,7 +101,7 @@ int mt_cmd_export(int argc, char **argv) {
     cli_output_file_close(&out, false);
     return status;
   }
-  status = an_export_to(a, formats[fi].format, &eo, &out, path);
+  status = an_status(a, an_export_to(a, format, &eo, &out, path));
   mt_analysis_free(a);
   return status;
 }

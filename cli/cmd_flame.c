@@ -66,7 +66,7 @@ int mt_cmd_flame(int argc, char **argv) {
     cli_output_file_close(&out, false);
     return status;
   }
-  status = an_export_to(a, format, &eo, &out, path);
+  status = an_status(a, an_export_to(a, format, &eo, &out, path));
   mt_analysis_free(a);
   return status;
 }

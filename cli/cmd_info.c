@@ -98,13 +98,20 @@ int mt_cmd_info(int argc, char **argv) {
         t.max_length = ev.length;
     }
   }
-  if (rc < 0) {
+  /* Damage part-way: what was read before it is described, with a warning (exit 2). */
+  bool damaged = rc < 0 && err.code == MT_E_MALFORMED;
+  if (rc < 0 && !damaged) {
     cli_report(path, &err);
     mt_reader_close(r);
     return MT_EXIT_FAILURE;
   }
+  /* Standard input that is a pipe has no size: what was read from it is. */
   struct stat st;
-  long long file_size = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+  bool piped = !strcmp(path, "-");
+  int stat_rc = piped ? fstat(STDIN_FILENO, &st) : stat(path, &st);
+  if (piped && stat_rc == 0 && !S_ISREG(st.st_mode))
+    stat_rc = -1;
+  long long file_size = stat_rc == 0 ? (long long)st.st_size : (long long)mt_reader_position(r);
   double duration = (double)((uint64_t)t.last_time - (uint64_t)info->start_time) / 1e6;
   uint64_t nallocs = t.allocs[0] + t.allocs[1] + t.allocs[2];
   bool rate_ok = info->sample_rate > 0 && info->sample_rate <= 1;
@@ -151,12 +158,16 @@ int mt_cmd_info(int argc, char **argv) {
     out_printf(&o,
                "},\"promoted_percent\":%.2f,\"sizes\":{\"le4\":%" PRIu64 ",\"le16\":%" PRIu64
                ",\"le256\":%" PRIu64 ",\"larger\":%" PRIu64 ",\"max_words\":%lld},"
-               "\"truncated\":%s,\"skipped_packets\":%" PRIu64 "}\n",
+               "\"truncated\":%s,\"skipped_packets\":%" PRIu64 ",\"damaged_at\":%lld}\n",
                pct(t.promotes, t.allocs[0]), t.size_le4, t.size_le16, t.size_le256, t.size_larger,
                (long long)t.max_length, truncated ? "true" : "false",
-               mt_reader_warning_count(r) - (truncated ? 1 : 0));
+               mt_reader_warning_count(r) - (truncated ? 1 : 0),
+               damaged ? (long long)err.offset : -1LL);
   } else {
-    out_printf(&o, "file:           %s (%lld bytes)\n", path, file_size);
+    char n1[32], n2[32], n3[32], n4[32], n5[32], n6[32];
+    out_printf(&o, "file:           %s (%s, %s byte%s%s)\n", path,
+               out_format_bytes((double)file_size, n1), out_format_count((double)file_size, n2),
+               out_plural((double)file_size), stat_rc == 0 ? "" : " read");
     out_printf(&o, "format:         memtrace v%d\n", info->version);
     out_printf(&o, "start time:     %s\n", start);
     out_printf(&o, "duration:       %.6f s\n", duration);
@@ -169,33 +180,53 @@ int mt_cmd_info(int argc, char **argv) {
     out_printf(&o, "runtime params: %s\n", info->ocaml_runtime_params);
     out_printf(&o, "context:        %s\n", info->context[0] ? info->context : "(none)");
     out_printf(&o, "domains:        %u\n", t.domain_count);
-    out_printf(&o,
-               "events:         %" PRIu64 " allocations (%" PRIu64 " minor, %" PRIu64
-               " major, %" PRIu64 " external), %" PRIu64 " promotions, %" PRIu64 " collections\n",
-               nallocs, t.allocs[0], t.allocs[1], t.allocs[2], t.promotes, t.collects);
-    out_printf(&o, "samples:        %" PRIu64 "\n", t.samples[0] + t.samples[1] + t.samples[2]);
+    out_printf(&o, "events:         %s allocation%s (%s minor, %s major, %s external), ",
+               out_format_count((double)nallocs, n1), out_plural((double)nallocs),
+               out_format_count((double)t.allocs[0], n2), out_format_count((double)t.allocs[1], n3),
+               out_format_count((double)t.allocs[2], n4));
+    out_printf(&o, "%s promotion%s, %s collection%s\n", out_format_count((double)t.promotes, n5),
+               out_plural((double)t.promotes), out_format_count((double)t.collects, n6),
+               out_plural((double)t.collects));
+    out_printf(&o, "samples:        %s\n",
+               out_format_count((double)(t.samples[0] + t.samples[1] + t.samples[2]), n1));
     if (rate_ok) {
+      /* Words of the trace's word size; external blocks are bytes in the end (malloc), so they
+       * get bytes per second too. */
+      double bytes_per_second = est[2] * per_second * info->word_size / 8;
       out_printf(&o, "allocation rate (estimated from samples):\n");
-      out_printf(&o, "  minor:        %.4g words/s (%.1f%% of sampled minor blocks promoted)\n",
-                 est[0] * per_second, pct(t.promotes, t.allocs[0]));
-      out_printf(&o, "  major:        %.4g words/s\n", est[1] * per_second);
-      out_printf(&o, "  external:     %.4g words/s (%.4g bytes/s)\n", est[2] * per_second,
-                 est[2] * per_second * info->word_size / 8);
+      out_printf(&o, "  minor:        %s words/s (%.1f%% of sampled minor blocks promoted)\n",
+                 out_format_count(est[0] * per_second, n1), pct(t.promotes, t.allocs[0]));
+      out_printf(&o, "  major:        %s words/s\n", out_format_count(est[1] * per_second, n1));
+      out_printf(&o, "  external:     %s words/s (%s/s)\n",
+                 out_format_count(est[2] * per_second, n1), out_format_bytes(bytes_per_second, n2));
     }
     out_printf(&o, "sizes (sampled allocations):\n");
-    out_printf(&o, "  <= 4 words:   %" PRIu64 " (%.1f%%)\n", t.size_le4, pct(t.size_le4, nallocs));
-    out_printf(&o, "  <= 16 words:  %" PRIu64 " (%.1f%%)\n", t.size_le16,
+    out_printf(&o, "  <= 4 words:   %s (%.1f%%)\n", out_format_count((double)t.size_le4, n1),
+               pct(t.size_le4, nallocs));
+    out_printf(&o, "  <= 16 words:  %s (%.1f%%)\n", out_format_count((double)t.size_le16, n1),
                pct(t.size_le16, nallocs));
-    out_printf(&o, "  <= 256 words: %" PRIu64 " (%.1f%%)\n", t.size_le256,
+    out_printf(&o, "  <= 256 words: %s (%.1f%%)\n", out_format_count((double)t.size_le256, n1),
                pct(t.size_le256, nallocs));
-    out_printf(&o, "  larger:       %" PRIu64 " (%.1f%%)\n", t.size_larger,
+    out_printf(&o, "  larger:       %s (%.1f%%)\n", out_format_count((double)t.size_larger, n1),
                pct(t.size_larger, nallocs));
-    out_printf(&o, "  largest:      %lld words\n", (long long)t.max_length);
+    out_printf(&o, "  largest:      %s word%s\n", out_format_count((double)t.max_length, n1),
+               out_plural((double)t.max_length));
     if (truncated)
-      out_printf(&o, "truncated:      at byte %lld (the writer stopped mid-packet)\n",
-                 (long long)cut);
+      out_printf(&o, "truncated:      at byte %s (the writer stopped mid-packet)\n",
+                 out_format_count((double)cut, n1));
   }
   int status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  if (damaged) {
+    char at[32], read[32];
+    cli_error(path,
+              "warning: the trace is damaged at byte %s (%s); the figures above cover the %s read "
+              "before it. memtrace traces carry no checksums, so events just before the damage "
+              "may already be wrong",
+              out_format_count((double)err.offset, at), err.message,
+              out_format_bytes((double)err.offset, read));
+    if (status == MT_EXIT_OK)
+      status = MT_EXIT_PARTIAL;
+  }
   mt_reader_close(r);
   return status;
 }

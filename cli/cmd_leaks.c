@@ -1,5 +1,6 @@
 /* memtap leaks: objects not freed by the end of the trace (or window), grouped by site, largest
  * first; with --fail-above, an exit status for CI when the estimate is above a limit. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@ static const char usage[] =
     "site, largest first. 'Not freed by the end' is all a trace can tell: a program that exits\n"
     "without freeing what it still uses shows it here too.\n"
     "\n"
-    "  --fail-above BYTES  exit with status 3 when the estimated leaked bytes exceed BYTES\n"
+    "  --fail-above N    exit with status 3 when the estimated leaked bytes exceed N\n"
     "  --group KEY       site (the default), function or file\n"
     "  -n N              show N groups (default 20; 0 for all)\n"
     "  --depth N         show at most N frames of each backtrace (default 12; 0 for all)\n"
@@ -53,12 +54,12 @@ int mt_cmd_leaks(int argc, char **argv) {
       break;
     case OPT_INVERTED: inverted = true; break;
     case 'n':
-      if (!cli_parse_int(optarg, 0, 1 << 30, &limit))
-        return cli_usage_error("leaks", "-n takes a count");
+      if (!cli_parse_int(optarg, 0, LLONG_MAX, &limit))
+        return cli_usage_error("leaks", "-n takes a count (0 or more), not '%s'", optarg);
       break;
     case OPT_DEPTH:
-      if (!cli_parse_int(optarg, 0, 1 << 30, &depth))
-        return cli_usage_error("leaks", "--depth takes a count");
+      if (!cli_parse_int(optarg, 0, LLONG_MAX, &depth))
+        return cli_usage_error("leaks", "--depth takes a count (0 or more), not '%s'", optarg);
       break;
     default: return cli_bad_option("leaks");
     }
@@ -105,19 +106,24 @@ int mt_cmd_leaks(int argc, char **argv) {
     }
     out_str(&o, "]}\n");
   } else {
-    char b1[32];
+    char b1[32], n1[32], n2[32], n3[32];
+    const mt_amount *m = &s->live_end;
     out_printf(&o,
-               "not freed by the end of %s (%.6f s): %llu sampled objects, %llu samples, "
-               "~%s, in %zu group%s\n\n",
-               where, (double)s->to / 1e6, (unsigned long long)s->live_end.objects,
-               (unsigned long long)s->live_end.samples, an_size(leaked, b1), n, n == 1 ? "" : "s");
+               "not freed by the end of %s (%.6f s): %s sampled object%s, %s sample%s, ~%s, in "
+               "%s group%s\n\n",
+               where, (double)s->to / 1e6, out_format_count((double)m->objects, n1),
+               out_plural((double)m->objects), out_format_count((double)m->samples, n2),
+               out_plural((double)m->samples), an_size(leaked, b1), out_format_count((double)n, n3),
+               out_plural((double)n));
     for (size_t i = 0; i < shown; i++) {
       const mt_group *g = &groups[i];
-      out_printf(&o, "%3zu. %llu objects, %llu samples, ~%s (~%.0f objects estimated)\n     ",
-                 i + 1, (unsigned long long)g->stats.live.objects,
-                 (unsigned long long)g->stats.live.samples,
-                 an_size(mt_analysis_bytes(a, g->stats.live.samples), b1),
-                 g->stats.live.objects_estimated);
+      m = &g->stats.live;
+      out_printf(&o, "%3zu. %s object%s, %s sample%s, ~%s (~%s object%s estimated)\n     ", i + 1,
+                 out_format_count((double)m->objects, n1), out_plural((double)m->objects),
+                 out_format_count((double)m->samples, n2), out_plural((double)m->samples),
+                 an_size(mt_analysis_bytes(a, m->samples), b1),
+                 out_format_count(m->objects_estimated, n3),
+                 out_plural((double)llround(m->objects_estimated)));
       if (by == MT_GROUP_FILE)
         out_str(&o, g->key.file);
       else
@@ -127,8 +133,9 @@ int mt_cmd_leaks(int argc, char **argv) {
       out_str(&o, "\n");
     }
   }
-  status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
-  if (status == MT_EXIT_OK && fail_above >= 0 && leaked > (double)fail_above) {
+  status = an_status(a, out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE);
+  if ((status == MT_EXIT_OK || status == MT_EXIT_PARTIAL) && fail_above >= 0 &&
+      leaked > (double)fail_above) {
     char b1[32];
     cli_error(path, "leaked ~%s, above --fail-above %lld", an_size(leaked, b1), fail_above);
     status = MT_EXIT_THRESHOLD;

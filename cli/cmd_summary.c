@@ -23,10 +23,13 @@ static const char usage[] =
 #define RATE_SEGMENTS 10
 
 static void print_amount(cli_out *o, const mt_analysis *a, const char *label, const mt_amount *m) {
-  char size[32];
-  out_printf(o, "%-16s %llu sampled objects, %llu samples, ~%s, ~%.0f objects\n", label,
-             (unsigned long long)m->objects, (unsigned long long)m->samples,
-             an_size(mt_analysis_bytes(a, m->samples), size), m->objects_estimated);
+  char size[32], objects[32], samples[32], estimated[32];
+  double rounded = (double)llround(m->objects_estimated);
+  out_printf(o, "%-16s %s sampled object%s, %s sample%s, ~%s, ~%s object%s\n", label,
+             out_format_count((double)m->objects, objects), out_plural((double)m->objects),
+             out_format_count((double)m->samples, samples), out_plural((double)m->samples),
+             an_size(mt_analysis_bytes(a, m->samples), size),
+             out_format_count(m->objects_estimated, estimated), out_plural(rounded));
 }
 
 static void lifetime_label(int i, char *buf, size_t size) {
@@ -44,10 +47,11 @@ static int time_decimals(int64_t step_us) {
 }
 
 static void size_label(int i, char *buf, size_t size) {
+  char limit[32];
   if (i == MT_SIZE_CLASSES - 1)
-    snprintf(buf, size, "> %lld B", (long long)mt_size_class_limit(i - 1));
+    snprintf(buf, size, "> %s", out_format_exact_bytes(mt_size_class_limit(i - 1), limit));
   else
-    snprintf(buf, size, "<= %lld B", (long long)mt_size_class_limit(i));
+    snprintf(buf, size, "<= %s", out_format_exact_bytes(mt_size_class_limit(i), limit));
 }
 
 int mt_cmd_summary(int argc, char **argv) {
@@ -170,7 +174,7 @@ int mt_cmd_summary(int argc, char **argv) {
     char b1[32];
     out_printf(&o, "trace:           %s\n", path);
     out_printf(&o, "executable:      %s\n", s->info.executable_name);
-    if (ao.to)
+    if (ao.to && s->to != s->end_time - s->info.start_time) /* not clamped to the end */
       out_printf(&o, "last event read: %.6f s (the trace after the window is not read)\n",
                  duration);
     else
@@ -189,20 +193,25 @@ int mt_cmd_summary(int argc, char **argv) {
     print_amount(&o, a, "freed:", &s->freed);
     if (s->from > 0)
       print_amount(&o, a, "live at start:", &s->live_start);
-    out_printf(&o, "peak live heap:  ~%s at %.6f s (%llu sampled objects)\n",
+    char n1[32];
+    out_printf(&o, "peak live heap:  ~%s at %.6f s (%s sampled object%s)\n",
                an_size(mt_analysis_bytes(a, s->at_peak.samples), b1), (double)s->peak_time / 1e6,
-               (unsigned long long)s->at_peak.objects);
+               out_format_count((double)s->at_peak.objects, n1),
+               out_plural((double)s->at_peak.objects));
     print_amount(&o, a, "live at end:", &s->live_end);
     if (s->temporary_defined)
       print_amount(&o, a, "temporary:", &s->temporary);
     else
       out_str(&o, "temporary:       not known: the trace is sampled (rate < 1)\n");
-    out_printf(&o, "promotions:      %llu\ncollections:     %llu\n",
-               (unsigned long long)s->promotes, (unsigned long long)s->collects);
+    char n2[32];
+    out_printf(&o, "promotions:      %s\ncollections:     %s\n",
+               out_format_count((double)s->promotes, n1),
+               out_format_count((double)s->collects, n2));
     if (s->unknown_collects)
-      out_printf(&o, "unknown ids:     %llu collects/promotes of objects not live (ignored)\n",
-                 (unsigned long long)s->unknown_collects);
-    out_printf(&o, "backtraces:      %llu distinct\n", (unsigned long long)s->distinct_backtraces);
+      out_printf(&o, "unknown ids:     %s collects/promotes of objects not live (ignored)\n",
+                 out_format_count((double)s->unknown_collects, n1));
+    out_printf(&o, "backtraces:      %s distinct\n",
+               out_format_count((double)s->distinct_backtraces, n1));
     out_str(&o, "\nallocation rate over time:\n");
     int decimals = time_decimals(segments ? (s->to - s->from) / (int64_t)segments : 0);
     for (size_t i = 0; i < segments; i++)
@@ -212,18 +221,19 @@ int mt_cmd_summary(int argc, char **argv) {
     for (int i = 0; i < MT_SIZE_CLASSES; i++) {
       char label[32];
       size_label(i, label, sizeof label);
-      out_printf(&o, "  %-18s %9llu   %s\n", label, (unsigned long long)s->sizes[i].objects,
+      out_printf(&o, "  %-18s %9s   %s\n", label, out_format_count((double)s->sizes[i].objects, n1),
                  an_size(mt_analysis_bytes(a, s->sizes[i].samples), b1));
     }
     out_str(&o, "\nlifetimes:            sampled   estimated bytes\n");
     for (int i = 0; i < MT_LIFETIME_CLASSES; i++) {
       char label[32];
       lifetime_label(i, label, sizeof label);
-      out_printf(&o, "  %-18s %9llu   %s\n", label, (unsigned long long)s->lifetimes[i].objects,
+      out_printf(&o, "  %-18s %9s   %s\n", label,
+                 out_format_count((double)s->lifetimes[i].objects, n1),
                  an_size(mt_analysis_bytes(a, s->lifetimes[i].samples), b1));
     }
   }
-  status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = an_status(a, out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE);
   mt_analysis_free(a);
   return status;
 }

@@ -139,7 +139,9 @@ int mt_cmd_timeline(int argc, char **argv) {
     if (max[b] > chart_max)
       chart_max = max[b];
   }
-  int decimals = time_decimals(cw);
+  /* Enough decimals to tell every row's end from the previous one: the last row may be short. */
+  int64_t last_step = s->to - (s->from + (int64_t)(rows - 1) * cw);
+  int decimals = time_decimals(last_step > 0 && last_step < cw ? last_step : cw);
   int time_width = decimals + 5;
   cli_out o;
   out_init(&o, STDOUT_FILENO);
@@ -219,7 +221,7 @@ int mt_cmd_timeline(int argc, char **argv) {
   }
   if (ao.json)
     out_str(&o, "]}\n");
-  status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = an_status(a, out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE);
   free(site_of), free(live), free(total), free(max), free(groups);
   mt_analysis_free(a);
   return status;

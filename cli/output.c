@@ -2,6 +2,7 @@
 #include "output.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -130,4 +131,53 @@ void out_json_string(cli_out *o, const char *s) {
     }
   }
   out_bytes(o, "\"", 1);
+}
+
+static const char *const iec_units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+
+const char *out_format_bytes(double bytes, char buf[32]) {
+  int u = 0;
+  double v = bytes;
+  while (fabs(v) >= 1024 && u < 6)
+    v /= 1024, u++;
+  if (u == 0)
+    snprintf(buf, 32, "%.0f B", v);
+  else if (fabs(v) < 99.95) /* what would print as "100.0" gets no decimal */
+    snprintf(buf, 32, "%.1f %s", v, iec_units[u]);
+  else
+    snprintf(buf, 32, "%.0f %s", v, iec_units[u]);
+  return buf;
+}
+
+const char *out_format_count(double count, char buf[32]) {
+  if (!isfinite(count) || fabs(count) >= 9e18) {
+    snprintf(buf, 32, "%.0f", count);
+    return buf;
+  }
+  long long v = llround(count);
+  unsigned long long m = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+  char digits[24];
+  int n = snprintf(digits, sizeof digits, "%llu", m);
+  size_t at = 0;
+  if (v < 0)
+    buf[at++] = '-';
+  for (int i = 0; i < n; i++) {
+    if (i > 0 && (n - i) % 3 == 0)
+      buf[at++] = ',';
+    buf[at++] = digits[i];
+  }
+  buf[at] = 0;
+  return buf;
+}
+
+const char *out_format_exact_bytes(int64_t bytes, char buf[32]) {
+  int u = 0;
+  while (u < 6 && bytes != 0 && bytes % 1024 == 0)
+    bytes /= 1024, u++;
+  snprintf(buf, 32, "%lld %s", (long long)bytes, iec_units[u]);
+  return buf;
+}
+
+const char *out_plural(double n) {
+  return n == 1 ? "" : "s";
 }

@@ -1,5 +1,6 @@
 /* Buffered standard output for commands that print a lot (dump prints hundreds of MB for large
- * traces), and JSON string escaping shared by every --json output. */
+ * traces), JSON string escaping shared by every --json output, and the one human-readable style of
+ * numbers in text output (IEC units, grouped digits; JSON keeps exact numbers). */
 #ifndef MEMTAP_CLI_OUTPUT_H
 #define MEMTAP_CLI_OUTPUT_H
 
@@ -30,5 +31,20 @@ bool out_finish(cli_out *o);
  * UTF-8 are written as \udcXX (XX = the byte), Python's "surrogateescape": no valid UTF-8 text
  * produces those code points, so the original bytes can be recovered exactly. */
 void out_json_string(cli_out *o, const char *s);
+
+/* Bytes in IEC units (1 KiB = 1024 B, as pprof and heaptrack print them) into buf: "832 B",
+ * "1.0 KiB", "11.1 MiB", "103 MiB" (one decimal below 100). Never scientific notation. */
+const char *out_format_bytes(double bytes, char buf[32]);
+
+/* A count rounded to an integer (half away from zero, as the JSON outputs round), its digits
+ * grouped by three from 1,000 on: "981,314". */
+const char *out_format_count(double count, char buf[32]);
+
+/* A whole number of bytes exactly, in the largest IEC unit that divides it: "16 B", "4 KiB",
+ * "1 MiB" (size classes). */
+const char *out_format_exact_bytes(int64_t bytes, char buf[32]);
+
+/* "s" unless `n` is 1: "%s object%s". */
+const char *out_plural(double n);
 
 #endif

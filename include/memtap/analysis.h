@@ -72,6 +72,10 @@ typedef struct mt_analysis_options {
    * memory; other readers ignore it. */
   const char *index_path;
   int64_t index_interval; /* least trace bytes between checkpoints; 0: MT_INDEX_INTERVAL */
+  /* A trace found damaged part-way (the reader's MT_E_MALFORMED) is analysed up to the damage:
+   * mt_analysis_run then succeeds, the window ending at the last event read, and
+   * mt_analysis_damage says where. Without it the damage fails the run. */
+  bool partial;
 } mt_analysis_options;
 
 /* Default spacing of checkpoints: 8 MiB of trace (and always at least four times the size of the
@@ -88,6 +92,10 @@ typedef struct mt_index_use {
   bool written;           /* the index file was written */
   char problem[320];      /* why an existing index was not used, or could not be written; "" */
 } mt_index_use;
+
+/* With options.partial, the reader's error where the pass stopped on a damaged trace (its offset
+ * is the byte where the damage was found); NULL when the trace was read without error. */
+const mt_error *mt_analysis_damage(const mt_analysis *a);
 
 /* Options with no window, no hiding, recursion folded, no cells. */
 mt_analysis_options mt_analysis_default_options(void);

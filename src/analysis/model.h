@@ -120,6 +120,9 @@ struct mt_analysis {
   int64_t checkpoint_due; /* trace offset from which the next checkpoint may be taken */
   mt_code_trie code_trie;
   mt_index_use index_use;
+
+  /* pass.c: where options.partial stopped the pass on a damaged trace (code 0: read whole). */
+  mt_error damage;
 };
 
 /* stacks.c */

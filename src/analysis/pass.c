@@ -373,13 +373,21 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
     if (a->keep_checkpoints && (rc = mt_index_step(a, r, last, err)) != MT_OK)
       break;
   }
-  bool read_all = rc == 0;
+  /* A damaged trace under options.partial: what was read before the damage is the analysis. */
+  bool damaged = rc < 0 && options->partial && err && err->code == MT_E_MALFORMED;
+  if (damaged) {
+    a->damage = *err;
+    rc = MT_OK;
+  }
+  bool read_all = rc == 0 && !damaged;
+  bool stopped_at_to = rc > 0;
   if (rc > 0)
     rc = MT_OK; /* stopped at the window's end */
-  if (rc == 0 && finish(a, last, bounded_to) != MT_OK)
+  /* A window that ends past the trace's end (or past the damage) ends at the last event read. */
+  if (rc == 0 && finish(a, last, bounded_to && stopped_at_to) != MT_OK)
     rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
-  if (rc == 0)
-    mt_index_end(a, true, read_all ? sum->end_time : INT64_MIN); /* only after a good pass */
+  if (rc == 0) /* only after a good pass */
+    mt_index_end(a, !damaged, read_all ? sum->end_time : INT64_MIN);
   a->reader = NULL;
   if (rc < 0) {
     mt_analysis_free(a);
@@ -409,6 +417,10 @@ void mt_analysis_free(mt_analysis *a) {
   free(a->dirty);
   mt_arena_free(&a->arena);
   free(a);
+}
+
+const mt_error *mt_analysis_damage(const mt_analysis *a) {
+  return a->damage.code ? &a->damage : NULL;
 }
 
 const mt_summary *mt_analysis_summary(const mt_analysis *a) {

@@ -1,6 +1,6 @@
 /* speedscope's file format (https://www.speedscope.app/file-format-schema.json): shared frames and
- * two "sampled" profiles, bytes allocated and bytes live at the end, each sample a stack of frame
- * indices from the root inward with its weight. */
+ * two "sampled" profiles, bytes allocated and bytes live at the end (or at the peak, with
+ * inuse_at_peak), each sample a stack of frame indices from the root inward with its weight. */
 #include <inttypes.h>
 #include <stdlib.h>
 
@@ -41,7 +41,7 @@ static void profile(FILE *out, const mt_analysis *a, const char *name, const int
 int mt_export_speedscope(const mt_analysis *a, FILE *out, const mt_export_options *o,
                          mt_error *err) {
   int64_t *allocated = mt_export_stack_values(a, MT_METRIC_BYTES);
-  int64_t *live = mt_export_stack_values(a, MT_METRIC_LIVE);
+  int64_t *live = mt_export_stack_values(a, o->inuse_at_peak ? MT_METRIC_PEAK : MT_METRIC_LIVE);
   if (!allocated || !live) {
     free(allocated);
     free(live);
@@ -77,7 +77,7 @@ int mt_export_speedscope(const mt_analysis *a, FILE *out, const mt_export_option
   fputs("]},\"profiles\":[", out);
   profile(out, a, "bytes allocated", allocated);
   fputs(",", out);
-  profile(out, a, "bytes live at the end", live);
+  profile(out, a, o->inuse_at_peak ? "bytes live at the peak" : "bytes live at the end", live);
   fputs("]}\n", out);
   free(allocated);
   free(live);

@@ -183,8 +183,8 @@ static void summary_json_rate_sizes_and_lifetimes_are_exact(void **state) {
   RUN_OK(out, "summary", known_path());
   assert_non_null(strstr(out, "allocation rate over time:\n"
                               "       0.000000 s -      0.000008 s  0 B/s\n"
-                              "       0.000008 s -      0.000016 s  10.0 MB/s\n"));
-  assert_non_null(strstr(out, "       0.000072 s -      0.000080 s  2.0 MB/s\n"));
+                              "       0.000008 s -      0.000016 s  9.5 MiB/s\n"));
+  assert_non_null(strstr(out, "       0.000072 s -      0.000080 s  1.9 MiB/s\n"));
   assert_non_null(strstr(out, "  <= 256 B                   2   160 B\n"));
   assert_non_null(strstr(out, "  not freed                  2   96 B\n"));
   free(out);
@@ -270,7 +270,7 @@ static void sources_are_estimated_with_the_header_word_and_named_by_trace_kind(v
   assert_non_null(strstr(out,
                          "allocated:       6 sampled objects, 7 samples, ~112 B, ~8 objects\n"
                          "  minor:         3 sampled objects, 3 samples, ~48 B, ~4 objects\n"
-                         "  mapped:        1 sampled objects, 1 samples, ~16 B, ~1 objects\n"
+                         "  mapped:        1 sampled object, 1 sample, ~16 B, ~1 object\n"
                          "  malloc:        2 sampled objects, 3 samples, ~48 B, ~3 objects\n"));
   assert_non_null(strstr(out,
                          "promotions:      2\ncollections:     2\n"
@@ -278,7 +278,7 @@ static void sources_are_estimated_with_the_header_word_and_named_by_trace_kind(v
   free(out);
   RUN_OK(out, "summary", ocaml);
   assert_non_null(strstr(out,
-                         "  major:         1 sampled objects, 1 samples, ~16 B, ~1 objects\n"
+                         "  major:         1 sampled object, 1 sample, ~16 B, ~1 object\n"
                          "  external:      2 sampled objects, 3 samples, ~48 B, ~3 objects\n"));
   free(out);
 }
@@ -357,7 +357,7 @@ static void top_leaks_and_diff_text_is_exact(void **state) {
   (void)state;
   char *out;
   RUN_OK(out, "top", known_path());
-  assert_string_equal(out, "top 2 of 2 sites by bytes (total ~1.0 KB)\n\n"
+  assert_string_equal(out, "top 2 of 2 sites by bytes (total ~1008 B)\n\n"
                            "  1. 832 B         82.5%  fn_102_0 file_22.c:102\n"
                            "     allocated 2 sampled objects (~832 B, ~2 objects), live at end 0, "
                            "1 backtrace\n"
@@ -408,11 +408,11 @@ static void windows_apply_to_top_leaks_timeline_and_diff(void **state) {
   /* 800 of 880 B = 90.9%, 80 B = 9.1% */
   assert_string_equal(out, "top 2 of 2 sites by bytes (total ~880 B)\n\n"
                            "  1. 800 B         90.9%  fn_102_0 file_22.c:102\n"
-                           "     allocated 1 sampled objects (~800 B, ~1 objects), live at end 0, "
+                           "     allocated 1 sampled object (~800 B, ~1 object), live at end 0, "
                            "1 backtrace\n"
                            "     heaviest backtrace:\n" KNOWN_SITE_B "\n"
                            "  2. 80 B           9.1%  fn_101_2 file_21.c:101\n"
-                           "     allocated 1 sampled objects (~80 B, ~1 objects), live at end 1, "
+                           "     allocated 1 sampled object (~80 B, ~1 object), live at end 1, "
                            "1 backtrace\n"
                            "     heaviest backtrace:\n" KNOWN_SITE_A "\n");
   free(out);
@@ -437,9 +437,9 @@ static void windows_apply_to_top_leaks_timeline_and_diff(void **state) {
                                                                                        1)));
   free(out);
   RUN_OK(out, "leaks", "--from", "0.000035", "--to", "0.000075", known_path());
-  assert_string_equal(out, "not freed by the end of the window (0.000075 s): 1 sampled objects, 10 "
+  assert_string_equal(out, "not freed by the end of the window (0.000075 s): 1 sampled object, 10 "
                            "samples, ~80 B, in 1 group\n\n"
-                           "  1. 1 objects, 10 samples, ~80 B (~1 objects estimated)\n"
+                           "  1. 1 object, 10 samples, ~80 B (~1 object estimated)\n"
                            "     fn_101_2 file_21.c:101\n" KNOWN_SITE_A "\n");
   free(out);
   /* [45, 65] µs: 20 steps of 1 µs; id0 and id2 (A, 160 B) live at the start, id3 (B, 800 B) at
@@ -506,7 +506,7 @@ static void top_groups_by_function_and_file_and_shows_n(void **state) {
                            "       walk tree.ml:7\n"
                            "       parse parser.ml:10\n\n"
                            "  2. 64 B          17.0%  xmalloc\n"
-                           "     allocated 1 sampled objects (~64 B, ~1 objects), live at end 0, "
+                           "     allocated 1 sampled object (~64 B, ~1 object), live at end 0, "
                            "1 backtrace\n"
                            "     heaviest backtrace:\n"
                            "       main main.ml:1\n"
@@ -624,7 +624,7 @@ static void top_inverted_shows_the_callers_of_the_allocation_point(void **state)
                               "        27.3%      run main.ml:5\n"
                               "        27.3%        main main.ml:1\n"));
   assert_non_null(strstr(out, "walk tree.ml:7\n"
-                              "     allocated 1 sampled objects (~8 B, ~1 objects), live at end 1, "
+                              "     allocated 1 sampled object (~8 B, ~1 object), live at end 1, "
                               "1 backtrace\n"
                               "     callers, from the allocation point out (% of this site):\n"
                               "       100.0%  $8\n"
@@ -748,9 +748,9 @@ static void leaks_on_demo_v3_match_the_known_sites(void **state) {
   /* The text form labels what leaks mean and shows the same figures. */
   assert_int_equal(tu_run_cli(&out, NULL, &err, "leaks", demo, NULL), 0);
   assert_non_null(strstr(out, "not freed by the end of the trace"));
-  assert_non_null(strstr(out, "932 objects, 1456 samples, ~11.6 MB"));
-  assert_non_null(strstr(out, "28 objects, 150 samples, ~1.2 MB"));
-  assert_non_null(strstr(out, "4 objects, 4 samples, ~32.0 KB"));
+  assert_non_null(strstr(out, "932 objects, 1,456 samples, ~11.1 MiB"));
+  assert_non_null(strstr(out, "28 objects, 150 samples, ~1.1 MiB"));
+  assert_non_null(strstr(out, "4 objects, 4 samples, ~31.2 KiB"));
   free(out);
   free(err);
 }
