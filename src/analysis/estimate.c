@@ -1,6 +1,8 @@
-/* Turning samples into estimates (FORMAT.md §3), the size and lifetime classes, and what the
- * sources of a trace mean. */
+/* Turning samples into estimates (FORMAT.md §3), the one rounding rule for object counts, the size
+ * and lifetime classes, and what the sources of a trace mean. */
 #include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analysis/model.h"
@@ -69,6 +71,54 @@ void mt_amount_sub(mt_amount *to, uint64_t objects, uint64_t samples, double obj
   to->objects_estimated -= objects_est;
   if (to->objects == 0)
     to->objects_estimated = 0; /* no rounding residue on an empty set */
+}
+
+typedef struct stack_remainder {
+  double fraction;
+  uint32_t stack;
+} stack_remainder;
+
+static int by_fraction(const void *p, const void *q) {
+  const stack_remainder *x = p, *y = q;
+  if (x->fraction != y->fraction)
+    return x->fraction < y->fraction ? 1 : -1;
+  return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+/* One amount of every stack (at `field` bytes into mt_stats) made whole: each stack gets the floor
+ * or the ceiling of its estimate, the largest remainders the ceilings, so that they add up to the
+ * total rounded once, which the summary then holds. */
+static void round_amounts(mt_analysis *a, size_t field, mt_amount *total, stack_remainder *r) {
+  int64_t want = llround(total->objects_estimated > 0 ? total->objects_estimated : 0), sum = 0;
+  size_t n = a->nstacks;
+  for (size_t i = 0; i < n; i++) {
+    mt_amount *m = (mt_amount *)((char *)&a->stacks[i].stats + field);
+    double v = m->objects_estimated > 0 ? m->objects_estimated : 0;
+    m->objects_estimated = floor(v);
+    sum += (int64_t)m->objects_estimated;
+    r[i] = (stack_remainder){v - m->objects_estimated, (uint32_t)i};
+  }
+  qsort(r, n, sizeof *r, by_fraction);
+  for (size_t k = 0; k < n && sum < want; k++, sum++)
+    ((mt_amount *)((char *)&a->stacks[r[k].stack].stats + field))->objects_estimated += 1;
+  total->objects_estimated = (double)sum;
+}
+
+bool mt_estimates_round(mt_analysis *a) {
+  /* top (a site: the sum of its stacks), flame and pprof (each stack) and the summary all show
+   * these integers, so the same site reads the same count everywhere. */
+  stack_remainder *r = malloc((a->nstacks ? a->nstacks : 1) * sizeof *r);
+  if (!r)
+    return false;
+  mt_summary *s = &a->summary;
+  round_amounts(a, offsetof(mt_stats, allocated), &s->allocated, r);
+  round_amounts(a, offsetof(mt_stats, freed), &s->freed, r);
+  round_amounts(a, offsetof(mt_stats, live_start), &s->live_start, r);
+  round_amounts(a, offsetof(mt_stats, live), &s->live_end, r);
+  round_amounts(a, offsetof(mt_stats, peak), &s->at_peak, r);
+  round_amounts(a, offsetof(mt_stats, temporary), &s->temporary, r);
+  free(r);
+  return true;
 }
 
 const char *mt_analysis_source_name(const mt_analysis *a, mt_source source) {

@@ -173,6 +173,9 @@ bool mt_live_insert(mt_analysis *a, int64_t id, const live_obj *o);
 
 /* estimate.c */
 double mt_estimate_objects(const mt_analysis *a, int64_t words, mt_source source);
+/* At the end of a pass: every stack's object estimates made whole numbers that add up to the
+ * summary's totals, each rounded once (the one rounding rule). False when memory runs out. */
+bool mt_estimates_round(mt_analysis *a);
 int mt_size_class_of(int64_t bytes);
 int mt_lifetime_class_of(int64_t us);
 void mt_amount_add(mt_amount *to, uint64_t objects, uint64_t samples, double objects_est);

@@ -279,7 +279,7 @@ static int finish(mt_analysis *a, int64_t last, bool bounded_to) {
     }
   }
   mt_hashmap_free(&sites);
-  return MT_OK;
+  return mt_estimates_round(a) ? MT_OK : MT_E_NOMEM;
 }
 
 int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *options,
