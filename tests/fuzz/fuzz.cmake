@@ -44,3 +44,4 @@ endif()
 # The consumer of the tracer's rings (src/record): ring files in memory through a recorder, the
 # trace read back (fuzz_record.c); seeds are small ring files written by the real producer.
 memtap_fuzz_target(fuzz_record fuzz/fuzz_record.c)
+include(fuzz/fuzz_go_trace.cmake OPTIONAL)
