@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "analysis_known_trace.h"
 #include "testutil.h"
@@ -976,6 +977,297 @@ static void every_command_has_help_and_rejects_bad_options(void **state) {
   }
 }
 
+/* --- damaged traces ------------------------------------------------------------------------- */
+
+/* A copy of testdata trace `name` with one bit flipped in its middle, at the first place from
+ * there on where the reader finds the damage (not every flip breaks a rule it checks). */
+static const char *damaged_copy(const char *name, const char *out_name, size_t *where) {
+  size_t size;
+  uint8_t *data = tu_read_file(tu_testdata(name), &size);
+  const char *path = tu_temp_path(out_name);
+  for (size_t at = size / 2; at < size; at += 101) {
+    data[at] ^= 0x10;
+    tu_write_file(path, data, size);
+    char *err;
+    int status = tu_run_cli(NULL, NULL, &err, "check", "-q", path, NULL);
+    /* A code never described is check's own rule: the analyses show such frames as unknown. */
+    bool found = status == 1 && strstr(err, "malformed trace at byte") &&
+                 !strstr(err, "invalid location code");
+    free(err);
+    if (found) {
+      *where = at;
+      free(data);
+      return path;
+    }
+    data[at] ^= 0x10;
+  }
+  fail_msg("no detected bit flip in %s", name);
+  return NULL;
+}
+
+static void analyses_of_a_damaged_trace_print_what_was_read_warn_and_exit_2(void **state) {
+  (void)state;
+  const char *names[][2] = {{"memtrace/demo_v3.ctf", "damaged_demo.ctf"},
+                            {"memtrace/ocamlopt_v2.ctf", "damaged_ocamlopt.ctf"}};
+  for (int t = 0; t < 2; t++) {
+    size_t flipped;
+    const char *path = damaged_copy(names[t][0], names[t][1], &flipped);
+    const char *original = tu_testdata(names[t][0]);
+    const char *commands[][6] = {
+        {"summary", path},
+        {"top", path},
+        {"leaks", path},
+        {"timeline", path},
+        {"flame", path},
+        {"flame", "--svg", path},
+        {"info", path},
+        {"diff", original, path},
+        {"export", "--format", "pprof", "-o", "-", path},
+    };
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+      const char *const *c = commands[i];
+      char *out, *err;
+      int status = tu_run_cli(&out, NULL, &err, c[0], c[1], c[2], c[3], c[4], c[5], NULL);
+      if (status != 2 || !out[0] || !strstr(err, "warning: the trace is damaged at byte") ||
+          !strstr(err, "no checksums"))
+        fail_msg("memtap %s on %s: exit %d, %zu bytes out, stderr: %s", c[0], path, status,
+                 strlen(out), err);
+      free(out);
+      free(err);
+    }
+    /* What was read is a part of the trace: fewer allocations than the whole, more than none. */
+    char *out;
+    RUN_OK(out, "summary", "--json", original);
+    double whole = tu_json_number(strstr(out, "\"allocated\":"), "objects");
+    free(out);
+    char *err;
+    assert_int_equal(tu_run_cli(&out, NULL, &err, "summary", "--json", path, NULL), 2);
+    assert_true(tu_json_valid(out, NULL));
+    double part = tu_json_number(strstr(out, "\"allocated\":"), "objects");
+    assert_true(part > 0 && part < whole);
+    free(out);
+    free(err);
+    /* check and copy still refuse the trace. */
+    assert_int_equal(tu_run_cli(NULL, NULL, &err, "check", path, NULL), 1);
+    free(err);
+    assert_int_equal(tu_run_cli(NULL, NULL, &err, "copy", path, tu_temp_path("copied.ctf"), NULL),
+                     1);
+    free(err);
+  }
+}
+
+/* --- options that were silently wrong -------------------------------------------------------- */
+
+static void a_window_past_the_end_is_refused_and_an_end_past_it_clamped(void **state) {
+  (void)state;
+  char *out, *err;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "summary", "--from", "5", known_path(), NULL), 64);
+  assert_non_null(strstr(err, "the window starts at 5.000000 s, after the trace's end "
+                              "(0.000080 s)"));
+  assert_string_equal(out, "");
+  free(out);
+  free(err);
+  RUN_OK(out, "summary", "--json", "--to", "5", known_path());
+  assert_non_null(strstr(out, "\"window\":{\"from_s\":0.000000,\"to_s\":0.000080,"));
+  free(out);
+  const char *not_times[] = {"0x10", "1e3", "inf", " 1", "", ".", "-1"};
+  for (size_t i = 0; i < sizeof not_times / sizeof not_times[0]; i++) {
+    assert_int_equal(
+        tu_run_cli(NULL, NULL, &err, "top", "--from", not_times[i], known_path(), NULL), 64);
+    assert_non_null(strstr(err, "--from takes seconds or a percentage"));
+    free(err);
+  }
+  RUN_OK(out, "summary", "--json", "--from", ".000035", known_path());
+  assert_true(tu_json_number(strstr(out, "\"window\":"), "from_s") == 0.000035);
+  free(out);
+}
+
+static void hide_patterns_add_up(void **state) {
+  (void)state;
+  char *both, *joined, *one;
+  RUN_OK(both, "flame", "--hide", "fn_300_0", "--hide", "fn_200_1", known_path());
+  RUN_OK(joined, "flame", "--hide", "fn_300_0|fn_200_1", known_path());
+  RUN_OK(one, "flame", "--hide", "fn_200_1", known_path());
+  assert_string_equal(both, joined);
+  assert_null(strstr(both, "fn_300_0"));
+  assert_null(strstr(both, "fn_200_1"));
+  assert_non_null(strstr(one, "fn_300_0"));
+  free(both);
+  free(joined);
+  free(one);
+  char *err;
+  assert_int_equal(
+      tu_run_cli(NULL, NULL, &err, "top", "--hide", "ok", "--hide", "(", known_path(), NULL), 64);
+  assert_non_null(strstr(err, "bad --hide regular expression '('"));
+  free(err);
+}
+
+static void export_options_are_honoured_or_refused(void **state) {
+  (void)state;
+  const char *refused[][4] = {{"pprof", "--by", "count"},
+                              {"speedscope", "--by", "count"},
+                              {"chrome", "--by", "live"},
+                              {"chrome", "--at", "peak"},
+                              {"folded", "--at", "peak"}};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    char *out, *err;
+    int status = tu_run_cli(&out, NULL, &err, "export", "--format", refused[i][0], refused[i][1],
+                            refused[i][2], "-o", "-", known_path(), NULL);
+    if (status != 64 || out[0])
+      fail_msg("export --format %s %s %s: exit %d, stderr: %s", refused[i][0], refused[i][1],
+               refused[i][2], status, err);
+    free(out);
+    free(err);
+  }
+  /* speedscope --at peak: the second profile is what is live at the peak, 960 B (B 800, A 160). */
+  char *out;
+  RUN_OK(out, "export", "--format", "speedscope", "--at", "peak", "-o", "-", known_path());
+  assert_non_null(strstr(out, "\"name\":\"bytes live at the peak\""));
+  assert_non_null(strstr(out, "\"endValue\":960"));
+  free(out);
+  RUN_OK(out, "export", "--format", "folded", "--by", "count", "-o", "-", known_path());
+  assert_non_null(strstr(out, "fn_102_0 2\n"));
+  free(out);
+}
+
+static void counts_take_any_size_and_say_what_is_wrong(void **state) {
+  (void)state;
+  char *out, *err;
+  RUN_OK(out, "top", "-n", "2147483647", known_path());
+  assert_non_null(strstr(out, "top 2 of 2 sites"));
+  free(out);
+  RUN_OK(out, "leaks", "-n", "9223372036854775807", "--depth", "2147483648", known_path());
+  free(out);
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "top", "-n", "-1", known_path(), NULL), 64);
+  assert_non_null(strstr(err, "-n takes a count (0 or more), not '-1'"));
+  free(err);
+}
+
+/* Runs a shell command line, with $MEMTAP the CLI; its exit status, stdout and stderr. */
+static int shell(const char *line, char **out, char **err) {
+  char command[8192];
+  const char *o = tu_temp_path("shell.out"), *e = tu_temp_path("shell.err");
+  snprintf(command, sizeof command, "MEMTAP='%s'; %s >'%s' 2>'%s'", getenv("MEMTAP_CLI"), line, o,
+           e);
+  int status = system(command);
+  size_t n;
+  *out = (char *)tu_read_file(o, &n);
+  *out = realloc(*out, n + 1);
+  (*out)[n] = 0;
+  *err = (char *)tu_read_file(e, &n);
+  *err = realloc(*err, n + 1);
+  (*err)[n] = 0;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static void standard_input_size_and_diff_of_stdin_twice(void **state) {
+  (void)state;
+  char line[4096], *out, *err;
+  snprintf(line, sizeof line, "cat '%s' | \"$MEMTAP\" info -", tu_testdata("memtrace/demo_v3.ctf"));
+  assert_int_equal(shell(line, &out, &err), 0);
+  assert_non_null(strstr(out, "file:           - (112.2 KiB, 114,901 bytes read)\n"));
+  free(out);
+  free(err);
+  snprintf(line, sizeof line, "cat '%s' | \"$MEMTAP\" info --json -",
+           tu_testdata("memtrace/demo_v3.ctf"));
+  assert_int_equal(shell(line, &out, &err), 0);
+  assert_true(tu_json_number(out, "file_size") == 114901);
+  free(out);
+  free(err);
+  snprintf(line, sizeof line, "cat '%s' | \"$MEMTAP\" diff - -", known_path());
+  assert_int_equal(shell(line, &out, &err), 64);
+  assert_non_null(strstr(err, "A and B are both standard input"));
+  free(out);
+  free(err);
+}
+
+/* demo_v3's List.init_aux: top rounded its own sum (981314), flame and pprof apportioned the total
+ * (981315). */
+static void one_rounding_rule_for_object_counts(void **state) {
+  (void)state;
+  const char *demo = tu_testdata("memtrace/demo_v3.ctf");
+  char *top, *flame;
+  RUN_OK(top, "top", "--by", "count", "-n", "0", demo);
+  RUN_OK(flame, "flame", "--by", "count", demo);
+  assert_non_null(strstr(top, "981,315 objects"));
+  assert_non_null(strstr(flame, "Stdlib__List.init_aux 981315\n"));
+  free(top);
+  free(flame);
+  char *json;
+  RUN_OK(json, "top", "--json", "--by", "count", "-n", "0", demo);
+  assert_true(tu_json_number(group_of(json, "Stdlib__List.init_aux"), "value") == 981315);
+  free(json);
+}
+
+static void text_output_uses_iec_units_and_grouped_counts(void **state) {
+  (void)state;
+  const char *demo = tu_testdata("memtrace/demo_v3.ctf");
+  char *out;
+  RUN_OK(out, "summary", demo);
+  assert_non_null(strstr(out, "allocated:       5,951 sampled objects, 7,164 samples, ~54.7 MiB, "
+                              "~1,351,456 objects\n"));
+  assert_non_null(strstr(out, "  <= 1 MiB                   0   0 B\n  > 1 MiB "));
+  assert_non_null(strstr(out, "  <= 16 KiB              1,878   22.6 MiB\n"));
+  assert_null(strstr(out, " MB"));
+  assert_null(strstr(out, " KB"));
+  free(out);
+  RUN_OK(out, "info", demo);
+  assert_null(strstr(out, "e+"));
+  assert_non_null(strstr(out, "(112.2 KiB, 114,901 bytes)"));
+  assert_non_null(strstr(out, "  external:     26,147,059 words/s (199.5 MiB/s)\n"));
+  free(out);
+}
+
+static void timeline_rows_all_have_distinct_times(void **state) {
+  (void)state;
+  char *out;
+  RUN_OK(out, "timeline", tu_testdata("memtrace/demo_v3.ctf"));
+  const char *rows = strstr(out, "time (end)");
+  assert_non_null(rows);
+  char prev[32] = "";
+  int n = 0;
+  for (const char *l = strchr(rows, '\n') + 1; *l; l = strchr(l, '\n') + 1, n++) {
+    char t[32];
+    assert_int_equal(sscanf(l, "%31s", t), 1);
+    if (!strcmp(t, prev))
+      fail_msg("two rows end at %s s", t);
+    snprintf(prev, sizeof prev, "%s", t);
+  }
+  assert_true(n > 2);
+  free(out);
+}
+
+/* Every option line of every help starts its description at the same column as the others, and
+ * continuation lines start there too. */
+static void help_option_columns_are_aligned(void **state) {
+  (void)state;
+  const char *commands[] = {"info",     "dump",  "check", "copy",   "summary", "top",      "leaks",
+                            "timeline", "flame", "diff",  "report", "export",  "ring-dump"};
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    char *out;
+    RUN_OK(out, commands[i], "--help");
+    int column = -1;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+      int at;
+      if (!strncmp(line, "  -", 3)) {
+        char *gap = strstr(line + 2, "  ");
+        assert_non_null(gap);
+        at = (int)(gap - line) + (int)strspn(gap, " ");
+      } else if (!strncmp(line, "    ", 4) && column >= 0) {
+        at = (int)strspn(line, " ");
+      } else {
+        continue;
+      }
+      if (column < 0)
+        column = at;
+      if (at != column)
+        fail_msg("memtap %s --help: '%s' starts at column %d, not %d", commands[i], line, at,
+                 column);
+    }
+    free(out);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(summary_json_gives_exact_numbers),
@@ -999,6 +1291,16 @@ int main(void) {
       cmocka_unit_test(exports_are_valid_and_complete),
       cmocka_unit_test(report_is_one_self_contained_file),
       cmocka_unit_test(every_command_has_help_and_rejects_bad_options),
+      cmocka_unit_test(analyses_of_a_damaged_trace_print_what_was_read_warn_and_exit_2),
+      cmocka_unit_test(a_window_past_the_end_is_refused_and_an_end_past_it_clamped),
+      cmocka_unit_test(hide_patterns_add_up),
+      cmocka_unit_test(export_options_are_honoured_or_refused),
+      cmocka_unit_test(counts_take_any_size_and_say_what_is_wrong),
+      cmocka_unit_test(standard_input_size_and_diff_of_stdin_twice),
+      cmocka_unit_test(one_rounding_rule_for_object_counts),
+      cmocka_unit_test(text_output_uses_iec_units_and_grouped_counts),
+      cmocka_unit_test(timeline_rows_all_have_distinct_times),
+      cmocka_unit_test(help_option_columns_are_aligned),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
