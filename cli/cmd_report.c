@@ -36,7 +36,7 @@ int mt_cmd_report(int argc, char **argv) {
   const char *output = NULL, *diff = NULL;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "ho:", options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "ho:", options)) != -1) {
     if (c != AN_OPT_JSON && an_option(&ao, c, optarg))
       continue;
     switch (c) {
@@ -44,7 +44,7 @@ int mt_cmd_report(int argc, char **argv) {
     case OPT_TITLE: eo.title = optarg; break;
     case OPT_DIFF: diff = optarg; break;
     case 'o': output = optarg; break;
-    default: return cli_usage_error("report", "unknown option");
+    default: return cli_bad_option("report");
     }
   }
   if (optind != argc - 1)
