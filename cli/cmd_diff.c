@@ -1,20 +1,27 @@
-/* memtap diff: what grew and shrank between two traces, per site (sites match across runs by
- * function, file and line), each side estimated with its own sampling rate. */
+/* memtap diff: what grew and shrank between two traces, per site, function or file (sites match
+ * across runs by function, file and line), each side estimated with its own sampling rate, with
+ * a totals row, the change in percent, and changes smaller than the sampling noise marked
+ * (src/analysis/diff.h). */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "analysis/diff.h"
 #include "analysis_cli.h"
 #include "cli.h"
 
 static const char usage[] =
     "usage: memtap diff [OPTIONS] A B\n"
     "\n"
-    "Per allocation site, the metric in trace A and in trace B and the change (B - A), largest\n"
-    "change first. Each trace's estimates use its own sampling rate, so traces sampled at\n"
-    "different rates compare. Sites are (function, file, line), so they match across runs.\n"
+    "Per allocation site, the metric in trace A and in trace B, the change (B - A) and the change\n"
+    "in percent of A, largest change first, then the totals. Each trace's estimates use its own\n"
+    "sampling rate, so traces sampled at different rates compare; a change smaller than twice\n"
+    "the standard deviation that sampling alone gives it is marked '~' (sampling noise: sample\n"
+    "counts are Poisson; docs/analysis.md). Sites are (function, file, line), so they match\n"
+    "across runs; traces of different executables are compared with a warning.\n"
     "\n"
     "  --by METRIC       bytes (allocated, the default), count, live, peak\n"
     "  --group KEY       site (the default), function or file\n"
@@ -22,31 +29,102 @@ static const char usage[] =
     "  --json            one JSON object (schema memtap.diff/1)\n" AN_USAGE_WINDOW AN_USAGE_STACKS
     "  -h, --help        show this help\n";
 
-typedef struct row {
-  mt_frame key;
-  double a, b;
-  const mt_group *ga, *gb;
-} row;
+static const char *group_names[] = {"site", "function", "file"};
 
-static int compare_keys(const mt_frame *x, const mt_frame *y) {
-  int c = strcmp(x->function, y->function);
-  if (!c)
-    c = strcmp(x->file, y->file);
-  if (!c)
-    c = (x->line > y->line) - (x->line < y->line);
-  return c;
+/* "+144 B" / "-3" / "+0 B": a signed change. */
+static const char *signed_text(mt_metric metric, double delta, char buf[48]) {
+  char m[40];
+  if (metric == MT_METRIC_COUNT)
+    out_format_count(fabs(delta), m);
+  else
+    an_size(fabs(delta), m);
+  snprintf(buf, 48, "%s%s", delta < 0 ? "-" : "+", m);
+  return buf;
 }
 
-static int by_key(const void *p, const void *q) {
-  return compare_keys(&((const mt_group *)p)->key, &((const mt_group *)q)->key);
+static const char *value_text(mt_metric metric, double v, char buf[48]) {
+  return metric == MT_METRIC_COUNT ? out_format_count(v, buf) : an_size(v, buf);
 }
 
-static int by_change(const void *p, const void *q) {
-  const row *x = p, *y = q;
-  double dx = fabs(x->b - x->a), dy = fabs(y->b - y->a);
-  if (dx != dy)
-    return dx < dy ? 1 : -1;
-  return compare_keys(&x->key, &y->key);
+/* The change in percent of A: "+81.8%", "new" when A is 0. */
+static const char *percent_text(const mt_diff_row *r, char buf[32]) {
+  if (r->a == 0)
+    snprintf(buf, 32, "%s", r->b == 0 ? "0%" : "new");
+  else
+    snprintf(buf, 32, "%+.1f%%", 100 * (r->b - r->a) / r->a);
+  return buf;
+}
+
+static void print_row(cli_out *o, mt_metric metric, mt_group_by by, const mt_diff_row *r,
+                      bool total) {
+  char d[48], x[48], y[48], p[32];
+  out_printf(o, "%12s %8s %12s %12s %c ", signed_text(metric, r->b - r->a, d), percent_text(r, p),
+             value_text(metric, r->a, x), value_text(metric, r->b, y), r->within_noise ? '~' : ' ');
+  if (total)
+    out_str(o, "total");
+  else if (by == MT_GROUP_FILE)
+    out_str(o, r->key.file[0] ? r->key.file : "(no file)");
+  else
+    an_print_frame(o, r->key);
+  out_str(o, "\n");
+}
+
+static void json_row(cli_out *o, const mt_diff_row *r) {
+  out_printf(o, ",\"a\":%.0f,\"b\":%.0f,\"change\":%.0f,\"change_percent\":", r->a, r->b,
+             r->b - r->a);
+  if (r->a == 0)
+    out_str(o, "null");
+  else
+    out_printf(o, "%.2f", 100 * (r->b - r->a) / r->a);
+  out_printf(o, ",\"noise\":%.0f,\"within_noise\":%s}", r->noise,
+             r->within_noise ? "true" : "false");
+}
+
+static void json_side(cli_out *o, const char *name, const char *path, const mt_analysis *a) {
+  const mt_summary *s = mt_analysis_summary(a);
+  out_printf(o, ",\"%s\":", name);
+  out_json_string(o, path);
+  out_printf(o, ",\"%s_trace\":{\"executable\":", name);
+  out_json_string(o, s->info.executable_name ? s->info.executable_name : "");
+  out_printf(o, ",\"sample_rate\":%.17g,\"bytes_per_sample\":%.17g}", s->info.sample_rate,
+             s->bytes_per_sample);
+}
+
+static void print_text(cli_out *o, const char *pa, const char *pb, const mt_analysis *a,
+                       const mt_analysis *b, const an_options *ao, mt_metric metric, mt_group_by by,
+                       const mt_diff *d, size_t shown) {
+  /* What the numbers are, in words: "bytes allocated per site". */
+  static const char *measures[] = {"bytes allocated", "objects allocated (estimated)",
+                                   "bytes live at the end", "bytes live at the peak"};
+  const mt_summary *sa = mt_analysis_summary(a), *sb = mt_analysis_summary(b);
+  char x[48], y[48];
+  out_printf(o, "%s per %s: A = %s, B = %s\n", measures[metric], group_names[by], pa, pb);
+  out_printf(o, "sampling: A at rate %g (%s B per sample), B at rate %g (%s B per sample)\n",
+             sa->info.sample_rate, out_format_count(sa->bytes_per_sample, x), sb->info.sample_rate,
+             out_format_count(sb->bytes_per_sample, y));
+  an_print_window(o, ao, a);
+  if (!d->changed && d->total.a == d->total.b) {
+    out_printf(o, "\nno differences: every %s has the same %s in A and B (total %s)\n",
+               group_names[by], measures[metric], value_text(metric, d->total.a, x));
+    return;
+  }
+  out_printf(o, "\n%12s %8s %12s %12s   %s\n", "change", "change%", "A", "B", group_names[by]);
+  bool noisy = d->total.within_noise;
+  for (size_t k = 0; k < shown; k++) {
+    print_row(o, metric, by, &d->rows[k], false);
+    noisy |= d->rows[k].within_noise;
+  }
+  if (shown < d->count)
+    out_printf(o, "%12s %8s %12s %12s   (%zu more %ss, -n 0 shows all)\n", "", "", "", "",
+               d->count - shown, group_names[by]);
+  print_row(o, metric, by, &d->total, true);
+  if (!d->beyond_noise && d->changed)
+    out_printf(o, "\nno change is larger than the sampling noise\n");
+  if (noisy)
+    out_printf(o,
+               "\n~ within the sampling noise: |B - A| < %g standard deviations (sample counts "
+               "are Poisson; docs/analysis.md)\n",
+               MT_DIFF_NOISE_Z);
 }
 
 int mt_cmd_diff(int argc, char **argv) {
@@ -75,8 +153,8 @@ int mt_cmd_diff(int argc, char **argv) {
         return cli_usage_error("diff", "--group takes site, function or file");
       break;
     case 'n':
-      if (!cli_parse_int(optarg, 0, 1 << 30, &limit))
-        return cli_usage_error("diff", "-n takes a count");
+      if (!cli_parse_int(optarg, 0, LLONG_MAX, &limit))
+        return cli_usage_error("diff", "-n takes a count (0 or more), not '%s'", optarg);
       break;
     default: return cli_bad_option("diff");
     }
@@ -84,95 +162,57 @@ int mt_cmd_diff(int argc, char **argv) {
   if (optind != argc - 2)
     return cli_usage_error("diff", "expected two traces, A and B");
   const char *pa = argv[optind], *pb = argv[optind + 1];
+  if (!strcmp(pa, "-") && !strcmp(pb, "-"))
+    return cli_usage_error("diff", "A and B are both standard input: give at most one as -");
   int status;
   mt_analysis *a = an_load("diff", pa, &ao, false, MT_TIME_UNBOUNDED, &status);
   mt_analysis *b = a ? an_load("diff", pb, &ao, false, MT_TIME_UNBOUNDED, &status) : NULL;
-  mt_group *ga = NULL, *gb = NULL;
-  size_t na = 0, nb = 0;
+  if (!a || !b) {
+    mt_analysis_free(a);
+    return status;
+  }
+  mt_diff d;
   mt_error err;
-  row *rows = NULL;
-  if (!a || !b)
-    goto done;
-  status = MT_EXIT_FAILURE;
-  if (mt_analysis_group(a, by, metric, &ga, &na, &err)) {
-    cli_report(pa, &err);
-    goto done;
+  if (mt_diff_compute(a, b, by, metric, &d, &err)) {
+    cli_report(NULL, &err);
+    mt_analysis_free(a);
+    mt_analysis_free(b);
+    return MT_EXIT_FAILURE;
   }
-  if (mt_analysis_group(b, by, metric, &gb, &nb, &err)) {
-    cli_report(pb, &err);
-    goto done;
+  bool same = mt_diff_same_executable(a, b);
+  if (!same) {
+    const char *ea = mt_analysis_summary(a)->info.executable_name;
+    const char *eb = mt_analysis_summary(b)->info.executable_name;
+    fprintf(stderr,
+            "memtap: warning: A and B come from different executables (A: %s, B: %s): their "
+            "sites may not correspond\n",
+            ea ? ea : "", eb ? eb : "");
   }
-  qsort(ga, na, sizeof *ga, by_key);
-  qsort(gb, nb, sizeof *gb, by_key);
-  rows = calloc(na + nb + 1, sizeof *rows);
-  if (!rows) {
-    cli_error(NULL, "out of memory");
-    goto done;
-  }
-  size_t n = 0, i = 0, j = 0;
-  while (i < na || j < nb) {
-    int cmp = i == na ? 1 : j == nb ? -1 : compare_keys(&ga[i].key, &gb[j].key);
-    row *r = &rows[n++];
-    if (cmp <= 0) {
-      r->key = ga[i].key, r->ga = &ga[i], r->a = mt_analysis_metric(a, &ga[i].stats, metric);
-      i++;
-    }
-    if (cmp >= 0) {
-      r->key = gb[j].key, r->gb = &gb[j], r->b = mt_analysis_metric(b, &gb[j].stats, metric);
-      j++;
-    }
-  }
-  qsort(rows, n, sizeof *rows, by_change);
-  size_t shown = limit && (size_t)limit < n ? (size_t)limit : n;
-  bool count = metric == MT_METRIC_COUNT;
+  size_t shown = limit && (size_t)limit < d.count ? (size_t)limit : d.count;
   cli_out o;
   out_init(&o, STDOUT_FILENO);
   if (ao.json) {
-    out_printf(&o, "{\"schema\":\"memtap.diff/1\",\"by\":\"%s\",\"a\":", an_metric_name(metric));
-    out_json_string(&o, pa);
-    out_str(&o, ",\"b\":");
-    out_json_string(&o, pb);
-    out_printf(&o, ",\"rows_total\":%zu,\"rows\":[", n);
+    out_printf(&o, "{\"schema\":\"memtap.diff/1\",\"by\":\"%s\",\"group\":\"%s\"",
+               an_metric_name(metric), group_names[by]);
+    json_side(&o, "a", pa, a);
+    json_side(&o, "b", pb, b);
+    out_printf(&o, ",\"same_executable\":%s", same ? "true" : "false");
+    an_json_window(&o, &ao, a);
+    out_printf(&o, ",\"noise_z\":%g,\"changed\":%zu,\"beyond_noise\":%zu,\"total\":{\"key\":null",
+               MT_DIFF_NOISE_Z, d.changed, d.beyond_noise);
+    json_row(&o, &d.total);
+    out_printf(&o, ",\"rows_total\":%zu,\"rows\":[", d.count);
     for (size_t k = 0; k < shown; k++) {
       out_str(&o, k ? ",{\"key\":" : "{\"key\":");
-      an_json_frame(&o, rows[k].key);
-      out_printf(&o, ",\"a\":%.0f,\"b\":%.0f,\"change\":%.0f}", rows[k].a, rows[k].b,
-                 rows[k].b - rows[k].a);
+      an_json_frame(&o, d.rows[k].key);
+      json_row(&o, &d.rows[k]);
     }
     out_str(&o, "]}\n");
   } else {
-    /* What the numbers are, in words: "bytes allocated per site". */
-    static const char *measures[] = {"bytes allocated", "objects allocated (estimated)",
-                                     "bytes live at the end", "bytes live at the peak"};
-    static const char *group_names[] = {"site", "function", "file"};
-    out_printf(&o, "%s per %s: A = %s, B = %s\n\n", measures[metric], group_names[by], pa, pb);
-    out_printf(&o, "%12s %12s %12s  %s\n", "change", "A", "B", group_names[by]);
-    for (size_t k = 0; k < shown; k++) {
-      char d[40], x[32], y[32];
-      double delta = rows[k].b - rows[k].a;
-      if (count) {
-        snprintf(d, sizeof d, "%+.0f", delta);
-        snprintf(x, sizeof x, "%.0f", rows[k].a);
-        snprintf(y, sizeof y, "%.0f", rows[k].b);
-      } else {
-        char m[32];
-        snprintf(d, sizeof d, "%s%s", delta < 0 ? "-" : "+", an_size(fabs(delta), m));
-        an_size(rows[k].a, x);
-        an_size(rows[k].b, y);
-      }
-      out_printf(&o, "%12s %12s %12s  ", d, x, y);
-      if (by == MT_GROUP_FILE)
-        out_str(&o, rows[k].key.file);
-      else
-        an_print_frame(&o, rows[k].key);
-      out_str(&o, "\n");
-    }
+    print_text(&o, pa, pb, a, b, &ao, metric, by, &d, shown);
   }
-  status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
-done:
-  free(rows);
-  free(ga);
-  free(gb);
+  status = an_status(b, an_status(a, out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE));
+  mt_diff_free(&d);
   mt_analysis_free(a);
   mt_analysis_free(b);
   return status;

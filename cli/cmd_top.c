@@ -2,6 +2,7 @@
  * heaviest backtrace, or with --inverted the tree of its callers: its backtraces merged from the
  * allocation point outward, each caller weighed by the metric of the backtraces through it (pprof's
  * peek, heaptrack's bottom-up view), built from the analysis's stacks. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "analysis_cli.h"
 #include "cli.h"
+#include "functions_view.h"
 
 static const char usage[] =
     "usage: memtap top [OPTIONS] TRACE\n"
@@ -24,6 +26,10 @@ static const char usage[] =
     "                    backtraces merged into a tree from the allocation point outward, with\n"
     "                    each caller's share of the group (under each frame the 5 largest\n"
     "                    callers with 5% or more, the others summed)\n"
+    "  --inclusive       show each group's exclusive and inclusive cost instead, as pprof's\n"
+    "                    flat and cum columns (the table of memtap functions, which see)\n"
+    "  --focus REGEX     with --inclusive: count only the backtraces through a function whose\n"
+    "                    name matches REGEX\n"
     "  -n N              show N groups (default 10; 0 for all)\n"
     "  --depth N         show at most N frames of each backtrace or levels of callers (default\n"
     "                    12; 0 for all)\n"
@@ -221,17 +227,20 @@ static void callers_json(cli_out *o, const mt_analysis *a, const caller_tree *t,
 }
 
 int mt_cmd_top(int argc, char **argv) {
-  enum { OPT_BY = 1, OPT_GROUP, OPT_INVERTED, OPT_DEPTH };
+  enum { OPT_BY = 1, OPT_GROUP, OPT_INVERTED, OPT_DEPTH, OPT_INCLUSIVE, OPT_FOCUS };
   static const struct option options[] = {AN_LONG_OPTIONS,
                                           {"by", required_argument, NULL, OPT_BY},
                                           {"group", required_argument, NULL, OPT_GROUP},
                                           {"inverted", no_argument, NULL, OPT_INVERTED},
                                           {"depth", required_argument, NULL, OPT_DEPTH},
+                                          {"inclusive", no_argument, NULL, OPT_INCLUSIVE},
+                                          {"focus", required_argument, NULL, OPT_FOCUS},
                                           {0}};
   an_options ao = {0};
   mt_metric metric = MT_METRIC_BYTES;
   mt_group_by by = MT_GROUP_SITE;
-  bool inverted = false;
+  bool inverted = false, inclusive = false;
+  const char *focus = NULL;
   long long limit = 10, depth = 12;
   int c;
   optind = 1;
@@ -249,13 +258,15 @@ int mt_cmd_top(int argc, char **argv) {
         return cli_usage_error("top", "--group takes site, function or file");
       break;
     case OPT_INVERTED: inverted = true; break;
+    case OPT_INCLUSIVE: inclusive = true; break;
+    case OPT_FOCUS: focus = optarg; break;
     case 'n':
-      if (!cli_parse_int(optarg, 0, 1 << 30, &limit))
-        return cli_usage_error("top", "-n takes a count");
+      if (!cli_parse_int(optarg, 0, LLONG_MAX, &limit))
+        return cli_usage_error("top", "-n takes a count (0 or more), not '%s'", optarg);
       break;
     case OPT_DEPTH:
-      if (!cli_parse_int(optarg, 0, 1 << 30, &depth))
-        return cli_usage_error("top", "--depth takes a count");
+      if (!cli_parse_int(optarg, 0, LLONG_MAX, &depth))
+        return cli_usage_error("top", "--depth takes a count (0 or more), not '%s'", optarg);
       break;
     default: return cli_bad_option("top");
     }
@@ -263,6 +274,14 @@ int mt_cmd_top(int argc, char **argv) {
   if (optind != argc - 1)
     return cli_usage_error("top", "expected exactly one TRACE");
   const char *path = argv[optind];
+  if (inclusive && inverted)
+    return cli_usage_error("top", "--inclusive and --inverted are different views: give one");
+  if (focus && !inclusive)
+    return cli_usage_error("top", "--focus needs --inclusive (or see memtap callers)");
+  if (inclusive) {
+    functions_view v = {by, metric, false, focus, (size_t)limit};
+    return functions_view_run("top", path, &ao, &v);
+  }
   int status;
   mt_analysis *a = an_load("top", path, &ao, false, MT_TIME_UNBOUNDED, &status);
   if (!a)
@@ -329,32 +348,28 @@ int mt_cmd_top(int argc, char **argv) {
     }
     out_str(&o, "]}\n");
   } else {
-    char b1[32], b2[32];
-    if (metric == MT_METRIC_COUNT)
-      snprintf(b1, sizeof b1, "%.0f objects", whole);
-    else
-      an_size(whole, b1);
-    out_printf(&o, "top %zu of %zu %ss by %s (total ~%s)\n\n", shown, n, group_names[by],
-               an_metric_name(metric), b1);
+    char b1[48], b2[32], n1[32], n2[32];
+    out_printf(&o, "top %zu of %zu %s%s by %s (total ~%s)\n", shown, n, group_names[by],
+               out_plural((double)n), an_metric_name(metric), an_metric_text(metric, whole, b1));
+    an_print_window(&o, &ao, a);
+    out_str(&o, "\n");
     for (size_t i = 0; i < shown; i++) {
       const mt_group *g = &groups[i];
       double v = mt_analysis_metric(a, &g->stats, metric);
-      if (metric == MT_METRIC_COUNT)
-        snprintf(b1, sizeof b1, "%.0f objects", v);
-      else
-        an_size(v, b1);
+      an_metric_text(metric, v, b1);
       out_printf(&o, "%3zu. %-12s %5.1f%%  ", i + 1, b1, whole > 0 ? 100 * v / whole : 0);
       if (by == MT_GROUP_FILE)
         out_str(&o, g->key.file);
       else
         an_print_frame(&o, g->key);
-      out_printf(&o,
-                 "\n     allocated %llu sampled objects (~%s, ~%.0f objects), live at end "
-                 "%llu, %zu backtrace%s\n",
-                 (unsigned long long)g->stats.allocated.objects,
-                 an_size(mt_analysis_bytes(a, g->stats.allocated.samples), b2),
-                 g->stats.allocated.objects_estimated, (unsigned long long)g->stats.live.objects,
-                 g->stacks, g->stacks == 1 ? "" : "s");
+      const mt_amount *m = &g->stats.allocated;
+      out_printf(
+          &o, "\n     allocated %s sampled object%s (~%s, ~%s), live at end %s, %zu backtrace%s\n",
+          out_format_count((double)m->objects, n1), out_plural((double)m->objects),
+          an_size(mt_analysis_bytes(a, m->samples), b2),
+          an_metric_text(MT_METRIC_COUNT, m->objects_estimated, b1),
+          out_format_count((double)g->stats.live.objects, n2), g->stacks,
+          out_plural((double)g->stacks));
       if (inverted) {
         out_printf(&o, "     callers, from the allocation point out (%% of this %s):\n",
                    group_names[by]);
@@ -367,7 +382,7 @@ int mt_cmd_top(int argc, char **argv) {
       out_str(&o, "\n");
     }
   }
-  status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = an_status(a, out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE);
   if (!built) {
     cli_error(path, "out of memory");
     status = MT_EXIT_FAILURE;

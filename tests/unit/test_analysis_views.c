@@ -17,6 +17,7 @@
  * each backtrace once: main cum 176; f cum r1 r2 r4 = 144 (not 224: r1 has f twice), flat r2 r4
  * = 64; g cum r1 r2 r3 = 160, flat 32; h cum r1 r4 = 96, flat 80. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,12 +317,414 @@ static void peek_gives_callers_of_the_outermost_call_and_callees_of_the_innermos
   mt_analysis_free(a);
 }
 
+/* Runs `memtap ARGS...`, asserts its exit status, and returns its stdout (malloc'd); its stderr
+ * goes to *err when err is not NULL (caller frees), else is checked empty. */
+#define RUN(status, err, ...) run_cli(status, err, __VA_ARGS__, NULL)
+static char *run_cli(int status, char **err, const char *arg0, ...) {
+  const char *args[16] = {arg0};
+  va_list ap;
+  va_start(ap, arg0);
+  size_t n = 1;
+  while (n < 15 && (args[n] = va_arg(ap, const char *)))
+    n++;
+  va_end(ap);
+  char *out, *e;
+  int rc = tu_run_cli(&out, NULL, &e, args[0], args[1], args[2], args[3], args[4], args[5], args[6],
+                      args[7], args[8], args[9], NULL);
+  if (rc != status)
+    fail_msg("memtap %s ... exited %d, not %d; stderr: %s", arg0, rc, status, e);
+  if (err)
+    *err = e;
+  else {
+    if (e && *e)
+      fail_msg("memtap %s ...: unexpected stderr: %s", arg0, e);
+    free(e);
+  }
+  return out;
+}
+
+static const char rec_functions[] = "functions by bytes, ranked by cum: 4 of 4 (total ~176 B)\n"
+                                    "\n"
+                                    "        flat   flat%    sum%          cum    cum%  function\n"
+                                    "         0 B   0.00%   0.00%        176 B 100.00%  main\n"
+                                    "        32 B  18.18%  18.18%        160 B  90.91%  g\n"
+                                    "        64 B  36.36%  54.55%        144 B  81.82%  f\n"
+                                    "        80 B  45.45% 100.00%         96 B  54.55%  h\n";
+
+static void functions_and_top_inclusive_print_flat_and_cum_exactly(void **state) {
+  (void)state;
+  char *out = RUN(0, NULL, "functions", rec_path());
+  assert_string_equal(out, rec_functions);
+  free(out);
+  out = RUN(0, NULL, "top", "--group", "function", "--inclusive", rec_path());
+  assert_string_equal(out, rec_functions);
+  free(out);
+  /* Live at the end (r1 freed): 96 B; sites keep f's two lines apart. */
+  out = RUN(0, NULL, "functions", "--group", "site", "--by", "live", rec_path());
+  assert_string_equal(out, "sites by live, ranked by cum: 5 of 5 (total ~96 B)\n"
+                           "\n"
+                           "        flat   flat%    sum%          cum    cum%  site\n"
+                           "         0 B   0.00%   0.00%         96 B 100.00%  main m.ml:1\n"
+                           "        32 B  33.33%  33.33%         80 B  83.33%  g r.ml:20\n"
+                           "        16 B  16.67%  50.00%         64 B  66.67%  f r.ml:10\n"
+                           "        48 B  50.00% 100.00%         48 B  50.00%  f r.ml:11\n"
+                           "         0 B   0.00% 100.00%         16 B  16.67%  h r.ml:30\n");
+  free(out);
+  /* By flat, counts (one object each at rate 1), two rows. */
+  out = RUN(0, NULL, "functions", "--sort", "flat", "--by", "count", "-n", "2", rec_path());
+  assert_string_equal(out,
+                      "functions by count (objects), ranked by flat: 2 of 4 (total ~4 objects)\n"
+                      "\n"
+                      "        flat   flat%    sum%          cum    cum%  function\n"
+                      "           2  50.00%  50.00%            3  75.00%  f\n"
+                      "           1  25.00%  75.00%            3  75.00%  g\n");
+  free(out);
+}
+
+/* The window [15, 50] µs holds r2, r3, r4 (96 B); through h: r1 (before the window: 0 B) and r4. */
+static void functions_focus_and_window_are_in_the_header(void **state) {
+  (void)state;
+  char *out = RUN(0, NULL, "functions", "--focus", "^h$", "--from", "0.000015", rec_path());
+  assert_string_equal(out, "functions by bytes, ranked by cum: 3 of 3 (total ~96 B)\n"
+                           "window: 0.000015 s to 0.000050 s (0.000035 s)\n"
+                           "focus: the 2 of 4 backtraces through a function matching '^h$' (~16 B, "
+                           "16.67%)\n"
+                           "\n"
+                           "        flat   flat%    sum%          cum    cum%  function\n"
+                           "        16 B  16.67%  16.67%         16 B  16.67%  f\n"
+                           "         0 B   0.00%  16.67%         16 B  16.67%  h\n"
+                           "         0 B   0.00%  16.67%         16 B  16.67%  main\n");
+  free(out);
+  out = RUN(0, NULL, "functions", "--json", "--focus", "^h$", "--to", "0.000045", rec_path());
+  assert_true(tu_json_valid(out, NULL));
+  assert_non_null(strstr(out, "\"total\":176,\"window\":{\"from_s\":0.000000,\"to_s\":0.000045},"
+                              "\"focus\":{\"regex\":\"^h$\",\"backtraces\":2,\"value\":96},"
+                              "\"rows_total\":4,\"rows\":[{\"key\":{\"function\":\"h\""));
+  free(out);
+  out = RUN(0, NULL, "top", "--from", "0.000015", "-n", "1", rec_path());
+  assert_non_null(
+      strstr(out, "top 1 of 3 sites by bytes (total ~96 B)\nwindow: 0.000015 s to 0.000050 s "
+                  "(0.000035 s)\n\n  1."));
+  free(out);
+}
+
+static void functions_json_gives_both_columns_with_their_amounts(void **state) {
+  (void)state;
+  char *out = RUN(0, NULL, "functions", "--json", "-n", "0", rec_path());
+  assert_true(tu_json_valid(out, NULL));
+  assert_non_null(strstr(out, "{\"schema\":\"memtap.functions/1\",\"by\":\"bytes\",\"group\":"
+                              "\"function\",\"sort\":\"cum\",\"total\":176,\"window\":null,"
+                              "\"focus\":null,\"rows_total\":4,\"rows\":["));
+  /* f: flat r2 r4 (2 objects, 8 samples, 64 B; live both), cum r1 r2 r4 (3, 18, 144; live 2). */
+  assert_non_null(strstr(
+      out, "{\"key\":{\"function\":\"f\",\"file\":\"\",\"line\":0},"
+           "\"flat\":{\"value\":64,\"backtraces\":2,"
+           "\"allocated\":{\"objects\":2,\"samples\":8,\"bytes\":64,\"objects_estimated\":2},"
+           "\"live\":{\"objects\":2,\"samples\":8,\"bytes\":64,\"objects_estimated\":2},"
+           "\"peak\":{\"objects\":2,\"samples\":8,\"bytes\":64,\"objects_estimated\":2}},"
+           "\"cum\":{\"value\":144,\"backtraces\":3,"
+           "\"allocated\":{\"objects\":3,\"samples\":18,\"bytes\":144,\"objects_estimated\":3},"
+           "\"live\":{\"objects\":2,\"samples\":8,\"bytes\":64,\"objects_estimated\":2},"
+           "\"peak\":{\"objects\":3,\"samples\":18,\"bytes\":144,\"objects_estimated\":3}}}"));
+  free(out);
+}
+
+static void callers_text_and_json_give_shares_exactly(void **state) {
+  (void)state;
+  char *out = RUN(0, NULL, "callers", "^[fg]$", rec_path());
+  assert_string_equal(out,
+                      "callers and callees of 2 of 2 functions matching '^[fg]$', by bytes (total "
+                      "~176 B)\n"
+                      "\n"
+                      "g\n"
+                      "  cum ~160 B (90.91% of the total) in 3 backtraces, flat ~32 B (18.18%)\n"
+                      "  callers (outside its outermost call):\n"
+                      "     80.00%        128 B  f\n"
+                      "     20.00%         32 B  main\n"
+                      "  callees (inside its innermost call):\n"
+                      "     50.00%         80 B  h\n"
+                      "     30.00%         48 B  f\n"
+                      "     20.00%         32 B  (itself: allocated in g)\n"
+                      "\n"
+                      "f\n"
+                      "  cum ~144 B (81.82% of the total) in 3 backtraces, flat ~64 B (36.36%)\n"
+                      "  callers (outside its outermost call):\n"
+                      "     88.89%        128 B  main\n"
+                      "     11.11%         16 B  h\n"
+                      "  callees (inside its innermost call):\n"
+                      "     55.56%         80 B  g\n"
+                      "     44.44%         64 B  (itself: allocated in f)\n");
+  free(out);
+  /* --lines 1: the rest summed; -n 1: only g. */
+  out = RUN(0, NULL, "callers", "-n", "1", "--lines", "1", "^[fg]$", rec_path());
+  assert_string_equal(out,
+                      "callers and callees of 1 of 2 functions matching '^[fg]$', by bytes (total "
+                      "~176 B)\n"
+                      "\n"
+                      "g\n"
+                      "  cum ~160 B (90.91% of the total) in 3 backtraces, flat ~32 B (18.18%)\n"
+                      "  callers (outside its outermost call):\n"
+                      "     80.00%        128 B  f\n"
+                      "     20.00%         32 B  (1 other caller)\n"
+                      "  callees (inside its innermost call):\n"
+                      "     50.00%         80 B  h\n"
+                      "     30.00%         48 B  (1 other callee)\n"
+                      "     20.00%         32 B  (itself: allocated in g)\n");
+  free(out);
+  out = RUN(0, NULL, "callers", "main", "--json", rec_path());
+  assert_true(tu_json_valid(out, NULL));
+  assert_string_equal(
+      out,
+      "{\"schema\":\"memtap.callers/1\",\"by\":\"bytes\",\"regex\":\"main\",\"total\":176,"
+      "\"window\":null,\"functions_total\":1,\"functions\":[{\"function\":\"main\",\"cum\":176,"
+      "\"flat\":0,\"cum_backtraces\":4,\"flat_backtraces\":0,\"callers\":[{\"function\":null,"
+      "\"value\":176,\"backtraces\":4}],\"callees\":[{\"function\":\"f\",\"value\":128,"
+      "\"backtraces\":2},{\"function\":\"g\",\"value\":32,\"backtraces\":1},{\"function\":"
+      "\"h\",\"value\":16,\"backtraces\":1}]}]}\n");
+  free(out);
+}
+
+static const char *known_file(void) {
+  static char path[4096];
+  if (!path[0]) {
+    size_t size;
+    uint8_t *data = known_trace(&size);
+    snprintf(path, sizeof path, "%s", known_trace_file("known.ctf", data, size));
+    free(data);
+  }
+  return path;
+}
+
+/* known_trace against its variant whose id4 has 20 words: site A 176 -> 320 B (+81.8%), B the
+ * same, total 1008 -> 1152 B (+14.3%). At rate 1 there is no sampling noise. */
+static void diff_has_totals_percentages_and_says_when_nothing_differs(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = known_trace_variant(20, &size);
+  const char *variant = known_trace_file("variant.ctf", data, size);
+  free(data);
+  char *out = RUN(0, NULL, "diff", known_file(), variant);
+  char expected[16384];
+  snprintf(expected, sizeof expected,
+           "bytes allocated per site: A = %s, B = %s\n"
+           "sampling: A at rate 1 (8 B per sample), B at rate 1 (8 B per sample)\n"
+           "\n"
+           "      change  change%%            A            B   site\n"
+           "      +144 B   +81.8%%        176 B        320 B   fn_101_2 file_21.c:101\n"
+           "        +0 B    +0.0%%        832 B        832 B   fn_102_0 file_22.c:102\n"
+           "      +144 B   +14.3%%       1008 B      1.1 KiB   total\n",
+           known_file(), variant);
+  assert_string_equal(out, expected);
+  free(out);
+  out = RUN(0, NULL, "diff", "--json", known_file(), variant);
+  assert_true(tu_json_valid(out, NULL));
+  assert_non_null(strstr(
+      out, "\"same_executable\":true,\"window\":null,\"noise_z\":2,\"changed\":1,"
+           "\"beyond_noise\":1,\"total\":{\"key\":null,\"a\":1008,\"b\":1152,\"change\":144,"
+           "\"change_percent\":14.29,\"noise\":0,\"within_noise\":false},\"rows_total\":2,"
+           "\"rows\":[{\"key\":{\"function\":\"fn_101_2\",\"file\":\"file_21.c\",\"line\":101},"
+           "\"a\":176,\"b\":320,\"change\":144,\"change_percent\":81.82,\"noise\":0,"
+           "\"within_noise\":false},{\"key\":{\"function\":\"fn_102_0\",\"file\":\"file_22.c\","
+           "\"line\":102},\"a\":832,\"b\":832,\"change\":0,\"change_percent\":0.00,\"noise\":0,"
+           "\"within_noise\":false}]}\n"));
+  free(out);
+  out = RUN(0, NULL, "diff", "--group", "file", known_file(), known_file());
+  snprintf(expected, sizeof expected,
+           "bytes allocated per file: A = %s, B = %s\n"
+           "sampling: A at rate 1 (8 B per sample), B at rate 1 (8 B per sample)\n"
+           "\n"
+           "no differences: every file has the same bytes allocated in A and B (total 1008 B)\n",
+           known_file(), known_file());
+  assert_string_equal(out, expected);
+  free(out);
+  /* The window is in the header: from 45 µs only id4 differs (16 B against 160 B). */
+  out = RUN(0, NULL, "diff", "--from", "0.000045", known_file(), variant);
+  assert_non_null(strstr(out, "window: 0.000045 s to 0.000080 s (0.000035 s)\n\n"));
+  assert_non_null(strstr(out, "      +144 B   +17.6%        816 B        960 B   total\n"));
+  free(out);
+}
+
+/* known_trace (rate 1) against the same stream at rate 0.25 (32 B per sample): site A 22 samples
+ * at rate 1 (176 B, no noise) against 7 (224 B): sd 32 sqrt(7 x 0.75) = 73.3 B, and +48 B < 2 sd;
+ * site B 104 samples (832 B) against 26 (832 B): no change, sd 32 sqrt(26 x 0.75) = 141.3 B; total
+ * +48 B, sd 32 sqrt(33 x 0.75) = 159.2 B. */
+static void diff_marks_changes_within_the_sampling_noise(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = known_trace_at_rate(0.25, &size);
+  const char *quarter = known_trace_file("quarter.ctf", data, size);
+  free(data);
+  char *out = RUN(0, NULL, "diff", known_file(), quarter);
+  char expected[16384];
+  snprintf(expected, sizeof expected,
+           "bytes allocated per site: A = %s, B = %s\n"
+           "sampling: A at rate 1 (8 B per sample), B at rate 0.25 (32 B per sample)\n"
+           "\n"
+           "      change  change%%            A            B   site\n"
+           "       +48 B   +27.3%%        176 B        224 B ~ fn_101_2 file_21.c:101\n"
+           "        +0 B    +0.0%%        832 B        832 B   fn_102_0 file_22.c:102\n"
+           "       +48 B    +4.8%%       1008 B      1.0 KiB ~ total\n"
+           "\n"
+           "no change is larger than the sampling noise\n"
+           "\n"
+           "~ within the sampling noise: |B - A| < 2 standard deviations (sample counts are "
+           "Poisson; docs/analysis.md)\n",
+           known_file(), quarter);
+  assert_string_equal(out, expected);
+  free(out);
+  out = RUN(0, NULL, "diff", "--json", known_file(), quarter);
+  assert_non_null(strstr(out, "\"changed\":1,\"beyond_noise\":0,\"total\":{\"key\":null,\"a\":1008,"
+                              "\"b\":1056,\"change\":48,\"change_percent\":4.76,\"noise\":159,"
+                              "\"within_noise\":true}"));
+  assert_non_null(strstr(out, "\"a\":176,\"b\":224,\"change\":48,\"change_percent\":27.27,"
+                              "\"noise\":73,\"within_noise\":true}"));
+  assert_non_null(strstr(out, "\"a\":832,\"b\":832,\"change\":0,\"change_percent\":0.00,"
+                              "\"noise\":141,\"within_noise\":false}"));
+  free(out);
+
+  /* The library's noise: exactly the formula, and 0 at rate 1. */
+  mt_analysis *a = analyse_file(known_file(), NULL), *b = analyse_file(quarter, NULL);
+  mt_diff d;
+  mt_error err;
+  assert_int_equal(mt_diff_compute(a, b, MT_GROUP_SITE, MT_METRIC_BYTES, &d, &err), MT_OK);
+  assert_int_equal(d.count, 2);
+  assert_true(fabs(d.rows[0].noise - 32 * sqrt(7 * 0.75)) < 1e-9);
+  assert_true(fabs(d.total.noise - 32 * sqrt(33 * 0.75)) < 1e-9);
+  mt_diff_free(&d);
+  /* Counts: E = sum of 1/p over the sampled objects, k of them: sd sqrt(E^2/k - E); 0 at rate 1. */
+  const mt_summary *sb = mt_analysis_summary(b);
+  double e = sb->allocated.objects_estimated, k = (double)sb->allocated.objects;
+  mt_stats whole = {0};
+  whole.allocated = sb->allocated;
+  assert_true(fabs(mt_diff_noise(b, &whole, MT_METRIC_COUNT) - sqrt(e * e / k - e)) < 1e-9);
+  whole.allocated = mt_analysis_summary(a)->allocated;
+  assert_true(mt_diff_noise(a, &whole, MT_METRIC_COUNT) == 0);
+  assert_int_equal(mt_diff_compute(a, b, MT_GROUP_SITE, MT_METRIC_TEMPORARY, &d, &err),
+                   MT_E_INVALID);
+  mt_analysis_free(a);
+  mt_analysis_free(b);
+}
+
+static void diff_warns_when_the_executables_differ(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = rec_trace("/opt/other/prog", &size);
+  const char *other = known_trace_file("other.ctf", data, size);
+  free(data);
+  data = rec_trace("/home/me/build/test-program", &size); /* another build of the same program */
+  const char *rebuilt = known_trace_file("rebuilt.ctf", data, size);
+  free(data);
+  char *err;
+  char *out = RUN(0, &err, "diff", rec_path(), other);
+  assert_string_equal(err, "memtap: warning: A and B come from different executables (A: "
+                           "/usr/bin/test-program, B: /opt/other/prog): their sites may not "
+                           "correspond\n");
+  assert_non_null(strstr(out, "no differences"));
+  free(out);
+  free(err);
+  out = RUN(0, &err, "diff", "--json", rec_path(), other);
+  assert_non_null(strstr(out, "\"same_executable\":false"));
+  free(out);
+  free(err);
+  out = RUN(0, NULL, "diff", rec_path(), rebuilt); /* stderr checked empty */
+  free(out);
+}
+
+static void views_commands_have_help_and_clear_errors(void **state) {
+  (void)state;
+  const char *commands[] = {"functions", "callers"};
+  for (size_t i = 0; i < 2; i++) {
+    char *out = RUN(0, NULL, commands[i], "--help");
+    assert_non_null(strstr(out, "usage: memtap "));
+    free(out);
+    char *err;
+    free(RUN(64, &err, commands[i], "--no-such-option", rec_path()));
+    assert_non_null(strstr(err, "unknown option '--no-such-option'"));
+    free(err);
+  }
+  static const struct {
+    int status;
+    const char *args[6];
+    const char *message;
+  } cases[] = {
+      {64, {"callers", NULL}, "memtap callers: expected a REGEX and a TRACE"},
+      {64, {"callers", "(", "T"}, "memtap callers: bad regular expression '(': "},
+      {1, {"callers", "zzz", "T"}, ": no function matching 'zzz' has any bytes\n"},
+      {1, {"callers", "--by", "temporary", "f", "/nonexistent.ctf"}, "/nonexistent.ctf"},
+      {64, {"functions", "--sort", "size", "T"}, "memtap functions: --sort takes cum or flat"},
+      {64, {"functions", "--focus", "(", "T"}, "memtap functions: bad --focus regular expression"},
+      {64, {"functions", "--group", "line", "T"}, "--group takes function, file or site"},
+      {64, {"functions", "T", "T"}, "memtap functions: expected exactly one TRACE"},
+      {64, {"top", "--focus", "f", "T"}, "memtap top: --focus needs --inclusive"},
+      {64, {"top", "--inclusive", "--inverted", "T"}, "--inclusive and --inverted are different"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[6];
+    for (size_t j = 0; j < 6; j++)
+      args[j] = cases[i].args[j] && !strcmp(cases[i].args[j], "T") ? rec_path() : cases[i].args[j];
+    char *err;
+    free(RUN(cases[i].status, &err, args[0], args[1], args[2], args[3], args[4], args[5]));
+    if (!strstr(err, cases[i].message))
+      fail_msg("case %zu: stderr %s lacks %s", i, err, cases[i].message);
+    free(err);
+  }
+}
+
+/* demo_v3.ctf at 8 000 B per sample: `go tool pprof -top` on memtap's pprof export of it gives
+ * these flat and cum columns (57 312 000 B in all; the integration test compares every row). */
+static void demo_v3_functions_match_pprof_flat_and_cum(void **state) {
+  (void)state;
+  const char *demo = tu_testdata("memtrace/demo_v3.ctf");
+  char *out = RUN(0, NULL, "functions", "--json", "-n", "0", demo);
+  assert_true(tu_json_valid(out, NULL));
+  assert_true(tu_json_number(out, "total") == 57312000);
+  static const struct {
+    const char *function;
+    double flat, cum;
+  } want[] = {{"Dune__exe__Demo.phase1", 0, 29600000},
+              {"Dune__exe__Demo.phase3", 23712000, 23712000},
+              {"Stdlib__List.init_aux", 23560000, 23560000},
+              {"Stdlib__List.map", 2304000, 4808000},
+              {"Dune__exe__Demo.phase2", 0, 4000000},
+              {"Dune__exe__Demo.tree", 4000000, 4000000},
+              {"Dune__exe__Demo.pairs.(fun)", 2504000, 2504000},
+              {"Stdlib__Bytes.make", 32000, 32000},
+              {"Dune__exe__Demo.make_string", 0, 32000}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char needle[128];
+    snprintf(needle, sizeof needle, "{\"key\":{\"function\":\"%s\"", want[i].function);
+    const char *row = strstr(out, needle);
+    if (!row)
+      fail_msg("no row %s", want[i].function);
+    assert_true(tu_json_number(strstr(row, "\"flat\":"), "value") == want[i].flat);
+    assert_true(tu_json_number(strstr(row, "\"cum\":"), "value") == want[i].cum);
+  }
+  free(out);
+  out = RUN(0, NULL, "top", "--group", "function", "--inclusive", "-n", "3", demo);
+  assert_non_null(strstr(out, "  51.65%  Dune__exe__Demo.phase1\n"));
+  free(out);
+  /* pprof -peek 'List.map$': called by phase1 (100%), calls pairs.(fun) 2 504 000 B (52.08%). */
+  out = RUN(0, NULL, "callers", "List\\.map$", demo);
+  assert_non_null(strstr(out, "    100.00%      4.6 MiB  Dune__exe__Demo.phase1\n"));
+  assert_non_null(strstr(out, "     52.08%      2.4 MiB  Dune__exe__Demo.pairs.(fun)\n"));
+  free(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(costs_count_each_backtrace_once_however_often_a_function_recurs),
       cmocka_unit_test(costs_on_the_stacks_trace_skip_nothing_for_flat),
       cmocka_unit_test(focus_keeps_only_the_backtraces_through_matching_functions),
       cmocka_unit_test(peek_gives_callers_of_the_outermost_call_and_callees_of_the_innermost),
+      cmocka_unit_test(functions_and_top_inclusive_print_flat_and_cum_exactly),
+      cmocka_unit_test(functions_focus_and_window_are_in_the_header),
+      cmocka_unit_test(functions_json_gives_both_columns_with_their_amounts),
+      cmocka_unit_test(callers_text_and_json_give_shares_exactly),
+      cmocka_unit_test(diff_has_totals_percentages_and_says_when_nothing_differs),
+      cmocka_unit_test(diff_marks_changes_within_the_sampling_noise),
+      cmocka_unit_test(diff_warns_when_the_executables_differ),
+      cmocka_unit_test(views_commands_have_help_and_clear_errors),
+      cmocka_unit_test(demo_v3_functions_match_pprof_flat_and_cum),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,3 +19,9 @@ add_test(NAME analysis_report_in_headless_chromium
                  ${_data}/demo_v3.ctf)
 set_tests_properties(analysis_pprof_read_by_go_tool_pprof analysis_report_in_headless_chromium
                      PROPERTIES LABELS "integration;analysis" SKIP_RETURN_CODE 77 TIMEOUT 300)
+# memtap functions / callers against go tool pprof's flat, cum and -peek on the same pprof export.
+add_test(NAME analysis_functions_match_go_tool_pprof
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/check_views.py
+                 $<TARGET_FILE:memtap_cli> ${_data}/demo_v3.ctf ${_data}/ocamlopt_v2.ctf)
+set_tests_properties(analysis_functions_match_go_tool_pprof
+                     PROPERTIES LABELS "integration;analysis" SKIP_RETURN_CODE 77 TIMEOUT 300)
