@@ -1275,6 +1275,30 @@ static void help_option_columns_are_aligned(void **state) {
   }
 }
 
+/* ocamlopt_v1's backtraces are up to 409 frames deep, most too narrow to draw: the SVG was 6959 px
+ * tall with its top quarter blank. The deepest frame drawn is now the top row, y = 36 (the title
+ * above it). */
+static void flame_svg_is_as_tall_as_the_frames_drawn(void **state) {
+  (void)state;
+  char *out;
+  RUN_OK(out, "flame", "--svg", tu_testdata("memtrace/ocamlopt_v1.ctf"));
+  double top = 1e9, height = 0;
+  assert_int_equal(sscanf(strstr(out, "<svg "),
+                          "<svg xmlns=\"http://www.w3.org/2000/svg\" "
+                          "width=\"%*f\" height=\"%lf\"",
+                          &height),
+                   1);
+  for (const char *p = strstr(out, "<rect x="); p; p = strstr(p + 1, "<rect x=")) {
+    double y;
+    assert_int_equal(sscanf(p, "<rect x=\"%*f\" y=\"%lf\"", &y), 1);
+    if (y < top)
+      top = y;
+  }
+  assert_true(top == 36.0);
+  assert_true(height < 6959);
+  free(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(summary_json_gives_exact_numbers),
@@ -1308,6 +1332,7 @@ int main(void) {
       cmocka_unit_test(text_output_uses_iec_units_and_grouped_counts),
       cmocka_unit_test(timeline_rows_all_have_distinct_times),
       cmocka_unit_test(help_option_columns_are_aligned),
+      cmocka_unit_test(flame_svg_is_as_tall_as_the_frames_drawn),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
