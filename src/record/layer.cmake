@@ -8,6 +8,7 @@ add_library(memtap_record OBJECT
   record/modules.c
   record/sites.c
   record/symbolise.c
+  record/symtab.c
   record/output.c
   record/settings.c
   record/program.c

@@ -19,6 +19,7 @@
 #include "common/arena.h"
 #include "common/hashmap.h"
 #include "record/record_internal.h"
+#include "record/symtab.h"
 
 #define MAX_ENTRIES 256
 #define NAME_CAP 1024 /* bytes of one name kept when a list must be cut */
@@ -37,6 +38,8 @@ typedef struct rec_elf {
   struct cu_range *ranges;
   size_t range_count;
   bool ranges_built;
+  rec_symtab *symtab; /* its function symbols, read on the first lookup without DWARF */
+  bool symtab_built;
   struct rec_elf *next;
 } rec_elf;
 
@@ -88,6 +91,7 @@ void rec_symboliser_free(rec_symboliser *s) {
     free(e->path);
     free(e->build_id);
     free(e->ranges);
+    rec_symtab_free(e->symtab);
     free(e);
   }
   for (size_t i = 0; i < s->owned_count; i++)
@@ -171,20 +175,14 @@ static rec_elf *open_elf(rec_symboliser *s, rec_module *m) {
   return m->elf = e;
 }
 
-/* The symbol containing `vaddr` (inside its size; a sizeless symbol only at its address). */
+/* The function symbol containing `vaddr` (inside its size; a sizeless symbol only at its
+ * address). */
 static const char *symbol_at(rec_elf *e, uint64_t vaddr) {
-  GElf_Off offset;
-  GElf_Sym sym;
-  const char *name = dwfl_module_addrinfo(e->mod, vaddr + e->bias, &offset, &sym, NULL, NULL, NULL);
-  if (!name || !*name)
-    return NULL;
-  /* Functions only: libc's symbol table also holds objects of non-loaded sections at address 0
-   * (__evoke_link_warning_*), which would name its ELF header. */
-  int type = GELF_ST_TYPE(sym.st_info);
-  if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
-      (sym.st_size ? offset >= sym.st_size : offset != 0))
-    return NULL;
-  return name;
+  if (!e->symtab_built) {
+    e->symtab = rec_symtab_build(e->mod);
+    e->symtab_built = true;
+  }
+  return rec_symtab_find(e->symtab, vaddr + e->bias);
 }
 
 bool rec_symboliser_is_wrapper(rec_symboliser *s, rec_module *m, uint64_t vaddr) {

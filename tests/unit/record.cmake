@@ -12,5 +12,6 @@ endfunction()
 
 memtap_record_test(test_record_trace LABELS record)
 memtap_record_test(test_record_symbols LABELS record)
+memtap_record_test(test_record_symtab LABELS record)
 memtap_record_test(test_record_order LABELS record)
 memtap_record_test(test_record_cli LABELS record)
