@@ -312,7 +312,8 @@
     if (F.show === "alloc") text += ", " + fmtBytes(v.stillLive) + " of it still live at " +
                                     (snap.toEnd ? "the end" : "the range's end");
     if (snap.whole && F.show === "alloc" || F.show === "live" && snap.toEnd)
-      text += " — " + pct(v.bytes, total) + " of the trace's";
+      text += " — " + pct(v.bytes, total) + " of all the bytes " +
+              (F.show === "live" ? "live at the end" : "allocated");
     const filters = [];
     if (F.sizeMin !== null || F.sizeMax !== null)
       filters.push("size " + (F.sizeMin ?? 0) + "–" + (F.sizeMax ?? "∞") + " B");
@@ -335,10 +336,12 @@
     const args = [];
     if (snap.b0 > 0 || S.from_us > 0) args.push("--from " + secText(snap.from));
     if (!snap.toEnd) args.push("--to " + secText(S.from_us + snap.b1 * t.C.width - 1));
-    const cli = "memtap top" + (F.show === "live" ? " --by live" : "") +
-                (args.length ? " " + args.join(" ") : "") + " TRACE";
-    box.append(el("span", {class: "cli", id: "cli", title: "The same numbers on the command line"},
-                  cli));
+    const cli = filters.length ? "(the command line has no size, lifetime or function filters)"
+                               : "memtap top" + (F.show === "live" ? " --by live" : "") +
+                                 (args.length ? " " + args.join(" ") : "") + " TRACE";
+    if (!DIFF)
+      box.append(el("span", {class: "cli", id: "cli", title: "The same numbers on the command line"},
+                    cli));
     document.body.dataset.selFrom = String(snap.from);
     document.body.dataset.selTo = String(snap.to);
     document.body.dataset.selBytes = String(Math.round(v.bytes));
@@ -618,7 +621,8 @@
       const yy = F.up ? H - (d + 1) * R : d * R;
       const name = n === ROOT ? "all" : fnNames[nFn[n]];
       const pruned = name === PRUNED;
-      const g = el("svg:g", {"data-node": n, "data-depth": d, "data-bytes": Math.round(v.incl[n])});
+      const g = el("svg:g", {"data-node": n, "data-depth": d, "data-name": name,
+                             "data-bytes": Math.round(v.incl[n])});
       let fill = pruned ? "#ccc" : hashColor(name);
       if (a) {
         const before = a.incl[n], after = v.incl[n];
@@ -760,7 +764,8 @@
     });
     const total = st.rows.length, noun = total === 1 ? st.noun.one : st.noun.plural;
     $(st.id + "-count").textContent = q ? shown.length + " of " + rows.length + " " + noun +
-                                            " matching “" + q + "” (" + total + " in all)"
+                                            " matching “" + st.search.value.trim() + "” (" + total +
+                                            " in all)"
                                         : shown.length + " of " + total + " " + noun;
     $(st.id + "-more").textContent = st.limit ? "show all" : "show 100";
     $(st.id + "-more").hidden = rows.length <= 100;
@@ -834,7 +839,7 @@
     if (f === undefined) { box.hidden = true; document.body.dataset.callers = ""; return; }
     box.hidden = false;
     const callers = new Map(), callees = new Map();
-    let inc = 0, exc = 0;
+    let inc = 0, exc = 0, outerSelf = 0;
     // Outermost occurrences only: their inclusive bytes add up to the function's.
     for (let n = 1; n < nNames; n++) {
       if (nFn[n] !== f || v.incl[n] <= 0) continue;
@@ -843,6 +848,7 @@
       exc += v.self[n];
       if (!outer) continue;
       inc += v.incl[n];
+      outerSelf += v.self[n];
       const p = nParent[n], caller = p > 0 ? fnNames[nFn[p]] : "(the start of the backtrace)";
       callers.set(caller, (callers.get(caller) || 0) + v.incl[n]);
       for (const c of nKids[n]) if (v.incl[c] > 0) {
@@ -850,7 +856,9 @@
         callees.set(name, (callees.get(name) || 0) + v.incl[c]);
       }
     }
-    if (exc > 0) callees.set("(allocated by the function itself)", exc);
+    // Its own allocations where it is outermost (deeper calls of it are inside its callees).
+    if (outerSelf > 0) callees.set("(allocated by the function itself)", outerSelf);
+    box.dataset.inclusive = String(Math.round(inc));
     box.append(el("h2", {}, fnNames[f]));
     box.append(el("p", {}, fmtBytes(inc) + " (" + pct(inc, v.bytes) + ") allocated in it or its " +
                            "callees, " + fmtBytes(exc) + " by the function itself. Click a name " +

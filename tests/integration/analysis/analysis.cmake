@@ -14,10 +14,8 @@ set(_data ${MEMTAP_TESTDATA_DEFAULT}/memtrace)
 add_test(NAME analysis_pprof_read_by_go_tool_pprof
          COMMAND ${Python3_EXECUTABLE} ${_check} pprof $<TARGET_FILE:memtap_cli>
                  ${_data}/demo_v3.ctf ${_data}/ocamlopt_v2.ctf ${_data}/lists_and_sets_v1.ctf)
-add_test(NAME analysis_report_in_headless_chromium
-         COMMAND ${Python3_EXECUTABLE} ${_check} report $<TARGET_FILE:memtap_cli>
-                 ${_data}/demo_v3.ctf)
-set_tests_properties(analysis_pprof_read_by_go_tool_pprof analysis_report_in_headless_chromium
+# The HTML report's checks in Chromium are tests/integration/report/ (report_*).
+set_tests_properties(analysis_pprof_read_by_go_tool_pprof
                      PROPERTIES LABELS "integration;analysis" SKIP_RETURN_CODE 77 TIMEOUT 300)
 # memtap functions / callers against go tool pprof's flat, cum and -peek on the same pprof export.
 add_test(NAME analysis_functions_match_go_tool_pprof
