@@ -179,7 +179,7 @@ static void info_json_reports_what_the_trace_says(void **state) {
   char *text = NULL;
   assert_int_equal(tu_run_cli(&text, NULL, NULL, "info", ctf, NULL), 0);
   assert_non_null(strstr(text, "pid:            11160"));
-  assert_non_null(strstr(text, "1878 external"));
+  assert_non_null(strstr(text, "1,878 external"));
   free(text);
 }
 
