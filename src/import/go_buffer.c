@@ -25,8 +25,8 @@ int go_nomem(mt_error *err) {
 }
 
 bool go_bytes_reserve(go_bytes *b, size_t extra) {
-  if (b->cap - b->len >= extra)
-    return true;
+  if (b->data && b->cap - b->len >= extra)
+    return true; /* never NULL once reserved: memcpy of 0 bytes from it stays defined */
   size_t want = b->len + extra;
   if (want < b->len)
     return false;

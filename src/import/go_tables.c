@@ -91,9 +91,8 @@ static int read_stacks(go_tables *t, go_cursor *c, mt_error *err) {
                        (unsigned long long)id,
                        (unsigned long long)(go_tables_has_string(t, function) ? file : function));
     }
-    if (id == 0 || mt_hashmap_get(&t->stacks, (int64_t)id, NULL))
-      return go_fail(err, at, "stack id %llu %s", (unsigned long long)id,
-                     id ? "defined twice" : "is reserved");
+    if (mt_hashmap_get(&t->stacks, (int64_t)id, NULL))
+      return go_fail(err, at, "stack id %llu defined twice", (unsigned long long)id);
     if (!mt_hashmap_put(&t->stacks, (int64_t)id, 1))
       return go_nomem(err);
     t->records++;

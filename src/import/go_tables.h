@@ -51,8 +51,10 @@ static inline bool go_tables_has_stack(const go_tables *t, uint64_t id) {
   return id == 0 || mt_hashmap_get(&t->stacks, (int64_t)id, NULL);
 }
 
+/* Id 0 is the empty stack and the empty string, defined without a table entry (as Go's reader
+ * has it). */
 static inline bool go_tables_has_string(const go_tables *t, uint64_t id) {
-  return mt_hashmap_get(&t->strings, (int64_t)id, NULL);
+  return id == 0 || mt_hashmap_get(&t->strings, (int64_t)id, NULL);
 }
 
 /* The type with `id`, or NULL (id 0 is "no type"; other unknown ids are the caller's error). */

@@ -1,0 +1,198 @@
+/* The Go trace import against a real Go program (allocprog/main.go) traced at test time with
+ * GODEBUG=traceallocfree=1 by a Go >= 1.23 toolchain ($MEMTAP_GO, else /usr/lib/go-1.23/bin/go,
+ * which scripts/install-deps.sh installs from bookworm-backports). The import must agree with
+ *   - what the program says it allocated while traced: its nodes (type main.node, 64-byte slots),
+ *     its 40 KiB slices (element type uint8, each sized by its own 5-page span), and the 1000
+ *     nodes it made before tracing (in the start snapshot, still live at the end);
+ *   - `go tool trace -d=1` on the same file, whose lines "... Experimental Time=T Name=NAME ..."
+ *     are counted per NAME (HeapObjectAlloc, HeapObject, HeapObjectFree, SpanAlloc, Span,
+ *     SpanFree, GoroutineStackAlloc, GoroutineStack, GoroutineStackFree) and compared with the
+ *     import's allocated, snapshot and free counts of objects, spans and stacks.
+ * Without a Go toolchain the test skips, unless CI=true. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "common/hashmap.h"
+#include "memtap/import.h"
+#include "testutil.h"
+#include "tracegen.h"
+
+static char go[4096], work[4096];
+
+static int setup(void **state) {
+  (void)state;
+  const char *env = getenv("MEMTAP_GO");
+  snprintf(go, sizeof go, "%s", env && *env ? env : "/usr/lib/go-1.23/bin/go");
+  snprintf(work, sizeof work, "%s", MEMTAP_GO_WORK);
+  return 0;
+}
+
+static void need_go(void) {
+  if (access(go, X_OK) == 0)
+    return;
+  const char *ci = getenv("CI");
+  if (ci && !strcmp(ci, "true"))
+    fail_msg("no Go toolchain at %s (scripts/install-deps.sh installs golang-1.23-go)", go);
+  fprintf(stderr, "skipping: no Go 1.23+ toolchain at %s (set MEMTAP_GO)\n", go);
+  skip();
+}
+
+/* Runs a shell command in the work directory with the Go environment confined to it. */
+static void run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void run(const char *fmt, ...) {
+  char cmd[32768], inner[12288];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(inner, sizeof inner, fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && env GOCACHE='%s/cache' GOPATH='%s/gopath' GOTOOLCHAIN=local GOPROXY=off "
+           "GOFLAGS= GO111MODULE=off %s",
+           work, work, work, inner);
+  int rc = system(cmd);
+  if (rc != 0)
+    fail_msg("command failed (%d): %s", rc, inner);
+}
+
+static long value_of(const char *text, const char *key) {
+  char k[64];
+  snprintf(k, sizeof k, "%s ", key);
+  const char *p = strstr(text, k);
+  if (!p)
+    fail_msg("the program did not print '%s'", key);
+  return strtol(p + strlen(k), NULL, 10);
+}
+
+/* Lines of `go tool trace -d=1` naming experimental event `name`. */
+static uint64_t d1_count(const char *d1, const char *name) {
+  char pattern[64];
+  snprintf(pattern, sizeof pattern, " Name=%s ", name);
+  uint64_t n = 0;
+  for (const char *line = d1; line && *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    const char *exp = memmem(line, len, "Experimental Time=", 18);
+    if (exp && memmem(exp, len - (size_t)(exp - line), pattern, strlen(pattern)))
+      n++;
+    line = end ? end + 1 : NULL;
+  }
+  return n;
+}
+
+typedef struct kind_count {
+  uint64_t objects, bytes, collects;
+} kind_count;
+
+static void traced_program_import_agrees_with_program_and_go_tool_trace(void **state) {
+  (void)state;
+  need_go();
+  mkdir(work, 0755);
+  run("'%s' build -o allocprog '%s/main.go'", go, MEMTAP_GO_PROG_DIR);
+  run("GODEBUG=traceallocfree=1 ./allocprog -n 20000 -o allocprog.trace > allocprog.out");
+  run("'%s' tool trace -d=1 allocprog.trace > allocprog.d1 2>&1", go);
+  char path[8192];
+  snprintf(path, sizeof path, "%s/allocprog.out", work);
+  size_t size;
+  char *said = (char *)tu_read_file(path, &size);
+  long nodes = value_of(said, "nodes"), slices = value_of(said, "slices"),
+       early = value_of(said, "early");
+  free(said);
+  assert_int_equal(nodes, 40000);
+  assert_true(slices >= 2);
+
+  snprintf(path, sizeof path, "%s/allocprog.trace", work);
+  int in = open(path, O_RDONLY);
+  assert_true(in >= 0);
+  int out = memfd_create("ctf", 0);
+  mt_go_import_stats st;
+  mt_error err;
+  if (mt_go_import_fd(in, out, NULL, &st, &err))
+    fail_msg("import: %s", err.message);
+  close(in);
+
+  /* The import and go tool trace -d=1 see the same experimental events. */
+  snprintf(path, sizeof path, "%s/allocprog.d1", work);
+  char *d1 = (char *)tu_read_file(path, &size);
+  assert_int_equal(st.objects.allocated, d1_count(d1, "HeapObjectAlloc"));
+  assert_int_equal(st.objects.snapshot, d1_count(d1, "HeapObject"));
+  assert_int_equal(st.objects.frees, d1_count(d1, "HeapObjectFree"));
+  assert_int_equal(st.spans.allocated, d1_count(d1, "SpanAlloc"));
+  assert_int_equal(st.spans.snapshot, d1_count(d1, "Span"));
+  assert_int_equal(st.spans.frees, d1_count(d1, "SpanFree"));
+  assert_int_equal(st.stacks.allocated, d1_count(d1, "GoroutineStackAlloc"));
+  assert_int_equal(st.stacks.snapshot, d1_count(d1, "GoroutineStack"));
+  assert_int_equal(st.stacks.frees, d1_count(d1, "GoroutineStackFree"));
+  assert_true(st.objects.allocated > (uint64_t)nodes);
+  free(d1);
+  assert_int_equal(st.objects.unknown_frees, 0); /* the snapshot shows every earlier object */
+  assert_true(st.objects.snapshot >= (uint64_t)early);
+
+  /* The program's own objects, by type and slot. */
+  size_t ctf_size;
+  uint8_t *ctf = tg_fd_bytes(out, &ctf_size);
+  close(out);
+  mt_reader_options ro = {.backtraces = true};
+  mt_reader *r;
+  if (mt_reader_open_memory(&r, ctf, ctf_size, &ro, &err))
+    fail_msg("%s", err.message);
+  kind_count node = {0}, slice = {0}, untyped64 = {0};
+  mt_hashmap live = {0}; /* obj -> 1 node, 2 slice, 3 other */
+  mt_event ev;
+  int rc;
+  uint64_t bad_collects = 0;
+  while ((rc = mt_reader_next(r, &ev, &err)) > 0) {
+    if (ev.kind == MT_EVENT_COLLECT) {
+      uint64_t what;
+      if (!mt_hashmap_get(&live, ev.obj_id, &what))
+        bad_collects++;
+      mt_hashmap_remove(&live, ev.obj_id);
+      if (what == 1)
+        node.collects++;
+      continue;
+    }
+    const mt_location *locs;
+    size_t n;
+    assert_true(mt_reader_lookup_location(r, ev.backtrace[0], &locs, &n));
+    uint64_t what = 3;
+    if (!strcmp(locs[0].defname, "main.node")) {
+      what = 1;
+      node.objects++;
+      node.bytes += (uint64_t)ev.length * 8;
+    } else if (!strcmp(locs[0].defname, "uint8") && ev.length * 8 == 40960) {
+      what = 2;
+      slice.objects++;
+      slice.bytes += (uint64_t)ev.length * 8;
+    } else if (!strcmp(locs[0].defname, "[no type]") && ev.length == 8) {
+      untyped64.objects++;
+    }
+    assert_true(mt_hashmap_put(&live, ev.obj_id, what));
+  }
+  if (rc < 0)
+    fail_msg("%s", err.message);
+  mt_hashmap_free(&live);
+  mt_reader_close(r);
+  free(ctf);
+  assert_int_equal(bad_collects, 0);
+  assert_int_equal(node.objects, (uint64_t)nodes);
+  assert_int_equal(node.bytes, (uint64_t)nodes * 64);
+  /* Lists are dropped every 64 nodes and the GC runs at the end: all but the last list of each
+   * goroutine (and whatever the last cycle left unswept) are freed. */
+  assert_true(node.collects >= (uint64_t)nodes / 2);
+  assert_int_equal(slice.objects, (uint64_t)slices);
+  assert_int_equal(slice.bytes, (uint64_t)slices * 40960);
+  /* The snapshot has no types for small objects: the early nodes are 64-byte [no type] ones. */
+  assert_true(untyped64.objects >= (uint64_t)early);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(traced_program_import_agrees_with_program_and_go_tool_trace),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}
