@@ -1,6 +1,7 @@
 /* The analysis subcommands end to end: every number they print on writer-built traces of known
  * events (analysis_known_trace.h) is checked exactly, and `leaks` on demo_v3.ctf reports the
- * acceptance figures of the issue (932 / 1456 / 11.6 MB, 28 / 150 / 1.2 MB, 4 / 4 / 32 KB). */
+ * acceptance figures of the issue (932 / 1,456 / 11.1 MiB, 28 / 150 / 1.1 MiB, 4 / 4 / 31.2 KiB).
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
