@@ -149,6 +149,7 @@ int mt_cmd_callers(int argc, char **argv) {
   }
   if (!n) {
     cli_error(path, "no function matching '%s' has any %s", regex, an_metric_name(metric));
+    mt_peeks_free(peeks, n);
     mt_analysis_free(a);
     return MT_EXIT_FAILURE;
   }

@@ -245,6 +245,10 @@ int mt_peek_functions(const mt_analysis *a, const char *regex, mt_metric metric,
     mt_peeks_free(all, kept);
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
   }
+  if (!kept) {
+    mt_peeks_free(all, 0);
+    all = NULL;
+  }
   *peeks = all;
   *count = kept;
   return MT_OK;
