@@ -3,10 +3,10 @@
 
   check_views.py MEMTAP PEEK_TRACE TRACE...
 
-For every TRACE (PEEK_TRACE included) and for allocated and live bytes: every row of `memtap
-functions --json` (flat and cum per function) equals the flat and cum columns of `go tool pprof
--top` on `memtap export --format pprof` of the same trace, byte for byte, and pprof shows no
-function memtap does not. For PEEK_TRACE (one without recursion through other frames, where the
+For every TRACE (PEEK_TRACE included) and for allocated bytes, live bytes and estimated objects
+allocated: every row of `memtap functions --json` (flat and cum per function) equals the flat and
+cum columns of `go tool pprof -top` on `memtap export --format pprof` of the same trace exactly,
+and pprof shows no function memtap does not. For PEEK_TRACE (one without recursion through other frames, where the
 two agree on what a caller is): every function's callers and callees in `memtap callers --json`
 equal those of `go tool pprof -peek`.
 
@@ -131,7 +131,8 @@ def main():
         for trace in traces:
             prof = os.path.join(tmp, "profile.pb.gz")
             run([memtap, "export", "--format", "pprof", "-o", prof, trace])
-            for by, index in (("bytes", "alloc_space"), ("live", "inuse_space")):
+            for by, index in (("bytes", "alloc_space"), ("live", "inuse_space"),
+                              ("count", "alloc_objects")):
                 want, got = pprof_top(go, env, prof, index), memtap_functions(memtap, trace, by)
                 renamed = shortened(want, got)
                 want = {renamed.get(f, f): v for f, v in want.items()}
