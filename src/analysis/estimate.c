@@ -87,8 +87,9 @@ static int by_fraction(const void *p, const void *q) {
 
 /* One amount of every stack (at `field` bytes into mt_stats) made whole: each stack gets the floor
  * or the ceiling of its estimate, the largest remainders the ceilings, so that they add up to the
- * total rounded once, which the summary then holds. */
-static void round_amounts(mt_analysis *a, size_t field, mt_amount *total, stack_remainder *r) {
+ * summary's total rounded once (the summary keeps the exact estimate). */
+static void round_amounts(mt_analysis *a, size_t field, const mt_amount *total,
+                          stack_remainder *r) {
   int64_t want = llround(total->objects_estimated > 0 ? total->objects_estimated : 0), sum = 0;
   size_t n = a->nstacks;
   for (size_t i = 0; i < n; i++) {
@@ -101,7 +102,6 @@ static void round_amounts(mt_analysis *a, size_t field, mt_amount *total, stack_
   qsort(r, n, sizeof *r, by_fraction);
   for (size_t k = 0; k < n && sum < want; k++, sum++)
     ((mt_amount *)((char *)&a->stacks[r[k].stack].stats + field))->objects_estimated += 1;
-  total->objects_estimated = (double)sum;
 }
 
 bool mt_estimates_round(mt_analysis *a) {
