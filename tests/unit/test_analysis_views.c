@@ -582,6 +582,16 @@ static void diff_marks_changes_within_the_sampling_noise(void **state) {
                               "\"noise\":141,\"within_noise\":false}"));
   free(out);
 
+  /* Counts: at rate 0.25 each stack's estimate is rounded to whole objects (A 3 -> 4, B 2 -> 3);
+   * at rate 1 there is no noise, at 0.25 one object more is well within it. */
+  out = RUN(0, NULL, "diff", "--by", "count", known_file(), quarter);
+  assert_non_null(strstr(out, "      change  change%            A            B   site\n"
+                              "          +1   +33.3%            3            4 ~ fn_101_2 "
+                              "file_21.c:101\n"
+                              "          +1   +50.0%            2            3 ~ fn_102_0 "
+                              "file_22.c:102\n"
+                              "          +2   +40.0%            5            7 ~ total\n"));
+  free(out);
   /* The library's noise: exactly the formula, and 0 at rate 1. */
   mt_analysis *a = analyse_file(known_file(), NULL), *b = analyse_file(quarter, NULL);
   mt_diff d;
