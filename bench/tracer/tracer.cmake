@@ -28,9 +28,13 @@ add_library(bench_tracer_rusage SHARED tracer/rusage_report.c)
 add_executable(bench_tracer_writer tracer/bench_writer.c)
 target_link_libraries(bench_tracer_writer PRIVATE memtap_internal)
 
+# The shim's own cost per record, with a consumer that drops what it reads.
+add_executable(bench_tracer_shim tracer/bench_shim.c)
+target_link_libraries(bench_tracer_shim PRIVATE memtap_internal)
+
 set_target_properties(
   bench_tracer_churn bench_tracer_tree bench_tracer_strbuild bench_tracer_floor
-  bench_tracer_rusage bench_tracer_writer PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+  bench_tracer_rusage bench_tracer_writer bench_tracer_shim PROPERTIES RUNTIME_OUTPUT_DIRECTORY
                                                      ${PROJECT_BINARY_DIR}/bench/tracer
                                                      LIBRARY_OUTPUT_DIRECTORY
                                                      ${PROJECT_BINARY_DIR}/bench/tracer)

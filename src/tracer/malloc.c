@@ -188,14 +188,15 @@ static uint64_t sample(mt_shim_thread *t, int mode, size_t size) {
 
 /* After the next allocator returned `p`: remembers a sampled block for its free and writes the
  * ALLOC. */
-static void allocated(int mode, void *p, size_t size, uint64_t nsamples, unsigned kind) {
+static void allocated(const mt_cfi_regs *from, int mode, void *p, size_t size, uint64_t nsamples,
+                      unsigned kind) {
   if (!p || !nsamples)
     return;
   if (mode == MT_SHIM_FULL)
     forget_internal(p); /* a stale entry: that block went back without passing through free */
   if (mode == MT_SHIM_SAMPLED && !mt_sampled_set_insert(&mt_shim.set, p))
     return; /* no room to remember it: it counts as not sampled */
-  mt_record_alloc(p, size, nsamples, kind);
+  mt_record_alloc_from(from, p, size, nsamples, kind);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -214,7 +215,9 @@ static __attribute__((noinline)) void *malloc_slow(mt_shim_thread *t, size_t siz
   t->in_allocator++;
   void *p = mt_shim_real.malloc(size);
   t->in_allocator--;
-  allocated(mode, p, size, n, MT_TRACER_KIND_MALLOC);
+  mt_cfi_regs here; /* the stack walk starts in this frame: the shim's deeper ones are not walked */
+  MT_CFI_HERE(&here);
+  allocated(&here, mode, p, size, n, MT_TRACER_KIND_MALLOC);
   return p;
 }
 
@@ -249,7 +252,9 @@ static __attribute__((noinline)) void *calloc_slow(mt_shim_thread *t, size_t cou
   t->in_allocator++;
   void *p = mt_shim_real.calloc(count, size);
   t->in_allocator--;
-  allocated(mode, p, total, n, MT_TRACER_KIND_CALLOC);
+  mt_cfi_regs here;
+  MT_CFI_HERE(&here);
+  allocated(&here, mode, p, total, n, MT_TRACER_KIND_CALLOC);
   return p;
 }
 
@@ -344,6 +349,8 @@ static __attribute__((noinline)) void *realloc_slow(mt_shim_thread *t, void *p, 
   }
   if (mode == MT_SHIM_OFF)
     return mt_shim_real.realloc(p, size);
+  mt_cfi_regs here;
+  MT_CFI_HERE(&here);
   bool internal = mode == MT_SHIM_FULL && p && forget_internal(p);
   bool old_traced = p && !internal &&
                     (mode == MT_SHIM_FULL || (mt_sampled_set_maybe(&mt_shim.set, p) &&
@@ -359,7 +366,7 @@ static __attribute__((noinline)) void *realloc_slow(mt_shim_thread *t, void *p, 
     if (q) {
       uint64_t n = sample(t, mode, 0);
       if (n && (mode == MT_SHIM_FULL || mt_sampled_set_insert(&mt_shim.set, q)))
-        mt_record_realloc(NULL, q, 0, n);
+        mt_record_realloc_from(&here, NULL, q, 0, n);
     }
     return q;
   }
@@ -377,7 +384,7 @@ static __attribute__((noinline)) void *realloc_slow(mt_shim_thread *t, void *p, 
   if (mode == MT_SHIM_FULL && q != p)
     forget_internal(q);
   if (old_traced || n)
-    mt_record_realloc(old_traced ? p : NULL, q, size, n);
+    mt_record_realloc_from(&here, old_traced ? p : NULL, q, size, n);
   return q;
 }
 
@@ -484,7 +491,9 @@ static void *aligned(unsigned kind, size_t align, size_t size, int *error) {
   t->in_allocator++;
   void *p = real_aligned(kind, align, size, error);
   t->in_allocator--;
-  allocated(mode, p, size, n, kind);
+  mt_cfi_regs here;
+  MT_CFI_HERE(&here);
+  allocated(&here, mode, p, size, n, kind);
   return p;
 }
 

@@ -109,6 +109,7 @@ static void drain_pending(void) {
 
 /* At thread exit: what still waits, then the buffer. */
 void mt_record_thread_done(void) {
+  mt_tracer_unwind_thread_done();
   if (pending_waits() && !mt_ring_self.busy && !pending.draining)
     drain_pending();
   if (pending.buf && !pending_waits()) {
@@ -146,15 +147,23 @@ void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t
 }
 
 /* [head words..., frames...] with the stack of the code that called into the shim. */
-static void write_with_stack(unsigned type, uint64_t *buf, size_t head, unsigned kind) {
+static void write_with_stack(const mt_cfi_regs *from, unsigned type, uint64_t *buf, size_t head,
+                             unsigned kind) {
   unsigned flags = 0;
-  size_t n = mt_tracer_unwind(buf + head, MT_TRACER_MAX_FRAMES, &flags);
-  mt_modules_check(buf + head, n);
-  buf[head - 1] = kind | flags;
+  size_t n = mt_tracer_unwind(from, buf + head, MT_TRACER_MAX_FRAMES, &flags);
+  /* Frames the cached walker found rules for are in registered modules: only a pending dlopen
+   * needs checking then. */
+  mt_modules_check(buf + head, flags & MT_UNWIND_KNOWN ? 0 : n);
+  buf[head - 1] = kind | (flags & ~MT_UNWIND_KNOWN);
   mt_record_write(type, (unsigned)n, buf, head + n);
 }
 
 void mt_record_alloc(void *p, size_t size, uint64_t nsamples, unsigned kind) {
+  mt_record_alloc_from(NULL, p, size, nsamples, kind);
+}
+
+void mt_record_alloc_from(const mt_cfi_regs *from, void *p, size_t size, uint64_t nsamples,
+                          unsigned kind) {
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   int saved_errno = errno;
@@ -162,12 +171,17 @@ void mt_record_alloc(void *p, size_t size, uint64_t nsamples, unsigned kind) {
   buf[0] = (uintptr_t)p;
   buf[1] = size;
   buf[2] = nsamples;
-  write_with_stack(MT_TRACER_REC_ALLOC, buf, 4, kind);
+  write_with_stack(from, MT_TRACER_REC_ALLOC, buf, 4, kind);
   errno = saved_errno;
   t->depth--;
 }
 
 void mt_record_realloc(void *old, void *p, size_t size, uint64_t nsamples) {
+  mt_record_realloc_from(NULL, old, p, size, nsamples);
+}
+
+void mt_record_realloc_from(const mt_cfi_regs *from, void *old, void *p, size_t size,
+                            uint64_t nsamples) {
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   int saved_errno = errno;
@@ -176,7 +190,7 @@ void mt_record_realloc(void *old, void *p, size_t size, uint64_t nsamples) {
   buf[1] = (uintptr_t)p;
   buf[2] = size;
   buf[3] = nsamples;
-  write_with_stack(MT_TRACER_REC_REALLOC, buf, 5, MT_TRACER_KIND_REALLOC);
+  write_with_stack(from, MT_TRACER_REC_REALLOC, buf, 5, MT_TRACER_KIND_REALLOC);
   errno = saved_errno;
   t->depth--;
 }
@@ -189,7 +203,7 @@ void mt_record_map(void *p, size_t length, int prot, int flags, unsigned kind) {
   buf[0] = (uintptr_t)p;
   buf[1] = length;
   buf[2] = (uint64_t)(uint32_t)prot | ((uint64_t)(uint32_t)flags << 32);
-  write_with_stack(MT_TRACER_REC_MAP, buf, 4, kind);
+  write_with_stack(NULL, MT_TRACER_REC_MAP, buf, 4, kind);
   errno = saved_errno;
   t->depth--;
 }

@@ -18,6 +18,7 @@
 #include "tracer/config.h"
 #include "tracer/sampled_set.h"
 #include "tracer/sampler.h"
+#include "tracer/unwind_cfi.h"
 
 #define MT_HIDDEN __attribute__((visibility("hidden")))
 #define MT_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -158,6 +159,11 @@ MT_HIDDEN void mt_shim_thread_refresh(mt_shim_thread *t);
 /* record.c: the records. Each raises depth around its own work. `skip` is unused by the
  * libunwind unwinder (the shim's frames are removed by address). */
 MT_HIDDEN void mt_record_alloc(void *p, size_t size, uint64_t nsamples, unsigned kind);
+/* The same, with the stack walked from `from` (mt_tracer_unwind). */
+MT_HIDDEN void mt_record_alloc_from(const mt_cfi_regs *from, void *p, size_t size,
+                                    uint64_t nsamples, unsigned kind);
+MT_HIDDEN void mt_record_realloc_from(const mt_cfi_regs *from, void *old, void *p, size_t size,
+                                      uint64_t nsamples);
 MT_HIDDEN void mt_record_free(void *p);
 MT_HIDDEN void mt_record_realloc(void *old, void *p, size_t size, uint64_t nsamples);
 MT_HIDDEN void mt_record_map(void *p, size_t length, int prot, int flags, unsigned kind);
@@ -200,8 +206,17 @@ MT_HIDDEN void mt_tracer_unwind_init(void);
 #define MT_UNWIND_SLACK 16
 /* Fills pcs[0..] with return addresses, innermost first, the shim's own frames removed; returns
  * how many (<= max). `pcs` has room for max + MT_UNWIND_SLACK entries (scratch). Sets
- * MT_TRACER_FLAG_NO_STACK or MT_TRACER_FLAG_TRUNCATED in *flags. */
-MT_HIDDEN size_t mt_tracer_unwind(uint64_t *pcs, size_t max, unsigned *flags);
+ * MT_TRACER_FLAG_NO_STACK or MT_TRACER_FLAG_TRUNCATED in *flags. `from` (may be NULL): registers
+ * taken with MT_CFI_HERE in the interposed function's own frame, still live, where the walk
+ * starts instead of here. */
+MT_HIDDEN size_t mt_tracer_unwind(const mt_cfi_regs *from, uint64_t *pcs, size_t max,
+                                  unsigned *flags);
+/* Not a record flag: set in *flags by mt_tracer_unwind when every frame it returns lies in a module
+ * of the cached walker's table, which the module scan fills (mt_modules_check need not look them
+ * up). The caller clears it before writing the flags. */
+#define MT_UNWIND_KNOWN (1u << 31)
+/* At thread exit: releases the thread's walk memo. */
+MT_HIDDEN void mt_tracer_unwind_thread_done(void);
 
 /* threads.c */
 MT_HIDDEN void mt_threads_main_started(void);

@@ -8,9 +8,45 @@
  * shim's constructor) and called through a function pointer. Before it is loaded a walk the CFI
  * walker could not finish keeps the frames it found and is marked truncated. */
 #include <dlfcn.h>
+#include <sys/mman.h>
 
 #include "tracer/shim.h"
 #include "tracer/unwind_cfi.h"
+
+/* Each thread's memo of its previous walk (mt_cfi_unwind_memo: a stack that shares its outer part
+ * with the previous one is re-checked, not walked again). About 18 KiB, so not in static TLS (a
+ * program's threads may have small stacks, which hold static TLS): mmap'd at the thread's
+ * MEMO_AFTER-th walk, so that threads that record once or twice do not pay for one, and unmapped
+ * at thread exit (mt_tracer_unwind_thread_done). A thread that exits without passing through the
+ * shim's trampoline keeps its memo mapped. */
+#define MEMO_AFTER 8u
+#define MEMO_GONE UINT32_MAX
+static __thread mt_cfi_memo *memo __attribute__((tls_model("initial-exec")));
+static __thread uint32_t memo_walks __attribute__((tls_model("initial-exec")));
+
+static mt_cfi_memo *thread_memo(void) {
+  mt_cfi_memo *m = memo;
+  if (MT_LIKELY(m) || memo_walks == MEMO_GONE)
+    return m;
+  if (++memo_walks < MEMO_AFTER)
+    return NULL;
+  void *p = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    memo_walks = MEMO_GONE;
+    return NULL;
+  }
+  memo = p; /* zeroed: an empty memo */
+  return p;
+}
+
+void mt_tracer_unwind_thread_done(void) {
+  mt_cfi_memo *m = memo;
+  memo_walks = MEMO_GONE; /* what the thread still records walks without one */
+  if (!m || m->busy)
+    return; /* busy: a signal handler interrupted a walk; the memo is left mapped */
+  memo = NULL;
+  munmap(m, sizeof *m);
+}
 
 static int (*backtrace_fn)(void **buffer, int size);
 
@@ -31,14 +67,22 @@ void mt_tracer_unwind_init(void) {
 }
 
 /* The walk with the cached rules, when the thread's stack is known and the walk starts on it (not
- * on a sigaltstack): the count, or -1 to fall back. */
-static long cfi_walk(uint64_t *pcs, size_t max, unsigned *flags) {
+ * on a sigaltstack): the count, or -1 to fall back. From `from` when given (the registers of the
+ * interposed function's frame: the shim's frames in between are not walked), else from here. */
+static long cfi_walk(const mt_cfi_regs *from, uint64_t *pcs, size_t max, unsigned *flags) {
   mt_shim_thread *t = &mt_shim_self;
-  uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+  uintptr_t sp = from ? from->sp : (uintptr_t)__builtin_frame_address(0);
   if (!t->stack_high || sp < t->stack_low || sp >= t->stack_high)
     return -1;
   unsigned stop = 0;
-  size_t n = mt_cfi_unwind(pcs, max, 0, t->stack_low, t->stack_high, &stop);
+  mt_cfi_memo *m = thread_memo();
+  size_t n;
+  if (from)
+    n = m ? mt_cfi_unwind_memo_from(m, from, pcs, max, 0, t->stack_low, t->stack_high, &stop)
+          : mt_cfi_unwind_from(from, 1, pcs, max, 0, t->stack_low, t->stack_high, &stop);
+  else
+    n = m ? mt_cfi_unwind_memo(m, pcs, max, 0, t->stack_low, t->stack_high, &stop)
+          : mt_cfi_unwind(pcs, max, 0, t->stack_low, t->stack_high, &stop);
   if (stop & MT_CFI_STOP_INCOMPLETE) {
     if (backtrace_fn)
       return -1;
@@ -46,13 +90,15 @@ static long cfi_walk(uint64_t *pcs, size_t max, unsigned *flags) {
   }
   if (stop & MT_CFI_STOP_TRUNCATED)
     *flags |= MT_TRACER_FLAG_TRUNCATED;
+  else if (!(stop & MT_CFI_STOP_INCOMPLETE))
+    *flags |= MT_UNWIND_KNOWN; /* every frame's rule came from a registered module */
   if (!n)
     *flags |= MT_TRACER_FLAG_NO_STACK;
   return (long)n;
 }
 
-size_t mt_tracer_unwind(uint64_t *pcs, size_t max, unsigned *flags) {
-  long walked = cfi_walk(pcs, max, flags);
+size_t mt_tracer_unwind(const mt_cfi_regs *from, uint64_t *pcs, size_t max, unsigned *flags) {
+  long walked = cfi_walk(from, pcs, max, flags);
   if (walked >= 0)
     return (size_t)walked;
   if (!backtrace_fn) {

@@ -387,7 +387,7 @@ __attribute__((no_sanitize("address"))) static uint32_t memo_differs(const mt_cf
   for (uint32_t k = j + 1; k < m->end; k++) {
     const memo_frame *f = &m->frames[k];
     uint64_t differ = load_word(f->sp - 8) ^ f->pc;
-    if (f->bp_from)
+    if (f->bp_from && f->needs_bp) /* a saved rbp that no rule uses may hold anything */
       differ |= (f->bp_from < lo) | (load_word(f->bp_from) ^ f->bp);
     bad = differ ? k : bad;
   }
@@ -423,6 +423,67 @@ static void memo_mark_bp(mt_cfi_memo *m, uint32_t from, uint32_t to) {
   }
 }
 
+/* After a walk that left a valid memo of frames[start, end) and stored `n` pcs: the repeat
+ * check, when the walk is shallow enough to keep. */
+static void repeat_keep(mt_cfi_memo *m, const emitter *em, uintptr_t lo, unsigned drop) {
+  m->repeat.n = 0;
+  uint32_t frames = m->end - m->start;
+  if (em->n == 0 || em->n > MT_CFI_REPEAT_FRAMES || frames > MT_CFI_REPEAT_FRAMES)
+    return;
+  const memo_frame *first = &m->frames[m->start];
+  unsigned c = 0;
+  for (uint32_t k = m->start + 1; k < m->end; k++) {
+    const memo_frame *f = &m->frames[k];
+    m->repeat.check[c].at = f->sp - 8;
+    m->repeat.check[c++].value = f->pc;
+    if (f->bp_from && f->needs_bp) {
+      if (f->bp_from < lo)
+        return;
+      m->repeat.check[c].at = f->bp_from;
+      m->repeat.check[c++].value = f->bp;
+    }
+  }
+  if (m->zero_at) {
+    if (m->zero_at < lo)
+      return;
+    m->repeat.check[c].at = m->zero_at;
+    m->repeat.check[c++].value = 0;
+  }
+  m->repeat.pc = first->pc;
+  m->repeat.sp = first->sp;
+  m->repeat.bp = first->bp;
+  m->repeat.needs_bp = first->needs_bp != 0;
+  m->repeat.lo = lo;
+  m->repeat.hi = m->hi;
+  m->repeat.range_lo = em->range_lo;
+  m->repeat.range_span = em->range_span;
+  m->repeat.max = em->max;
+  m->repeat.drop = drop;
+  m->repeat.generation = m->generation;
+  m->repeat.checks = c;
+  __builtin_memcpy(m->repeat.pcs, em->pcs, em->n * sizeof em->pcs[0]);
+  m->repeat.n = (unsigned)em->n;
+}
+
+/* The walk again, if it is the exact repeat of the previous one: its count, else 0. */
+__attribute__((no_sanitize("address"))) static size_t
+repeat_try(const mt_cfi_memo *m, const emitter *em, uintptr_t pc, uintptr_t sp, uintptr_t bp,
+           uintptr_t lo, uintptr_t hi, unsigned drop, unsigned gen) {
+  if (!m->repeat.n || m->repeat.pc != pc || m->repeat.sp != sp ||
+      (m->repeat.needs_bp && m->repeat.bp != bp) || m->repeat.generation != gen ||
+      m->repeat.lo != lo || m->repeat.hi != hi || m->repeat.drop != drop ||
+      m->repeat.max != em->max || m->repeat.range_lo != em->range_lo ||
+      m->repeat.range_span != em->range_span)
+    return 0;
+  uint64_t differ = 0;
+  for (unsigned k = 0; k < m->repeat.checks; k++)
+    differ |= load_word(m->repeat.check[k].at) ^ m->repeat.check[k].value;
+  if (differ)
+    return 0;
+  __builtin_memcpy(em->pcs, m->repeat.pcs, m->repeat.n * sizeof em->pcs[0]);
+  return m->repeat.n;
+}
+
 static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp, unsigned drop,
                         uint64_t *pcs, size_t max, uintptr_t lo, uintptr_t hi,
                         unsigned *flags_out) {
@@ -434,6 +495,13 @@ static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp
     return walk(pc, sp, bp, true, drop, pcs, max, lo, hi, flags_out);
   m->busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
+  size_t repeated = repeat_try(m, &em, pc, sp, bp, lo, hi, drop, gen);
+  if (repeated) {
+    em.n = repeated;
+    flags = MT_CFI_MEMO_HIT;
+    goto out;
+  }
+  m->repeat.n = 0; /* the memo changes below */
   bool use = m->generation == gen && m->hi == hi && m->start < m->end;
   bool keep = true, fresh = false, exact = true;
   uint32_t j = m->start, floor = 0, tries = 0;
@@ -462,6 +530,8 @@ static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp
           while (k < m->end && emit(&em, m->frames[k].pc))
             k++;
           flags |= MT_CFI_MEMO_HIT | (k < m->end ? MT_CFI_STOP_TRUNCATED : 0);
+          if (k == m->end)
+            repeat_keep(m, &em, lo, drop);
           goto done;
         }
         floor = bad; /* a match further out may still hold */
@@ -493,10 +563,12 @@ static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp
     m->zero_at = pc ? 0 : sp - 8; /* ended on a return address of 0, or on an outermost rule */
     m->generation = gen;
     m->hi = hi;
+    repeat_keep(m, &em, lo, drop);
   } else {
     m->start = m->end = 0;
   }
 done:
+out:
   atomic_signal_fence(memory_order_seq_cst);
   m->busy = 0;
   if (flags_out)
@@ -511,4 +583,10 @@ __attribute__((noinline)) size_t mt_cfi_unwind_memo(mt_cfi_memo *memo, uint64_t 
   __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"
                    : "=r"(pc), "=r"(sp), "=r"(bp));
   return walk_memo(memo, pc, sp, bp, skip + 1, pcs, max, stack_lo, stack_hi, flags);
+}
+
+size_t mt_cfi_unwind_memo_from(mt_cfi_memo *memo, const mt_cfi_regs *regs, uint64_t *pcs,
+                               size_t max, unsigned skip, uintptr_t stack_lo, uintptr_t stack_hi,
+                               unsigned *flags) {
+  return walk_memo(memo, regs->pc, regs->sp, regs->bp, skip, pcs, max, stack_lo, stack_hi, flags);
 }

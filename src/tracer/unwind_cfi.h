@@ -99,6 +99,7 @@ typedef struct mt_cfi_memo_frame {
   uintptr_t pc, sp, bp, bp_from; /* a frame's registers, and where bp was read from (or 0) */
   uintptr_t needs_bp;            /* the rest of the walk depends on this frame's bp */
 } mt_cfi_memo_frame;
+#define MT_CFI_REPEAT_FRAMES 32
 typedef struct mt_cfi_memo {
   volatile int busy; /* a walk is using it: a signal handler's walk goes without */
   unsigned generation;
@@ -106,6 +107,19 @@ typedef struct mt_cfi_memo {
   uint32_t start, end; /* frames[start, end), outermost last */
   mt_cfi_memo_frame frames[MT_CFI_MEMO_FRAMES];
   mt_cfi_memo_frame scratch[MT_CFI_MEMO_HEAD];
+  /* The exact repeat of the previous walk (a shallow one): a walk that starts with the same
+   * registers and arguments gives repeat_pcs if every word in `check` still holds its value.
+   * repeat_n 0: none. */
+  struct {
+    uintptr_t pc, sp, bp, lo, hi, range_lo, range_span;
+    size_t max;
+    unsigned drop, generation, n, checks;
+    int needs_bp;
+    uint64_t pcs[MT_CFI_REPEAT_FRAMES];
+    struct {
+      uintptr_t at, value;
+    } check[2 * MT_CFI_REPEAT_FRAMES + 1];
+  } repeat;
 } mt_cfi_memo;
 
 /* mt_cfi_unwind, same arguments and results, faster on a stack that shares its outer part with
@@ -118,6 +132,20 @@ typedef struct mt_cfi_memo {
  */
 size_t mt_cfi_unwind_memo(mt_cfi_memo *memo, uint64_t *pcs, size_t max, unsigned skip,
                           uintptr_t stack_lo, uintptr_t stack_hi, unsigned *flags);
+
+/* mt_cfi_unwind_memo from given registers (regs->pc an exact PC, as mt_cfi_unwind_from with
+ * exact_pc), e.g. captured with MT_CFI_HERE by a caller further out on the same stack: the frames
+ * between it and the walk are then not walked at all. The registers must belong to a frame that is
+ * still live. */
+size_t mt_cfi_unwind_memo_from(mt_cfi_memo *memo, const mt_cfi_regs *regs, uint64_t *pcs,
+                               size_t max, unsigned skip, uintptr_t stack_lo, uintptr_t stack_hi,
+                               unsigned *flags);
+
+/* Stores the current PC (exact), rsp and rbp in *(r): a starting point for mt_cfi_unwind_from or
+ * mt_cfi_unwind_memo_from that is valid as long as the function that took it has not returned. */
+#define MT_CFI_HERE(r)                                                                             \
+  __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"                         \
+                   : "=r"((r)->pc), "=r"((r)->sp), "=r"((r)->bp))
 
 /* Forgets every cached rule (tests, and a consumer that wants cold-cache numbers). */
 void mt_cfi_cache_clear(void);

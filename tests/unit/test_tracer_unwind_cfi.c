@@ -743,6 +743,54 @@ static void memo_is_reused_on_the_same_stack_and_dropped_when_modules_change(voi
   assert_int_equal(m, n);
 }
 
+/* Two callers of one leaf, called from one place: the memo walk in the leaf starts with the same
+ * registers either way, and only the return address into via_a or via_b tells the stacks apart.
+ * A memo that took the previous walk as it is without re-reading that word would give the other
+ * caller's frames. */
+__attribute__((noinline)) static size_t leaf_walks(uint64_t *plain, size_t *n_plain,
+                                                   uint64_t *memoed, unsigned *mflags) {
+  unsigned flags;
+  *n_plain = mt_cfi_unwind(plain, MAX_FRAMES, 0, 0, stack_top, &flags);
+  size_t n = mt_cfi_unwind_memo(&memo, memoed, MAX_FRAMES, 0, 0, stack_top, mflags);
+  sink = sink + 1;
+  return n;
+}
+
+__attribute__((noinline)) static size_t via_a(uint64_t *plain, size_t *n_plain, uint64_t *memoed,
+                                              unsigned *mflags) {
+  size_t n = leaf_walks(plain, n_plain, memoed, mflags);
+  sink = sink + 1;
+  return n;
+}
+
+__attribute__((noinline)) static size_t via_b(uint64_t *plain, size_t *n_plain, uint64_t *memoed,
+                                              unsigned *mflags) {
+  size_t n = leaf_walks(plain, n_plain, memoed, mflags);
+  sink = sink + 2;
+  return n;
+}
+
+static void memo_tells_callers_apart_when_the_walk_starts_with_the_same_registers(void **state) {
+  (void)state;
+  static uint64_t plain[MAX_FRAMES], memoed[MAX_FRAMES];
+  uint64_t ret_a = 0, ret_b = 0;
+  long hits = 0;
+  for (int i = 0; i < 2000; i++) {
+    size_t n_plain, n;
+    unsigned mflags;
+    bool a = (i * 7919 / 3) % 5 < 2; /* runs of a and of b of varying lengths */
+    n = (a ? via_a : via_b)(plain, &n_plain, memoed, &mflags);
+    assert_int_equal(n, n_plain);
+    assert_true(n > 3);
+    /* [0] is the return address into leaf_walks from each walker: they differ by call site. */
+    assert_memory_equal(plain + 1, memoed + 1, (n - 1) * sizeof plain[0]);
+    *(a ? &ret_a : &ret_b) = plain[2];
+    hits += (mflags & MT_CFI_MEMO_HIT) != 0;
+  }
+  assert_true(ret_a && ret_b && ret_a != ret_b); /* the two callers were seen, and differ */
+  assert_true(hits > 1000);
+}
+
 static void frames_in_a_module_without_unwind_tables_stop_the_walk(void **state) {
   (void)state;
   static const unsigned char text[64]; /* never executed: only its address is looked up */
@@ -813,6 +861,8 @@ int main(void) {
       cmocka_unit_test_setup(unwind_skips_frames_by_count_and_by_address_range, setup),
       cmocka_unit_test_setup(unwind_never_reads_past_the_stack_top_it_is_given, setup),
       cmocka_unit_test_setup(frames_of_a_removed_module_stop_the_walk_until_it_is_added_again,
+                             setup),
+      cmocka_unit_test_setup(memo_tells_callers_apart_when_the_walk_starts_with_the_same_registers,
                              setup),
       cmocka_unit_test_setup(frames_in_a_module_without_unwind_tables_stop_the_walk, setup),
       cmocka_unit_test_setup(memo_is_reused_on_the_same_stack_and_dropped_when_modules_change,
