@@ -4,11 +4,13 @@
  * peek, heaptrack's bottom-up view), built from the analysis's stacks. */
 #include <limits.h>
 #include <math.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "analysis/views.h"
 #include "analysis_cli.h"
 #include "cli.h"
 #include "functions_view.h"
@@ -28,8 +30,8 @@ static const char usage[] =
     "                    callers with 5% or more, the others summed)\n"
     "  --inclusive       show each group's exclusive and inclusive cost instead, as pprof's\n"
     "                    flat and cum columns (the table of memtap functions, which see)\n"
-    "  --focus REGEX     with --inclusive: count only the backtraces through a function whose\n"
-    "                    name matches REGEX\n"
+    "  --focus REGEX     count only the backtraces through a function whose name matches the\n"
+    "                    POSIX extended REGEX (pprof's -focus); shares stay of the whole trace\n"
     "  -n N              show N groups (default 10; 0 for all)\n"
     "  --depth N         show at most N frames of each backtrace or levels of callers (default\n"
     "                    12; 0 for all)\n"
@@ -226,6 +228,85 @@ static void callers_json(cli_out *o, const mt_analysis *a, const caller_tree *t,
   free(kids);
 }
 
+/* A bad --focus regex is a bad command line, whatever the trace: false after saying so. */
+static bool focus_valid(const char *focus) {
+  regex_t re;
+  int rc = regcomp(&re, focus, REG_EXTENDED | REG_NOSUB);
+  if (rc) {
+    char why[128];
+    regerror(rc, &re, why, sizeof why);
+    cli_usage_error("top", "bad --focus regular expression '%s': %s", focus, why);
+    return false;
+  }
+  regfree(&re);
+  return true;
+}
+
+/* keyed_stacks of only the stacks through a function matching `focus` (*matched of them); NULL
+ * with `err` set on failure. */
+static keyed_stack *focused_stacks(const mt_analysis *a, mt_group_by by, const char *focus,
+                                   size_t *count, size_t *matched, mt_error *err) {
+  bool *keep;
+  if (mt_stacks_through(a, focus, &keep, matched, err))
+    return NULL;
+  size_t n;
+  keyed_stack *ks = keyed_stacks(a, by, &n);
+  if (!ks) {
+    free(keep);
+    snprintf(err->message, sizeof err->message, "out of memory");
+    return NULL;
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++)
+    if (keep[ks[i].stack])
+      ks[kept++] = ks[i];
+  free(keep);
+  *count = kept;
+  return ks;
+}
+
+static const mt_analysis *rank_analysis; /* qsort has no user pointer */
+static mt_metric rank_metric;
+
+static int by_metric(const void *p, const void *q) {
+  const mt_group *x = p, *y = q;
+  double vx = mt_analysis_metric(rank_analysis, &x->stats, rank_metric);
+  double vy = mt_analysis_metric(rank_analysis, &y->stats, rank_metric);
+  if (vx != vy)
+    return vx < vy ? 1 : -1;
+  return compare_frames(x->key, y->key);
+}
+
+/* The groups of the stacks `ks` (sorted by key), as mt_analysis_group makes them of all stacks:
+ * malloc'd, ranked by `metric`, those whose metric is 0 left out. NULL when memory runs out. */
+static mt_group *focused_groups(const mt_analysis *a, mt_metric metric, const keyed_stack *ks,
+                                size_t nks, size_t *count) {
+  mt_group *g = calloc(nks + 1, sizeof *g);
+  if (!g)
+    return NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < nks; i++) {
+    if (!n || compare_frames(g[n - 1].key, ks[i].key))
+      g[n++] = (mt_group){.key = ks[i].key, .top_stack = ks[i].stack};
+    mt_group *grp = &g[n - 1];
+    const mt_stats *st = mt_analysis_stack_stats(a, ks[i].stack);
+    mt_stats_add(&grp->stats, st);
+    grp->stacks++;
+    if (mt_analysis_metric(a, st, metric) >
+        mt_analysis_metric(a, mt_analysis_stack_stats(a, grp->top_stack), metric))
+      grp->top_stack = ks[i].stack;
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++)
+    if (mt_analysis_metric(a, &g[i].stats, metric) > 0)
+      g[kept++] = g[i];
+  rank_analysis = a;
+  rank_metric = metric;
+  qsort(g, kept, sizeof *g, by_metric);
+  *count = kept;
+  return g;
+}
+
 int mt_cmd_top(int argc, char **argv) {
   enum { OPT_BY = 1, OPT_GROUP, OPT_INVERTED, OPT_DEPTH, OPT_INCLUSIVE, OPT_FOCUS };
   static const struct option options[] = {AN_LONG_OPTIONS,
@@ -276,20 +357,31 @@ int mt_cmd_top(int argc, char **argv) {
   const char *path = argv[optind];
   if (inclusive && inverted)
     return cli_usage_error("top", "--inclusive and --inverted are different views: give one");
-  if (focus && !inclusive)
-    return cli_usage_error("top", "--focus needs --inclusive (or see memtap callers)");
   if (inclusive) {
     functions_view v = {by, metric, false, focus, (size_t)limit};
     return functions_view_run("top", path, &ao, &v);
   }
+  if (focus && !focus_valid(focus))
+    return MT_EXIT_USAGE;
   int status;
   mt_analysis *a = an_load("top", path, &ao, false, MT_TIME_UNBOUNDED, &status);
   if (!a)
     return status;
   mt_group *groups;
-  size_t n;
+  size_t n, nks = 0, focused = 0;
   mt_error err;
-  if (mt_analysis_group(a, by, metric, &groups, &n, &err)) {
+  keyed_stack *ks = NULL;
+  if (focus) {
+    if (!(ks = focused_stacks(a, by, focus, &nks, &focused, &err)) ||
+        !(groups = focused_groups(a, metric, ks, nks, &n))) {
+      if (ks)
+        snprintf(err.message, sizeof err.message, "out of memory");
+      cli_report(path, &err);
+      free(ks);
+      mt_analysis_free(a);
+      return MT_EXIT_FAILURE;
+    }
+  } else if (mt_analysis_group(a, by, metric, &groups, &n, &err)) {
     cli_report(path, &err);
     mt_analysis_free(a);
     return MT_EXIT_FAILURE;
@@ -304,8 +396,8 @@ int mt_cmd_top(int argc, char **argv) {
   size_t shown = limit && (size_t)limit < n ? (size_t)limit : n;
   static const char *group_names[] = {"site", "function", "file"};
   caller_tree tree = {0};
-  size_t nks = 0;
-  keyed_stack *ks = inverted ? keyed_stacks(a, by, &nks) : NULL;
+  if (inverted && !ks)
+    ks = keyed_stacks(a, by, &nks);
   if (inverted && !ks) {
     cli_error(path, "out of memory");
     free(groups);
@@ -316,10 +408,14 @@ int mt_cmd_top(int argc, char **argv) {
   cli_out o;
   out_init(&o, STDOUT_FILENO);
   if (ao.json) {
-    out_printf(&o,
-               "{\"schema\":\"memtap.top/1\",\"by\":\"%s\",\"group\":\"%s\",\"total\":%.17g,"
-               "\"groups\":[",
+    out_printf(&o, "{\"schema\":\"memtap.top/1\",\"by\":\"%s\",\"group\":\"%s\",\"total\":%.17g,",
                an_metric_name(metric), group_names[by], whole);
+    if (focus) { /* only the backtraces through the focus: the groups say so */
+      out_str(&o, "\"focus\":{\"regex\":");
+      out_json_string(&o, focus);
+      out_printf(&o, ",\"backtraces\":%zu},", focused);
+    }
+    out_str(&o, "\"groups\":[");
     for (size_t i = 0; i < shown; i++) {
       const mt_group *g = &groups[i];
       out_str(&o, i ? ",{\"key\":" : "{\"key\":");
@@ -352,6 +448,9 @@ int mt_cmd_top(int argc, char **argv) {
     out_printf(&o, "top %zu of %zu %s%s by %s (total ~%s)\n", shown, n, group_names[by],
                out_plural((double)n), an_metric_name(metric), an_metric_text(metric, whole, b1));
     an_print_window(&o, &ao, a);
+    if (focus)
+      out_printf(&o, "focus: the %zu of %zu backtraces through a function matching '%s'\n", focused,
+                 mt_analysis_stack_count(a), focus);
     out_str(&o, "\n");
     for (size_t i = 0; i < shown; i++) {
       const mt_group *g = &groups[i];
