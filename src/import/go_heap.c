@@ -35,36 +35,36 @@ void go_heap_init(go_heap *h, mt_writer *w, unsigned kinds, const go_info *info,
   h->kinds = kinds;
   h->info = info;
   h->stats = stats;
-  h->objects = seeded();
-  h->late = seeded();
-  h->spans = seeded();
-  h->pages = seeded();
-  h->stacks = seeded();
+  h->objects = go_idmap_make();
+  h->late = go_idmap_make();
+  h->spans = go_idmap_make();
+  h->pages = go_idmap_make();
+  h->stacks = go_idmap_make();
   h->name_codes = seeded();
-  h->type_codes = seeded();
+  h->type_codes = go_idmap_make();
+  h->last_page = UINT64_MAX;
   h->name_seed = mt_hashmap_random_seed();
 }
 
 void go_heap_free(go_heap *h) {
-  mt_hashmap_free(&h->objects);
-  mt_hashmap_free(&h->late);
-  mt_hashmap_free(&h->spans);
-  mt_hashmap_free(&h->pages);
-  mt_hashmap_free(&h->stacks);
+  go_idmap_free(&h->objects);
+  go_idmap_free(&h->late);
+  go_idmap_free(&h->spans);
+  go_idmap_free(&h->pages);
+  go_idmap_free(&h->stacks);
   mt_hashmap_free(&h->name_codes);
-  mt_hashmap_free(&h->type_codes);
+  go_idmap_free(&h->type_codes);
   for (size_t i = 0; i < h->nnames; i++)
     free(h->names[i]);
   free(h->names);
+  for (size_t i = 0; i < h->nspan; i++)
+    free(h->span[i].slots); /* NULL for freed spans */
   free(h->span);
   free(h->free_spans);
 }
 
 void go_heap_new_generation(go_heap *h) {
-  if (h->type_codes.count) {
-    mt_hashmap_free(&h->type_codes);
-    h->type_codes = seeded();
-  }
+  go_idmap_clear(&h->type_codes);
 }
 
 int go_heap_resolve(void *user, uint64_t code, const mt_location **entries, size_t *count) {
@@ -98,7 +98,7 @@ static int type_code(go_heap *h, const go_tables *t, uint64_t id, const go_event
     *code = GO_CODE_NO_TYPE;
     return MT_OK;
   }
-  if (mt_hashmap_get(&h->type_codes, (int64_t)id, code))
+  if (go_idmap_get(&h->type_codes, id, code))
     return MT_OK;
   const go_type *ty = go_tables_type(t, id);
   if (!ty)
@@ -135,7 +135,7 @@ static int type_code(go_heap *h, const go_tables *t, uint64_t id, const go_event
   h->stats->type_names = h->nnames;
 found:
   *code = GO_CODE_TYPES + index;
-  if (!mt_hashmap_put(&h->type_codes, (int64_t)id, *code))
+  if (!go_idmap_put(&h->type_codes, id, *code))
     return go_nomem(err);
   return MT_OK;
 }
@@ -158,31 +158,114 @@ static int put_collect(go_heap *h, int64_t time, int64_t obj, mt_error *err) {
   return mt_writer_put_collect(h->w, time, obj, err);
 }
 
-/* The slot size of the object at heap offset `offset`, from its span; 0 when no span holds it. */
-static uint64_t slot_size(go_heap *h, uint64_t offset) {
-  uint64_t page = offset >> h->page_shift, span_id, index;
-  if (!mt_hashmap_get(&h->pages, (int64_t)page, &span_id) ||
-      !mt_hashmap_get(&h->spans, (int64_t)span_id, &index))
-    return 0;
-  const go_span *s = &h->span[index];
-  if (s->size_class == GO_SPAN_NOT_HEAP || page - s->id >= s->npages)
-    return 0;
-  if (s->size_class == 0)
-    return s->npages << h->page_shift;
-  return class_size[s->size_class];
+/* Where the memtrace ids of live objects are kept: in an array per span, one uint32 per slot
+ * (0: free; v: the span's slot_base + v - 1), filled in address order as the runtime fills the
+ * span, so that neighbours in memory are neighbours in memory here too; that is what keeps
+ * millions of live objects fast. The array costs 4 bytes per slot of a live span. An object in no
+ * known span, or whose id is too far from its span's base (UINT32_MAX in its slot), is in the
+ * `objects` map under its id. */
+#define IN_MAP UINT32_MAX
+
+typedef struct object_ref {
+  go_span *span; /* NULL: the object is in the map */
+  uint32_t *slot;
+} object_ref;
+
+/* Finds where object `id` is kept and its slot size (0 when no span holds it). */
+static int locate(go_heap *h, uint64_t id, object_ref *ref, uint64_t *size, mt_error *err) {
+  uint64_t offset = id << h->align_shift, page = offset >> h->page_shift, span_id, index;
+  ref->span = NULL;
+  ref->slot = NULL;
+  *size = 0;
+  go_span *s;
+  if (page == h->last_page) {
+    s = &h->span[h->last_span_index];
+  } else {
+    if (!go_idmap_get(&h->pages, page, &span_id) || !go_idmap_get(&h->spans, span_id, &index))
+      return MT_OK;
+    s = &h->span[index];
+    if (s->size_class == GO_SPAN_NOT_HEAP || page - s->id >= s->npages)
+      return MT_OK;
+    h->last_page = page;
+    h->last_span_index = index;
+  }
+  *size = s->size_class == 0 ? s->npages << h->page_shift : class_size[s->size_class];
+  uint64_t i = (offset - (s->id << h->page_shift)) / *size;
+  if (!s->slots) {
+    uint64_t n = s->size_class == 0 ? 1 : (s->npages << h->page_shift) / *size;
+    if (!(s->slots = calloc(n, sizeof *s->slots)))
+      return go_nomem(err);
+    s->nslots = (uint32_t)n;
+  }
+  if (i < s->nslots) {
+    ref->span = s;
+    ref->slot = &s->slots[i];
+  }
+  return MT_OK;
+}
+
+static bool ref_get(const go_heap *h, const object_ref *ref, uint64_t id, uint64_t *obj) {
+  if (ref->slot && *ref->slot != IN_MAP) {
+    if (*ref->slot) {
+      *obj = (uint64_t)ref->span->slot_base + *ref->slot - 1;
+      return true;
+    }
+    if (!h->objects.count)
+      return false; /* allocated while no known span held it? */
+  }
+  return go_idmap_get(&h->objects, id, obj);
+}
+
+static bool ref_set(go_heap *h, const object_ref *ref, uint64_t id, int64_t obj) {
+  h->live_objects++;
+  if (ref->slot) {
+    if (!ref->span->used++)
+      ref->span->slot_base = obj;
+    uint64_t v = (uint64_t)(obj - ref->span->slot_base) + 1;
+    if (obj >= ref->span->slot_base && v < IN_MAP) {
+      *ref->slot = (uint32_t)v;
+      return true;
+    }
+    *ref->slot = IN_MAP;
+  }
+  return go_idmap_put(&h->objects, id, (uint64_t)obj);
+}
+
+static void ref_clear(go_heap *h, const object_ref *ref, uint64_t id) {
+  h->live_objects--;
+  if (ref->slot && *ref->slot) {
+    bool in_map = *ref->slot == IN_MAP;
+    *ref->slot = 0;
+    ref->span->used--;
+    if (!in_map)
+      return;
+  }
+  go_idmap_remove(&h->objects, id);
+}
+
+/* Span events change which page belongs to which span. */
+static void forget_last_page(go_heap *h) {
+  h->last_page = UINT64_MAX;
 }
 
 static int object_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t time,
                         mt_error *err) {
   uint64_t id = ev->args[1];
   mt_go_counts *n = &h->stats->objects;
-  uint64_t obj;
-  bool live = mt_hashmap_get(&h->objects, (int64_t)id, &obj);
+  if (id > (UINT64_MAX >> (h->align_shift + 1)))
+    return go_fail(err, ev->offset, "heap object id %llu is past the address space",
+                   (unsigned long long)id);
+  object_ref ref;
+  uint64_t size, obj = 0;
+  int rc = locate(h, id, &ref, &size, err);
+  if (rc)
+    return rc;
+  bool live = ref_get(h, &ref, id, &obj);
   if (ev->type == GO_EV_HEAP_OBJECT_FREE) {
     n->frees++;
     uint64_t epoch;
-    if (mt_hashmap_get(&h->late, (int64_t)id, &epoch)) {
-      mt_hashmap_remove(&h->late, (int64_t)id);
+    if (h->late.count && go_idmap_get(&h->late, id, &epoch)) {
+      go_idmap_remove(&h->late, id);
       if (epoch == h->gc_epoch) { /* no GC since the reuse: the old occupant's free, written */
         h->stats->late_frees++;
         return MT_OK;
@@ -192,7 +275,7 @@ static int object_event(go_heap *h, const go_event *ev, const go_tables *t, int6
       n->unknown_frees++;
       return MT_OK;
     }
-    mt_hashmap_remove(&h->objects, (int64_t)id);
+    ref_clear(h, &ref, id);
     n->freed++;
     return put_collect(h, time, (int64_t)obj, err);
   }
@@ -208,21 +291,17 @@ static int object_event(go_heap *h, const go_event *ev, const go_tables *t, int6
     /* Reused before its free arrived (another thread's sweep, stamped later): free it now. */
     n->replaced++;
     n->freed++;
-    mt_hashmap_remove(&h->objects, (int64_t)id);
-    if (!mt_hashmap_put(&h->late, (int64_t)id, h->gc_epoch))
+    ref_clear(h, &ref, id);
+    if (!go_idmap_put(&h->late, id, h->gc_epoch))
       return go_nomem(err);
-    int rc = put_collect(h, time, (int64_t)obj, err);
+    rc = put_collect(h, time, (int64_t)obj, err);
     if (rc)
       return rc;
   }
-  uint64_t code;
-  int rc = type_code(h, t, ev->args[2], ev, &code, err);
+  uint64_t code = 0;
+  rc = type_code(h, t, ev->args[2], ev, &code, err);
   if (rc)
     return rc;
-  if (id > (UINT64_MAX >> h->align_shift))
-    return go_fail(err, ev->offset, "heap object id %llu is past the address space",
-                   (unsigned long long)id);
-  uint64_t size = slot_size(h, id << h->align_shift);
   if (size == 0) {
     h->stats->objects_outside_spans++;
     const go_type *ty = go_tables_type(t, ev->args[2]);
@@ -232,7 +311,7 @@ static int object_event(go_heap *h, const go_event *ev, const go_tables *t, int6
   rc = put_alloc(h, MT_GO_OBJECTS, time, size, MT_SOURCE_EXTERNAL, code, &mobj, err);
   if (rc)
     return rc;
-  if (!mt_hashmap_put(&h->objects, (int64_t)id, (uint64_t)mobj))
+  if (!ref_set(h, &ref, id, mobj))
     return go_nomem(err);
   return MT_OK;
 }
@@ -242,14 +321,17 @@ static void unmap_pages(go_heap *h, const go_span *s) {
   if (s->size_class == GO_SPAN_NOT_HEAP)
     return;
   for (uint64_t p = s->id; p < s->id + n; p++)
-    if (mt_hashmap_get(&h->pages, (int64_t)p, &owner) && owner == s->id)
-      mt_hashmap_remove(&h->pages, (int64_t)p);
+    if (go_idmap_get(&h->pages, p, &owner) && owner == s->id)
+      go_idmap_remove(&h->pages, p);
 }
 
 static int drop_span(go_heap *h, uint64_t index, int64_t time, mt_error *err) {
   go_span *s = &h->span[index];
   unmap_pages(h, s);
-  mt_hashmap_remove(&h->spans, (int64_t)s->id);
+  /* Objects still in it stay live in the memtrace trace (their frees would come first). */
+  free(s->slots);
+  s->slots = NULL;
+  go_idmap_remove(&h->spans, s->id);
   if (h->nfree_spans == h->free_spans_cap) {
     size_t cap = h->free_spans_cap ? h->free_spans_cap * 2 : 64;
     size_t *f = realloc(h->free_spans, cap * sizeof *f);
@@ -264,9 +346,10 @@ static int drop_span(go_heap *h, uint64_t index, int64_t time, mt_error *err) {
 }
 
 static int span_event(go_heap *h, const go_event *ev, int64_t time, mt_error *err) {
+  forget_last_page(h);
   uint64_t id = ev->args[1], index;
   mt_go_counts *n = &h->stats->spans;
-  bool live = mt_hashmap_get(&h->spans, (int64_t)id, &index);
+  bool live = go_idmap_get(&h->spans, id, &index);
   if (ev->type == GO_EV_SPAN_FREE) {
     n->frees++;
     if (!live) {
@@ -316,12 +399,13 @@ static int span_event(go_heap *h, const go_event *ev, int64_t time, mt_error *er
   }
   go_span *s = &h->span[index];
   *s = (go_span){.id = id, .npages = npages, .size_class = size_class, .obj = -1};
-  if (!mt_hashmap_put(&h->spans, (int64_t)id, index))
+  forget_last_page(h);
+  if (!go_idmap_put(&h->spans, id, index))
     return go_nomem(err);
   if (size_class != GO_SPAN_NOT_HEAP) {
     uint64_t mapped = size_class != 0 && npages <= SMALL_SPAN_PAGES ? npages : 1;
     for (uint64_t p = id; p < id + mapped; p++)
-      if (!mt_hashmap_put(&h->pages, (int64_t)p, id))
+      if (!go_idmap_put(&h->pages, p, id))
         return go_nomem(err);
   }
   uint64_t code =
@@ -333,14 +417,14 @@ static int span_event(go_heap *h, const go_event *ev, int64_t time, mt_error *er
 static int stack_event(go_heap *h, const go_event *ev, int64_t time, mt_error *err) {
   uint64_t id = ev->args[1], obj;
   mt_go_counts *n = &h->stats->stacks;
-  bool live = mt_hashmap_get(&h->stacks, (int64_t)id, &obj);
+  bool live = go_idmap_get(&h->stacks, id, &obj);
   if (ev->type == GO_EV_GOROUTINE_STACK_FREE) {
     n->frees++;
     if (!live) {
       n->unknown_frees++;
       return MT_OK;
     }
-    mt_hashmap_remove(&h->stacks, (int64_t)id);
+    go_idmap_remove(&h->stacks, id);
     n->freed++;
     return put_collect(h, time, (int64_t)obj, err);
   }
@@ -355,7 +439,7 @@ static int stack_event(go_heap *h, const go_event *ev, int64_t time, mt_error *e
     }
     n->replaced++;
     n->freed++;
-    mt_hashmap_remove(&h->stacks, (int64_t)id);
+    go_idmap_remove(&h->stacks, id);
     int rc = put_collect(h, time, (int64_t)obj, err);
     if (rc)
       return rc;
@@ -369,7 +453,7 @@ static int stack_event(go_heap *h, const go_event *ev, int64_t time, mt_error *e
                      GO_CODE_STACK, &mobj, err);
   if (rc)
     return rc;
-  if (!mt_hashmap_put(&h->stacks, (int64_t)id, (uint64_t)mobj))
+  if (!go_idmap_put(&h->stacks, id, (uint64_t)mobj))
     return go_nomem(err);
   return MT_OK;
 }
@@ -377,10 +461,7 @@ static int stack_event(go_heap *h, const go_event *ev, int64_t time, mt_error *e
 int go_heap_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t time, mt_error *err) {
   if (ev->type == GO_EV_GC_BEGIN) {
     h->gc_epoch++;
-    if (h->late.count) {
-      mt_hashmap_free(&h->late);
-      h->late = seeded();
-    }
+    go_idmap_clear(&h->late);
     return MT_OK;
   }
   h->stats->alloc_free_events++;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common/hashmap.h"
+#include "import/go_idmap.h"
 #include "import/go_merge.h"
 #include "import/go_tables.h"
 #include "memtap/format.h"
@@ -18,6 +19,9 @@ typedef struct go_span {
   uint64_t npages;
   uint32_t size_class; /* 0: one large object; GO_SPAN_NOT_HEAP: not a heap span */
   int64_t obj;         /* its memtrace object id */
+  uint32_t *slots;     /* per object slot: where its live object's memtrace id is (go_heap.c) */
+  uint32_t nslots, used;
+  int64_t slot_base;
 } go_span;
 
 #define GO_SPAN_NOT_HEAP UINT32_MAX
@@ -29,20 +33,22 @@ typedef struct go_heap {
   const go_info *info;
   unsigned page_shift, align_shift, stack_shift; /* log2 of the info batch's sizes */
   uint64_t gc_epoch;                             /* GCBegin events seen */
-  mt_hashmap objects;                            /* object id -> memtrace id */
-  mt_hashmap late;   /* object id -> gc epoch: a reused slot whose free may still arrive */
-  mt_hashmap spans;  /* span id -> index in `span` */
-  mt_hashmap pages;  /* page -> span id, every page of a small-object span, the first of others */
-  mt_hashmap stacks; /* stack id -> memtrace id */
+  go_idmap objects; /* object id -> memtrace id, for objects not in a span's slots */
+  uint64_t live_objects;
+  go_idmap late;   /* object id -> gc epoch: a reused slot whose free may still arrive */
+  go_idmap spans;  /* span id -> index in `span` */
+  go_idmap pages;  /* page -> span id, every page of a small-object span, the first of others */
+  go_idmap stacks; /* stack id -> memtrace id */
   go_span *span;
   size_t nspan, span_cap;
+  uint64_t last_page, last_span_index; /* the last object's page, for its neighbours */
   size_t *free_spans;
   size_t nfree_spans, free_spans_cap;
   /* Type names: the location of code GO_CODE_TYPES + i is names[i]. */
   mt_hashmap name_codes; /* hash of a name -> index (probing on collisions) */
   char **names;
   size_t nnames, names_cap;
-  mt_hashmap type_codes; /* this generation's type id -> code */
+  go_idmap type_codes; /* this generation's type id -> code */
   uint64_t name_seed;
   mt_location resolved; /* the resolver's answer */
   char label[64];

@@ -177,7 +177,7 @@ static int import_from(struct mt_input *in, int out_fd, const mt_go_import_optio
   im.out_fd = out_fd;
   int rc = run(&im, in, err);
   if (im.heap_ready) {
-    im.stats->objects.live_end = im.h.objects.count;
+    im.stats->objects.live_end = im.h.live_objects;
     im.stats->spans.live_end = im.h.spans.count;
     im.stats->stacks.live_end = im.h.stacks.count;
     im.stats->end_time = im.last_us;

@@ -2,6 +2,7 @@
 # docs/go.md). Sits on format/ (its input and writer).
 add_library(memtap_import OBJECT
   import/go_buffer.c
+  import/go_idmap.c
   import/go_events.c
   import/go_batch.c
   import/go_tables.c
