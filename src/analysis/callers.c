@@ -227,8 +227,10 @@ int mt_peek_functions(const mt_analysis *a, const char *regex, mt_metric metric,
   if (ok) {
     rank = (rank_ctx){a, metric};
     for (size_t i = 0; i < kept; i++) {
-      qsort(all[i].callers, all[i].ncallers, sizeof *all[i].callers, compare_edges);
-      qsort(all[i].callees, all[i].ncallees, sizeof *all[i].callees, compare_edges);
+      if (all[i].ncallers) /* qsort's array may not be NULL, even empty */
+        qsort(all[i].callers, all[i].ncallers, sizeof *all[i].callers, compare_edges);
+      if (all[i].ncallees)
+        qsort(all[i].callees, all[i].ncallees, sizeof *all[i].callees, compare_edges);
     }
     qsort(all, kept, sizeof *all, compare_peeks);
   }
