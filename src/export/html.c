@@ -66,10 +66,13 @@ typedef struct trie {
   uint32_t *frame;
   double *weight;
   size_t n, cap;
-  int64_t *leaf;  /* per analysis stack: its node, -1 for an empty backtrace */
-  double *sw;     /* per analysis stack: its weight, < 0 when it has no cells */
-  size_t *order;  /* nodes by weight, heaviest first; a parent always before its children */
-  uint32_t *site; /* per analysis stack: its site frame (NO_SITE: "<no backtrace>") */
+  int64_t *leaf;    /* per analysis stack: its node, -1 for an empty backtrace */
+  double *sw;       /* per analysis stack: its weight, < 0 when it has no cells */
+  size_t *order;    /* nodes by weight, heaviest first, a parent before its children; sorted only
+                       when the trie does not fit whole (NULL until then) */
+  uint32_t *site;   /* per analysis stack: its site frame (NO_SITE: "<no backtrace>") */
+  uint32_t nframes; /* analysis frames are below this */
+  size_t bytes;     /* the whole trie's nodes and frames, as select_level counts them */
 } trie;
 
 static void trie_free(trie *t) {
@@ -83,10 +86,13 @@ static void trie_free(trie *t) {
   *t = (trie){0};
 }
 
-static int64_t trie_child(trie *t, mt_hashmap *ids, int64_t parent, uint32_t frame) {
+/* The child of `parent` for `frame`, made if needed; `new_parent`: the parent was just made, so
+ * the child cannot exist yet. */
+static int64_t trie_child(trie *t, mt_hashmap *ids, int64_t parent, uint32_t frame,
+                          bool new_parent) {
   int64_t key = (parent + 1) << 32 | frame;
   uint64_t id;
-  if (mt_hashmap_get(ids, key, &id))
+  if (!new_parent && mt_hashmap_get(ids, key, &id))
     return (int64_t)id;
   if (t->n == t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 4096;
@@ -126,6 +132,10 @@ static double stack_weight(const mt_stats *s) {
   return (double)(s->allocated.samples + s->live_start.samples);
 }
 
+static size_t frame_cost(const mt_analysis *a, uint32_t frame);
+
+/* Builds the trie. Consecutive stacks often share a long prefix: the previous stack's path is
+ * kept, and only the frames past the shared prefix are looked up. */
 static bool trie_init(trie *t, const mt_analysis *a) {
   size_t n = mt_analysis_stack_count(a), m = n ? n : 1;
   mt_hashmap ids = {0};
@@ -133,31 +143,82 @@ static bool trie_init(trie *t, const mt_analysis *a) {
   t->leaf = malloc(m * sizeof *t->leaf);
   t->sw = malloc(m * sizeof *t->sw);
   t->site = malloc(m * sizeof *t->site);
+  uint32_t *prev = NULL;
+  int64_t *path = NULL;
+  size_t prev_depth = 0, path_cap = 0;
   bool ok = t->leaf && t->sw && t->site;
   for (size_t i = 0; ok && i < n; i++) {
     size_t depth;
     const uint32_t *frames = mt_analysis_stack_frames(a, i, &depth, NULL);
     t->sw[i] = stack_weight(mt_analysis_stack_stats(a, i));
     t->site[i] = mt_analysis_stack_site(a, i);
-    int64_t node = -1;
-    for (size_t j = 0; ok && j < depth; j++) {
-      node = trie_child(t, &ids, node, frames[j]);
-      ok = node >= 0;
-      if (ok && t->sw[i] > 0)
-        t->weight[node] += t->sw[i];
+    if (t->site[i] != NO_SITE && t->site[i] >= t->nframes)
+      t->nframes = t->site[i] + 1;
+    if (depth > path_cap) {
+      size_t cap = depth * 2;
+      uint32_t *pf = realloc(prev, cap * sizeof *pf);
+      if (pf)
+        prev = pf;
+      int64_t *pp = realloc(path, cap * sizeof *pp);
+      if (pp)
+        path = pp;
+      if (!pf || !pp) {
+        ok = false;
+        break;
+      }
+      path_cap = cap;
     }
+    size_t j = 0;
+    while (j < depth && j < prev_depth && prev[j] == frames[j])
+      j++;
+    size_t before = t->n;
+    for (; ok && j < depth; j++) {
+      path[j] = trie_child(t, &ids, j ? path[j - 1] : -1, frames[j],
+                           j > 0 && (size_t)path[j - 1] >= before);
+      prev[j] = frames[j];
+      ok = path[j] >= 0;
+      if (frames[j] >= t->nframes)
+        t->nframes = frames[j] + 1;
+    }
+    prev_depth = depth;
+    int64_t node = depth ? path[depth - 1] : -1;
+    if (ok && node >= 0 && t->sw[i] > 0)
+      t->weight[node] += t->sw[i];
     t->leaf[i] = node;
   }
+  for (size_t i = ok ? t->n : 0; i-- > 0;) /* children come after their parent */
+    if (t->parent[i] >= 0)
+      t->weight[t->parent[i]] += t->weight[i];
+  free(prev);
+  free(path);
   mt_hashmap_free(&ids);
-  t->order = malloc((t->n ? t->n : 1) * sizeof *t->order);
-  ok = ok && t->order;
-  if (ok) {
-    for (size_t i = 0; i < t->n; i++)
-      t->order[i] = i;
-    sort_weights = t->weight;
-    qsort(t->order, t->n, sizeof *t->order, by_node_weight);
+  if (ok) { /* what keeping every node would cost */
+    uint8_t *seen = calloc(t->nframes ? t->nframes : 1, 1);
+    ok = seen != NULL;
+    for (size_t i = 0; ok && i < t->n; i++) {
+      t->bytes += NODE_COST;
+      if (!seen[t->frame[i]]) {
+        seen[t->frame[i]] = 1;
+        t->bytes += frame_cost(a, t->frame[i]);
+      }
+    }
+    free(seen);
   }
   return ok;
+}
+
+/* Sorts the nodes by weight (once, when a selection needs it). */
+static bool trie_order(trie *t) {
+  if (t->order)
+    return true;
+  t->order = malloc((t->n ? t->n : 1) * sizeof *t->order);
+  if (!t->order)
+    return false;
+  for (size_t i = 0; i < t->n; i++)
+    t->order[i] = i;
+  sort_weights = t->weight;
+  qsort(t->order, t->n, sizeof *t->order, by_node_weight);
+  return true;
 }
 
 /* One selection: the report's frames, nodes and stacks ---------------------------------------- */
@@ -176,12 +237,13 @@ static int by_site_weight(const void *p, const void *q) {
 
 typedef struct report {
   const mt_analysis *a;
-  const trie *t;
+  trie *t;
   site_rank *sites; /* distinct sites, heaviest first */
   size_t nsites;
   /* one selection: */
-  mt_hashmap frame_ids; /* analysis frame + 1 -> report frame */
-  uint32_t *frames;     /* report frame -> analysis frame (or *_FRAME) */
+  int32_t *frame_ids; /* analysis frame -> report frame, -1 if none */
+  int32_t special[3]; /* the same for NO_SITE (unused), OTHER_SITES_FRAME, PRUNED_FRAME */
+  uint32_t *frames;   /* report frame -> analysis frame (or *_FRAME) */
   size_t nframes, frames_cap;
   int64_t *rid;        /* trie node -> report node, -1 when cut */
   int64_t (*nodes)[2]; /* report node -> parent report node, report frame */
@@ -198,7 +260,7 @@ typedef struct report {
 } report;
 
 static void report_free(report *r) {
-  mt_hashmap_free(&r->frame_ids);
+  free(r->frame_ids);
   free(r->sites);
   free(r->frames);
   free(r->rid);
@@ -217,14 +279,18 @@ static size_t frame_cost(const mt_analysis *a, uint32_t frame) {
          (file < REPORT_NAME + 2 ? file : REPORT_NAME + 2) + 16;
 }
 
-static bool has_frame(const report *r, uint32_t frame) {
-  return mt_hashmap_get(&r->frame_ids, (int64_t)frame + 1, NULL);
+static int32_t *frame_slot(report *r, uint32_t frame) {
+  return frame >= PRUNED_FRAME ? &r->special[UINT32_MAX - frame] : &r->frame_ids[frame];
+}
+
+static bool has_frame(report *r, uint32_t frame) {
+  return *frame_slot(r, frame) >= 0;
 }
 
 static int64_t report_frame(report *r, uint32_t frame) {
-  uint64_t id;
-  if (mt_hashmap_get(&r->frame_ids, (int64_t)frame + 1, &id))
-    return (int64_t)id;
+  int32_t *slot = frame_slot(r, frame);
+  if (*slot >= 0)
+    return *slot;
   if (r->nframes == r->frames_cap) {
     size_t cap = r->frames_cap ? r->frames_cap * 2 : 1024;
     uint32_t *p = realloc(r->frames, cap * sizeof *p);
@@ -234,8 +300,7 @@ static int64_t report_frame(report *r, uint32_t frame) {
     r->frames_cap = cap;
   }
   r->frames[r->nframes] = frame;
-  if (!mt_hashmap_put(&r->frame_ids, (int64_t)frame + 1, r->nframes))
-    r->failed = true;
+  *slot = (int32_t)r->nframes;
   return (int64_t)r->nframes++;
 }
 
@@ -264,11 +329,16 @@ static bool sites_init(report *r) {
 
 /* The report's trie and stacks for level `l`, budgets divided by `share`. */
 static bool select_level(report *r, const level *l, size_t share) {
-  const trie *t = r->t;
+  trie *t = r->t;
   const mt_analysis *a = r->a;
   size_t n = mt_analysis_stack_count(a);
-  mt_hashmap_free(&r->frame_ids);
-  r->frame_ids = (mt_hashmap){0};
+  if (!r->frame_ids)
+    r->frame_ids = malloc((t->nframes ? t->nframes : 1) * sizeof *r->frame_ids);
+  if (!r->frame_ids)
+    return false;
+  for (uint32_t f = 0; f < t->nframes; f++)
+    r->frame_ids[f] = -1;
+  r->special[0] = r->special[1] = r->special[2] = -1;
   r->nframes = r->nnodes = r->nkept = r->nstacks = 0;
   r->pruned_weight = r->weight = 0;
   r->l = l;
@@ -302,8 +372,16 @@ static bool select_level(report *r, const level *l, size_t share) {
   size_t bytes = 0, kept = 0;
   for (size_t i = 0; i < t->n; i++)
     r->rid[i] = -1;
+  bool whole = t->bytes <= l->node_bytes / share && t->n <= REPORT_NODES;
+  if (!whole && !trie_order(r->t))
+    return false;
   for (; kept < t->n && kept < REPORT_NODES; kept++) {
-    size_t node = t->order[kept];
+    size_t node = whole ? kept : t->order[kept];
+    if (whole) {
+      if (t->weight[node] > 0)
+        r->rid[node] = 0;
+      continue;
+    }
     size_t c = NODE_COST + (has_frame(r, t->frame[node]) ? 0 : frame_cost(a, t->frame[node]));
     if (bytes + c > l->node_bytes / share || t->weight[node] <= 0)
       break;
@@ -452,6 +530,103 @@ static bool aggregate(report *r, size_t cap) {
 
 /* Output -------------------------------------------------------------------------------------- */
 
+/* Numbers written through a buffer: the report's arrays hold hundreds of thousands of them, and
+ * fprintf would take most of the export's time. */
+typedef struct numbers {
+  FILE *out;
+  size_t n;
+  char buf[1 << 15];
+} numbers;
+
+static void numbers_flush(numbers *w) {
+  fwrite(w->buf, 1, w->n, w->out);
+  w->n = 0;
+}
+
+static void put_char(numbers *w, char c) {
+  if (w->n == sizeof w->buf)
+    numbers_flush(w);
+  w->buf[w->n++] = c;
+}
+
+static void put_uint(numbers *w, uint64_t v) {
+  static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233"
+                              "34353637383940414243444546474849505152535455565758596061626364656667"
+                              "6869707172737475767778798081828384858687888990919293949596979899";
+  if (w->n + 20 > sizeof w->buf)
+    numbers_flush(w);
+  if (v < 10) {
+    w->buf[w->n++] = (char)('0' + v);
+    return;
+  }
+  char tmp[20];
+  size_t k = sizeof tmp;
+  while (v >= 100) {
+    k -= 2;
+    tmp[k] = pairs[2 * (v % 100)];
+    tmp[k + 1] = pairs[2 * (v % 100) + 1];
+    v /= 100;
+  }
+  if (v >= 10) {
+    k -= 2;
+    tmp[k] = pairs[2 * v];
+    tmp[k + 1] = pairs[2 * v + 1];
+  } else {
+    tmp[--k] = (char)('0' + v);
+  }
+  for (char *d = w->buf + w->n; k < sizeof tmp; k++, w->n++)
+    *d++ = tmp[k];
+}
+
+static void put_int(numbers *w, int64_t v) {
+  if (v < 0) {
+    put_char(w, '-');
+    put_uint(w, (uint64_t)0 - (uint64_t)v);
+  } else {
+    put_uint(w, (uint64_t)v);
+  }
+}
+
+/* A JSON string as mt_json_string_cut(out, s, REPORT_NAME) writes it; printable ASCII without
+ * quotes, backslashes or what it escapes for HTML (<, >, &), the usual function and file name, is
+ * copied as it is. */
+static void put_name(numbers *w, const char *s) {
+  size_t n = 0;
+  while (n <= REPORT_NAME && s[n] >= 0x20 && s[n] < 0x7f && s[n] != '"' && s[n] != '\\' &&
+         s[n] != '<' && s[n] != '>' && s[n] != '&')
+    n++;
+  if (s[n] || n > REPORT_NAME) {
+    numbers_flush(w);
+    mt_json_string_cut(w->out, s, REPORT_NAME);
+    return;
+  }
+  if (w->n + n + 2 > sizeof w->buf)
+    numbers_flush(w);
+  w->buf[w->n++] = '"';
+  memcpy(w->buf + w->n, s, n);
+  w->n += n;
+  w->buf[w->n++] = '"';
+}
+
+/* A non-negative estimate as "%.3f" would write it (below 10^12), else "%.6e". */
+static void put_estimate(numbers *w, double v) {
+  if (!(v >= 0 && v < 1e12)) {
+    numbers_flush(w);
+    fprintf(w->out, "%.6e", v);
+    return;
+  }
+  uint64_t whole = (uint64_t)v, milli = (uint64_t)llround((v - (double)whole) * 1000);
+  if (milli >= 1000) {
+    whole++;
+    milli -= 1000;
+  }
+  put_uint(w, whole);
+  put_char(w, '.');
+  put_char(w, (char)('0' + milli / 100));
+  put_char(w, (char)('0' + milli / 10 % 10));
+  put_char(w, (char)('0' + milli % 10));
+}
+
 /* A non-negative estimate in at most 16 characters. */
 static void json_estimate(FILE *out, double v) {
   fprintf(out, fabs(v) < 1e12 ? "%.3f" : "%.6e", v);
@@ -510,7 +685,7 @@ static void write_limits(FILE *out, const level *l) {
   fputs(",null]", out); /* not freed */
 }
 
-static void write_data(FILE *out, const report *r) {
+static bool write_data(FILE *out, const report *r) {
   const mt_analysis *a = r->a;
   fputs("{\"summary\":", out);
   write_summary(out, a);
@@ -525,6 +700,11 @@ static void write_data(FILE *out, const report *r) {
   for (size_t i = 0; i < nb; i++)
     fprintf(out, "%s%.0f", i ? "," : "", tl[i].live_end);
   fputs("]},\"frames\":[", out);
+  numbers *w = malloc(sizeof *w);
+  if (!w)
+    return false;
+  w->out = out;
+  w->n = 0;
   int64_t pruned = -1, other_sites = -1;
   for (size_t i = 0; i < r->nframes; i++) {
     uint32_t id = r->frames[i];
@@ -535,24 +715,45 @@ static void write_data(FILE *out, const report *r) {
       pruned = (int64_t)i;
     if (id == OTHER_SITES_FRAME)
       other_sites = (int64_t)i;
-    fputs(i ? ",\n[" : "[", out);
-    mt_json_string_cut(out, f.function, REPORT_NAME);
-    fputc(',', out);
-    mt_json_string_cut(out, f.file, REPORT_NAME);
-    fprintf(out, ",%d]", (int)f.line);
+    if (i) {
+      put_char(w, ',');
+      put_char(w, '\n');
+    }
+    put_char(w, '[');
+    put_name(w, f.function);
+    put_char(w, ',');
+    put_name(w, f.file);
+    put_char(w, ',');
+    put_int(w, f.line);
+    put_char(w, ']');
   }
+  numbers_flush(w);
   fprintf(out, "],\"pruned_frame\":%" PRId64 ",\"other_sites_frame\":%" PRId64, pruned,
           other_sites);
   fprintf(out, ",\"trie\":{\"nodes\":%zu,\"kept\":%zu,\"pruned_share\":%.6f},\"nodes\":[", r->t->n,
           r->nkept, r->weight > 0 ? r->pruned_weight / r->weight : 0.0);
   /* Flat: per node its distance to its parent (its index + 1 for a root child) and its frame. */
-  for (size_t i = 0; i < r->nnodes; i++)
-    fprintf(out, "%s%" PRId64 ",%" PRId64, i ? (i % 16 ? "," : ",\n") : "",
-            (int64_t)i - r->nodes[i][0], r->nodes[i][1]);
+  for (size_t i = 0; i < r->nnodes; i++) {
+    if (i)
+      put_char(w, ',');
+    if (i && i % 16 == 0)
+      put_char(w, '\n');
+    put_int(w, (int64_t)i - r->nodes[i][0]);
+    put_char(w, ',');
+    put_int(w, r->nodes[i][1]);
+  }
+  numbers_flush(w);
   fputs("],\"stacks\":[", out); /* flat: node (-1: empty backtrace), site frame (-1: none) */
-  for (size_t i = 0; i < r->nstacks; i++)
-    fprintf(out, "%s%" PRId64 ",%" PRId64, i ? (i % 16 ? "," : ",\n") : "", r->stacks[i][0],
-            r->stacks[i][1]);
+  for (size_t i = 0; i < r->nstacks; i++) {
+    if (i)
+      put_char(w, ',');
+    if (i && i % 16 == 0)
+      put_char(w, '\n');
+    put_int(w, r->stacks[i][0]);
+    put_char(w, ',');
+    put_int(w, r->stacks[i][1]);
+  }
+  numbers_flush(w);
   mt_analysis_cells(a, &nb, &width);
   /* Flat, 8 numbers a row: stack, allocation step, free step, size class, lifetime class, sampled
    * objects, samples, estimated objects. */
@@ -560,12 +761,22 @@ static void write_data(FILE *out, const report *r) {
           width << r->l->time_step, MT_CELL_TIME_BUCKETS >> r->l->time_step);
   for (size_t i = 0; i < r->nrows; i++) {
     const row *c = &r->rows[i];
-    fprintf(out, "%s%" PRIu32 ",%u,%u,%u,%u,%" PRIu64 ",%" PRIu64 ",", i ? ",\n" : "", c->stack,
-            c->alloc_bucket, c->free_bucket, c->size_class, c->lifetime_class, c->amount.objects,
-            c->amount.samples);
-    json_estimate(out, c->amount.objects_estimated);
+    uint64_t v[] = {c->stack,          c->alloc_bucket,   c->free_bucket,   c->size_class,
+                    c->lifetime_class, c->amount.objects, c->amount.samples};
+    if (i)
+      put_char(w, '\n');
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+      put_uint(w, v[k]);
+      put_char(w, ',');
+    }
+    put_estimate(w, c->amount.objects_estimated);
+    if (i + 1 < r->nrows)
+      put_char(w, ',');
   }
+  numbers_flush(w);
+  free(w);
   fputs("]}}", out);
+  return true;
 }
 
 /* The title, cut to REPORT_TITLE bytes at a character boundary. */
@@ -583,7 +794,7 @@ static void write_title(FILE *out, const char *title) {
 }
 
 /* Prepares one trace's data, its budgets divided by `share`. */
-static int prepare(report *r, const trie *t, const mt_analysis *a, size_t share, mt_error *err) {
+static int prepare(report *r, trie *t, const mt_analysis *a, size_t share, mt_error *err) {
   size_t nc;
   int64_t width;
   if (!mt_analysis_cells(a, &nc, &width) && nc == 0 &&
@@ -638,7 +849,8 @@ int mt_export_html(const mt_analysis *a, FILE *out, const mt_export_options *o, 
       for (size_t k = first; k < 2; k++) {
         if (k > first)
           fputs(",\n", out);
-        write_data(out, &reports[k]);
+        if (!write_data(out, &reports[k]))
+          rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
       }
       fputs("]}", out);
       t = at + 6;
