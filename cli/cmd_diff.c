@@ -99,9 +99,11 @@ static void print_text(cli_out *o, const char *pa, const char *pb, const mt_anal
   const mt_summary *sa = mt_analysis_summary(a), *sb = mt_analysis_summary(b);
   char x[48], y[48];
   out_printf(o, "%s per %s: A = %s, B = %s\n", measures[metric], group_names[by], pa, pb);
-  out_printf(o, "sampling: A at rate %g (%s B per sample), B at rate %g (%s B per sample)\n",
-             sa->info.sample_rate, out_format_count(sa->bytes_per_sample, x), sb->info.sample_rate,
-             out_format_count(sb->bytes_per_sample, y));
+  char ra[40], rb[40];
+  out_printf(
+      o, "sampling: A at rate %s (%s B per sample), B at rate %s (%s B per sample)\n",
+      out_format_decimal(sa->info.sample_rate, ra), out_format_count(sa->bytes_per_sample, x),
+      out_format_decimal(sb->info.sample_rate, rb), out_format_count(sb->bytes_per_sample, y));
   an_print_window(o, ao, a);
   if (!d->changed && d->total.a == d->total.b) {
     out_printf(o, "\nno differences: every %s has the same %s in A and B (total %s)\n",

@@ -175,7 +175,8 @@ int mt_cmd_info(int argc, char **argv) {
     out_printf(&o, "host:           %s\n", info->host_name);
     out_printf(&o, "pid:            %lld\n", (long long)info->pid);
     out_printf(&o, "word size:      %d bits\n", info->word_size);
-    out_printf(&o, "sample rate:    %g%s\n", info->sample_rate,
+    char r1[40];
+    out_printf(&o, "sample rate:    %s%s\n", out_format_decimal(info->sample_rate, r1),
                rate_ok ? "" : " (invalid: estimates are not available)");
     out_printf(&o, "runtime params: %s\n", info->ocaml_runtime_params);
     out_printf(&o, "context:        %s\n", info->context[0] ? info->context : "(none)");

@@ -181,8 +181,9 @@ int mt_cmd_summary(int argc, char **argv) {
       out_printf(&o, "duration:        %.6f s\n", duration);
     if (ao.from || ao.to)
       out_printf(&o, "window:          %.6f s to %.6f s (%.6f s)\n", from_s, to_s, to_s - from_s);
-    out_printf(&o, "sampling rate:   %g (one sample stands for ~%s)\n", s->info.sample_rate,
-               an_size(s->bytes_per_sample, b1));
+    char r1[40];
+    out_printf(&o, "sampling rate:   %s (one sample stands for ~%s)\n",
+               out_format_decimal(s->info.sample_rate, r1), an_size(s->bytes_per_sample, b1));
     print_amount(&o, a, "allocated:", &s->allocated);
     for (int i = 0; i < 3; i++)
       if (s->allocated_by_source[i].objects) {

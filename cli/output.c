@@ -178,6 +178,25 @@ const char *out_format_exact_bytes(int64_t bytes, char buf[32]) {
   return buf;
 }
 
+const char *out_format_decimal(double value, char buf[40]) {
+  if (!isfinite(value) || value == 0 || fabs(value) >= 1e15 || fabs(value) < 1e-15) {
+    snprintf(buf, 40, "%g", value);
+    return buf;
+  }
+  int decimals = 5 - (int)floor(log10(fabs(value)));
+  if (decimals < 0)
+    decimals = 0;
+  snprintf(buf, 40, "%.*f", decimals, value);
+  if (strchr(buf, '.')) {
+    size_t n = strlen(buf);
+    while (buf[n - 1] == '0')
+      buf[--n] = 0;
+    if (buf[n - 1] == '.')
+      buf[--n] = 0;
+  }
+  return buf;
+}
+
 const char *out_plural(double n) {
   return n == 1 ? "" : "s";
 }

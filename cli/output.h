@@ -44,6 +44,10 @@ const char *out_format_count(double count, char buf[32]);
  * "1 MiB" (size classes). */
 const char *out_format_exact_bytes(int64_t bytes, char buf[32]);
 
+/* A positive number such as a sampling rate in plain decimal, 6 significant digits, trailing
+ * zeros dropped: 0.001, 1e-05 as "0.00001", 0.25. */
+const char *out_format_decimal(double value, char buf[40]);
+
 /* "s" unless `n` is 1: "%s object%s". */
 const char *out_plural(double n);
 

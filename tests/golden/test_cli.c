@@ -773,6 +773,25 @@ static void help_command_prints_that_commands_help(void **state) {
   expect(0, "commands:", NULL, "help", NULL);
 }
 
+/* %g printed a rate of 1e-5 as "1e-05": no scientific notation in text output. */
+static void sampling_rates_print_in_plain_decimal(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 0.00001, &fd);
+  uint64_t stack[] = {3, 2, 1};
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 4, 1, MT_SOURCE_EXTERNAL, stack, 3,
+                                       tg_resolve, NULL, NULL, NULL),
+                   MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  const char *path = tu_temp_path("rare.ctf");
+  tu_write_file(path, data, size);
+  free(data);
+  expect(0, "sample rate:    0.00001\n", NULL, "info", path, NULL);
+  expect(0, "sampling rate:   0.00001 (one sample stands for ~781 KiB)\n", NULL, "summary", path,
+         NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_command_has_help),
@@ -793,6 +812,7 @@ int main(void) {
       cmocka_unit_test(copy_to_dash_writes_standard_output),
       cmocka_unit_test(an_unknown_option_is_one_line_naming_it_in_every_command),
       cmocka_unit_test(help_command_prints_that_commands_help),
+      cmocka_unit_test(sampling_rates_print_in_plain_decimal),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
