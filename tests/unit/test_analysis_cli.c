@@ -1031,6 +1031,7 @@ static void analyses_of_a_damaged_trace_print_what_was_read_warn_and_exit_2(void
         {"info", path},
         {"diff", original, path},
         {"export", "--format", "pprof", "-o", "-", path},
+        {"report", path, "-o", "-"},
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
       const char *const *c = commands[i];
