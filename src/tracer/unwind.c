@@ -8,7 +8,9 @@
  * shim's constructor) and called through a function pointer. Before it is loaded a walk the CFI
  * walker could not finish keeps the frames it found and is marked truncated. */
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "tracer/shim.h"
 #include "tracer/unwind_cfi.h"
@@ -50,6 +52,13 @@ void mt_tracer_unwind_thread_done(void) {
 
 static int (*backtrace_fn)(void **buffer, int size);
 
+/* MEMTAP_TEST_UNWIND_CHECK=1 (tests only): every stack the cached walker gives is walked again
+ * with libunwind and compared frame by frame; the counts are said on stderr at exit
+ * ("memtap: unwind check: ..."), with the first differing stacks. */
+static bool check_mode;
+static _Atomic uint64_t checked, identical, fell_back, differ;
+static _Atomic int shown;
+
 void mt_tracer_unwind_load(void) {
   if (backtrace_fn)
     return;
@@ -60,6 +69,109 @@ void mt_tracer_unwind_load(void) {
   if (!h)
     return;
   backtrace_fn = (int (*)(void **, int))dlsym(h, "unw_backtrace");
+  const char *check = mt_shim_getenv(NULL, "MEMTAP_TEST_UNWIND_CHECK");
+  check_mode = backtrace_fn && check && check[0] == '1' && !check[1];
+}
+
+/* ---- the check mode ---------------------------------------------------------------------- */
+
+static void say(const char *text) {
+  size_t n = 0;
+  while (text[n])
+    n++;
+  while (n) {
+    ssize_t w = write(2, text, n);
+    if (w <= 0)
+      return;
+    text += w, n -= (size_t)w;
+  }
+}
+
+/* Appends the decimal or hex form of v to buf at *at (bounded). */
+static void put_number(char *buf, size_t size, size_t *at, uint64_t v, unsigned base) {
+  char digits[24];
+  int n = 0;
+  do {
+    digits[n++] = "0123456789abcdef"[v % base];
+    v /= base;
+  } while (v);
+  while (n && *at + 1 < size)
+    buf[(*at)++] = digits[--n];
+  buf[*at] = 0;
+}
+
+static void put_text(char *buf, size_t size, size_t *at, const char *text) {
+  while (*text && *at + 1 < size)
+    buf[(*at)++] = *text++;
+  buf[*at] = 0;
+}
+
+static void show_stack(const char *who, const uint64_t *pcs, size_t n) {
+  char line[64 * 20 + 64];
+  size_t at = 0;
+  put_text(line, sizeof line, &at, "  ");
+  put_text(line, sizeof line, &at, who);
+  put_text(line, sizeof line, &at, ":");
+  for (size_t i = 0; i < n && i < 64; i++) {
+    put_text(line, sizeof line, &at, " 0x");
+    put_number(line, sizeof line, &at, pcs[i], 16);
+  }
+  put_text(line, sizeof line, &at, "\n");
+  say(line);
+}
+
+/* libunwind's walk of this stack, the shim's frames removed: what the fallback would give. */
+static size_t reference_walk(uint64_t *pcs, size_t max, bool *truncated) {
+  int got = backtrace_fn((void **)pcs, (int)(max + MT_UNWIND_SLACK));
+  size_t n = 0;
+  uintptr_t low = mt_shim.text_low, span = mt_shim.text_high - mt_shim.text_low;
+  *truncated = (size_t)got == max + MT_UNWIND_SLACK;
+  for (int i = 0; i < got && n < max; i++)
+    if ((uintptr_t)pcs[i] - low >= span && pcs[i])
+      pcs[n++] = pcs[i];
+  return n;
+}
+
+static void check_walk(const uint64_t *pcs, size_t n, bool complete, bool truncated) {
+  uint64_t ref[MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
+  bool ref_truncated;
+  size_t m = reference_walk(ref, MT_TRACER_MAX_FRAMES, &ref_truncated);
+  atomic_fetch_add_explicit(&checked, 1, memory_order_relaxed);
+  if (!complete) {
+    atomic_fetch_add_explicit(&fell_back, 1, memory_order_relaxed);
+    return;
+  }
+  bool same = n == m || ((truncated || ref_truncated) && n > 0 && m > 0);
+  size_t common = n < m ? n : m;
+  for (size_t i = 0; same && i < common; i++)
+    same = pcs[i] == ref[i];
+  if (same) {
+    atomic_fetch_add_explicit(&identical, 1, memory_order_relaxed);
+    return;
+  }
+  atomic_fetch_add_explicit(&differ, 1, memory_order_relaxed);
+  if (atomic_fetch_add_explicit(&shown, 1, memory_order_relaxed) < 3) {
+    say("memtap: unwind check: the cached walk differs from libunwind's\n");
+    show_stack("cfi", pcs, n);
+    show_stack("libunwind", ref, m);
+  }
+}
+
+__attribute__((destructor)) static void check_report(void) {
+  if (!check_mode)
+    return;
+  char line[256];
+  size_t at = 0;
+  put_text(line, sizeof line, &at, "memtap: unwind check: ");
+  put_number(line, sizeof line, &at, atomic_load(&checked), 10);
+  put_text(line, sizeof line, &at, " stacks, ");
+  put_number(line, sizeof line, &at, atomic_load(&identical), 10);
+  put_text(line, sizeof line, &at, " identical to libunwind's, ");
+  put_number(line, sizeof line, &at, atomic_load(&fell_back), 10);
+  put_text(line, sizeof line, &at, " fell back, ");
+  put_number(line, sizeof line, &at, atomic_load(&differ), 10);
+  put_text(line, sizeof line, &at, " differ\n");
+  say(line);
 }
 
 void mt_tracer_unwind_init(void) {
@@ -99,6 +211,9 @@ static long cfi_walk(const mt_cfi_regs *from, uint64_t *pcs, size_t max, unsigne
 
 size_t mt_tracer_unwind(const mt_cfi_regs *from, uint64_t *pcs, size_t max, unsigned *flags) {
   long walked = cfi_walk(from, pcs, max, flags);
+  if (MT_UNLIKELY(check_mode))
+    check_walk(pcs, walked > 0 ? (size_t)walked : 0, walked >= 0,
+               walked >= 0 && (*flags & MT_TRACER_FLAG_TRUNCATED));
   if (walked >= 0)
     return (size_t)walked;
   if (!backtrace_fn) {
