@@ -135,8 +135,8 @@ static void report_index(const mt_analysis *a, const an_options *o) {
   if (use->problem[0] && (o->index == AN_INDEX_ON || !strstr(use->problem, "compressed or not")))
     fprintf(stderr, "memtap: %s\n", use->problem);
   else if (use->written)
-    fprintf(stderr, "memtap: checkpoint index updated: %zu checkpoints (%zu new)\n",
-            use->checkpoints, use->added);
+    fprintf(stderr, "memtap: checkpoint index updated: %zu checkpoint%s (%zu new)\n",
+            use->checkpoints, out_plural((double)use->checkpoints), use->added);
 }
 
 /* The warning for a trace damaged part-way: where, what the analysis covers, and why what comes
@@ -363,13 +363,15 @@ void an_print_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverte
     /* Without --inverted the last frames shown are the innermost ones, the allocation point. */
     size_t k = inverted ? depth - 1 - i : depth - shown + i;
     if (!inverted && i == 0 && shown < depth)
-      out_printf(o, "%s... %zu outer frames\n", indent, depth - shown);
+      out_printf(o, "%s... %zu outer frame%s\n", indent, depth - shown,
+                 out_plural((double)(depth - shown)));
     out_str(o, indent);
     an_print_frame(o, mt_analysis_frame(a, frames[k]));
     out_str(o, "\n");
   }
   if (inverted && shown < depth)
-    out_printf(o, "%s... %zu outer frames\n", indent, depth - shown);
+    out_printf(o, "%s... %zu outer frame%s\n", indent, depth - shown,
+               out_plural((double)(depth - shown)));
 }
 
 void an_json_stack(cli_out *o, const mt_analysis *a, size_t stack, bool inverted) {

@@ -1301,6 +1301,22 @@ static void flame_svg_is_as_tall_as_the_frames_drawn(void **state) {
   free(out);
 }
 
+/* Singular and plural: "1 sampled object", "1 site", "1 outer frame". */
+static void one_is_singular(void **state) {
+  (void)state;
+  char *out;
+  RUN_OK(out, "top", "--depth", "6", "--by", "live", known_path());
+  assert_non_null(strstr(out, "       ... 1 outer frame\n"));
+  free(out);
+  RUN_OK(out, "leaks", known_path());
+  assert_non_null(strstr(out, "in 1 group\n"));
+  free(out);
+  RUN_OK(out, "top", "--from", "0.000075", known_path());
+  assert_non_null(strstr(out, "top 1 of 1 site by bytes"));
+  assert_non_null(strstr(out, "allocated 1 sampled object (~16 B, ~1 object)"));
+  free(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(summary_json_gives_exact_numbers),
@@ -1335,6 +1351,7 @@ int main(void) {
       cmocka_unit_test(timeline_rows_all_have_distinct_times),
       cmocka_unit_test(help_option_columns_are_aligned),
       cmocka_unit_test(flame_svg_is_as_tall_as_the_frames_drawn),
+      cmocka_unit_test(one_is_singular),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
