@@ -84,16 +84,20 @@ int mt_cmd_check(int argc, char **argv) {
   }
   int64_t cut;
   if (mt_reader_truncated(r, &cut)) {
+    char n1[32];
     cli_error(path,
-              "truncated at byte %lld: the last packet is incomplete; the %" PRIu64
-              " events before it are well-formed",
-              (long long)cut, events);
+              "truncated at byte %lld: the last packet is incomplete; the %s event%s before it "
+              "are well-formed",
+              (long long)cut, out_format_count((double)events, n1), out_plural((double)events));
     status = 2;
   } else if (!quiet) {
     cli_out o;
     out_init(&o, STDOUT_FILENO);
-    out_printf(&o, "%s: ok: %" PRIu64 " events, %lld bytes", path, events,
-               (long long)mt_reader_position(r));
+    char n1[32], n2[32], n3[32];
+    int64_t bytes = mt_reader_position(r);
+    out_printf(&o, "%s: ok: %s event%s, %s byte%s (%s)", path, out_format_count((double)events, n1),
+               out_plural((double)events), out_format_count((double)bytes, n2),
+               out_plural((double)bytes), out_format_bytes((double)bytes, n3));
     uint64_t skipped = mt_reader_warning_count(r);
     if (skipped)
       out_printf(&o, ", %" PRIu64 " packets of other processes skipped", skipped);
