@@ -65,7 +65,7 @@ class Run:
         self.ok = False
         self.wall = self.cpu = None
         self.rss_kb = None  # wait4's ru_maxrss: the largest process of the tree
-        self.prog_rss_kb = self.prog_cpu = None
+        self.prog_rss_kb = self.prog_cpu = self.prog_minflt = None
         self.tracer_rss_kb = self.tracer_cpu = None
         self.trace_bytes = None
         self.stdout = b""
@@ -143,6 +143,8 @@ def run_once(args, spec, mode, work, scale=None):
         if mine:
             r.prog_rss_kb = max(e[1] for e in mine)
             r.prog_cpu = sum(e[2] for e in mine)
+            if all(e[3] is not None for e in mine):
+                r.prog_minflt = sum(e[3] for e in mine)
             if others:
                 r.tracer_cpu = max(0.0, r.cpu - r.prog_cpu)
         if others:
@@ -278,9 +280,9 @@ def print_program(args, name, spec, results, extra, failed):
         ",".join(map(str, sorted(args.cpu_set)))))
     events = extra.get("events")
     nev = sum(events) if events else None
-    hdr = ("%-9s %7s %11s  %6s %11s %11s  %7s %6s %11s %11s  %9s %9s %8s %10s %8s" % (
+    hdr = ("%-9s %7s %11s  %6s %11s %11s  %7s %6s %11s %11s  %6s %9s %8s %9s %8s %10s %8s" % (
         "mode", "wall s", "IQR", "x wall", "IQR", "min-max", "cpu s", "x cpu", "IQR",
-        "min-max", "prog RSS", "trc RSS", "trc cpu", "trace", "B/event"))
+        "min-max", "x prog", "prog RSS", "prog flt", "trc RSS", "trc cpu", "trace", "B/event"))
     print(hdr)
     for mode in args.modes:
         rs = [r for r in results.get(mode, []) if r.ok]
@@ -299,13 +301,19 @@ def print_program(args, name, spec, results, extra, failed):
         trc_cpu = median_of(rs, "tracer_cpu")
         prss = median_of(rs, "prog_rss_kb")
         trss = median_of(rs, "tracer_rss_kb")
-        print("%-9s %7.3f %11s  %6s %11s %11s  %7.3f %6s %11s %11s  %9s %9s %8s %10s %8s" % (
+        pflt = median_of(rs, "prog_minflt")
+        # The program's own CPU against the untraced run's: what the shim (or the floor, or
+        # heaptrack's preload library) costs the program, apart from any consumer process.
+        rp = prog_ratio_list(results, mode)
+        print("%-9s %7.3f %11s  %6s %11s %11s  %7.3f %6s %11s %11s  %6s %9s %8s %9s %8s %10s %8s" % (
             mode, statistics.median(walls), spread(walls),
             "%.2f" % statistics.median(rw) if rw else "-", spread(rw) if rw else "-",
             "%.2f-%.2f" % (min(rw), max(rw)) if rw else "-",
             statistics.median(cpus), "%.2f" % statistics.median(rc) if rc else "-",
             spread(rc) if rc else "-", "%.2f-%.2f" % (min(rc), max(rc)) if rc else "-",
-            fmt_bytes(prss * 1024) if prss else "n/a", fmt_bytes(trss * 1024) if trss else "-",
+            "%.2f" % statistics.median(rp) if rp else "-",
+            fmt_bytes(prss * 1024) if prss else "n/a", "%d" % pflt if pflt is not None else "-",
+            fmt_bytes(trss * 1024) if trss else "-",
             "%.3f" % trc_cpu if trc_cpu is not None else "-",
             fmt_bytes(tb) if tb is not None else "-", per_event))
     if events:
@@ -321,6 +329,15 @@ def print_program(args, name, spec, results, extra, failed):
                   "%.1f" % w["copy_meps"] if "copy_meps" in w else "n/a"))
 
 
+def prog_ratio_list(results, mode):
+    """Per-round ratios of the program's own CPU (rusage report) to the untraced run's."""
+    out = []
+    for r, u in zip(results.get(mode, []), results.get("untraced", [])):
+        if r.ok and u.ok and r.prog_cpu and u.prog_cpu:
+            out.append(r.prog_cpu / u.prog_cpu)
+    return out
+
+
 def paired(results, a, b, attr, f):
     """f(x_a, x_b, x_untraced) per round where all three succeeded."""
     out = []
@@ -334,16 +351,21 @@ def paired(results, a, b, attr, f):
 
 
 def print_summary(args, all_results):
-    print("\n== Summary: median ratio to untraced in the same round, wall (cpu)")
+    print("\n== Summary: median ratio to untraced in the same round, wall (cpu of the whole tree) "
+          "[cpu of the program alone]")
     modes = [m for m in args.modes if m != "untraced"]
-    print("%-11s" % "program" + "".join("%16s" % m for m in modes))
+    print("%-11s" % "program" + "".join("%22s" % m for m in modes))
     for name, results in all_results:
         cells = []
         for mode in modes:
             rw = ratio_list(results, mode, "wall") if mode in results else []
             rc = ratio_list(results, mode, "cpu") if mode in results else []
-            cells.append("%16s" % ("%.2f (%.2f)" % (statistics.median(rw), statistics.median(rc))
-                                   if rw and rc else "n/a"))
+            rp = prog_ratio_list(results, mode) if mode in results else []
+            cell = "n/a"
+            if rw and rc:
+                cell = "%.2f (%.2f)" % (statistics.median(rw), statistics.median(rc))
+                cell += " [%.2f]" % statistics.median(rp) if rp else " [-]"
+            cells.append("%22s" % cell)
         print("%-11s" % name + "".join(cells))
     # The goals of the speed issue, per round: sampled against the floor, and full tracing's
     # overhead (traced / untraced - 1) as a fraction of heaptrack's.
