@@ -1225,6 +1225,9 @@ static void text_output_uses_iec_units_and_grouped_counts(void **state) {
   assert_non_null(strstr(out, "(112 KiB, 114,901 bytes)"));
   assert_non_null(strstr(out, "  external:     26,146,789 words/s (199 MiB/s)\n"));
   free(out);
+  RUN_OK(out, "check", tu_testdata("memtrace/ocamlopt_v1.ctf"));
+  assert_non_null(strstr(out, ": ok: 175,035 events, 2,040,414 bytes (1.9 MiB)\n"));
+  free(out);
 }
 
 static void timeline_rows_all_have_distinct_times(void **state) {
