@@ -394,9 +394,9 @@ static void human_size(uint64_t bytes, char *out, size_t size) {
   if (bytes < 10 * 1024)
     snprintf(out, size, "%" PRIu64 " B", bytes);
   else if (bytes < 10 * 1024 * 1024)
-    snprintf(out, size, "%.1f KB", (double)bytes / 1024);
+    snprintf(out, size, "%.1f KiB", (double)bytes / 1024);
   else
-    snprintf(out, size, "%.1f MB", (double)bytes / (1024 * 1024));
+    snprintf(out, size, "%.1f MiB", (double)bytes / (1024 * 1024));
 }
 
 static void summary(const traced *t) {
