@@ -42,6 +42,7 @@ int mt_cmd_check(int argc, char **argv) {
   mt_reader *r = cli_open_trace(path, true);
   if (!r)
     return MT_EXIT_FAILURE;
+  mt_reader_set_runs_only(r, true, NULL); /* a code repeated by recursion is checked once */
   /* Codes already checked against the location table; seeded, since the trace chooses them. */
   mt_hashmap known = {.seed = mt_hashmap_random_seed()};
   uint64_t events = 0;
@@ -56,8 +57,13 @@ int mt_cmd_check(int argc, char **argv) {
      * can repeat a backtrace of millions of frames. */
     size_t first = ev.common_prefix < (int64_t)ev.backtrace_length ? (size_t)ev.common_prefix
                                                                    : ev.backtrace_length;
-    for (size_t i = first; i < ev.backtrace_length; i++) {
-      int64_t code = ev.backtrace[i];
+    size_t j = ev.backtrace_run_count; /* the first run that reaches past the prefix */
+    while (j > 0 && ev.backtrace_runs[j - 1].start + (size_t)ev.backtrace_runs[j - 1].count > first)
+      j--;
+    for (; j < ev.backtrace_run_count; j++) {
+      const mt_backtrace_run *run = &ev.backtrace_runs[j];
+      int64_t code = run->code;
+      size_t i = run->start > first ? run->start : first;
       if (mt_hashmap_get(&known, code, NULL))
         continue;
       const mt_location *locs;

@@ -65,6 +65,15 @@ typedef enum mt_event_kind {
   MT_EVENT_COLLECT = 2,
 } mt_event_kind;
 
+/* A run of one location code repeated `count` times in a row in a backtrace (deep recursion repeats
+ * one code hundreds of times). A backtrace's runs are maximal: two runs in a row have different
+ * codes. */
+typedef struct mt_backtrace_run {
+  int64_t code;   /* as in mt_event.backtrace */
+  uint32_t start; /* the position of the run's first frame in the backtrace (0 is the outermost) */
+  uint32_t count; /* >= 1 */
+} mt_backtrace_run;
+
 /* One decoded event. For promote and collect, the allocation-only fields are zero (backtrace NULL).
  */
 typedef struct mt_event {
@@ -84,6 +93,16 @@ typedef struct mt_event {
    * was opened without backtrace decoding. */
   const int64_t *backtrace;
   size_t backtrace_length;
+  /* A reader opened with `runs_only` (or switched to it) hands out the backtrace as runs instead,
+   * outermost first: `backtrace` is then NULL, `backtrace_length` still the depth. Borrowed like
+   * `backtrace`. Decoding runs costs per event what the event's encoding costs, not the
+   * backtrace's depth. NULL/0 when the reader hands out flat backtraces or none. */
+  const mt_backtrace_run *backtrace_runs;
+  size_t backtrace_run_count;
+  /* The first `common_runs` runs are equal (code, start, count) to those of the previous
+   * allocation of the same domain that this reader returned, so a consumer that keeps state per
+   * run of the previous backtrace can reuse that much of it (the runs after may be equal too). */
+  size_t common_runs;
 } mt_event;
 
 /* ---------------------------------------------------------------------------------------------
@@ -189,6 +208,9 @@ typedef struct mt_reader_options {
   bool backtraces;          /* decode backtraces (and check the cache verifier); default false */
   mt_warning_fn on_warning; /* may be NULL: warnings are then only counted */
   void *warning_user;
+  /* With backtraces: hand them out as runs (mt_event.backtrace_runs) instead of flat arrays,
+   * sparing the work proportional to each backtrace's depth that the flat array costs. */
+  bool runs_only;
 } mt_reader_options;
 
 /* Opens a trace file, plain or zstd-compressed (detected by its magic number, whatever its name),
@@ -210,6 +232,12 @@ const mt_trace_info *mt_reader_info(const mt_reader *r);
  * trace, or a negative status (MT_E_MALFORMED with the byte offset and the rule broken). After an
  * error the reader stays failed: further calls return the same error. */
 int mt_reader_next(mt_reader *r, mt_event *event, mt_error *err);
+
+/* Switches `runs_only` (mt_reader_options) from the next event on, converting the previous
+ * backtraces the reader keeps (once, in their depth): MT_E_NOMEM when memory runs out, the setting
+ * then unchanged. */
+int mt_reader_set_runs_only(mt_reader *r, bool runs_only, mt_error *err);
+bool mt_reader_runs_only(const mt_reader *r);
 
 /* Calls `fn` for every remaining event; stops early when fn returns non-zero, and returns that
  * value. Returns MT_OK at the end of the trace, or the negative status of a reading error. */

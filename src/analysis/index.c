@@ -435,57 +435,27 @@ int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *opti
 
 uint32_t mt_index_track(mt_analysis *a, domain_state *d, const mt_event *ev) {
   mt_code_trie *t = &a->code_trie;
-  size_t n = ev->backtrace_length;
-  /* The common prefix with the domain's previous backtrace, as mt_stacks_intern finds it. */
-  size_t k = ev->common_prefix > 0 ? (size_t)ev->common_prefix : 0;
-  if (k > d->code_depth)
-    k = d->code_depth;
-  if (k > d->depth)
-    k = d->depth;
+  const mt_backtrace_run *runs = ev->backtrace_runs;
+  size_t n = runs ? ev->backtrace_run_count : 0;
+  /* The runs shared with the domain's previous backtrace keep their code trie nodes. */
+  size_t k = ev->common_runs < d->code_runs ? ev->common_runs : d->code_runs;
   if (k > n)
     k = n;
-  if (k > 0 && d->codes[k - 1] != ev->backtrace[k - 1])
-    k = 0;
-  if (n > UINT32_MAX)
-    return UINT32_MAX;
-  uint32_t node = 0;
-  size_t runs = 0;
   if (k > 0) {
-    /* The run holding position k - 1: the last one starting at or before it. */
-    size_t lo = 0, hi = d->code_runs;
-    while (hi - lo > 1) {
-      size_t mid = (lo + hi) / 2;
-      if (d->code_run[mid].start <= k - 1)
-        lo = mid;
-      else
-        hi = mid;
-    }
-    uint32_t run = d->code_run[lo].node, start = d->code_run[lo].start;
-    /* The prefix may end inside that run: then it is a shorter run of the same code. */
-    node =
-        start + t->node[run].count == k
-            ? run
-            : mt_code_trie_child(t, t->node[run].parent, t->node[run].code, (uint32_t)(k - start));
-    if (node == UINT32_MAX)
-      return UINT32_MAX;
-    d->code_run[lo].node = node;
-    runs = lo + 1;
+    const mt_code_node *last = &t->node[d->code_run[k - 1].node];
+    if (last->code != runs[k - 1].code || last->count != runs[k - 1].count ||
+        d->code_run[k - 1].start != runs[k - 1].start)
+      k = 0;
   }
-  const int64_t *bt = ev->backtrace;
-  for (size_t i = k; i < n;) {
-    int64_t code = bt[i];
-    size_t end = i + 1;
-    while (end < n && bt[end] == code)
-      end++;
-    if ((node = mt_code_trie_child(t, node, code, (uint32_t)(end - i))) == UINT32_MAX)
+  if (!MT_GROW(d->code_run, d->code_run_cap, n + 1))
+    return UINT32_MAX;
+  uint32_t node = k ? d->code_run[k - 1].node : 0;
+  for (size_t i = k; i < n; i++) {
+    if ((node = mt_code_trie_child(t, node, runs[i].code, runs[i].count)) == UINT32_MAX)
       return UINT32_MAX;
-    if (!MT_GROW(d->code_run, d->code_run_cap, runs + 1))
-      return UINT32_MAX;
-    d->code_run[runs++] = (struct code_run){.node = node, .start = (uint32_t)i};
-    i = end;
+    d->code_run[i] = (struct code_run){.node = node, .start = runs[i].start};
   }
-  d->code_runs = runs;
-  d->code_depth = n;
+  d->code_runs = n;
   return node;
 }
 
@@ -540,11 +510,12 @@ static int save_checkpoint(mt_analysis *a, mt_reader *r, int64_t last, mt_error 
       mt_bytes_u32(&b, t->node[i].count);
     }
   mt_bytes_u64(&b, a->live_index.count);
-  for (size_t i = 0; i < a->live_index.cap; i++) {
-    if (a->live_index.state[i] != 1)
+  for (size_t i = 0; a->live_index.slots && i <= a->live_index.mask; i++) {
+    const mt_idmap_slot *slot = &a->live_index.slots[i];
+    if (slot->value == MT_IDMAP_EMPTY)
       continue;
-    const live_obj *o = &a->live[a->live_index.values[i]];
-    mt_bytes_u64(&b, (uint64_t)a->live_index.keys[i]);
+    const live_obj *o = &a->live[slot->value];
+    mt_bytes_u64(&b, (uint64_t)slot->id);
     mt_bytes_u64(&b, (uint64_t)o->time);
     mt_bytes_u64(&b, (uint64_t)o->words);
     mt_bytes_u64(&b, o->samples);

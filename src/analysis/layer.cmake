@@ -3,6 +3,7 @@
 # reader API (DESIGN.md §2).
 add_library(memtap_analysis OBJECT
   analysis/pairmap.c
+  analysis/idmap.c
   analysis/stacks.c
   analysis/estimate.c
   analysis/timeline.c

@@ -10,6 +10,7 @@
 #include <regex.h>
 
 #include "analysis/code_trie.h"
+#include "analysis/idmap.h"
 #include "analysis/pairmap.h"
 #include "common/arena.h"
 #include "common/hashmap.h"
@@ -17,6 +18,7 @@
 
 #define MT_TIMELINE_BUCKETS 1024
 #define MT_ESTIMATE_CACHE 4096
+#define MT_RUN_STEPS 1024 /* the memo of frame trie steps by runs (stacks.c) */
 
 typedef struct frame_node {
   uint32_t parent;
@@ -45,16 +47,20 @@ typedef struct live_obj {
 } live_obj;
 
 typedef struct domain_state {
-  int64_t *codes; /* the previous backtrace */
-  uint32_t *path; /* path[i]: the frame trie node its first i + 1 codes are shown as */
-  size_t depth, cap, codes_cap;
+  /* The previous backtrace, run by run (mt_event.backtrace_runs), with the frame trie node that
+   * its runs up to this one are shown as. */
+  struct shown_run {
+    mt_backtrace_run run;
+    uint32_t fnode;
+  } * runs;
+  size_t nruns, runs_cap;
   int64_t last_alloc; /* id of the domain's last allocation, -1 if none */
   /* The previous backtrace in the code trie, run by run. */
   struct code_run {
     uint32_t node;  /* a code trie node */
     uint32_t start; /* the position of its first code in the backtrace */
   } * code_run;
-  size_t code_runs, code_depth, code_run_cap;
+  size_t code_runs, code_run_cap;
 } domain_state;
 
 struct mt_analysis {
@@ -79,6 +85,10 @@ struct mt_analysis {
   size_t nfnodes, fnodes_cap;
   mt_pairmap fnode_children;
   mt_pairmap code_steps; /* (frame node, code) -> frame node after the code's frames */
+  struct run_step {      /* direct-mapped: from + count times code's frames -> to */
+    int64_t code;
+    uint32_t from, count, to;
+  } run_steps[MT_RUN_STEPS];
   stack_rec *stacks;
   size_t nstacks, stacks_cap;
   uint32_t *scratch; /* path buffers */
@@ -88,7 +98,7 @@ struct mt_analysis {
   size_t shown_cap, shown_inlined_cap;
 
   /* pass.c */
-  mt_hashmap live_index; /* object id -> index in live */
+  mt_idmap live_index; /* object id -> index in live */
   live_obj *live;
   size_t nlive, live_cap;
   uint32_t *live_free; /* free slots */

@@ -9,6 +9,28 @@
 #include "analysis/model.h"
 #include "common/error.h"
 
+/* The per-event arithmetic of estimate.c, inlined: every event goes through several of these. */
+static inline void amount_add(mt_amount *to, uint64_t samples, double objects_est) {
+  to->objects++;
+  to->samples += samples;
+  to->objects_estimated += objects_est;
+}
+
+static inline void amount_sub(mt_amount *to, uint64_t samples, double objects_est) {
+  to->objects--;
+  to->samples -= samples;
+  to->objects_estimated -= objects_est;
+  if (to->objects == 0)
+    to->objects_estimated = 0; /* no rounding residue on an empty set */
+}
+
+static inline double estimate_objects(mt_analysis *a, int64_t words, mt_source source) {
+  int64_t w = words + (source == MT_SOURCE_EXTERNAL ? 0 : 1);
+  if (w >= 1 && w < MT_ESTIMATE_CACHE && a->estimates[w] != 0)
+    return a->estimates[w];
+  return mt_estimate_objects(a, words, source);
+}
+
 mt_analysis_options mt_analysis_default_options(void) {
   return (mt_analysis_options){.from = MT_TIME_UNBOUNDED, .to = MT_TIME_UNBOUNDED};
 }
@@ -64,12 +86,12 @@ static void open_window(mt_analysis *a) {
     const live_obj *o = &a->live[i];
     if (o->stack == UINT32_MAX)
       continue; /* a free slot */
-    double est = mt_estimate_objects(a, o->words, (mt_source)o->source);
+    double est = estimate_objects(a, o->words, (mt_source)o->source);
     mt_stats *st = &a->stacks[o->stack].stats;
-    mt_amount_add(&st->live_start, 1, o->samples, est);
-    mt_amount_add(&st->live, 1, o->samples, est);
-    mt_amount_add(&a->summary.live_start, 1, o->samples, est);
-    mt_amount_add(&a->summary.live_end, 1, o->samples, est);
+    amount_add(&st->live_start, o->samples, est);
+    amount_add(&st->live, o->samples, est);
+    amount_add(&a->summary.live_start, o->samples, est);
+    amount_add(&a->summary.live_end, o->samples, est);
     a->live_samples += o->samples;
   }
   for (size_t i = 0; i < a->nstacks; i++) {
@@ -99,11 +121,11 @@ bool mt_live_insert(mt_analysis *a, int64_t id, const live_obj *o) {
     slot = a->nlive++;
   }
   a->live[slot] = *o;
-  return mt_hashmap_put(&a->live_index, id, slot);
+  return slot < MT_IDMAP_EMPTY && mt_idmap_put(&a->live_index, id, (uint32_t)slot);
 }
 
 static bool live_remove(mt_analysis *a, int64_t id, size_t slot) {
-  mt_hashmap_remove(&a->live_index, id);
+  mt_idmap_remove(&a->live_index, id);
   a->live[slot].stack = UINT32_MAX;
   if (a->nlive_free == a->live_free_cap) {
     size_t n = a->live_free_cap ? a->live_free_cap * 2 : 1024;
@@ -121,22 +143,22 @@ static bool live_remove(mt_analysis *a, int64_t id, size_t slot) {
 static bool on_free(mt_analysis *a, int64_t id, size_t slot, int64_t t, bool counted) {
   live_obj o = a->live[slot];
   if (a->in_window) {
-    double est = mt_estimate_objects(a, o.words, (mt_source)o.source);
+    double est = estimate_objects(a, o.words, (mt_source)o.source);
     stack_rec *s = &a->stacks[o.stack];
     if (counted) {
       a->summary.collects++;
-      mt_amount_add(&s->stats.freed, 1, o.samples, est);
-      mt_amount_add(&a->summary.freed, 1, o.samples, est);
+      amount_add(&s->stats.freed, o.samples, est);
+      amount_add(&a->summary.freed, o.samples, est);
       if (!o.before)
-        mt_amount_add(&a->summary.lifetimes[mt_lifetime_class_of(t - o.time)], 1, o.samples, est);
+        amount_add(&a->summary.lifetimes[mt_lifetime_class_of(t - o.time)], o.samples, est);
       if (a->summary.temporary_defined && !o.before && o.domain < a->ndomains &&
           a->domains[o.domain].last_alloc == id) {
-        mt_amount_add(&s->stats.temporary, 1, o.samples, est);
-        mt_amount_add(&a->summary.temporary, 1, o.samples, est);
+        amount_add(&s->stats.temporary, o.samples, est);
+        amount_add(&a->summary.temporary, o.samples, est);
       }
     }
-    mt_amount_sub(&s->stats.live, 1, o.samples, est);
-    mt_amount_sub(&a->summary.live_end, 1, o.samples, est);
+    amount_sub(&s->stats.live, o.samples, est);
+    amount_sub(&a->summary.live_end, o.samples, est);
     a->live_samples -= o.samples;
     mark_dirty(a, o.stack);
     mt_timeline_change(a, t, 0, mt_analysis_bytes(a, o.samples));
@@ -195,9 +217,9 @@ static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err
     return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
   uint64_t samples = ev->nsamples > 0 ? (uint64_t)ev->nsamples : 0;
   int64_t words = ev->length > 0 ? ev->length : 0;
-  uint64_t slot;
-  if (mt_hashmap_get(&a->live_index, ev->obj_id, &slot) &&
-      !on_free(a, ev->obj_id, (size_t)slot, t, false)) /* a reused id replaces the old object */
+  uint32_t slot = mt_idmap_get(&a->live_index, ev->obj_id);
+  if (slot != MT_IDMAP_EMPTY &&
+      !on_free(a, ev->obj_id, slot, t, false)) /* a reused id replaces the old object */
     return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
   live_obj o = {.time = t,
                 .words = words,
@@ -212,16 +234,15 @@ static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err
   d->last_alloc = ev->obj_id;
   if (!a->in_window)
     return MT_OK;
-  double est = mt_estimate_objects(a, words, ev->source);
+  double est = estimate_objects(a, words, ev->source);
   stack_rec *s = &a->stacks[stack];
   s->stats.sources |= (uint8_t)(1u << ev->source);
-  mt_amount_add(&s->stats.allocated, 1, samples, est);
-  mt_amount_add(&s->stats.live, 1, samples, est);
-  mt_amount_add(&a->summary.allocated, 1, samples, est);
-  mt_amount_add(&a->summary.allocated_by_source[ev->source], 1, samples, est);
-  mt_amount_add(&a->summary.sizes[mt_size_class_of(words * (int64_t)a->word_bytes)], 1, samples,
-                est);
-  mt_amount_add(&a->summary.live_end, 1, samples, est);
+  amount_add(&s->stats.allocated, samples, est);
+  amount_add(&s->stats.live, samples, est);
+  amount_add(&a->summary.allocated, samples, est);
+  amount_add(&a->summary.allocated_by_source[ev->source], samples, est);
+  amount_add(&a->summary.sizes[mt_size_class_of(words * (int64_t)a->word_bytes)], samples, est);
+  amount_add(&a->summary.live_end, samples, est);
   a->live_samples += samples;
   mark_dirty(a, stack);
   mt_timeline_change(a, t, mt_analysis_bytes(a, samples), 0);
@@ -254,10 +275,10 @@ static int finish(mt_analysis *a, int64_t last, bool bounded_to) {
     const live_obj *o = &a->live[i];
     if (o->stack == UINT32_MAX)
       continue;
-    double est = mt_estimate_objects(a, o->words, (mt_source)o->source);
-    mt_amount_add(&sum->live_end_by_source[o->source], 1, o->samples, est);
+    double est = estimate_objects(a, o->words, (mt_source)o->source);
+    amount_add(&sum->live_end_by_source[o->source], o->samples, est);
     if (!o->before)
-      mt_amount_add(&sum->lifetimes[MT_LIFETIME_CLASSES - 1], 1, o->samples, est);
+      amount_add(&sum->lifetimes[MT_LIFETIME_CLASSES - 1], o->samples, est);
     if (!mt_cells_add(a, o, -1, est))
       return MT_E_NOMEM;
   }
@@ -342,6 +363,10 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   if (a->in_window)
     open_window(a);
 
+  /* Backtraces as runs only: the pass never needs them flat, and materialising deep ones would
+   * cost their depth for every event. The caller's setting comes back at the end. */
+  bool runs_only = mt_reader_runs_only(r);
+  mt_reader_set_runs_only(r, true, NULL);
   mt_event ev;
   uint64_t n = 0;
   int64_t size = mt_reader_size(r);
@@ -356,23 +381,25 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
     sum->end_time = ev.time;
     if (!a->in_window && t >= from)
       open_window(a);
-    uint64_t slot;
+    uint32_t slot;
     if (ev.kind == MT_EVENT_ALLOC) {
       if ((rc = on_alloc(a, &ev, t, err)) != MT_OK)
         break;
-    } else if (!mt_hashmap_get(&a->live_index, ev.obj_id, &slot)) {
+    } else if ((slot = mt_idmap_get(&a->live_index, ev.obj_id)) == MT_IDMAP_EMPTY) {
       if (a->in_window)
         sum->unknown_collects++;
     } else if (ev.kind == MT_EVENT_PROMOTE) {
       if (a->in_window)
         sum->promotes++;
-    } else if (!on_free(a, ev.obj_id, (size_t)slot, t, true)) {
+    } else if (!on_free(a, ev.obj_id, slot, t, true)) {
       rc = mt_fail(err, MT_E_NOMEM, ev.offset, "out of memory");
       break;
     }
     if (a->keep_checkpoints && (rc = mt_index_step(a, r, last, err)) != MT_OK)
       break;
   }
+  if (!runs_only && mt_reader_set_runs_only(r, false, rc < 0 ? NULL : err) && rc >= 0)
+    rc = MT_E_NOMEM;
   /* A damaged trace under options.partial: what was read before the damage is the analysis. */
   bool damaged = rc < 0 && options->partial && err && err->code == MT_E_MALFORMED;
   if (damaged) {
@@ -404,13 +431,12 @@ void mt_analysis_free(mt_analysis *a) {
     return;
   mt_stacks_free(a);
   mt_timeline_free(a);
-  mt_hashmap_free(&a->live_index);
+  mt_idmap_free(&a->live_index);
   free(a->live);
   free(a->live_free);
   mt_index_end(a, false, INT64_MIN);
   for (size_t i = 0; i < a->ndomains; i++) {
-    free(a->domains[i].path);
-    free(a->domains[i].codes);
+    free(a->domains[i].runs);
     free(a->domains[i].code_run);
   }
   free(a->domains);

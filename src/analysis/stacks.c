@@ -1,8 +1,9 @@
 /* Backtraces in the analysis (model.h). Each backtrace the reader returns is shown as a path in
  * the frame trie: its codes expanded into frames (function, file, line), hidden frames dropped and
  * direct recursion folded, one node per distinct shown prefix, so memory follows distinct
- * backtraces. An event costs only the codes past its common prefix with the domain's previous
- * backtrace, whose trie nodes are remembered per depth. A path's end is a stack, whose site is its
+ * backtraces. Backtraces come as runs of equal codes (mt_event.backtrace_runs); an event costs only
+ * the runs past those it shares with the domain's previous backtrace, whose trie nodes are
+ * remembered per run. A path's end is a stack, whose site is its
  * innermost located frame (analysis.h). */
 #include <inttypes.h>
 #include <stdio.h>
@@ -186,41 +187,54 @@ uint32_t mt_stacks_extend(mt_analysis *a, uint32_t from, int64_t code) {
   return mt_pairmap_put(&a->code_steps, from, (uint64_t)code, fnode) ? fnode : UINT32_MAX;
 }
 
-uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
-  size_t n = ev->backtrace_length;
-  /* FORMAT.md §2.7: the first common_prefix codes repeat the domain's previous backtrace (all of
-   * it when that one was cut), so only the codes past it are expanded. */
-  size_t k = ev->common_prefix > 0 ? (size_t)ev->common_prefix : 0;
-  if (k > d->depth)
-    k = d->depth;
-  if (k > n)
-    k = n;
-  if (k > 0 && d->codes[k - 1] != ev->backtrace[k - 1])
-    k = 0; /* not the stream we followed: start again from the root */
-  if (!MT_GROW(d->path, d->cap, n + 1) || !MT_GROW(d->codes, d->codes_cap, n + 1))
-    return UINT32_MAX;
-  uint32_t fnode = k ? d->path[k - 1] : 0;
-  const int64_t *bt = ev->backtrace;
-  uint32_t *path = d->path;
-  int64_t *codes = d->codes;
-  for (size_t i = k; i < n;) {
-    int64_t code = bt[i];
+/* The frame trie node of `fnode` followed by `count` times the frames of `code`. Deep recursion
+ * repeats one code hundreds of times; once a step with it folds onto its own node, the rest of the
+ * run lands there too, without a lookup. */
+static uint32_t extend_run(mt_analysis *a, uint32_t fnode, int64_t code, uint32_t count) {
+  /* The same steps recur from event to event: a memo in front of the trie lookups (a collision
+   * only costs the lookups). */
+  uint64_t h = ((uint64_t)code * UINT64_C(0x9E3779B97F4A7C15)) ^
+               ((uint64_t)fnode * UINT64_C(0xC2B2AE3D27D4EB4F)) ^ count;
+  struct run_step *memo = &a->run_steps[(h ^ h >> 29) & (MT_RUN_STEPS - 1)];
+  if (memo->code == code && memo->from == fnode && memo->count == count)
+    return memo->to;
+  uint32_t from = fnode;
+  for (uint32_t j = 0; j < count; j++) {
     uint32_t next = mt_stacks_extend(a, fnode, code);
     if (next == UINT32_MAX)
-      return UINT32_MAX;
-    bool fixed = next == fnode;
+      return next;
+    if (next == fnode)
+      break;
     fnode = next;
-    path[i] = fnode;
-    codes[i++] = code;
-    /* Deep recursion repeats one code hundreds of times; once a step with it folds onto its own
-     * node, the following identical codes land there too, without a lookup. */
-    if (fixed)
-      for (; i < n && bt[i] == code; i++) {
-        path[i] = fnode;
-        codes[i] = code;
-      }
   }
-  d->depth = n;
+  *memo = (struct run_step){.code = code, .from = from, .count = count, .to = fnode};
+  return fnode;
+}
+
+static bool same_run(const mt_backtrace_run *x, const mt_backtrace_run *y) {
+  return x->code == y->code && x->start == y->start && x->count == y->count;
+}
+
+uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
+  const mt_backtrace_run *runs = ev->backtrace_runs;
+  size_t n = runs ? ev->backtrace_run_count : 0;
+  /* The runs the reader says the event shares with the domain's previous backtrace keep their
+   * nodes, so an event costs only its new runs, whatever its depth. */
+  size_t k = ev->common_runs < d->nruns ? ev->common_runs : d->nruns;
+  if (k > n)
+    k = n;
+  if (k > 0 && !same_run(&d->runs[k - 1].run, &runs[k - 1]))
+    k = 0; /* not the stream we followed: start again from the root */
+  if (!MT_GROW(d->runs, d->runs_cap, n + 1))
+    return UINT32_MAX;
+  uint32_t fnode = k ? d->runs[k - 1].fnode : 0;
+  for (size_t i = k; i < n; i++) {
+    fnode = extend_run(a, fnode, runs[i].code, runs[i].count);
+    if (fnode == UINT32_MAX)
+      return UINT32_MAX;
+    d->runs[i] = (struct shown_run){.run = runs[i], .fnode = fnode};
+  }
+  d->nruns = n;
   return mt_stacks_of_fnode(a, fnode);
 }
 

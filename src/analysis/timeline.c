@@ -45,9 +45,12 @@ static mt_timeline_bucket *timeline_at(mt_analysis *a, int64_t t, double before)
   int64_t rel = t - a->summary.from;
   if (rel < 0)
     rel = 0;
-  while (rel / a->tl_width >= MT_TIMELINE_BUCKETS)
+  int shift = __builtin_ctzll((uint64_t)a->tl_width); /* a power of two: no division per event */
+  while ((rel >> shift) >= MT_TIMELINE_BUCKETS) {
     timeline_double(a);
-  size_t idx = (size_t)(rel / a->tl_width);
+    shift++;
+  }
+  size_t idx = (size_t)(rel >> shift);
   for (size_t j = a->tl_current + 1; j <= idx; j++)
     a->timeline[j] = (mt_timeline_bucket){.live_max = before, .live_end = before};
   if (idx > a->tl_current)

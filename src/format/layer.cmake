@@ -9,6 +9,7 @@ add_library(memtap_format OBJECT
   format/writer.c
   format/reader.c
   format/reader_state.c
+  format/reader_backtrace.c
   format/transcode.c)
 target_link_libraries(memtap_format PRIVATE PkgConfig::ZSTD)
 list(APPEND MEMTAP_LAYERS memtap_format)

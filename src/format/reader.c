@@ -1,7 +1,7 @@
 /* The trace reader (format.h): packet 0 and trace_info, packet headers with every check of
  * FORMAT.md §2.11, per-domain decoder state (MTF tables, backtrace cache, previous backtrace, last
- * time), the event loop with backtrace decoding inlined, and the tolerant end: packets with a
- * foreign pid, a truncated last packet and a cut header are warnings, not errors. */
+ * time), the event loop (backtraces are decoded by reader_backtrace.c), and the tolerant end:
+ * packets with a foreign pid, a truncated last packet and a cut header are warnings, not errors. */
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,10 +21,7 @@
 
 /* --- errors and warnings ----------------------------------------------------------------- */
 
-static int malformed(mt_reader *r, int64_t offset, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int malformed(mt_reader *r, int64_t offset, const char *fmt, ...) {
+int mt_reader_malformed(mt_reader *r, int64_t offset, const char *fmt, ...) {
   char reason[200];
   va_list ap;
   va_start(ap, fmt);
@@ -41,7 +38,7 @@ static int reader_fail(mt_reader *r, const mt_error *e) {
   return r->failed;
 }
 
-static int out_of_memory(mt_reader *r, int64_t offset, const char *what) {
+int mt_reader_out_of_memory(mt_reader *r, int64_t offset, const char *what) {
   r->failed = mt_fail(&r->failure, MT_E_NOMEM, offset, "at byte %lld: out of memory for %s",
                       (long long)offset, what);
   return r->failed;
@@ -95,23 +92,10 @@ domain_state *mt_reader_find_domain(mt_reader *r, uint16_t id) {
 void mt_reader_free_domain(domain_state *d) {
   mt_location_decoder_free(&d->locations);
   free(d->cache);
+  mt_reader_free_runs(d->runs);
   free(d->backtrace);
-  free(d->scratch);
+  mt_reader_free_runs(d->scratch);
   free(d);
-}
-
-static bool grow_frames(int64_t **frames, size_t *cap, size_t need) {
-  if (need <= *cap)
-    return true;
-  size_t n = *cap ? *cap : 1024;
-  while (n < need)
-    n *= 2;
-  int64_t *grown = realloc(*frames, n * sizeof *grown);
-  if (!grown)
-    return false;
-  *frames = grown;
-  *cap = n;
-  return true;
 }
 
 /* --- packets ------------------------------------------------------------------------------ */
@@ -137,8 +121,9 @@ static int read_packet(mt_reader *r) {
     return 0;
   mt_packet_header *h = &r->header;
   if (got >= 4 && mt_load_u32(p) != MT_CTF_MAGIC) /* garbage is garbage, even when short */
-    return malformed(r, r->packet_offset, "not a CTF packet (magic 0x%08x, expected 0x%08x)",
-                     mt_load_u32(p), MT_CTF_MAGIC);
+    return mt_reader_malformed(r, r->packet_offset,
+                               "not a CTF packet (magic 0x%08x, expected 0x%08x)", mt_load_u32(p),
+                               MT_CTF_MAGIC);
   size_t hsize = mt_packet_header_decode(p, got, h);
   if (!hsize) {
     r->truncated = true;
@@ -151,28 +136,30 @@ static int read_packet(mt_reader *r) {
   }
   r->header_size = hsize;
   if (h->magic != MT_CTF_MAGIC)
-    return malformed(r, r->packet_offset, "not a CTF packet (magic 0x%08x, expected 0x%08x)",
-                     h->magic, MT_CTF_MAGIC);
+    return mt_reader_malformed(r, r->packet_offset,
+                               "not a CTF packet (magic 0x%08x, expected 0x%08x)", h->magic,
+                               MT_CTF_MAGIC);
   if (h->version > 3)
-    return malformed(r, r->packet_offset + MT_HEADER_VERSION_OFFSET,
-                     "trace format v%03u, but expected v001 to v003", (unsigned)h->version);
+    return mt_reader_malformed(r, r->packet_offset + MT_HEADER_VERSION_OFFSET,
+                               "trace format v%03u, but expected v001 to v003",
+                               (unsigned)h->version);
   if ((int32_t)h->packet_size_bits < 0)
-    return malformed(r, r->packet_offset + 4, "negative packet size");
+    return mt_reader_malformed(r, r->packet_offset + 4, "negative packet size");
   if (h->time_begin > h->time_end)
-    return malformed(r, r->packet_offset + 16,
-                     "packet timestamps are not monotone (begin %lld > end %lld)",
-                     (long long)h->time_begin, (long long)h->time_end);
+    return mt_reader_malformed(r, r->packet_offset + 16,
+                               "packet timestamps are not monotone (begin %lld > end %lld)",
+                               (long long)h->time_begin, (long long)h->time_end);
   if (h->alloc_id_begin > h->alloc_id_end)
-    return malformed(r, field_offset(r, 60),
-                     "packet alloc ids are not monotone (begin %lld > end %lld)",
-                     (long long)h->alloc_id_begin, (long long)h->alloc_id_end);
+    return mt_reader_malformed(r, field_offset(r, 60),
+                               "packet alloc ids are not monotone (begin %lld > end %lld)",
+                               (long long)h->alloc_id_begin, (long long)h->alloc_id_end);
   size_t size = h->packet_size_bits / 8;
   if (size < hsize)
-    return malformed(r, r->packet_offset + 4, "packet size %zu is smaller than its %zu-byte header",
-                     size, hsize);
+    return mt_reader_malformed(r, r->packet_offset + 4,
+                               "packet size %zu is smaller than its %zu-byte header", size, hsize);
   if (size > MT_PACKET_MAX)
-    return malformed(r, r->packet_offset + 4, "packet size %zu exceeds the %d-byte maximum", size,
-                     MT_PACKET_MAX);
+    return mt_reader_malformed(r, r->packet_offset + 4,
+                               "packet size %zu exceeds the %d-byte maximum", size, MT_PACKET_MAX);
   p = mt_input_peek(r->source, size, &got, &e);
   if (!p)
     return reader_fail(r, &e);
@@ -196,40 +183,41 @@ static int parse_trace_info(mt_reader *r) {
   int64_t at = mt_rbuf_offset(b);
   uint32_t word;
   if (!mt_rbuf_u32(b, &word))
-    return malformed(r, at, "the trace-info packet holds no event");
+    return mt_reader_malformed(r, at, "the trace-info packet holds no event");
   if (word >> 25 != MT_CODE_TRACE_INFO)
-    return malformed(r, at, "the first event is not trace_info (event code %u)", word >> 25);
+    return mt_reader_malformed(r, at, "the first event is not trace_info (event code %u)",
+                               word >> 25);
   if (mt_event_time(word, r->header.time_begin) != r->header.time_begin)
-    return malformed(r, at, "the trace_info time differs from the packet's start time");
+    return mt_reader_malformed(r, at, "the trace_info time differs from the packet's start time");
   uint64_t rate_bits, pid;
   uint8_t word_size;
   const char *s[4];
   size_t len[4];
   int64_t field = mt_rbuf_offset(b);
   if (!mt_rbuf_u64(b, &rate_bits) || !mt_rbuf_u8(b, &word_size))
-    return malformed(r, field, "trace_info ends inside its sample rate or word size");
+    return mt_reader_malformed(r, field, "trace_info ends inside its sample rate or word size");
   for (int i = 0; i < 3; i++) {
     field = mt_rbuf_offset(b);
     if (!mt_rbuf_string(b, &s[i], &len[i]))
-      return malformed(r, field, "trace_info ends inside a string");
+      return mt_reader_malformed(r, field, "trace_info ends inside a string");
   }
   field = mt_rbuf_offset(b);
   if (!mt_rbuf_u64(b, &pid))
-    return malformed(r, field, "trace_info ends inside its pid");
+    return mt_reader_malformed(r, field, "trace_info ends inside its pid");
   s[3] = "";
   len[3] = 0;
   if (r->header.version >= 2) {
     field = mt_rbuf_offset(b);
     if (!mt_rbuf_string(b, &s[3], &len[3]))
-      return malformed(r, field, "trace_info ends inside its context string");
+      return mt_reader_malformed(r, field, "trace_info ends inside its context string");
   }
   if (mt_rbuf_left(b))
-    return malformed(r, mt_rbuf_offset(b), "%zu unexpected bytes after trace_info",
-                     mt_rbuf_left(b));
+    return mt_reader_malformed(r, mt_rbuf_offset(b), "%zu unexpected bytes after trace_info",
+                               mt_rbuf_left(b));
   const char *kept[4];
   for (int i = 0; i < 4; i++)
     if (!(kept[i] = mt_location_table_intern(r->locations, s[i], len[i])))
-      return out_of_memory(r, at, "trace info");
+      return mt_reader_out_of_memory(r, at, "trace info");
   union {
     uint64_t u;
     double f;
@@ -356,24 +344,24 @@ static int begin_packet(mt_reader *r) {
     }
     domain_state *d = mt_reader_find_domain(r, h->domain);
     if (!d && !domain_memory_allows_one_more(r)) /* the input, not malloc, asked too much */
-      return malformed(r, field_offset(r, 38),
-                       "more than %zu domains in the first %lld bytes (each needs %zu KiB of "
-                       "decoder state, bounded at %u MiB + %u bytes per byte of input)",
-                       r->ndomains, (long long)r->packet_offset, DOMAIN_COST / 1024,
-                       (unsigned)(DOMAIN_MEMORY_FREE >> 20),
-                       (unsigned)DOMAIN_MEMORY_PER_INPUT_BYTE);
+      return mt_reader_malformed(
+          r, field_offset(r, 38),
+          "more than %zu domains in the first %lld bytes (each needs %zu KiB of "
+          "decoder state, bounded at %u MiB + %u bytes per byte of input)",
+          r->ndomains, (long long)r->packet_offset, DOMAIN_COST / 1024,
+          (unsigned)(DOMAIN_MEMORY_FREE >> 20), (unsigned)DOMAIN_MEMORY_PER_INPUT_BYTE);
     if (!d)
-      return out_of_memory(r, field_offset(r, 38), "per-domain state");
+      return mt_reader_out_of_memory(r, field_offset(r, 38), "per-domain state");
     r->domain = d;
     r->allocs_in_packet = 0;
     if (r->options.backtraces && h->verify_ix != MT_NO_VERIFY) {
       if (!d->cache && !(d->cache = calloc(1, sizeof *d->cache)))
-        return out_of_memory(r, r->packet_offset, "a backtrace cache");
+        return mt_reader_out_of_memory(r, r->packet_offset, "a backtrace cache");
       unsigned ix = h->verify_ix;
       if (ix >= MT_CACHE_BUCKETS || d->cache->next[ix] != h->verify_pred ||
           d->cache->loc[ix] != mt_code63((uint64_t)h->verify_val))
-        return malformed(r, field_offset(r, 40), "backtrace cache verification failed (bucket %u)",
-                         ix);
+        return mt_reader_malformed(r, field_offset(r, 40),
+                                   "backtrace cache verification failed (bucket %u)", ix);
     }
     r->in_packet = true;
     return 1;
@@ -384,11 +372,11 @@ int mt_reader_end_packet(mt_reader *r) {
   /* Ids are untrusted: wrapping (unsigned) arithmetic, never signed overflow. */
   if ((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet !=
       (uint64_t)r->header.alloc_id_end)
-    return malformed(r, field_offset(r, 60),
-                     "alloc id sync: the packet declares ids [%lld, %lld) but holds %lld "
-                     "allocations",
-                     (long long)r->header.alloc_id_begin, (long long)r->header.alloc_id_end,
-                     (long long)r->allocs_in_packet);
+    return mt_reader_malformed(r, field_offset(r, 60),
+                               "alloc id sync: the packet declares ids [%lld, %lld) but holds %lld "
+                               "allocations",
+                               (long long)r->header.alloc_id_begin,
+                               (long long)r->header.alloc_id_end, (long long)r->allocs_in_packet);
   mt_input_advance(r->source, r->packet_size);
   r->in_packet = false;
   return MT_OK;
@@ -399,111 +387,23 @@ static int read_location(mt_reader *r, int64_t at) {
   uint64_t code;
   uint8_t count;
   if (!mt_rbuf_u64(b, &code) || !mt_rbuf_u8(b, &count))
-    return malformed(r, at, "location event ends inside its code or count");
+    return mt_reader_malformed(r, at, "location event ends inside its code or count");
   int64_t bad;
   const char *reason;
   int rc =
       mt_location_decode(&r->domain->locations, b, r->locations, count, r->decoded, &bad, &reason);
   if (rc == MT_E_NOMEM)
-    return out_of_memory(r, at, "locations");
+    return mt_reader_out_of_memory(r, at, "locations");
   if (rc)
-    return malformed(r, bad, "%s", reason);
+    return mt_reader_malformed(r, bad, "%s", reason);
   rc = mt_location_table_add(r->locations, mt_code63(code), r->decoded, count);
   if (rc == MT_E_NOMEM)
-    return out_of_memory(r, at, "locations");
+    return mt_reader_out_of_memory(r, at, "locations");
   if (rc < 0)
-    return malformed(r, at,
-                     "inconsistent location info: code %lld was described differently "
-                     "before",
-                     (long long)mt_code63(code));
-  return MT_OK;
-}
-
-/* out[0 .. count) = code, eight stores per step: it may store up to 7 frames past `count`, which
- * CODEWORD_ROOM leaves room for. */
-static inline void fill_frames(int64_t *out, int64_t code, size_t count) {
-  for (size_t j = 0; j < count; j += 8) {
-    out[j] = code, out[j + 1] = code, out[j + 2] = code, out[j + 3] = code;
-    out[j + 4] = code, out[j + 5] = code, out[j + 6] = code, out[j + 7] = code;
-  }
-}
-
-/* Decodes `count` codewords (FORMAT.md §2.7 reader algorithm) and splices the result after
- * `prefix` frames of the previous backtrace; when that one is shorter than `prefix` (it was cut),
- * only the cache side effects happen and the previous backtrace is kept. */
-static int decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count) {
-  domain_state *d = r->domain;
-  mt_rbuf *b = &r->content;
-  if (!d->cache && !(d->cache = calloc(1, sizeof *d->cache)))
-    return out_of_memory(r, ev->offset, "a backtrace cache");
-  mt_backtrace_decoder *c = d->cache;
-  bool splice = (uint64_t)prefix <= d->backtrace_length;
-  int64_t **frames = splice ? &d->backtrace : &d->scratch;
-  size_t *cap = splice ? &d->backtrace_cap : &d->scratch_cap;
-  size_t n = splice ? (size_t)prefix : 0;
-  unsigned pred = 0;
-  for (unsigned i = 0; i < count; i++) {
-    if (*cap - n < CODEWORD_ROOM && !grow_frames(frames, cap, n + CODEWORD_ROOM)) {
-      if (n + 256 > MAX_BACKTRACE_FRAMES)
-        return malformed(r, mt_rbuf_offset(b), "backtrace longer than %u frames",
-                         MAX_BACKTRACE_FRAMES);
-      return out_of_memory(r, mt_rbuf_offset(b), "a backtrace");
-    }
-    if (n + 256 > MAX_BACKTRACE_FRAMES)
-      return malformed(r, mt_rbuf_offset(b), "backtrace longer than %u frames",
-                       MAX_BACKTRACE_FRAMES);
-    int64_t *out = *frames;
-    uint16_t word;
-    int64_t at = mt_rbuf_offset(b);
-    if (!mt_rbuf_u16(b, &word))
-      return malformed(r, at, "allocation ends inside its backtrace");
-    unsigned bucket = word >> 2;
-    c->next[pred] = (uint16_t)bucket;
-    switch (word & 3) {
-    case 0:
-      out[n++] = c->loc[bucket];
-      pred = bucket;
-      break;
-    case 1:
-      out[n++] = c->loc[bucket];
-      pred = c->next[bucket];
-      out[n++] = c->loc[pred];
-      break;
-    case 2: {
-      uint8_t predictions;
-      if (!mt_rbuf_u8(b, &predictions))
-        return malformed(r, at, "allocation ends inside its backtrace");
-      out[n++] = c->loc[bucket];
-      pred = bucket;
-      for (unsigned k = 0; k < predictions; k++) {
-        unsigned following = c->next[pred];
-        if (following == pred) {
-          /* A bucket that predicts itself is direct recursion (f -> f -> f): the rest of the
-           * run repeats one code, so fill it instead of chasing the chain frame by frame. */
-          fill_frames(out + n, c->loc[pred], predictions - k);
-          n += predictions - k;
-          break;
-        }
-        pred = following;
-        out[n++] = c->loc[pred];
-      }
-      break;
-    }
-    default: {
-      uint64_t code;
-      if (!mt_rbuf_u64(b, &code))
-        return malformed(r, at, "allocation ends inside its backtrace");
-      c->loc[bucket] = mt_code63(code);
-      out[n++] = c->loc[bucket];
-      pred = bucket;
-      break;
-    }
-    }
-  }
-  if (splice)
-    d->backtrace_length = n;
-  ev->backtrace = d->backtrace;
-  ev->backtrace_length = d->backtrace_length;
+    return mt_reader_malformed(r, at,
+                               "inconsistent location info: code %lld was described differently "
+                               "before",
+                               (long long)mt_code63(code));
   return MT_OK;
 }
 
@@ -511,11 +411,11 @@ static int skip_backtrace(mt_reader *r, unsigned count) {
   mt_rbuf *b = &r->content;
   for (unsigned i = 0; i < count; i++) {
     if (mt_rbuf_left(b) < 2)
-      return malformed(r, mt_rbuf_offset(b), "allocation ends inside its backtrace");
+      return mt_reader_malformed(r, mt_rbuf_offset(b), "allocation ends inside its backtrace");
     unsigned tag = b->p[0] & 3;
     size_t size = tag == 2 ? 3 : tag == 3 ? 10 : 2;
     if (mt_rbuf_left(b) < size)
-      return malformed(r, mt_rbuf_offset(b), "allocation ends inside its backtrace");
+      return mt_reader_malformed(r, mt_rbuf_offset(b), "allocation ends inside its backtrace");
     b->p += size;
   }
   return MT_OK;
@@ -530,23 +430,24 @@ static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
     uint8_t source;
     uint16_t n16;
     if (!mt_rbuf_vint(b, &ev->length) || !mt_rbuf_vint(b, &ev->nsamples))
-      return malformed(r, mt_rbuf_offset(b), "allocation ends inside its length or samples");
+      return mt_reader_malformed(r, mt_rbuf_offset(b),
+                                 "allocation ends inside its length or samples");
     int64_t at = mt_rbuf_offset(b);
     if (!mt_rbuf_u8(b, &source))
-      return malformed(r, at, "allocation ends inside its source");
+      return mt_reader_malformed(r, at, "allocation ends inside its source");
     if (source > MT_SOURCE_EXTERNAL)
-      return malformed(r, at, "unknown allocation source %u", source);
+      return mt_reader_malformed(r, at, "unknown allocation source %u", source);
     ev->source = (mt_source)source;
     at = prefix_at = mt_rbuf_offset(b);
     if (!mt_rbuf_vint(b, &prefix) || !mt_rbuf_u16(b, &n16))
-      return malformed(r, at, "allocation ends inside its backtrace header");
+      return mt_reader_malformed(r, at, "allocation ends inside its backtrace header");
     count = n16;
     ev->short_form = false;
   } else {
     uint8_t n8;
     int64_t at = prefix_at = mt_rbuf_offset(b);
     if (!mt_rbuf_vint(b, &prefix) || !mt_rbuf_u8(b, &n8))
-      return malformed(r, at, "allocation ends inside its backtrace header");
+      return mt_reader_malformed(r, at, "allocation ends inside its backtrace header");
     count = n8;
     ev->length = code - 100;
     ev->nsamples = 1;
@@ -554,18 +455,129 @@ static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
     ev->short_form = true;
   }
   if (prefix < 0)
-    return malformed(r, prefix_at, "negative common prefix %lld", (long long)prefix);
+    return mt_reader_malformed(r, prefix_at, "negative common prefix %lld", (long long)prefix);
   ev->common_prefix = prefix;
   ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet++);
   if (!r->options.backtraces) {
     ev->backtrace = NULL;
     ev->backtrace_length = 0;
+    ev->backtrace_runs = NULL;
+    ev->backtrace_run_count = ev->common_runs = 0;
     return skip_backtrace(r, count);
   }
-  return decode_backtrace(r, ev, prefix, count);
+  return mt_reader_decode_backtrace(r, ev, prefix, count);
 }
 
-int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
+/* The largest event header before an allocation's codewords: code and time (4), length and
+ * nsamples (vints, up to 9 bytes each), source (1), common prefix (vint), codeword count (2). */
+#define FAST_EVENT_BYTES 34
+
+/* A vint (FORMAT.md §2.1) known to lie whole in the input. */
+static inline const uint8_t *vint_at(const uint8_t *p, int64_t *v) {
+  uint8_t first = p[0];
+  if (__builtin_expect(first < 253, 1)) {
+    *v = first;
+    return p + 1;
+  }
+  if (first == 253) {
+    *v = mt_load_u16(p + 1);
+    return p + 3;
+  }
+  if (first == 254) {
+    *v = (int32_t)mt_load_u32(p + 1);
+    return p + 5;
+  }
+  *v = (int64_t)mt_load_u64(p + 1);
+  return p + 9;
+}
+
+/* The next event when it is an allocation, promote or collect lying whole in the packet, with no
+ * rule broken, decoded with one bound check for its header. Returns 1 with *ev stored, 0 when the
+ * careful path must take it (nothing consumed then), or the error of decoding its backtrace. */
+static inline int next_fast(mt_reader *r, mt_event *ev) {
+  mt_rbuf *b = &r->content;
+  const uint8_t *p = b->p;
+  if (b->end - p < FAST_EVENT_BYTES)
+    return 0;
+  uint32_t word = mt_load_u32(p);
+  unsigned code = word >> 25;
+  uint64_t since = (word - (uint32_t)r->header.time_begin) & MT_TIME_MASK;
+  int64_t time = (int64_t)((uint64_t)r->header.time_begin + since);
+  domain_state *d = r->domain;
+  if (since > r->packet_span || time < d->last_time)
+    return 0;
+  const uint8_t *q = p + 4;
+  unsigned count;
+  if (code >= MT_CODE_ALLOC_SHORT_FIRST && code <= MT_CODE_ALLOC_SHORT_LAST) {
+    int64_t prefix;
+    q = vint_at(q, &prefix);
+    count = *q++;
+    if (prefix < 0)
+      return 0;
+    ev->length = code - 100;
+    ev->nsamples = 1;
+    ev->source = MT_SOURCE_MINOR;
+    ev->short_form = true;
+    ev->common_prefix = prefix;
+  } else if (code == MT_CODE_ALLOC) {
+    int64_t prefix;
+    q = vint_at(q, &ev->length);
+    q = vint_at(q, &ev->nsamples);
+    unsigned source = *q++;
+    q = vint_at(q, &prefix);
+    count = mt_load_u16(q);
+    q += 2;
+    if (source > MT_SOURCE_EXTERNAL || prefix < 0)
+      return 0;
+    ev->source = (mt_source)source;
+    ev->short_form = false;
+    ev->common_prefix = prefix;
+  } else if (code == MT_CODE_PROMOTE || code == MT_CODE_COLLECT) {
+    int64_t delta;
+    q = vint_at(q, &delta);
+    if (code == MT_CODE_PROMOTE && delta < 0)
+      return 0;
+    b->p = q;
+    d->last_time = time;
+    ev->kind = code == MT_CODE_PROMOTE ? MT_EVENT_PROMOTE : MT_EVENT_COLLECT;
+    ev->time = time;
+    ev->offset = b->origin + (p - b->base);
+    ev->domain = r->header.domain;
+    ev->length = ev->nsamples = ev->common_prefix = 0;
+    ev->source = MT_SOURCE_MINOR;
+    ev->short_form = false;
+    ev->backtrace = NULL;
+    ev->backtrace_length = 0;
+    ev->backtrace_runs = NULL;
+    ev->backtrace_run_count = ev->common_runs = 0;
+    ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet - 1 -
+                           (uint64_t)delta);
+    return 1;
+  } else {
+    return 0;
+  }
+  b->p = q;
+  d->last_time = time;
+  ev->kind = MT_EVENT_ALLOC;
+  ev->time = time;
+  ev->offset = b->origin + (p - b->base);
+  ev->domain = r->header.domain;
+  ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet++);
+  int rc;
+  if (!r->options.backtraces) {
+    ev->backtrace = NULL;
+    ev->backtrace_length = 0;
+    ev->backtrace_runs = NULL;
+    ev->backtrace_run_count = ev->common_runs = 0;
+    rc = skip_backtrace(r, count);
+  } else {
+    rc = mt_reader_decode_backtrace(r, ev, ev->common_prefix, count);
+  }
+  return rc < 0 ? rc : 1;
+}
+
+/* Every event the fast path leaves: packet boundaries, locations, damage, the end. */
+static __attribute__((noinline)) int next_careful(mt_reader *r, mt_event *ev, mt_error *err) {
   if (r->failed) {
     if (err)
       *err = r->failure;
@@ -593,7 +605,7 @@ int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
     int64_t at = mt_rbuf_offset(b);
     uint32_t word;
     if (!mt_rbuf_u32(b, &word)) {
-      rc = malformed(r, at, "packet ends inside an event header");
+      rc = mt_reader_malformed(r, at, "packet ends inside an event header");
       break;
     }
     unsigned code = word >> 25;
@@ -603,15 +615,15 @@ int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
     uint64_t since = (word - (uint32_t)r->header.time_begin) & MT_TIME_MASK;
     int64_t time = (int64_t)((uint64_t)r->header.time_begin + since);
     if (since > r->packet_span) {
-      rc = malformed(r, at, "event time %lld is outside its packet's bounds [%lld, %lld]",
-                     (long long)time, (long long)r->header.time_begin,
-                     (long long)r->header.time_end);
+      rc = mt_reader_malformed(r, at, "event time %lld is outside its packet's bounds [%lld, %lld]",
+                               (long long)time, (long long)r->header.time_begin,
+                               (long long)r->header.time_end);
       break;
     }
     domain_state *d = r->domain;
     if (time < d->last_time) {
-      rc = malformed(r, at, "timestamps are not monotone: %lld after %lld in domain %u",
-                     (long long)time, (long long)d->last_time, (unsigned)d->id);
+      rc = mt_reader_malformed(r, at, "timestamps are not monotone: %lld after %lld in domain %u",
+                               (long long)time, (long long)d->last_time, (unsigned)d->id);
       break;
     }
     d->last_time = time;
@@ -633,11 +645,12 @@ int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
       int64_t delta;
       int64_t field = mt_rbuf_offset(b);
       if (!mt_rbuf_vint(b, &delta)) {
-        rc = malformed(r, field, "event ends inside its object id");
+        rc = mt_reader_malformed(r, field, "event ends inside its object id");
         break;
       }
       if (code == MT_CODE_PROMOTE && delta < 0) {
-        rc = malformed(r, field, "promote id sync: negative delta %lld", (long long)delta);
+        rc =
+            mt_reader_malformed(r, field, "promote id sync: negative delta %lld", (long long)delta);
         break;
       }
       ev->kind = code == MT_CODE_PROMOTE ? MT_EVENT_PROMOTE : MT_EVENT_COLLECT;
@@ -646,19 +659,35 @@ int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
       ev->short_form = false;
       ev->backtrace = NULL;
       ev->backtrace_length = 0;
+      ev->backtrace_runs = NULL;
+      ev->backtrace_run_count = ev->common_runs = 0;
       ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet -
                              1 - (uint64_t)delta);
       return 1;
     }
     if (code == MT_CODE_TRACE_INFO)
-      rc = malformed(r, at, "multiple trace-info events present");
+      rc = mt_reader_malformed(r, at, "multiple trace-info events present");
     else
-      rc = malformed(r, at, "unknown event code %u", code);
+      rc = mt_reader_malformed(r, at, "unknown event code %u", code);
     break;
   }
   if (err)
     *err = r->failure;
   return rc;
+}
+
+int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
+  if (__builtin_expect(r->in_packet && !r->failed, 1)) {
+    int rc = next_fast(r, ev);
+    if (__builtin_expect(rc > 0, 1))
+      return 1;
+    if (rc < 0) {
+      if (err)
+        *err = r->failure;
+      return rc;
+    }
+  }
+  return next_careful(r, ev, err);
 }
 
 int mt_reader_iter(mt_reader *r, mt_event_fn fn, void *user, mt_error *err) {

@@ -20,17 +20,22 @@
 #define DOMAIN_MEMORY_FREE (64u << 20)   /* domain state allowed before any input is read */
 #define DOMAIN_MEMORY_PER_INPUT_BYTE 256 /* and then per byte of input read */
 #define DOMAIN_COST (sizeof(domain_state) + sizeof(mt_backtrace_decoder)) /* counted per domain */
-#define CODEWORD_ROOM                                                                              \
-  (256 + 8) /* frames one codeword yields (1 + up to 255), + fill_frames' slack */
+#define CODEWORD_FRAMES 256 /* frames (and runs) one codeword yields at most: 1 + up to 255 */
+#define FILL_SLACK 8        /* frames the flat array's 8-store fill may write past its end */
 
 typedef struct domain_state {
   uint16_t id;
   int64_t last_time;
   mt_location_decoder locations;
   mt_backtrace_decoder *cache; /* allocated when the first backtrace is decoded */
-  int64_t *backtrace;          /* the previous backtrace, outermost first */
-  size_t backtrace_length, backtrace_cap;
-  int64_t *scratch; /* decoding target when the previous backtrace was cut (§2.7 step 3) */
+  /* The previous backtrace (`depth` codes, outermost first): as runs when the reader hands out
+   * runs only, else as a flat array (reader_backtrace.c); the other form is stale. */
+  mt_backtrace_run *runs;
+  size_t nruns, runs_cap;
+  size_t depth;
+  int64_t *backtrace;
+  size_t backtrace_cap;
+  mt_backtrace_run *scratch; /* decoding target when the previous backtrace was cut (§2.7 step 3) */
   size_t scratch_cap;
 } domain_state;
 
@@ -73,5 +78,21 @@ void mt_reader_free_domain(domain_state *d);
 
 /* Finishes the packet whose events were all returned (its alloc-id check) and moves past it. */
 int mt_reader_end_packet(mt_reader *r);
+
+/* Fails the reader: malformed input at `offset`, or out of memory for `what`. Return the status. */
+int mt_reader_malformed(mt_reader *r, int64_t offset, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int mt_reader_out_of_memory(mt_reader *r, int64_t offset, const char *what);
+
+/* reader_backtrace.c */
+/* Decodes an allocation's `count` codewords after `prefix` frames of the domain's previous
+ * backtrace into `ev` (FORMAT.md §2.7 reader algorithm). */
+int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count);
+/* The domain's flat backtrace rebuilt from its runs, or its runs from its flat backtrace of
+ * `depth` codes. False when memory runs out. */
+bool mt_reader_flatten(domain_state *d);
+bool mt_reader_runs_of_flat(domain_state *d);
+/* Frees a run array (they keep a sentinel before their first run). */
+void mt_reader_free_runs(mt_backtrace_run *runs);
 
 #endif

@@ -33,7 +33,7 @@ static int hand_over(mt_bytes *b, void **data, size_t *size, mt_error *err) {
   return MT_OK;
 }
 
-static void save_domain(mt_bytes *b, const domain_state *d) {
+static void save_domain(mt_bytes *b, const domain_state *d, bool runs_only) {
   mt_bytes_u16(b, d->id);
   mt_bytes_u64(b, (uint64_t)d->last_time);
   const mt_location_decoder *loc = &d->locations;
@@ -57,9 +57,14 @@ static void save_domain(mt_bytes *b, const domain_state *d) {
       mt_bytes_u64(b, (uint64_t)d->cache->loc[i]);
       mt_bytes_u16(b, d->cache->next[i]);
     }
-  mt_bytes_u64(b, d->backtrace_length);
-  for (size_t i = 0; i < d->backtrace_length; i++)
-    mt_bytes_u64(b, (uint64_t)d->backtrace[i]);
+  mt_bytes_u64(b, d->depth); /* from the form the reader keeps (reader_backtrace.c) */
+  if (runs_only)
+    for (size_t i = 0; i < d->nruns; i++)
+      for (uint32_t j = 0; j < d->runs[i].count; j++)
+        mt_bytes_u64(b, (uint64_t)d->runs[i].code);
+  else
+    for (size_t i = 0; i < d->depth; i++)
+      mt_bytes_u64(b, (uint64_t)d->backtrace[i]);
 }
 
 int mt_reader_save_state(mt_reader *r, void **data, size_t *size, mt_error *err) {
@@ -91,7 +96,7 @@ int mt_reader_save_state(mt_reader *r, void **data, size_t *size, mt_error *err)
   mt_bytes_data(&b, next, got);
   mt_bytes_u32(&b, (uint32_t)r->ndomains);
   for (size_t i = 0; i < r->ndomains; i++)
-    save_domain(&b, r->domains[i]);
+    save_domain(&b, r->domains[i], r->options.runs_only);
   return hand_over(&b, data, size, err);
 }
 
@@ -241,13 +246,15 @@ static int load_domain(mt_reader *r, mt_bytes_reader *in, domain_state *d, mt_er
       length > MAX_BACKTRACE_FRAMES)
     return damaged(err, in, "bad length of the previous backtrace");
   if (length) {
-    d->backtrace_cap = (size_t)length;
+    d->backtrace_cap = (size_t)length + FILL_SLACK;
     if (!(d->backtrace = malloc(d->backtrace_cap * sizeof *d->backtrace)))
       return mt_fail(err, MT_E_NOMEM, -1, "out of memory loading the reader's state");
     for (size_t i = 0; i < length; i++)
       mt_bytes_get_i64(in, &d->backtrace[i]);
   }
-  d->backtrace_length = (size_t)length;
+  d->depth = (size_t)length;
+  if (!mt_reader_runs_of_flat(d))
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory loading the reader's state");
   return MT_OK;
 }
 

@@ -10,6 +10,8 @@ foreach(t test_analysis_model test_analysis_cli test_analysis_export test_analys
   target_link_libraries(${t} PRIVATE memtap_analysis_testlib)
 endforeach()
 
+memtap_unit_test(test_analysis_idmap unit/test_analysis_idmap.c LABELS analysis)
+
 include(integration/analysis/analysis.cmake OPTIONAL)
 
 # Large traces made at test time (never committed): the memory test, and the benchmark.

@@ -1,0 +1,50 @@
+/* The analysis pass's map from object ids to live-set slots (model.h): open addressing with
+ * linear probing and deletion by shifting back (so no tombstones pile up over a long trace), a
+ * 16-byte slot per entry, lookups inline since every event makes one or two. Ids come from the
+ * trace: the hash takes a secret seed, as mt_hashmap's does. */
+#ifndef MEMTAP_SRC_ANALYSIS_IDMAP_H
+#define MEMTAP_SRC_ANALYSIS_IDMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/hashmap.h"
+
+#define MT_IDMAP_EMPTY UINT32_MAX
+
+typedef struct mt_idmap_slot {
+  int64_t id;
+  uint32_t value; /* MT_IDMAP_EMPTY marks an empty slot */
+} mt_idmap_slot;
+
+typedef struct mt_idmap {
+  mt_idmap_slot *slots;
+  size_t mask; /* capacity - 1, the capacity a power of two (0 slots: mask 0, slots NULL) */
+  size_t count;
+  uint64_t seed;
+} mt_idmap;
+
+static inline size_t mt_idmap_home(const mt_idmap *m, int64_t id) {
+  return (size_t)mt_hash64((uint64_t)id ^ m->seed) & m->mask;
+}
+
+/* The value of `id`, or MT_IDMAP_EMPTY when absent. */
+static inline uint32_t mt_idmap_get(const mt_idmap *m, int64_t id) {
+  if (!m->slots)
+    return MT_IDMAP_EMPTY;
+  for (size_t i = mt_idmap_home(m, id);; i = (i + 1) & m->mask) {
+    const mt_idmap_slot *s = &m->slots[i];
+    if (s->value == MT_IDMAP_EMPTY || s->id == id)
+      return s->value;
+  }
+}
+
+/* Inserts `id` (which must be absent) with `value` (not MT_IDMAP_EMPTY); false when memory runs
+ * out. */
+bool mt_idmap_put(mt_idmap *m, int64_t id, uint32_t value);
+/* Removes `id` if present. */
+void mt_idmap_remove(mt_idmap *m, int64_t id);
+void mt_idmap_free(mt_idmap *m);
+
+#endif

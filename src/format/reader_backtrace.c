@@ -1,0 +1,315 @@
+/* The reader's backtrace decoding (FORMAT.md §2.7 reader algorithm): an allocation's codewords,
+ * spliced after the common prefix with the domain's previous backtrace, into the flat array of
+ * codes, or, for a reader that hands out runs only, into runs of equal codes, so that direct
+ * recursion (a bucket predicting itself) costs one run rather than one frame per level and an
+ * event costs what its encoding costs, not its depth. Also the conversions between the two forms
+ * that switching modes and restoring a state need. */
+#include <stdlib.h>
+
+#include "common/error.h"
+#include "format/backtrace_codec.h"
+#include "format/buf.h"
+#include "format/reader_internal.h"
+#include "memtap/format.h"
+
+/* Room one codeword needs: the frames (or runs) it yields, and the flat fill's slack. */
+#define CODEWORD_ROOM (CODEWORD_FRAMES + FILL_SLACK)
+
+/* Up to this many codewords, room for all of them is made at once (16 codewords: 4 KiB runs or
+ * frames, 64 KiB), so that the loop checks nothing per codeword. */
+#define ROOMY_CODEWORDS 16
+
+/* A run array keeps a sentinel run before its first element, with a code no backtrace holds
+ * (63-bit codes never reach INT64_MIN), so that appending compares with the previous run without
+ * checking that there is one. */
+static bool grow_runs(mt_backtrace_run **runs, size_t *cap, size_t need) {
+  if (need <= *cap)
+    return true;
+  size_t n = *cap ? *cap : 256;
+  while (n < need)
+    n *= 2;
+  mt_backtrace_run *grown = realloc(*runs ? *runs - 1 : NULL, (n + 1) * sizeof *grown);
+  if (!grown)
+    return false;
+  grown[0] = (mt_backtrace_run){.code = INT64_MIN};
+  *runs = grown + 1;
+  *cap = n;
+  return true;
+}
+
+void mt_reader_free_runs(mt_backtrace_run *runs) {
+  free(runs ? runs - 1 : NULL);
+}
+
+static bool grow_frames(int64_t **frames, size_t *cap, size_t need) {
+  if (need <= *cap)
+    return true;
+  size_t n = *cap ? *cap : 1024;
+  while (n < need)
+    n *= 2;
+  int64_t *grown = realloc(*frames, n * sizeof *grown);
+  if (!grown)
+    return false;
+  *frames = grown;
+  *cap = n;
+  return true;
+}
+
+/* out[0 .. count) = code, eight stores per step: it may store up to 7 frames past `count`, which
+ * FILL_SLACK leaves room for. */
+static inline void fill_frames(int64_t *out, int64_t code, size_t count) {
+  for (size_t j = 0; j < count; j += 8) {
+    out[j] = code, out[j + 1] = code, out[j + 2] = code, out[j + 3] = code;
+    out[j + 4] = code, out[j + 5] = code, out[j + 6] = code, out[j + 7] = code;
+  }
+}
+
+/* Where decoded frames go: `count` times `code` after the *n frames so far, as frames[*n ..] when
+ * `flat`, else appended to the runs[0 .. *m), merged with the last one when it has that code. */
+static inline __attribute__((always_inline)) void emit(bool flat, mt_backtrace_run *runs,
+                                                       int64_t *frames, size_t *m, size_t *n,
+                                                       int64_t code, uint32_t count) {
+  if (flat) {
+    if (count == 1)
+      frames[*n] = code;
+    else
+      fill_frames(frames + *n, code, count);
+  } else if (runs[*m - 1].code == code) {
+    runs[*m - 1].count += count;
+  } else {
+    runs[*m] = (mt_backtrace_run){.code = code, .start = (uint32_t)*n, .count = count};
+    ++*m;
+  }
+  *n += count;
+}
+
+static int ends_inside(mt_reader *r, const uint8_t *at) {
+  r->content.p = at;
+  return mt_reader_malformed(r, mt_rbuf_offset(&r->content),
+                             "allocation ends inside its backtrace");
+}
+
+static int too_long(mt_reader *r, const uint8_t *at) {
+  r->content.p = at;
+  return mt_reader_malformed(r, mt_rbuf_offset(&r->content), "backtrace longer than %u frames",
+                             MAX_BACKTRACE_FRAMES);
+}
+
+/* An output buffer: flat frames or runs, with its capacity; `*used` frames or runs hold already. */
+typedef struct sink {
+  mt_backtrace_run **runs;
+  int64_t **frames;
+  size_t *cap;
+} sink;
+
+static bool grow_sink(const sink *s, bool flat, size_t need) {
+  return flat ? grow_frames(s->frames, s->cap, need) : grow_runs(s->runs, s->cap, need);
+}
+
+/* Decodes `count` codewords (FORMAT.md §2.7 reader algorithm) after the *n frames (and *m runs)
+ * in `s`. `checked`: whether to check room and input per codeword. Callers pass constants for
+ * `flat` and `checked`, so that each use compiles to its own loop. */
+static inline __attribute__((always_inline)) int codewords(mt_reader *r, const sink *s, size_t *pm,
+                                                           size_t *pn, unsigned count, bool flat,
+                                                           bool checked) {
+  mt_backtrace_decoder *c = r->domain->cache;
+  const uint8_t *p = r->content.p, *end = r->content.end;
+  size_t m = *pm, n = *pn;
+  mt_backtrace_run *runs = flat ? NULL : *s->runs;
+  int64_t *frames = flat ? *s->frames : NULL;
+  unsigned pred = 0;
+  for (unsigned i = 0; i < count; i++) {
+    if (checked) {
+      size_t used = flat ? n : m;
+      if (*s->cap - used < CODEWORD_ROOM) {
+        if (!grow_sink(s, flat, used + CODEWORD_ROOM)) {
+          if (n + CODEWORD_FRAMES > MAX_BACKTRACE_FRAMES)
+            return too_long(r, p);
+          r->content.p = p;
+          return mt_reader_out_of_memory(r, mt_rbuf_offset(&r->content), "a backtrace");
+        }
+        runs = flat ? NULL : *s->runs;
+        frames = flat ? *s->frames : NULL;
+      }
+      if (n + CODEWORD_FRAMES > MAX_BACKTRACE_FRAMES)
+        return too_long(r, p);
+      if (end - p < 2)
+        return ends_inside(r, p);
+    }
+    unsigned word = mt_load_u16(p), bucket = word >> 2;
+    c->next[pred] = (uint16_t)bucket;
+    switch (word & 3) {
+    case 0:
+      p += 2;
+      emit(flat, runs, frames, &m, &n, c->loc[bucket], 1);
+      pred = bucket;
+      break;
+    case 1:
+      p += 2;
+      emit(flat, runs, frames, &m, &n, c->loc[bucket], 1);
+      pred = c->next[bucket];
+      emit(flat, runs, frames, &m, &n, c->loc[pred], 1);
+      break;
+    case 2: {
+      if (checked && end - p < 3)
+        return ends_inside(r, p);
+      unsigned predictions = p[2];
+      p += 3;
+      emit(flat, runs, frames, &m, &n, c->loc[bucket], 1);
+      pred = bucket;
+      for (unsigned k = 0; k < predictions; k++) {
+        unsigned following = c->next[pred];
+        if (following == pred) {
+          /* A bucket that predicts itself is direct recursion (f -> f -> f): the rest of the run
+           * repeats one code. */
+          emit(flat, runs, frames, &m, &n, c->loc[pred], predictions - k);
+          break;
+        }
+        pred = following;
+        emit(flat, runs, frames, &m, &n, c->loc[pred], 1);
+      }
+      break;
+    }
+    default:
+      if (checked && end - p < 10)
+        return ends_inside(r, p);
+      c->loc[bucket] = mt_code63(mt_load_u64(p + 2));
+      p += 10;
+      emit(flat, runs, frames, &m, &n, c->loc[bucket], 1);
+      pred = bucket;
+      break;
+    }
+  }
+  r->content.p = p;
+  *pm = m;
+  *pn = n;
+  return MT_OK;
+}
+
+/* The codewords into `s`, without checks per codeword when the packet holds their largest
+ * possible size and room is made for what they may yield. */
+static inline __attribute__((always_inline)) int decode(mt_reader *r, const sink *s, size_t *m,
+                                                        size_t *n, unsigned count, bool flat) {
+  size_t used = flat ? *n : *m, room = (size_t)count * CODEWORD_FRAMES + FILL_SLACK;
+  if (count <= ROOMY_CODEWORDS && (size_t)(r->content.end - r->content.p) >= (size_t)count * 10 &&
+      *n + (size_t)count * CODEWORD_FRAMES <= MAX_BACKTRACE_FRAMES &&
+      (*s->cap - used >= room || grow_sink(s, flat, used + room)))
+    return codewords(r, s, m, n, count, flat, false);
+  return codewords(r, s, m, n, count, flat, true);
+}
+
+/* The previous backtrace was cut shorter than `prefix` (FORMAT.md §2.7 step 3): only the cache
+ * side effects happen (the codewords go to scratch runs), and the event shows the previous
+ * backtrace again. */
+static __attribute__((noinline)) int decode_after_cut(mt_reader *r, mt_event *ev, unsigned count) {
+  domain_state *d = r->domain;
+  size_t m = 0, n = 0;
+  sink s = {.runs = &d->scratch, .cap = &d->scratch_cap};
+  if (!grow_runs(&d->scratch, &d->scratch_cap, 1))
+    return mt_reader_out_of_memory(r, ev->offset, "a backtrace");
+  int rc = decode(r, &s, &m, &n, count, false);
+  if (rc)
+    return rc;
+  bool runs_only = r->options.runs_only;
+  ev->backtrace = runs_only ? NULL : d->backtrace;
+  ev->backtrace_length = d->depth;
+  ev->backtrace_runs = runs_only ? d->runs : NULL;
+  ev->backtrace_run_count = ev->common_runs = runs_only ? d->nruns : 0;
+  return MT_OK;
+}
+
+static __attribute__((noinline)) int first_backtrace(mt_reader *r, mt_event *ev) {
+  domain_state *d = r->domain;
+  if (!d->cache && !(d->cache = calloc(1, sizeof *d->cache)))
+    return mt_reader_out_of_memory(r, ev->offset, "a backtrace cache");
+  if (!d->runs && !grow_runs(&d->runs, &d->runs_cap, 1))
+    return mt_reader_out_of_memory(r, ev->offset, "a backtrace");
+  return MT_OK;
+}
+
+/* The flat form: frames written from `prefix` on. */
+static int decode_flat(mt_reader *r, mt_event *ev, size_t prefix, unsigned count) {
+  domain_state *d = r->domain;
+  size_t m = 0, n = prefix;
+  sink s = {.frames = &d->backtrace, .cap = &d->backtrace_cap};
+  int rc = decode(r, &s, &m, &n, count, true);
+  if (rc)
+    return rc;
+  d->depth = n;
+  ev->backtrace = d->backtrace;
+  ev->backtrace_length = n;
+  ev->backtrace_runs = NULL;
+  ev->backtrace_run_count = ev->common_runs = 0;
+  return MT_OK;
+}
+
+int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count) {
+  domain_state *d = r->domain;
+  int rc;
+  if (__builtin_expect(!d->cache || !d->runs, 0) && (rc = first_backtrace(r, ev)))
+    return rc;
+  if (__builtin_expect((uint64_t)prefix > d->depth, 0))
+    return decode_after_cut(r, ev, count);
+  if (!r->options.runs_only)
+    return decode_flat(r, ev, (size_t)prefix, count);
+  /* Keep the runs of the first `prefix` frames, the last one possibly shortened. Dropping a run
+   * costs once per run ever appended, so this is linear in the runs decoded, not in the depth. */
+  size_t n = (size_t)prefix, m = d->nruns;
+  mt_backtrace_run *runs = d->runs;
+  while (m > 0 && runs[m - 1].start >= n)
+    m--;
+  size_t kept = m, common = m;
+  uint32_t kept_count = runs[m - 1].count; /* the sentinel's when none is kept */
+  if (m > 0 && (size_t)runs[m - 1].start + kept_count > n) {
+    kept_count = runs[m - 1].count = (uint32_t)(n - runs[m - 1].start);
+    common = m - 1;
+  }
+  sink s = {.runs = &d->runs, .cap = &d->runs_cap};
+  if ((rc = decode(r, &s, &m, &n, count, false)))
+    return rc;
+  runs = d->runs;
+  if (runs[kept - 1].count != kept_count)
+    common = kept - 1; /* the new frames went on in the last kept run */
+  d->nruns = m;
+  d->depth = n;
+  ev->backtrace = NULL;
+  ev->backtrace_length = n;
+  ev->backtrace_runs = runs;
+  ev->backtrace_run_count = m;
+  ev->common_runs = common;
+  return MT_OK;
+}
+
+bool mt_reader_flatten(domain_state *d) {
+  if (!grow_frames(&d->backtrace, &d->backtrace_cap, d->depth + FILL_SLACK))
+    return false;
+  for (size_t i = 0; i < d->nruns; i++)
+    fill_frames(d->backtrace + d->runs[i].start, d->runs[i].code, d->runs[i].count);
+  return true;
+}
+
+bool mt_reader_runs_of_flat(domain_state *d) {
+  size_t m = 0, n = 0;
+  if (!grow_runs(&d->runs, &d->runs_cap, 1))
+    return false;
+  for (size_t i = 0; i < d->depth; i++) {
+    if (!grow_runs(&d->runs, &d->runs_cap, m + 1))
+      return false;
+    emit(false, d->runs, NULL, &m, &n, d->backtrace[i], 1);
+  }
+  d->nruns = m;
+  return true;
+}
+
+int mt_reader_set_runs_only(mt_reader *r, bool runs_only, mt_error *err) {
+  if (runs_only != r->options.runs_only)
+    for (size_t i = 0; i < r->ndomains; i++)
+      if (!(runs_only ? mt_reader_runs_of_flat(r->domains[i]) : mt_reader_flatten(r->domains[i])))
+        return mt_fail(err, MT_E_NOMEM, -1, "out of memory for a backtrace");
+  r->options.runs_only = runs_only;
+  return MT_OK;
+}
+
+bool mt_reader_runs_only(const mt_reader *r) {
+  return r->options.runs_only;
+}
