@@ -65,6 +65,7 @@ void go_heap_free(go_heap *h) {
 
 void go_heap_new_generation(go_heap *h) {
   go_idmap_clear(&h->type_codes);
+  h->last_type_id = 0;
 }
 
 int go_heap_resolve(void *user, uint64_t code, const mt_location **entries, size_t *count) {
@@ -98,8 +99,15 @@ static int type_code(go_heap *h, const go_tables *t, uint64_t id, const go_event
     *code = GO_CODE_NO_TYPE;
     return MT_OK;
   }
-  if (go_idmap_get(&h->type_codes, id, code))
+  if (id == h->last_type_id) { /* runs of one type are the common case */
+    *code = h->last_type_code;
     return MT_OK;
+  }
+  if (go_idmap_get(&h->type_codes, id, code)) {
+    h->last_type_id = id;
+    h->last_type_code = *code;
+    return MT_OK;
+  }
   const go_type *ty = go_tables_type(t, id);
   if (!ty)
     return go_fail(err, ev->offset,

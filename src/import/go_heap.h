@@ -48,7 +48,8 @@ typedef struct go_heap {
   mt_hashmap name_codes; /* hash of a name -> index (probing on collisions) */
   char **names;
   size_t nnames, names_cap;
-  go_idmap type_codes; /* this generation's type id -> code */
+  go_idmap type_codes;                   /* this generation's type id -> code */
+  uint64_t last_type_id, last_type_code; /* the last lookup (0: none) */
   uint64_t name_seed;
   mt_location resolved; /* the resolver's answer */
   char label[64];

@@ -21,27 +21,27 @@ static int by_m_then_position(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Rank of a type among events of one tick: frees, GC starts, snapshots, allocations. */
-static int rank(uint8_t type) {
-  switch (type) {
-  case GO_EV_SPAN_FREE:
-  case GO_EV_HEAP_OBJECT_FREE:
-  case GO_EV_GOROUTINE_STACK_FREE: return 0;
-  case GO_EV_GC_BEGIN: return 1;
-  case GO_EV_SPAN:
-  case GO_EV_HEAP_OBJECT:
-  case GO_EV_GOROUTINE_STACK: return 2;
-  default: return 3;
-  }
-}
+/* Rank of a type among events of one tick: frees (0), GC starts (1), snapshots (2), allocations
+ * and everything else (3). */
+static const uint8_t rank[256] = {
+    [GO_EV_SPAN_FREE] = 0,
+    [GO_EV_HEAP_OBJECT_FREE] = 0,
+    [GO_EV_GOROUTINE_STACK_FREE] = 0,
+    [GO_EV_GC_BEGIN] = 1,
+    [GO_EV_SPAN] = 2,
+    [GO_EV_HEAP_OBJECT] = 2,
+    [GO_EV_GOROUTINE_STACK] = 2,
+    [GO_EV_SPAN_ALLOC] = 3,
+    [GO_EV_HEAP_OBJECT_ALLOC] = 3,
+    [GO_EV_GOROUTINE_STACK_ALLOC] = 3,
+};
 
-static bool earlier(const go_merge *m, size_t a, size_t b) {
+static inline bool earlier(const go_merge *m, size_t a, size_t b) {
   const go_event *x = &m->streams[a].pending, *y = &m->streams[b].pending;
   if (x->time != y->time)
     return x->time < y->time;
-  int rx = rank(x->type), ry = rank(y->type);
-  if (rx != ry)
-    return rx < ry;
+  if (rank[x->type] != rank[y->type])
+    return rank[x->type] < rank[y->type];
   return a < b;
 }
 
