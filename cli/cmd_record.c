@@ -50,6 +50,14 @@ static const char usage[] =
 
 enum { OPT_RATE = 256, OPT_INTERVAL, OPT_FULL, OPT_FOLLOW, OPT_V2, OPT_COMPRESS };
 
+/* Ring size per thread under --full, unless MEMTAP_RING_SIZE says otherwise. */
+#define FULL_RING_SIZE "16M"
+/* The main loop polls again at once while records arrive; idle, it sleeps from IDLE_MIN_US,
+ * doubling up to IDLE_MAX_US. The ring directory is scanned for new processes every SCAN_US. */
+#define IDLE_MIN_US 50
+#define IDLE_MAX_US 5000
+#define SCAN_US 20000
+
 /* The process being traced, for the signal forwarder. */
 static volatile sig_atomic_t forward_pid;
 
@@ -204,6 +212,12 @@ static void run_child(const session *s, const char *shim, const char *resolved, 
   unsetenv("MEMTAP"); /* in-process mode would trace twice */
   unsetenv("MEMTRACE");
   set_sampling_env(s->set);
+  /* Full tracing is lossless: a thread whose ring is full waits for us. A ring of 16 MiB holds
+   * about 10 ms of a thread allocating as fast as it can, so that a consumer descheduled for a
+   * few scheduler ticks does not stall the program (the default 1 MiB lasts under 1 ms). Pages
+   * of the file are only touched by threads that write that much. */
+  if (s->set->sampling.full && !getenv("MEMTAP_RING_SIZE"))
+    setenv("MEMTAP_RING_SIZE", FULL_RING_SIZE, 1);
   execv(resolved, argv);
   int e = errno;
   if (write(status_fd, &e, sizeof e) < 0) {
@@ -514,9 +528,15 @@ static int exit_status(int status) {
   return 1;
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {0, ms * 1000000};
+static void sleep_us(long us) {
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
   nanosleep(&ts, NULL);
+}
+
+static int64_t monotonic_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Whether two paths name one existing file (device and inode). */
@@ -649,8 +669,15 @@ int mt_cmd_record(int argc, char **argv) {
     unlink(s.main_output);
     main_done = true;
   } else {
+    int64_t scanned_at = 0;
+    long idle_us = 0;
     for (;;) {
-      scan(&s);
+      int64_t now = monotonic_us();
+      /* Reading the directory is a few system calls: not at every poll of a busy ring. */
+      if (idle_us || now - scanned_at >= SCAN_US) {
+        scan(&s);
+        scanned_at = now;
+      }
       bool progress = poll_all(&s);
       int status;
       pid_t pid;
@@ -669,8 +696,14 @@ int mt_cmd_record(int argc, char **argv) {
       }
       if (main_done && (!set.follow_fork || no_children))
         break;
-      if (!progress)
-        sleep_ms(10);
+      if (progress) {
+        idle_us = 0;
+      } else {
+        idle_us = idle_us ? idle_us * 2 : IDLE_MIN_US;
+        if (idle_us > IDLE_MAX_US)
+          idle_us = IDLE_MAX_US;
+        sleep_us(idle_us);
+      }
     }
     scan(&s); /* a process that exited before we first looked */
   }

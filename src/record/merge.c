@@ -1,7 +1,9 @@
 /* The merge of many threads' records into one time order (docs/record.md, "Merging"). Each
  * writing thread (ring, generation) stamps its records in order, so its events queue up in
  * arrival order and a heap over the queues' heads (one entry per thread with events waiting, not
- * one per event) gives the oldest. Events wait until they are old enough that records stamped
+ * one per event) gives the oldest. A queue is a circular array of fixed-size slots and a circular
+ * buffer of frames, where a stack equal to the thread's previous one is stored once: nothing is
+ * allocated per event. Events wait until they are old enough that records stamped
  * before them have been read (recorder.c decides); whatever arrives later still is repaired by
  * order.c. */
 #include <stdlib.h>
@@ -11,20 +13,38 @@
 #include "record/record_internal.h"
 
 rec_event *rec_event_new(uint32_t nframes) {
-  rec_event *e = malloc(sizeof *e + (size_t)nframes * sizeof e->frames[0]);
+  rec_event *e = malloc(sizeof *e + (size_t)nframes * sizeof e->own_frames[0]);
   if (!e)
     return NULL;
   memset(e, 0, sizeof *e);
   e->nframes = nframes;
+  e->frames = e->own_frames;
   return e;
 }
 
-static bool before(const rec_event *a, const rec_event *b) {
+rec_event *rec_event_clone(const rec_event *e) {
+  rec_event *c = malloc(sizeof *c + (size_t)e->nframes * sizeof c->own_frames[0]);
+  if (!c)
+    return NULL;
+  *c = *e;
+  if (e->nframes)
+    memcpy(c->own_frames, e->frames, e->nframes * sizeof *e->frames);
+  c->frames = c->own_frames;
+  c->next = c->fifo_next = NULL;
+  c->dead = false;
+  return c;
+}
+
+static bool slot_before(const rec_slot *a, const rec_slot *b) {
   return a->time_ns < b->time_ns || (a->time_ns == b->time_ns && a->order < b->order);
 }
 
+static const rec_slot *head_slot(const rec_source *s) {
+  return &s->slots[s->head & s->slot_mask];
+}
+
 static bool source_before(const rec_merge *m, size_t a, size_t b) {
-  return before(m->sources[a].head, m->sources[b].head);
+  return slot_before(head_slot(&m->sources[a]), head_slot(&m->sources[b]));
 }
 
 static void place(rec_merge *m, size_t at, size_t source) {
@@ -60,7 +80,46 @@ static void sift_down(rec_merge *m, size_t i) {
   place(m, i, s);
 }
 
-bool rec_merge_push(rec_merge *m, rec_event *e, int64_t now_ns) {
+/* Doubles the slot array, keeping every queued slot at its absolute position. */
+static bool grow_slots(rec_source *s) {
+  uint64_t size = s->slots ? (s->slot_mask + 1) * 2 : 1024;
+  rec_slot *slots = malloc(size * sizeof *slots);
+  if (!slots)
+    return false;
+  for (uint64_t i = s->head; i < s->tail; i++)
+    slots[i & (size - 1)] = s->slots[i & s->slot_mask];
+  free(s->slots);
+  s->slots = slots;
+  s->slot_mask = size - 1;
+  return true;
+}
+
+/* Makes room for a contiguous run of `n` words at frames_tail (skipping to the buffer's start
+ * when the run would wrap); returns its position, or UINT64_MAX out of memory. The words from
+ * frames_head on are kept: a larger buffer keeps every word at its absolute position, and since
+ * its size is a multiple of the old one, a run that did not wrap does not wrap in it either. */
+static uint64_t reserve_frames(rec_source *s, uint64_t n) {
+  for (;;) {
+    uint64_t size = s->frames ? s->frame_mask + 1 : 0, at = s->frames_tail;
+    if (size && (at & s->frame_mask) + n > size)
+      at += size - (at & s->frame_mask);
+    if (size && at + n - s->frames_head <= size)
+      return at;
+    uint64_t grown = size ? size * 2 : 4096;
+    while (grown < n * 2)
+      grown *= 2;
+    uint64_t *frames = malloc(grown * sizeof *frames);
+    if (!frames)
+      return UINT64_MAX;
+    for (uint64_t i = s->frames_head; i < s->frames_tail; i++)
+      frames[i & (grown - 1)] = s->frames[i & s->frame_mask];
+    free(s->frames);
+    s->frames = frames;
+    s->frame_mask = grown - 1;
+  }
+}
+
+bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns) {
   uint64_t index;
   /* The cursor delivers runs of one ring: most pushes are the previous one's source. */
   if (m->last_index && m->sources[m->last_index - 1].key == e->source) {
@@ -76,47 +135,102 @@ bool rec_merge_push(rec_merge *m, rec_event *e, int64_t now_ns) {
   m->last_index = (size_t)index;
   size_t si = (size_t)index - 1;
   rec_source *s = &m->sources[si];
-  e->next = NULL;
+  if ((!s->slots || s->tail - s->head > s->slot_mask) && !grow_slots(s))
+    return false;
+  rec_slot *slot = &s->slots[s->tail & s->slot_mask];
+  *slot = (rec_slot){.time_ns = e->time_ns,
+                     .order = e->order,
+                     .addr = e->addr,
+                     .addr2 = e->addr2,
+                     .size = e->size,
+                     .nsamples = e->nsamples,
+                     .kind = e->kind,
+                     .type = (uint16_t)e->type,
+                     .nframes = (uint16_t)e->nframes};
+  uint32_t n = e->nframes;
+  if (n) {
+    /* A thread allocating again from where it last did (a loop) sends the same stack: keep one
+     * copy, and its hash. */
+    bool same = n == s->last_nframes && s->frames;
+    if (same) {
+      const uint64_t *last = &s->frames[s->last_frames_at & s->frame_mask];
+      for (uint32_t i = 0; i < n && same; i++)
+        same = last[i] == e->frames[i];
+    }
+    if (same) {
+      slot->frames_at = s->last_frames_at;
+      slot->stack_hash = s->last_hash;
+    } else {
+      uint64_t at = reserve_frames(s, n);
+      if (at == UINT64_MAX)
+        return false;
+      memcpy(&s->frames[at & s->frame_mask], e->frames, n * sizeof *e->frames);
+      s->frames_tail = at + n;
+      slot->frames_at = s->last_frames_at = at;
+      slot->stack_hash = s->last_hash = rec_stack_hash(e->frames, n);
+      s->last_nframes = n;
+    }
+  }
+  s->tail++;
   if (e->time_ns > s->newest_ns)
     s->newest_ns = e->time_ns;
   s->seen_at_ns = now_ns;
   s->queued++;
   m->queued++;
-  if (s->tail) {
-    s->tail->next = e;
-    s->tail = e;
-    return true;
+  if (s->queued == 1) {
+    m->heap[m->heap_count++] = si;
+    sift_up(m, m->heap_count - 1);
   }
-  s->head = s->tail = e;
-  m->heap[m->heap_count++] = si;
-  sift_up(m, m->heap_count - 1);
   return true;
 }
 
-rec_event *rec_merge_peek(const rec_merge *m) {
-  return m->heap_count ? m->sources[m->heap[0]].head : NULL;
+bool rec_merge_peek_time(const rec_merge *m, int64_t *time_ns) {
+  if (!m->heap_count)
+    return false;
+  *time_ns = head_slot(&m->sources[m->heap[0]])->time_ns;
+  return true;
 }
 
-rec_event *rec_merge_pop(rec_merge *m) {
+bool rec_merge_pop(rec_merge *m, rec_event *out) {
   if (!m->heap_count)
-    return NULL;
+    return false;
   rec_source *s = &m->sources[m->heap[0]];
-  rec_event *e = s->head;
-  s->head = e->next;
-  e->next = NULL;
+  const rec_slot *slot = head_slot(s);
+  out->time_ns = slot->time_ns;
+  out->order = slot->order;
+  out->source = s->key;
+  out->type = slot->type;
+  out->kind = slot->kind;
+  out->addr = slot->addr;
+  out->addr2 = slot->addr2;
+  out->size = slot->size;
+  out->nsamples = slot->nsamples;
+  out->next = out->fifo_next = NULL;
+  out->dead = false;
+  out->epoch = 0;
+  out->nframes = slot->nframes;
+  out->stack_hash = slot->stack_hash;
+  out->frames = NULL;
+  if (slot->nframes) {
+    /* Words before this stack are free; this one stays until the next pop (or a push of the
+     * same stack, which shares it). */
+    out->frames = &s->frames[slot->frames_at & s->frame_mask];
+    s->frames_head = slot->frames_at;
+  }
+  s->head++;
   s->queued--;
   m->queued--;
-  if (s->head) {
-    sift_down(m, 0);
+  if (s->queued) {
+    if (m->heap_count > 1)
+      sift_down(m, 0);
   } else {
-    s->tail = NULL;
     s->heap_index = 0;
     if (--m->heap_count) {
       place(m, 0, m->heap[m->heap_count]);
       sift_down(m, 0);
     }
   }
-  return e;
+  return true;
 }
 
 int64_t rec_merge_low_water(const rec_merge *m, int64_t since_ns, int64_t window_ns) {
@@ -133,11 +247,10 @@ int64_t rec_merge_low_water(const rec_merge *m, int64_t since_ns, int64_t window
 }
 
 void rec_merge_free(rec_merge *m) {
-  for (size_t i = 0; i < m->count; i++)
-    for (rec_event *e = m->sources[i].head, *next; e; e = next) {
-      next = e->next;
-      free(e);
-    }
+  for (size_t i = 0; i < m->count; i++) {
+    free(m->sources[i].slots);
+    free(m->sources[i].frames);
+  }
   mt_hashmap_free(&m->by_key);
   free(m->sources);
   free(m->heap);

@@ -71,6 +71,7 @@ int rec_modules_add(rec_modules *ms, uint64_t serial, const void *bytes, size_t 
   if (old) { /* a newer description of the same instance */
     live_remove(ms, old);
     old->unloaded = true;
+    ms->generation++;
   }
   if (!MT_GROW(ms->all, ms->cap, ms->count + 1) || !live_insert(ms, m)) {
     free(m->build_id);
@@ -79,6 +80,7 @@ int rec_modules_add(rec_modules *ms, uint64_t serial, const void *bytes, size_t 
     return MT_E_NOMEM;
   }
   ms->all[ms->count++] = m;
+  ms->generation++;
   if (!mt_hashmap_put(&ms->by_serial, (int64_t)serial, ms->count))
     return MT_E_NOMEM;
   return MT_OK;
@@ -89,6 +91,7 @@ void rec_modules_unload(rec_modules *ms, uint64_t serial) {
   if (m && !m->unloaded) {
     m->unloaded = true;
     live_remove(ms, m);
+    ms->generation++;
   }
 }
 

@@ -20,14 +20,13 @@
 bool rec_order_init(rec_order *o, int64_t skew_ns, int64_t bound_ns) {
   memset(o, 0, sizeof *o);
   uint64_t seed = mt_hashmap_random_seed();
-  o->live.seed = o->held.seed = o->pending.seed = seed;
+  o->live.seed = o->held.seed = o->pending.seed = o->stacks.seed = seed;
   o->skew_ns = skew_ns;
   o->bound_ns = bound_ns;
   o->rate = 1;
   o->full = true;
   o->rng = mt_hashmap_random_seed() | 1;
-  o->codes = malloc((MT_TRACER_MAX_FRAMES + 2) * sizeof *o->codes);
-  return o->codes != NULL;
+  return true;
 }
 
 static void fifo_append(rec_order *o, rec_event *e) {
@@ -90,6 +89,12 @@ static int64_t out_time(rec_order *o, rec_sink *sink, int64_t ns) {
 
 static int resolve(void *user, uint64_t code, const mt_location **entries, size_t *count) {
   rec_sink *sink = user;
+  if (code == REC_CODE_THREAD_STACK) {
+    static const mt_location thread_stack = {.filename = "", .defname = "<thread stack>"};
+    *entries = &thread_stack;
+    *count = 1;
+    return MT_OK;
+  }
   return rec_symboliser_resolve(sink->symboliser, sink->modules, sink->sites, code, entries, count);
 }
 
@@ -98,8 +103,9 @@ static int64_t write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t wor
                            int64_t nsamples, mt_source source, const uint64_t *codes, long ncodes) {
   int64_t t = out_time(o, sink, ns);
   sink->stats->allocations++;
-  sink->ensure_writer(sink->user);
   rec_output *out = sink->out;
+  if (!out->writer)
+    sink->ensure_writer(sink->user);
   if (!out->writer || out->failed)
     return -1;
   int64_t id = -1;
@@ -125,51 +131,43 @@ static void write_collect(rec_order *o, rec_sink *sink, int64_t ns, int64_t id) 
     rec_output_fail(out, &err);
 }
 
-static long event_codes(rec_order *o, rec_sink *sink, const rec_event *e) {
-  long n = rec_sites_codes(sink->sites, sink->modules, sink->symboliser, e->frames, e->nframes,
-                           (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0, o->codes);
+static long event_codes(rec_sink *sink, const rec_event *e, const uint64_t **codes) {
+  long n =
+      rec_sites_stack_codes(sink->sites, sink->modules, sink->symboliser, e->frames, e->nframes,
+                            e->stack_hash, (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0, codes);
   return n < 0 ? 0 : n;
 }
 
 /* --- live objects: address -> (object id, allocation stamp, thread) ----------------------- */
 
-static bool live_put(rec_order *o, uint64_t addr, int64_t id, const rec_event *e) {
-  size_t slot;
-  if (o->free_slot) {
-    slot = o->free_slot - 1;
-    o->free_slot = (size_t)o->objs[slot].id;
-  } else {
-    if (!MT_GROW(o->objs, o->objs_cap, o->objs_count + 1))
-      return false;
-    slot = o->objs_count++;
-  }
-  o->objs[slot] = (rec_live){.id = id, .time_ns = e->time_ns, .source = e->source};
-  return mt_hashmap_put(&o->live, (int64_t)addr, slot + 1);
+static void live_put(rec_order *o, uint64_t addr, int64_t id, const rec_event *e) {
+  rec_live l = {.addr = addr, .id = id, .time_ns = e->time_ns, .source = e->source};
+  rec_addrmap_put(&o->live, &l);
 }
 
 static rec_live *live_get(const rec_order *o, uint64_t addr) {
-  uint64_t v;
-  return mt_hashmap_get(&o->live, (int64_t)addr, &v) ? &o->objs[v - 1] : NULL;
-}
-
-static void live_remove(rec_order *o, uint64_t addr) {
-  uint64_t v;
-  if (!mt_hashmap_get(&o->live, (int64_t)addr, &v))
-    return;
-  mt_hashmap_remove(&o->live, (int64_t)addr);
-  o->objs[v - 1].id = (int64_t)o->free_slot;
-  o->free_slot = (size_t)v;
+  return rec_addrmap_get(&o->live, addr);
 }
 
 static int64_t write_block(rec_order *o, rec_sink *sink, const rec_event *e, int64_t ns) {
-  long n = event_codes(o, sink, e);
+  const uint64_t *codes = NULL;
+  long n = event_codes(sink, e, &codes);
   int64_t words = (int64_t)((e->size + 7) / 8);
-  return write_alloc(o, sink, ns, words, e->nsamples, MT_SOURCE_EXTERNAL, o->codes, n);
+  return write_alloc(o, sink, ns, words, e->nsamples, MT_SOURCE_EXTERNAL, codes, n);
 }
 
 /* Writes the allocation `e` (its address free) and makes it live. */
 static void emit_alloc(rec_order *o, rec_sink *sink, const rec_event *e, int64_t ns) {
   live_put(o, e->addr, write_block(o, sink, e, ns), e);
+}
+
+/* Holds a copy of `e` in `chain` until its match arrives (or the bound passes). */
+static void hold(rec_order *o, mt_hashmap *chain, const rec_event *e) {
+  rec_event *c = rec_event_clone(e);
+  if (!c)
+    return;
+  chain_append(chain, c);
+  fifo_append(o, c);
 }
 
 /* Writes `e` and its free at `free_ns` together: an object whose records arrived after a newer
@@ -191,6 +189,8 @@ static bool pairs(const rec_order *o, const rec_event *h, const rec_event *f) {
  * written together, and while the address is free the earliest held allocation becomes its live
  * object (not before `free_ns`, the free that made room for it). */
 static void settle(rec_order *o, rec_sink *sink, uint64_t addr, int64_t free_ns) {
+  if (!o->held.count)
+    return; /* nothing held anywhere: nothing to pair or to make live */
   for (;;) {
     bool changed = false;
     for (rec_event *h = chain_first(&o->held, addr); h && !changed; h = h->next) {
@@ -220,63 +220,69 @@ static void settle(rec_order *o, rec_sink *sink, uint64_t addr, int64_t free_ns)
   }
 }
 
-static void do_alloc(rec_order *o, rec_sink *sink, rec_event *e) {
+static void do_alloc(rec_order *o, rec_sink *sink, const rec_event *e) {
   /* A free that arrived first, stamped (give or take the skew) after this allocation by another
    * thread, is this block's: the earliest such. One from the same thread was written before it:
    * an older block's. */
-  rec_event *match = NULL;
-  for (rec_event *f = chain_first(&o->pending, e->addr); f; f = f->next)
-    if (f->source != e->source && f->time_ns + o->skew_ns >= e->time_ns &&
-        (!match || f->time_ns < match->time_ns))
-      match = f;
-  if (match) {
-    chain_remove(&o->pending, match);
-    emit_pair(o, sink, e, match->time_ns);
-    free(e);
-    return;
+  if (o->pending.count) {
+    rec_event *match = NULL;
+    for (rec_event *f = chain_first(&o->pending, e->addr); f; f = f->next)
+      if (f->source != e->source && f->time_ns + o->skew_ns >= e->time_ns &&
+          (!match || f->time_ns < match->time_ns))
+        match = f;
+    if (match) {
+      chain_remove(&o->pending, match);
+      emit_pair(o, sink, e, match->time_ns);
+      return;
+    }
   }
   if (live_get(o, e->addr)) {
     /* The free of the block still live here is in flight (or, for an allocation stamped before
      * it, this block's own free is): hold this allocation until it comes. */
-    chain_append(&o->held, e);
-    fifo_append(o, e);
+    hold(o, &o->held, e);
     return;
   }
   emit_alloc(o, sink, e, e->time_ns);
-  free(e);
 }
 
 /* `f` (a FREE of f->addr) is taken. Of the blocks at its address (the live one and the held
  * ones), it frees the one allocated last before it: on one thread by arrival, across threads by
  * stamp; the skew tolerance only when no block was stamped before it. */
-static void do_free(rec_order *o, rec_sink *sink, rec_event *f) {
-  for (int64_t slack = 0;; slack = o->skew_ns) {
+static void do_free(rec_order *o, rec_sink *sink, const rec_event *f) {
+  if (!o->held.count) {
+    /* Nothing held: only the live block can fit (the loop below, without held candidates). */
     rec_live *l = live_get(o, f->addr);
-    bool live_fits = l && (f->source == l->source || l->time_ns <= f->time_ns + slack);
-    rec_event *best = NULL;
-    for (rec_event *h = chain_first(&o->held, f->addr); h; h = h->next) {
-      bool fits = h->source == f->source ? h->order < f->order : h->time_ns <= f->time_ns + slack;
-      if (fits && (!best || h->time_ns > best->time_ns))
-        best = h;
-    }
-    if (best && (!live_fits || best->time_ns > l->time_ns)) {
-      chain_remove(&o->held, best);
-      emit_pair(o, sink, best, f->time_ns);
-      free(f);
-      return;
-    }
-    if (live_fits) {
+    if (l && (f->source == l->source || l->time_ns <= f->time_ns + o->skew_ns)) {
       write_collect(o, sink, f->time_ns, l->id);
-      live_remove(o, f->addr);
-      settle(o, sink, f->addr, f->time_ns);
-      free(f);
+      rec_addrmap_remove(&o->live, l);
       return;
     }
-    if (slack)
-      break;
+  } else {
+    for (int64_t slack = 0;; slack = o->skew_ns) {
+      rec_live *l = live_get(o, f->addr);
+      bool live_fits = l && (f->source == l->source || l->time_ns <= f->time_ns + slack);
+      rec_event *best = NULL;
+      for (rec_event *h = chain_first(&o->held, f->addr); h; h = h->next) {
+        bool fits = h->source == f->source ? h->order < f->order : h->time_ns <= f->time_ns + slack;
+        if (fits && (!best || h->time_ns > best->time_ns))
+          best = h;
+      }
+      if (best && (!live_fits || best->time_ns > l->time_ns)) {
+        chain_remove(&o->held, best);
+        emit_pair(o, sink, best, f->time_ns);
+        return;
+      }
+      if (live_fits) {
+        write_collect(o, sink, f->time_ns, l->id);
+        rec_addrmap_remove(&o->live, l);
+        settle(o, sink, f->addr, f->time_ns);
+        return;
+      }
+      if (slack)
+        break;
+    }
   }
-  chain_append(&o->pending, f);
-  fifo_append(o, f);
+  hold(o, &o->pending, f);
   settle(o, sink, f->addr, f->time_ns);
 }
 
@@ -359,45 +365,95 @@ static void do_map(rec_order *o, rec_sink *sink, const rec_event *e) {
   if (!e->size || e->addr + e->size < e->addr)
     return;
   unmap_range(o, sink, e->addr, e->addr + e->size, e->time_ns); /* MAP_FIXED over a region */
-  long n = event_codes(o, sink, e);
-  add_region(o, sink, e->addr, e->addr + e->size, e->time_ns, o->codes, n);
+  const uint64_t *codes = NULL;
+  long n = event_codes(sink, e, &codes);
+  add_region(o, sink, e->addr, e->addr + e->size, e->time_ns, codes, n);
+}
+
+/* --- thread stacks -------------------------------------------------------------------------- */
+
+/* The stack of thread `tid`, [low, high), becomes a region of the synthetic site
+ * `<thread stack>` until the thread exits. A stack inside a mapping the program made itself
+ * (pthread_attr_setstack on its own mmap) is already that mapping's memory: not written twice. */
+static void thread_started(rec_order *o, rec_sink *sink, uint64_t tid, uint64_t low, uint64_t high,
+                           int64_t ns) {
+  uint64_t old;
+  if (mt_hashmap_get(&o->stacks, (int64_t)tid, &old)) {
+    size_t i = 0, j = 0;
+    rec_regions_overlapping(&o->regions, old, old + 1, &i, &j);
+    if (i < j && o->regions.items[i].thread_stack)
+      unmap_range(o, sink, o->regions.items[i].start, o->regions.items[i].end, ns);
+    mt_hashmap_remove(&o->stacks, (int64_t)tid);
+  }
+  if (!low || high <= low)
+    return;
+  size_t i = 0, j = 0;
+  rec_regions_overlapping(&o->regions, low, high, &i, &j);
+  if (i < j)
+    return;
+  static const uint64_t site = REC_CODE_THREAD_STACK;
+  add_region(o, sink, low, high, ns, &site, 1);
+  rec_regions_overlapping(&o->regions, low, low + 1, &i, &j);
+  if (i < j) {
+    o->regions.items[i].thread_stack = true;
+    mt_hashmap_put(&o->stacks, (int64_t)tid, low);
+  }
+}
+
+static void thread_exited(rec_order *o, rec_sink *sink, uint64_t tid, int64_t ns) {
+  uint64_t low;
+  if (!mt_hashmap_get(&o->stacks, (int64_t)tid, &low))
+    return;
+  mt_hashmap_remove(&o->stacks, (int64_t)tid);
+  size_t i = 0, j = 0;
+  rec_regions_overlapping(&o->regions, low, low + 1, &i, &j);
+  if (i < j && o->regions.items[i].thread_stack)
+    unmap_range(o, sink, o->regions.items[i].start, o->regions.items[i].end, ns);
+}
+
+void rec_order_end_threads(rec_order *o, rec_sink *sink) {
+  for (size_t i = o->regions.count; i-- > 0;) {
+    if (i < o->regions.count && o->regions.items[i].thread_stack)
+      unmap_range(o, sink, o->regions.items[i].start, o->regions.items[i].end, o->last_time_ns);
+  }
+  mt_hashmap_free(&o->stacks);
 }
 
 /* --- entry points -------------------------------------------------------------------------- */
 
-void rec_order_process(rec_order *o, rec_sink *sink, rec_event *e) {
+void rec_order_process(rec_order *o, rec_sink *sink, const rec_event *e) {
   switch (e->type) {
   case MT_TRACER_REC_ALLOC: do_alloc(o, sink, e); return;
   case MT_TRACER_REC_FREE: do_free(o, sink, e); return;
   case MT_TRACER_REC_REALLOC: {
     if (e->addr) {
-      rec_event *f = rec_event_new(0);
-      if (f) {
-        f->type = MT_TRACER_REC_FREE;
-        f->time_ns = e->time_ns;
-        f->order = e->order;
-        f->source = e->source;
-        f->addr = e->addr;
-        do_free(o, sink, f);
-      }
+      rec_event f = {.type = MT_TRACER_REC_FREE,
+                     .time_ns = e->time_ns,
+                     .order = e->order,
+                     .source = e->source,
+                     .addr = e->addr};
+      do_free(o, sink, &f);
     }
     if (e->nsamples > 0 && e->addr2) {
-      e->type = MT_TRACER_REC_ALLOC;
-      e->addr = e->addr2;
-      do_alloc(o, sink, e);
-      return;
+      rec_event a = *e;
+      a.type = MT_TRACER_REC_ALLOC;
+      a.addr = e->addr2;
+      do_alloc(o, sink, &a);
     }
-    break;
+    return;
   }
-  case MT_TRACER_REC_MAP: do_map(o, sink, e); break;
+  case MT_TRACER_REC_MAP: do_map(o, sink, e); return;
   case MT_TRACER_REC_UNMAP:
     if (e->addr + e->size >= e->addr)
       unmap_range(o, sink, e->addr, e->addr + e->size, e->time_ns);
-    break;
-  case MT_TRACER_REC_MODULE_UNLOAD: rec_modules_unload(sink->modules, e->size); break;
-  default: break;
+    return;
+  case MT_TRACER_REC_THREAD_START:
+    thread_started(o, sink, e->addr2, e->addr, e->addr + e->size, e->time_ns);
+    return;
+  case MT_TRACER_REC_THREAD_EXIT: thread_exited(o, sink, e->addr2, e->time_ns); return;
+  case MT_TRACER_REC_MODULE_UNLOAD: rec_modules_unload(sink->modules, e->size); return;
+  default: return;
   }
-  free(e);
 }
 
 void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all) {
@@ -422,7 +478,7 @@ void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all) {
         sink->stats->implied_frees++;
         if (l && l->time_ns <= e->time_ns) {
           write_collect(o, sink, t, l->id);
-          live_remove(o, e->addr);
+          rec_addrmap_remove(&o->live, l);
           emit_alloc(o, sink, e, t);
         } else if (l) {
           emit_pair(o, sink, e, t);
@@ -444,11 +500,10 @@ void rec_order_free(rec_order *o) {
     next = e->fifo_next;
     free(e);
   }
-  mt_hashmap_free(&o->live);
-  free(o->objs);
+  rec_addrmap_free(&o->live);
   mt_hashmap_free(&o->held);
   mt_hashmap_free(&o->pending);
+  mt_hashmap_free(&o->stacks);
   rec_regions_free(&o->regions);
-  free(o->codes);
   memset(o, 0, sizeof *o);
 }

@@ -1,10 +1,15 @@
 /* The trace file: an mt_writer on the caller's descriptor, or, with compression, on a memfd whose
- * bytes are moved through a zstd stream to the descriptor after each batch; every periodic flush
- * ends a zstd block so that a reader can decode everything up to it if memtap is killed. The first
- * failure (a full disk, /dev/full, a closed pipe) is kept and writing stops; the recorder goes on
- * draining the rings so the traced program is not held up. */
+ * bytes a thread of its own moves through a zstd stream (level 3) to the descriptor, so that
+ * compressing overlaps with reading the rings on a second core. Each pump tells the thread how far
+ * the writer got; the thread punches out of the memfd what it has compressed, so the buffer
+ * stays small, and the pump waits when the thread falls more than COMPRESS_BEHIND bytes behind.
+ * Every periodic flush ends a zstd block so that a reader can decode everything up to it if
+ * memtap is killed. The first failure (a full disk, /dev/full, a closed pipe) is kept and writing
+ * stops; the recorder goes on draining the rings so the traced program is not held up. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +19,29 @@
 
 #include "common/error.h"
 #include "record/record_internal.h"
+
+#define COMPRESS_LEVEL 3
+#define COMPRESS_BEHIND (64u << 20) /* bytes the thread may lag before the writer waits */
+#define PUNCH_EVERY (4u << 20)      /* compressed bytes between two hole punches */
+#define CHUNK (1u << 17)
+
+struct rec_compressor {
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t wake; /* the thread: more input, a flush or the end */
+  pthread_cond_t done; /* the pump: progress */
+  int memfd, fd;
+  ZSTD_CCtx *zstd;
+  /* Under the lock. */
+  uint64_t avail;    /* bytes of the memfd written by the writer */
+  uint64_t consumed; /* bytes compressed */
+  uint64_t flush_at; /* make [0, flush_at) decodable */
+  uint64_t flushed;  /* [0, flushed) is */
+  bool end, ended, discard;
+  uint64_t bytes; /* written to fd */
+  bool failed;
+  mt_error error;
+};
 
 void rec_output_fail(rec_output *o, const mt_error *err) {
   if (o->failed)
@@ -29,24 +57,177 @@ static void fail_io(rec_output *o, const char *what) {
   rec_output_fail(o, &err);
 }
 
-static bool write_out(rec_output *o, const void *data, size_t len) {
-  const uint8_t *p = data;
+/* --- the compressor thread ------------------------------------------------------------------ */
+
+static void thread_fail(rec_compressor *c, int code, const char *what, const char *detail) {
+  pthread_mutex_lock(&c->lock);
+  if (!c->failed) {
+    c->failed = true;
+    if (code == MT_E_IO && !detail)
+      mt_fail_io(&c->error, what);
+    else
+      mt_fail(&c->error, code, -1, "%s: %s", what, detail ? detail : "");
+  }
+  pthread_mutex_unlock(&c->lock);
+}
+
+static bool thread_write(rec_compressor *c, const uint8_t *p, size_t len) {
   while (len) {
-    ssize_t n = write(o->fd, p, len);
+    ssize_t n = write(c->fd, p, len);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
       if (n == 0)
         errno = EIO;
-      fail_io(o, "writing the compressed trace");
+      thread_fail(c, MT_E_IO, "writing the compressed trace", NULL);
       return false;
     }
     p += n;
     len -= (size_t)n;
-    o->bytes += (uint64_t)n;
+    pthread_mutex_lock(&c->lock);
+    c->bytes += (uint64_t)n;
+    pthread_mutex_unlock(&c->lock);
   }
   return true;
 }
+
+/* Compresses `len` bytes (mode: continue, flush or end); false once writing failed. */
+static bool thread_compress(rec_compressor *c, const uint8_t *data, size_t len,
+                            ZSTD_EndDirective mode, uint8_t *out, size_t out_size) {
+  ZSTD_inBuffer ib = {data, len, 0};
+  for (;;) {
+    ZSTD_outBuffer ob = {out, out_size, 0};
+    size_t left = ZSTD_compressStream2(c->zstd, &ob, &ib, mode);
+    if (ZSTD_isError(left)) {
+      thread_fail(c, MT_E_IO, "compressing the trace", ZSTD_getErrorName(left));
+      return false;
+    }
+    if (ob.pos && !thread_write(c, out, ob.pos))
+      return false;
+    if (mode == ZSTD_e_continue ? ib.pos == ib.size : left == 0)
+      return true;
+  }
+}
+
+static void *compress_thread(void *arg) {
+  rec_compressor *c = arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL); /* Ctrl-C is the main thread's */
+  uint8_t *in = malloc(CHUNK), *out = malloc(ZSTD_CStreamOutSize());
+  size_t out_size = ZSTD_CStreamOutSize();
+  bool ok = in && out;
+  if (!ok)
+    thread_fail(c, MT_E_NOMEM, "compressing the trace", "out of memory");
+  uint64_t punched = 0;
+  pthread_mutex_lock(&c->lock);
+  for (;;) {
+    while (!c->discard && c->consumed == c->avail && c->flushed >= c->flush_at && !c->end)
+      pthread_cond_wait(&c->wake, &c->lock);
+    if (c->discard)
+      break;
+    uint64_t at = c->consumed, avail = c->avail, flush_at = c->flush_at;
+    bool end = c->end;
+    pthread_mutex_unlock(&c->lock);
+    if (at < avail) {
+      size_t n = avail - at < CHUNK ? (size_t)(avail - at) : CHUNK;
+      ssize_t got = ok ? pread(c->memfd, in, n, (off_t)at) : (ssize_t)n;
+      if (got <= 0) {
+        thread_fail(c, MT_E_IO, "reading the trace buffer", NULL);
+        ok = false;
+        got = (ssize_t)n;
+      }
+      at += (uint64_t)got;
+      /* The last input before a flush point (or the end) carries the directive. */
+      ZSTD_EndDirective mode = at == avail && end ? ZSTD_e_end
+                               : at == flush_at   ? ZSTD_e_flush
+                                                  : ZSTD_e_continue;
+      if (ok)
+        ok = thread_compress(c, in, (size_t)got, mode, out, out_size);
+      if (at - punched >= PUNCH_EVERY) {
+        fallocate(c->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)punched,
+                  (off_t)(at - punched));
+        punched = at;
+      }
+      pthread_mutex_lock(&c->lock);
+      c->consumed = at;
+      if (mode != ZSTD_e_continue || !ok)
+        c->flushed = at > c->flushed ? at : c->flushed;
+      if (mode == ZSTD_e_end)
+        c->ended = true;
+    } else {
+      /* Nothing new: a flush or the end at the point already reached. */
+      if (ok)
+        ok = thread_compress(c, NULL, 0, end ? ZSTD_e_end : ZSTD_e_flush, out, out_size);
+      pthread_mutex_lock(&c->lock);
+      c->flushed = at;
+      if (end)
+        c->ended = true;
+    }
+    pthread_cond_broadcast(&c->done);
+    if (c->ended)
+      break;
+  }
+  c->ended = true;
+  pthread_cond_broadcast(&c->done);
+  pthread_mutex_unlock(&c->lock);
+  free(in);
+  free(out);
+  return NULL;
+}
+
+static rec_compressor *compressor_start(rec_output *o) {
+  rec_compressor *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  c->memfd = o->memfd;
+  c->fd = o->fd;
+  c->zstd = ZSTD_createCCtx();
+  if (!c->zstd) {
+    free(c);
+    return NULL;
+  }
+  ZSTD_CCtx_setParameter(c->zstd, ZSTD_c_compressionLevel, COMPRESS_LEVEL);
+  ZSTD_CCtx_setParameter(c->zstd, ZSTD_c_checksumFlag, 1);
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_cond_init(&c->wake, NULL);
+  pthread_cond_init(&c->done, NULL);
+  if (pthread_create(&c->thread, NULL, compress_thread, c)) {
+    ZSTD_freeCCtx(c->zstd);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->wake);
+    pthread_cond_destroy(&c->done);
+    free(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* Stops the thread (after the end, or discarding what is left) and frees it. */
+static void compressor_stop(rec_output *o, bool discard) {
+  rec_compressor *c = o->compressor;
+  if (!c)
+    return;
+  pthread_mutex_lock(&c->lock);
+  if (discard || c->ended)
+    c->discard = true;
+  else
+    c->end = true; /* a stream the writer never finished: end it where it stands */
+  pthread_cond_broadcast(&c->wake);
+  pthread_mutex_unlock(&c->lock);
+  pthread_join(c->thread, NULL);
+  o->bytes = c->bytes;
+  if (c->failed && !discard)
+    rec_output_fail(o, &c->error);
+  ZSTD_freeCCtx(c->zstd);
+  pthread_mutex_destroy(&c->lock);
+  pthread_cond_destroy(&c->wake);
+  pthread_cond_destroy(&c->done);
+  free(c);
+  o->compressor = NULL;
+}
+
+/* --- the output --------------------------------------------------------------------------- */
 
 int rec_output_open(rec_output *o, int fd, bool compress, const mt_trace_info *info, int version) {
   o->fd = fd;
@@ -62,13 +243,10 @@ int rec_output_open(rec_output *o, int fd, bool compress, const mt_trace_info *i
   }
   if (compress) {
     o->memfd = memfd_create("memtap-trace", MFD_CLOEXEC);
-    o->zstd = ZSTD_createCCtx();
-    if (o->memfd < 0 || !o->zstd) {
+    if (o->memfd < 0 || !(o->compressor = compressor_start(o))) {
       fail_io(o, "setting up compression");
       return o->error.code ? o->error.code : MT_E_NOMEM;
     }
-    ZSTD_CCtx_setParameter(o->zstd, ZSTD_c_compressionLevel, 3);
-    ZSTD_CCtx_setParameter(o->zstd, ZSTD_c_checksumFlag, 1);
     target = o->memfd;
   }
   mt_writer_options wo = {.version = version};
@@ -83,44 +261,30 @@ int rec_output_open(rec_output *o, int fd, bool compress, const mt_trace_info *i
 }
 
 void rec_output_pump(rec_output *o, bool flush, bool end) {
-  if (!o->compress || !o->zstd || o->failed)
+  rec_compressor *c = o->compressor;
+  if (!c)
     return;
   off_t size = lseek(o->memfd, 0, SEEK_CUR);
   if (size < 0)
     return fail_io(o, "reading the trace buffer");
-  uint8_t in[1 << 16], out[1 << 16];
-  off_t at = 0;
-  ZSTD_EndDirective mode = end ? ZSTD_e_end : flush ? ZSTD_e_flush : ZSTD_e_continue;
-  for (;;) {
-    ssize_t got = 0;
-    if (at < size) {
-      got = pread(o->memfd, in, (size_t)(size - at) < sizeof in ? (size_t)(size - at) : sizeof in,
-                  at);
-      if (got <= 0)
-        return fail_io(o, "reading the trace buffer");
-      at += got;
-    }
-    bool last = at >= size;
-    ZSTD_inBuffer ib = {in, (size_t)got, 0};
-    for (;;) {
-      ZSTD_outBuffer ob = {out, sizeof out, 0};
-      size_t left = ZSTD_compressStream2(o->zstd, &ob, &ib, last ? mode : ZSTD_e_continue);
-      if (ZSTD_isError(left)) {
-        mt_error err = {0};
-        mt_fail(&err, MT_E_IO, -1, "compressing the trace: %s", ZSTD_getErrorName(left));
-        return rec_output_fail(o, &err);
-      }
-      if (ob.pos && !write_out(o, out, ob.pos))
-        return;
-      bool done = last && mode != ZSTD_e_continue ? left == 0 : ib.pos == ib.size;
-      if (done)
-        break;
-    }
-    if (last)
-      break;
-  }
-  if (ftruncate(o->memfd, 0) || lseek(o->memfd, 0, SEEK_SET) < 0)
-    fail_io(o, "resetting the trace buffer");
+  pthread_mutex_lock(&c->lock);
+  c->avail = (uint64_t)size;
+  if (flush || end)
+    c->flush_at = (uint64_t)size;
+  if (end)
+    c->end = true;
+  pthread_cond_broadcast(&c->wake);
+  /* Wait for a flush (the file must be readable up to here when we return) and when the thread
+   * is far behind (the memfd would grow without bound). */
+  while (!c->ended && ((flush || end) ? c->flushed < c->flush_at || (end && !c->ended)
+                                      : c->avail - c->consumed > COMPRESS_BEHIND))
+    pthread_cond_wait(&c->done, &c->lock);
+  o->bytes = c->bytes;
+  bool failed = c->failed;
+  mt_error error = c->error;
+  pthread_mutex_unlock(&c->lock);
+  if (failed)
+    rec_output_fail(o, &error);
 }
 
 void rec_output_flush(rec_output *o) {
@@ -133,6 +297,7 @@ void rec_output_flush(rec_output *o) {
 }
 
 void rec_output_discard(rec_output *o) {
+  compressor_stop(o, true);
   int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (null_fd >= 0 && o->wfd >= 0)
     dup2(null_fd, o->wfd);
@@ -143,9 +308,6 @@ void rec_output_discard(rec_output *o) {
   if (o->writer)
     mt_writer_close(o->writer, NULL);
   o->writer = NULL;
-  if (o->zstd)
-    ZSTD_freeCCtx(o->zstd);
-  o->zstd = NULL;
   if (o->memfd >= 0)
     close(o->memfd);
   if (o->wfd >= 0)
@@ -161,14 +323,12 @@ void rec_output_close(rec_output *o) {
     o->writer = NULL;
     rec_output_pump(o, true, true);
   }
+  compressor_stop(o, false);
   if (!o->compress) {
     off_t end = lseek(o->fd, 0, SEEK_CUR);
     if (end >= 0 && o->start_offset >= 0)
       o->bytes = (uint64_t)(end - o->start_offset);
   }
-  if (o->zstd)
-    ZSTD_freeCCtx(o->zstd);
-  o->zstd = NULL;
   if (o->memfd >= 0)
     close(o->memfd);
   if (o->wfd >= 0)

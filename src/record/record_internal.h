@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common/hashmap.h"
+#include "record/addrmap.h"
 #include "memtap/format.h"
 #include "memtap/record.h"
 #include "memtap/ring.h"
@@ -21,26 +22,62 @@ typedef struct rec_event {
   uint64_t source;             /* which thread wrote it: (attachment, ring, generation) */
   uint32_t type;               /* MT_TRACER_REC_* */
   uint32_t kind;               /* kind | flags word (allocations and maps) */
-  uint64_t addr;               /* ALLOC, FREE, MAP, UNMAP: the address; REALLOC: the old address */
-  uint64_t addr2;              /* REALLOC: the new address */
-  uint64_t size;               /* bytes (ALLOC, REALLOC, MAP, UNMAP); MODULE_UNLOAD: the serial */
+  uint64_t addr;               /* ALLOC, FREE, MAP, UNMAP: the address; REALLOC: the old address;
+                                  THREAD_START: the stack's low end */
+  uint64_t addr2;              /* REALLOC: the new address; THREAD_*: the thread id */
+  uint64_t size;               /* bytes (ALLOC, REALLOC, MAP, UNMAP, THREAD_START); MODULE_UNLOAD:
+                                  the serial */
   int64_t nsamples;            /* ALLOC, REALLOC */
   struct rec_event *next;      /* chains of one address (held allocations, pending frees) */
   struct rec_event *fifo_next; /* expiry order */
   bool dead;                   /* removed from its chain; freed when it leaves the FIFO */
   uint64_t epoch;              /* order.c: rec_order.epoch when it was held */
   uint32_t nframes;
-  uint64_t frames[]; /* return addresses, innermost first */
+  uint32_t stack_hash;    /* rec_stack_hash of the frames (the codes cache's key) */
+  const uint64_t *frames; /* return addresses, innermost first: own_frames, or the merge's
+                             storage (valid until the next merge call) */
+  uint64_t own_frames[];
 } rec_event;
 
+/* An event with room for `nframes` frames of its own (frames = own_frames), zeroed. */
 rec_event *rec_event_new(uint32_t nframes);
+/* A copy of `e` owning a copy of its frames (order.c keeps these while an event is held). */
+rec_event *rec_event_clone(const rec_event *e);
+
+static inline uint32_t rec_stack_hash(const uint64_t *frames, uint32_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+  for (uint32_t i = 0; i < n; i++)
+    h = (h ^ frames[i]) * 0xff51afd7ed558ccdull;
+  return (uint32_t)(h >> 32);
+}
 
 /* --- merge.c: k-way merge of the threads' queues ---------------------------------------- */
 
-/* One writing thread: its events in arrival order (a thread stamps its own records in order). */
+/* One queued event: rec_event's fields without the links; its frames live in the source's
+ * frame buffer at `frames_at` (an absolute position), shared with the previous event's when the
+ * stack is the same. */
+typedef struct rec_slot {
+  int64_t time_ns;
+  uint64_t order;
+  uint64_t addr, addr2, size;
+  int64_t nsamples;
+  uint64_t frames_at;
+  uint32_t kind;
+  uint16_t type, nframes;
+  uint32_t stack_hash;
+} rec_slot;
+
+/* One writing thread: its events in arrival order (a thread stamps its own records in order),
+ * in a circular array (absolute positions head <= tail), and their frames in a circular buffer
+ * of words, each stack contiguous. */
 typedef struct rec_source {
   uint64_t key;
-  rec_event *head, *tail;
+  rec_slot *slots;
+  uint64_t slot_mask, head, tail;
+  uint64_t *frames;
+  uint64_t frame_mask, frames_head, frames_tail;
+  uint64_t last_frames_at; /* the stack of the newest event pushed with frames */
+  uint32_t last_nframes, last_hash;
   size_t queued;
   int64_t newest_ns;  /* stamp of the newest event pushed */
   int64_t seen_at_ns; /* consumer clock when the last event was pushed */
@@ -57,15 +94,19 @@ typedef struct rec_merge {
   size_t last_index; /* source of the previous push + 1 */
 } rec_merge;
 
-bool rec_merge_push(rec_merge *m, rec_event *e, int64_t now_ns);
-rec_event *rec_merge_peek(const rec_merge *m);
-rec_event *rec_merge_pop(rec_merge *m);
+/* Copies `e` (and its frames, unless they are the source's previous stack) into its source's
+ * queue. e->order must increase from push to push. */
+bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns);
+/* The stamp of the oldest queued event; false when nothing is queued. */
+bool rec_merge_peek_time(const rec_merge *m, int64_t *time_ns);
+/* Takes the oldest queued event into *out (out->frames valid until the next push or pop). */
+bool rec_merge_pop(rec_merge *m, rec_event *out);
 /* The oldest newest-stamp among the sources that delivered something since `since_ns` (consumer
  * clock) and whose newest stamp is within `window_ns` of the newest of them all: records still
  * unread in those rings are stamped at or after it. A source further behind is stalled or its
  * clock is off, and must not hold the others back. INT64_MAX if none. */
 int64_t rec_merge_low_water(const rec_merge *m, int64_t since_ns, int64_t window_ns);
-void rec_merge_free(rec_merge *m); /* frees the queued events too */
+void rec_merge_free(rec_merge *m);
 
 /* --- objects.c: mapped regions (the address -> object id map is common/hashmap) ---------- */
 
@@ -74,7 +115,8 @@ typedef struct rec_region {
   uint64_t start, end;
   int64_t obj_id;
   uint32_t nframes;
-  uint64_t *codes; /* the backtrace as written (innermost first), for the pieces of a split */
+  bool thread_stack; /* a thread's stack (THREAD_START), collected at its THREAD_EXIT */
+  uint64_t *codes;   /* the backtrace as written (innermost first), for the pieces of a split */
 } rec_region;
 
 typedef struct rec_regions {
@@ -107,6 +149,7 @@ typedef struct rec_modules {
   rec_module **live; /* sorted by low, loaded ones only */
   size_t live_count, live_cap;
   mt_hashmap by_serial; /* serial -> index in all + 1 */
+  uint64_t generation;  /* bumped whenever a module is added or unloaded (never 0 once used) */
 } rec_modules;
 
 /* A registry entry MT_TRACER_REGISTRY_MODULE. A serial seen again replaces the description. */
@@ -122,11 +165,29 @@ void rec_modules_free(rec_modules *ms);
 #define REC_CODE_SYNTHETIC (1ull << 61) /* codes of PCs in no module, and markers */
 #define REC_CODE_TRUNCATED REC_CODE_SYNTHETIC
 
+/* The location code of the synthetic site of thread stacks, `<thread stack>`. */
+#define REC_CODE_THREAD_STACK (REC_CODE_SYNTHETIC + (1ull << 60))
+
+/* One stack's codes, cached (direct-mapped by the stack's hash) for as long as the modules do
+ * not change: a stack met again costs one comparison of its return addresses. */
+typedef struct rec_stack_entry {
+  uint64_t generation; /* rec_modules.generation when computed; 0: empty */
+  uint32_t hash, nframes;
+  uint32_t ncodes;
+  bool truncated;
+  uint64_t *frames; /* nframes return addresses, then ncodes codes */
+  size_t cap;       /* words at frames */
+} rec_stack_entry;
+
+#define REC_STACK_CACHE 4096u
+
 typedef struct rec_sites {
   mt_hashmap unknown_pcs; /* pc -> synthetic code */
   uint64_t *unknown_by_index;
   size_t unknown_count, unknown_cap;
-  mt_hashmap wrapper; /* code -> 1 not a wrapper, 2 an allocator wrapper */
+  mt_hashmap wrapper;      /* code -> 1 not a wrapper, 2 an allocator wrapper */
+  rec_stack_entry *stacks; /* REC_STACK_CACHE entries, allocated on first use */
+  uint64_t *scratch;       /* MT_TRACER_MAX_FRAMES + 2 codes */
 } rec_sites;
 
 struct rec_symboliser;
@@ -136,6 +197,11 @@ struct rec_symboliser;
  * `truncated`. `codes` has room for nframes + 1. Returns the count, or -1 out of memory. */
 long rec_sites_codes(rec_sites *s, const rec_modules *ms, struct rec_symboliser *sym,
                      const uint64_t *frames, uint32_t nframes, bool truncated, uint64_t *codes);
+/* rec_sites_codes through the stack cache: *codes (valid until the next call) gets the codes of
+ * `frames`, whose rec_stack_hash is `hash`. Returns the count, or -1 out of memory. */
+long rec_sites_stack_codes(rec_sites *s, const rec_modules *ms, struct rec_symboliser *sym,
+                           const uint64_t *frames, uint32_t nframes, uint32_t hash, bool truncated,
+                           const uint64_t **codes);
 /* The pc of a synthetic code (0 for the truncation marker); false if it is not one. */
 bool rec_sites_synthetic_pc(const rec_sites *s, uint64_t code, uint64_t *pc);
 void rec_sites_free(rec_sites *s);
@@ -162,22 +228,25 @@ size_t rec_fit_locations(mt_location *entries, size_t count, char *scratch);
 
 /* --- output.c: the writer, and the zstd stream behind it ----------------------------------- */
 
+typedef struct rec_compressor rec_compressor;
+
 typedef struct rec_output {
   int fd;
   bool compress;
-  int wfd;    /* the writer's own duplicate of fd */
-  int memfd;  /* compress: the writer writes here, the bytes are compressed to fd */
-  void *zstd; /* ZSTD_CCtx */
+  int wfd;   /* the writer's own duplicate of fd */
+  int memfd; /* compress: the writer writes here, a thread compresses the bytes to fd */
+  rec_compressor *compressor;
   mt_writer *writer;
-  uint64_t bytes; /* written to fd */
+  uint64_t bytes; /* written to fd (with compression: as of the last pump) */
   int64_t start_offset;
   bool failed;
   mt_error error;
 } rec_output;
 
 int rec_output_open(rec_output *o, int fd, bool compress, const mt_trace_info *info, int version);
-/* Moves what the writer wrote through the compressor (compress only). `flush`: make every byte so
- * far decodable; `end`: finish the stream. */
+/* Hands what the writer wrote to the compressor thread (compress only), and takes in its byte
+ * count and failure. `flush`: make every byte so far decodable in the file (waits for it);
+ * `end`: finish the stream and the thread. Waits too when the compressor is far behind. */
 void rec_output_pump(rec_output *o, bool flush, bool end);
 void rec_output_flush(rec_output *o);
 void rec_output_close(rec_output *o);
@@ -188,20 +257,13 @@ void rec_output_fail(rec_output *o, const mt_error *err);
 
 /* --- order.c: causal repair and emission --------------------------------------------------- */
 
-typedef struct rec_live {
-  int64_t id;      /* object id (-1: not written); in a free slot, the next free slot + 1 */
-  int64_t time_ns; /* its allocation's stamp */
-  uint64_t source; /* the thread that allocated it */
-} rec_live;
-
 typedef struct rec_order {
-  mt_hashmap live; /* address -> slot in objs + 1 */
-  rec_live *objs;
-  size_t objs_count, objs_cap, free_slot; /* free_slot: first free slot + 1, or 0 */
+  rec_addrmap live;   /* address -> the live malloc block there */
   mt_hashmap held;    /* address -> rec_event * chain: allocations waiting for a free */
   mt_hashmap pending; /* address -> rec_event * chain: frees waiting for their allocation */
   rec_event *fifo_head, *fifo_tail; /* held and pending events, in arrival order */
   rec_regions regions;
+  mt_hashmap stacks;    /* thread id -> start of its stack's region */
   int64_t last_time_ns; /* of the last event written */
   /* Counts the polls after which every ring had been read to where it stood: an event held at
    * epoch E may be given up at E + 2, once every record published before it was read. */
@@ -209,8 +271,7 @@ typedef struct rec_order {
   int64_t skew_ns, bound_ns;
   double rate;
   bool full;
-  uint64_t rng;    /* region sampling */
-  uint64_t *codes; /* scratch: MT_TRACER_MAX_FRAMES + 2 */
+  uint64_t rng; /* region sampling */
 } rec_order;
 
 /* What order.c needs from the recorder to write. */
@@ -227,11 +288,14 @@ typedef struct rec_sink {
 } rec_sink;
 
 bool rec_order_init(rec_order *o, int64_t skew_ns, int64_t bound_ns);
-/* Takes `e` (frees it, or keeps it while it is held). */
-void rec_order_process(rec_order *o, rec_sink *sink, rec_event *e);
+/* Processes `e`; keeps a copy (rec_event_clone) while it must be held. The caller keeps `e`. */
+void rec_order_process(rec_order *o, rec_sink *sink, const rec_event *e);
 /* Releases what was held longer than the bound at trace time `now_ns`, or everything when
  * `all`. */
 void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all);
+/* The end of the trace: the stacks of threads still running are collected (the process is
+ * gone), so that they do not look like leaks. */
+void rec_order_end_threads(rec_order *o, rec_sink *sink);
 void rec_order_free(rec_order *o);
 
 /* --- recorder.c ----------------------------------------------------------------------------- */

@@ -27,6 +27,11 @@ typedef struct attachment {
   uint32_t index;
   int64_t created_ns, created_realtime_ns;
   bool realtime; /* the file's timestamps are CLOCK_REALTIME already */
+  /* TSC timestamps: ns = ns0 + (t - ts0) * 1e9 / hz by multiplications (the cursor's exact
+   * conversion divides in 128 bits, dearer than all the rest of decoding a record). */
+  bool tsc, calibrated;
+  uint64_t ts0, q, frac; /* 1e9 / hz = q + frac / 2^64 */
+  int64_t ns0;
 } attachment;
 
 struct mt_recorder {
@@ -110,14 +115,25 @@ static void ensure_writer(void *user) {
 
 /* --- decoding ------------------------------------------------------------------------------ */
 
-static int64_t absolute_ns(const attachment *a, uint64_t timestamp) {
-  int64_t ns = mt_cursor_timestamp_ns(a->cursor, timestamp);
+static int64_t absolute_ns(attachment *a, uint64_t timestamp) {
+  int64_t ns;
+  if (a->calibrated && timestamp >= a->ts0) {
+    uint64_t d = timestamp - a->ts0;
+    ns = a->ns0 + (int64_t)(d * a->q + (uint64_t)(((unsigned __int128)d * a->frac) >> 64));
+  } else {
+    ns = mt_cursor_timestamp_ns(a->cursor, timestamp);
+    if (a->tsc && !a->calibrated) {
+      a->calibrated = true;
+      a->ts0 = timestamp;
+      a->ns0 = ns;
+    }
+  }
   return a->realtime ? ns : a->created_realtime_ns + (ns - a->created_ns);
 }
 
 static int on_record(void *user, const mt_ring_event *ev) {
   mt_recorder *r = user;
-  const attachment *a = r->current;
+  attachment *a = r->current;
   const uint64_t *p = ev->payload;
   size_t fixed;
   switch (ev->type) {
@@ -127,49 +143,59 @@ static int on_record(void *user, const mt_ring_event *ev) {
   case MT_TRACER_REC_MAP: fixed = 4; break;
   case MT_TRACER_REC_UNMAP: fixed = 2; break;
   case MT_TRACER_REC_MODULE_UNLOAD: fixed = 1; break;
-  default: return MT_CURSOR_NEXT; /* thread start/exit and unknown types: nothing to write */
+  case MT_TRACER_REC_THREAD_START: fixed = 3; break;
+  case MT_TRACER_REC_THREAD_EXIT: fixed = 1; break;
+  default: return MT_CURSOR_NEXT; /* unknown types: nothing to write */
   }
-  r->stats.records++;
+  if (ev->type != MT_TRACER_REC_THREAD_START && ev->type != MT_TRACER_REC_THREAD_EXIT)
+    r->stats.records++;
   if (ev->words < fixed)
     return MT_CURSOR_NEXT; /* malformed: not ours to crash on */
-  bool has_frames = ev->type == MT_TRACER_REC_ALLOC || ev->type == MT_TRACER_REC_REALLOC ||
-                    ev->type == MT_TRACER_REC_MAP;
-  size_t nframes = has_frames ? ev->words - fixed : 0;
-  if (nframes > MT_TRACER_MAX_FRAMES)
-    nframes = MT_TRACER_MAX_FRAMES;
-  rec_event *e = rec_event_new((uint32_t)nframes);
-  if (!e) {
-    r->decode_error = MT_E_NOMEM;
-    return MT_CURSOR_STOP;
-  }
-  e->type = ev->type;
-  e->time_ns = absolute_ns(a, ev->timestamp);
-  e->order = r->arrival++;
-  e->source = (uint64_t)a->index << 48 | (uint64_t)(ev->ring & 0xffffff) << 24 |
-              (ev->generation & 0xffffff);
+  /* Decoded in place: the merge copies what it keeps (frames only when the stack changed). */
+  rec_event e;
+  e.type = ev->type;
+  e.kind = 0;
+  e.addr = e.addr2 = e.size = 0;
+  e.nsamples = 0;
+  e.nframes = 0;
+  e.frames = NULL;
   switch (ev->type) {
   case MT_TRACER_REC_ALLOC:
-    e->addr = p[0], e->size = p[1], e->nsamples = (int64_t)p[2], e->kind = (uint32_t)p[3];
+    e.addr = p[0], e.size = p[1], e.nsamples = (int64_t)p[2], e.kind = (uint32_t)p[3];
+    if (!e.addr)
+      return MT_CURSOR_NEXT; /* malloc that failed: nothing happened */
     break;
-  case MT_TRACER_REC_FREE: e->addr = p[0]; break;
+  case MT_TRACER_REC_FREE:
+    e.addr = p[0];
+    if (!e.addr)
+      return MT_CURSOR_NEXT; /* free(NULL) */
+    break;
   case MT_TRACER_REC_REALLOC:
-    e->addr = p[0], e->addr2 = p[1], e->size = p[2], e->nsamples = (int64_t)p[3];
-    e->kind = (uint32_t)p[4];
+    e.addr = p[0], e.addr2 = p[1], e.size = p[2], e.nsamples = (int64_t)p[3];
+    e.kind = (uint32_t)p[4];
     break;
-  case MT_TRACER_REC_MAP: e->addr = p[0], e->size = p[1], e->kind = (uint32_t)p[3]; break;
-  case MT_TRACER_REC_UNMAP: e->addr = p[0], e->size = p[1]; break;
-  case MT_TRACER_REC_MODULE_UNLOAD: e->size = p[0]; break;
+  case MT_TRACER_REC_MAP: e.addr = p[0], e.size = p[1], e.kind = (uint32_t)p[3]; break;
+  case MT_TRACER_REC_UNMAP: e.addr = p[0], e.size = p[1]; break;
+  case MT_TRACER_REC_MODULE_UNLOAD: e.size = p[0]; break;
+  case MT_TRACER_REC_THREAD_START:
+    e.addr2 = p[0], e.addr = p[1], e.size = p[2] > p[1] ? p[2] - p[1] : 0;
+    break;
+  case MT_TRACER_REC_THREAD_EXIT: e.addr2 = p[0]; break;
   default: break;
   }
-  if (e->nsamples < 0 || e->nsamples > (int64_t)1 << 56)
-    e->nsamples = 1;
-  memcpy(e->frames, p + fixed, nframes * sizeof *p);
-  if ((ev->type == MT_TRACER_REC_ALLOC || ev->type == MT_TRACER_REC_FREE) && !e->addr) {
-    free(e); /* malloc that failed, free(NULL): nothing happened */
-    return MT_CURSOR_NEXT;
+  if (ev->type == MT_TRACER_REC_ALLOC || ev->type == MT_TRACER_REC_REALLOC ||
+      ev->type == MT_TRACER_REC_MAP) {
+    size_t nframes = ev->words - fixed;
+    e.nframes = (uint32_t)(nframes > MT_TRACER_MAX_FRAMES ? MT_TRACER_MAX_FRAMES : nframes);
+    e.frames = p + fixed;
   }
-  if (!rec_merge_push(&r->merge, e, r->poll_now_ns)) {
-    free(e);
+  if (e.nsamples < 0 || e.nsamples > (int64_t)1 << 56)
+    e.nsamples = 1;
+  e.time_ns = absolute_ns(a, ev->timestamp);
+  e.order = r->arrival++;
+  e.source = (uint64_t)a->index << 48 | (uint64_t)(ev->ring & 0xffffff) << 24 |
+             (ev->generation & 0xffffff);
+  if (!rec_merge_push(&r->merge, &e, r->poll_now_ns)) {
     r->decode_error = MT_E_NOMEM;
     return MT_CURSOR_STOP;
   }
@@ -279,6 +305,12 @@ int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *c, mt_error *err) {
                     .created_ns = info.created_ns,
                     .created_realtime_ns = info.created_realtime_ns,
                     .realtime = info.clock == MT_RING_CLOCK_REALTIME};
+  if (info.clock == MT_RING_CLOCK_TSC && info.clock_hz) {
+    a->tsc = true;
+    a->q = 1000000000u / info.clock_hz;
+    a->frac =
+        (uint64_t)((((unsigned __int128)(1000000000u % info.clock_hz)) << 64) / info.clock_hz);
+  }
   if (!r->natt)
     r->stats.pid = info.pid;
   r->natt++;
@@ -326,13 +358,14 @@ static int read_rings(mt_recorder *r, bool *progress, bool *caught_up, bool to_e
 }
 
 static void drain_merge(mt_recorder *r, int64_t frontier_ns, bool all) {
-  rec_event *e;
+  int64_t t;
+  rec_event e;
   /* Past MERGE_MAX_QUEUED events the oldest go out whatever the frontier: memory stays bounded
    * and order.c repairs whatever arrives older. */
-  while ((e = rec_merge_peek(&r->merge)) &&
-         (all || e->time_ns <= frontier_ns || r->merge.queued > MERGE_MAX_QUEUED)) {
-    rec_merge_pop(&r->merge);
-    rec_order_process(&r->order, &r->sink, e);
+  while (rec_merge_peek_time(&r->merge, &t) &&
+         (all || t <= frontier_ns || r->merge.queued > MERGE_MAX_QUEUED)) {
+    rec_merge_pop(&r->merge, &e);
+    rec_order_process(&r->order, &r->sink, &e);
   }
   rec_order_expire(&r->order, &r->sink, frontier_ns, all);
 }
@@ -410,6 +443,7 @@ int mt_recorder_finish(mt_recorder *r, mt_error *err) {
   int rc = read_rings(r, NULL, NULL, true, &read_err);
   drain_merge(r, INT64_MAX, true);
   ensure_writer(r);
+  rec_order_end_threads(&r->order, &r->sink);
   rec_output_close(&r->out);
   r->finished = true;
   r->lost_final = lost_now(r);

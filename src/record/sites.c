@@ -2,7 +2,8 @@
  * load_bias), pc - 1 landing inside the call instruction, so a code names one instruction of one
  * module instance; a PC in no module gets a synthetic code of its own. The innermost frames that
  * are allocator wrappers (operator new and its variants) are dropped here, so that the top site of
- * a C++ program is the user's call to new. */
+ * a C++ program is the user's call to new. A stack's codes are cached while the modules stay the
+ * same, so a stack met again is not converted again. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +24,7 @@ static uint64_t synthetic_code(rec_sites *s, uint64_t pc) {
 }
 
 bool rec_sites_synthetic_pc(const rec_sites *s, uint64_t code, uint64_t *pc) {
-  if (code < REC_CODE_SYNTHETIC)
+  if (code < REC_CODE_SYNTHETIC || code == REC_CODE_THREAD_STACK)
     return false;
   uint64_t index = code - REC_CODE_SYNTHETIC;
   if (index == 0) {
@@ -72,7 +73,48 @@ long rec_sites_codes(rec_sites *s, const rec_modules *ms, rec_symboliser *sym,
   return n;
 }
 
+long rec_sites_stack_codes(rec_sites *s, const rec_modules *ms, rec_symboliser *sym,
+                           const uint64_t *frames, uint32_t nframes, uint32_t hash, bool truncated,
+                           const uint64_t **codes) {
+  uint64_t generation = ms->generation + 1; /* never 0 */
+  if (!s->stacks && !(s->stacks = calloc(REC_STACK_CACHE, sizeof *s->stacks)))
+    return -1;
+  rec_stack_entry *e = &s->stacks[hash & (REC_STACK_CACHE - 1)];
+  if (e->generation == generation && e->hash == hash && e->nframes == nframes &&
+      e->truncated == truncated &&
+      (!nframes || !memcmp(e->frames, frames, nframes * sizeof *frames))) {
+    *codes = e->frames + nframes;
+    return e->ncodes;
+  }
+  size_t need = 2 * (size_t)nframes + 1;
+  if (e->cap < need) {
+    uint64_t *grown = realloc(e->frames, need * sizeof *grown);
+    if (!grown)
+      return -1;
+    e->frames = grown;
+    e->cap = need;
+  }
+  e->generation = 0;
+  long n = rec_sites_codes(s, ms, sym, frames, nframes, truncated, e->frames + nframes);
+  if (n < 0)
+    return -1;
+  if (nframes)
+    memcpy(e->frames, frames, nframes * sizeof *frames);
+  e->generation = generation;
+  e->hash = hash;
+  e->nframes = nframes;
+  e->truncated = truncated;
+  e->ncodes = (uint32_t)n;
+  *codes = e->frames + nframes;
+  return n;
+}
+
 void rec_sites_free(rec_sites *s) {
+  if (s->stacks)
+    for (size_t i = 0; i < REC_STACK_CACHE; i++)
+      free(s->stacks[i].frames);
+  free(s->stacks);
+  free(s->scratch);
   mt_hashmap_free(&s->unknown_pcs);
   mt_hashmap_free(&s->wrapper);
   free(s->unknown_by_index);

@@ -66,6 +66,7 @@ static void feed(fixture *f, uint32_t type, uint64_t source, int64_t us, uint64_
   e->size = 16;
   e->nsamples = 2;
   rec_order_process(&f->order, &f->sink, e);
+  free(e);
 }
 
 static void close_fixture(fixture *f, rr_trace *t) {
