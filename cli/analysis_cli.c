@@ -276,7 +276,11 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
   const mt_error *damage = mt_analysis_damage(a);
   if (damage)
     warn_damage(path, a, damage, trace_size);
+  /* The last event read; a pass resumed from a checkpoint may have read none after it. */
   int64_t read_to = s->end_time - s->info.start_time;
+  const mt_index_use *use = mt_analysis_index_use(a);
+  if (use->resumed && use->resumed_time > read_to)
+    read_to = use->resumed_time;
   if (options.from != MT_TIME_UNBOUNDED && options.from > read_to) {
     *status = cli_usage_error(
         cmd, "the window starts at %.6f s, after the %s (%.6f s)", (double)options.from / 1e6,
