@@ -40,6 +40,7 @@ static _Atomic unsigned generation;
 #define CACHE_SIZE (1u << CACHE_BITS)
 #define TAG_SHIFT 31
 static _Atomic uint64_t cache[CACHE_SIZE];
+static _Atomic bool cache_used; /* an entry may have been stored since the last clear */
 
 static uint64_t pack(mt_eh_rule r, uintptr_t key) {
   return (uint64_t)r.kind | (uint64_t)((uint8_t)r.rbp_slot & 0x3f) << 3 |
@@ -59,6 +60,11 @@ static void unlock_writers(void) {
 /* Clears cached rules for lookup PCs in [lo - 1, hi) (a return address just past the end of a
  * module is looked up one byte lower). */
 static void cache_forget(uintptr_t lo, uintptr_t hi) {
+  /* Nothing cached since the last clear (the start-up scan adds every module before any walk):
+   * nothing to forget. A miss marks the cache before it looks the module table up, and this
+   * runs after the table changed, so a miss this skips saw the change. */
+  if (!atomic_load_explicit(&cache_used, memory_order_seq_cst))
+    return;
   for (uint32_t i = 0; i < CACHE_SIZE; i++) {
     uint64_t e = atomic_load_explicit(&cache[i], RELAXED);
     uintptr_t key = (uintptr_t)(e >> TAG_SHIFT) << CACHE_BITS | i;
@@ -69,6 +75,7 @@ static void cache_forget(uintptr_t lo, uintptr_t hi) {
 
 void mt_cfi_cache_clear(void) {
   atomic_fetch_add_explicit(&generation, 1, RELEASE);
+  atomic_store_explicit(&cache_used, false, memory_order_seq_cst);
   for (uint32_t i = 0; i < CACHE_SIZE; i++)
     atomic_store_explicit(&cache[i], 0, RELAXED);
 }
@@ -197,6 +204,8 @@ static int find_module(uintptr_t pc, mt_eh_tables *t) {
 __attribute__((noinline, cold)) static mt_eh_rule rule_miss(uintptr_t key,
                                                             _Atomic uint64_t *entry) {
   mt_eh_tables t;
+  if (!atomic_load_explicit(&cache_used, RELAXED))
+    atomic_store_explicit(&cache_used, true, memory_order_seq_cst); /* before the lookup */
   int found = find_module(key, &t);
   mt_eh_rule r = {.kind = MT_EH_NO_MODULE};
   if (found < 0)
