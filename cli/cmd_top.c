@@ -371,7 +371,15 @@ int mt_cmd_top(int argc, char **argv) {
   size_t n, nks = 0, focused = 0;
   mt_error err;
   keyed_stack *ks = NULL;
+  /* Ranked over every stack first: that also refuses what cannot be ranked (temporary on a
+   * sampled trace) the same way with or without a focus. */
+  if (mt_analysis_group(a, by, metric, &groups, &n, &err)) {
+    cli_report(path, &err);
+    mt_analysis_free(a);
+    return MT_EXIT_FAILURE;
+  }
   if (focus) {
+    free(groups);
     if (!(ks = focused_stacks(a, by, focus, &nks, &focused, &err)) ||
         !(groups = focused_groups(a, metric, ks, nks, &n))) {
       if (ks)
@@ -381,10 +389,6 @@ int mt_cmd_top(int argc, char **argv) {
       mt_analysis_free(a);
       return MT_EXIT_FAILURE;
     }
-  } else if (mt_analysis_group(a, by, metric, &groups, &n, &err)) {
-    cli_report(path, &err);
-    mt_analysis_free(a);
-    return MT_EXIT_FAILURE;
   }
   const mt_summary *s = mt_analysis_summary(a);
   mt_stats total = {0};

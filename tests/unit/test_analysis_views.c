@@ -756,6 +756,12 @@ static void demo_v3_functions_match_pprof_flat_and_cum(void **state) {
     assert_true(tu_json_number(strstr(row, "\"cum\":"), "value") == want[i].cum);
   }
   free(out);
+  /* A sampled trace: temporary is refused with or without a focus. */
+  char *err;
+  free(RUN(1, &err, "top", "--focus", "phase1", "--by", "temporary", demo));
+  assert_non_null(strstr(err, "temporary allocations are only known when every allocation is "
+                              "recorded"));
+  free(err);
   out = RUN(0, NULL, "top", "--group", "function", "--inclusive", "-n", "3", demo);
   assert_non_null(strstr(out, "  51.65%  Dune__exe__Demo.phase1\n"));
   free(out);
