@@ -4,10 +4,11 @@
   report_timing.py MEMTAP TRACE [ROUNDS]
 
 For TRACE: `memtap summary` and `memtap report` run alternately ROUNDS times (default 3), best
-wall time of each and their ratio; then the report opened in headless Chromium (1280 x 800) and
+wall and CPU time of each and their ratios (CPU time is the steadier on a loaded machine); then the report opened in headless Chromium (1280 x 800) and
 the page's 'memtap-drawn' performance mark read (ms from navigation start to the flame graph and
 tables drawn), best of ROUNDS fresh loads. Not a test: figures only (docs/analysis.md)."""
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -19,9 +20,13 @@ from devtools import Browser  # noqa: E402
 
 
 def wall(args):
+    """Wall and CPU (user + system) seconds of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.monotonic()
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-    return time.monotonic() - t
+    w = time.monotonic() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return w, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def main():
@@ -45,9 +50,12 @@ def main():
                     "performance.getEntriesByName('memtap-drawn')[0].startTime"))
         finally:
             b.close()
-    print(f"{os.path.basename(trace)}: summary {min(summary):.3f} s, report {min(report):.3f} s "
-          f"(x{min(report) / min(summary):.2f}), report {size / 1e6:.2f} MB, drawn in Chromium "
-          f"after {min(marks):.0f} ms (loads: {', '.join(f'{m:.0f}' for m in marks)} ms)")
+    sw, sc = min(w for w, _ in summary), min(c for _, c in summary)
+    rw, rc = min(w for w, _ in report), min(c for _, c in report)
+    print(f"{os.path.basename(trace)}: summary {sw:.3f} s wall / {sc:.3f} s CPU, report "
+          f"{rw:.3f} s wall / {rc:.3f} s CPU (x{rw / sw:.2f} wall, x{rc / sc:.2f} CPU), "
+          f"report {size / 1e6:.2f} MB, drawn in Chromium after {min(marks):.0f} ms "
+          f"(loads: {', '.join(f'{m:.0f}' for m in marks)} ms)")
 
 
 if __name__ == "__main__":

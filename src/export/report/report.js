@@ -6,7 +6,9 @@
 // them. With two traces (memtap report A --diff B) the page compares B with A.
 "use strict";
 (function () {
+  performance.mark("memtap-start");
   const DATA = JSON.parse(document.getElementById("memtap-data").textContent);
+  performance.mark("memtap-parsed");
   const NEVER = 255, BEFORE = 255;
   const $ = (id) => document.getElementById(id);
   const SVGNS = "http://www.w3.org/2000/svg";
@@ -49,6 +51,8 @@
     if (text !== undefined) e.textContent = text;
     return e;
   }
+  const esc = (t) => t.replace(/[&<>"]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;",
+                                                    '"': "&quot;"})[c]);
   function hashColor(name) {
     let h = 0;
     for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) >>> 0;
@@ -62,19 +66,32 @@
     if (id === undefined) { id = fnNames.length; fnIds.set(name, id); fnNames.push(name); }
     return id;
   }
-  // Name trie: node 0 is the root ("all"); children are keyed by (parent, function).
-  const nParent = [-1], nFn = [-1], nDepth = [0], nKids = [[]];
-  const nIndex = new Map();
+  // Name trie: node 0 is the root ("all"); children are keyed by (parent, function) in an
+  // open-addressing hash table (hundreds of thousands of nodes: a Map of numbers is slower).
+  let nParent = new Int32Array(1 << 16), nFn = new Int32Array(1 << 16), nCount = 1;
+  nParent[0] = -1; nFn[0] = -1;
+  let slots = new Int32Array(1 << 17).fill(-1);
+  const slotOf = (parent, fn, mask) => {
+    let h = (Math.imul(parent, 0x9e3779b1) ^ Math.imul(fn + 1, 0x85ebca77)) >>> 0;
+    h = (h ^ (h >>> 15)) & mask;
+    while (slots[h] >= 0 && (nParent[slots[h]] !== parent || nFn[slots[h]] !== fn))
+      h = (h + 1) & mask;
+    return h;
+  };
   function nameChild(parent, fn) {
-    const key = parent * 4194304 + fn;
-    let id = nIndex.get(key);
-    if (id === undefined) {
-      id = nParent.length;
-      nIndex.set(key, id);
-      nParent.push(parent); nFn.push(fn); nDepth.push(nDepth[parent] + 1); nKids.push([]);
-      nKids[parent].push(id);
+    let h = slotOf(parent, fn, slots.length - 1);
+    if (slots[h] >= 0) return slots[h];
+    if (nCount === nParent.length) {
+      const p = new Int32Array(nCount * 2), f = new Int32Array(nCount * 2);
+      p.set(nParent); f.set(nFn); nParent = p; nFn = f;
     }
-    return id;
+    if (2 * nCount >= slots.length) {
+      slots = new Int32Array(slots.length * 2).fill(-1);
+      for (let i = 1; i < nCount; i++) slots[slotOf(nParent[i], nFn[i], slots.length - 1)] = i;
+      h = slotOf(parent, fn, slots.length - 1);
+    }
+    nParent[nCount] = parent; nFn[nCount] = fn; slots[h] = nCount;
+    return nCount++;
   }
   const siteIds = new Map(), siteNames = [];
   function siteId(label) {
@@ -99,11 +116,14 @@
     const ns = ds.stacks.length / 2;
     const stackName = new Int32Array(ns), stackSite = new Int32Array(ns);
     const stackNode = new Int32Array(ns);
+    const frameSite = new Int32Array(ds.frames.length).fill(-1);
+    const noSite = siteId(NO_BT);
     for (let s = 0; s < ns; s++) {
       const node = ds.stacks[2 * s], site = ds.stacks[2 * s + 1];
       stackNode[s] = node;
       stackName[s] = node < 0 ? nameChild(0, fnId(NO_BT)) : nodeName[node];
-      stackSite[s] = siteId(site < 0 ? NO_BT : frameLabel(site));
+      if (site >= 0 && frameSite[site] < 0) frameSite[site] = siteId(frameLabel(site));
+      stackSite[s] = site < 0 ? noSite : frameSite[site];
     }
     const R = C.rows, nr = R.length / 8;
     const rows = {n: nr, stack: new Int32Array(nr), ab: new Uint8Array(nr), fb: new Uint8Array(nr),
@@ -119,7 +139,18 @@
   }
   const T = DATA.traces.map(prepare);
   const CUR = T[T.length - 1]; // the trace shown (B in a comparison)
-  const nNames = nParent.length;
+  const nNames = nCount;
+  slots = null;
+  // Children of each name node, in creation order: kidList[kidStart[n] .. kidStart[n + 1]).
+  const kidStart = new Int32Array(nNames + 1), kidList = new Int32Array(Math.max(0, nNames - 1));
+  for (let n = 1; n < nNames; n++) kidStart[nParent[n] + 1]++;
+  for (let n = 0; n < nNames; n++) kidStart[n + 1] += kidStart[n];
+  {
+    const fill = kidStart.slice(0, nNames);
+    for (let n = 1; n < nNames; n++) kidList[fill[nParent[n]]++] = n;
+  }
+  const kids = (n) => kidList.subarray(kidStart[n], kidStart[n + 1]);
+  performance.mark("memtap-prepared");
 
   // --- filters and the URL ---------------------------------------------------------------------
   const F = {show: "alloc", from: null, to: null, sizeMin: null, sizeMax: null, lifeMin: null,
@@ -277,8 +308,8 @@
           exc[f] += v.self[n];
         }
       }
-      const kids = nKids[n];
-      if (top[1] < kids.length) { stack.push([kids[top[1]++], 0]); continue; }
+      const end = kidStart[n + 1];
+      if (kidStart[n] + top[1] < end) { stack.push([kidList[kidStart[n] + top[1]++], 0]); continue; }
       if (nFn[n] >= 0) active[nFn[n]]--;
       stack.pop();
     }
@@ -348,7 +379,15 @@
   }
 
   // --- charts ----------------------------------------------------------------------------------
-  const width = (id) => Math.max(300, $(id).parentNode.clientWidth - 2);
+  // Widths are read once per redraw, before anything changes (each read after a change would lay
+  // the whole page out again).
+  let widths = {};
+  const width = (id) => widths[id];
+  function measure() {
+    widths = {};
+    for (const id of ["heap", "flame", "rate", "count", "sizes", "lifetimes"])
+      widths[id] = Math.max(300, $(id).parentNode.clientWidth - 2);
+  }
   function axes(svg, W, H, L, B, xmax, ymax, fmtY, xLabel) {
     svg.append(el("svg:line", {x1: L, y1: H - B, x2: W - 6, y2: H - B, stroke: "#999"}));
     svg.append(el("svg:line", {x1: L, y1: 6, x2: L, y2: H - B, stroke: "#999"}));
@@ -566,7 +605,6 @@
   function renderFlame(views) {
     const v = views[views.length - 1], a = DIFF ? views[0] : null;
     const svg = $("flame"), W = width("flame");
-    svg.textContent = "";
     let top = ROOT;
     if (F.zoom !== null && F.zoom < nNames && v.incl[F.zoom] > 0) top = F.zoom;
     else F.zoom = null;
@@ -576,11 +614,11 @@
     let depth = 0;
     for (let n = top; ; depth++) {
       let best = -1;
-      for (const c of nKids[n]) if (best < 0 || v.incl[c] > v.incl[best]) best = c;
+      for (const c of kids(n)) if (best < 0 || v.incl[c] > v.incl[best]) best = c;
       if (best < 0 || W * v.incl[best] / (total || 1) < 1) break;
       n = best;
     }
-    const svgTop = svg.getBoundingClientRect().top + window.scrollY;
+    const svgTop = svg.getBoundingClientRect().top + window.scrollY; // the one layout here
     const room = window.innerHeight - svgTop - 6;
     const R = Math.max(12, Math.min(18, Math.floor(room / (depth + 2))));
     // Boxes of at least one pixel, widest first within each parent.
@@ -593,10 +631,10 @@
       if (w < 1 && n !== top) continue;
       boxes.push([n, x, d, w]);
       maxDepth = Math.max(maxDepth, d);
-      const kids = nKids[n].filter((c) => v.incl[c] > 0).sort((p, q) => v.incl[q] - v.incl[p] ||
-                                                                        p - q);
+      const shown = Array.from(kids(n)).filter((c) => v.incl[c] > 0)
+                                       .sort((p, q) => v.incl[q] - v.incl[p] || p - q);
       let cx = x;
-      for (const c of kids) { pending.push([c, cx, d + 1]); cx += total > 0 ? W * v.incl[c] / total
+      for (const c of shown) { pending.push([c, cx, d + 1]); cx += total > 0 ? W * v.incl[c] / total
                                                                             : 0; }
     }
     const H = (maxDepth + 1) * R + 2;
@@ -615,14 +653,13 @@
         if (hitName[n] && !under[n]) hits += v.incl[n];
       }
     }
+    // One markup string: thousands of boxes are much faster to parse than to create one by one.
     flameRects = [];
-    const frag = document.createDocumentFragment();
+    const out = [];
     for (const [n, x, d, w] of boxes) {
       const yy = F.up ? H - (d + 1) * R : d * R;
       const name = n === ROOT ? "all" : fnNames[nFn[n]];
       const pruned = name === PRUNED;
-      const g = el("svg:g", {"data-node": n, "data-depth": d, "data-name": name,
-                             "data-bytes": Math.round(v.incl[n])});
       let fill = pruned ? "#ccc" : hashColor(name);
       if (a) {
         const before = a.incl[n], after = v.incl[n];
@@ -630,19 +667,20 @@
         const k = Math.min(1, Math.abs(ch));
         fill = ch >= 0 ? "hsl(0,80%," + (92 - 35 * k) + "%)" : "hsl(210,80%," + (92 - 35 * k) + "%)";
       }
-      const r = el("svg:rect", {x, y: yy, width: Math.max(w, 0.5), height: R - 1, fill});
-      if (pruned) r.setAttribute("class", "pruned");
-      if (needle && hitName[n]) r.classList.add("hit");
-      g.append(r);
+      const cls = (pruned ? "pruned" : "") + (needle && hitName[n] ? " hit" : "");
+      out.push('<g data-node="', n, '" data-depth="', d, '" data-name="', esc(name),
+               '" data-bytes="', Math.round(v.incl[n]), '"><rect x="', x.toFixed(2), '" y="', yy,
+               '" width="', Math.max(w, 0.5).toFixed(2), '" height="', R - 1, '" fill="', fill,
+               cls ? '" class="' + cls : "", '"/>');
       if (w > 28)
-        g.append(el("svg:text", {x: x + 3, y: yy + R - 4},
-                    name.length * 6.6 > w - 6 ? name.slice(0, Math.max(1, Math.floor((w - 6) /
-                                                                                      6.6) - 1)) +
-                                                "…" : name));
-      frag.append(g);
+        out.push('<text x="', (x + 3).toFixed(1), '" y="', yy + R - 4, '">',
+                 esc(name.length * 6.6 > w - 6 ? name.slice(0, Math.max(1, Math.floor((w - 6) /
+                                                                                  6.6) - 1)) + "…"
+                                                : name), "</text>");
+      out.push("</g>");
       flameRects.push(n);
     }
-    svg.append(frag);
+    svg.innerHTML = out.join("");
     svg.classList.toggle("searching", !!needle);
     $("flame-match").textContent = needle ? "matches: " + fmtBytes(hits) + ", " +
                                             pct(hits, rootTotal) + " of the graph" : "";
@@ -851,7 +889,7 @@
       outerSelf += v.self[n];
       const p = nParent[n], caller = p > 0 ? fnNames[nFn[p]] : "(the start of the backtrace)";
       callers.set(caller, (callers.get(caller) || 0) + v.incl[n]);
-      for (const c of nKids[n]) if (v.incl[c] > 0) {
+      for (const c of kids(n)) if (v.incl[c] > 0) {
         const name = fnNames[nFn[c]];
         callees.set(name, (callees.get(name) || 0) + v.incl[c]);
       }
@@ -893,11 +931,17 @@
   // --- everything ------------------------------------------------------------------------------
   let applied = 0;
   function apply() {
+    const mark = (name) => { if (!applied) performance.mark("memtap-" + name); };
+    measure();
     const views = T.map(compute);
+    mark("computed");
     renderSelection(views);
     renderHeap(views);
+    mark("heap");
     renderFlame(views);
+    mark("flame");
     fillTables(views);
+    mark("tables");
     renderCallers(views);
     renderSeries("rate", views, "rate", (x) => fmtBytes(x) + "/s", true);
     renderSeries("count", views, "count", fmtCount, true);
