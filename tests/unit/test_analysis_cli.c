@@ -1154,7 +1154,7 @@ static void counts_take_any_size_and_say_what_is_wrong(void **state) {
 
 /* Runs a shell command line, with $MEMTAP the CLI; its exit status, stdout and stderr. */
 static int shell(const char *line, char **out, char **err) {
-  char command[8192];
+  char command[16384];
   const char *o = tu_temp_path("shell.out"), *e = tu_temp_path("shell.err");
   snprintf(command, sizeof command, "MEMTAP='%s'; %s >'%s' 2>'%s'", getenv("MEMTAP_CLI"), line, o,
            e);
@@ -1171,7 +1171,7 @@ static int shell(const char *line, char **out, char **err) {
 
 static void standard_input_size_and_diff_of_stdin_twice(void **state) {
   (void)state;
-  char line[4096], *out, *err;
+  char line[8192], *out, *err;
   snprintf(line, sizeof line, "cat '%s' | \"$MEMTAP\" info -", tu_testdata("memtrace/demo_v3.ctf"));
   assert_int_equal(shell(line, &out, &err), 0);
   assert_non_null(strstr(out, "file:           - (112 KiB, 114,901 bytes read)\n"));
