@@ -173,6 +173,7 @@ static int put_collect(go_heap *h, int64_t time, int64_t obj, mt_error *err) {
  * known span, or whose id is too far from its span's base (UINT32_MAX in its slot), is in the
  * `objects` map under its id. */
 #define IN_MAP UINT32_MAX
+#define MAX_SLOTS 1024
 
 typedef struct object_ref {
   go_span *span; /* NULL: the object is in the map */
@@ -200,7 +201,11 @@ static int locate(go_heap *h, uint64_t id, object_ref *ref, uint64_t *size, mt_e
   *size = s->size_class == 0 ? s->npages << h->page_shift : class_size[s->size_class];
   uint64_t i = (offset - (s->id << h->page_shift)) / *size;
   if (!s->slots) {
+    /* Go's spans hold at most 1024 objects (8-byte ones in one 8 KiB page); others, which only
+     * damaged input describes, keep theirs in the map, so memory stays bounded by the input. */
     uint64_t n = s->size_class == 0 ? 1 : (s->npages << h->page_shift) / *size;
+    if (n > MAX_SLOTS)
+      return MT_OK;
     if (!(s->slots = calloc(n, sizeof *s->slots)))
       return go_nomem(err);
     s->nslots = (uint32_t)n;
