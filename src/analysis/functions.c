@@ -7,13 +7,19 @@
 #include "analysis/views.h"
 #include "common/error.h"
 
+static inline void amount_add(mt_amount *to, const mt_amount *m) {
+  to->objects += m->objects;
+  to->samples += m->samples;
+  to->objects_estimated += m->objects_estimated;
+}
+
 void mt_stats_add(mt_stats *to, const mt_stats *s) {
-  const mt_amount *from[] = {&s->allocated, &s->freed, &s->live_start,
-                             &s->live,      &s->peak,  &s->temporary};
-  mt_amount *dest[] = {&to->allocated, &to->freed, &to->live_start,
-                       &to->live,      &to->peak,  &to->temporary};
-  for (int i = 0; i < 6; i++)
-    mt_amount_add(dest[i], from[i]->objects, from[i]->samples, from[i]->objects_estimated);
+  amount_add(&to->allocated, &s->allocated);
+  amount_add(&to->freed, &s->freed);
+  amount_add(&to->live_start, &s->live_start);
+  amount_add(&to->live, &s->live);
+  amount_add(&to->peak, &s->peak);
+  amount_add(&to->temporary, &s->temporary);
   to->sources |= s->sources;
 }
 
