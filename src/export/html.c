@@ -25,14 +25,14 @@
 #define REPORT_NODES 1000000 /* trie nodes kept, at most (the byte budget binds first) */
 #define REPORT_NAME 256
 #define REPORT_TITLE 256
-#define NODE_COST 18 /* bytes of JSON for one node, at most: "[999999,999999]," */
-/* So the file is at most about 15.5 MB, stated as 16 MB: rows 100 000 x 79 bytes ("[99999,255,
- * 255,9,9," two 20-digit counts, a 16-character estimate, "],\n"), the trie and its frames within
- * the level's byte budget (6 MB), sites' frames within SITE_BYTES (at most 20 000 x 540 but cut
- * there), report stacks (at most one per row) 100 000 x 14, the timeline 2 x 1 024 numbers of at
- * most 310 characters, the page, its script and the title under 100 KB. With a baseline every
- * budget is halved for each of the two traces. */
-#define SITE_BYTES 1500000
+/* So the file is at most about 15.7 MB, stated as 16 MB: rows 100 000 x 79 bytes ("99999,255,
+ * 255,9,9," two 20-digit counts, a 16-character estimate, ",\n"), the trie and its frames within
+ * the level's byte budget (5 MB, each node and frame counted at its longest), sites' frames within
+ * SITE_BYTES, report stacks (at most one per row) 100 000 x 16 ("-1,999999,\n"), the timeline
+ * 2 x 1 024 numbers of at most 16 characters, the page, its script and the title under 100 KB.
+ * With a baseline every budget is halved for each of the two traces. */
+#define NODE_BYTES 5000000
+#define SITE_BYTES 1000000
 
 extern const char mt_report_html[], mt_report_css[], mt_report_js[];
 
@@ -48,10 +48,10 @@ typedef struct level {
   unsigned life_step; /* lifetime classes of freed objects merged by 2^life_step */
 } level;
 
-static const level levels[] = {{6000000, 20000, 0, 0, 0}, {6000000, 20000, 1, 0, 0},
-                               {6000000, 20000, 2, 0, 0}, {3000000, 10000, 2, 1, 1},
-                               {1000000, 5000, 2, 1, 1},  {250000, 2000, 4, 2, 2},
-                               {50000, 1000, 6, 4, 4},    {0, 1000, 6, 4, 4}};
+static const level levels[] = {{NODE_BYTES, 20000, 0, 0, 0}, {NODE_BYTES, 20000, 1, 0, 0},
+                               {NODE_BYTES, 20000, 2, 0, 0}, {3000000, 10000, 2, 1, 1},
+                               {1000000, 5000, 2, 1, 1},     {250000, 2000, 4, 2, 2},
+                               {50000, 1000, 6, 4, 4},       {0, 1000, 6, 4, 4}};
 
 _Static_assert(2 * 1001 * 8 <= REPORT_ROWS / 2, "the last level must fit, halved too");
 
@@ -73,6 +73,7 @@ typedef struct trie {
   uint32_t *site;   /* per analysis stack: its site frame (NO_SITE: "<no backtrace>") */
   uint32_t nframes; /* analysis frames are below this */
   size_t bytes;     /* the whole trie's nodes and frames, as select_level counts them */
+  size_t node_cost; /* JSON bytes of one node at most: "parent,frame," and a line's end */
 } trie;
 
 static void trie_free(trie *t) {
@@ -134,6 +135,15 @@ static double stack_weight(const mt_stats *s) {
 
 static size_t frame_cost(const mt_analysis *a, uint32_t frame);
 
+static size_t digits(size_t v) {
+  size_t n = 1;
+  while (v >= 10) {
+    v /= 10;
+    n++;
+  }
+  return n;
+}
+
 /* Builds the trie. Consecutive stacks often share a long prefix: the previous stack's path is
  * kept, and only the frames past the shared prefix are looked up. */
 static bool trie_init(trie *t, const mt_analysis *a) {
@@ -193,10 +203,11 @@ static bool trie_init(trie *t, const mt_analysis *a) {
   free(path);
   mt_hashmap_free(&ids);
   if (ok) { /* what keeping every node would cost */
+    t->node_cost = digits(t->n + 1) + digits(t->nframes + 3) + 3;
     uint8_t *seen = calloc(t->nframes ? t->nframes : 1, 1);
     ok = seen != NULL;
     for (size_t i = 0; ok && i < t->n; i++) {
-      t->bytes += NODE_COST;
+      t->bytes += t->node_cost;
       if (!seen[t->frame[i]]) {
         seen[t->frame[i]] = 1;
         t->bytes += frame_cost(a, t->frame[i]);
@@ -270,13 +281,31 @@ static void report_free(report *r) {
   free(r->rows);
 }
 
+/* Whether put_name copies `s` as it is. */
+static bool plain_name(const char *s, size_t *len) {
+  size_t n = 0;
+  while (n <= REPORT_NAME && s[n] >= 0x20 && s[n] < 0x7f && s[n] != '"' && s[n] != '\\' &&
+         s[n] != '<' && s[n] != '>' && s[n] != '&')
+    n++;
+  *len = n;
+  return !s[n] && n <= REPORT_NAME;
+}
+
+/* JSON bytes of a name at most: as it is when plain, else escaped and cut. */
+static size_t name_cost(const char *s) {
+  size_t n;
+  if (plain_name(s, &n))
+    return n + 2;
+  n = strlen(s) * 6 + 2;
+  return n < REPORT_NAME + 2 ? n : REPORT_NAME + 2;
+}
+
+/* JSON bytes of a frame at most: '["function","file",-2147483648],\n'. */
 static size_t frame_cost(const mt_analysis *a, uint32_t frame) {
   if (frame >= PRUNED_FRAME)
     return 40;
   mt_frame f = mt_analysis_frame(a, frame);
-  size_t fn = strlen(f.function) * 6 + 2, file = strlen(f.file) * 6 + 2;
-  return (fn < REPORT_NAME + 2 ? fn : REPORT_NAME + 2) +
-         (file < REPORT_NAME + 2 ? file : REPORT_NAME + 2) + 16;
+  return name_cost(f.function) + name_cost(f.file) + 17;
 }
 
 static int32_t *frame_slot(report *r, uint32_t frame) {
@@ -382,7 +411,7 @@ static bool select_level(report *r, const level *l, size_t share) {
         r->rid[node] = 0;
       continue;
     }
-    size_t c = NODE_COST + (has_frame(r, t->frame[node]) ? 0 : frame_cost(a, t->frame[node]));
+    size_t c = t->node_cost + (has_frame(r, t->frame[node]) ? 0 : frame_cost(a, t->frame[node]));
     if (bytes + c > l->node_bytes / share || t->weight[node] <= 0)
       break;
     bytes += c;
@@ -591,11 +620,8 @@ static void put_int(numbers *w, int64_t v) {
  * quotes, backslashes or what it escapes for HTML (<, >, &), the usual function and file name, is
  * copied as it is. */
 static void put_name(numbers *w, const char *s) {
-  size_t n = 0;
-  while (n <= REPORT_NAME && s[n] >= 0x20 && s[n] < 0x7f && s[n] != '"' && s[n] != '\\' &&
-         s[n] != '<' && s[n] != '>' && s[n] != '&')
-    n++;
-  if (s[n] || n > REPORT_NAME) {
+  size_t n;
+  if (!plain_name(s, &n)) {
     numbers_flush(w);
     mt_json_string_cut(w->out, s, REPORT_NAME);
     return;
@@ -695,10 +721,10 @@ static bool write_data(FILE *out, const report *r) {
   const mt_timeline_bucket *tl = mt_analysis_timeline(a, &nb, &width);
   fprintf(out, ",\"timeline\":{\"width\":%" PRId64 ",\"live_max\":[", width);
   for (size_t i = 0; i < nb; i++)
-    fprintf(out, "%s%.0f", i ? "," : "", tl[i].live_max);
+    fprintf(out, fabs(tl[i].live_max) < 1e15 ? "%s%.0f" : "%s%.6e", i ? "," : "", tl[i].live_max);
   fputs("],\"live_end\":[", out);
   for (size_t i = 0; i < nb; i++)
-    fprintf(out, "%s%.0f", i ? "," : "", tl[i].live_end);
+    fprintf(out, fabs(tl[i].live_end) < 1e15 ? "%s%.0f" : "%s%.6e", i ? "," : "", tl[i].live_end);
   fputs("]},\"frames\":[", out);
   numbers *w = malloc(sizeof *w);
   if (!w)
