@@ -110,11 +110,13 @@ int mt_cmd_leaks(int argc, char **argv) {
     const mt_amount *m = &s->live_end;
     out_printf(&o,
                "not freed by the end of %s (%.6f s): %s sampled object%s, %s sample%s, ~%s, in "
-               "%s group%s\n\n",
+               "%s group%s\n",
                where, (double)s->to / 1e6, out_format_count((double)m->objects, n1),
                out_plural((double)m->objects), out_format_count((double)m->samples, n2),
                out_plural((double)m->samples), an_size(leaked, b1), out_format_count((double)n, n3),
                out_plural((double)n));
+    an_print_window(&o, &ao, a); /* issue 12: the window in the header */
+    out_str(&o, "\n");
     for (size_t i = 0; i < shown; i++) {
       const mt_group *g = &groups[i];
       m = &g->stats.live;

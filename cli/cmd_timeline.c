@@ -179,6 +179,7 @@ int mt_cmd_timeline(int argc, char **argv) {
     out_printf(&o, "live heap over time (peak ~%s at %.6f s), one row per %.6f s\n",
                an_size(mt_analysis_bytes(a, s->at_peak.samples), b1), (double)s->peak_time / 1e6,
                (double)cw / 1e6);
+    an_print_window(&o, &ao, a); /* issue 12: the window in the header */
     for (size_t k = 0; k < nsites; k++) {
       out_printf(&o, "  %c  ", (char)('A' + k));
       an_print_frame(&o, groups[k].key);

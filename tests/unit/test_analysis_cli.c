@@ -443,7 +443,8 @@ static void windows_apply_to_top_leaks_timeline_and_diff(void **state) {
   free(out);
   RUN_OK(out, "leaks", "--from", "0.000035", "--to", "0.000075", known_path());
   assert_string_equal(out, "not freed by the end of the window (0.000075 s): 1 sampled object, 10 "
-                           "samples, ~80 B, in 1 group\n\n"
+                           "samples, ~80 B, in 1 group\n"
+                           "window: 0.000035 s to 0.000075 s (0.000040 s)\n\n"
                            "  1. 1 object, 10 samples, ~80 B (~1 object estimated)\n"
                            "     fn_101_2 file_21.c:101\n" KNOWN_SITE_A "\n");
   free(out);

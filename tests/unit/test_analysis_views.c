@@ -408,6 +408,33 @@ static void functions_focus_and_window_are_in_the_header(void **state) {
   free(out);
 }
 
+/* Every command with a text header states the window: the same line in each. */
+static void every_text_header_states_the_window(void **state) {
+  (void)state;
+  static const char *commands[][4] = {{"summary"},           {"top"},   {"functions"},
+                                      {"callers", "main"},   {"leaks"}, {"timeline"},
+                                      {"top", "--inclusive"}};
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    const char *args[4] = {0};
+    size_t n = 0;
+    while (n < 3 && commands[i][n])
+      args[n] = commands[i][n], n++;
+    args[n] = rec_path();
+    char *out =
+        RUN(0, NULL, args[0], "--from", "0.000015", "--to", "0.000045", args[1], args[2], args[3]);
+    if (!strstr(out, "0.000015 s to 0.000045 s (0.000030 s)\n"))
+      fail_msg("memtap %s: no window line in\n%s", args[0], out);
+    free(out);
+  }
+  size_t size;
+  uint8_t *data = rec_trace("/usr/bin/test-program", &size);
+  const char *copy = known_trace_file("rec-copy.ctf", data, size);
+  free(data);
+  char *out = RUN(0, NULL, "diff", "--from", "0.000015", "--to", "0.000045", rec_path(), copy);
+  assert_non_null(strstr(out, "\nwindow: 0.000015 s to 0.000045 s (0.000030 s)\n"));
+  free(out);
+}
+
 static void functions_json_gives_both_columns_with_their_amounts(void **state) {
   (void)state;
   char *out = RUN(0, NULL, "functions", "--json", "-n", "0", rec_path());
@@ -781,6 +808,7 @@ int main(void) {
       cmocka_unit_test(functions_and_top_inclusive_print_flat_and_cum_exactly),
       cmocka_unit_test(functions_focus_and_window_are_in_the_header),
       cmocka_unit_test(functions_json_gives_both_columns_with_their_amounts),
+      cmocka_unit_test(every_text_header_states_the_window),
       cmocka_unit_test(callers_text_and_json_give_shares_exactly),
       cmocka_unit_test(top_focus_ranks_only_the_backtraces_through_the_match),
       cmocka_unit_test(diff_has_totals_percentages_and_says_when_nothing_differs),
