@@ -687,6 +687,26 @@ static void analysis_commands_read_go_traces_directly(void **state) {
   assert_non_null(strstr(out, "goroutine stacks"));
   free(out);
   free(err);
+  rc = tu_run_cli(&out, NULL, &err, "diff", in, in, NULL);
+  assert_int_equal(rc, 0);
+  free(out);
+  free(err);
+  rc = tu_run_cli(&out, NULL, &err, "leaks", in, NULL);
+  assert_int_equal(rc, 0);
+  assert_non_null(strstr(out, "[span large]"));
+  free(out);
+  free(err);
+  /* A damaged Go trace given to an analysis command: the import's one message. */
+  size_t size;
+  uint8_t *data = tu_read_file(in, &size);
+  const char *cut = tu_temp_path("cut.trace");
+  tu_write_file(cut, data, size / 2);
+  free(data);
+  rc = tu_run_cli(&out, NULL, &err, "info", cut, NULL);
+  assert_int_equal(rc, 1);
+  assert_non_null(strstr(err, "malformed Go trace at byte "));
+  free(out);
+  free(err);
 }
 
 int main(void) {
