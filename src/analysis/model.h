@@ -85,9 +85,10 @@ struct mt_analysis {
   size_t nfnodes, fnodes_cap;
   mt_pairmap fnode_children;
   mt_pairmap code_steps; /* (frame node, code) -> frame node after the code's frames */
-  struct run_step {      /* direct-mapped: from + count times code's frames -> to */
+  struct run_step {      /* direct-mapped: from + code's frames -> to (stacks.c) */
     int64_t code;
-    uint32_t from, count, to;
+    uint32_t from, to;
+    bool fixed; /* to + code's frames -> to */
   } run_steps[MT_RUN_STEPS];
   stack_rec *stacks;
   size_t nstacks, stacks_cap;
@@ -118,6 +119,7 @@ struct mt_analysis {
   mt_timeline_bucket timeline[MT_TIMELINE_BUCKETS];
   int64_t tl_width;
   size_t tl_current; /* the bucket of the last change */
+  int64_t tl_next;   /* where the current bucket ends (µs since the start; INT64_MIN: unknown) */
   bool want_cells;
   mt_hashmap cell_index; /* packed key -> index in cells */
   mt_cell *cells;

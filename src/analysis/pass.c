@@ -49,10 +49,15 @@ domain_state *mt_domain_of(mt_analysis *a, uint16_t domain) {
   return &a->domains[domain];
 }
 
-static void mark_dirty(mt_analysis *a, uint32_t stack) {
+static void mark_dirty_slow(mt_analysis *a, uint32_t stack);
+
+static inline void mark_dirty(mt_analysis *a, uint32_t stack) {
+  if (!a->stacks[stack].dirty)
+    mark_dirty_slow(a, stack);
+}
+
+static void mark_dirty_slow(mt_analysis *a, uint32_t stack) {
   stack_rec *s = &a->stacks[stack];
-  if (s->dirty)
-    return;
   if (a->ndirty == a->dirty_cap) {
     size_t n = a->dirty_cap ? a->dirty_cap * 2 : 256;
     uint32_t *p = realloc(a->dirty, n * sizeof *p);
@@ -161,8 +166,8 @@ static bool on_free(mt_analysis *a, int64_t id, size_t slot, int64_t t, bool cou
     amount_sub(&a->summary.live_end, o.samples, est);
     a->live_samples -= o.samples;
     mark_dirty(a, o.stack);
-    mt_timeline_change(a, t, 0, mt_analysis_bytes(a, o.samples));
-    if (!mt_cells_add(a, &o, t, est))
+    mt_timeline_change(a, t, 0, (double)o.samples * a->summary.bytes_per_sample);
+    if (a->want_cells && !mt_cells_add(a, &o, t, est))
       return false;
   }
   return live_remove(a, id, slot);
@@ -210,7 +215,8 @@ const mt_allocation *mt_analysis_largest(const mt_analysis *a, size_t *count) {
 }
 
 static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err) {
-  domain_state *d = mt_domain_of(a, ev->domain);
+  domain_state *d =
+      ev->domain < a->ndomains ? &a->domains[ev->domain] : mt_domain_of(a, ev->domain);
   uint32_t code_node = d && a->keep_checkpoints ? mt_index_track(a, d, ev) : 0;
   uint32_t stack = d && code_node != UINT32_MAX ? mt_stacks_intern(a, d, ev) : UINT32_MAX;
   if (stack == UINT32_MAX)
@@ -245,11 +251,11 @@ static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err
   amount_add(&a->summary.live_end, samples, est);
   a->live_samples += samples;
   mark_dirty(a, stack);
-  mt_timeline_change(a, t, mt_analysis_bytes(a, samples), 0);
+  mt_timeline_change(a, t, (double)samples * a->summary.bytes_per_sample, 0);
   if (a->live_samples > a->peak_samples)
     snapshot_peak(a, t);
   keep_largest(a, &(mt_allocation){t, words, samples, stack, ev->source});
-  if (!mt_cells_reach(a, t))
+  if (a->want_cells && !mt_cells_reach(a, t))
     return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
   return MT_OK;
 }

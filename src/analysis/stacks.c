@@ -29,6 +29,8 @@ int mt_stacks_init(mt_analysis *a, const mt_analysis_options *options, mt_error 
   if (!MT_GROW(a->fnodes, a->fnodes_cap, 1))
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
   a->fnodes[0] = (frame_node){.parent = UINT32_MAX, .frame = UINT32_MAX, .stack = UINT32_MAX};
+  for (size_t i = 0; i < MT_RUN_STEPS; i++)
+    a->run_steps[i].to = UINT32_MAX; /* empty */
   a->nfnodes = 1;
   return MT_OK;
 }
@@ -191,23 +193,35 @@ uint32_t mt_stacks_extend(mt_analysis *a, uint32_t from, int64_t code) {
  * repeats one code hundreds of times; once a step with it folds onto its own node, the rest of the
  * run lands there too, without a lookup. */
 static uint32_t extend_run(mt_analysis *a, uint32_t fnode, int64_t code, uint32_t count) {
-  /* The same steps recur from event to event: a memo in front of the trie lookups (a collision
-   * only costs the lookups). */
+  /* The same steps recur from event to event: a memo of (node, code) -> the node one step further
+   * and whether a second step stays there (a recursion folded onto itself), which settles a run of
+   * any length. A collision only costs the lookups. */
   uint64_t h = ((uint64_t)code * UINT64_C(0x9E3779B97F4A7C15)) ^
-               ((uint64_t)fnode * UINT64_C(0xC2B2AE3D27D4EB4F)) ^ count;
+               ((uint64_t)fnode * UINT64_C(0xC2B2AE3D27D4EB4F));
   struct run_step *memo = &a->run_steps[(h ^ h >> 29) & (MT_RUN_STEPS - 1)];
-  if (memo->code == code && memo->from == fnode && memo->count == count)
-    return memo->to;
-  uint32_t from = fnode;
-  for (uint32_t j = 0; j < count; j++) {
-    uint32_t next = mt_stacks_extend(a, fnode, code);
-    if (next == UINT32_MAX)
+  uint32_t next;
+  if (memo->code == code && memo->from == fnode && memo->to != UINT32_MAX) {
+    next = memo->to;
+  } else {
+    if ((next = mt_stacks_extend(a, fnode, code)) == UINT32_MAX)
       return next;
-    if (next == fnode)
+    *memo = (struct run_step){.code = code, .from = fnode, .to = next};
+  }
+  if (count == 1 || next == fnode || memo->fixed)
+    return next;
+  /* A second step, and more while they move. */
+  uint32_t from = fnode;
+  fnode = next;
+  for (uint32_t j = 1; j < count; j++) {
+    if ((next = mt_stacks_extend(a, fnode, code)) == UINT32_MAX)
+      return next;
+    if (next == fnode) {
+      if (j == 1 && memo->code == code && memo->from == from)
+        memo->fixed = true;
       break;
+    }
     fnode = next;
   }
-  *memo = (struct run_step){.code = code, .from = from, .count = count, .to = fnode};
   return fnode;
 }
 

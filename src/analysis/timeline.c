@@ -11,6 +11,7 @@ void mt_timeline_init(mt_analysis *a, bool cells) {
   memset(a->timeline, 0, sizeof a->timeline);
   a->tl_width = 1;
   a->tl_current = 0;
+  a->tl_next = INT64_MIN;
   a->want_cells = cells;
   a->cell_width = 1;
 }
@@ -55,13 +56,16 @@ static mt_timeline_bucket *timeline_at(mt_analysis *a, int64_t t, double before)
     a->timeline[j] = (mt_timeline_bucket){.live_max = before, .live_end = before};
   if (idx > a->tl_current)
     a->tl_current = idx;
+  /* Until the current bucket's end, changes land in it without this walk. */
+  a->tl_next = shift < 52 ? a->summary.from + (int64_t)((a->tl_current + 1) << shift) : INT64_MIN;
   return &a->timeline[a->tl_current];
 }
 
 void mt_timeline_change(mt_analysis *a, int64_t t, double allocated, double freed) {
   /* Called after the change: the buckets skipped saw the heap as it was before it. */
   double live = mt_analysis_bytes(a, a->live_samples);
-  mt_timeline_bucket *b = timeline_at(a, t, live - allocated + freed);
+  mt_timeline_bucket *b =
+      t < a->tl_next ? &a->timeline[a->tl_current] : timeline_at(a, t, live - allocated + freed);
   b->allocated += allocated;
   b->freed += freed;
   if (live > b->live_max)
