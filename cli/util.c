@@ -70,6 +70,15 @@ static int long_matches(const struct option *longopts, const char *prefix) {
   return count;
 }
 
+/* Whether a long option starting with `prefix` has `val` (getopt_long takes abbreviations). */
+static bool long_has_val(const struct option *longopts, const char *prefix, int val) {
+  size_t n = strlen(prefix);
+  for (const struct option *o = longopts; o && o->name; o++)
+    if (!strncmp(o->name, prefix, n) && !o->flag && o->val == val)
+      return true;
+  return false;
+}
+
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts) {
   /* A ':' after any '+' or '-' makes a missing argument return ':' (not '?'); opterr = 0 silences
    * getopt's own messages, which have no "memtap" and a second line. */
@@ -90,8 +99,15 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
       snprintf(last_option.name, sizeof last_option.name, "-%c", c);
     return c;
   }
+  /* A short option's error inside a group ("-qX") leaves optind on that group: the element before
+   * it may be a long option that went well. A long option's error has optopt 0 (unknown) or the
+   * option's val, and the element names it. */
+  bool long_error = false;
   if (!strncmp(element, "--", 2)) {
     set_long_name(element);
+    long_error = optopt == 0 || long_has_val(longopts, last_option.name + 2, optopt);
+  }
+  if (long_error) {
     if (c == ':')
       last_option.why = OPTION_NEEDS_ARGUMENT;
     else if (optopt)

@@ -750,6 +750,10 @@ static void an_unknown_option_is_one_line_naming_it_in_every_command(void **stat
     free(err);
   }
   char *err = NULL;
+  /* An unknown option in a group after a long option that went well. */
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "check", "--quiet", "-qX", path, NULL), 64);
+  assert_string_equal(err, "memtap check: unknown option '-X' (see memtap check --help)\n");
+  free(err);
   assert_int_equal(tu_run_cli(NULL, NULL, &err, "top", path, "--from", NULL), 64);
   assert_string_equal(err,
                       "memtap top: option '--from' needs an argument (see memtap top --help)\n");
