@@ -45,6 +45,11 @@ int mt_cmd_check(int argc, char **argv) {
   mt_reader_set_runs_only(r, true, NULL); /* a code repeated by recursion is checked once */
   /* Codes already checked against the location table; seeded, since the trace chooses them. */
   mt_hashmap known = {.seed = mt_hashmap_random_seed()};
+  /* In front of it, the codes checked last, direct-mapped: the same few codes recur (INT64_MIN,
+   * no 63-bit code, marks a free entry). */
+  int64_t recent[1024];
+  for (size_t i = 0; i < 1024; i++)
+    recent[i] = INT64_MIN;
   uint64_t events = 0;
   mt_event ev;
   mt_error err;
@@ -64,8 +69,13 @@ int mt_cmd_check(int argc, char **argv) {
       const mt_backtrace_run *run = &ev.backtrace_runs[j];
       int64_t code = run->code;
       size_t i = run->start > first ? run->start : first;
-      if (mt_hashmap_get(&known, code, NULL))
+      int64_t *memo = &recent[((uint64_t)code * UINT64_C(0x9E3779B97F4A7C15)) >> 54];
+      if (*memo == code)
         continue;
+      if (mt_hashmap_get(&known, code, NULL)) {
+        *memo = code;
+        continue;
+      }
       const mt_location *locs;
       size_t n;
       if (!mt_reader_lookup_location(r, code, &locs, &n)) {
@@ -81,6 +91,7 @@ int mt_cmd_check(int argc, char **argv) {
         status = MT_EXIT_FAILURE;
         goto done;
       }
+      *memo = code;
     }
   }
   if (rc < 0) {

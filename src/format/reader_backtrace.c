@@ -190,9 +190,10 @@ static inline __attribute__((always_inline)) int codewords(mt_reader *r, const s
  * possible size and room is made for what they may yield. */
 static inline __attribute__((always_inline)) int decode(mt_reader *r, const sink *s, size_t *m,
                                                         size_t *n, unsigned count, bool flat) {
-  size_t used = flat ? *n : *m, room = (size_t)count * CODEWORD_FRAMES + FILL_SLACK;
-  if (count <= ROOMY_CODEWORDS && (size_t)(r->content.end - r->content.p) >= (size_t)count * 10 &&
-      *n + (size_t)count * CODEWORD_FRAMES <= MAX_BACKTRACE_FRAMES &&
+  /* Bounds for any count up to ROOMY_CODEWORDS, constants all: codewords are at most 10 bytes. */
+  size_t used = flat ? *n : *m, room = ROOMY_CODEWORDS * CODEWORD_FRAMES + FILL_SLACK;
+  if (count <= ROOMY_CODEWORDS && r->content.end - r->content.p >= ROOMY_CODEWORDS * 10 &&
+      *n <= MAX_BACKTRACE_FRAMES - ROOMY_CODEWORDS * CODEWORD_FRAMES &&
       (*s->cap - used >= room || grow_sink(s, flat, used + room)))
     return codewords(r, s, m, n, count, flat, false);
   return codewords(r, s, m, n, count, flat, true);
@@ -256,8 +257,11 @@ int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsig
    * costs once per run ever appended, so this is linear in the runs decoded, not in the depth. */
   size_t n = (size_t)prefix, m = d->nruns;
   mt_backtrace_run *runs = d->runs;
-  while (m > 0 && runs[m - 1].start >= n)
-    m--;
+  if (n == 0)
+    m = 0;
+  else
+    while (runs[m - 1].start >= n) /* the sentinel's start, 0, stops it */
+      m--;
   size_t kept = m, common = m;
   uint32_t kept_count = runs[m - 1].count; /* the sentinel's when none is kept */
   if (m > 0 && (size_t)runs[m - 1].start + kept_count > n) {
