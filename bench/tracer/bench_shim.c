@@ -4,9 +4,12 @@
  * unwinding and ring writes and nothing of memtap record's recorder. Prints the program's CPU time
  * (user + system, from wait4), the records the consumer read, and ns of program CPU per record
  * above an untraced run of the same command. Usage:
- *   bench_tracer_shim SHIM [--full | --sample-interval N] [--runs K] -- PROG ARGS...
+ *   bench_tracer_shim SHIM [--full | --sample-interval N] [--runs K] [--batch US] -- PROG ARGS...
  * Each of K rounds runs the program untraced and traced, alternated; the fastest of each is
- * reported (on a shared machine the least disturbed run). Not a test. */
+ * reported (on a shared machine the least disturbed run). --batch US makes the consumer sleep US µs
+ * after a poll that found little, instead of polling again at once: a consumer right behind the
+ * producer keeps pulling the ring's tail and the cache lines being filled away from the producer's
+ * core. Not a test. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -21,6 +24,9 @@
 #include <unistd.h>
 
 #include "memtap/ring.h"
+
+/* --batch US: after a poll that found fewer than 4096 records, the consumer sleeps US µs. */
+static long batch_us;
 
 typedef struct result {
   double cpu, sys, wall;
@@ -112,6 +118,8 @@ static result run(char **argv, const char *shim, const char *interval, bool full
     r.records += n;
     if (!exited && !n)
       exited = reap(pid, false, &r);
+    if (!exited && batch_us && n < 4096)
+      sleep_us(batch_us); /* let records pile up: fewer cache lines shared with the producer */
     if (exited) {
       mt_cursor_set_end(c);
       while (!mt_cursor_drained(c) && mt_cursor_poll(c, 0, &n, &err) == MT_OK)
@@ -147,6 +155,8 @@ int main(int argc, char **argv) {
       interval = argv[++i];
     else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
       runs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+      batch_us = atol(argv[++i]);
   }
   if (i + 1 >= argc || runs < 1) {
     fprintf(stderr, "bench_tracer_shim: no program after --\n");
