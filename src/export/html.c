@@ -144,11 +144,50 @@ static size_t digits(size_t v) {
   return n;
 }
 
+/* Frames stand for their function in the trie: the page merges boxes by function name, as
+ * `memtap flame --folded` does, so the trie is made of names from the start (fewer nodes, and no
+ * merging in the page). Each frame maps to the first frame seen with its function's name; the
+ * analysis interns names, so equal names are equal pointers (were they not, the page would still
+ * merge what is left). */
+typedef struct name_frames {
+  uint32_t *first; /* frame -> the first frame of its function, UINT32_MAX until seen */
+  size_t cap;
+  mt_hashmap by_name; /* name pointer -> frame */
+} name_frames;
+
+static uint32_t name_frame(name_frames *nf, const mt_analysis *a, uint32_t frame, bool *ok) {
+  if (frame >= nf->cap) {
+    size_t cap = nf->cap ? nf->cap : 1024;
+    while (cap <= frame)
+      cap *= 2;
+    uint32_t *p = realloc(nf->first, cap * sizeof *p);
+    if (!p)
+      return *ok = false, frame;
+    for (size_t i = nf->cap; i < cap; i++)
+      p[i] = UINT32_MAX;
+    nf->first = p;
+    nf->cap = cap;
+  }
+  if (nf->first[frame] == UINT32_MAX) {
+    int64_t key = (int64_t)(uintptr_t)mt_analysis_frame(a, frame).function;
+    uint64_t v;
+    if (!mt_hashmap_get(&nf->by_name, key, &v)) {
+      v = frame;
+      if (!mt_hashmap_put(&nf->by_name, key, v))
+        *ok = false;
+    }
+    nf->first[frame] = (uint32_t)v;
+  }
+  return nf->first[frame];
+}
+
 /* Builds the trie. Consecutive stacks often share a long prefix: the previous stack's path is
  * kept, and only the frames past the shared prefix are looked up. */
 static bool trie_init(trie *t, const mt_analysis *a) {
   size_t n = mt_analysis_stack_count(a), m = n ? n : 1;
-  mt_hashmap ids = {0};
+  mt_hashmap ids = {.seed = mt_hashmap_random_seed()}; /* keys come from the trace */
+  name_frames nf = {0};
+  uint32_t *raw = NULL; /* the previous stack's frames; prev: their name frames */
   *t = (trie){0};
   t->leaf = malloc(m * sizeof *t->leaf);
   t->sw = malloc(m * sizeof *t->sw);
@@ -172,23 +211,33 @@ static bool trie_init(trie *t, const mt_analysis *a) {
       int64_t *pp = realloc(path, cap * sizeof *pp);
       if (pp)
         path = pp;
-      if (!pf || !pp) {
+      uint32_t *pc = realloc(raw, cap * sizeof *pc);
+      if (pc)
+        raw = pc;
+      if (!pf || !pp || !pc) {
         ok = false;
         break;
       }
       path_cap = cap;
     }
+    /* The same frames as the previous stack's, then frames of the same names: the same path. */
     size_t j = 0;
-    while (j < depth && j < prev_depth && prev[j] == frames[j])
+    while (j < depth && j < prev_depth && raw[j] == frames[j])
       j++;
+    while (j < depth && j < prev_depth && name_frame(&nf, a, frames[j], &ok) == prev[j]) {
+      raw[j] = frames[j];
+      j++;
+    }
     size_t before = t->n;
     for (; ok && j < depth; j++) {
-      path[j] = trie_child(t, &ids, j ? path[j - 1] : -1, frames[j],
-                           j > 0 && (size_t)path[j - 1] >= before);
-      prev[j] = frames[j];
-      ok = path[j] >= 0;
-      if (frames[j] >= t->nframes)
-        t->nframes = frames[j] + 1;
+      uint32_t f = name_frame(&nf, a, frames[j], &ok);
+      path[j] =
+          trie_child(t, &ids, j ? path[j - 1] : -1, f, j > 0 && (size_t)path[j - 1] >= before);
+      prev[j] = f;
+      raw[j] = frames[j];
+      ok = ok && path[j] >= 0;
+      if (f >= t->nframes)
+        t->nframes = f + 1;
     }
     prev_depth = depth;
     int64_t node = depth ? path[depth - 1] : -1;
@@ -201,6 +250,9 @@ static bool trie_init(trie *t, const mt_analysis *a) {
       t->weight[t->parent[i]] += t->weight[i];
   free(prev);
   free(path);
+  free(raw);
+  free(nf.first);
+  mt_hashmap_free(&nf.by_name);
   mt_hashmap_free(&ids);
   if (ok) { /* what keeping every node would cost */
     t->node_cost = digits(t->n + 1) + digits(t->nframes + 3) + 3;
