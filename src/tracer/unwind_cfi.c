@@ -474,23 +474,40 @@ static void repeat_keep(mt_cfi_memo *m, const emitter *em, uintptr_t lo, unsigne
   m->repeat.n = (unsigned)em->n;
 }
 
-/* The walk again, if it is the exact repeat of the previous one: its count, else 0. */
-__attribute__((no_sanitize("address"))) static size_t
-repeat_try(const mt_cfi_memo *m, const emitter *em, uintptr_t pc, uintptr_t sp, uintptr_t bp,
-           uintptr_t lo, uintptr_t hi, unsigned drop, unsigned gen) {
-  if (!m->repeat.n || m->repeat.pc != pc || m->repeat.sp != sp ||
-      (m->repeat.needs_bp && m->repeat.bp != bp) || m->repeat.generation != gen ||
-      m->repeat.lo != lo || m->repeat.hi != hi || m->repeat.drop != drop ||
-      m->repeat.max != em->max || m->repeat.range_lo != em->range_lo ||
-      m->repeat.range_span != em->range_span)
+/* The walk again, if it is the exact repeat of the previous one: its count, else 0 (then the
+ * caller walks). Small and separate from walk_memo, so that a repeat costs no more than its
+ * comparisons. */
+__attribute__((always_inline, no_sanitize("address"))) static inline size_t
+repeat_quick(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp, unsigned drop, uint64_t *pcs,
+             size_t max, uintptr_t lo, uintptr_t hi, unsigned *flags_out) {
+  if (sp > lo)
+    lo = sp;
+  if (!m->repeat.n || m->busy || m->repeat.pc != pc || m->repeat.sp != sp ||
+      (m->repeat.needs_bp && m->repeat.bp != bp) || m->repeat.lo != lo || m->repeat.hi != hi ||
+      m->repeat.drop != drop || m->repeat.max != max ||
+      m->repeat.generation != atomic_load_explicit(&generation, ACQUIRE))
     return 0;
+  uintptr_t range_lo = atomic_load_explicit(&skip_lo, RELAXED);
+  uintptr_t range_hi = atomic_load_explicit(&skip_hi, RELAXED);
+  if (m->repeat.range_lo != range_lo ||
+      m->repeat.range_span != (range_hi > range_lo ? range_hi - range_lo : 0))
+    return 0;
+  m->busy = 1; /* a signal handler's walk meanwhile goes without the memo */
+  atomic_signal_fence(memory_order_seq_cst);
   uint64_t differ = 0;
   for (unsigned k = 0; k < m->repeat.checks; k++)
     differ |= load_word(m->repeat.check[k].at) ^ m->repeat.check[k].value;
-  if (differ)
-    return 0;
-  __builtin_memcpy(em->pcs, m->repeat.pcs, m->repeat.n * sizeof em->pcs[0]);
-  return m->repeat.n;
+  size_t n = 0;
+  if (!differ) {
+    n = m->repeat.n;
+    for (size_t k = 0; k < n; k++)
+      pcs[k] = m->repeat.pcs[k];
+    if (flags_out)
+      *flags_out = MT_CFI_MEMO_HIT;
+  }
+  atomic_signal_fence(memory_order_seq_cst);
+  m->busy = 0;
+  return n;
 }
 
 static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp, unsigned drop,
@@ -504,12 +521,6 @@ static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp
     return walk(pc, sp, bp, true, drop, pcs, max, lo, hi, flags_out);
   m->busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
-  size_t repeated = repeat_try(m, &em, pc, sp, bp, lo, hi, drop, gen);
-  if (repeated) {
-    em.n = repeated;
-    flags = MT_CFI_MEMO_HIT;
-    goto out;
-  }
   m->repeat.n = 0; /* the memo changes below */
   bool use = m->generation == gen && m->hi == hi && m->start < m->end;
   bool keep = true, fresh = false, exact = true;
@@ -577,7 +588,6 @@ static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp
     m->start = m->end = 0;
   }
 done:
-out:
   atomic_signal_fence(memory_order_seq_cst);
   m->busy = 0;
   if (flags_out)
@@ -591,11 +601,18 @@ __attribute__((noinline)) size_t mt_cfi_unwind_memo(mt_cfi_memo *memo, uint64_t 
   uintptr_t pc, sp, bp;
   __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"
                    : "=r"(pc), "=r"(sp), "=r"(bp));
+  size_t n = repeat_quick(memo, pc, sp, bp, skip + 1, pcs, max, stack_lo, stack_hi, flags);
+  if (n)
+    return n;
   return walk_memo(memo, pc, sp, bp, skip + 1, pcs, max, stack_lo, stack_hi, flags);
 }
 
 size_t mt_cfi_unwind_memo_from(mt_cfi_memo *memo, const mt_cfi_regs *regs, uint64_t *pcs,
                                size_t max, unsigned skip, uintptr_t stack_lo, uintptr_t stack_hi,
                                unsigned *flags) {
+  size_t n =
+      repeat_quick(memo, regs->pc, regs->sp, regs->bp, skip, pcs, max, stack_lo, stack_hi, flags);
+  if (n)
+    return n;
   return walk_memo(memo, regs->pc, regs->sp, regs->bp, skip, pcs, max, stack_lo, stack_hi, flags);
 }
