@@ -150,6 +150,26 @@
     for (let n = 1; n < nNames; n++) kidList[fill[nParent[n]]++] = n;
   }
   const kids = (n) => kidList.subarray(kidStart[n], kidStart[n + 1]);
+  // outer[n]: no caller of n is n's function (a walk of the tree with a count per function).
+  const outer = new Uint8Array(nNames);
+  {
+    const active = new Int32Array(fnNames.length), path = new Int32Array(nNames + 1);
+    const next = new Int32Array(nNames + 1);
+    let sp = 0;
+    path[0] = 0; next[0] = kidStart[0];
+    while (sp >= 0) {
+      const n = path[sp];
+      if (next[sp] < kidStart[n + 1]) {
+        const c = kidList[next[sp]++], f = nFn[c];
+        outer[c] = active[f] === 0 ? 1 : 0;
+        active[f]++;
+        path[++sp] = c; next[sp] = kidStart[c];
+      } else {
+        if (n > 0) active[nFn[n]]--;
+        sp--;
+      }
+    }
+  }
   performance.mark("memtap-prepared");
 
   // --- filters and the URL ---------------------------------------------------------------------
@@ -295,23 +315,9 @@
   // occurrence), so recursion does not count twice.
   function functionTotals(v) {
     const inc = new Float64Array(fnNames.length), exc = new Float64Array(fnNames.length);
-    const active = new Int32Array(fnNames.length);
-    const stack = [[0, 0]];
-    while (stack.length) {
-      const top = stack[stack.length - 1];
-      const n = top[0];
-      if (top[1] === 0) {
-        const f = nFn[n];
-        if (f >= 0) {
-          if (active[f] === 0) inc[f] += v.incl[n];
-          active[f]++;
-          exc[f] += v.self[n];
-        }
-      }
-      const end = kidStart[n + 1];
-      if (kidStart[n] + top[1] < end) { stack.push([kidList[kidStart[n] + top[1]++], 0]); continue; }
-      if (nFn[n] >= 0) active[nFn[n]]--;
-      stack.pop();
+    for (let n = 1; n < nNames; n++) {
+      if (outer[n]) inc[nFn[n]] += v.incl[n];
+      exc[nFn[n]] += v.self[n];
     }
     return {inc, exc};
   }
@@ -881,10 +887,8 @@
     // Outermost occurrences only: their inclusive bytes add up to the function's.
     for (let n = 1; n < nNames; n++) {
       if (nFn[n] !== f || v.incl[n] <= 0) continue;
-      let outer = true;
-      for (let p = nParent[n]; p > 0; p = nParent[p]) if (nFn[p] === f) { outer = false; break; }
       exc += v.self[n];
-      if (!outer) continue;
+      if (!outer[n]) continue;
       inc += v.incl[n];
       outerSelf += v.self[n];
       const p = nParent[n], caller = p > 0 ? fnNames[nFn[p]] : "(the start of the backtrace)";
