@@ -1,10 +1,13 @@
-/* Analysis benchmark (issue 4): time and peak memory of `memtap summary`, `top`, `flame` and
- * `report` on a generated trace of N events (demo_v3's stream replayed by memtap-gentrace), next to
- * the raw reader's throughput on the same file; then `top` and `flame` on ocamlopt_v1.ctf, which
- * the issue compares with OCaml memtrace's hotspots (~0.5 s) and flamegraph (~1.9 s). Prints
- * figures; checks nothing.
+/* Reader and analysis benchmark (issues 4 and 11, DESIGN.md §6): side by side, the raw reader
+ * (without backtraces, with them as runs, flat) and `memtap check`, `summary`, `top`, `flame` on
+ * every real trace of the test data, then on a generated trace of N events (demo_v3's stream
+ * replayed by memtap-gentrace) with `report`, peak memory and a window with and without the
+ * checkpoint index; then `top` and `flame` on ocamlopt_v1.ctf, which the issue compares with OCaml
+ * memtrace's hotspots (~0.5 s) and flamegraph (~1.9 s). Wall times, best of several runs: on a
+ * loaded machine, compare instruction counts (callgrind) too. Prints figures; checks nothing.
  *
  *   bench_analysis MEMTAP GENTRACE TESTDATA_DIR [NEVENTS (default 100000000)] [WORK_DIR] */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,23 +47,79 @@ static double run(char *const argv[], long *rss_kb) {
   return now() - t0;
 }
 
-static void reader_throughput(const char *path, bool backtraces) {
-  mt_reader_options o = {.backtraces = backtraces};
-  mt_reader *r;
-  mt_error err;
-  if (mt_reader_open(&r, path, &o, &err)) {
-    fprintf(stderr, "bench_analysis: %s\n", err.message);
-    exit(1);
+/* The raw reader over `path`: 0 without backtraces, 1 with them as runs, 2 flat. Best of `passes`
+ * whole passes (seconds); the event count in *events. */
+static double reader_pass(const char *path, int mode, int passes, uint64_t *events) {
+  double best = 1e9;
+  for (int k = 0; k < passes; k++) {
+    mt_reader_options o = {.backtraces = mode > 0, .runs_only = mode == 1};
+    mt_reader *r;
+    mt_error err;
+    if (mt_reader_open(&r, path, &o, &err)) {
+      fprintf(stderr, "bench_analysis: %s\n", err.message);
+      exit(1);
+    }
+    mt_event ev;
+    uint64_t n = 0;
+    double t0 = now();
+    while (mt_reader_next(r, &ev, &err) > 0)
+      n++;
+    double s = now() - t0;
+    mt_reader_close(r);
+    if (s < best)
+      best = s;
+    *events = n;
   }
-  mt_event ev;
-  uint64_t n = 0;
-  double t0 = now();
-  while (mt_reader_next(r, &ev, &err) > 0)
-    n++;
-  double s = now() - t0;
-  printf("  raw reader, %-15s %10.2f s  %7.1f M events/s\n",
-         backtraces ? "with backtraces" : "no backtraces", s, (double)n / s / 1e6);
-  mt_reader_close(r);
+  return best;
+}
+
+static const char *const reader_modes[] = {"no backtraces", "backtraces (runs)",
+                                           "backtraces (flat)"};
+
+static void reader_throughput(const char *path, int passes) {
+  for (int mode = 0; mode < 3; mode++) {
+    uint64_t n;
+    double s = reader_pass(path, mode, passes, &n);
+    printf("  raw reader, %-18s %9.3f s  %7.1f M events/s\n", reader_modes[mode], s,
+           (double)n / s / 1e6);
+  }
+}
+
+/* Best of `runs` runs of `memtap COMMAND path`. */
+static double best_run(char *memtap, char *command, char *path, int runs, long *rss) {
+  double best = 1e9;
+  for (int k = 0; k < runs; k++) {
+    double t = run((char *[]){memtap, command, path, NULL}, rss);
+    if (t < best)
+      best = t;
+  }
+  return best;
+}
+
+/* Every real trace: reader and analyses side by side. */
+static void real_traces(char *memtap, const char *data) {
+  static const char *const names[] = {"tiny_v3",     "lists_and_sets_v1", "demo_v2",    "demo_v3",
+                                      "ocamlopt_v2", "ocamlopt_v3",       "ocamlopt_v1"};
+  printf("real traces (%s/memtrace): M events/s, best of 5 (commands: wall time)\n", data);
+  printf("  %-18s %9s %9s %9s %9s %9s %9s %9s %9s\n", "trace", "events", "no bt", "runs", "flat",
+         "check", "summary", "top", "flame");
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/memtrace/%s.ctf", data, names[i]);
+    uint64_t n = 0;
+    double rate[3];
+    for (int mode = 0; mode < 3; mode++) {
+      double s = reader_pass(path, mode, 5, &n);
+      rate[mode] = (double)n / s / 1e6;
+    }
+    printf("  %-18s %9llu %9.1f %9.1f %9.1f", names[i], (unsigned long long)n, rate[0], rate[1],
+           rate[2]);
+    char *commands[] = {"check", "summary", "top", "flame"};
+    for (int c = 0; c < 4; c++)
+      printf(" %8.3fs", best_run(memtap, commands[c], path, 5, NULL));
+    printf("\n");
+  }
+  printf("\n");
 }
 
 int main(int argc, char **argv) {
@@ -78,6 +137,7 @@ int main(int argc, char **argv) {
   snprintf(big, sizeof big, "%s/memtap-bench-%d.ctf", work, (int)getpid());
   snprintf(html, sizeof html, "%s/memtap-bench-%d.html", work, (int)getpid());
 
+  real_traces(memtap, data);
   printf("generating %s events (demo_v3 replayed) ...\n", nevents);
   double g = run((char *[]){gentrace, "replay", demo, big, (char *)nevents, NULL}, NULL);
   FILE *f = fopen(big, "rb");
@@ -87,14 +147,14 @@ int main(int argc, char **argv) {
   printf("  %s: %.0f MB, written in %.1f s\n\n", big, (double)size / 1e6, g);
 
   printf("%s events:\n", nevents);
-  reader_throughput(big, false);
-  reader_throughput(big, true);
-  char *commands[][6] = {{memtap, "summary", big, NULL},
+  reader_throughput(big, 3);
+  char *commands[][6] = {{memtap, "check", big, NULL},
+                         {memtap, "summary", big, NULL},
                          {memtap, "top", big, NULL},
                          {memtap, "flame", big, NULL},
                          {memtap, "report", big, "-o", html, NULL}};
   double events = strtod(nevents, NULL);
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 5; i++) {
     long rss;
     double s = run(commands[i], &rss);
     printf("  memtap %-8s %10.2f s  %7.1f M events/s  peak RSS %6.1f MB\n", commands[i][1], s,
