@@ -32,6 +32,7 @@
     return Math.round(n).toLocaleString("en-US");
   }
   function fmtSec(us) {
+    if (Math.abs(us) < 10000 && us !== 0) return fmtDur(Math.abs(us)).replace(/^/, us < 0 ? "-" : "");
     const s = us / 1e6;
     return (Math.abs(s) >= 100 ? s.toFixed(1) : Math.abs(s) >= 1 ? s.toFixed(3) : s.toFixed(4)) +
            " s";
