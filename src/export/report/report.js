@@ -938,6 +938,7 @@
   function apply() {
     const mark = (name) => { if (!applied) performance.mark("memtap-" + name); };
     measure();
+    $("heap-tip").hidden = $("flame-tip").hidden = true; // their values are about to change
     const views = T.map(compute);
     mark("computed");
     renderSelection(views);

@@ -16,7 +16,9 @@
                                          "N of M sites"; flame search and its share; callers and
                                          callees of a clicked frame add up; a filter applied with
                                          Enter lands in the URL and the summary, and the URL
-                                         alone gives the same view; no console message anywhere
+                                         alone gives the same view; hovering the heap chart
+                                         shows values; the layout follows the window's width; no
+                                         console message anywhere
   check_report.py diff MEMTAP A B        `report A --diff B` renders both traces' totals and
                                          per-site changes equal to `top --json` of each
 
@@ -356,6 +358,24 @@ def check_page(memtap, trace, tmp):
         if again != ["1000", after[2]]:
             fail(f"opening {url} shows {again}, not {['1000', after[2]]}")
         print(f"ok: Enter applies, the URL {after[0]!r} reopens the same view: {after[1]!r}")
+        # Hovering the heap chart shows the values at that time.
+        x, y, w, h = b.evaluate("""(() => { const e = document.getElementById("heap");
+            e.scrollIntoView({block: "center"}); const r = e.getBoundingClientRect();
+            return [r.x, r.y, r.width, r.height]; })()""")
+        b.call("Input.dispatchMouseEvent", type="mouseMoved", x=x + w * 0.6, y=y + h / 2)
+        tip = b.evaluate("""[document.getElementById("heap-tip").hidden,
+            document.getElementById("heap-tip").textContent]""")
+        if tip[0] or "live heap: " not in tip[1] or " MB" not in tip[1]:
+            fail(f"hovering the heap chart shows {tip}")
+        print(f"ok: hover on the heap chart: {tip[1].splitlines()[:2]}")
+        # The layout follows the window's width.
+        b.after(lambda: b.call("Emulation.setDeviceMetricsOverride", width=900, height=800,
+                               deviceScaleFactor=1, mobile=False))
+        narrow = b.evaluate("""[window.innerWidth, Number(document.getElementById("flame")
+            .getAttribute("width")), document.documentElement.scrollWidth]""")
+        if not (narrow[0] == 900 and 800 <= narrow[1] <= 900 and narrow[2] <= 900):
+            fail(f"at 900 px wide: window, flame graph and page widths {narrow}")
+        print(f"ok: at 900 px the flame graph is {narrow[1]} px wide, nothing wider than the window")
         words = b.evaluate("document.body.innerText")
         for jargon in ("cell", "bucket", "node", "trie"):
             if jargon in words.lower().split():
