@@ -221,6 +221,50 @@ static void costs_on_the_stacks_trace_skip_nothing_for_flat(void **state) {
   mt_analysis_free(a);
 }
 
+/* An allocation without a backtrace is its own key, "<no backtrace>", flat and cum; it has no
+ * frame for a focus or a peek to match. */
+static void an_empty_backtrace_is_the_key_no_backtrace(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  mt_error err;
+  static const uint64_t stack[] = {3, 1};
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 5, 5, MT_SOURCE_EXTERNAL, NULL, 0,
+                                       resolve_rec, NULL, NULL, &err),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 2, 2, 2, MT_SOURCE_EXTERNAL, stack, 2,
+                                       resolve_rec, NULL, NULL, &err),
+                   MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  const char *path = known_trace_file("empty-backtrace.ctf", data, size);
+  free(data);
+  mt_analysis *a = analyse_file(path, NULL);
+  mt_cost *c;
+  size_t n;
+  assert_int_equal(mt_costs(a, MT_GROUP_FUNCTION, MT_METRIC_BYTES, false, NULL, &c, &n, &err),
+                   MT_OK);
+  assert_int_equal(n, 3);
+  assert_string_equal(c[0].key.function, "<no backtrace>"); /* 40 B */
+  assert_true(value(a, &c[0].flat, MT_METRIC_BYTES) == 40);
+  assert_true(value(a, &c[0].cum, MT_METRIC_BYTES) == 40);
+  assert_true(value(a, &cost_of(c, n, "main", "", 0)->cum, MT_METRIC_BYTES) == 16);
+  assert_true(value(a, &cost_of(c, n, "g", "", 0)->flat, MT_METRIC_BYTES) == 16);
+  free(c);
+  bool *keep;
+  size_t matched;
+  assert_int_equal(mt_stacks_through(a, "backtrace", &keep, &matched, &err), MT_OK);
+  assert_int_equal(matched, 0);
+  free(keep);
+  mt_peek *p;
+  assert_int_equal(mt_peek_functions(a, ".", MT_METRIC_BYTES, &p, &n, &err), MT_OK);
+  assert_int_equal(n, 2); /* main and g */
+  assert_string_equal(p[0].key.function, "g");
+  assert_string_equal(p[1].key.function, "main");
+  mt_peeks_free(p, n);
+  mt_analysis_free(a);
+}
+
 static void focus_keeps_only_the_backtraces_through_matching_functions(void **state) {
   (void)state;
   mt_analysis *a = analyse_file(rec_path(), NULL);
@@ -803,6 +847,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(costs_count_each_backtrace_once_however_often_a_function_recurs),
       cmocka_unit_test(costs_on_the_stacks_trace_skip_nothing_for_flat),
+      cmocka_unit_test(an_empty_backtrace_is_the_key_no_backtrace),
       cmocka_unit_test(focus_keeps_only_the_backtraces_through_matching_functions),
       cmocka_unit_test(peek_gives_callers_of_the_outermost_call_and_callees_of_the_innermost),
       cmocka_unit_test(functions_and_top_inclusive_print_flat_and_cum_exactly),
