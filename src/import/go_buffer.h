@@ -39,6 +39,17 @@ static inline bool go_uvarint(go_cursor *c, uint64_t *value) {
     c->p = p + 1;
     return true;
   }
+  if (c->end - p >= 10) { /* room for any varint: no bound checks for the usual 2 to 4 bytes */
+    uint64_t v = p[0] & 0x7f;
+    for (unsigned i = 1; i < 4; i++) {
+      if (p[i] < 0x80) {
+        *value = v | (uint64_t)p[i] << (7 * i);
+        c->p = p + i + 1;
+        return true;
+      }
+      v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+    }
+  }
   uint64_t v = 0;
   for (unsigned shift = 0; shift < 70; shift += 7) {
     if (p >= c->end)

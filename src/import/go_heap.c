@@ -199,7 +199,11 @@ static int locate(go_heap *h, uint64_t id, object_ref *ref, uint64_t *size, mt_e
     h->last_span_index = index;
   }
   *size = s->size_class == 0 ? s->npages << h->page_shift : class_size[s->size_class];
-  uint64_t i = (offset - (s->id << h->page_shift)) / *size;
+  uint64_t within = offset - (s->id << h->page_shift), i;
+  if (s->size_class == 0)
+    i = within != 0; /* a large object starts its span */
+  else
+    i = (uint32_t)within / (uint32_t)*size; /* small spans: under 64 pages of at most 64 KiB */
   if (!s->slots) {
     /* Go's spans hold at most 1024 objects (8-byte ones in one 8 KiB page); others, which only
      * damaged input describes, keep theirs in the map, so memory stays bounded by the input. */

@@ -222,7 +222,7 @@ static int read_info(go_info *info, go_cursor *c, mt_error *err) {
     return bad_varint(c, "the alloc/free info batch", err);
   if (c->p != c->end)
     return go_fail(err, go_cursor_offset(c), "bytes after the alloc/free info");
-  if (!power_of_two(in.page_size) || in.page_size < 512 || in.page_size > (1u << 30) ||
+  if (!power_of_two(in.page_size) || in.page_size < 512 || in.page_size > (1u << 20) ||
       !power_of_two(in.heap_align) || in.heap_align > in.page_size ||
       !power_of_two(in.fixed_stack) || in.fixed_stack > (1u << 30))
     return go_fail(err, at, "alloc/free info with page size %llu, alignment %llu, stack %llu",
