@@ -17,10 +17,10 @@
                   "#ff9da7", "#9c755f"];
 
   // --- formatting -----------------------------------------------------------------------------
-  function fmtBytes(b) {
-    const u = ["B", "KB", "MB", "GB", "TB", "PB"];
+  function fmtBytes(b) { // IEC units, as the command line prints them
+    const u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let i = 0, v = Math.abs(b);
-    while (v >= 1000 && i < u.length - 1) { v /= 1000; i++; }
+    while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
     const s = i === 0 ? v.toFixed(0) : v.toFixed(v < 10 ? 2 : v < 100 ? 1 : 0);
     return (b < 0 ? "-" : "") + s + " " + u[i];
   }
@@ -403,10 +403,12 @@
       svg.append(el("svg:text", {x: L - 4, y: y + 3, "text-anchor": "end"}, fmtY(ymax * i / 3)));
       if (i) svg.append(el("svg:line", {x1: L, y1: y, x2: W - 6, y2: y, stroke: "#f0f0f0"}));
     }
-    if (xLabel) for (let i = 0; i <= 5; i++) {
-      const x = L + (W - L - 6) * i / 5;
-      svg.append(el("svg:text", {x, y: H - 4, "text-anchor": i ? (i === 5 ? "end" : "middle") :
-                                                                 "start"}, xLabel(xmax * i / 5)));
+    const ticks = Math.max(1, Math.min(5, Math.floor((W - L) / 90)));
+    if (xLabel) for (let i = 0; i <= ticks; i++) {
+      const x = L + (W - L - 6) * i / ticks;
+      svg.append(el("svg:text", {x, y: H - 4, "text-anchor": i ? (i === ticks ? "end" : "middle")
+                                                               : "start"},
+                    xLabel(startUs + xmax * i / ticks)));
     }
   }
   const spanUs = Math.max(1, ...T.map((t) => t.S.to_us - t.S.from_us));
@@ -595,8 +597,12 @@
         svg.append(r);
       });
     });
-    labels.forEach((lab, c) => svg.append(el("svg:text", {x: L + (c + 0.5) * slot, y: H - B + 12,
-                                                          "text-anchor": "middle"}, lab)));
+    const every = Math.ceil(Math.max(...labels.map((l) => l.length)) * 6 / slot);
+    labels.forEach((lab, c) => {
+      if (c % every === 0)
+        svg.append(el("svg:text", {x: L + (c + 0.5) * slot, y: H - B + 12, "text-anchor": "middle"},
+                      lab));
+    });
   }
   function sizeLabels(limits) {
     return limits.map((hi, c) => hi === null ? "> " + fmtBytes(limits[c - 1]) : "≤ " + fmtBytes(hi));

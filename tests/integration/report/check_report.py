@@ -365,7 +365,7 @@ def check_page(memtap, trace, tmp):
         b.call("Input.dispatchMouseEvent", type="mouseMoved", x=x + w * 0.6, y=y + h / 2)
         tip = b.evaluate("""[document.getElementById("heap-tip").hidden,
             document.getElementById("heap-tip").textContent]""")
-        if tip[0] or "live heap: " not in tip[1] or " MB" not in tip[1]:
+        if tip[0] or "live heap: " not in tip[1] or " MiB" not in tip[1]:
             fail(f"hovering the heap chart shows {tip}")
         print(f"ok: hover on the heap chart: {tip[1].splitlines()[:2]}")
         # The layout follows the window's width.
@@ -389,11 +389,12 @@ def check_page(memtap, trace, tmp):
 
 
 def parse_number(text):
-    """A table cell's value: '12.3 MB', '45.1%', '1.20 M', '+3 KB', 'new'."""
+    """A table cell's value: '12.3 MiB', '45.1%', '1.20 M', '+3 KiB', 'new'."""
     t = text.replace(",", "").strip()
     if t in ("–", "new"):
         return float("inf")
-    units = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "k": 1e3, "M": 1e6, "G": 1e9}
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "k": 1e3,
+             "M": 1e6, "G": 1e9}
     parts = t.rstrip("%").split()
     v = float(parts[0])
     return v * units[parts[1]] if len(parts) > 1 else v
