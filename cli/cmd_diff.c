@@ -25,6 +25,8 @@ static const char usage[] =
     "\n"
     "  --by METRIC       bytes (allocated, the default), count, live, peak\n"
     "  --group KEY       site (the default), function or file\n"
+    "  --inclusive       compare each key's inclusive cost (cum: the backtraces through it, as\n"
+    "                    memtap functions) instead of what it allocated itself\n"
     "  -n N              show N rows (default 20; 0 for all)\n"
     "  --json            one JSON object (schema memtap.diff/1)\n" AN_USAGE_WINDOW AN_USAGE_STACKS
     "  -h, --help        show this help\n";
@@ -92,13 +94,14 @@ static void json_side(cli_out *o, const char *name, const char *path, const mt_a
 
 static void print_text(cli_out *o, const char *pa, const char *pb, const mt_analysis *a,
                        const mt_analysis *b, const an_options *ao, mt_metric metric, mt_group_by by,
-                       const mt_diff *d, size_t shown) {
+                       bool inclusive, const mt_diff *d, size_t shown) {
   /* What the numbers are, in words: "bytes allocated per site". */
   static const char *measures[] = {"bytes allocated", "objects allocated (estimated)",
                                    "bytes live at the end", "bytes live at the peak"};
   const mt_summary *sa = mt_analysis_summary(a), *sb = mt_analysis_summary(b);
   char x[48], y[48];
-  out_printf(o, "%s per %s: A = %s, B = %s\n", measures[metric], group_names[by], pa, pb);
+  out_printf(o, "%s per %s%s: A = %s, B = %s\n", measures[metric], group_names[by],
+             inclusive ? ", inclusive (by it or anything it called)" : "", pa, pb);
   char ra[40], rb[40];
   out_printf(
       o, "sampling: A at rate %s (%s B per sample), B at rate %s (%s B per sample)\n",
@@ -130,14 +133,16 @@ static void print_text(cli_out *o, const char *pa, const char *pb, const mt_anal
 }
 
 int mt_cmd_diff(int argc, char **argv) {
-  enum { OPT_BY = 1, OPT_GROUP };
+  enum { OPT_BY = 1, OPT_GROUP, OPT_INCLUSIVE };
   static const struct option options[] = {AN_LONG_OPTIONS,
                                           {"by", required_argument, NULL, OPT_BY},
                                           {"group", required_argument, NULL, OPT_GROUP},
+                                          {"inclusive", no_argument, NULL, OPT_INCLUSIVE},
                                           {0}};
   an_options ao = {0};
   mt_metric metric = MT_METRIC_BYTES;
   mt_group_by by = MT_GROUP_SITE;
+  bool inclusive = false;
   long long limit = 20;
   int c;
   optind = 1;
@@ -150,6 +155,7 @@ int mt_cmd_diff(int argc, char **argv) {
       if (!an_parse_metric(optarg, &metric) || metric == MT_METRIC_TEMPORARY)
         return cli_usage_error("diff", "--by takes bytes, count, live or peak");
       break;
+    case OPT_INCLUSIVE: inclusive = true; break;
     case OPT_GROUP:
       if (!an_parse_group(optarg, &by))
         return cli_usage_error("diff", "--group takes site, function or file");
@@ -175,7 +181,7 @@ int mt_cmd_diff(int argc, char **argv) {
   }
   mt_diff d;
   mt_error err;
-  if (mt_diff_compute(a, b, by, metric, &d, &err)) {
+  if (mt_diff_compute(a, b, by, metric, inclusive, &d, &err)) {
     cli_report(NULL, &err);
     mt_analysis_free(a);
     mt_analysis_free(b);
@@ -194,8 +200,8 @@ int mt_cmd_diff(int argc, char **argv) {
   cli_out o;
   out_init(&o, STDOUT_FILENO);
   if (ao.json) {
-    out_printf(&o, "{\"schema\":\"memtap.diff/1\",\"by\":\"%s\",\"group\":\"%s\"",
-               an_metric_name(metric), group_names[by]);
+    out_printf(&o, "{\"schema\":\"memtap.diff/1\",\"by\":\"%s\",\"group\":\"%s\",\"inclusive\":%s",
+               an_metric_name(metric), group_names[by], inclusive ? "true" : "false");
     json_side(&o, "a", pa, a);
     json_side(&o, "b", pb, b);
     out_printf(&o, ",\"same_executable\":%s", same ? "true" : "false");
@@ -211,7 +217,7 @@ int mt_cmd_diff(int argc, char **argv) {
     }
     out_str(&o, "]}\n");
   } else {
-    print_text(&o, pa, pb, a, b, &ao, metric, by, &d, shown);
+    print_text(&o, pa, pb, a, b, &ao, metric, by, inclusive, &d, shown);
   }
   status = an_status(b, an_status(a, out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE));
   mt_diff_free(&d);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analysis/frame_keys.h"
+#include "analysis/views.h"
 #include "common/error.h"
 
 double mt_diff_noise(const mt_analysis *a, const mt_stats *s, mt_metric metric) {
@@ -52,16 +53,37 @@ static mt_stats whole(const mt_analysis *a) {
   return t;
 }
 
+/* The keys of `a` with their stats: its groups, or with `inclusive` its keys' cum costs. */
+static int keyed(const mt_analysis *a, mt_group_by by, mt_metric metric, bool inclusive,
+                 mt_group **out, size_t *n, mt_error *err) {
+  if (!inclusive)
+    return mt_analysis_group(a, by, metric, out, n, err);
+  mt_cost *c;
+  int rc = mt_costs(a, by, metric, false, NULL, &c, n, err);
+  if (rc)
+    return rc;
+  mt_group *g = calloc(*n + 1, sizeof *g);
+  if (!g) {
+    free(c);
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+  }
+  for (size_t i = 0; i < *n; i++)
+    g[i] = (mt_group){.key = c[i].key, .stats = c[i].cum, .stacks = c[i].cum_stacks};
+  free(c);
+  *out = g;
+  return MT_OK;
+}
+
 int mt_diff_compute(const mt_analysis *a, const mt_analysis *b, mt_group_by by, mt_metric metric,
-                    mt_diff *d, mt_error *err) {
+                    bool inclusive, mt_diff *d, mt_error *err) {
   *d = (mt_diff){0};
   if (metric == MT_METRIC_TEMPORARY)
     return mt_fail(err, MT_E_INVALID, -1, "diff compares bytes, count, live or peak");
   mt_group *ga = NULL, *gb = NULL;
   size_t na = 0, nb = 0;
-  int rc = mt_analysis_group(a, by, metric, &ga, &na, err);
+  int rc = keyed(a, by, metric, inclusive, &ga, &na, err);
   if (!rc)
-    rc = mt_analysis_group(b, by, metric, &gb, &nb, err);
+    rc = keyed(b, by, metric, inclusive, &gb, &nb, err);
   mt_diff_row *rows = rc ? NULL : calloc(na + nb + 1, sizeof *rows);
   if (!rc && !rows)
     rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");

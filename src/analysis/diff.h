@@ -34,10 +34,12 @@ typedef struct mt_diff {
  * Σ 1/p when the objects are alike), also 0 at λ = 1. */
 double mt_diff_noise(const mt_analysis *a, const mt_stats *s, mt_metric metric);
 
-/* Compares `a` and `b` by `metric` (not MT_METRIC_TEMPORARY: MT_E_INVALID) per `by` key. On
- * success `d` holds malloc'd rows: free with mt_diff_free. */
+/* Compares `a` and `b` by `metric` (not MT_METRIC_TEMPORARY: MT_E_INVALID) per `by` key: the
+ * groups' values (mt_analysis_group), or with `inclusive` the keys' inclusive (cum) costs
+ * (mt_costs), whose rows overlap and do not add up to the total. On success `d` holds malloc'd
+ * rows: free with mt_diff_free. */
 int mt_diff_compute(const mt_analysis *a, const mt_analysis *b, mt_group_by by, mt_metric metric,
-                    mt_diff *d, mt_error *err);
+                    bool inclusive, mt_diff *d, mt_error *err);
 void mt_diff_free(mt_diff *d);
 
 /* Whether the two traces come from the same executable: the same file name (the last component of

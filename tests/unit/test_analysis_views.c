@@ -42,8 +42,8 @@ static int resolve_rec(void *user, uint64_t code, const mt_location **entries, s
   return MT_OK;
 }
 
-/* The recursion trace, from an executable named `exe`. */
-static uint8_t *rec_trace(const char *exe, size_t *size) {
+/* The recursion trace, from an executable named `exe`, r1 of `r1_words` words (10 above). */
+static uint8_t *rec_trace_sized(const char *exe, int64_t r1_words, size_t *size) {
   int fd = memfd_create("trace", 0);
   assert_true(fd >= 0);
   mt_trace_info info = tg_info(1.0);
@@ -56,11 +56,11 @@ static uint8_t *rec_trace(const char *exe, size_t *size) {
   /* Innermost first, as the writer takes them. */
   static const uint64_t r1[] = {4, 3, 2, 3, 2, 1}, r2[] = {5, 3, 2, 1}, r3[] = {3, 1},
                         r4[] = {2, 2, 4, 1};
-  static const struct {
+  const struct {
     int64_t words;
     const uint64_t *stack;
     size_t depth;
-  } allocs[] = {{10, r1, 6}, {6, r2, 4}, {4, r3, 2}, {2, r4, 4}};
+  } allocs[] = {{r1_words, r1, 6}, {6, r2, 4}, {4, r3, 2}, {2, r4, 4}};
   int64_t id[4];
   for (int i = 0; i < 4; i++)
     if (mt_writer_put_alloc(w, TG_START + 10 * (i + 1), allocs[i].words, allocs[i].words,
@@ -70,6 +70,10 @@ static uint8_t *rec_trace(const char *exe, size_t *size) {
   if (mt_writer_put_collect(w, TG_START + 50, id[0], &err))
     fail_msg("writing the recursion trace: %s", err.message);
   return tg_finish(w, fd, size);
+}
+
+static uint8_t *rec_trace(const char *exe, size_t *size) {
+  return rec_trace_sized(exe, 10, size);
 }
 
 static const char *rec_path(void) {
@@ -713,7 +717,7 @@ static void diff_marks_changes_within_the_sampling_noise(void **state) {
   mt_analysis *a = analyse_file(known_file(), NULL), *b = analyse_file(quarter, NULL);
   mt_diff d;
   mt_error err;
-  assert_int_equal(mt_diff_compute(a, b, MT_GROUP_SITE, MT_METRIC_BYTES, &d, &err), MT_OK);
+  assert_int_equal(mt_diff_compute(a, b, MT_GROUP_SITE, MT_METRIC_BYTES, false, &d, &err), MT_OK);
   assert_int_equal(d.count, 2);
   assert_true(fabs(d.rows[0].noise - 32 * sqrt(7 * 0.75)) < 1e-9);
   assert_true(fabs(d.total.noise - 32 * sqrt(33 * 0.75)) < 1e-9);
@@ -726,10 +730,46 @@ static void diff_marks_changes_within_the_sampling_noise(void **state) {
   assert_true(fabs(mt_diff_noise(b, &whole, MT_METRIC_COUNT) - sqrt(e * e / k - e)) < 1e-9);
   whole.allocated = mt_analysis_summary(a)->allocated;
   assert_true(mt_diff_noise(a, &whole, MT_METRIC_COUNT) == 0);
-  assert_int_equal(mt_diff_compute(a, b, MT_GROUP_SITE, MT_METRIC_TEMPORARY, &d, &err),
+  assert_int_equal(mt_diff_compute(a, b, MT_GROUP_SITE, MT_METRIC_TEMPORARY, false, &d, &err),
                    MT_E_INVALID);
   mt_analysis_free(a);
   mt_analysis_free(b);
+}
+
+/* r1 of 20 words instead of 10 (+80 B) is on main, f, g and h's backtraces: each one's inclusive
+ * cost grows by 80 B, while only h allocated it itself. */
+static void diff_inclusive_compares_cum_per_function(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = rec_trace_sized("/usr/bin/test-program", 20, &size);
+  const char *bigger = known_trace_file("rec20.ctf", data, size);
+  free(data);
+  char *out = RUN(0, NULL, "diff", "--inclusive", "--group", "function", rec_path(), bigger);
+  char expected[16384];
+  snprintf(expected, sizeof expected,
+           "bytes allocated per function, inclusive (by it or anything it called): A = %s, B = "
+           "%s\n"
+           "sampling: A at rate 1 (8 B per sample), B at rate 1 (8 B per sample)\n"
+           "\n"
+           "      change  change%%            A            B   function\n"
+           "       +80 B   +55.6%%        144 B        224 B   f\n"
+           "       +80 B   +50.0%%        160 B        240 B   g\n"
+           "       +80 B   +83.3%%         96 B        176 B   h\n"
+           "       +80 B   +45.5%%        176 B        256 B   main\n"
+           "       +80 B   +45.5%%        176 B        256 B   total\n",
+           rec_path(), bigger);
+  assert_string_equal(out, expected);
+  free(out);
+  out = RUN(0, NULL, "diff", "--group", "function", rec_path(), bigger);
+  assert_non_null(strstr(out, "   function\n"
+                              "       +80 B  +100.0%         80 B        160 B   h\n"
+                              "        +0 B    +0.0%         64 B         64 B   f\n"
+                              "        +0 B    +0.0%         32 B         32 B   g\n"
+                              "       +80 B   +45.5%        176 B        256 B   total\n"));
+  free(out);
+  out = RUN(0, NULL, "diff", "--json", "--inclusive", rec_path(), bigger);
+  assert_non_null(strstr(out, "\"group\":\"site\",\"inclusive\":true,"));
+  free(out);
 }
 
 static void diff_warns_when_the_executables_differ(void **state) {
@@ -858,6 +898,7 @@ int main(void) {
       cmocka_unit_test(top_focus_ranks_only_the_backtraces_through_the_match),
       cmocka_unit_test(diff_has_totals_percentages_and_says_when_nothing_differs),
       cmocka_unit_test(diff_marks_changes_within_the_sampling_noise),
+      cmocka_unit_test(diff_inclusive_compares_cum_per_function),
       cmocka_unit_test(diff_warns_when_the_executables_differ),
       cmocka_unit_test(views_commands_have_help_and_clear_errors),
       cmocka_unit_test(demo_v3_functions_match_pprof_flat_and_cum),
