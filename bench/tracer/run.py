@@ -172,8 +172,9 @@ def trace_events(memtap, path):
     """(allocations, collections) from `memtap info`, or None."""
     p = subprocess.run([memtap, "info", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                        text=True)
-    m = re.search(r"events:\s+(\d+) allocations.*?(\d+) collections", p.stdout)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    # Counts may have thousands separators ("41,679 allocations").
+    m = re.search(r"events:\s+([\d,]+) allocations.*?([\d,]+) collections", p.stdout)
+    return (int(m.group(1).replace(",", "")), int(m.group(2).replace(",", ""))) if m else None
 
 
 def quartiles(xs):
