@@ -380,7 +380,9 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
   int rc = read_rings(r, progress, &caught_up, false, err);
   if (rc == MT_E_NOMEM)
     return rc;
-  if (r->have_process && !r->writer_tried)
+  /* The trace's header waits for this process's own entry: a forked child's ring starts with a
+   * copy of its parent's, and a header written from it would name the parent's pid. */
+  if (r->have_process && r->process.pid == r->stats.pid && !r->writer_tried)
     ensure_writer(r);
   if (caught_up)
     r->order.epoch++;
