@@ -5,14 +5,16 @@
 #include <stdlib.h>
 
 static void place(mt_idmap *m, int64_t id, uint32_t value) {
-  size_t i = mt_idmap_home(m, id);
+  size_t home = mt_idmap_home(m, id), i = home;
   while (m->slots[i].value != MT_IDMAP_EMPTY)
     i = (i + 1) & m->mask;
-  m->slots[i] = (mt_idmap_slot){.id = id, .value = value};
+  m->slots[i] = (mt_idmap_slot){.id = id, .value = value, .home = (uint32_t)home};
 }
 
 static bool grow(mt_idmap *m) {
   size_t cap = m->slots ? (m->mask + 1) * 2 : 1024;
+  if (cap > UINT32_MAX) /* values are uint32: never that many entries */
+    return false;
   mt_idmap_slot *old = m->slots;
   size_t old_cap = old ? m->mask + 1 : 0;
   mt_idmap_slot *slots = malloc(cap * sizeof *slots);
@@ -52,7 +54,7 @@ void mt_idmap_remove(mt_idmap *m, int64_t id) {
   /* Slot i is the hole: move back every later entry of the run whose home does not lie
    * (cyclically) in (i, j]. */
   for (size_t j = (i + 1) & m->mask; m->slots[j].value != MT_IDMAP_EMPTY; j = (j + 1) & m->mask) {
-    size_t home = mt_idmap_home(m, m->slots[j].id);
+    size_t home = m->slots[j].home;
     bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
     if (!stays) {
       m->slots[i] = m->slots[j];

@@ -16,11 +16,12 @@
 typedef struct mt_idmap_slot {
   int64_t id;
   uint32_t value; /* MT_IDMAP_EMPTY marks an empty slot */
+  uint32_t home;  /* the slot the id hashes to, kept for removal */
 } mt_idmap_slot;
 
 typedef struct mt_idmap {
   mt_idmap_slot *slots;
-  size_t mask; /* capacity - 1, the capacity a power of two (0 slots: mask 0, slots NULL) */
+  size_t mask; /* capacity - 1, the capacity a power of two below 2^32 (no slots: NULL) */
   size_t count;
   uint64_t seed;
 } mt_idmap;

@@ -249,7 +249,8 @@ uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
     d->runs[i] = (struct shown_run){.run = runs[i], .fnode = fnode};
   }
   d->nruns = n;
-  return mt_stacks_of_fnode(a, fnode);
+  uint32_t stack = a->fnodes[fnode].stack;
+  return stack != UINT32_MAX ? stack : mt_stacks_of_fnode(a, fnode);
 }
 
 uint32_t mt_stacks_of_fnode(mt_analysis *a, uint32_t fnode) {

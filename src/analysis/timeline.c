@@ -63,7 +63,7 @@ static mt_timeline_bucket *timeline_at(mt_analysis *a, int64_t t, double before)
 
 void mt_timeline_change(mt_analysis *a, int64_t t, double allocated, double freed) {
   /* Called after the change: the buckets skipped saw the heap as it was before it. */
-  double live = mt_analysis_bytes(a, a->live_samples);
+  double live = (double)a->live_samples * a->summary.bytes_per_sample; /* mt_analysis_bytes */
   mt_timeline_bucket *b =
       t < a->tl_next ? &a->timeline[a->tl_current] : timeline_at(a, t, live - allocated + freed);
   b->allocated += allocated;

@@ -74,8 +74,8 @@ static inline __attribute__((always_inline)) void emit(bool flat, mt_backtrace_r
       frames[*n] = code;
     else
       fill_frames(frames + *n, code, count);
-  } else if (runs[*m - 1].code == code) {
-    runs[*m - 1].count += count;
+  } else if ((runs + *m)[-1].code == code) {
+    (runs + *m)[-1].count += count;
   } else {
     runs[*m] = (mt_backtrace_run){.code = code, .start = (uint32_t)*n, .count = count};
     ++*m;
@@ -260,19 +260,19 @@ int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsig
   if (n == 0)
     m = 0;
   else
-    while (runs[m - 1].start >= n) /* the sentinel's start, 0, stops it */
+    while ((runs + m)[-1].start >= n) /* the sentinel's start, 0, stops it */
       m--;
   size_t kept = m, common = m;
-  uint32_t kept_count = runs[m - 1].count; /* the sentinel's when none is kept */
-  if (m > 0 && (size_t)runs[m - 1].start + kept_count > n) {
-    kept_count = runs[m - 1].count = (uint32_t)(n - runs[m - 1].start);
+  uint32_t kept_count = (runs + m)[-1].count; /* the sentinel's when none is kept */
+  if (m > 0 && (size_t)(runs + m)[-1].start + kept_count > n) {
+    kept_count = (runs + m)[-1].count = (uint32_t)(n - (runs + m)[-1].start);
     common = m - 1;
   }
   sink s = {.runs = &d->runs, .cap = &d->runs_cap};
   if ((rc = decode(r, &s, &m, &n, count, false)))
     return rc;
   runs = d->runs;
-  if (runs[kept - 1].count != kept_count)
+  if ((runs + kept)[-1].count != kept_count)
     common = kept - 1; /* the new frames went on in the last kept run */
   d->nruns = m;
   d->depth = n;
