@@ -797,6 +797,7 @@
     const frag = document.createDocumentFragment();
     for (const r of shown) {
       const tr = el("tr", {"data-bytes": Math.round(r.bytes)});
+      if (r.exc !== undefined) tr.dataset.exclusive = String(Math.round(r.exc));
       st.columns.forEach((col) => {
         if (col.link) {
           const td = el("td", {class: "name"});

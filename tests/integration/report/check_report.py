@@ -7,10 +7,11 @@
                                          with their value (read from the embedded data); the file
                                          refers to nothing outside itself
   check_report.py range MEMTAP TRACE     headless Chromium: a range dragged on the heap chart
-                                         snaps to the steps and makes the sites table and the
-                                         flame graph show what `memtap top --json` and `memtap
-                                         flame --folded` print for the snapped --from/--to, for
-                                         "allocated" and for "still live"
+                                         snaps to the steps and makes the sites and functions
+                                         tables and the flame graph show what `memtap top`,
+                                         `memtap functions` and `memtap flame --folded` print for
+                                         the snapped --from/--to, for "allocated" and for
+                                         "still live"
   check_report.py page MEMTAP TRACE      headless Chromium: the first screen shows the heaviest
                                          path; sorting by every column; table search and its
                                          "N of M sites"; flame search and its share; callers and
@@ -157,6 +158,19 @@ def compare_with_cli(browser, memtap, trace, bps, live):
         fail(f"range {args}: the page's heaviest sites differ from the CLI's")
     if round(sel["total"] / bps) != sum(want.values()):
         fail(f"range {args}: summary {sel['total'] / bps} samples, CLI {sum(want.values())}")
+    # The functions table: inclusive and exclusive bytes as `memtap functions` (cum and flat).
+    funcs = json.loads(run([memtap, "functions", "--json", "-n", "0", "--by",
+                            "live" if live else "bytes", *args[2 if live else 0:], trace]))
+    cli_fn = {r["key"]["function"]: (r["cum"]["value"], r["flat"]["value"]) for r in funcs["rows"]}
+    page_fn = browser.evaluate("""[...document.querySelectorAll("#functions tbody tr")].map((tr) =>
+        [tr.cells[0].textContent, Number(tr.dataset.bytes), Number(tr.dataset.exclusive)])""")
+    if len(page_fn) < 20:
+        fail(f"range {args}: the functions table has {len(page_fn)} rows")
+    for name, inc, exc in page_fn:
+        want_inc, want_exc = cli_fn.get(name, (0, 0))
+        if abs(inc - want_inc) > 1 or abs(exc - want_exc) > 1:
+            fail(f"range {args}: function {name}: page inclusive {inc} exclusive {exc}, "
+                 f"`memtap functions` cum {want_inc} flat {want_exc}")
     # Every box of the flame graph's first 16 levels: the CLI's folded lines under a path with that
     # depth and last name add up to its bytes.
     prefix = {}
@@ -175,8 +189,8 @@ def compare_with_cli(browser, memtap, trace, bps, live):
         if not any(abs(v - b) <= bps * 0.01 + depth for v in by_end.get((depth, name), [])):
             fail(f"range {args}: flame box {name} at depth {depth}: page {b} B, CLI has "
                  f"{sorted(by_end.get((depth, name), []))[-5:]}")
-    print(f"ok: {'live' if live else 'allocated'} {args}: {len(rows)} sites and "
-          f"{len(boxes)} flame boxes (16 levels) equal the CLI's; {sel['total']} B")
+    print(f"ok: {'live' if live else 'allocated'} {args}: {len(rows)} sites, {len(page_fn)} "
+          f"functions and {len(boxes)} flame boxes (16 levels) equal the CLI's; {sel['total']} B")
     return sel
 
 
