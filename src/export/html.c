@@ -2,10 +2,11 @@
  * build time by embed.cmake) and the data as JSON, one data set per trace (two with a baseline:
  * `memtap report A --diff B`). The data has a size cap whatever the trace (docs/analysis.md,
  * "Size cap"):
- *   - the backtraces form one trie of frames; it is pruned by node weight (samples allocated plus
- *     live at the window's start): the heaviest nodes are kept, as many as fit a byte budget, and
- *     whatever hangs below a kept node but was cut goes to one child "(smaller callees)" of that
- *     node, so no mass leaves its place in the tree;
+ *   - the backtraces form one trie of function names (as the page and `flame --folded` merge
+ *     them); it is pruned by node weight (samples allocated plus live at the window's start): the
+ *     heaviest nodes are kept, as many as fit a byte budget, and whatever hangs below a kept node
+ *     but was cut goes to one child "(smaller callees)" of that node, so no mass leaves its place
+ *     in the tree;
  *   - each row keeps the site of its backtraces (the table of sites stays exact), up to a number
  *     of sites, the lightest merged into "(other sites)";
  *   - at most REPORT_ROWS rows: the analysis' cells re-aggregated by (trie node, site), and when
