@@ -64,6 +64,14 @@ static int create_writer(importer *im, int64_t start, mt_error *err) {
   return MT_OK;
 }
 
+/* Microseconds as int64, absurd values (only damaged traces have them) held within +-2^61. */
+static int64_t to_int64(double us) {
+  const double limit = (double)(INT64_C(1) << 61);
+  if (!(us > -limit)) /* also NaN */
+    return -(INT64_C(1) << 61);
+  return us < limit ? (int64_t)us : INT64_C(1) << 61;
+}
+
 /* Sets the clock of a generation; the first one also fixes the trace's start. */
 static int start_generation(importer *im, mt_error *err) {
   im->us_per_tick = 1e6 / (double)im->t.frequency;
@@ -74,7 +82,7 @@ static int start_generation(importer *im, mt_error *err) {
   if (im->t.have_clock) {
     double wall = (double)im->t.clock_sec * 1e6 + (double)(im->t.clock_nsec / 1000);
     double since = ((double)im->t.clock_time - (double)im->start_ticks) * im->us_per_tick;
-    start = (int64_t)(wall - since);
+    start = to_int64(wall - since);
     im->stats->wall_clock = true;
   }
   im->start_us = start;
@@ -83,7 +91,7 @@ static int start_generation(importer *im, mt_error *err) {
 
 static int64_t to_us(const importer *im, uint64_t ticks) {
   double since = ((double)ticks - (double)im->start_ticks) * im->us_per_tick;
-  int64_t t = im->start_us + (int64_t)since;
+  int64_t t = to_int64((double)im->start_us + since);
   return t < im->last_us ? im->last_us : t; /* the writer's times never go back */
 }
 
