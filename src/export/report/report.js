@@ -855,7 +855,7 @@
     makeTable("functions", {title: "Functions", one: "function", plural: "functions"}, fnCols, 1);
     $("functions").addEventListener("click", (e) => {
       const a = e.target.closest("a");
-      if (a) { F.fnPanel = a.dataset.fn; apply(); }
+      if (a) { F.fnPanel = a.dataset.fn; apply(); $("callers").scrollIntoView({block: "start"}); }
     });
   }
   function fillTables(views) {
