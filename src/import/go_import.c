@@ -85,14 +85,15 @@ static int start_generation(importer *im, mt_error *err) {
     start = to_int64(wall - since);
     im->stats->wall_clock = true;
   }
-  im->start_us = start;
-  return create_writer(im, start, err);
+  const int64_t limit = INT64_C(1) << 61;
+  im->start_us = start < -limit ? -limit : start > limit ? limit : start;
+  return create_writer(im, im->start_us, err);
 }
 
 static int64_t to_us(const importer *im, uint64_t ticks) {
   double since = ((double)ticks - (double)im->start_ticks) * im->us_per_tick;
-  int64_t t = to_int64((double)im->start_us + since);
-  return t < im->last_us ? im->last_us : t; /* the writer's times never go back */
+  int64_t t = im->start_us + to_int64(since); /* both within +-2^61: no overflow */
+  return t < im->last_us ? im->last_us : t;   /* the writer's times never go back */
 }
 
 static int run(importer *im, struct mt_input *in, mt_error *err) {
