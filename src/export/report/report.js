@@ -890,24 +890,32 @@
     const f = F.fnPanel === null ? undefined : fnIds.get(F.fnPanel);
     if (f === undefined) { box.hidden = true; document.body.dataset.callers = ""; return; }
     box.hidden = false;
+    // As `memtap callers`: per backtrace, the caller of the function's outermost call and the
+    // callee of its innermost one (or the function itself), so both lists add up to its inclusive
+    // bytes. topF[n]: the bytes under the outermost calls of the function in n's subtree.
     const callers = new Map(), callees = new Map();
-    let inc = 0, exc = 0, outerSelf = 0;
-    // Outermost occurrences only: their inclusive bytes add up to the function's.
+    const topF = new Float64Array(nNames), below = new Float64Array(nNames);
+    for (let n = nNames - 1; n > 0; n--) {
+      topF[n] = nFn[n] === f ? v.incl[n] : below[n];
+      below[nParent[n]] += topF[n];
+    }
+    let inc = 0, exc = 0;
     for (let n = 1; n < nNames; n++) {
       if (nFn[n] !== f || v.incl[n] <= 0) continue;
       exc += v.self[n];
+      for (const c of kids(n)) {
+        const rest = v.incl[c] - topF[c]; // what does not reach a deeper call of the function
+        if (rest > 0) {
+          const name = fnNames[nFn[c]];
+          callees.set(name, (callees.get(name) || 0) + rest);
+        }
+      }
       if (!outer[n]) continue;
       inc += v.incl[n];
-      outerSelf += v.self[n];
       const p = nParent[n], caller = p > 0 ? fnNames[nFn[p]] : "(the start of the backtrace)";
       callers.set(caller, (callers.get(caller) || 0) + v.incl[n]);
-      for (const c of kids(n)) if (v.incl[c] > 0) {
-        const name = fnNames[nFn[c]];
-        callees.set(name, (callees.get(name) || 0) + v.incl[c]);
-      }
     }
-    // Its own allocations where it is outermost (deeper calls of it are inside its callees).
-    if (outerSelf > 0) callees.set("(allocated by the function itself)", outerSelf);
+    if (exc > 0) callees.set("(allocated by the function itself)", exc);
     box.dataset.inclusive = String(Math.round(inc));
     box.append(el("h2", {}, fnNames[f]));
     box.append(el("p", {}, fmtBytes(inc) + " (" + pct(inc, v.bytes) + ") allocated in it or its " +

@@ -15,7 +15,8 @@
   check_report.py page MEMTAP TRACE      headless Chromium: the first screen shows the heaviest
                                          path; sorting by every column; table search and its
                                          "N of M sites"; flame search and its share; callers and
-                                         callees of a clicked frame add up; a filter applied with
+                                         callees of a clicked frame add up and equal `memtap
+                                         callers`; a filter applied with
                                          Enter lands in the URL and the summary, and the URL
                                          alone gives the same view; hovering the heap chart
                                          shows values; the layout follows the window's width; no
@@ -265,6 +266,30 @@ def heaviest_path_on_screen(b):
     })()""")
 
 
+def compare_panel(b, memtap, trace, target, inclusive):
+    """The callers panel shows what `memtap callers --json ^TARGET$` prints."""
+    regex = "^" + "".join("\\" + ch if ch in ".[]()*+?{}|^$\\" else ch for ch in target) + "$"
+    cli = json.loads(run([memtap, "callers", "--json", regex, trace]))["functions"][0]
+    want_in = {e["function"] or "(the start of the backtrace)": e["value"] for e in cli["callers"]}
+    want_out = {e["function"]: e["value"] for e in cli["callees"]}
+    if cli["flat"]:
+        want_out["(allocated by the function itself)"] = cli["flat"]
+    shown = b.evaluate("""["callers-in", "callers-out"].map((id) =>
+        [...document.querySelectorAll("#" + id + " tbody tr")].map((tr) =>
+            [tr.cells[0].textContent, Number(tr.dataset.bytes)]))""")
+    if not shown[0] or not shown[1]:
+        fail(f"no callers panel for {target}: {shown}")
+    for (side, want), rows in zip((("callers", want_in), ("callees", want_out)), shown):
+        for name, value in rows:
+            if abs(want.get(name, 0) - value) > 1:
+                fail(f"{target}: {side} {name}: page {value} B, `memtap callers` "
+                     f"{want.get(name, 0)} B")
+    if abs(cli["cum"] - inclusive) > 1:
+        fail(f"{target}: page inclusive {inclusive} B, `memtap callers` cum {cli['cum']} B")
+    print(f"ok: the panel of {target} ({len(shown[0])} callers, {len(shown[1])} callees) equals "
+          f"`memtap callers {regex}`")
+
+
 def check_page(memtap, trace, tmp):
     html = make_report(memtap, trace, tmp)
     b = Browser(tmp)
@@ -357,6 +382,12 @@ def check_page(memtap, trace, tmp):
                 fail(f"{target}: {side} add up to {sum(panel[side])}, inclusive {panel['inc']}")
         print(f"ok: callers panel of {target}: {len(panel['callers'])} callers, "
               f"{len(panel['callees'])} callees, both adding up to {panel['inc']} B")
+        compare_panel(b, memtap, trace, target, panel["inc"])
+        # A function that calls itself through others: callers of its outermost call, callees of
+        # its innermost one.
+        b.open("file://" + html + "#function=Typecore.type_expect")
+        inc = b.evaluate("Number(document.getElementById('callers').dataset.inclusive)")
+        compare_panel(b, memtap, trace, "Typecore.type_expect", inc)
 
         # A filter applied with Enter: in the URL, in the summary; the URL alone redraws it.
         before = b.evaluate("document.getElementById('selection').textContent")
