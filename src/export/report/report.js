@@ -823,14 +823,21 @@
     $(st.id + "-more").hidden = rows.length <= 100;
     document.body.dataset[st.id + "Rows"] = String(shown.length);
   }
+  // A change B - A, "~" when within twice its sampling noise: a side's bytes are samples times
+  // its bytes per sample, Poisson-distributed, so its variance is bytes x bytes-per-sample.
+  function fmtChange(_, r) {
+    const x = r.bytes - r.a;
+    const noise = DIFF ? 2 * Math.sqrt(r.a * T[0].bps + r.bytes * T[1].bps) : 0;
+    return (Math.abs(x) < noise ? "~" : "") + (x > 0 ? "+" : "") + fmtBytes(x);
+  }
   const bytesCol = (label, get, title) => ({label, num: true, get, fmt: fmtBytes, title});
   function setupTables() {
     const metric = () => F.show === "live" ? "live bytes" : "bytes";
     const siteCols = DIFF ? [
       {label: "site", get: (r) => r.name, fmt: (x) => x},
       bytesCol("A", (r) => r.a), bytesCol("B", (r) => r.bytes),
-      {label: "change", num: true, get: (r) => r.bytes - r.a, fmt: (x) => (x > 0 ? "+" : "") +
-                                                                        fmtBytes(x)},
+      {label: "change", num: true, get: (r) => Math.abs(r.bytes - r.a), fmt: fmtChange,
+       title: "B - A, sorted by size; ~: smaller than twice the sampling noise of the two traces"},
       {label: "change %", num: true, get: (r) => r.a > 0 ? (r.bytes - r.a) / r.a : Infinity,
        fmt: (x) => x === Infinity ? "new" : (x > 0 ? "+" : "") + (100 * x).toFixed(1) + "%"}]
     : [{label: "site", get: (r) => r.name, fmt: (x) => x},
@@ -850,8 +857,9 @@
                                                                                   .total)},
       bytesCol("exclusive", (r) => r.exc, "Bytes allocated by the function itself")];
     if (DIFF) fnCols.push(bytesCol("A inclusive", (r) => r.a),
-                          {label: "change", num: true, get: (r) => r.bytes - r.a,
-                           fmt: (x) => (x > 0 ? "+" : "") + fmtBytes(x)});
+                          {label: "change", num: true, get: (r) => Math.abs(r.bytes - r.a),
+                           fmt: fmtChange,
+                           title: "~: smaller than twice the sampling noise of the two traces"});
     makeTable("functions", {title: "Functions", one: "function", plural: "functions"}, fnCols, 1);
     $("functions").addEventListener("click", (e) => {
       const a = e.target.closest("a");

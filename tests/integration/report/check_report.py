@@ -22,7 +22,8 @@
                                          shows values; the layout follows the window's width; no
                                          console message anywhere
   check_report.py diff MEMTAP A B        `report A --diff B` renders both traces' totals and
-                                         per-site changes equal to `top --json` of each
+                                         per-site values equal to `top --json` of each, in
+                                         `memtap diff`'s order with its sampling-noise marks
 
 A missing tool or test file skips (exit 77) unless CI=true, where it fails."""
 import json
@@ -470,6 +471,15 @@ def check_diff(memtap, a, b_trace, tmp):
                 if abs(shown - v) > max(0.006 * v, 1):
                     fail(f"diff row {r}: {'AB'[side]} shows {shown}, top says {v}")
             checked += 1
+        # The same order (largest change first) and the same "~" marks as `memtap diff`.
+        diff = json.loads(run([memtap, "diff", "--json", a, b_trace]))
+        noisy = {site_label(r["key"]): r["within_noise"] for r in diff["rows"]}
+        order = [site_label(r["key"]) for r in diff["rows"][:20]]
+        if [r[0] for r in rows[:20]] != order:
+            fail(f"diff order {[r[0] for r in rows[:5]]}, `memtap diff` {order[:5]}")
+        marks = [(r[0], r[3].startswith("~")) for r in rows[:20]]
+        if any(noisy[name] != mark for name, mark in marks):
+            fail(f"diff noise marks {marks[:8]} differ from `memtap diff`'s within_noise")
         sel = b.evaluate("document.getElementById('selection').textContent")
         if "A:" not in sel or "change" not in sel:
             fail(f"diff summary {sel!r}")
