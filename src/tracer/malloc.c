@@ -29,7 +29,7 @@ static size_t page_size(void) {
 /* ---------------------------------------------------------------------------------------------
  * The free gate: what free's fast path reads instead of the mode, the sampled set and the arena
  * bounds. `filter` is a table of 2^MT_GATE_BITS one-byte counters indexed like the sampled set's
- * filter (the pointer's 16-byte granule): zero means "hand the block straight to `next`", non-zero
+ * filter (the pointer's 256-byte granule): zero means "hand the block straight to `next`", non-zero
  * sends free to free_slow. `next` is the next allocator's free, or free_full with full tracing,
  * or free_unresolved before the next allocator is known. Every table a gate may hold has the same
  * size, so a free that reads an old filter with a new `next` (or the reverse) while the mode
@@ -52,7 +52,7 @@ static _Alignas(64) struct {
 } gate = {arena_gate, free_unresolved};
 
 static inline uintptr_t gate_bucket(const void *p) {
-  return ((uintptr_t)p >> 4) & MT_GATE_MASK;
+  return ((uintptr_t)p >> 8) & MT_GATE_MASK;
 }
 
 /* The bootstrap arena's blocks, for the sampled set of a later session (arena blocks are made only
