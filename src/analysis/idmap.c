@@ -33,7 +33,7 @@ static bool grow(mt_idmap *m) {
   return true;
 }
 
-bool mt_idmap_put(mt_idmap *m, int64_t id, uint32_t value) {
+bool mt_idmap_put_growing(mt_idmap *m, int64_t id, uint32_t value) {
   if ((!m->slots || (m->count + 1) * 2 > m->mask + 1) && !grow(m))
     return false;
   place(m, id, value);

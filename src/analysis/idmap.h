@@ -43,7 +43,17 @@ static inline uint32_t mt_idmap_get(const mt_idmap *m, int64_t id) {
 
 /* Inserts `id` (which must be absent) with `value` (not MT_IDMAP_EMPTY); false when memory runs
  * out. */
-bool mt_idmap_put(mt_idmap *m, int64_t id, uint32_t value);
+bool mt_idmap_put_growing(mt_idmap *m, int64_t id, uint32_t value);
+static inline bool mt_idmap_put(mt_idmap *m, int64_t id, uint32_t value) {
+  if (!m->slots || (m->count + 1) * 2 > m->mask + 1)
+    return mt_idmap_put_growing(m, id, value);
+  size_t home = mt_idmap_home(m, id), i = home;
+  while (m->slots[i].value != MT_IDMAP_EMPTY)
+    i = (i + 1) & m->mask;
+  m->slots[i] = (mt_idmap_slot){.id = id, .value = value, .home = (uint32_t)home};
+  m->count++;
+  return true;
+}
 /* Removes `id` if present. */
 void mt_idmap_remove(mt_idmap *m, int64_t id);
 void mt_idmap_free(mt_idmap *m);

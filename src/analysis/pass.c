@@ -31,6 +31,22 @@ static inline double estimate_objects(mt_analysis *a, int64_t words, mt_source s
   return mt_estimate_objects(a, words, source);
 }
 
+/* mt_timeline_change (timeline.c) with its common case inline: the change falls in the current
+ * bucket, before tl_next. */
+static inline void timeline_change(mt_analysis *a, int64_t t, double allocated, double freed) {
+  if (t >= a->tl_next) {
+    mt_timeline_change(a, t, allocated, freed);
+    return;
+  }
+  double live = (double)a->live_samples * a->summary.bytes_per_sample;
+  mt_timeline_bucket *b = &a->timeline[a->tl_current];
+  b->allocated += allocated;
+  b->freed += freed;
+  if (live > b->live_max)
+    b->live_max = live;
+  b->live_end = live;
+}
+
 mt_analysis_options mt_analysis_default_options(void) {
   return (mt_analysis_options){.from = MT_TIME_UNBOUNDED, .to = MT_TIME_UNBOUNDED};
 }
@@ -110,7 +126,8 @@ static void open_window(mt_analysis *a) {
   mt_timeline_change(a, a->summary.from, 0, 0);
 }
 
-bool mt_live_insert(mt_analysis *a, int64_t id, const live_obj *o) {
+static inline __attribute__((always_inline)) bool live_insert(mt_analysis *a, int64_t id,
+                                                              const live_obj *o) {
   size_t slot;
   if (a->nlive_free) {
     slot = a->live_free[--a->nlive_free];
@@ -129,6 +146,10 @@ bool mt_live_insert(mt_analysis *a, int64_t id, const live_obj *o) {
   return slot < MT_IDMAP_EMPTY && mt_idmap_put(&a->live_index, id, (uint32_t)slot);
 }
 
+bool mt_live_insert(mt_analysis *a, int64_t id, const live_obj *o) {
+  return live_insert(a, id, o);
+}
+
 static bool live_remove(mt_analysis *a, int64_t id, size_t slot) {
   mt_idmap_remove(&a->live_index, id);
   a->live[slot].stack = UINT32_MAX;
@@ -145,7 +166,8 @@ static bool live_remove(mt_analysis *a, int64_t id, size_t slot) {
 }
 
 /* An object leaves the live set at `t` (freed, or replaced by a duplicate id). */
-static bool on_free(mt_analysis *a, int64_t id, size_t slot, int64_t t, bool counted) {
+static inline __attribute__((always_inline)) bool on_free(mt_analysis *a, int64_t id, size_t slot,
+                                                          int64_t t, bool counted) {
   live_obj o = a->live[slot];
   if (a->in_window) {
     double est = estimate_objects(a, o.words, (mt_source)o.source);
@@ -166,7 +188,7 @@ static bool on_free(mt_analysis *a, int64_t id, size_t slot, int64_t t, bool cou
     amount_sub(&a->summary.live_end, o.samples, est);
     a->live_samples -= o.samples;
     mark_dirty(a, o.stack);
-    mt_timeline_change(a, t, 0, (double)o.samples * a->summary.bytes_per_sample);
+    timeline_change(a, t, 0, (double)o.samples * a->summary.bytes_per_sample);
     if (a->want_cells && !mt_cells_add(a, &o, t, est))
       return false;
   }
@@ -235,7 +257,7 @@ static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err
                 .source = (uint8_t)ev->source,
                 .before = !a->in_window,
                 .code_node = code_node};
-  if (!mt_live_insert(a, ev->obj_id, &o))
+  if (!live_insert(a, ev->obj_id, &o))
     return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
   d->last_alloc = ev->obj_id;
   if (!a->in_window)
@@ -251,7 +273,7 @@ static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err
   amount_add(&a->summary.live_end, samples, est);
   a->live_samples += samples;
   mark_dirty(a, stack);
-  mt_timeline_change(a, t, (double)samples * a->summary.bytes_per_sample, 0);
+  timeline_change(a, t, (double)samples * a->summary.bytes_per_sample, 0);
   if (a->live_samples > a->peak_samples)
     snapshot_peak(a, t);
   keep_largest(a, &(mt_allocation){t, words, samples, stack, ev->source});
