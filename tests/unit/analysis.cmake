@@ -11,6 +11,7 @@ foreach(t test_analysis_model test_analysis_cli test_analysis_export test_analys
 endforeach()
 
 memtap_unit_test(test_analysis_idmap unit/test_analysis_idmap.c LABELS analysis)
+memtap_unit_test(test_analysis_runs unit/test_analysis_runs.c LABELS analysis)
 
 include(integration/analysis/analysis.cmake OPTIONAL)
 
