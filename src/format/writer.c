@@ -72,6 +72,14 @@ struct mt_writer {
   int resolve_status;
 };
 
+/* mt_wbuf_vint with the one-byte case inline: most lengths, counts and deltas are below 253. */
+static inline void put_vint(mt_wbuf *b, int64_t v) {
+  if (v >= 0 && v <= 252 && b->len < b->cap)
+    b->data[b->len++] = (uint8_t)v;
+  else
+    mt_wbuf_vint(b, v);
+}
+
 static int fail_writer(mt_writer *w, int code) {
   if (!w->failed)
     w->failed = code;
@@ -222,8 +230,10 @@ static void free_domain_writer(domain_writer *d) {
 }
 
 /* flush(now), FORMAT.md §2.10: location packets, then the events packet (even if empty), then a
- * fresh packet with a real verifier. */
-static int flush_domain(mt_writer *w, domain_writer *d, int64_t now, mt_error *err) {
+ * fresh packet with a real verifier. Not inlined: its 32 KiB stack buffer would make every
+ * begin_event pay a large frame's prologue. */
+__attribute__((noinline)) static int flush_domain(mt_writer *w, domain_writer *d, int64_t now,
+                                                  mt_error *err) {
   if (forked_child(w->file))
     return forked_error(w, err);
   if (w->failed)
@@ -439,9 +449,10 @@ int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t 
     return mt_fail(err, MT_E_INVALID, -1,
                    "invalid allocation: length %lld, nsamples %lld, source %d", (long long)length,
                    (long long)nsamples, (int)source);
-  domain_writer *d;
-  rc = switch_domain(w, domain, &d, err);
-  if (rc || (rc = check_time(d, time, err)))
+  domain_writer *d = w->current;
+  if (d->domain != domain && (rc = switch_domain(w, domain, &d, err)))
+    return rc;
+  if ((rc = check_time(d, time, err)))
     return rc;
   if (callstack_length > d->prev_cap) {
     size_t cap = callstack_length * 2;
@@ -479,22 +490,23 @@ int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t 
   int64_t id = d->next;
   size_t count_at;
   if (short_form) {
-    mt_wbuf_vint(&d->buf, (int64_t)prefix);
+    put_vint(&d->buf, (int64_t)prefix);
     count_at = d->buf.len;
     mt_wbuf_u8(&d->buf, 0);
   } else {
-    mt_wbuf_vint(&d->buf, length);
-    mt_wbuf_vint(&d->buf, nsamples);
+    put_vint(&d->buf, length);
+    put_vint(&d->buf, nsamples);
     mt_wbuf_u8(&d->buf, (uint8_t)source);
-    mt_wbuf_vint(&d->buf, (int64_t)prefix);
+    put_vint(&d->buf, (int64_t)prefix);
     count_at = d->buf.len;
     mt_wbuf_u16(&d->buf, 0);
   }
   w->resolve = resolve;
   w->resolve_user = resolve_user;
   w->resolve_status = 0;
-  long codewords = mt_backtrace_encode(&d->cache, &d->buf, callstack, (long)new_frames - 1, id,
-                                       stage_location, w);
+  long codewords = new_frames ? mt_backtrace_encode(&d->cache, &d->buf, callstack,
+                                                    (long)new_frames - 1, id, stage_location, w)
+                              : 0; /* the whole stack is the common prefix */
   if (codewords < 0) {
     /* The cache already holds this backtrace's first frames, which the file will never describe:
      * no later event can be encoded. Drop this one and write out the whole events before it. */
@@ -525,9 +537,12 @@ int mt_writer_put_alloc_in(mt_writer *w, uint16_t domain, int64_t time, int64_t 
 
 static int put_object_event(mt_writer *w, uint16_t domain, unsigned code, int64_t time,
                             int64_t obj_id, mt_error *err) {
-  domain_writer *d;
   int rc = check_writable(w, err);
-  if (rc || (rc = switch_domain(w, domain, &d, err)) || (rc = check_time(d, time, err)))
+  if (rc)
+    return rc;
+  domain_writer *d = w->current;
+  if ((d->domain != domain && (rc = switch_domain(w, domain, &d, err))) ||
+      (rc = check_time(d, time, err)))
     return rc;
   /* A promote's delta must not be negative (§2.8); nor a collect's in v2, where one counter hands
    * out every id (§2.9), so an id at or past the next one was never allocated. */
@@ -537,7 +552,7 @@ static int put_object_event(mt_writer *w, uint16_t domain, unsigned code, int64_
   rc = begin_event(w, d, code, time, err);
   if (rc)
     return rc;
-  mt_wbuf_vint(&d->buf, (d->next - 1) - obj_id);
+  put_vint(&d->buf, (d->next - 1) - obj_id);
   return MT_OK;
 }
 

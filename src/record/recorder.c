@@ -58,6 +58,15 @@ struct mt_recorder {
   int64_t last_flush_ns; /* consumer clock */
   uint64_t flushed_at;   /* events written at the last flush */
   attachment *current;   /* during a poll's callbacks */
+  /* Until a second writing thread appears, there is nothing to merge: while the consumer keeps
+   * up, records go to order.c as they are read (direct), with the stack hash of the thread's
+   * previous stack reused. */
+  bool merging, direct_seen;
+  bool direct_ok; /* this poll: the previous one caught up (and one thread wrote so far) */
+  bool caught_up; /* the previous poll read every ring to where it stood */
+  uint64_t direct_key;
+  uint64_t *direct_frames; /* MT_TRACER_MAX_FRAMES */
+  uint32_t direct_nframes, direct_hash;
   bool finished;
   int decode_error; /* out of memory in a callback */
 };
@@ -131,6 +140,26 @@ static int64_t absolute_ns(attachment *a, uint64_t timestamp) {
   return a->realtime ? ns : a->created_realtime_ns + (ns - a->created_ns);
 }
 
+/* A record of the only thread so far, processed at once. */
+static void direct(mt_recorder *r, rec_event *e) {
+  uint32_t n = e->nframes;
+  if (n) {
+    bool same = n == r->direct_nframes;
+    for (uint32_t i = 0; i < n && same; i++)
+      same = r->direct_frames[i] == e->frames[i];
+    if (!same) {
+      memcpy(r->direct_frames, e->frames, n * sizeof *e->frames);
+      r->direct_nframes = n;
+      r->direct_hash = rec_stack_hash(e->frames, n);
+    }
+    e->stack_hash = r->direct_hash;
+  }
+  e->next = e->fifo_next = NULL;
+  e->dead = false;
+  e->epoch = 0;
+  rec_order_process(&r->order, &r->sink, e);
+}
+
 static int on_record(void *user, const mt_ring_event *ev) {
   mt_recorder *r = user;
   attachment *a = r->current;
@@ -195,6 +224,21 @@ static int on_record(void *user, const mt_ring_event *ev) {
   e.order = r->arrival++;
   e.source = (uint64_t)a->index << 48 | (uint64_t)(ev->ring & 0xffffff) << 24 |
              (ev->generation & 0xffffff);
+  if (!r->merging) {
+    if (!r->direct_seen) {
+      r->direct_seen = true;
+      r->direct_key = e.source;
+    } else if (e.source != r->direct_key) {
+      /* A second thread: from now on every record is merged by stamp. What the first thread
+       * wrote was already written: a record of the new one stamped earlier is repaired by
+       * order.c like any record read late. */
+      r->merging = true;
+    }
+    if (!r->merging && r->direct_ok) {
+      direct(r, &e);
+      return MT_CURSOR_NEXT;
+    }
+  }
   if (!rec_merge_push(&r->merge, &e, r->poll_now_ns)) {
     r->decode_error = MT_E_NOMEM;
     return MT_CURSOR_STOP;
@@ -258,9 +302,11 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
   r->exe = o.executable_name ? strdup(o.executable_name) : NULL;
   r->context = o.context ? strdup(o.context) : NULL;
   r->symboliser = rec_symboliser_new(o.no_symbols);
+  r->direct_frames = malloc(MT_TRACER_MAX_FRAMES * sizeof *r->direct_frames);
   r->modules.by_serial.seed = r->sites.unknown_pcs.seed = r->sites.wrapper.seed =
       r->merge.by_key.seed = mt_hashmap_random_seed();
-  if (!r->symboliser || (o.executable_name && !r->exe) || (o.context && !r->context) ||
+  if (!r->symboliser || !r->direct_frames || (o.executable_name && !r->exe) ||
+      (o.context && !r->context) ||
       !rec_order_init(&r->order, o.skew_tolerance_us * 1000, o.hold_bound_us * 1000)) {
     mt_recorder_destroy(r);
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
@@ -377,7 +423,19 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
     return mt_fail(err, MT_E_STATE, -1, "the recorder has finished");
   int64_t now = r->poll_now_ns = mono_ns();
   bool caught_up;
+  /* Direct processing only while the consumer keeps up: a backlog read ring by ring (a file read
+   * after the fact, a consumer that fell behind) goes through the merge, or one thread's records
+   * would be taken far ahead of the others'. */
+  r->direct_ok = r->caught_up && !r->merging;
+  if (r->direct_ok && r->merge.queued) {
+    /* Queued while behind: one thread's records only, so their order is the queue's. */
+    rec_event e;
+    while (rec_merge_pop(&r->merge, &e))
+      rec_order_process(&r->order, &r->sink, &e);
+  }
   int rc = read_rings(r, progress, &caught_up, false, err);
+  r->caught_up = caught_up;
+  r->direct_ok = false; /* finish reads through the merge */
   if (rc == MT_E_NOMEM)
     return rc;
   /* The trace's header waits for this process's own entry: a forked child's ring starts with a
@@ -488,5 +546,6 @@ void mt_recorder_destroy(mt_recorder *r) {
   free(r->exe);
   free(r->context);
   free(r->process_exe);
+  free(r->direct_frames);
   free(r);
 }

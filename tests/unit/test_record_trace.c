@@ -136,6 +136,66 @@ static void region_is_split_by_a_partial_unmap(void **state) {
   rr_trace_free(&t);
 }
 
+static void thread_start(mt_ring *r, uint64_t tid, uint64_t low, uint64_t high) {
+  uint64_t p[3] = {tid, low, high};
+  assert_int_equal(mt_ring_write(r, MT_TRACER_REC_THREAD_START, 0, p, 3), MT_OK);
+}
+
+static void thread_exit(mt_ring *r, uint64_t tid) {
+  assert_int_equal(mt_ring_write(r, MT_TRACER_REC_THREAD_EXIT, 0, &tid, 1), MT_OK);
+}
+
+static void thread_stack_is_a_major_region_freed_at_thread_exit(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  thread_start(r, 4242, 0x7f0000000000, 0x7f0000010000);
+  rr_alloc(r, 0x1000, 16, NULL, 0);
+  thread_exit(r, 4242);
+  thread_exit(r, 4242); /* a second exit has nothing left to free */
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "thread-stack.ctf", NULL, &st), &t);
+  /* alloc 0 (the stack), alloc 1 (the block), collect 0 */
+  assert_int_equal(t.count, 3);
+  assert_int_equal(t.events[0].kind, MT_EVENT_ALLOC);
+  assert_int_equal(t.events[0].source, MT_SOURCE_MAJOR);
+  assert_int_equal(t.events[0].length, 0x10000 / 8);
+  assert_int_equal(t.events[0].nsamples, 0x10000 / 8);
+  assert_int_equal(t.events[0].depth, 1);
+  size_t n;
+  const mt_location *site = rr_locations(&t, t.events[0].codes[0], &n);
+  assert_int_equal(n, 1);
+  assert_string_equal(site->defname, "<thread stack>");
+  assert_int_equal(t.events[1].source, MT_SOURCE_EXTERNAL);
+  assert_int_equal(t.events[2].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[2].obj_id, t.events[0].obj_id);
+  assert_int_equal(st.allocations, 2);
+  assert_int_equal(st.frees, 1);
+  rr_trace_free(&t);
+}
+
+static void
+running_thread_stack_is_collected_at_the_end_and_own_mapping_not_counted_twice(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  rr_map(r, 0x200000, 0x10000);             /* the program's own mmap... */
+  thread_start(r, 100, 0x200000, 0x210000); /* ...given to a thread as its stack */
+  thread_start(r, 101, 0x7f0000000000, 0x7f0000008000);
+  thread_exit(r, 100); /* leaves the program's mapping alone */
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "thread-stacks.ctf", NULL, &st), &t);
+  /* alloc 0 (the mmap), alloc 1 (thread 101's stack), collect 1 at the end */
+  assert_int_equal(t.count, 3);
+  assert_int_equal(t.events[0].length, 0x10000 / 8);
+  assert_int_equal(t.events[1].length, 0x8000 / 8);
+  size_t n;
+  assert_string_equal(rr_locations(&t, t.events[1].codes[0], &n)->defname, "<thread stack>");
+  assert_int_equal(t.events[2].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[2].obj_id, t.events[1].obj_id);
+  rr_trace_free(&t);
+}
+
 static void map_fixed_over_a_region_replaces_that_part(void **state) {
   (void)state;
   mt_ring *r = rr_open(true, 1);
@@ -396,6 +456,9 @@ int main(void) {
       cmocka_unit_test(free_before_its_allocation_on_the_same_thread_is_unknown),
       cmocka_unit_test(region_is_split_by_a_partial_unmap),
       cmocka_unit_test(map_fixed_over_a_region_replaces_that_part),
+      cmocka_unit_test(thread_stack_is_a_major_region_freed_at_thread_exit),
+      cmocka_unit_test(
+          running_thread_stack_is_collected_at_the_end_and_own_mapping_not_counted_twice),
       cmocka_unit_test(module_unloaded_and_another_at_its_address_get_two_codes),
       cmocka_unit_test(pc_in_no_module_and_truncated_stack_have_their_own_codes),
       cmocka_unit_test(compressed_v2_trace_reads_back),
