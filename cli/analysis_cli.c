@@ -164,6 +164,19 @@ static void warn_damage(const char *path, const mt_analysis *a, const mt_error *
           path, at, what, read, share, (double)(s->end_time - s->info.start_time) / 1e6);
 }
 
+bool an_regex_valid(const char *cmd, const char *option, const char *regex) {
+  regex_t re;
+  int rc = regcomp(&re, regex, REG_EXTENDED | REG_NOSUB);
+  if (rc) {
+    char why[128];
+    regerror(rc, &re, why, sizeof why);
+    cli_usage_error(cmd, "bad %sregular expression '%s': %s", option, regex, why);
+    return false;
+  }
+  regfree(&re);
+  return true;
+}
+
 /* Every --hide pattern, each checked alone (a bad one is a bad command line, whatever the trace),
  * as one extended regular expression "(p1)|(p2)|..." in *out (malloc'd; NULL when none); false
  * after printing a usage error or running out of memory. */
@@ -172,15 +185,8 @@ static bool hide_pattern(const char *cmd, const an_options *o, char **out) {
   for (int i = 0; i < o->nhide; i++) {
     if (!*o->hide[i])
       continue;
-    regex_t re;
-    int rc = regcomp(&re, o->hide[i], REG_EXTENDED | REG_NOSUB);
-    if (rc) {
-      char why[128];
-      regerror(rc, &re, why, sizeof why);
-      cli_usage_error(cmd, "bad --hide regular expression '%s': %s", o->hide[i], why);
+    if (!an_regex_valid(cmd, "--hide ", o->hide[i]))
       return false;
-    }
-    regfree(&re);
     len += strlen(o->hide[i]) + 3;
   }
   *out = NULL;
@@ -306,6 +312,21 @@ const char *an_metric_text(mt_metric metric, double value, char buf[48]) {
   snprintf(buf, 48, "%s object%s", out_format_count(value, count),
            out_plural((double)llround(value)));
   return buf;
+}
+
+double an_whole(const mt_analysis *a, mt_metric metric) {
+  const mt_summary *s = mt_analysis_summary(a);
+  mt_stats total = {0};
+  total.allocated = s->allocated;
+  total.live = s->live_end;
+  total.peak = s->at_peak;
+  total.temporary = s->temporary;
+  return mt_analysis_metric(a, &total, metric);
+}
+
+const char *an_metric_cell(mt_metric metric, double value, char buf[48]) {
+  return metric == MT_METRIC_COUNT ? out_format_count(value, buf)
+                                   : an_metric_text(metric, value, buf);
 }
 
 void an_json_amount(cli_out *o, const mt_analysis *a, const mt_amount *m) {

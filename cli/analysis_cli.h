@@ -92,6 +92,18 @@ const char *an_size(double bytes, char buf[32]);
 /* A metric's value for text: "981,314 objects" for count, else bytes ("11.1 MiB"). */
 const char *an_metric_text(mt_metric metric, double value, char buf[48]);
 
+/* A metric's value in a table column whose header names the unit: a bare count of objects for
+ * count ("981,314"), else bytes. */
+const char *an_metric_cell(mt_metric metric, double value, char buf[48]);
+
+/* A metric's value over the whole trace (or window): the summary's totals. */
+double an_whole(const mt_analysis *a, mt_metric metric);
+
+/* Whether `regex` is a valid POSIX extended regex; if not, prints "bad OPTIONregular expression
+ * 'REGEX': why" as `cmd`'s usage error (a bad regex is a bad command line, whatever the trace).
+ * `option` is "--focus " or "" (for an operand). */
+bool an_regex_valid(const char *cmd, const char *option, const char *regex);
+
 /* Writes an amount as a JSON object: objects, samples, bytes, objects_estimated (integers). */
 void an_json_amount(cli_out *o, const mt_analysis *a, const mt_amount *m);
 

@@ -2,7 +2,6 @@
  * shares of the function's inclusive cost (pprof's -peek, speedscope's sandwich view), from
  * mt_peek_functions (src/analysis/views.h). */
 #include <limits.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,16 +28,10 @@ static const char usage[] =
     "  --json            one JSON object (schema memtap.callers/1), every caller and "
     "callee\n" AN_USAGE_WINDOW AN_USAGE_STACKS "  -h, --help        show this help\n";
 
-/* A value in a table column: bytes, or a bare count of objects (the header says which). */
-static const char *cell(mt_metric metric, double value, char buf[48]) {
-  return metric == MT_METRIC_COUNT ? out_format_count(value, buf)
-                                   : an_metric_text(metric, value, buf);
-}
-
 static void print_self(cli_out *o, mt_metric metric, const mt_peek *p, double flat, double cum) {
   char b[48];
   out_printf(o, "    %6.2f%% %12s  (itself: allocated in %s)\n", cum > 0 ? 100 * flat / cum : 0,
-             cell(metric, flat, b), p->key.function);
+             an_metric_cell(metric, flat, b), p->key.function);
 }
 
 static void print_edges(cli_out *o, const mt_analysis *a, mt_metric metric, const mt_peek *p,
@@ -59,7 +52,7 @@ static void print_edges(cli_out *o, const mt_analysis *a, mt_metric metric, cons
       print_self(o, metric, p, flat, cum);
       self = false;
     }
-    out_printf(o, "    %6.2f%% %12s  ", cum > 0 ? 100 * v / cum : 0, cell(metric, v, b));
+    out_printf(o, "    %6.2f%% %12s  ", cum > 0 ? 100 * v / cum : 0, an_metric_cell(metric, v, b));
     if (e[i].key.function[0])
       out_str(o, e[i].key.function);
     else
@@ -71,7 +64,7 @@ static void print_edges(cli_out *o, const mt_analysis *a, mt_metric metric, cons
     for (size_t i = shown; i < n; i++)
       rest += mt_analysis_metric(a, &e[i].stats, metric);
     out_printf(o, "    %6.2f%% %12s  (%zu other %s%s)\n", cum > 0 ? 100 * rest / cum : 0,
-               cell(metric, rest, b), n - shown, callees ? "callee" : "caller",
+               an_metric_cell(metric, rest, b), n - shown, callees ? "callee" : "caller",
                out_plural((double)(n - shown)));
   }
   if (self)
@@ -127,14 +120,8 @@ int mt_cmd_callers(int argc, char **argv) {
   if (optind != argc - 2)
     return cli_usage_error("callers", "expected a REGEX and a TRACE");
   const char *regex = argv[optind], *path = argv[optind + 1];
-  regex_t re;
-  int rc = regcomp(&re, regex, REG_EXTENDED | REG_NOSUB);
-  if (rc) {
-    char why[128];
-    regerror(rc, &re, why, sizeof why);
-    return cli_usage_error("callers", "bad regular expression '%s': %s", regex, why);
-  }
-  regfree(&re);
+  if (!an_regex_valid("callers", "", regex))
+    return MT_EXIT_USAGE;
   int status;
   mt_analysis *a = an_load("callers", path, &ao, false, MT_TIME_UNBOUNDED, &status);
   if (!a)
@@ -153,13 +140,7 @@ int mt_cmd_callers(int argc, char **argv) {
     mt_analysis_free(a);
     return MT_EXIT_FAILURE;
   }
-  const mt_summary *s = mt_analysis_summary(a);
-  mt_stats total = {0};
-  total.allocated = s->allocated;
-  total.live = s->live_end;
-  total.peak = s->at_peak;
-  total.temporary = s->temporary;
-  double whole = mt_analysis_metric(a, &total, metric);
+  double whole = an_whole(a, metric);
   size_t shown = limit && (size_t)limit < n ? (size_t)limit : n;
   char b1[48], b2[48];
   cli_out o;

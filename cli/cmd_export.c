@@ -18,15 +18,18 @@ static const char usage[] =
     "  --at T|peak       pprof, speedscope: what is in use at the peak, or at T (seconds or N%:\n"
     "                    the analysis then stops at T, allocations included); default: the end.\n"
     "                    T also applies to chrome and folded; 'peak' does not\n"
-    "  --by METRIC       folded: bytes (the default), count, live, peak, "
-    "temporary\n" AN_USAGE_WINDOW AN_USAGE_STACKS "  -h, --help        show this help\n";
+    "  --by METRIC       folded: bytes (the default), count, live, peak, temporary\n"
+    "  --focus REGEX     pprof, speedscope, folded: only the backtraces through a function whose\n"
+    "                    name matches the POSIX extended REGEX (pprof's -focus)\n" AN_USAGE_WINDOW
+        AN_USAGE_STACKS "  -h, --help        show this help\n";
 
 int mt_cmd_export(int argc, char **argv) {
-  enum { OPT_FORMAT = 1, OPT_AT, OPT_BY };
+  enum { OPT_FORMAT = 1, OPT_AT, OPT_BY, OPT_FOCUS };
   static const struct option options[] = {AN_LONG_OPTIONS,
                                           {"format", required_argument, NULL, OPT_FORMAT},
                                           {"at", required_argument, NULL, OPT_AT},
                                           {"by", required_argument, NULL, OPT_BY},
+                                          {"focus", required_argument, NULL, OPT_FOCUS},
                                           {0}};
   an_options ao = {0};
   mt_export_options eo = {0};
@@ -46,6 +49,7 @@ int mt_cmd_export(int argc, char **argv) {
         return cli_usage_error("export", "--by takes bytes, count, live, peak or temporary");
       by = true;
       break;
+    case OPT_FOCUS: eo.focus = optarg; break;
     case 'o': output = optarg; break;
     default: return cli_bad_option("export");
     }
@@ -78,6 +82,11 @@ int mt_cmd_export(int argc, char **argv) {
   if (at && !strcmp(at, "peak") && format != MT_EXPORT_PPROF && format != MT_EXPORT_SPEEDSCOPE)
     return cli_usage_error("export", "--at peak is for pprof and speedscope%s",
                            format == MT_EXPORT_FOLDED ? " (folded: --by peak)" : "");
+  if (eo.focus && format == MT_EXPORT_CHROME)
+    return cli_usage_error("export", "--focus is for pprof, speedscope and folded: the Chrome "
+                                     "trace's heap counter is the whole heap's");
+  if (eo.focus && !an_regex_valid("export", "--focus ", eo.focus))
+    return MT_EXIT_USAGE;
   const char *path = argv[optind];
   cli_output_file out; /* before reading the trace: a bad output is found at once */
   if (!cli_output_file_open(&out, output, &path, 1))

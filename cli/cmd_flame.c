@@ -18,16 +18,19 @@ static const char usage[] =
     "  --svg             an SVG flame graph\n"
     "  --by METRIC       bytes (allocated, the default), count, live, peak, temporary\n"
     "  --inverted        start each stack at the allocation point (callers above it)\n"
+    "  --focus REGEX     only the backtraces through a function whose name matches the POSIX\n"
+    "                    extended REGEX (pprof's -focus); values add up to their own total\n"
     "  -o FILE           write to FILE instead of standard output\n" AN_USAGE_WINDOW AN_USAGE_STACKS
     "  -h, --help        show this help\n";
 
 int mt_cmd_flame(int argc, char **argv) {
-  enum { OPT_FOLDED = 1, OPT_SVG, OPT_BY, OPT_INVERTED };
+  enum { OPT_FOLDED = 1, OPT_SVG, OPT_BY, OPT_INVERTED, OPT_FOCUS };
   static const struct option options[] = {AN_LONG_OPTIONS,
                                           {"folded", no_argument, NULL, OPT_FOLDED},
                                           {"svg", no_argument, NULL, OPT_SVG},
                                           {"by", required_argument, NULL, OPT_BY},
                                           {"inverted", no_argument, NULL, OPT_INVERTED},
+                                          {"focus", required_argument, NULL, OPT_FOCUS},
                                           {0}};
   an_options ao = {0};
   mt_export_options eo = {0};
@@ -48,6 +51,7 @@ int mt_cmd_flame(int argc, char **argv) {
         return cli_usage_error("flame", "--by takes bytes, count, live, peak or temporary");
       break;
     case OPT_INVERTED: eo.inverted = true; break;
+    case OPT_FOCUS: eo.focus = optarg; break;
     case 'o': output = optarg; break;
     default: return cli_bad_option("flame");
     }
@@ -56,6 +60,8 @@ int mt_cmd_flame(int argc, char **argv) {
     return cli_usage_error("flame", "--folded and --svg are two outputs: give one");
   if (optind != argc - 1)
     return cli_usage_error("flame", "expected exactly one TRACE");
+  if (eo.focus && !an_regex_valid("flame", "--focus ", eo.focus))
+    return MT_EXIT_USAGE;
   const char *path = argv[optind];
   cli_output_file out; /* before the analysis: a bad output is found at once */
   if (!cli_output_file_open(&out, output, &path, 1))

@@ -2,7 +2,6 @@
  * flat and cum columns, optionally only over the backtraces through chosen functions (pprof's
  * -focus). The table is also `memtap top --inclusive` (functions_view.h). */
 #include <limits.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +32,6 @@ static const char usage[] =
         AN_USAGE_STACKS "  -h, --help        show this help\n";
 
 static const char *group_names[] = {"site", "function", "file"};
-
-/* A value in a table column: bytes, or a bare count of objects (the header says which). */
-static const char *cell(mt_metric metric, double value, char buf[48]) {
-  return metric == MT_METRIC_COUNT ? out_format_count(value, buf)
-                                   : an_metric_text(metric, value, buf);
-}
 
 static void print_key(cli_out *o, mt_group_by by, mt_frame key) {
   if (by == MT_GROUP_FILE)
@@ -82,8 +75,8 @@ static void print_table(cli_out *o, const mt_analysis *a, const an_options *ao,
     sum += flat;
     double pf = whole > 0 ? 100 * flat / whole : 0, pc = whole > 0 ? 100 * cum / whole : 0;
     double ps = whole > 0 ? 100 * sum / whole : 0;
-    out_printf(o, "%12s %6.2f%% %6.2f%% %12s %6.2f%%  ", cell(v->metric, flat, b1), pf, ps,
-               cell(v->metric, cum, b2), pc);
+    out_printf(o, "%12s %6.2f%% %6.2f%% %12s %6.2f%%  ", an_metric_cell(v->metric, flat, b1), pf,
+               ps, an_metric_cell(v->metric, cum, b2), pc);
     print_key(o, v->by, costs[i].key);
     out_str(o, "\n");
   }
@@ -91,16 +84,8 @@ static void print_table(cli_out *o, const mt_analysis *a, const an_options *ao,
 
 int functions_view_run(const char *cmd, const char *path, const an_options *ao,
                        const functions_view *v) {
-  if (v->focus) { /* a bad regex is a bad command line, whatever the trace */
-    regex_t re;
-    int rc = regcomp(&re, v->focus, REG_EXTENDED | REG_NOSUB);
-    if (rc) {
-      char why[128];
-      regerror(rc, &re, why, sizeof why);
-      return cli_usage_error(cmd, "bad --focus regular expression '%s': %s", v->focus, why);
-    }
-    regfree(&re);
-  }
+  if (v->focus && !an_regex_valid(cmd, "--focus ", v->focus))
+    return MT_EXIT_USAGE;
   int status;
   mt_analysis *a = an_load(cmd, path, ao, false, MT_TIME_UNBOUNDED, &status);
   if (!a)
@@ -116,16 +101,11 @@ int functions_view_run(const char *cmd, const char *path, const an_options *ao,
     mt_analysis_free(a);
     return MT_EXIT_FAILURE;
   }
-  const mt_summary *s = mt_analysis_summary(a);
-  mt_stats total = {0}, through = {0};
-  total.allocated = s->allocated;
-  total.live = s->live_end;
-  total.peak = s->at_peak;
-  total.temporary = s->temporary;
+  mt_stats through = {0};
   for (size_t i = 0; keep && i < mt_analysis_stack_count(a); i++)
     if (keep[i])
       mt_stats_add(&through, mt_analysis_stack_stats(a, i));
-  double whole = mt_analysis_metric(a, &total, v->metric);
+  double whole = an_whole(a, v->metric);
   double focused_value = mt_analysis_metric(a, &through, v->metric);
   cli_out o;
   out_init(&o, STDOUT_FILENO);

@@ -4,7 +4,6 @@
  * peek, heaptrack's bottom-up view), built from the analysis's stacks. */
 #include <limits.h>
 #include <math.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,20 +227,6 @@ static void callers_json(cli_out *o, const mt_analysis *a, const caller_tree *t,
   free(kids);
 }
 
-/* A bad --focus regex is a bad command line, whatever the trace: false after saying so. */
-static bool focus_valid(const char *focus) {
-  regex_t re;
-  int rc = regcomp(&re, focus, REG_EXTENDED | REG_NOSUB);
-  if (rc) {
-    char why[128];
-    regerror(rc, &re, why, sizeof why);
-    cli_usage_error("top", "bad --focus regular expression '%s': %s", focus, why);
-    return false;
-  }
-  regfree(&re);
-  return true;
-}
-
 /* keyed_stacks of only the stacks through a function matching `focus` (*matched of them); NULL
  * with `err` set on failure. */
 static keyed_stack *focused_stacks(const mt_analysis *a, mt_group_by by, const char *focus,
@@ -361,7 +346,7 @@ int mt_cmd_top(int argc, char **argv) {
     functions_view v = {by, metric, false, focus, (size_t)limit};
     return functions_view_run("top", path, &ao, &v);
   }
-  if (focus && !focus_valid(focus))
+  if (focus && !an_regex_valid("top", "--focus ", focus))
     return MT_EXIT_USAGE;
   int status;
   mt_analysis *a = an_load("top", path, &ao, false, MT_TIME_UNBOUNDED, &status);
@@ -391,12 +376,7 @@ int mt_cmd_top(int argc, char **argv) {
     }
   }
   const mt_summary *s = mt_analysis_summary(a);
-  mt_stats total = {0};
-  total.allocated = s->allocated;
-  total.live = s->live_end;
-  total.peak = s->at_peak;
-  total.temporary = s->temporary;
-  double whole = mt_analysis_metric(a, &total, metric);
+  double whole = an_whole(a, metric);
   size_t shown = limit && (size_t)limit < n ? (size_t)limit : n;
   static const char *group_names[] = {"site", "function", "file"};
   caller_tree tree = {0};

@@ -45,7 +45,11 @@ typedef struct mt_export_options {
   mt_metric metric;   /* folded, SVG: the value of each backtrace (default bytes allocated) */
   bool inverted;      /* folded, SVG: the allocation point first (callers below it) */
   bool inuse_at_peak; /* pprof, speedscope: in use at the peak instead of the end */
-  const char *title;  /* SVG, HTML: shown at the top; NULL for the executable's name */
+  /* folded, SVG, pprof, speedscope: when not NULL, only the backtraces through a function whose
+   * name matches this POSIX extended regex (pprof's -focus), their values apportioned to their own
+   * rounded total; MT_E_INVALID for a bad regex, and for the Chrome trace and HTML formats */
+  const char *focus;
+  const char *title; /* SVG, HTML: shown at the top; NULL for the executable's name */
   /* HTML: when not NULL, the page compares this analysis (A, run with cells) with the exported
    * one (B), as `memtap report A --diff B` */
   const mt_analysis *baseline;

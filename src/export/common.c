@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/views.h"
 #include "common/error.h"
 #include "export/export_internal.h"
 
@@ -14,6 +15,9 @@ int mt_export(const mt_analysis *a, mt_export_format format, FILE *out,
   mt_export_options defaults = {0};
   if (!options)
     options = &defaults;
+  if (options->focus && (format == MT_EXPORT_CHROME || format == MT_EXPORT_HTML))
+    return mt_fail(err, MT_E_INVALID, -1,
+                   "a focus is for folded stacks, SVG flame graphs, pprof and speedscope");
   if (options->metric == MT_METRIC_TEMPORARY && !mt_analysis_summary(a)->temporary_defined)
     return mt_fail(err, MT_E_UNSUPPORTED, -1,
                    "temporary allocations are only known when every allocation is recorded "
@@ -84,7 +88,24 @@ static double metric_total(const mt_analysis *a, mt_metric metric) {
   return mt_analysis_metric(a, &t, metric);
 }
 
-int64_t *mt_export_stack_values(const mt_analysis *a, mt_metric metric) {
+int mt_export_focus(const mt_analysis *a, const mt_export_options *o, bool **keep, mt_error *err) {
+  *keep = NULL;
+  return o->focus ? mt_stacks_through(a, o->focus, keep, NULL, err) : MT_OK;
+}
+
+/* The estimated objects of a stats' amount: allocated for MT_METRIC_COUNT, else live or peak. */
+static double objects_of(const mt_analysis *a, const mt_stats *s, mt_metric amount) {
+  (void)a;
+  return amount == MT_METRIC_COUNT  ? s->allocated.objects_estimated
+         : amount == MT_METRIC_PEAK ? s->peak.objects_estimated
+                                    : s->live.objects_estimated;
+}
+
+/* Each stack's value(a, stats, m), 0 for those `keep` leaves out, apportioned to `whole` rounded
+ * (without `keep`) or to the kept values' rounded sum. */
+static int64_t *apportioned(const mt_analysis *a, const bool *keep,
+                            double (*value)(const mt_analysis *, const mt_stats *, mt_metric),
+                            mt_metric m, double whole) {
   size_t n = mt_analysis_stack_count(a);
   double *v = malloc((n ? n : 1) * sizeof *v);
   int64_t *out = malloc((n ? n : 1) * sizeof *out);
@@ -93,11 +114,25 @@ int64_t *mt_export_stack_values(const mt_analysis *a, mt_metric metric) {
     free(out);
     return NULL;
   }
-  for (size_t i = 0; i < n; i++)
-    v[i] = mt_analysis_metric(a, mt_analysis_stack_stats(a, i), metric);
-  mt_apportion(v, n, llround(metric_total(a, metric)), out);
+  double kept = 0;
+  for (size_t i = 0; i < n; i++) {
+    v[i] = keep && !keep[i] ? 0 : value(a, mt_analysis_stack_stats(a, i), m);
+    kept += v[i] > 0 ? v[i] : 0;
+  }
+  mt_apportion(v, n, llround(keep ? kept : whole), out);
   free(v);
   return out;
+}
+
+int64_t *mt_export_stack_values(const mt_analysis *a, mt_metric metric, const bool *keep) {
+  return apportioned(a, keep, mt_analysis_metric, metric, metric_total(a, metric));
+}
+
+int64_t *mt_export_stack_objects(const mt_analysis *a, bool inuse, bool at_peak, const bool *keep) {
+  const mt_summary *s = mt_analysis_summary(a);
+  const mt_amount *whole = !inuse ? &s->allocated : at_peak ? &s->at_peak : &s->live_end;
+  mt_metric amount = !inuse ? MT_METRIC_COUNT : at_peak ? MT_METRIC_PEAK : MT_METRIC_LIVE;
+  return apportioned(a, keep, objects_of, amount, whole->objects_estimated);
 }
 
 /* Length of the valid UTF-8 sequence at s, or 0. */

@@ -3,6 +3,8 @@
 #ifndef MEMTAP_SRC_EXPORT_INTERNAL_H
 #define MEMTAP_SRC_EXPORT_INTERNAL_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "memtap/export.h"
@@ -22,9 +24,18 @@ void mt_json_string(FILE *out, const char *s);
  * character (or escape) and ends with "…". */
 void mt_json_string_cut(FILE *out, const char *s, size_t max);
 
+/* Which stacks an export keeps: `*keep` is NULL (all of them) without o->focus, else malloc'd,
+ * one flag per stack (mt_stacks_through; the caller frees). MT_OK, MT_E_INVALID, MT_E_NOMEM. */
+int mt_export_focus(const mt_analysis *a, const mt_export_options *o, bool **keep, mt_error *err);
+
 /* A stack's values under `metric`, apportioned so that they add up to the rounded total of the
- * whole analysis (malloc'd, one per stack; NULL when memory runs out). */
-int64_t *mt_export_stack_values(const mt_analysis *a, mt_metric metric);
+ * whole analysis (malloc'd, one per stack; NULL when memory runs out). With `keep` (not NULL),
+ * the other stacks' values are 0 and the kept ones add up to their own rounded total. */
+int64_t *mt_export_stack_values(const mt_analysis *a, mt_metric metric, const bool *keep);
+
+/* The same for the estimated objects of an amount of each stack's stats: allocated, or in use
+ * (live at the end, or at the peak with `at_peak`). */
+int64_t *mt_export_stack_objects(const mt_analysis *a, bool inuse, bool at_peak, const bool *keep);
 
 /* Writes text escaped for XML/HTML. */
 void mt_xml_text(FILE *out, const char *s);

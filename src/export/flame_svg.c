@@ -61,8 +61,13 @@ static void draw(FILE *out, const mt_flame_tree *t, uint32_t node, double x, dou
 
 int mt_export_flame_svg(const mt_analysis *a, FILE *out, const mt_export_options *o,
                         mt_error *err) {
-  int64_t *values = mt_export_stack_values(a, o->metric);
-  mt_flame_tree t;
+  bool *keep;
+  int rc = mt_export_focus(a, o, &keep, err);
+  if (rc)
+    return rc;
+  int64_t *values = mt_export_stack_values(a, o->metric, keep);
+  free(keep);
+  mt_flame_tree t = {0};
   if (!values || mt_flame_tree_build(&t, a, values, o->inverted, NULL) != MT_OK) {
     free(values);
     mt_flame_tree_free(&t);
@@ -87,12 +92,18 @@ int mt_export_flame_svg(const mt_analysis *a, FILE *out, const mt_export_options
           "<text x=\"10\" y=\"20\" font-size=\"14\">",
           WIDTH, height, WIDTH, height);
   mt_xml_text(out, title);
-  fprintf(out, " &#8212; %s by %s</text>\n",
+  fprintf(out, " &#8212; %s by %s",
           o->inverted ? "icicle (allocation points first)" : "flame graph",
           o->metric == MT_METRIC_COUNT  ? "objects"
           : o->metric == MT_METRIC_LIVE ? "live bytes"
           : o->metric == MT_METRIC_PEAK ? "bytes at peak"
                                         : "bytes");
+  if (o->focus) {
+    fputs(" through functions matching '", out);
+    mt_xml_text(out, o->focus);
+    fputs("'", out);
+  }
+  fputs("</text>\n", out);
   draw(out, &t, 0, 0, scale, height, unit);
   fputs("</svg>\n", out);
   mt_flame_tree_free(&t);

@@ -201,26 +201,6 @@ static void value_type(pprof *p, unsigned field, const char *type, const char *u
   pb_message(&p->out, field, &p->sub);
 }
 
-static int64_t *apportion_objects(const mt_analysis *a, bool live_at_peak, bool inuse,
-                                  double total) {
-  size_t n = mt_analysis_stack_count(a);
-  double *v = malloc((n ? n : 1) * sizeof *v);
-  int64_t *out = malloc((n ? n : 1) * sizeof *out);
-  if (!v || !out) {
-    free(v);
-    free(out);
-    return NULL;
-  }
-  for (size_t i = 0; i < n; i++) {
-    const mt_stats *s = mt_analysis_stack_stats(a, i);
-    v[i] = !inuse ? s->allocated.objects_estimated
-                  : (live_at_peak ? s->peak : s->live).objects_estimated;
-  }
-  mt_apportion(v, n, llround(total), out);
-  free(v);
-  return out;
-}
-
 static int write_gzip(FILE *out, const uint8_t *data, size_t len, mt_error *err) {
   z_stream z = {0};
   if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
@@ -256,11 +236,14 @@ int mt_export_pprof(const mt_analysis *a, FILE *out, const mt_export_options *o,
   int rc = MT_OK;
   size_t n = mt_analysis_stack_count(a);
   bool at_peak = o->inuse_at_peak;
-  int64_t *alloc_space = mt_export_stack_values(a, MT_METRIC_BYTES);
-  int64_t *inuse_space = mt_export_stack_values(a, at_peak ? MT_METRIC_PEAK : MT_METRIC_LIVE);
-  int64_t *alloc_objects = apportion_objects(a, at_peak, false, s->allocated.objects_estimated);
-  int64_t *inuse_objects =
-      apportion_objects(a, at_peak, true, (at_peak ? s->at_peak : s->live_end).objects_estimated);
+  bool *keep;
+  if ((rc = mt_export_focus(a, o, &keep, err)))
+    return rc;
+  int64_t *alloc_space = mt_export_stack_values(a, MT_METRIC_BYTES, keep);
+  int64_t *inuse_space = mt_export_stack_values(a, at_peak ? MT_METRIC_PEAK : MT_METRIC_LIVE, keep);
+  int64_t *alloc_objects = mt_export_stack_objects(a, false, at_peak, keep);
+  int64_t *inuse_objects = mt_export_stack_objects(a, true, at_peak, keep);
+  free(keep);
   uint64_t *ids = malloc(4096 * sizeof *ids);
   size_t ids_cap = 4096;
   if (string_index(&p.str, "") != 0 || !alloc_space || !inuse_space || !alloc_objects ||

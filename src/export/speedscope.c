@@ -40,8 +40,14 @@ static void profile(FILE *out, const mt_analysis *a, const char *name, const int
 
 int mt_export_speedscope(const mt_analysis *a, FILE *out, const mt_export_options *o,
                          mt_error *err) {
-  int64_t *allocated = mt_export_stack_values(a, MT_METRIC_BYTES);
-  int64_t *live = mt_export_stack_values(a, o->inuse_at_peak ? MT_METRIC_PEAK : MT_METRIC_LIVE);
+  bool *keep;
+  int rc = mt_export_focus(a, o, &keep, err);
+  if (rc)
+    return rc;
+  int64_t *allocated = mt_export_stack_values(a, MT_METRIC_BYTES, keep);
+  int64_t *live =
+      mt_export_stack_values(a, o->inuse_at_peak ? MT_METRIC_PEAK : MT_METRIC_LIVE, keep);
+  free(keep);
   if (!allocated || !live) {
     free(allocated);
     free(live);

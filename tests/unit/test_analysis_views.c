@@ -603,6 +603,35 @@ static void top_focus_ranks_only_the_backtraces_through_the_match(void **state) 
   free(out);
 }
 
+/* flame --focus '^h$' and export --focus: r1 (80 B) and r4 (16 B, f -> f folded), their values
+ * adding up to their own 96 B; in use at the end only r4. */
+static void flame_and_export_focus_keep_only_the_backtraces_through_the_match(void **state) {
+  (void)state;
+  char *out = RUN(0, NULL, "flame", "--focus", "^h$", rec_path());
+  assert_string_equal(out, "main;f;g;f;g;h 80\nmain;h;f 16\n");
+  free(out);
+  out = RUN(0, NULL, "export", "--format", "folded", "--focus", "^h$", "--by", "live", "-o", "-",
+            rec_path());
+  assert_string_equal(out, "main;h;f 16\n");
+  free(out);
+  out = RUN(0, NULL, "flame", "--focus", "^g$", "--inverted", rec_path());
+  assert_string_equal(out, "h;g;f;g;f;main 80\nf;g;f;main 48\ng;main 32\n");
+  free(out);
+  out = RUN(0, NULL, "flame", "--svg", "--focus", "^h$", rec_path());
+  assert_non_null(strstr(out, "flame graph by bytes through functions matching '^h$'</text>"));
+  assert_non_null(strstr(out, "<title>all (96 bytes, 100.00%)</title>"));
+  free(out);
+  out = RUN(0, NULL, "export", "--format", "speedscope", "--focus", "^h$", "-o", "-", rec_path());
+  assert_true(tu_json_valid(out, NULL));
+  assert_non_null(strstr(out, "\"endValue\":96,\"samples\":[[0,1,2,1,2,3],[0,3,1]],"
+                              "\"weights\":[80,16]}"));
+  assert_non_null(strstr(out, "\"endValue\":16,\"samples\":[[0,3,1]],\"weights\":[16]}"));
+  free(out);
+  out = RUN(0, NULL, "flame", "--focus", "zzz", rec_path());
+  assert_string_equal(out, "");
+  free(out);
+}
+
 static const char *known_file(void) {
   static char path[4096];
   if (!path[0]) {
@@ -811,7 +840,7 @@ static void views_commands_have_help_and_clear_errors(void **state) {
   }
   static const struct {
     int status;
-    const char *args[6];
+    const char *args[8];
     const char *message;
   } cases[] = {
       {64, {"callers", NULL}, "memtap callers: expected a REGEX and a TRACE"},
@@ -824,13 +853,21 @@ static void views_commands_have_help_and_clear_errors(void **state) {
       {64, {"functions", "T", "T"}, "memtap functions: expected exactly one TRACE"},
       {64, {"top", "--focus", "(", "T"}, "memtap top: bad --focus regular expression '(': "},
       {64, {"top", "--inclusive", "--inverted", "T"}, "--inclusive and --inverted are different"},
+      {64, {"flame", "--focus", "(", "T"}, "memtap flame: bad --focus regular expression '(': "},
+      {64,
+       {"export", "--format", "pprof", "-o", "/dev/null", "--focus", "(", "T"},
+       "memtap export: bad --focus regular expression '(': "},
+      {64,
+       {"export", "--format", "chrome", "-o", "/dev/null", "--focus", "f", "T"},
+       "memtap export: --focus is for pprof, speedscope and folded"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    const char *args[6];
-    for (size_t j = 0; j < 6; j++)
+    const char *args[8];
+    for (size_t j = 0; j < 8; j++)
       args[j] = cases[i].args[j] && !strcmp(cases[i].args[j], "T") ? rec_path() : cases[i].args[j];
     char *err;
-    free(RUN(cases[i].status, &err, args[0], args[1], args[2], args[3], args[4], args[5]));
+    free(RUN(cases[i].status, &err, args[0], args[1], args[2], args[3], args[4], args[5], args[6],
+             args[7]));
     if (!strstr(err, cases[i].message))
       fail_msg("case %zu: stderr %s lacks %s", i, err, cases[i].message);
     free(err);
@@ -896,6 +933,7 @@ int main(void) {
       cmocka_unit_test(every_text_header_states_the_window),
       cmocka_unit_test(callers_text_and_json_give_shares_exactly),
       cmocka_unit_test(top_focus_ranks_only_the_backtraces_through_the_match),
+      cmocka_unit_test(flame_and_export_focus_keep_only_the_backtraces_through_the_match),
       cmocka_unit_test(diff_has_totals_percentages_and_says_when_nothing_differs),
       cmocka_unit_test(diff_marks_changes_within_the_sampling_noise),
       cmocka_unit_test(diff_inclusive_compares_cum_per_function),
