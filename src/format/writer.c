@@ -566,9 +566,51 @@ int mt_writer_put_collect_in(mt_writer *w, uint16_t domain, int64_t time, int64_
   return put_object_event(w, domain, MT_CODE_COLLECT, time, obj_id, err);
 }
 
+/* The common allocation, written without the general path's bookkeeping: the current domain, no
+ * flush due, and a call stack of one frame equal to the previous stack's outermost (the whole
+ * stack is the common prefix: nothing to encode). Writes the same bytes as mt_writer_put_alloc_in;
+ * false when the general path must take it. */
+static inline bool put_alloc_fast(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
+                                  mt_source source, const uint64_t *callstack,
+                                  size_t callstack_length, int64_t *obj_id) {
+  domain_writer *d = w->current;
+  if (callstack_length != 1 || d->prev_len == 0 || d->prev[0] != callstack[0] ||
+      forked_since(w->file) || w->failed || length < 0 || nsamples < 1 ||
+      (unsigned)source > MT_SOURCE_EXTERNAL || time < d->t1 ||
+      MT_PACKET_MAX - d->buf.len < HEADROOM || d->staged_count > MAX_NEW_LOCATIONS ||
+      (uint64_t)time - (uint64_t)d->t0 > MT_PACKET_MAX_SPAN || chunk_exhausted(w, d))
+    return false;
+  /* begin_event without a flush; HEADROOM leaves room for all of this event. */
+  bool short_form = length >= 1 && length <= 16 && source == MT_SOURCE_MINOR && nsamples == 1;
+  d->t1 = time;
+  mt_store_u32(d->buf.data + d->buf.len,
+               mt_event_header(short_form ? (unsigned)(100 + length) : MT_CODE_ALLOC, time));
+  d->buf.len += 4;
+  if (short_form) {
+    put_vint(&d->buf, 1); /* the prefix */
+    d->buf.data[d->buf.len++] = 0;
+  } else {
+    put_vint(&d->buf, length);
+    put_vint(&d->buf, nsamples);
+    d->buf.data[d->buf.len++] = (uint8_t)source;
+    put_vint(&d->buf, 1);
+    mt_store_u16(d->buf.data + d->buf.len, 0);
+    d->buf.len += 2;
+  }
+  *obj_id = d->next++;
+  d->prev_len = 1;
+  return true;
+}
+
 int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
                         mt_source source, const uint64_t *callstack, size_t callstack_length,
                         mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id, mt_error *err) {
+  int64_t id;
+  if (put_alloc_fast(w, time, length, nsamples, source, callstack, callstack_length, &id)) {
+    if (obj_id)
+      *obj_id = id;
+    return MT_OK;
+  }
   return mt_writer_put_alloc_in(w, w->current->domain, time, length, nsamples, source, callstack,
                                 callstack_length, resolve, resolve_user, obj_id, err);
 }
@@ -578,6 +620,18 @@ int mt_writer_put_promote(mt_writer *w, int64_t time, int64_t obj_id, mt_error *
 }
 
 int mt_writer_put_collect(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err) {
+  /* The common case, as put_object_event and begin_event write it when no flush is due. */
+  domain_writer *d = w->current;
+  if (!forked_since(w->file) && !w->failed && time >= d->t1 && obj_id >= 0 &&
+      (obj_id < d->next || w->file->version >= 3) && MT_PACKET_MAX - d->buf.len >= HEADROOM &&
+      d->staged_count <= MAX_NEW_LOCATIONS &&
+      (uint64_t)time - (uint64_t)d->t0 <= MT_PACKET_MAX_SPAN && !chunk_exhausted(w, d)) {
+    d->t1 = time;
+    mt_store_u32(d->buf.data + d->buf.len, mt_event_header(MT_CODE_COLLECT, time));
+    d->buf.len += 4;
+    put_vint(&d->buf, (d->next - 1) - obj_id);
+    return MT_OK;
+  }
   return put_object_event(w, w->current->domain, MT_CODE_COLLECT, time, obj_id, err);
 }
 

@@ -120,11 +120,11 @@ static int run(importer *im, struct mt_input *in, mt_error *err) {
     go_heap_new_generation(&im->h);
     if ((rc = go_merge_start(&im->m, &im->g, &im->t, im->f.version, err)))
       break;
-    go_event ev;
+    const go_event *ev;
     while ((rc = go_merge_next(&im->m, &ev, err)) > 0) {
-      int64_t t = to_us(im, ev.time);
+      int64_t t = to_us(im, ev->time);
       im->last_us = t;
-      if ((rc = go_heap_event(&im->h, &ev, &im->t, t, err)))
+      if ((rc = go_heap_event(&im->h, ev, &im->t, t, err)))
         break;
     }
     im->stats->go_events += im->m.events;

@@ -36,13 +36,41 @@ static const uint8_t rank[256] = {
     [GO_EV_GOROUTINE_STACK_ALLOC] = 3,
 };
 
+/* Whether stream a's pending event comes before stream b's: by time (a stream's `time` is its
+ * pending event's), then rank, then stream. */
 static inline bool earlier(const go_merge *m, size_t a, size_t b) {
-  const go_event *x = &m->streams[a].pending, *y = &m->streams[b].pending;
+  const go_stream *x = &m->streams[a], *y = &m->streams[b];
   if (x->time != y->time)
     return x->time < y->time;
-  if (rank[x->type] != rank[y->type])
-    return rank[x->type] < rank[y->type];
+  if (x->rank != y->rank)
+    return x->rank < y->rank;
   return a < b;
+}
+
+/* Notes the earlier of the heap's second and third streams (none: a bound nothing passes). */
+static void set_bound(go_merge *m) {
+  size_t b = SIZE_MAX;
+  if (m->heap_len > 1)
+    b = m->heap_len > 2 && earlier(m, m->heap[2], m->heap[1]) ? m->heap[2] : m->heap[1];
+  if (b == SIZE_MAX) {
+    m->bound_time = UINT64_MAX;
+    m->bound_rank = UINT8_MAX;
+  } else {
+    m->bound_time = m->streams[b].time;
+    m->bound_rank = m->streams[b].rank;
+  }
+  m->bound_index = b;
+}
+
+/* Whether the first stream's pending event still comes before every other stream's (the heap's
+ * order then holds without sifting). */
+static inline bool still_first(const go_merge *m, size_t top) {
+  const go_stream *s = &m->streams[top];
+  if (s->time != m->bound_time)
+    return s->time < m->bound_time;
+  if (s->rank != m->bound_rank)
+    return s->rank < m->bound_rank;
+  return top < m->bound_index;
 }
 
 static void sift_down(go_merge *m, size_t i) {
@@ -77,10 +105,70 @@ static bool converted(uint8_t type) {
   return type >= GO_EV_SPAN || type == GO_EV_GC_BEGIN;
 }
 
-/* Reads events of stream `s` until one memtap converts; 1 with it in s->pending, 0 when the
- * stream's batches are done, or an error. */
+/* A varint of at most 4 bytes at p, with no bound check (the caller knows 10 bytes are there);
+ * NULL for a longer one, which the careful path (go_uvarint) reads. */
+static inline const uint8_t *short_uvarint(const uint8_t *p, uint64_t *value) {
+  uint64_t v = p[0];
+  if (v < 0x80) {
+    *value = v;
+    return p + 1;
+  }
+  v &= 0x7f;
+  for (unsigned i = 1; i < 4; i++) {
+    if (p[i] < 0x80) {
+      *value = v | (uint64_t)p[i] << (7 * i);
+      return p + i + 1;
+    }
+    v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+  }
+  return NULL;
+}
+
+/* Reads the arguments of an event of `spec` at s->c.p (after its type byte) into args. */
+static int read_args(go_stream *s, const go_event_spec *spec, uint64_t *args, mt_error *err) {
+  if (go_cursor_left(&s->c) >= 10 * GO_MAX_ARGS) { /* the usual case: no bound checks */
+    const uint8_t *p = s->c.p;
+    unsigned i = 0;
+    for (; i < spec->nargs; i++)
+      if (!(p = short_uvarint(p, &args[i])))
+        break;
+    if (i == spec->nargs) {
+      s->c.p = p;
+      return MT_OK;
+    }
+  }
+  for (unsigned i = 0; i < spec->nargs; i++)
+    if (!go_uvarint(&s->c, &args[i]))
+      return go_fail(err, go_cursor_offset(&s->c), "%s in the arguments of event %s",
+                     go_cursor_left(&s->c) < 10 ? "the batch ends" : "bad varint", spec->name);
+  return MT_OK;
+}
+
+/* Checks the stack and string ids among an event's arguments. */
+static int check_ids(go_merge *m, go_stream *s, const go_event_spec *spec, const uint64_t *args,
+                     const uint8_t *at, mt_error *err) {
+  for (unsigned i = 1; i < spec->nargs; i++) {
+    uint8_t bit = (uint8_t)(1u << i);
+    bool bad = ((spec->stack_args & bit) && !go_tables_has_stack(m->t, args[i])) ||
+               ((spec->string_args & bit) && !go_tables_has_string(m->t, args[i]));
+    if (bad) {
+      s->c.p = at;
+      return go_fail(err, go_cursor_offset(&s->c),
+                     "event %s names %s %llu, which the "
+                     "generation does not define",
+                     spec->name, (spec->stack_args & bit) ? "stack" : "string",
+                     (unsigned long long)args[i]);
+    }
+  }
+  return MT_OK;
+}
+
+/* Reads events of stream `s` until one memtap converts; 1 with it in the stream's pending slot
+ * (the other slot, which holds the event handed out before, is left alone), 0 when the stream's
+ * batches are done, or an error. */
 static int advance(go_merge *m, go_stream *s, mt_error *err) {
   const go_event_spec *specs = m->specs;
+  go_event *ev = &s->slot[s->pending ^ 1];
   for (;;) {
     while (s->c.p == s->c.end) {
       if (s->next == s->end)
@@ -89,7 +177,6 @@ static int advance(go_merge *m, go_stream *s, mt_error *err) {
       s->c = go_cursor_make(m->g->data.data + b->offset, b->size, b->file_offset);
       s->time = b->time;
     }
-    go_event *ev = &s->pending;
     const uint8_t *at = s->c.p;
     uint8_t type = *s->c.p++;
     const go_event_spec *spec = &specs[type];
@@ -101,35 +188,23 @@ static int advance(go_merge *m, go_stream *s, mt_error *err) {
                      "\"go 1.%d trace\"",
                      go_event_name(m->version, type, name), m->version);
     }
-    for (unsigned i = 0; i < spec->nargs; i++)
-      if (!go_uvarint(&s->c, &ev->args[i]))
-        return go_fail(err, go_cursor_offset(&s->c), "%s in the arguments of event %s",
-                       go_cursor_left(&s->c) < 10 ? "the batch ends" : "bad varint", spec->name);
+    int rc = read_args(s, spec, ev->args, err);
+    if (rc)
+      return rc;
     m->events++;
     if (ev->args[0] > UINT64_MAX - s->time) {
       s->c.p = at;
       return go_fail(err, go_cursor_offset(&s->c), "time of event %s overflows", spec->name);
     }
     s->time += ev->args[0];
-    if (spec->stack_args | spec->string_args) {
-      for (unsigned i = 1; i < spec->nargs; i++) {
-        uint8_t bit = (uint8_t)(1u << i);
-        bool bad = ((spec->stack_args & bit) && !go_tables_has_stack(m->t, ev->args[i])) ||
-                   ((spec->string_args & bit) && !go_tables_has_string(m->t, ev->args[i]));
-        if (bad) {
-          s->c.p = at;
-          return go_fail(err, go_cursor_offset(&s->c),
-                         "event %s names %s %llu, which the "
-                         "generation does not define",
-                         spec->name, (spec->stack_args & bit) ? "stack" : "string",
-                         (unsigned long long)ev->args[i]);
-        }
-      }
-    }
+    if ((spec->stack_args | spec->string_args) && (rc = check_ids(m, s, spec, ev->args, at, err)))
+      return rc;
     if (converted(type)) {
       ev->type = type;
       ev->time = s->time;
       ev->offset = s->c.base + (at - s->c.start);
+      s->rank = rank[type];
+      s->pending ^= 1;
       return 1;
     }
   }
@@ -185,21 +260,27 @@ int go_merge_start(go_merge *m, const go_generation *g, const go_tables *t, int 
     m->nstreams++;
     i = j;
   }
+  set_bound(m);
   return MT_OK;
 }
 
-int go_merge_next(go_merge *m, go_event *ev, mt_error *err) {
+int go_merge_next(go_merge *m, const go_event **ev, mt_error *err) {
   if (m->heap_len == 0)
     return 0;
   size_t top = m->heap[0];
   go_stream *s = &m->streams[top];
-  *ev = s->pending;
-  int rc = advance(m, s, err);
+  *ev = &s->slot[s->pending];
+  int rc = advance(m, s, err); /* into the other slot: *ev stays */
   if (rc < 0)
     return rc;
-  if (rc == 0)
+  if (rc == 0) {
     m->heap[0] = m->heap[--m->heap_len];
-  if (m->heap_len)
+  } else if (still_first(m, top)) {
+    return 1; /* the heap is unchanged, and so is the bound */
+  }
+  if (m->heap_len) {
     sift_down(m, 0);
+    set_bound(m);
+  }
   return 1;
 }

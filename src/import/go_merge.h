@@ -27,7 +27,9 @@ typedef struct go_stream {
   size_t end;       /* one past its last batch */
   go_cursor c;      /* inside the current batch */
   uint64_t time;    /* of the last event read */
-  go_event pending; /* the next event to hand out */
+  go_event slot[2]; /* the next event to hand out, and the one handed out before it */
+  unsigned pending; /* which slot holds the next event */
+  uint8_t rank;     /* of the pending event's type among events of one tick (go_merge.c) */
 } go_stream;
 
 typedef struct go_merge {
@@ -41,6 +43,11 @@ typedef struct go_merge {
   size_t nstreams, streams_cap;
   size_t *heap; /* stream indices, earliest pending event first */
   size_t heap_len;
+  /* The earlier of the heap's second and third streams: while the first stream's events come
+   * before it, they are handed out without touching the heap. */
+  uint64_t bound_time;
+  uint8_t bound_rank;
+  size_t bound_index;
   uint64_t events; /* events parsed so far, converted or not */
 } go_merge;
 
@@ -48,8 +55,9 @@ typedef struct go_merge {
 int go_merge_start(go_merge *m, const go_generation *g, const go_tables *t, int version,
                    mt_error *err);
 
-/* The next converted event in time order: 1, 0 at the end of the generation, or an error. */
-int go_merge_next(go_merge *m, go_event *ev, mt_error *err);
+/* The next converted event in time order: 1 with *ev pointing to it (valid until the next call),
+ * 0 at the end of the generation, or an error. */
+int go_merge_next(go_merge *m, const go_event **ev, mt_error *err);
 
 void go_merge_free(go_merge *m);
 
