@@ -12,6 +12,7 @@ add_library(memtap_analysis OBJECT
   analysis/pass.c
   analysis/groups.c
   analysis/frame_keys.c
+  analysis/frame_trie.c
   analysis/functions.c
   analysis/callers.c
   analysis/diff.c)

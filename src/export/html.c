@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/frame_trie.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "common/hashmap.h"
 #include "export/export_internal.h"
 
@@ -182,66 +184,49 @@ static uint32_t name_frame(name_frames *nf, const mt_analysis *a, uint32_t frame
   return nf->first[frame];
 }
 
-/* Builds the trie. Consecutive stacks often share a long prefix: the previous stack's path is
- * kept, and only the frames past the shared prefix are looked up. */
+/* Builds the trie from the analysis's frame trie: each of its nodes maps to a node of names once,
+ * the first time a stack reaches it, so a stack costs only the frames no earlier stack had. Nodes
+ * are numbered as a walk of every stack from the root would number them (stack by stack, outer
+ * frames first). */
 static bool trie_init(trie *t, const mt_analysis *a) {
-  size_t n = mt_analysis_stack_count(a), m = n ? n : 1;
+  size_t n = mt_analysis_stack_count(a), m = n ? n : 1, nf_nodes = mt_frame_trie_count(a);
   mt_hashmap ids = {.seed = mt_hashmap_random_seed()}; /* keys come from the trace */
   name_frames nf = {0};
-  uint32_t *raw = NULL; /* the previous stack's frames; prev: their name frames */
   *t = (trie){0};
   t->leaf = malloc(m * sizeof *t->leaf);
   t->sw = malloc(m * sizeof *t->sw);
   t->site = malloc(m * sizeof *t->site);
-  uint32_t *prev = NULL;
-  int64_t *path = NULL;
-  size_t prev_depth = 0, path_cap = 0;
-  bool ok = t->leaf && t->sw && t->site;
+  int32_t *node_of = malloc((nf_nodes ? nf_nodes : 1) * sizeof *node_of); /* -2: not yet */
+  uint32_t *pending = NULL; /* a stack's frame nodes not mapped yet, innermost first */
+  size_t pending_cap = 0;
+  bool ok = t->leaf && t->sw && t->site && node_of;
+  for (size_t i = 0; ok && i < nf_nodes; i++)
+    node_of[i] = i ? -2 : -1;
   for (size_t i = 0; ok && i < n; i++) {
-    size_t depth;
-    const uint32_t *frames = mt_analysis_stack_frames(a, i, &depth, NULL);
     t->sw[i] = stack_weight(mt_analysis_stack_stats(a, i));
     t->site[i] = mt_analysis_stack_site(a, i);
     if (t->site[i] != NO_SITE && t->site[i] >= t->nframes)
       t->nframes = t->site[i] + 1;
-    if (depth > path_cap) {
-      size_t cap = depth * 2;
-      uint32_t *pf = realloc(prev, cap * sizeof *pf);
-      if (pf)
-        prev = pf;
-      int64_t *pp = realloc(path, cap * sizeof *pp);
-      if (pp)
-        path = pp;
-      uint32_t *pc = realloc(raw, cap * sizeof *pc);
-      if (pc)
-        raw = pc;
-      if (!pf || !pp || !pc) {
+    size_t npending = 0;
+    uint32_t f = mt_frame_trie_of_stack(a, i);
+    for (; node_of[f] == -2; f = mt_frame_trie_parent(a, f)) {
+      if (npending == pending_cap && !MT_GROW(pending, pending_cap, npending + 1)) {
         ok = false;
         break;
       }
-      path_cap = cap;
-    }
-    /* The same frames as the previous stack's, then frames of the same names: the same path. */
-    size_t j = 0;
-    while (j < depth && j < prev_depth && raw[j] == frames[j])
-      j++;
-    while (j < depth && j < prev_depth && name_frame(&nf, a, frames[j], &ok) == prev[j]) {
-      raw[j] = frames[j];
-      j++;
+      pending[npending++] = f;
     }
     size_t before = t->n;
-    for (; ok && j < depth; j++) {
-      uint32_t f = name_frame(&nf, a, frames[j], &ok);
-      path[j] =
-          trie_child(t, &ids, j ? path[j - 1] : -1, f, j > 0 && (size_t)path[j - 1] >= before);
-      prev[j] = f;
-      raw[j] = frames[j];
-      ok = ok && path[j] >= 0;
-      if (f >= t->nframes)
-        t->nframes = f + 1;
+    int64_t node = ok ? node_of[f] : -1;
+    while (ok && npending > 0) {
+      f = pending[--npending];
+      uint32_t name = name_frame(&nf, a, mt_frame_trie_frame(a, f), &ok);
+      node = trie_child(t, &ids, node, name, node >= 0 && (size_t)node >= before);
+      ok = ok && node >= 0;
+      node_of[f] = (int32_t)node;
+      if (name >= t->nframes)
+        t->nframes = name + 1;
     }
-    prev_depth = depth;
-    int64_t node = depth ? path[depth - 1] : -1;
     if (ok && node >= 0 && t->sw[i] > 0)
       t->weight[node] += t->sw[i];
     t->leaf[i] = node;
@@ -249,9 +234,8 @@ static bool trie_init(trie *t, const mt_analysis *a) {
   for (size_t i = ok ? t->n : 0; i-- > 0;) /* children come after their parent */
     if (t->parent[i] >= 0)
       t->weight[t->parent[i]] += t->weight[i];
-  free(prev);
-  free(path);
-  free(raw);
+  free(node_of);
+  free(pending);
   free(nf.first);
   mt_hashmap_free(&nf.by_name);
   mt_hashmap_free(&ids);
@@ -641,23 +625,22 @@ static void put_uint(numbers *w, uint64_t v) {
     w->buf[w->n++] = (char)('0' + v);
     return;
   }
-  char tmp[20];
-  size_t k = sizeof tmp;
+  size_t len = 2; /* written from its end, straight into the buffer */
+  for (uint64_t x = v / 100; x; x /= 10)
+    len++;
+  char *d = w->buf + w->n + len;
+  w->n += len;
   while (v >= 100) {
-    k -= 2;
-    tmp[k] = pairs[2 * (v % 100)];
-    tmp[k + 1] = pairs[2 * (v % 100) + 1];
+    d -= 2;
+    memcpy(d, pairs + 2 * (v % 100), 2);
     v /= 100;
   }
   if (v >= 10) {
-    k -= 2;
-    tmp[k] = pairs[2 * v];
-    tmp[k + 1] = pairs[2 * v + 1];
+    d -= 2;
+    memcpy(d, pairs + 2 * v, 2);
   } else {
-    tmp[--k] = (char)('0' + v);
+    *--d = (char)('0' + v);
   }
-  for (char *d = w->buf + w->n; k < sizeof tmp; k++, w->n++)
-    *d++ = tmp[k];
 }
 
 static void put_int(numbers *w, int64_t v) {

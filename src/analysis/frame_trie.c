@@ -1,0 +1,20 @@
+/* Read access to the analysis's frame trie (frame_trie.h). */
+#include "analysis/frame_trie.h"
+
+#include "analysis/model.h"
+
+size_t mt_frame_trie_count(const mt_analysis *a) {
+  return a->nfnodes;
+}
+
+uint32_t mt_frame_trie_parent(const mt_analysis *a, uint32_t node) {
+  return a->fnodes[node].parent;
+}
+
+uint32_t mt_frame_trie_frame(const mt_analysis *a, uint32_t node) {
+  return a->fnodes[node].frame;
+}
+
+uint32_t mt_frame_trie_of_stack(const mt_analysis *a, size_t stack) {
+  return a->stacks[stack].fnode;
+}
