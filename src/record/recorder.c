@@ -62,8 +62,8 @@ struct mt_recorder {
    * up, records go to order.c as they are read (direct), with the stack hash of the thread's
    * previous stack reused. */
   bool merging, direct_seen;
-  bool direct_ok; /* this poll: the previous one caught up (and one thread wrote so far) */
-  bool caught_up; /* the previous poll read every ring to where it stood */
+  bool direct_ok; /* this poll: not the first (and one thread wrote so far) */
+  uint64_t polls;
   uint64_t direct_key;
   uint64_t *direct_frames; /* MT_TRACER_MAX_FRAMES */
   uint32_t direct_nframes, direct_hash;
@@ -423,10 +423,12 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
     return mt_fail(err, MT_E_STATE, -1, "the recorder has finished");
   int64_t now = r->poll_now_ns = mono_ns();
   bool caught_up;
-  /* Direct processing only while the consumer keeps up: a backlog read ring by ring (a file read
-   * after the fact, a consumer that fell behind) goes through the merge, or one thread's records
-   * would be taken far ahead of the others'. */
-  r->direct_ok = r->caught_up && !r->merging;
+  /* Direct processing from the second poll on: the first reads the backlog of every ring in
+   * turn (a file read after the fact, a program that ran before we attached), so that a thread
+   * whose records wait in another ring is seen, and merged, before one thread's records are
+   * taken ahead of the others'. */
+  r->direct_ok = r->polls && !r->merging;
+  r->polls++;
   if (r->direct_ok && r->merge.queued) {
     /* Queued while behind: one thread's records only, so their order is the queue's. */
     rec_event e;
@@ -434,7 +436,6 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
       rec_order_process(&r->order, &r->sink, &e);
   }
   int rc = read_rings(r, progress, &caught_up, false, err);
-  r->caught_up = caught_up;
   r->direct_ok = false; /* finish reads through the merge */
   if (rc == MT_E_NOMEM)
     return rc;
