@@ -566,6 +566,19 @@ int mt_writer_put_collect_in(mt_writer *w, uint16_t domain, int64_t time, int64_
   return put_object_event(w, domain, MT_CODE_COLLECT, time, obj_id, err);
 }
 
+/* put_vint where the room is known (begin_event's HEADROOM), with the two-byte case inline too. */
+static inline __attribute__((always_inline)) void put_vint_roomy(mt_wbuf *b, int64_t v) {
+  if ((uint64_t)v <= 252) {
+    b->data[b->len++] = (uint8_t)v;
+  } else if ((uint64_t)v <= 0xFFFF) {
+    b->data[b->len] = 253;
+    mt_store_u16(b->data + b->len + 1, (uint16_t)v);
+    b->len += 3;
+  } else {
+    mt_wbuf_vint(b, v);
+  }
+}
+
 /* The common allocation, written without the general path's bookkeeping: the current domain, no
  * flush due, and a call stack of one frame equal to the previous stack's outermost (the whole
  * stack is the common prefix: nothing to encode). Writes the same bytes as mt_writer_put_alloc_in;
@@ -587,13 +600,13 @@ static inline bool put_alloc_fast(mt_writer *w, int64_t time, int64_t length, in
                mt_event_header(short_form ? (unsigned)(100 + length) : MT_CODE_ALLOC, time));
   d->buf.len += 4;
   if (short_form) {
-    put_vint(&d->buf, 1); /* the prefix */
+    put_vint_roomy(&d->buf, 1); /* the prefix */
     d->buf.data[d->buf.len++] = 0;
   } else {
-    put_vint(&d->buf, length);
-    put_vint(&d->buf, nsamples);
+    put_vint_roomy(&d->buf, length);
+    put_vint_roomy(&d->buf, nsamples);
     d->buf.data[d->buf.len++] = (uint8_t)source;
-    put_vint(&d->buf, 1);
+    put_vint_roomy(&d->buf, 1);
     mt_store_u16(d->buf.data + d->buf.len, 0);
     d->buf.len += 2;
   }
@@ -629,7 +642,7 @@ int mt_writer_put_collect(mt_writer *w, int64_t time, int64_t obj_id, mt_error *
     d->t1 = time;
     mt_store_u32(d->buf.data + d->buf.len, mt_event_header(MT_CODE_COLLECT, time));
     d->buf.len += 4;
-    put_vint(&d->buf, (d->next - 1) - obj_id);
+    put_vint_roomy(&d->buf, (d->next - 1) - obj_id);
     return MT_OK;
   }
   return put_object_event(w, w->current->domain, MT_CODE_COLLECT, time, obj_id, err);

@@ -174,6 +174,7 @@ static int put_collect(go_heap *h, int64_t time, int64_t obj, mt_error *err) {
  * `objects` map under its id. */
 #define IN_MAP UINT32_MAX
 #define MAX_SLOTS 1024
+#define NEAR_SPAN_BYTES (UINT64_C(1) << 24) /* spans locate_near serves are smaller */
 
 typedef struct object_ref {
   go_span *span; /* NULL: the object is in the map */
@@ -190,6 +191,7 @@ static int locate(go_heap *h, uint64_t id, object_ref *ref, uint64_t *size, mt_e
   if (page == h->last_page) {
     s = &h->span[h->last_span_index];
   } else {
+    h->last_magic = 0;
     if (!go_idmap_get(&h->pages, page, &span_id) || !go_idmap_get(&h->spans, span_id, &index))
       return MT_OK;
     s = &h->span[index];
@@ -218,7 +220,30 @@ static int locate(go_heap *h, uint64_t id, object_ref *ref, uint64_t *size, mt_e
     ref->span = s;
     ref->slot = &s->slots[i];
   }
+  if (s->size_class != 0 && (s->npages << h->page_shift) < NEAR_SPAN_BYTES) {
+    h->last_base = s->id << h->page_shift;
+    h->last_size = *size;
+    h->last_magic = ((UINT64_C(1) << 40) + *size - 1) / *size;
+  }
   return MT_OK;
+}
+
+/* locate for an object in the page of the last one, when that page's span is a small-object span
+ * with its slots: false when locate must answer. Within such a span an offset is below 2^24 and a
+ * slot size at most 32 KiB, so (offset * magic) >> 40 is exactly offset / size (the error
+ * ceil(2^40 / size) * size - 2^40 is below size, 2^15, and offset * 2^15 stays below 2^40). */
+static inline bool locate_near(go_heap *h, uint64_t id, object_ref *ref, uint64_t *size) {
+  uint64_t offset = id << h->align_shift;
+  if ((offset >> h->page_shift) != h->last_page || !h->last_magic)
+    return false;
+  go_span *s = &h->span[h->last_span_index];
+  uint64_t i = ((offset - h->last_base) * h->last_magic) >> 40;
+  if (i >= s->nslots)
+    return false;
+  ref->span = s;
+  ref->slot = &s->slots[i];
+  *size = h->last_size;
+  return true;
 }
 
 static bool ref_get(const go_heap *h, const object_ref *ref, uint64_t id, uint64_t *obj) {
@@ -263,19 +288,20 @@ static void ref_clear(go_heap *h, const object_ref *ref, uint64_t id) {
 /* Span events change which page belongs to which span. */
 static void forget_last_page(go_heap *h) {
   h->last_page = UINT64_MAX;
+  h->last_magic = 0;
 }
 
 static int object_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t time,
                         mt_error *err) {
   uint64_t id = ev->args[1];
   mt_go_counts *n = &h->stats->objects;
-  if (id > (UINT64_MAX >> (h->align_shift + 1)))
+  if (id > h->max_object_id)
     return go_fail(err, ev->offset, "heap object id %llu is past the address space",
                    (unsigned long long)id);
   object_ref ref;
   uint64_t size, obj = 0;
-  int rc = locate(h, id, &ref, &size, err);
-  if (rc)
+  int rc;
+  if (!locate_near(h, id, &ref, &size) && (rc = locate(h, id, &ref, &size, err)))
     return rc;
   bool live = ref_get(h, &ref, id, &obj);
   if (ev->type == GO_EV_HEAP_OBJECT_FREE) {
@@ -362,7 +388,10 @@ static int drop_span(go_heap *h, uint64_t index, int64_t time, mt_error *err) {
   return put_collect(h, time, s->obj, err);
 }
 
-static int span_event(go_heap *h, const go_event *ev, int64_t time, mt_error *err) {
+/* Span and stack events are rare next to objects: out of line, they keep object_event's
+ * frame small. */
+__attribute__((noinline)) static int span_event(go_heap *h, const go_event *ev, int64_t time,
+                                                mt_error *err) {
   forget_last_page(h);
   uint64_t id = ev->args[1], index;
   mt_go_counts *n = &h->stats->spans;
@@ -431,7 +460,8 @@ static int span_event(go_heap *h, const go_event *ev, int64_t time, mt_error *er
                    err);
 }
 
-static int stack_event(go_heap *h, const go_event *ev, int64_t time, mt_error *err) {
+__attribute__((noinline)) static int stack_event(go_heap *h, const go_event *ev, int64_t time,
+                                                 mt_error *err) {
   uint64_t id = ev->args[1], obj;
   mt_go_counts *n = &h->stats->stacks;
   bool live = go_idmap_get(&h->stacks, id, &obj);
@@ -475,7 +505,9 @@ static int stack_event(go_heap *h, const go_event *ev, int64_t time, mt_error *e
   return MT_OK;
 }
 
-int go_heap_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t time, mt_error *err) {
+/* Every event the fast paths below do not take. */
+__attribute__((noinline)) static int any_event(go_heap *h, const go_event *ev, const go_tables *t,
+                                               int64_t time, mt_error *err) {
   if (ev->type == GO_EV_GC_BEGIN) {
     h->gc_epoch++;
     go_idmap_clear(&h->late);
@@ -489,6 +521,7 @@ int go_heap_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t ti
     h->page_shift = log2_of(h->info->page_size);
     h->align_shift = log2_of(h->info->heap_align);
     h->stack_shift = log2_of(h->info->fixed_stack);
+    h->max_object_id = UINT64_MAX >> (h->align_shift + 1);
   }
   switch (ev->type) {
   case GO_EV_HEAP_OBJECT:
@@ -499,4 +532,65 @@ int go_heap_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t ti
   case GO_EV_SPAN_FREE: return span_event(h, ev, time, err);
   default: return stack_event(h, ev, time, err);
   }
+}
+
+#define NOT_NEAR 1 /* statuses are 0 or negative */
+
+/* The usual free, as any_event and object_event do it: an object live in a slot of the last
+ * object's span, no reused slot awaiting its free. NOT_NEAR when any_event must take it. */
+static inline int free_near(go_heap *h, const go_event *ev, int64_t time, mt_error *err) {
+  uint64_t id = ev->args[1], size;
+  object_ref ref;
+  if (!h->page_shift || id > h->max_object_id || h->late.count || !locate_near(h, id, &ref, &size))
+    return NOT_NEAR;
+  uint32_t v = *ref.slot;
+  if (v == 0 || v == IN_MAP)
+    return NOT_NEAR;
+  mt_go_import_stats *st = h->stats;
+  st->alloc_free_events++;
+  st->experiment = true;
+  st->objects.frees++;
+  st->objects.freed++;
+  h->live_objects--;
+  *ref.slot = 0;
+  ref.span->used--;
+  return put_collect(h, time, ref.span->slot_base + v - 1, err);
+}
+
+/* The usual allocation: a free slot of the last object's span, no object kept in the map, the
+ * type of the previous allocation (or none), objects converted. NOT_NEAR when any_event must take
+ * it. */
+static inline int alloc_near(go_heap *h, const go_event *ev, int64_t time, mt_error *err) {
+  uint64_t id = ev->args[1], type = ev->args[2], size, code;
+  object_ref ref;
+  if (!h->page_shift || id > h->max_object_id || h->objects.count || !(h->kinds & MT_GO_OBJECTS) ||
+      !locate_near(h, id, &ref, &size) || *ref.slot)
+    return NOT_NEAR;
+  if (type == 0)
+    code = GO_CODE_NO_TYPE;
+  else if (type == h->last_type_id)
+    code = h->last_type_code;
+  else
+    return NOT_NEAR;
+  mt_go_import_stats *st = h->stats;
+  st->alloc_free_events++;
+  st->experiment = true;
+  st->objects.allocated++;
+  int64_t words = (int64_t)((size + 7) / 8), obj;
+  int rc = mt_writer_put_alloc(h->w, time, words, words, MT_SOURCE_EXTERNAL, &code, 1,
+                               go_heap_resolve, h, &obj, err);
+  if (rc)
+    return rc;
+  if (!ref_set(h, &ref, id, obj))
+    return go_nomem(err);
+  return MT_OK;
+}
+
+int go_heap_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t time, mt_error *err) {
+  int rc = NOT_NEAR;
+  if (ev->type == GO_EV_HEAP_OBJECT_FREE)
+    rc = free_near(h, ev, time, err);
+  else if (ev->type == GO_EV_HEAP_OBJECT_ALLOC)
+    rc = alloc_near(h, ev, time, err);
+  return rc != NOT_NEAR ? rc : any_event(h, ev, t, time, err);
 }

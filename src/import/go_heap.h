@@ -42,6 +42,11 @@ typedef struct go_heap {
   go_span *span;
   size_t nspan, span_cap;
   uint64_t last_page, last_span_index; /* the last object's page, for its neighbours */
+  /* That page's span when it is a small-object span with its slots (go_heap.c locate_near):
+   * its first byte's offset from the heap's start, slot size, and 2^40 / slot size rounded up
+   * (0: not such a span), with which a slot's index is a multiplication. */
+  uint64_t last_base, last_size, last_magic;
+  uint64_t max_object_id; /* ids above are past the address space */
   size_t *free_spans;
   size_t nfree_spans, free_spans_cap;
   /* Type names: the location of code GO_CODE_TYPES + i is names[i]. */

@@ -264,14 +264,54 @@ int go_merge_start(go_merge *m, const go_generation *g, const go_tables *t, int 
   return MT_OK;
 }
 
+/* advance for the usual event, inline: a batch with room for any event's arguments, a type of the
+ * version without stack or string arguments, varints of at most 4 bytes, no overflow. Returns 1
+ * with the next converted event in the stream's pending slot, or 0 where advance must go on
+ * (from the first event the fast path did not take). */
+static inline int advance_fast(go_merge *m, go_stream *s) {
+  go_event *ev = &s->slot[s->pending ^ 1];
+  const go_event_spec *specs = m->specs;
+  const uint8_t *p = s->c.p;
+  uint64_t time = s->time;
+  while (s->c.end - p > 10 * GO_MAX_ARGS) {
+    uint8_t type = *p;
+    const go_event_spec *spec = &specs[type];
+    if (!spec->name || (spec->stack_args | spec->string_args))
+      break;
+    const uint8_t *q = p + 1;
+    unsigned i = 0;
+    for (; i < spec->nargs; i++)
+      if (!(q = short_uvarint(q, &ev->args[i])))
+        break;
+    if (i < spec->nargs || ev->args[0] > UINT64_MAX - time)
+      break;
+    time += ev->args[0];
+    m->events++;
+    if (converted(type)) {
+      ev->type = type;
+      ev->time = time;
+      ev->offset = s->c.base + (p - s->c.start);
+      s->c.p = q;
+      s->time = time;
+      s->rank = rank[type];
+      s->pending ^= 1;
+      return 1;
+    }
+    p = q;
+  }
+  s->c.p = p;
+  s->time = time;
+  return 0;
+}
+
 int go_merge_next(go_merge *m, const go_event **ev, mt_error *err) {
   if (m->heap_len == 0)
     return 0;
   size_t top = m->heap[0];
   go_stream *s = &m->streams[top];
   *ev = &s->slot[s->pending];
-  int rc = advance(m, s, err); /* into the other slot: *ev stays */
-  if (rc < 0)
+  int rc = advance_fast(m, s); /* into the other slot: *ev stays */
+  if (!rc && (rc = advance(m, s, err)) < 0)
     return rc;
   if (rc == 0) {
     m->heap[0] = m->heap[--m->heap_len];
