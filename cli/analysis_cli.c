@@ -2,6 +2,7 @@
 #include "analysis_cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <regex.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analysis/views.h"
 #include "cli.h"
 
 bool an_option(an_options *o, int c, const char *arg) {
@@ -315,12 +317,7 @@ const char *an_metric_text(mt_metric metric, double value, char buf[48]) {
 }
 
 double an_whole(const mt_analysis *a, mt_metric metric) {
-  const mt_summary *s = mt_analysis_summary(a);
-  mt_stats total = {0};
-  total.allocated = s->allocated;
-  total.live = s->live_end;
-  total.peak = s->at_peak;
-  total.temporary = s->temporary;
+  mt_stats total = mt_analysis_totals(a);
   return mt_analysis_metric(a, &total, metric);
 }
 
@@ -363,6 +360,20 @@ bool an_parse_metric(const char *text, mt_metric *metric) {
 
 const char *an_metric_name(mt_metric metric) {
   return (unsigned)metric < 5 ? metric_names[metric] : "?";
+}
+
+bool an_metric_arg(const char *cmd, const char *arg, mt_metric *metric) {
+  if (an_parse_metric(arg, metric))
+    return true;
+  cli_usage_error(cmd, "--by takes bytes, count, live, peak or temporary");
+  return false;
+}
+
+bool an_count_arg(const char *cmd, const char *option, const char *arg, long long *count) {
+  if (cli_parse_int(arg, 0, LLONG_MAX, count))
+    return true;
+  cli_usage_error(cmd, "%s takes a count (0 or more), not '%s'", option, arg);
+  return false;
 }
 
 bool an_parse_group(const char *text, mt_group_by *by) {

@@ -1,7 +1,6 @@
 /* memtap callers: for each function matching a regex, its callers and its callees with their
  * shares of the function's inclusive cost (pprof's -peek, speedscope's sandwich view), from
  * mt_peek_functions (src/analysis/views.h). */
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,16 +102,16 @@ int mt_cmd_callers(int argc, char **argv) {
     switch (c) {
     case 'h': fputs(usage, stdout); return MT_EXIT_OK;
     case OPT_BY:
-      if (!an_parse_metric(optarg, &metric))
-        return cli_usage_error("callers", "--by takes bytes, count, live, peak or temporary");
+      if (!an_metric_arg("callers", optarg, &metric))
+        return MT_EXIT_USAGE;
       break;
     case 'n':
-      if (!cli_parse_int(optarg, 0, LLONG_MAX, &limit))
-        return cli_usage_error("callers", "-n takes a count (0 or more), not '%s'", optarg);
+      if (!an_count_arg("callers", "-n", optarg, &limit))
+        return MT_EXIT_USAGE;
       break;
     case OPT_LINES:
-      if (!cli_parse_int(optarg, 0, LLONG_MAX, &lines))
-        return cli_usage_error("callers", "--lines takes a count (0 or more), not '%s'", optarg);
+      if (!an_count_arg("callers", "--lines", optarg, &lines))
+        return MT_EXIT_USAGE;
       break;
     default: return cli_bad_option("callers");
     }

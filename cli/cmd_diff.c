@@ -2,7 +2,6 @@
  * across runs by function, file and line), each side estimated with its own sampling rate, with
  * a totals row, the change in percent, and changes smaller than the sampling noise marked
  * (src/analysis/diff.h). */
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,8 +160,8 @@ int mt_cmd_diff(int argc, char **argv) {
         return cli_usage_error("diff", "--group takes site, function or file");
       break;
     case 'n':
-      if (!cli_parse_int(optarg, 0, LLONG_MAX, &limit))
-        return cli_usage_error("diff", "-n takes a count (0 or more), not '%s'", optarg);
+      if (!an_count_arg("diff", "-n", optarg, &limit))
+        return MT_EXIT_USAGE;
       break;
     default: return cli_bad_option("diff");
     }

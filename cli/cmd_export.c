@@ -45,8 +45,8 @@ int mt_cmd_export(int argc, char **argv) {
     case OPT_FORMAT: format_name = optarg; break;
     case OPT_AT: at = optarg; break;
     case OPT_BY:
-      if (!an_parse_metric(optarg, &eo.metric))
-        return cli_usage_error("export", "--by takes bytes, count, live, peak or temporary");
+      if (!an_metric_arg("export", optarg, &eo.metric))
+        return MT_EXIT_USAGE;
       by = true;
       break;
     case OPT_FOCUS: eo.focus = optarg; break;

@@ -47,8 +47,8 @@ int mt_cmd_flame(int argc, char **argv) {
     case OPT_FOLDED: folded = true; break;
     case OPT_SVG: svg = true, format = MT_EXPORT_FLAME_SVG; break;
     case OPT_BY:
-      if (!an_parse_metric(optarg, &eo.metric))
-        return cli_usage_error("flame", "--by takes bytes, count, live, peak or temporary");
+      if (!an_metric_arg("flame", optarg, &eo.metric))
+        return MT_EXIT_USAGE;
       break;
     case OPT_INVERTED: eo.inverted = true; break;
     case OPT_FOCUS: eo.focus = optarg; break;

@@ -1,7 +1,6 @@
 /* memtap functions: each function's (or file's, or site's) exclusive and inclusive cost, pprof's
  * flat and cum columns, optionally only over the backtraces through chosen functions (pprof's
  * -focus). The table is also `memtap top --inclusive` (functions_view.h). */
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,8 +161,8 @@ int mt_cmd_functions(int argc, char **argv) {
     switch (c) {
     case 'h': fputs(usage, stdout); return MT_EXIT_OK;
     case OPT_BY:
-      if (!an_parse_metric(optarg, &v.metric))
-        return cli_usage_error("functions", "--by takes bytes, count, live, peak or temporary");
+      if (!an_metric_arg("functions", optarg, &v.metric))
+        return MT_EXIT_USAGE;
       break;
     case OPT_GROUP:
       if (!an_parse_group(optarg, &v.by))
@@ -176,8 +175,8 @@ int mt_cmd_functions(int argc, char **argv) {
       break;
     case OPT_FOCUS: v.focus = optarg; break;
     case 'n':
-      if (!cli_parse_int(optarg, 0, LLONG_MAX, &limit))
-        return cli_usage_error("functions", "-n takes a count (0 or more), not '%s'", optarg);
+      if (!an_count_arg("functions", "-n", optarg, &limit))
+        return MT_EXIT_USAGE;
       v.limit = (size_t)limit;
       break;
     default: return cli_bad_option("functions");

@@ -1,6 +1,5 @@
 /* memtap leaks: objects not freed by the end of the trace (or window), grouped by site, largest
  * first; with --fail-above, an exit status for CI when the estimate is above a limit. */
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,12 +53,12 @@ int mt_cmd_leaks(int argc, char **argv) {
       break;
     case OPT_INVERTED: inverted = true; break;
     case 'n':
-      if (!cli_parse_int(optarg, 0, LLONG_MAX, &limit))
-        return cli_usage_error("leaks", "-n takes a count (0 or more), not '%s'", optarg);
+      if (!an_count_arg("leaks", "-n", optarg, &limit))
+        return MT_EXIT_USAGE;
       break;
     case OPT_DEPTH:
-      if (!cli_parse_int(optarg, 0, LLONG_MAX, &depth))
-        return cli_usage_error("leaks", "--depth takes a count (0 or more), not '%s'", optarg);
+      if (!an_count_arg("leaks", "--depth", optarg, &depth))
+        return MT_EXIT_USAGE;
       break;
     default: return cli_bad_option("leaks");
     }

@@ -2,7 +2,6 @@
  * heaviest backtrace, or with --inverted the tree of its callers: its backtraces merged from the
  * allocation point outward, each caller weighed by the metric of the backtraces through it (pprof's
  * peek, heaptrack's bottom-up view), built from the analysis's stacks. */
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,8 +315,8 @@ int mt_cmd_top(int argc, char **argv) {
     switch (c) {
     case 'h': fputs(usage, stdout); return MT_EXIT_OK;
     case OPT_BY:
-      if (!an_parse_metric(optarg, &metric))
-        return cli_usage_error("top", "--by takes bytes, count, live, peak or temporary");
+      if (!an_metric_arg("top", optarg, &metric))
+        return MT_EXIT_USAGE;
       break;
     case OPT_GROUP:
       if (!an_parse_group(optarg, &by))
@@ -327,12 +326,12 @@ int mt_cmd_top(int argc, char **argv) {
     case OPT_INCLUSIVE: inclusive = true; break;
     case OPT_FOCUS: focus = optarg; break;
     case 'n':
-      if (!cli_parse_int(optarg, 0, LLONG_MAX, &limit))
-        return cli_usage_error("top", "-n takes a count (0 or more), not '%s'", optarg);
+      if (!an_count_arg("top", "-n", optarg, &limit))
+        return MT_EXIT_USAGE;
       break;
     case OPT_DEPTH:
-      if (!cli_parse_int(optarg, 0, LLONG_MAX, &depth))
-        return cli_usage_error("top", "--depth takes a count (0 or more), not '%s'", optarg);
+      if (!an_count_arg("top", "--depth", optarg, &depth))
+        return MT_EXIT_USAGE;
       break;
     default: return cli_bad_option("top");
     }

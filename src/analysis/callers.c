@@ -158,15 +158,12 @@ int mt_peek_functions(const mt_analysis *a, const char *regex, mt_metric metric,
                       size_t *count, mt_error *err) {
   *peeks = NULL;
   *count = 0;
-  if (metric == MT_METRIC_TEMPORARY && !a->summary.temporary_defined)
-    return mt_fail(err, MT_E_UNSUPPORTED, -1,
-                   "temporary allocations are only known when every allocation is recorded; "
-                   "this trace samples at rate %g",
-                   a->rate);
+  int rc = mt_metric_check(a, metric, err);
+  if (rc)
+    return rc;
   mt_frame_keys k;
   if (!mt_frame_keys_build(&k, a, MT_GROUP_FUNCTION))
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
-  int rc;
   bool *match = match_keys(&k, regex, &rc, err);
   if (!match) {
     mt_frame_keys_free(&k);

@@ -42,17 +42,6 @@ static void classify(mt_diff_row *r, double noise_a, double noise_b) {
   r->within_noise = r->b != r->a && fabs(r->b - r->a) < MT_DIFF_NOISE_Z * r->noise;
 }
 
-/* The whole trace as stats, for the totals row. */
-static mt_stats whole(const mt_analysis *a) {
-  const mt_summary *s = mt_analysis_summary(a);
-  mt_stats t = {0};
-  t.allocated = s->allocated;
-  t.live = s->live_end;
-  t.peak = s->at_peak;
-  t.temporary = s->temporary;
-  return t;
-}
-
 /* The keys of `a` with their stats: its groups, or with `inclusive` its keys' cum costs. */
 static int keyed(const mt_analysis *a, mt_group_by by, mt_metric metric, bool inclusive,
                  mt_group **out, size_t *n, mt_error *err) {
@@ -118,7 +107,7 @@ int mt_diff_compute(const mt_analysis *a, const mt_analysis *b, mt_group_by by, 
   free(ga);
   free(gb);
   qsort(rows, n, sizeof *rows, by_change);
-  mt_stats ta = whole(a), tb = whole(b);
+  mt_stats ta = mt_analysis_totals(a), tb = mt_analysis_totals(b);
   d->total = (mt_diff_row){{"", "", 0},
                            mt_analysis_metric(a, &ta, metric),
                            mt_analysis_metric(b, &tb, metric),

@@ -48,11 +48,9 @@ int mt_costs(const mt_analysis *a, mt_group_by by, mt_metric metric, bool by_fla
              mt_cost **costs, size_t *count, mt_error *err) {
   *costs = NULL;
   *count = 0;
-  if (metric == MT_METRIC_TEMPORARY && !a->summary.temporary_defined)
-    return mt_fail(err, MT_E_UNSUPPORTED, -1,
-                   "temporary allocations are only known when every allocation is recorded; "
-                   "this trace samples at rate %g",
-                   a->rate);
+  int rc = mt_metric_check(a, metric, err);
+  if (rc)
+    return rc;
   mt_frame_keys k;
   if (!mt_frame_keys_build(&k, a, by))
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");

@@ -2,18 +2,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/frame_keys.h"
 #include "analysis/model.h"
+#include "analysis/views.h"
 #include "common/error.h"
-
-static void stats_add(mt_stats *to, const mt_stats *s) {
-  const mt_amount *from[] = {&s->allocated, &s->freed, &s->live_start,
-                             &s->live,      &s->peak,  &s->temporary};
-  mt_amount *dest[] = {&to->allocated, &to->freed, &to->live_start,
-                       &to->live,      &to->peak,  &to->temporary};
-  for (int i = 0; i < 6; i++)
-    mt_amount_add(dest[i], from[i]->objects, from[i]->samples, from[i]->objects_estimated);
-  to->sources |= s->sources;
-}
 
 double mt_analysis_metric(const mt_analysis *a, const mt_stats *s, mt_metric metric) {
   switch (metric) {
@@ -32,42 +24,41 @@ typedef struct sort_ctx {
 } sort_ctx;
 static sort_ctx ctx; /* qsort has no user pointer; the library is not re-entrant here anyway */
 
-static int compare_frames(const mt_frame *x, const mt_frame *y) {
-  int c = strcmp(x->function, y->function);
-  if (!c)
-    c = strcmp(x->file, y->file);
-  if (!c)
-    c = (x->line > y->line) - (x->line < y->line);
-  return c;
-}
-
 static int compare_groups(const void *p, const void *q) {
   const mt_group *x = p, *y = q;
   double vx = mt_analysis_metric(ctx.a, &x->stats, ctx.metric);
   double vy = mt_analysis_metric(ctx.a, &y->stats, ctx.metric);
   if (vx != vy)
     return vx < vy ? 1 : -1;
-  return compare_frames(&x->key, &y->key);
+  return mt_frame_key_compare(&x->key, &y->key);
 }
 
-static mt_frame group_key(const mt_analysis *a, uint32_t site, mt_group_by by) {
-  mt_frame f = mt_analysis_frame(a, site);
-  if (by == MT_GROUP_FUNCTION)
-    f.file = "", f.line = 0;
-  else if (by == MT_GROUP_FILE)
-    f.function = "", f.line = 0;
-  return f;
+int mt_metric_check(const mt_analysis *a, mt_metric metric, mt_error *err) {
+  if (metric == MT_METRIC_TEMPORARY && !a->summary.temporary_defined)
+    return mt_fail(err, MT_E_UNSUPPORTED, -1,
+                   "temporary allocations are only known when every allocation is recorded; "
+                   "this trace samples at rate %g",
+                   a->rate);
+  return MT_OK;
+}
+
+mt_stats mt_analysis_totals(const mt_analysis *a) {
+  const mt_summary *s = &a->summary;
+  mt_stats t = {0};
+  t.allocated = s->allocated;
+  t.live = s->live_end;
+  t.peak = s->at_peak;
+  t.temporary = s->temporary;
+  return t;
 }
 
 int mt_analysis_group(const mt_analysis *a, mt_group_by by, mt_metric metric, mt_group **groups,
                       size_t *count, mt_error *err) {
   *groups = NULL;
   *count = 0;
-  if (metric == MT_METRIC_TEMPORARY && !a->summary.temporary_defined)
-    return mt_fail(err, MT_E_UNSUPPORTED, -1,
-                   "temporary allocations are only known when every allocation is recorded; "
-                   "this trace samples at rate %g",
-                   a->rate);
+  int rc = mt_metric_check(a, metric, err);
+  if (rc)
+    return rc;
   /* Group keys are interned frames (or their function / file), found through a hash of the key
    * frame's content; a site frame index identifies a site group directly. */
   mt_group *out = calloc(a->nstacks + 1, sizeof *out);
@@ -77,7 +68,7 @@ int mt_analysis_group(const mt_analysis *a, mt_group_by by, mt_metric metric, mt
   size_t n = 0;
   for (size_t i = 0; i < a->nstacks; i++) {
     const stack_rec *s = &a->stacks[i];
-    mt_frame key = group_key(a, s->site, by);
+    mt_frame key = mt_frame_key(mt_analysis_frame(a, s->site), by);
     uint64_t h = 1469598103934665603u;
     for (const char *c = key.function; *c; c++)
       h = (h ^ (uint8_t)*c) * 1099511628211u;
@@ -98,11 +89,11 @@ int mt_analysis_group(const mt_analysis *a, mt_group_by by, mt_metric metric, mt
         }
         break;
       }
-      if (!compare_frames(&out[g].key, &key))
+      if (!mt_frame_key_compare(&out[g].key, &key))
         break;
     }
     mt_group *grp = &out[g];
-    stats_add(&grp->stats, &s->stats);
+    mt_stats_add(&grp->stats, &s->stats);
     grp->stacks++;
     if (mt_analysis_metric(a, &s->stats, metric) >
         mt_analysis_metric(a, &a->stacks[grp->top_stack].stats, metric))

@@ -18,6 +18,14 @@
 /* to += s, every amount and the sources. */
 void mt_stats_add(mt_stats *to, const mt_stats *s);
 
+/* The whole trace (or window) as stats: the summary's allocated, live at the end, at the peak and
+ * temporary amounts, for totals rows and shares. */
+mt_stats mt_analysis_totals(const mt_analysis *a);
+
+/* MT_OK when `metric` can be computed on `a`; MT_E_UNSUPPORTED (the message says why) for
+ * MT_METRIC_TEMPORARY when not every allocation is recorded. */
+int mt_metric_check(const mt_analysis *a, mt_metric metric, mt_error *err);
+
 /* What a function (or file, or site) costs. Both measures count a backtrace at most once, so a
  * recursive function (f -> g -> f, which folding keeps) is not counted twice:
  *   - flat: the backtraces whose innermost shown frame has the key (the function allocated

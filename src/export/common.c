@@ -79,12 +79,7 @@ void mt_apportion(const double *values, size_t count, int64_t total, int64_t *ou
 }
 
 static double metric_total(const mt_analysis *a, mt_metric metric) {
-  const mt_summary *s = mt_analysis_summary(a);
-  mt_stats t = {0};
-  t.allocated = s->allocated;
-  t.live = s->live_end;
-  t.peak = s->at_peak;
-  t.temporary = s->temporary;
+  mt_stats t = mt_analysis_totals(a);
   return mt_analysis_metric(a, &t, metric);
 }
 
