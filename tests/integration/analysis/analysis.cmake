@@ -1,6 +1,7 @@
 # Exports checked with the tools users open them in: Debian's `go tool pprof` for the pprof
-# profile, Debian's headless chromium for the HTML report (check_exports.py, stdlib Python 3).
-# A missing tool skips the test, except under CI=true where the script fails.
+# profile and its --focus (check_exports.py, stdlib Python 3; toolcheck.py is what the analysis
+# and report checks share). A missing tool skips the test, except under CI=true where the script
+# fails.
 find_package(Python3 COMPONENTS Interpreter)
 if(NOT Python3_Interpreter_FOUND)
   if("$ENV{CI}" STREQUAL "true")

@@ -17,29 +17,10 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
-SKIP = 77
-
-
-def need(tool, package):
-    path = shutil.which(tool)
-    if path:
-        return path
-    msg = f"{tool} not found (Debian package {package}; scripts/install-deps.sh installs it)"
-    if os.environ.get("CI") == "true":
-        sys.exit("FAIL: " + msg)
-    print("SKIP: " + msg)
-    sys.exit(SKIP)
-
-
-def run(args, **kw):
-    p = subprocess.run(args, capture_output=True, text=True, **kw)
-    if p.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(args)} exited {p.returncode}\n{p.stderr}")
-    return p.stdout
+from toolcheck import need, run
 
 
 def value(text):

@@ -28,19 +28,12 @@
 A missing tool or test file skips (exit 77) unless CI=true, where it fails."""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from devtools import SKIP, Browser  # noqa: E402
-
-
-def run(args):
-    p = subprocess.run(args, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(args)} exited {p.returncode}\n{p.stderr}")
-    return p.stdout
+from devtools import Browser  # noqa: E402
+from toolcheck import need_files, run  # noqa: E402 (devtools puts it on the path)
 
 
 def fail(msg):
@@ -496,12 +489,7 @@ def main():
     if len(sys.argv) < 4 or sys.argv[1] not in modes or len(sys.argv) != 3 + modes[sys.argv[1]]:
         sys.exit(__doc__)
     mode, memtap, traces = sys.argv[1], sys.argv[2], sys.argv[3:]
-    for t in traces:
-        if not os.path.exists(t):
-            if os.environ.get("CI") == "true":
-                fail(f"missing test data {t}")
-            print(f"SKIP: missing test data {t}")
-            sys.exit(SKIP)
+    need_files(traces)
     with tempfile.TemporaryDirectory() as tmp:
         if mode == "mass":
             check_mass(memtap, traces[0], tmp)

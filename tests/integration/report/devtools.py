@@ -9,25 +9,13 @@ import fcntl
 import json
 import os
 import select
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-SKIP = 77
-
-
-def need(tool, package):
-    """The tool's path; a missing tool skips (exit 77), or fails under CI=true."""
-    path = shutil.which(tool)
-    if path:
-        return path
-    msg = f"{tool} not found (Debian package {package}; scripts/install-deps.sh installs it)"
-    if os.environ.get("CI") == "true":
-        sys.exit("FAIL: " + msg)
-    print("SKIP: " + msg)
-    sys.exit(SKIP)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "analysis"))
+from toolcheck import SKIP, need  # noqa: E402,F401 (SKIP: for the scripts that import this)
 
 
 class Browser:
