@@ -566,17 +566,22 @@ int mt_writer_put_collect_in(mt_writer *w, uint16_t domain, int64_t time, int64_
   return put_object_event(w, domain, MT_CODE_COLLECT, time, obj_id, err);
 }
 
-/* put_vint where the room is known (begin_event's HEADROOM), with the two-byte case inline too. */
-static inline __attribute__((always_inline)) void put_vint_roomy(mt_wbuf *b, int64_t v) {
+/* A vint at `o`, where the room is known (begin_event's HEADROOM), the two-byte case inline too;
+ * returns where the next byte goes. Bytes go through a local pointer: stores through b->data could
+ * alias b itself, which would reload it after every byte. */
+static inline __attribute__((always_inline)) uint8_t *vint_at(mt_wbuf *b, uint8_t *o, int64_t v) {
   if ((uint64_t)v <= 252) {
-    b->data[b->len++] = (uint8_t)v;
-  } else if ((uint64_t)v <= 0xFFFF) {
-    b->data[b->len] = 253;
-    mt_store_u16(b->data + b->len + 1, (uint16_t)v);
-    b->len += 3;
-  } else {
-    mt_wbuf_vint(b, v);
+    *o = (uint8_t)v;
+    return o + 1;
   }
+  if ((uint64_t)v <= 0xFFFF) {
+    o[0] = 253;
+    mt_store_u16(o + 1, (uint16_t)v);
+    return o + 3;
+  }
+  b->len = (size_t)(o - b->data);
+  mt_wbuf_vint(b, v);
+  return b->data + b->len;
 }
 
 /* The common allocation, written without the general path's bookkeeping: the current domain, no
@@ -596,23 +601,39 @@ static inline bool put_alloc_fast(mt_writer *w, int64_t time, int64_t length, in
   /* begin_event without a flush; HEADROOM leaves room for all of this event. */
   bool short_form = length >= 1 && length <= 16 && source == MT_SOURCE_MINOR && nsamples == 1;
   d->t1 = time;
-  mt_store_u32(d->buf.data + d->buf.len,
-               mt_event_header(short_form ? (unsigned)(100 + length) : MT_CODE_ALLOC, time));
-  d->buf.len += 4;
+  uint8_t *o = d->buf.data + d->buf.len;
+  mt_store_u32(o, mt_event_header(short_form ? (unsigned)(100 + length) : MT_CODE_ALLOC, time));
+  o += 4;
   if (short_form) {
-    put_vint_roomy(&d->buf, 1); /* the prefix */
-    d->buf.data[d->buf.len++] = 0;
+    o[0] = 1; /* the prefix */
+    o[1] = 0; /* no new code words */
+    o += 2;
   } else {
-    put_vint_roomy(&d->buf, length);
-    put_vint_roomy(&d->buf, nsamples);
-    d->buf.data[d->buf.len++] = (uint8_t)source;
-    put_vint_roomy(&d->buf, 1);
-    mt_store_u16(d->buf.data + d->buf.len, 0);
-    d->buf.len += 2;
+    o = vint_at(&d->buf, o, length);
+    o = vint_at(&d->buf, o, nsamples);
+    o[0] = (uint8_t)source;
+    o[1] = 1; /* the prefix */
+    mt_store_u16(o + 2, 0);
+    o += 4;
   }
+  d->buf.len = (size_t)(o - d->buf.data);
   *obj_id = d->next++;
   d->prev_len = 1;
   return true;
+}
+
+/* The general paths, out of line: the fast paths then need no saved registers. */
+__attribute__((noinline)) static int
+put_alloc_slow(mt_writer *w, int64_t time, int64_t length, int64_t nsamples, mt_source source,
+               const uint64_t *callstack, size_t callstack_length, mt_resolve_fn resolve,
+               void *resolve_user, int64_t *obj_id, mt_error *err) {
+  return mt_writer_put_alloc_in(w, w->current->domain, time, length, nsamples, source, callstack,
+                                callstack_length, resolve, resolve_user, obj_id, err);
+}
+
+__attribute__((noinline)) static int put_collect_slow(mt_writer *w, int64_t time, int64_t obj_id,
+                                                      mt_error *err) {
+  return put_object_event(w, w->current->domain, MT_CODE_COLLECT, time, obj_id, err);
 }
 
 int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
@@ -624,8 +645,8 @@ int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsam
       *obj_id = id;
     return MT_OK;
   }
-  return mt_writer_put_alloc_in(w, w->current->domain, time, length, nsamples, source, callstack,
-                                callstack_length, resolve, resolve_user, obj_id, err);
+  return put_alloc_slow(w, time, length, nsamples, source, callstack, callstack_length, resolve,
+                        resolve_user, obj_id, err);
 }
 
 int mt_writer_put_promote(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err) {
@@ -640,12 +661,13 @@ int mt_writer_put_collect(mt_writer *w, int64_t time, int64_t obj_id, mt_error *
       d->staged_count <= MAX_NEW_LOCATIONS &&
       (uint64_t)time - (uint64_t)d->t0 <= MT_PACKET_MAX_SPAN && !chunk_exhausted(w, d)) {
     d->t1 = time;
-    mt_store_u32(d->buf.data + d->buf.len, mt_event_header(MT_CODE_COLLECT, time));
-    d->buf.len += 4;
-    put_vint_roomy(&d->buf, (d->next - 1) - obj_id);
+    uint8_t *o = d->buf.data + d->buf.len;
+    mt_store_u32(o, mt_event_header(MT_CODE_COLLECT, time));
+    o = vint_at(&d->buf, o + 4, (d->next - 1) - obj_id);
+    d->buf.len = (size_t)(o - d->buf.data);
     return MT_OK;
   }
-  return put_object_event(w, w->current->domain, MT_CODE_COLLECT, time, obj_id, err);
+  return put_collect_slow(w, time, obj_id, err);
 }
 
 int mt_writer_next_alloc_id(mt_writer *w, uint16_t domain, int64_t *obj_id, mt_error *err) {

@@ -172,14 +172,10 @@ static int put_collect(go_heap *h, int64_t time, int64_t obj, mt_error *err) {
  * millions of live objects fast. The array costs 4 bytes per slot of a live span. An object in no
  * known span, or whose id is too far from its span's base (UINT32_MAX in its slot), is in the
  * `objects` map under its id. */
-#define IN_MAP UINT32_MAX
+#define IN_MAP GO_SLOT_IN_MAP
 #define MAX_SLOTS 1024
-#define NEAR_SPAN_BYTES (UINT64_C(1) << 24) /* spans locate_near serves are smaller */
 
-typedef struct object_ref {
-  go_span *span; /* NULL: the object is in the map */
-  uint32_t *slot;
-} object_ref;
+typedef go_object_ref object_ref;
 
 /* Finds where object `id` is kept and its slot size (0 when no span holds it). */
 static int locate(go_heap *h, uint64_t id, object_ref *ref, uint64_t *size, mt_error *err) {
@@ -220,30 +216,12 @@ static int locate(go_heap *h, uint64_t id, object_ref *ref, uint64_t *size, mt_e
     ref->span = s;
     ref->slot = &s->slots[i];
   }
-  if (s->size_class != 0 && (s->npages << h->page_shift) < NEAR_SPAN_BYTES) {
+  if (s->size_class != 0 && (s->npages << h->page_shift) < GO_NEAR_SPAN_BYTES) {
     h->last_base = s->id << h->page_shift;
     h->last_size = *size;
     h->last_magic = ((UINT64_C(1) << 40) + *size - 1) / *size;
   }
   return MT_OK;
-}
-
-/* locate for an object in the page of the last one, when that page's span is a small-object span
- * with its slots: false when locate must answer. Within such a span an offset is below 2^24 and a
- * slot size at most 32 KiB, so (offset * magic) >> 40 is exactly offset / size (the error
- * ceil(2^40 / size) * size - 2^40 is below size, 2^15, and offset * 2^15 stays below 2^40). */
-static inline bool locate_near(go_heap *h, uint64_t id, object_ref *ref, uint64_t *size) {
-  uint64_t offset = id << h->align_shift;
-  if ((offset >> h->page_shift) != h->last_page || !h->last_magic)
-    return false;
-  go_span *s = &h->span[h->last_span_index];
-  uint64_t i = ((offset - h->last_base) * h->last_magic) >> 40;
-  if (i >= s->nslots)
-    return false;
-  ref->span = s;
-  ref->slot = &s->slots[i];
-  *size = h->last_size;
-  return true;
 }
 
 static bool ref_get(const go_heap *h, const object_ref *ref, uint64_t id, uint64_t *obj) {
@@ -256,21 +234,6 @@ static bool ref_get(const go_heap *h, const object_ref *ref, uint64_t id, uint64
       return false; /* allocated while no known span held it? */
   }
   return go_idmap_get(&h->objects, id, obj);
-}
-
-static bool ref_set(go_heap *h, const object_ref *ref, uint64_t id, int64_t obj) {
-  h->live_objects++;
-  if (ref->slot) {
-    if (!ref->span->used++)
-      ref->span->slot_base = obj;
-    uint64_t v = (uint64_t)(obj - ref->span->slot_base) + 1;
-    if (obj >= ref->span->slot_base && v < IN_MAP) {
-      *ref->slot = (uint32_t)v;
-      return true;
-    }
-    *ref->slot = IN_MAP;
-  }
-  return go_idmap_put(&h->objects, id, (uint64_t)obj);
 }
 
 static void ref_clear(go_heap *h, const object_ref *ref, uint64_t id) {
@@ -301,7 +264,7 @@ static int object_event(go_heap *h, const go_event *ev, const go_tables *t, int6
   object_ref ref;
   uint64_t size, obj = 0;
   int rc;
-  if (!locate_near(h, id, &ref, &size) && (rc = locate(h, id, &ref, &size, err)))
+  if (!go_heap_locate_near(h, id, &ref, &size) && (rc = locate(h, id, &ref, &size, err)))
     return rc;
   bool live = ref_get(h, &ref, id, &obj);
   if (ev->type == GO_EV_HEAP_OBJECT_FREE) {
@@ -354,7 +317,7 @@ static int object_event(go_heap *h, const go_event *ev, const go_tables *t, int6
   rc = put_alloc(h, MT_GO_OBJECTS, time, size, MT_SOURCE_EXTERNAL, code, &mobj, err);
   if (rc)
     return rc;
-  if (!ref_set(h, &ref, id, mobj))
+  if (!go_heap_ref_set(h, &ref, id, mobj))
     return go_nomem(err);
   return MT_OK;
 }
@@ -505,9 +468,8 @@ __attribute__((noinline)) static int stack_event(go_heap *h, const go_event *ev,
   return MT_OK;
 }
 
-/* Every event the fast paths below do not take. */
-__attribute__((noinline)) static int any_event(go_heap *h, const go_event *ev, const go_tables *t,
-                                               int64_t time, mt_error *err) {
+int go_heap_any_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t time,
+                      mt_error *err) {
   if (ev->type == GO_EV_GC_BEGIN) {
     h->gc_epoch++;
     go_idmap_clear(&h->late);
@@ -532,65 +494,4 @@ __attribute__((noinline)) static int any_event(go_heap *h, const go_event *ev, c
   case GO_EV_SPAN_FREE: return span_event(h, ev, time, err);
   default: return stack_event(h, ev, time, err);
   }
-}
-
-#define NOT_NEAR 1 /* statuses are 0 or negative */
-
-/* The usual free, as any_event and object_event do it: an object live in a slot of the last
- * object's span, no reused slot awaiting its free. NOT_NEAR when any_event must take it. */
-static inline int free_near(go_heap *h, const go_event *ev, int64_t time, mt_error *err) {
-  uint64_t id = ev->args[1], size;
-  object_ref ref;
-  if (!h->page_shift || id > h->max_object_id || h->late.count || !locate_near(h, id, &ref, &size))
-    return NOT_NEAR;
-  uint32_t v = *ref.slot;
-  if (v == 0 || v == IN_MAP)
-    return NOT_NEAR;
-  mt_go_import_stats *st = h->stats;
-  st->alloc_free_events++;
-  st->experiment = true;
-  st->objects.frees++;
-  st->objects.freed++;
-  h->live_objects--;
-  *ref.slot = 0;
-  ref.span->used--;
-  return put_collect(h, time, ref.span->slot_base + v - 1, err);
-}
-
-/* The usual allocation: a free slot of the last object's span, no object kept in the map, the
- * type of the previous allocation (or none), objects converted. NOT_NEAR when any_event must take
- * it. */
-static inline int alloc_near(go_heap *h, const go_event *ev, int64_t time, mt_error *err) {
-  uint64_t id = ev->args[1], type = ev->args[2], size, code;
-  object_ref ref;
-  if (!h->page_shift || id > h->max_object_id || h->objects.count || !(h->kinds & MT_GO_OBJECTS) ||
-      !locate_near(h, id, &ref, &size) || *ref.slot)
-    return NOT_NEAR;
-  if (type == 0)
-    code = GO_CODE_NO_TYPE;
-  else if (type == h->last_type_id)
-    code = h->last_type_code;
-  else
-    return NOT_NEAR;
-  mt_go_import_stats *st = h->stats;
-  st->alloc_free_events++;
-  st->experiment = true;
-  st->objects.allocated++;
-  int64_t words = (int64_t)((size + 7) / 8), obj;
-  int rc = mt_writer_put_alloc(h->w, time, words, words, MT_SOURCE_EXTERNAL, &code, 1,
-                               go_heap_resolve, h, &obj, err);
-  if (rc)
-    return rc;
-  if (!ref_set(h, &ref, id, obj))
-    return go_nomem(err);
-  return MT_OK;
-}
-
-int go_heap_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t time, mt_error *err) {
-  int rc = NOT_NEAR;
-  if (ev->type == GO_EV_HEAP_OBJECT_FREE)
-    rc = free_near(h, ev, time, err);
-  else if (ev->type == GO_EV_HEAP_OBJECT_ALLOC)
-    rc = alloc_near(h, ev, time, err);
-  return rc != NOT_NEAR ? rc : any_event(h, ev, t, time, err);
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common/hashmap.h"
+#include "import/go_buffer.h"
 #include "import/go_idmap.h"
 #include "import/go_merge.h"
 #include "import/go_tables.h"
@@ -76,10 +77,123 @@ void go_heap_free(go_heap *h);
 /* A new generation's type table starts: type ids are per generation. */
 void go_heap_new_generation(go_heap *h);
 
-/* Converts one event at `time` (µs since the epoch). */
-int go_heap_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t time, mt_error *err);
+/* Where the memtrace id of a live object is kept (go_heap.c): a slot of its span, or the map. */
+#define GO_SLOT_IN_MAP UINT32_MAX              /* a slot whose object is in the map */
+#define GO_NEAR_SPAN_BYTES (UINT64_C(1) << 24) /* spans go_heap_locate_near serves are smaller */
+
+typedef struct go_object_ref {
+  go_span *span; /* NULL: the object is in the map */
+  uint32_t *slot;
+} go_object_ref;
+
+/* go_heap.c locate for an object in the page of the last one, when that page's span is a
+ * small-object span with its slots: false when locate must answer. Within such a span an offset is
+ * below 2^24 and a slot size at most 32 KiB, so (offset * magic) >> 40 is exactly offset / size
+ * (the error ceil(2^40 / size) * size - 2^40 is below size, 2^15, and offset * 2^15 stays below
+ * 2^40). */
+static inline bool go_heap_locate_near(go_heap *h, uint64_t id, go_object_ref *ref,
+                                       uint64_t *size) {
+  uint64_t offset = id << h->align_shift;
+  if ((offset >> h->page_shift) != h->last_page || !h->last_magic)
+    return false;
+  go_span *s = &h->span[h->last_span_index];
+  uint64_t i = ((offset - h->last_base) * h->last_magic) >> 40;
+  if (i >= s->nslots)
+    return false;
+  ref->span = s;
+  ref->slot = &s->slots[i];
+  *size = h->last_size;
+  return true;
+}
+
+/* Notes that object `id` is live as memtrace object `obj`; false when memory runs out. */
+static inline bool go_heap_ref_set(go_heap *h, const go_object_ref *ref, uint64_t id, int64_t obj) {
+  h->live_objects++;
+  if (ref->slot) {
+    if (!ref->span->used++)
+      ref->span->slot_base = obj;
+    uint64_t v = (uint64_t)(obj - ref->span->slot_base) + 1;
+    if (obj >= ref->span->slot_base && v < GO_SLOT_IN_MAP) {
+      *ref->slot = (uint32_t)v;
+      return true;
+    }
+    *ref->slot = GO_SLOT_IN_MAP;
+  }
+  return go_idmap_put(&h->objects, id, (uint64_t)obj);
+}
 
 /* The resolver given to the writer (mt_resolve_fn). */
 int go_heap_resolve(void *user, uint64_t code, const mt_location **entries, size_t *count);
+
+/* Converts any event (go_heap_event takes the usual ones inline). */
+int go_heap_any_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t time,
+                      mt_error *err);
+
+/* The usual events, inline in the import's loop. */
+#define GO_NOT_NEAR 1 /* statuses are 0 or negative */
+
+/* The usual free, as go_heap_any_event does it: an object live in a slot of the last
+ * object's span, no reused slot awaiting its free. GO_NOT_NEAR when go_heap_any_event must take it.
+ */
+static inline int go_heap_free_near(go_heap *h, const go_event *ev, int64_t time, mt_error *err) {
+  uint64_t id = ev->args[1], size;
+  go_object_ref ref;
+  if (!h->page_shift || id > h->max_object_id || h->late.count ||
+      !go_heap_locate_near(h, id, &ref, &size))
+    return GO_NOT_NEAR;
+  uint32_t v = *ref.slot;
+  if (v == 0 || v == GO_SLOT_IN_MAP)
+    return GO_NOT_NEAR;
+  mt_go_import_stats *st = h->stats;
+  st->alloc_free_events++;
+  st->experiment = true;
+  st->objects.frees++;
+  st->objects.freed++;
+  h->live_objects--;
+  *ref.slot = 0;
+  ref.span->used--;
+  int64_t obj = ref.span->slot_base + v - 1;
+  return obj < 0 ? MT_OK : mt_writer_put_collect(h->w, time, obj, err);
+}
+
+/* The usual allocation: a free slot of the last object's span, no object kept in the map, the
+ * type of the previous allocation (or none), objects converted. GO_NOT_NEAR when go_heap_any_event
+ * must take it. */
+static inline int go_heap_alloc_near(go_heap *h, const go_event *ev, int64_t time, mt_error *err) {
+  uint64_t id = ev->args[1], type = ev->args[2], size, code;
+  go_object_ref ref;
+  if (!h->page_shift || id > h->max_object_id || h->objects.count || !(h->kinds & MT_GO_OBJECTS) ||
+      !go_heap_locate_near(h, id, &ref, &size) || *ref.slot)
+    return GO_NOT_NEAR;
+  if (type == 0)
+    code = GO_CODE_NO_TYPE;
+  else if (type == h->last_type_id)
+    code = h->last_type_code;
+  else
+    return GO_NOT_NEAR;
+  mt_go_import_stats *st = h->stats;
+  st->alloc_free_events++;
+  st->experiment = true;
+  st->objects.allocated++;
+  int64_t words = (int64_t)((size + 7) / 8), obj;
+  int rc = mt_writer_put_alloc(h->w, time, words, words, MT_SOURCE_EXTERNAL, &code, 1,
+                               go_heap_resolve, h, &obj, err);
+  if (rc)
+    return rc;
+  if (!go_heap_ref_set(h, &ref, id, obj))
+    return go_nomem(err);
+  return MT_OK;
+}
+
+/* Converts one event at `time` (µs since the epoch). */
+static inline int go_heap_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t time,
+                                mt_error *err) {
+  int rc = GO_NOT_NEAR;
+  if (ev->type == GO_EV_HEAP_OBJECT_FREE)
+    rc = go_heap_free_near(h, ev, time, err);
+  else if (ev->type == GO_EV_HEAP_OBJECT_ALLOC)
+    rc = go_heap_alloc_near(h, ev, time, err);
+  return rc != GO_NOT_NEAR ? rc : go_heap_any_event(h, ev, t, time, err);
+}
 
 #endif

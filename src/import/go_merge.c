@@ -23,7 +23,7 @@ static int by_m_then_position(const void *a, const void *b) {
 
 /* Rank of a type among events of one tick: frees (0), GC starts (1), snapshots (2), allocations
  * and everything else (3). */
-static const uint8_t rank[256] = {
+const uint8_t go_merge_rank[256] = {
     [GO_EV_SPAN_FREE] = 0,
     [GO_EV_HEAP_OBJECT_FREE] = 0,
     [GO_EV_GOROUTINE_STACK_FREE] = 0,
@@ -48,7 +48,7 @@ static inline bool earlier(const go_merge *m, size_t a, size_t b) {
 }
 
 /* Notes the earlier of the heap's second and third streams (none: a bound nothing passes). */
-static void set_bound(go_merge *m) {
+__attribute__((noinline)) static void set_bound(go_merge *m) {
   size_t b = SIZE_MAX;
   if (m->heap_len > 1)
     b = m->heap_len > 2 && earlier(m, m->heap[2], m->heap[1]) ? m->heap[2] : m->heap[1];
@@ -62,18 +62,8 @@ static void set_bound(go_merge *m) {
   m->bound_index = b;
 }
 
-/* Whether the first stream's pending event still comes before every other stream's (the heap's
- * order then holds without sifting). */
-static inline bool still_first(const go_merge *m, size_t top) {
-  const go_stream *s = &m->streams[top];
-  if (s->time != m->bound_time)
-    return s->time < m->bound_time;
-  if (s->rank != m->bound_rank)
-    return s->rank < m->bound_rank;
-  return top < m->bound_index;
-}
-
-static void sift_down(go_merge *m, size_t i) {
+/* Sifting and the bound change only when the merge moves to another stream: out of line. */
+__attribute__((noinline)) static void sift_down(go_merge *m, size_t i) {
   for (;;) {
     size_t l = 2 * i + 1, r = l + 1, s = i;
     if (l < m->heap_len && earlier(m, m->heap[l], m->heap[s]))
@@ -101,36 +91,13 @@ static void sift_up(go_merge *m, size_t i) {
   }
 }
 
-static bool converted(uint8_t type) {
-  return type >= GO_EV_SPAN || type == GO_EV_GC_BEGIN;
-}
-
-/* A varint of at most 4 bytes at p, with no bound check (the caller knows 10 bytes are there);
- * NULL for a longer one, which the careful path (go_uvarint) reads. */
-static inline const uint8_t *short_uvarint(const uint8_t *p, uint64_t *value) {
-  uint64_t v = p[0];
-  if (v < 0x80) {
-    *value = v;
-    return p + 1;
-  }
-  v &= 0x7f;
-  for (unsigned i = 1; i < 4; i++) {
-    if (p[i] < 0x80) {
-      *value = v | (uint64_t)p[i] << (7 * i);
-      return p + i + 1;
-    }
-    v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-  }
-  return NULL;
-}
-
 /* Reads the arguments of an event of `spec` at s->c.p (after its type byte) into args. */
 static int read_args(go_stream *s, const go_event_spec *spec, uint64_t *args, mt_error *err) {
   if (go_cursor_left(&s->c) >= 10 * GO_MAX_ARGS) { /* the usual case: no bound checks */
     const uint8_t *p = s->c.p;
     unsigned i = 0;
     for (; i < spec->nargs; i++)
-      if (!(p = short_uvarint(p, &args[i])))
+      if (!(p = go_short_uvarint(p, &args[i])))
         break;
     if (i == spec->nargs) {
       s->c.p = p;
@@ -199,11 +166,11 @@ static int advance(go_merge *m, go_stream *s, mt_error *err) {
     s->time += ev->args[0];
     if ((spec->stack_args | spec->string_args) && (rc = check_ids(m, s, spec, ev->args, at, err)))
       return rc;
-    if (converted(type)) {
+    if (go_converted(type)) {
       ev->type = type;
       ev->time = s->time;
       ev->offset = s->c.base + (at - s->c.start);
-      s->rank = rank[type];
+      s->rank = go_merge_rank[type];
       s->pending ^= 1;
       return 1;
     }
@@ -264,60 +231,14 @@ int go_merge_start(go_merge *m, const go_generation *g, const go_tables *t, int 
   return MT_OK;
 }
 
-/* advance for the usual event, inline: a batch with room for any event's arguments, a type of the
- * version without stack or string arguments, varints of at most 4 bytes, no overflow. Returns 1
- * with the next converted event in the stream's pending slot, or 0 where advance must go on
- * (from the first event the fast path did not take). */
-static inline int advance_fast(go_merge *m, go_stream *s) {
-  go_event *ev = &s->slot[s->pending ^ 1];
-  const go_event_spec *specs = m->specs;
-  const uint8_t *p = s->c.p;
-  uint64_t time = s->time;
-  while (s->c.end - p > 10 * GO_MAX_ARGS) {
-    uint8_t type = *p;
-    const go_event_spec *spec = &specs[type];
-    if (!spec->name || (spec->stack_args | spec->string_args))
-      break;
-    const uint8_t *q = p + 1;
-    unsigned i = 0;
-    for (; i < spec->nargs; i++)
-      if (!(q = short_uvarint(q, &ev->args[i])))
-        break;
-    if (i < spec->nargs || ev->args[0] > UINT64_MAX - time)
-      break;
-    time += ev->args[0];
-    m->events++;
-    if (converted(type)) {
-      ev->type = type;
-      ev->time = time;
-      ev->offset = s->c.base + (p - s->c.start);
-      s->c.p = q;
-      s->time = time;
-      s->rank = rank[type];
-      s->pending ^= 1;
-      return 1;
-    }
-    p = q;
-  }
-  s->c.p = p;
-  s->time = time;
-  return 0;
-}
-
-int go_merge_next(go_merge *m, const go_event **ev, mt_error *err) {
-  if (m->heap_len == 0)
-    return 0;
-  size_t top = m->heap[0];
-  go_stream *s = &m->streams[top];
-  *ev = &s->slot[s->pending];
-  int rc = advance_fast(m, s); /* into the other slot: *ev stays */
-  if (!rc && (rc = advance(m, s, err)) < 0)
+int go_merge_next_slow(go_merge *m, size_t top, int got, mt_error *err) {
+  int rc = got;
+  if (!rc && (rc = advance(m, &m->streams[top], err)) < 0)
     return rc;
-  if (rc == 0) {
+  if (rc == 0)
     m->heap[0] = m->heap[--m->heap_len];
-  } else if (still_first(m, top)) {
+  else if (go_merge_still_first(m, top))
     return 1; /* the heap is unchanged, and so is the bound */
-  }
   if (m->heap_len) {
     sift_down(m, 0);
     set_bound(m);
