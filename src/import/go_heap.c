@@ -187,7 +187,7 @@ static int locate(go_heap *h, uint64_t id, object_ref *ref, uint64_t *size, mt_e
   if (page == h->last_page) {
     s = &h->span[h->last_span_index];
   } else {
-    h->last_magic = 0;
+    h->near_page_bytes = 0;
     if (!go_idmap_get(&h->pages, page, &span_id) || !go_idmap_get(&h->spans, span_id, &index))
       return MT_OK;
     s = &h->span[index];
@@ -220,6 +220,9 @@ static int locate(go_heap *h, uint64_t id, object_ref *ref, uint64_t *size, mt_e
     h->last_base = s->id << h->page_shift;
     h->last_size = *size;
     h->last_magic = ((UINT64_C(1) << 40) + *size - 1) / *size;
+    h->near_span = s;
+    h->near_page_start = page << h->page_shift;
+    h->near_page_bytes = UINT64_C(1) << h->page_shift;
   }
   return MT_OK;
 }
@@ -251,7 +254,7 @@ static void ref_clear(go_heap *h, const object_ref *ref, uint64_t id) {
 /* Span events change which page belongs to which span. */
 static void forget_last_page(go_heap *h) {
   h->last_page = UINT64_MAX;
-  h->last_magic = 0;
+  h->near_page_bytes = 0;
 }
 
 static int object_event(go_heap *h, const go_event *ev, const go_tables *t, int64_t time,

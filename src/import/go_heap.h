@@ -43,9 +43,12 @@ typedef struct go_heap {
   go_span *span;
   size_t nspan, span_cap;
   uint64_t last_page, last_span_index; /* the last object's page, for its neighbours */
-  /* That page's span when it is a small-object span with its slots (go_heap.c locate_near):
-   * its first byte's offset from the heap's start, slot size, and 2^40 / slot size rounded up
-   * (0: not such a span), with which a slot's index is a multiplication. */
+  /* That page's span when it is a small-object span with its slots (go_heap_locate_near): the
+   * page's bytes (offsets near_page_start + [0, near_page_bytes); 0: no such span), the span, its
+   * first byte's offset from the heap's start, slot size, and 2^40 / slot size rounded up, with
+   * which a slot's index is a multiplication. */
+  uint64_t near_page_start, near_page_bytes;
+  go_span *near_span;
   uint64_t last_base, last_size, last_magic;
   uint64_t max_object_id; /* ids above are past the address space */
   size_t *free_spans;
@@ -94,9 +97,9 @@ typedef struct go_object_ref {
 static inline bool go_heap_locate_near(go_heap *h, uint64_t id, go_object_ref *ref,
                                        uint64_t *size) {
   uint64_t offset = id << h->align_shift;
-  if ((offset >> h->page_shift) != h->last_page || !h->last_magic)
+  if (offset - h->near_page_start >= h->near_page_bytes)
     return false;
-  go_span *s = &h->span[h->last_span_index];
+  go_span *s = h->near_span;
   uint64_t i = ((offset - h->last_base) * h->last_magic) >> 40;
   if (i >= s->nslots)
     return false;

@@ -32,6 +32,7 @@ typedef struct importer {
   bool heap_ready;
   mt_writer *w;
   uint64_t start_ticks;
+  double start_ticks_d; /* (double)start_ticks, converted once */
   int64_t start_us;
   double us_per_tick; /* of the current generation */
   int64_t last_us;
@@ -78,6 +79,7 @@ static int start_generation(importer *im, mt_error *err) {
   if (im->w)
     return MT_OK;
   im->start_ticks = im->g.min_time;
+  im->start_ticks_d = (double)im->start_ticks;
   int64_t start = im->o.start_time;
   if (im->t.have_clock) {
     double wall = (double)im->t.clock_sec * 1e6 + (double)(im->t.clock_nsec / 1000);
@@ -91,7 +93,7 @@ static int start_generation(importer *im, mt_error *err) {
 }
 
 static int64_t to_us(const importer *im, uint64_t ticks) {
-  double since = ((double)ticks - (double)im->start_ticks) * im->us_per_tick;
+  double since = ((double)ticks - im->start_ticks_d) * im->us_per_tick;
   int64_t t = im->start_us + to_int64(since); /* both within +-2^61: no overflow */
   return t < im->last_us ? im->last_us : t;   /* the writer's times never go back */
 }
