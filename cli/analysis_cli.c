@@ -299,6 +299,12 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
   return a;
 }
 
+int an_fail(const char *path, const mt_error *err, mt_analysis *a) {
+  cli_report(path, err);
+  mt_analysis_free(a);
+  return MT_EXIT_FAILURE;
+}
+
 int an_status(const mt_analysis *a, int status) {
   return status == MT_EXIT_OK && a && mt_analysis_damage(a) ? MT_EXIT_PARTIAL : status;
 }

@@ -78,6 +78,10 @@ bool an_parse_time(const char *text, int64_t duration_us, int64_t *us);
 mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, bool cells,
                      int64_t to_override, int *status);
 
+/* A command's failure after loading `a`: prints `err` about `path`, frees `a` and returns
+ * MT_EXIT_FAILURE. */
+int an_fail(const char *path, const mt_error *err, mt_analysis *a);
+
 /* A command's exit status once it has printed `a`: MT_EXIT_PARTIAL instead of MT_EXIT_OK when
  * the trace was damaged part-way (an_load printed the warning). */
 int an_status(const mt_analysis *a, int status);

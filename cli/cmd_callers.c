@@ -129,9 +129,7 @@ int mt_cmd_callers(int argc, char **argv) {
   size_t n;
   mt_error err;
   if (mt_peek_functions(a, regex, metric, &peeks, &n, &err)) {
-    cli_report(path, &err);
-    mt_analysis_free(a);
-    return MT_EXIT_FAILURE;
+    return an_fail(path, &err, a);
   }
   if (!n) {
     cli_error(path, "no function matching '%s' has any %s", regex, an_metric_name(metric));

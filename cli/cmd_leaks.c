@@ -74,9 +74,7 @@ int mt_cmd_leaks(int argc, char **argv) {
   size_t n;
   mt_error err;
   if (mt_analysis_group(a, by, MT_METRIC_LIVE, &groups, &n, &err)) {
-    cli_report(path, &err);
-    mt_analysis_free(a);
-    return MT_EXIT_FAILURE;
+    return an_fail(path, &err, a);
   }
   const mt_summary *s = mt_analysis_summary(a);
   double leaked = mt_analysis_bytes(a, s->live_end.samples);

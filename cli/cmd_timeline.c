@@ -78,9 +78,7 @@ int mt_cmd_timeline(int argc, char **argv) {
   size_t ngroups;
   mt_error err;
   if (mt_analysis_group(a, MT_GROUP_SITE, MT_METRIC_PEAK, &groups, &ngroups, &err)) {
-    cli_report(path, &err);
-    mt_analysis_free(a);
-    return MT_EXIT_FAILURE;
+    return an_fail(path, &err, a);
   }
   size_t nsites = ngroups < (size_t)top_n ? ngroups : (size_t)top_n;
   const mt_summary *s = mt_analysis_summary(a);

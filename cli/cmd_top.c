@@ -358,9 +358,7 @@ int mt_cmd_top(int argc, char **argv) {
   /* Ranked over every stack first: that also refuses what cannot be ranked (temporary on a
    * sampled trace) the same way with or without a focus. */
   if (mt_analysis_group(a, by, metric, &groups, &n, &err)) {
-    cli_report(path, &err);
-    mt_analysis_free(a);
-    return MT_EXIT_FAILURE;
+    return an_fail(path, &err, a);
   }
   if (focus) {
     free(groups);

@@ -123,6 +123,18 @@ int64_t *mt_export_stack_values(const mt_analysis *a, mt_metric metric, const bo
   return apportioned(a, keep, mt_analysis_metric, metric, metric_total(a, metric));
 }
 
+int mt_export_values(const mt_analysis *a, const mt_export_options *o, mt_metric metric,
+                     int64_t **values, mt_error *err) {
+  bool *keep;
+  *values = NULL;
+  int rc = mt_export_focus(a, o, &keep, err);
+  if (rc)
+    return rc;
+  *values = mt_export_stack_values(a, metric, keep);
+  free(keep);
+  return *values ? MT_OK : mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+}
+
 int64_t *mt_export_stack_objects(const mt_analysis *a, bool inuse, bool at_peak, const bool *keep) {
   const mt_summary *s = mt_analysis_summary(a);
   const mt_amount *whole = !inuse ? &s->allocated : at_peak ? &s->at_peak : &s->live_end;

@@ -33,6 +33,11 @@ int mt_export_focus(const mt_analysis *a, const mt_export_options *o, bool **kee
  * the other stacks' values are 0 and the kept ones add up to their own rounded total. */
 int64_t *mt_export_stack_values(const mt_analysis *a, mt_metric metric, const bool *keep);
 
+/* mt_export_stack_values of the stacks o->focus keeps, in *values (NULL on failure): MT_OK,
+ * MT_E_INVALID (a bad focus), MT_E_NOMEM. */
+int mt_export_values(const mt_analysis *a, const mt_export_options *o, mt_metric metric,
+                     int64_t **values, mt_error *err);
+
 /* The same for the estimated objects of an amount of each stack's stats: allocated, or in use
  * (live at the end, or at the peak with `at_peak`). */
 int64_t *mt_export_stack_objects(const mt_analysis *a, bool inuse, bool at_peak, const bool *keep);

@@ -61,14 +61,12 @@ static void draw(FILE *out, const mt_flame_tree *t, uint32_t node, double x, dou
 
 int mt_export_flame_svg(const mt_analysis *a, FILE *out, const mt_export_options *o,
                         mt_error *err) {
-  bool *keep;
-  int rc = mt_export_focus(a, o, &keep, err);
+  int64_t *values;
+  int rc = mt_export_values(a, o, o->metric, &values, err);
   if (rc)
     return rc;
-  int64_t *values = mt_export_stack_values(a, o->metric, keep);
-  free(keep);
   mt_flame_tree t = {0};
-  if (!values || mt_flame_tree_build(&t, a, values, o->inverted, NULL) != MT_OK) {
+  if (mt_flame_tree_build(&t, a, values, o->inverted, NULL) != MT_OK) {
     free(values);
     mt_flame_tree_free(&t);
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory");

@@ -25,15 +25,13 @@ static void print_name(FILE *out, const char *s) {
  * follows the tree (shared prefixes stored once), not the text (75 MB for ocamlopt_v1). */
 int mt_export_folded(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err) {
   size_t n = mt_analysis_stack_count(a);
-  bool *keep;
-  int rc = mt_export_focus(a, o, &keep, err);
+  int64_t *values;
+  int rc = mt_export_values(a, o, o->metric, &values, err);
   if (rc)
     return rc;
-  int64_t *values = mt_export_stack_values(a, o->metric, keep);
-  free(keep);
   uint32_t *leaf = malloc((n ? n : 1) * sizeof *leaf);
   mt_flame_tree t = {0};
-  rc = values && leaf ? mt_flame_tree_build(&t, a, values, o->inverted, leaf) : MT_E_NOMEM;
+  rc = leaf ? mt_flame_tree_build(&t, a, values, o->inverted, leaf) : MT_E_NOMEM;
   int64_t *self = rc ? NULL : calloc(t.count, sizeof *self);
   uint32_t *lines = self ? malloc((n ? n : 1) * sizeof *lines) : NULL;
   const char **path = lines ? malloc(((size_t)t.max_depth + 1) * sizeof *path) : NULL;

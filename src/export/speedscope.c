@@ -40,18 +40,13 @@ static void profile(FILE *out, const mt_analysis *a, const char *name, const int
 
 int mt_export_speedscope(const mt_analysis *a, FILE *out, const mt_export_options *o,
                          mt_error *err) {
-  bool *keep;
-  int rc = mt_export_focus(a, o, &keep, err);
-  if (rc)
-    return rc;
-  int64_t *allocated = mt_export_stack_values(a, MT_METRIC_BYTES, keep);
-  int64_t *live =
-      mt_export_stack_values(a, o->inuse_at_peak ? MT_METRIC_PEAK : MT_METRIC_LIVE, keep);
-  free(keep);
-  if (!allocated || !live) {
+  int64_t *allocated, *live = NULL;
+  int rc = mt_export_values(a, o, MT_METRIC_BYTES, &allocated, err);
+  if (!rc)
+    rc = mt_export_values(a, o, o->inuse_at_peak ? MT_METRIC_PEAK : MT_METRIC_LIVE, &live, err);
+  if (rc) {
     free(allocated);
-    free(live);
-    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
+    return rc;
   }
   /* Frames are shared by index: the analysis' own frame numbering, listed up to the largest used.
    */

@@ -118,6 +118,16 @@ static const mt_cost *cost_of(const mt_cost *costs, size_t n, const char *functi
   return NULL;
 }
 
+/* The cost of a key in `costs` has these flat and cum values of `metric`. */
+static void assert_flat_cum(const mt_analysis *a, const mt_cost *costs, size_t n,
+                            const char *function, const char *file, int line, mt_metric metric,
+                            double flat, double cum) {
+  const mt_cost *c = cost_of(costs, n, function, file, line);
+  double f = value(a, &c->flat, metric), k = value(a, &c->cum, metric);
+  if (f != flat || k != cum)
+    fail_msg("%s %s:%d: flat %g cum %g, want %g and %g", function, file, line, f, k, flat, cum);
+}
+
 static void costs_count_each_backtrace_once_however_often_a_function_recurs(void **state) {
   (void)state;
   mt_analysis *a = analyse_file(rec_path(), NULL);
@@ -158,24 +168,19 @@ static void costs_count_each_backtrace_once_however_often_a_function_recurs(void
   /* Counts: every object estimated as one at rate 1. */
   assert_int_equal(mt_costs(a, MT_GROUP_FUNCTION, MT_METRIC_COUNT, false, NULL, &c, &n, &err),
                    MT_OK);
-  assert_true(value(a, &cost_of(c, n, "f", "", 0)->cum, MT_METRIC_COUNT) == 3);
-  assert_true(value(a, &cost_of(c, n, "f", "", 0)->flat, MT_METRIC_COUNT) == 2);
+  assert_flat_cum(a, c, n, "f", "", 0, MT_METRIC_COUNT, 2, 3);
   free(c);
   /* Sites: f:10 is on r1, r2, r4 (r4's two calls folded into one frame); f:11 only on r2. */
   assert_int_equal(mt_costs(a, MT_GROUP_SITE, MT_METRIC_BYTES, false, NULL, &c, &n, &err), MT_OK);
   assert_int_equal(n, 5);
-  assert_true(value(a, &cost_of(c, n, "f", "r.ml", 10)->cum, MT_METRIC_BYTES) == 144);
-  assert_true(value(a, &cost_of(c, n, "f", "r.ml", 10)->flat, MT_METRIC_BYTES) == 16);
-  assert_true(value(a, &cost_of(c, n, "f", "r.ml", 11)->cum, MT_METRIC_BYTES) == 48);
-  assert_true(value(a, &cost_of(c, n, "f", "r.ml", 11)->flat, MT_METRIC_BYTES) == 48);
+  assert_flat_cum(a, c, n, "f", "r.ml", 10, MT_METRIC_BYTES, 16, 144);
+  assert_flat_cum(a, c, n, "f", "r.ml", 11, MT_METRIC_BYTES, 48, 48);
   free(c);
   /* Files: every backtrace ends in r.ml and starts in m.ml. */
   assert_int_equal(mt_costs(a, MT_GROUP_FILE, MT_METRIC_BYTES, false, NULL, &c, &n, &err), MT_OK);
   assert_int_equal(n, 2);
-  assert_true(value(a, &cost_of(c, n, "", "r.ml", 0)->flat, MT_METRIC_BYTES) == 176);
-  assert_true(value(a, &cost_of(c, n, "", "r.ml", 0)->cum, MT_METRIC_BYTES) == 176);
-  assert_true(value(a, &cost_of(c, n, "", "m.ml", 0)->flat, MT_METRIC_BYTES) == 0);
-  assert_true(value(a, &cost_of(c, n, "", "m.ml", 0)->cum, MT_METRIC_BYTES) == 176);
+  assert_flat_cum(a, c, n, "", "r.ml", 0, MT_METRIC_BYTES, 176, 176);
+  assert_flat_cum(a, c, n, "", "m.ml", 0, MT_METRIC_BYTES, 0, 176);
   free(c);
   /* Temporary needs rate 1: this trace has it (r1 is not temporary: r2 came after it). */
   assert_int_equal(mt_costs(a, MT_GROUP_FUNCTION, MT_METRIC_TEMPORARY, false, NULL, &c, &n, &err),
@@ -282,12 +287,10 @@ static void focus_keeps_only_the_backtraces_through_matching_functions(void **st
   assert_int_equal(mt_costs(a, MT_GROUP_FUNCTION, MT_METRIC_BYTES, false, keep, &c, &n, &err),
                    MT_OK);
   assert_int_equal(n, 4);
-  assert_true(value(a, &cost_of(c, n, "h", "", 0)->cum, MT_METRIC_BYTES) == 96);
-  assert_true(value(a, &cost_of(c, n, "h", "", 0)->flat, MT_METRIC_BYTES) == 80);
-  assert_true(value(a, &cost_of(c, n, "f", "", 0)->cum, MT_METRIC_BYTES) == 96);
-  assert_true(value(a, &cost_of(c, n, "f", "", 0)->flat, MT_METRIC_BYTES) == 16);
-  assert_true(value(a, &cost_of(c, n, "g", "", 0)->cum, MT_METRIC_BYTES) == 80);
-  assert_true(value(a, &cost_of(c, n, "main", "", 0)->cum, MT_METRIC_BYTES) == 96);
+  assert_flat_cum(a, c, n, "h", "", 0, MT_METRIC_BYTES, 80, 96);
+  assert_flat_cum(a, c, n, "f", "", 0, MT_METRIC_BYTES, 16, 96);
+  assert_flat_cum(a, c, n, "g", "", 0, MT_METRIC_BYTES, 0, 80);
+  assert_flat_cum(a, c, n, "main", "", 0, MT_METRIC_BYTES, 0, 96);
   free(c);
   free(keep);
   assert_int_equal(mt_stacks_through(a, "nothing-matches", &keep, &matched, &err), MT_OK);
