@@ -224,7 +224,9 @@ void mt_input_advance(mt_input *s, size_t n) {
   if (!s->data)
     s->start += n;
   s->position += (int64_t)n;
-  if (s->mapping && (size_t)s->position >= s->released + 2 * RELEASE_STEP) {
+  /* Only when the mapping is the trace itself: over a .zst file, position counts decompressed
+   * bytes, and releasing that far would reach past the compressed mapping into other memory. */
+  if (s->mapping && s->data && (size_t)s->position >= s->released + 2 * RELEASE_STEP) {
     size_t upto = (size_t)s->position - RELEASE_STEP;
     upto -= upto % RELEASE_STEP; /* page-aligned: the step is a multiple of any page size */
     madvise((uint8_t *)s->mapping + s->released, upto - s->released, MADV_DONTNEED);
