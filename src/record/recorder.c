@@ -21,6 +21,7 @@
 /* Records read per attachment per poll, so that writing and flushes keep up. */
 #define POLL_MAX_PER_CALL (1u << 18)
 #define MERGE_MAX_QUEUED (1u << 20)
+#define DIRECT_BATCH 16
 
 typedef struct attachment {
   mt_cursor *cursor;
@@ -66,6 +67,11 @@ struct mt_recorder {
   uint64_t polls;
   uint64_t direct_key;
   uint64_t *direct_frames; /* MT_TRACER_MAX_FRAMES */
+  /* Direct records wait in small batches: the address map's slots of a whole batch are
+   * prefetched before the batch is processed, so that a program with many live blocks (a map
+   * far larger than the caches) does not pay a cache miss per record one after the other. */
+  rec_event *batch[DIRECT_BATCH];
+  size_t batched;
   uint32_t direct_nframes, direct_hash;
   bool finished;
   int decode_error; /* out of memory in a callback */
@@ -140,10 +146,36 @@ static int64_t absolute_ns(attachment *a, uint64_t timestamp) {
   return a->realtime ? ns : a->created_realtime_ns + (ns - a->created_ns);
 }
 
-/* A record of the only thread so far, processed at once. */
-static void direct(mt_recorder *r, rec_event *e) {
+static void prefetch_live(const rec_addrmap *m, uint64_t addr) {
+  if (m->slots && addr)
+    __builtin_prefetch(&m->slots[rec_addrmap_home(m, addr)]);
+}
+
+/* Processes the batched direct records, in order. */
+static void direct_flush(mt_recorder *r) {
+  size_t n = r->batched;
+  r->batched = 0;
+  for (size_t i = 0; i < n; i++) {
+    prefetch_live(&r->order.live, r->batch[i]->addr);
+    if (r->batch[i]->type == MT_TRACER_REC_REALLOC)
+      prefetch_live(&r->order.live, r->batch[i]->addr2);
+  }
+  for (size_t i = 0; i < n; i++)
+    rec_order_process(&r->order, &r->sink, r->batch[i]);
+}
+
+/* A record of the only thread so far: processed with its batch (the frames copied, with the
+ * stack hash of the thread's previous stack reused). */
+static void direct(mt_recorder *r, const rec_event *e) {
+  rec_event *b = r->batch[r->batched++];
+  *b = *e;
+  b->frames = b->own_frames;
+  b->next = b->fifo_next = NULL;
+  b->dead = false;
+  b->epoch = 0;
   uint32_t n = e->nframes;
   if (n) {
+    memcpy(b->own_frames, e->frames, n * sizeof *e->frames);
     bool same = n == r->direct_nframes;
     for (uint32_t i = 0; i < n && same; i++)
       same = r->direct_frames[i] == e->frames[i];
@@ -152,12 +184,10 @@ static void direct(mt_recorder *r, rec_event *e) {
       r->direct_nframes = n;
       r->direct_hash = rec_stack_hash(e->frames, n);
     }
-    e->stack_hash = r->direct_hash;
+    b->stack_hash = r->direct_hash;
   }
-  e->next = e->fifo_next = NULL;
-  e->dead = false;
-  e->epoch = 0;
-  rec_order_process(&r->order, &r->sink, e);
+  if (r->batched == DIRECT_BATCH)
+    direct_flush(r);
 }
 
 static int on_record(void *user, const mt_ring_event *ev) {
@@ -233,6 +263,7 @@ static int on_record(void *user, const mt_ring_event *ev) {
        * wrote was already written: a record of the new one stamped earlier is repaired by
        * order.c like any record read late. */
       r->merging = true;
+      direct_flush(r);
     }
     if (!r->merging && r->direct_ok) {
       direct(r, &e);
@@ -303,9 +334,12 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
   r->context = o.context ? strdup(o.context) : NULL;
   r->symboliser = rec_symboliser_new(o.no_symbols);
   r->direct_frames = malloc(MT_TRACER_MAX_FRAMES * sizeof *r->direct_frames);
+  bool batch_ok = true;
+  for (size_t i = 0; i < DIRECT_BATCH; i++)
+    batch_ok &= (r->batch[i] = rec_event_new(MT_TRACER_MAX_FRAMES)) != NULL;
   r->modules.by_serial.seed = r->sites.unknown_pcs.seed = r->sites.wrapper.seed =
       r->merge.by_key.seed = mt_hashmap_random_seed();
-  if (!r->symboliser || !r->direct_frames || (o.executable_name && !r->exe) ||
+  if (!r->symboliser || !r->direct_frames || !batch_ok || (o.executable_name && !r->exe) ||
       (o.context && !r->context) ||
       !rec_order_init(&r->order, o.skew_tolerance_us * 1000, o.hold_bound_us * 1000)) {
     mt_recorder_destroy(r);
@@ -400,6 +434,7 @@ static int read_rings(mt_recorder *r, bool *progress, bool *caught_up, bool to_e
       *progress = true;
   }
   r->current = NULL;
+  direct_flush(r);
   return status;
 }
 
@@ -548,5 +583,7 @@ void mt_recorder_destroy(mt_recorder *r) {
   free(r->context);
   free(r->process_exe);
   free(r->direct_frames);
+  for (size_t i = 0; i < DIRECT_BATCH; i++)
+    free(r->batch[i]);
   free(r);
 }
