@@ -16,25 +16,45 @@
 mt_real mt_shim_real;
 uintptr_t mt_shim_allocator_low, mt_shim_allocator_high;
 
-/* The executable range of the object loaded at `data`. */
-static int find_text(struct dl_phdr_info *info, size_t size, void *data) {
+/* The loaded object that contains an address: the range of its PT_LOAD segments and of its
+ * executable ones. Found with dl_iterate_phdr rather than dladdr, which searches the object's
+ * symbol table for the nearest symbol: eleven dladdr calls cost about a million instructions at
+ * the start of every traced process. */
+typedef struct object_span {
+  uintptr_t addr;
+  uintptr_t low, high;           /* all its PT_LOAD segments; 0, 0 when not found */
+  uintptr_t text_low, text_high; /* the executable ones */
+} object_span;
+
+static int find_object(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;
-  if ((uintptr_t)info->dlpi_addr != (uintptr_t)data)
-    return 0;
-  uintptr_t low = UINTPTR_MAX, high = 0;
+  object_span *o = data;
+  uintptr_t low = UINTPTR_MAX, high = 0, text_low = UINTPTR_MAX, text_high = 0;
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+    if (ph->p_type != PT_LOAD)
       continue;
     uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
     low = lo < low ? lo : low;
     high = hi > high ? hi : high;
+    if (ph->p_flags & PF_X) {
+      text_low = lo < text_low ? lo : text_low;
+      text_high = hi > text_high ? hi : text_high;
+    }
   }
-  if (low < high) {
-    mt_shim_allocator_low = low;
-    mt_shim_allocator_high = high;
+  if (o->addr < low || o->addr >= high)
+    return 0;
+  o->low = low;
+  o->high = high;
+  if (text_low < text_high) {
+    o->text_low = text_low;
+    o->text_high = text_high;
   }
   return 1;
+}
+
+static bool object_holds(const object_span *o, const void *f) {
+  return (uintptr_t)f - o->low < o->high - o->low;
 }
 
 /* Each block is preceded by a 16-byte header holding its size. */
@@ -73,12 +93,9 @@ static void *calloc_from_malloc(size_t count, size_t size) {
 }
 
 /* The next definition of `name` if it comes from the object that defines the next malloc. */
-static void *next_from(const char *name, const void *malloc_base) {
+static void *next_from(const char *name, const object_span *malloc_object) {
   void *f = dlsym(RTLD_NEXT, name);
-  Dl_info info;
-  if (!f || !dladdr(f, &info) || info.dli_fbase != malloc_base)
-    return NULL;
-  return f;
+  return f && object_holds(malloc_object, f) ? f : NULL;
 }
 
 void mt_shim_resolve(void) {
@@ -93,17 +110,18 @@ void mt_shim_resolve(void) {
   mt_real r;
   memset(&r, 0, sizeof r);
   r.malloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
-  Dl_info info;
-  const void *base = r.malloc && dladdr((void *)r.malloc, &info) ? info.dli_fbase : NULL;
-  r.free = (void (*)(void *))next_from("free", base);
-  r.calloc = (void *(*)(size_t, size_t))next_from("calloc", base);
-  r.realloc = (void *(*)(void *, size_t))next_from("realloc", base);
-  r.posix_memalign = (int (*)(void **, size_t, size_t))next_from("posix_memalign", base);
-  r.aligned_alloc = (void *(*)(size_t, size_t))next_from("aligned_alloc", base);
-  r.memalign = (void *(*)(size_t, size_t))next_from("memalign", base);
-  r.valloc = (void *(*)(size_t))next_from("valloc", base);
-  r.pvalloc = (void *(*)(size_t))next_from("pvalloc", base);
-  r.malloc_usable_size = (size_t(*)(void *))next_from("malloc_usable_size", base);
+  object_span base = {.addr = (uintptr_t)r.malloc};
+  if (r.malloc)
+    dl_iterate_phdr(find_object, &base);
+  r.free = (void (*)(void *))next_from("free", &base);
+  r.calloc = (void *(*)(size_t, size_t))next_from("calloc", &base);
+  r.realloc = (void *(*)(void *, size_t))next_from("realloc", &base);
+  r.posix_memalign = (int (*)(void **, size_t, size_t))next_from("posix_memalign", &base);
+  r.aligned_alloc = (void *(*)(size_t, size_t))next_from("aligned_alloc", &base);
+  r.memalign = (void *(*)(size_t, size_t))next_from("memalign", &base);
+  r.valloc = (void *(*)(size_t))next_from("valloc", &base);
+  r.pvalloc = (void *(*)(size_t))next_from("pvalloc", &base);
+  r.malloc_usable_size = (size_t(*)(void *))next_from("malloc_usable_size", &base);
   r.mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
   r.munmap = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
   r.mremap = (void *(*)(void *, size_t, size_t, int, ...))dlsym(RTLD_NEXT, "mremap");
@@ -119,11 +137,10 @@ void mt_shim_resolve(void) {
     (void)ignored;
     _exit(127);
   }
-  Dl_info mmap_info;
-  if (base && r.mmap && dladdr((void *)r.mmap, &mmap_info) && mmap_info.dli_fbase != base) {
-    /* dli_fbase is the object's lowest mapped address; dlpi_addr is its load bias, the same for
-     * shared objects (linked at 0). */
-    dl_iterate_phdr(find_text, (void *)base);
+  if (base.high && r.mmap && !object_holds(&base, (void *)r.mmap)) {
+    /* The next malloc is not libc's (jemalloc): its mmap calls are its arenas. */
+    mt_shim_allocator_low = base.text_low;
+    mt_shim_allocator_high = base.text_high;
   }
   if (!r.calloc)
     r.calloc = calloc_from_malloc;
