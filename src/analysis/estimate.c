@@ -90,13 +90,15 @@ static int by_fraction(const void *p, const void *q) {
  * summary's total rounded once (the summary keeps the exact estimate). */
 static void round_amounts(mt_analysis *a, size_t field, const mt_amount *total,
                           stack_remainder *r) {
-  int64_t want = llround(total->objects_estimated > 0 ? total->objects_estimated : 0), sum = 0;
+  /* Sums in double: a damaged trace's estimates can pass 2^63 (whole numbers stay exact up to
+   * 2^53, far beyond any real trace's counts). */
+  double want = round(total->objects_estimated > 0 ? total->objects_estimated : 0), sum = 0;
   size_t n = a->nstacks;
   for (size_t i = 0; i < n; i++) {
     mt_amount *m = (mt_amount *)((char *)&a->stacks[i].stats + field);
     double v = m->objects_estimated > 0 ? m->objects_estimated : 0;
     m->objects_estimated = floor(v);
-    sum += (int64_t)m->objects_estimated;
+    sum += m->objects_estimated;
     r[i] = (stack_remainder){v - m->objects_estimated, (uint32_t)i};
   }
   qsort(r, n, sizeof *r, by_fraction);
