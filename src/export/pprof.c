@@ -300,8 +300,10 @@ int mt_export_pprof(const mt_analysis *a, FILE *out, const mt_export_options *o,
     packed(&p.msg, 2, values, 4, &tmp);
     pb_message(&p.out, 2, &p.msg);
   }
-  pb_int(&p.out, 9, (uint64_t)((s->info.start_time + s->from) * 1000));
-  pb_int(&p.out, 10, (uint64_t)((s->to - s->from) * 1000));
+  /* Microseconds to nanoseconds in unsigned arithmetic: a damaged trace's times can be anything,
+   * and wrap-around (a nonsense time) is what they get, not undefined behaviour. */
+  pb_int(&p.out, 9, ((uint64_t)s->info.start_time + (uint64_t)s->from) * 1000u);
+  pb_int(&p.out, 10, ((uint64_t)s->to - (uint64_t)s->from) * 1000u);
   value_type(&p, 11, "space", "bytes");
   pb_int(&p.out, 12, (uint64_t)llround(s->bytes_per_sample));
   pb_int(&p.out, 14, (uint64_t)string_index(&p.str, "alloc_space"));
