@@ -163,7 +163,8 @@ static void warn_damage(const char *path, const mt_analysis *a, const mt_error *
           "memtap: %s: warning: the trace is damaged at byte %s (%s); the analysis covers the "
           "%s%s read before it, events up to %.6f s. memtrace traces carry no checksums, so "
           "events just before the damage may already be wrong\n",
-          path, at, what, read, share, (double)(s->end_time - s->info.start_time) / 1e6);
+          path, at, what, read, share,
+          (double)(int64_t)((uint64_t)s->end_time - (uint64_t)s->info.start_time) / 1e6);
 }
 
 bool an_regex_valid(const char *cmd, const char *option, const char *regex) {
@@ -285,7 +286,7 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
   if (damage)
     warn_damage(path, a, damage, trace_size);
   /* The last event read; a pass resumed from a checkpoint may have read none after it. */
-  int64_t read_to = s->end_time - s->info.start_time;
+  int64_t read_to = (int64_t)((uint64_t)s->end_time - (uint64_t)s->info.start_time);
   const mt_index_use *use = mt_analysis_index_use(a);
   if (use->resumed && use->resumed_time > read_to)
     read_to = use->resumed_time;

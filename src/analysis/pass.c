@@ -401,7 +401,8 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   while ((rc = mt_reader_next(r, &ev, err)) > 0) {
     if (options->progress && (++n & 0x3FFFF) == 0)
       options->progress(options->progress_user, mt_reader_position(r), size);
-    int64_t t = ev.time - info->start_time;
+    /* Wrapping, not overflowing, on a damaged trace's times (as dump does). */
+    int64_t t = (int64_t)((uint64_t)ev.time - (uint64_t)info->start_time);
     if (t > to)
       break;
     if (t > last)
