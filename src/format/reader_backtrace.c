@@ -287,8 +287,12 @@ int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsig
 bool mt_reader_flatten(domain_state *d) {
   if (!grow_frames(&d->backtrace, &d->backtrace_cap, d->depth + FILL_SLACK))
     return false;
-  for (size_t i = 0; i < d->nruns; i++)
-    fill_frames(d->backtrace + d->runs[i].start, d->runs[i].code, d->runs[i].count);
+  for (size_t i = 0; i < d->nruns; i++) {
+    const mt_backtrace_run *run = &d->runs[i];
+    if (run->start > d->depth || run->count > d->depth - run->start)
+      return false; /* never with a reader that has not failed */
+    fill_frames(d->backtrace + run->start, run->code, run->count);
+  }
   return true;
 }
 
@@ -306,7 +310,9 @@ bool mt_reader_runs_of_flat(domain_state *d) {
 }
 
 int mt_reader_set_runs_only(mt_reader *r, bool runs_only, mt_error *err) {
-  if (runs_only != r->options.runs_only)
+  /* A failed reader hands out no more events, and the backtrace it failed in may have left the
+   * kept runs longer than the kept depth: nothing to convert, nothing to trust. */
+  if (runs_only != r->options.runs_only && !r->failed)
     for (size_t i = 0; i < r->ndomains; i++)
       if (!(runs_only ? mt_reader_runs_of_flat(r->domains[i]) : mt_reader_flatten(r->domains[i])))
         return mt_fail(err, MT_E_NOMEM, -1, "out of memory for a backtrace");
