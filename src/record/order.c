@@ -374,9 +374,13 @@ static void do_map(rec_order *o, rec_sink *sink, const rec_event *e) {
 
 /* The stack of thread `tid`, [low, high), becomes a region of the synthetic site
  * `<thread stack>` until the thread exits. A stack inside a mapping the program made itself
- * (pthread_attr_setstack on its own mmap) is already that mapping's memory: not written twice. */
+ * (pthread_attr_setstack on its own mmap) is already that mapping's memory: not written twice.
+ * The main thread's stack is the kernel's, reserved before the program ran: no allocation of the
+ * program's (it would be an 8 MiB site in every trace). */
 static void thread_started(rec_order *o, rec_sink *sink, uint64_t tid, uint64_t low, uint64_t high,
                            int64_t ns) {
+  if (o->main_tid && tid == (uint64_t)o->main_tid)
+    return;
   uint64_t old;
   if (mt_hashmap_get(&o->stacks, (int64_t)tid, &old)) {
     size_t i = 0, j = 0;

@@ -264,6 +264,7 @@ typedef struct rec_order {
   rec_event *fifo_head, *fifo_tail; /* held and pending events, in arrival order */
   rec_regions regions;
   mt_hashmap stacks;    /* thread id -> start of its stack's region */
+  int64_t main_tid;     /* the process's pid: its main thread, whose stack is not a region */
   int64_t last_time_ns; /* of the last event written */
   /* Counts the polls after which every ring had been read to where it stood: an event held at
    * epoch E may be given up at E + 2, once every record published before it was read. */

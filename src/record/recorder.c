@@ -295,6 +295,7 @@ static void on_registry(void *user, unsigned kind, uint64_t id, const void *byte
     r->process_exe = strndup((const char *)bytes + sizeof h, h.exe_length);
     r->process = h;
     r->have_process = true;
+    r->order.main_tid = h.pid;
     if (!r->writer_tried) {
       r->order.rate = trace_rate(r);
       r->order.full = (h.flags & MT_TRACER_PROCESS_FULL) != 0;

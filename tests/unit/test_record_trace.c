@@ -174,6 +174,19 @@ static void thread_stack_is_a_major_region_freed_at_thread_exit(void **state) {
   rr_trace_free(&t);
 }
 
+static void main_thread_stack_is_not_a_region(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  thread_start(r, (uint64_t)getpid(), 0x7ff000000000, 0x7ff000800000); /* the process entry's pid */
+  rr_alloc(r, 0x1000, 16, NULL, 0);
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "main-stack.ctf", NULL, &st), &t);
+  assert_int_equal(t.count, 1); /* the block only */
+  assert_int_equal(t.events[0].source, MT_SOURCE_EXTERNAL);
+  rr_trace_free(&t);
+}
+
 static void
 running_thread_stack_is_collected_at_the_end_and_own_mapping_not_counted_twice(void **state) {
   (void)state;
@@ -457,6 +470,7 @@ int main(void) {
       cmocka_unit_test(region_is_split_by_a_partial_unmap),
       cmocka_unit_test(map_fixed_over_a_region_replaces_that_part),
       cmocka_unit_test(thread_stack_is_a_major_region_freed_at_thread_exit),
+      cmocka_unit_test(main_thread_stack_is_not_a_region),
       cmocka_unit_test(
           running_thread_stack_is_collected_at_the_end_and_own_mapping_not_counted_twice),
       cmocka_unit_test(module_unloaded_and_another_at_its_address_get_two_codes),
