@@ -383,6 +383,13 @@ bool an_count_arg(const char *cmd, const char *option, const char *arg, long lon
   return false;
 }
 
+bool an_group_arg(const char *cmd, const char *arg, mt_group_by *by) {
+  if (an_parse_group(arg, by))
+    return true;
+  cli_usage_error(cmd, "--group takes site, function or file");
+  return false;
+}
+
 bool an_parse_group(const char *text, mt_group_by *by) {
   static const char *names[] = {"site", "function", "file"};
   for (int i = 0; i < 3; i++)

@@ -122,9 +122,11 @@ bool an_parse_metric(const char *text, mt_metric *metric);
 bool an_parse_group(const char *text, mt_group_by *by);
 const char *an_metric_name(mt_metric metric);
 
-/* The same for a command's options, printing `cmd`'s usage error when false: --by METRIC, and an
- * OPTION taking a count of 0 or more ("-n takes a count (0 or more), not 'x'"). */
+/* The same for a command's options, printing `cmd`'s usage error when false: --by METRIC,
+ * --group BY, and an OPTION taking a count of 0 or more ("-n takes a count (0 or more), not 'x'").
+ */
 bool an_metric_arg(const char *cmd, const char *arg, mt_metric *metric);
+bool an_group_arg(const char *cmd, const char *arg, mt_group_by *by);
 bool an_count_arg(const char *cmd, const char *option, const char *arg, long long *count);
 
 #endif

@@ -156,8 +156,8 @@ int mt_cmd_diff(int argc, char **argv) {
       break;
     case OPT_INCLUSIVE: inclusive = true; break;
     case OPT_GROUP:
-      if (!an_parse_group(optarg, &by))
-        return cli_usage_error("diff", "--group takes site, function or file");
+      if (!an_group_arg("diff", optarg, &by))
+        return MT_EXIT_USAGE;
       break;
     case 'n':
       if (!an_count_arg("diff", "-n", optarg, &limit))

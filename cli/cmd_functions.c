@@ -165,8 +165,8 @@ int mt_cmd_functions(int argc, char **argv) {
         return MT_EXIT_USAGE;
       break;
     case OPT_GROUP:
-      if (!an_parse_group(optarg, &v.by))
-        return cli_usage_error("functions", "--group takes function, file or site");
+      if (!an_group_arg("functions", optarg, &v.by))
+        return MT_EXIT_USAGE;
       break;
     case OPT_SORT:
       if (strcmp(optarg, "cum") && strcmp(optarg, "flat"))

@@ -48,8 +48,8 @@ int mt_cmd_leaks(int argc, char **argv) {
         return cli_usage_error("leaks", "--fail-above takes a number of bytes");
       break;
     case OPT_GROUP:
-      if (!an_parse_group(optarg, &by))
-        return cli_usage_error("leaks", "--group takes site, function or file");
+      if (!an_group_arg("leaks", optarg, &by))
+        return MT_EXIT_USAGE;
       break;
     case OPT_INVERTED: inverted = true; break;
     case 'n':

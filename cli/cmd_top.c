@@ -319,8 +319,8 @@ int mt_cmd_top(int argc, char **argv) {
         return MT_EXIT_USAGE;
       break;
     case OPT_GROUP:
-      if (!an_parse_group(optarg, &by))
-        return cli_usage_error("top", "--group takes site, function or file");
+      if (!an_group_arg("top", optarg, &by))
+        return MT_EXIT_USAGE;
       break;
     case OPT_INVERTED: inverted = true; break;
     case OPT_INCLUSIVE: inclusive = true; break;

@@ -852,7 +852,7 @@ static void views_commands_have_help_and_clear_errors(void **state) {
       {1, {"callers", "--by", "temporary", "f", "/nonexistent.ctf"}, "/nonexistent.ctf"},
       {64, {"functions", "--sort", "size", "T"}, "memtap functions: --sort takes cum or flat"},
       {64, {"functions", "--focus", "(", "T"}, "memtap functions: bad --focus regular expression"},
-      {64, {"functions", "--group", "line", "T"}, "--group takes function, file or site"},
+      {64, {"functions", "--group", "line", "T"}, "--group takes site, function or file"},
       {64, {"functions", "T", "T"}, "memtap functions: expected exactly one TRACE"},
       {64, {"top", "--focus", "(", "T"}, "memtap top: bad --focus regular expression '(': "},
       {64, {"top", "--inclusive", "--inverted", "T"}, "--inclusive and --inverted are different"},
