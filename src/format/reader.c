@@ -473,6 +473,21 @@ static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
 #define FAST_EVENT_BYTES 34
 
 /* A vint (FORMAT.md §2.1) known to lie whole in the input. */
+/* A promote or a collect of the object `delta` allocations before the packet's last one: every
+ * field but time, offset and domain, which the caller sets. */
+static inline void fill_id_event(const mt_reader *r, mt_event *ev, unsigned code, int64_t delta) {
+  ev->kind = code == MT_CODE_PROMOTE ? MT_EVENT_PROMOTE : MT_EVENT_COLLECT;
+  ev->length = ev->nsamples = ev->common_prefix = 0;
+  ev->source = MT_SOURCE_MINOR;
+  ev->short_form = false;
+  ev->backtrace = NULL;
+  ev->backtrace_length = 0;
+  ev->backtrace_runs = NULL;
+  ev->backtrace_run_count = ev->common_runs = 0;
+  ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet - 1 -
+                         (uint64_t)delta);
+}
+
 static inline const uint8_t *vint_at(const uint8_t *p, int64_t *v) {
   uint8_t first = p[0];
   if (__builtin_expect(first < 253, 1)) {
@@ -539,19 +554,10 @@ static inline int next_fast(mt_reader *r, mt_event *ev) {
       return 0;
     b->p = q;
     d->last_time = time;
-    ev->kind = code == MT_CODE_PROMOTE ? MT_EVENT_PROMOTE : MT_EVENT_COLLECT;
     ev->time = time;
     ev->offset = b->origin + (p - b->base);
     ev->domain = r->header.domain;
-    ev->length = ev->nsamples = ev->common_prefix = 0;
-    ev->source = MT_SOURCE_MINOR;
-    ev->short_form = false;
-    ev->backtrace = NULL;
-    ev->backtrace_length = 0;
-    ev->backtrace_runs = NULL;
-    ev->backtrace_run_count = ev->common_runs = 0;
-    ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet - 1 -
-                           (uint64_t)delta);
+    fill_id_event(r, ev, code, delta);
     return 1;
   } else {
     return 0;
@@ -653,16 +659,7 @@ static __attribute__((noinline)) int next_careful(mt_reader *r, mt_event *ev, mt
             mt_reader_malformed(r, field, "promote id sync: negative delta %lld", (long long)delta);
         break;
       }
-      ev->kind = code == MT_CODE_PROMOTE ? MT_EVENT_PROMOTE : MT_EVENT_COLLECT;
-      ev->length = ev->nsamples = ev->common_prefix = 0;
-      ev->source = MT_SOURCE_MINOR;
-      ev->short_form = false;
-      ev->backtrace = NULL;
-      ev->backtrace_length = 0;
-      ev->backtrace_runs = NULL;
-      ev->backtrace_run_count = ev->common_runs = 0;
-      ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet -
-                             1 - (uint64_t)delta);
+      fill_id_event(r, ev, code, delta);
       return 1;
     }
     if (code == MT_CODE_TRACE_INFO)
