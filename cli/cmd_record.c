@@ -25,7 +25,7 @@
 
 static const char usage[] =
     "usage: memtap record [-o FILE] [--rate R | --sample-interval N | --full] [--follow-fork]\n"
-    "                     [--v2] [--compress] -- PROGRAM ARGS...\n"
+    "                     [--v2] [--compress] [--debuginfod] -- PROGRAM ARGS...\n"
     "\n"
     "Runs PROGRAM with the memtap tracer loaded (LD_PRELOAD) and writes what it allocates and\n"
     "frees as a memtrace trace, symbolised (functions, files, lines, inlined frames).\n"
@@ -37,6 +37,8 @@ static const char usage[] =
     "      --follow-fork        trace forked children too, each into FILE.PID\n"
     "      --v2                 write memtrace format version 2 (readable by memtrace 0.2.x)\n"
     "      --compress           compress the trace with zstd\n"
+    "      --debuginfod         fetch missing debug info from $DEBUGINFOD_URLS (default: only\n"
+    "                           this machine's: /usr/lib/debug, .gnu_debuglink)\n"
     "  -h, --help               show this help\n"
     "\n"
     "Without an option the environment decides (MEMTAP_FULL, MEMTAP_SAMPLE_INTERVAL, MEMTAP_RATE,\n"
@@ -48,7 +50,7 @@ static const char usage[] =
     "written or the program was refused; 64 bad command line or MEMTAP_* variable; 126 the\n"
     "program cannot be executed; 127 it was not found.\n";
 
-enum { OPT_RATE = 256, OPT_INTERVAL, OPT_FULL, OPT_FOLLOW, OPT_V2, OPT_COMPRESS };
+enum { OPT_RATE = 256, OPT_INTERVAL, OPT_FULL, OPT_FOLLOW, OPT_V2, OPT_COMPRESS, OPT_DEBUGINFOD };
 
 /* Ring size per thread under --full, unless MEMTAP_RING_SIZE says otherwise. */
 #define FULL_RING_SIZE "16M"
@@ -68,7 +70,7 @@ static void forward_signal(int sig) {
 
 typedef struct settings {
   const char *output;
-  bool follow_fork, v2, compress;
+  bool follow_fork, v2, compress, debuginfod;
   mt_record_settings sampling;
 } settings;
 
@@ -262,6 +264,7 @@ static mt_recorder *new_recorder(session *s, traced *t) {
       .version = s->set->v2 ? 2 : 3,
       .compress = s->set->compress,
       .context = s->context,
+      .debuginfod = s->set->debuginfod,
   };
   mt_recorder *rec;
   mt_error err = {0};
@@ -462,6 +465,7 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
       {"follow-fork", no_argument, NULL, OPT_FOLLOW},
       {"v2", no_argument, NULL, OPT_V2},
       {"compress", no_argument, NULL, OPT_COMPRESS},
+      {"debuginfod", no_argument, NULL, OPT_DEBUGINFOD},
       {"help", no_argument, NULL, 'h'},
       {0}};
   /* The environment first, so that a malformed variable is refused even when an option
@@ -504,6 +508,7 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
     case OPT_FOLLOW: set->follow_fork = true; break;
     case OPT_V2: set->v2 = true; break;
     case OPT_COMPRESS: set->compress = true; break;
+    case OPT_DEBUGINFOD: set->debuginfod = true; break;
     case 'h': fputs(usage, stdout); return -1;
     default: return cli_bad_option("record");
     }

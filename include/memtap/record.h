@@ -50,6 +50,10 @@ typedef struct mt_recorder_options {
   const char *context; /* the command line */
   /* Used only when the ring carries no process description: the sampling rate (0 means 1). */
   double sample_rate;
+  /* Also ask the debuginfod servers named by $DEBUGINFOD_URLS for the debug info of modules that
+   * have none on this machine (libdwfl's standard search; starts libcurl). Off: local files only
+   * (the build-id directory and .gnu_debuglink). */
+  bool debuginfod;
 } mt_recorder_options;
 
 /* Counts so far (final after mt_recorder_finish). */

@@ -210,7 +210,8 @@ void rec_sites_free(rec_sites *s);
 
 typedef struct rec_symboliser rec_symboliser;
 
-rec_symboliser *rec_symboliser_new(bool no_symbols);
+/* `debuginfod`: separate debug info may be fetched from $DEBUGINFOD_URLS (else local files only). */
+rec_symboliser *rec_symboliser_new(bool no_symbols, bool debuginfod);
 void rec_symboliser_free(rec_symboliser *s);
 /* Whether the symbol at `vaddr` (an ELF address) in `m` is an allocator wrapper (operator new,
  * new[] and their aligned and nothrow variants). */

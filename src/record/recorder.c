@@ -333,7 +333,7 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
   r->out.memfd = r->out.wfd = -1;
   r->exe = o.executable_name ? strdup(o.executable_name) : NULL;
   r->context = o.context ? strdup(o.context) : NULL;
-  r->symboliser = rec_symboliser_new(o.no_symbols);
+  r->symboliser = rec_symboliser_new(o.no_symbols, o.debuginfod);
   r->direct_frames = malloc(MT_TRACER_MAX_FRAMES * sizeof *r->direct_frames);
   bool batch_ok = true;
   for (size_t i = 0; i < DIRECT_BATCH; i++)

@@ -2,10 +2,10 @@
  * ELF address) becomes a memtrace location list, outermost first (FORMAT.md §2.6, §5): the
  * function that physically holds the instruction, then each inlined function down to the
  * innermost, each with the file and line where it calls the next (the innermost: the line of the
- * instruction). DWARF comes from the file or its separate debug info (build-id directory,
- * .gnu_debuglink) through libdwfl's standard search; without it, .symtab/.dynsym names a function
- * only when the address is inside the symbol's size, else the code is `libfoo.so+0x1234`. A file
- * whose build-id differs from the one the process loaded is not read at all. */
+ * instruction). DWARF comes from the file or its separate debug info (debuginfo.c); without it,
+ * .symtab/.dynsym names a function only when the address is inside the symbol's size, else the code
+ * is `libfoo.so+0x1234`. A file whose build-id differs from the one the process loaded is not read
+ * at all. */
 #include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -18,6 +18,7 @@
 
 #include "common/arena.h"
 #include "common/hashmap.h"
+#include "record/debuginfo.h"
 #include "record/record_internal.h"
 #include "record/symtab.h"
 
@@ -57,8 +58,9 @@ typedef struct cached_list {
 
 struct rec_symboliser {
   bool no_symbols;
-  mt_hashmap cache; /* code -> cached_list * */
-  mt_arena arena;   /* the cached lists and their strings */
+  const Dwfl_Callbacks *callbacks; /* where separate debug info is looked for */
+  mt_hashmap cache;                /* code -> cached_list * */
+  mt_arena arena;                  /* the cached lists and their strings */
   rec_elf *elves;
   mt_location entries[MAX_ENTRIES];
   char *owned[MAX_ENTRIES * 2 + 2]; /* strings of the last answer, freed at the next call */
@@ -66,16 +68,11 @@ struct rec_symboliser {
   char scratch[MAX_ENTRIES * 2 * NAME_CAP];
 };
 
-static const Dwfl_Callbacks callbacks = {
-    .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
-    .section_address = dwfl_offline_section_address,
-};
-
-rec_symboliser *rec_symboliser_new(bool no_symbols) {
+rec_symboliser *rec_symboliser_new(bool no_symbols, bool debuginfod) {
   rec_symboliser *s = calloc(1, sizeof *s);
   if (s) {
     s->no_symbols = no_symbols;
+    s->callbacks = rec_debuginfo_callbacks(debuginfod);
     s->cache.seed = mt_hashmap_random_seed();
   }
   return s;
@@ -156,7 +153,7 @@ static rec_elf *open_elf(rec_symboliser *s, rec_module *m) {
   /* Regular files only: the path comes from the traced process, and opening a FIFO would block. */
   struct stat st;
   if (m->path[0] == '/' && stat(m->path, &st) == 0 && S_ISREG(st.st_mode) &&
-      (e->dwfl = dwfl_begin(&callbacks))) {
+      (e->dwfl = dwfl_begin(s->callbacks))) {
     dwfl_report_begin(e->dwfl);
     e->mod = dwfl_report_elf(e->dwfl, m->path, m->path, -1, 0, false);
     dwfl_report_end(e->dwfl, NULL, NULL);

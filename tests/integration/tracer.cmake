@@ -94,6 +94,7 @@ set(_tracer_tests
     sampled_estimates_unbiased_over_seeds
     backtraces_resolve_gcc
     backtraces_resolve_clang
+    backtraces_resolve_from_separate_debug_info
     ordering_producer_consumer_pinned
     jemalloc_kept_behind_shim
     fault_program_sigkilled_trace_complete

@@ -44,7 +44,7 @@ static void open_fixture(fixture *f, const char *name) {
                         .context = ""};
   assert_int_equal(rec_output_open(&f->out, f->fd, false, &info, 3), MT_OK);
   assert_true(rec_order_init(&f->order, 1000 * 1000, 1000 * 1000 * 1000));
-  f->symboliser = rec_symboliser_new(true);
+  f->symboliser = rec_symboliser_new(true, false);
   f->sink = (rec_sink){.out = &f->out,
                        .modules = &f->modules,
                        .sites = &f->sites,

@@ -748,12 +748,14 @@ def test_sampled_estimates_unbiased_over_seeds():
 # --- backtraces -------------------------------------------------------------------------------
 
 
-def backtraces(build):
+def backtraces(build, binary=None, env=None):
+    """backtrace_sites built by `build` (or the copy at `binary`): every marked stack resolves to
+    its functions, files and lines. Returns record's stderr."""
     name = f"backtrace_sites_{build}"
-    argv = [program(name)]
+    argv = [binary or program(name)]
     plain = untraced(argv)
     trace = os.path.join(WORK, name + ".ctf")
-    traced = record(trace, argv)
+    traced = record(trace, argv, env=env)
     same_behaviour(plain, traced, name)
     verify_trace(trace)
     f = facts(trace, ["backtrace_sites.c"], depth=3)
@@ -789,6 +791,7 @@ def backtraces(build):
         ours = [k for k in f["stacks"] if src in k]
         fail(f"{name}: backtraces wrong:\n  " + "\n  ".join(problems) +
              "\nstacks seen in backtrace_sites.c:\n  " + "\n  ".join(ours))
+    return traced.stderr
 
 
 def test_backtraces_resolve_gcc():
@@ -797,6 +800,53 @@ def test_backtraces_resolve_gcc():
 
 def test_backtraces_resolve_clang():
     backtraces("clang")
+
+
+def split_debug_info(build, debug_dir):
+    """A copy of backtrace_sites_`build` without DWARF, its DWARF in debug_dir/backtrace.debug,
+    named by .gnu_debuglink (as `objcopy --only-keep-debug` + `--add-gnu-debuglink` leave them)."""
+    for tool in ("objcopy", "strip"):
+        if not shutil.which(tool):
+            skip(f"{tool} not found (binutils)")
+    bin_dir = os.path.join(WORK, "bin")
+    os.makedirs(os.path.join(bin_dir, debug_dir), exist_ok=True)
+    binary = os.path.join(bin_dir, "backtrace_sites")
+    debug = os.path.join(bin_dir, debug_dir, "backtrace.debug")
+    shutil.copy(program(f"backtrace_sites_{build}"), binary)
+    for args in (["objcopy", "--only-keep-debug", binary, debug],
+                 ["strip", "--strip-debug", binary],
+                 ["objcopy", f"--add-gnu-debuglink={debug}", binary]):
+        p = run(args)
+        expect(p.returncode == 0, f"{' '.join(args)}: exit {p.returncode}\n{p.stderr}")
+    p = run(["readelf", "--section-headers", binary])
+    expect(".debug_info" not in p.stdout and ".gnu_debuglink" in p.stdout,
+           f"{binary}: strip left DWARF or objcopy added no .gnu_debuglink\n{p.stdout}")
+    return binary, debug
+
+
+def test_backtraces_resolve_from_separate_debug_info():
+    """The DWARF is found through .gnu_debuglink in the .debug/ folder. A debug file of another
+    build (its CRC differs) is not read, and when nothing on this machine has the DWARF the search
+    stops there: neither memtap nor the program loads libdebuginfod (and with it libcurl and
+    OpenSSL, whose exit handlers tore them down under in-process mode's consumer thread)."""
+    binary, debug = split_debug_info("gcc", ".debug")
+    backtraces("gcc", binary)
+    shutil.copy(program("backtrace_sites_clang"), debug)
+    trace = os.path.join(WORK, "wrong_debug.ctf")
+    p = record(trace, [binary], env=base_env({"LD_DEBUG": "files"}))
+    f = facts(trace, ["backtrace_sites.c"], depth=3)
+    named = [k for k in f["stacks"] if "backtrace_sites.c:" in k]
+    expect(not named, "a debug file whose CRC differs was read:\n  " + "\n  ".join(named[:5]))
+    loaded = [line for line in p.stderr.splitlines() if "file=" in line and "debuginfod" in line]
+    expect(not loaded, "libdebuginfod was loaded without --debuginfod:\n  " + "\n  ".join(loaded))
+    # --debuginfod asks the servers (here one that refuses at once) and still writes the trace.
+    env = base_env({"LD_DEBUG": "files", "DEBUGINFOD_URLS": "http://127.0.0.1:9",
+                    "DEBUGINFOD_TIMEOUT": "5",
+                    "DEBUGINFOD_CACHE_PATH": os.path.join(WORK, "debuginfod-cache")})
+    p = record(trace, [binary], options=("--full", "--debuginfod"), env=env)
+    expect(p.returncode == 0, f"record --debuginfod exited {p.returncode}\n{p.stderr[-2000:]}")
+    expect(facts(trace)["read_ok"], "record --debuginfod wrote an unreadable trace")
+    expect("file=libdebuginfod" in p.stderr, "record --debuginfod did not ask debuginfod")
 
 
 # --- ordering ---------------------------------------------------------------------------------
