@@ -66,6 +66,8 @@ class Run:
         self.wall = self.cpu = None
         self.rss_kb = None  # wait4's ru_maxrss: the largest process of the tree
         self.prog_rss_kb = self.prog_cpu = self.prog_minflt = None
+        # the program's own voluntary and involuntary context switches; the tracer processes'
+        self.prog_vcsw = self.prog_ivcsw = self.tracer_vcsw = None
         self.tracer_rss_kb = self.tracer_cpu = None
         self.trace_bytes = None
         self.stdout = b""
@@ -84,7 +86,9 @@ def read_rusage_dir(path):
             with open(os.path.join(path, name)) as f:
                 exe, rss, utime, stime, *rest = f.read().rstrip("\n").split("\t")
             entries.append((exe, int(rss), float(utime) + float(stime),
-                            int(rest[0]) if rest else None))
+                            int(rest[0]) if rest else None,
+                            int(rest[1]) if len(rest) > 2 else None,
+                            int(rest[2]) if len(rest) > 2 else None))
         except (OSError, ValueError):
             pass
     return entries
@@ -145,6 +149,11 @@ def run_once(args, spec, mode, work, scale=None):
             r.prog_cpu = sum(e[2] for e in mine)
             if all(e[3] is not None for e in mine):
                 r.prog_minflt = sum(e[3] for e in mine)
+            if all(e[4] is not None for e in mine):
+                r.prog_vcsw = sum(e[4] for e in mine)
+                r.prog_ivcsw = sum(e[5] for e in mine)
+            if others and all(e[4] is not None for e in others):
+                r.tracer_vcsw = sum(e[4] for e in others)
             if others:
                 r.tracer_cpu = max(0.0, r.cpu - r.prog_cpu)
         if others:
@@ -281,9 +290,10 @@ def print_program(args, name, spec, results, extra, failed):
         ",".join(map(str, sorted(args.cpu_set)))))
     events = extra.get("events")
     nev = sum(events) if events else None
-    hdr = ("%-9s %7s %11s  %6s %11s %11s  %7s %6s %11s %11s  %6s %9s %8s %9s %8s %10s %8s" % (
-        "mode", "wall s", "IQR", "x wall", "IQR", "min-max", "cpu s", "x cpu", "IQR",
-        "min-max", "x prog", "prog RSS", "prog flt", "trc RSS", "trc cpu", "trace", "B/event"))
+    hdr = ("%-9s %7s %11s  %6s %11s %11s  %7s %6s %11s %11s  %6s %9s %8s %7s %9s %8s %7s %10s %8s"
+           % ("mode", "wall s", "IQR", "x wall", "IQR", "min-max", "cpu s", "x cpu", "IQR",
+              "min-max", "x prog", "prog RSS", "prog flt", "prog cs", "trc RSS", "trc cpu",
+              "trc cs", "trace", "B/event"))
     print(hdr)
     for mode in args.modes:
         rs = [r for r in results.get(mode, []) if r.ok]
@@ -303,10 +313,13 @@ def print_program(args, name, spec, results, extra, failed):
         prss = median_of(rs, "prog_rss_kb")
         trss = median_of(rs, "tracer_rss_kb")
         pflt = median_of(rs, "prog_minflt")
+        pics = median_of(rs, "prog_ivcsw")
+        tvcs = median_of(rs, "tracer_vcsw")
         # The program's own CPU against the untraced run's: what the shim (or the floor, or
         # heaptrack's preload library) costs the program, apart from any consumer process.
         rp = prog_ratio_list(results, mode)
-        print("%-9s %7.3f %11s  %6s %11s %11s  %7.3f %6s %11s %11s  %6s %9s %8s %9s %8s %10s %8s" % (
+        print(("%-9s %7.3f %11s  %6s %11s %11s  %7.3f %6s %11s %11s  %6s %9s %8s %7s %9s %8s "
+               "%7s %10s %8s") % (
             mode, statistics.median(walls), spread(walls),
             "%.2f" % statistics.median(rw) if rw else "-", spread(rw) if rw else "-",
             "%.2f-%.2f" % (min(rw), max(rw)) if rw else "-",
@@ -314,8 +327,10 @@ def print_program(args, name, spec, results, extra, failed):
             spread(rc) if rc else "-", "%.2f-%.2f" % (min(rc), max(rc)) if rc else "-",
             "%.2f" % statistics.median(rp) if rp else "-",
             fmt_bytes(prss * 1024) if prss else "n/a", "%d" % pflt if pflt is not None else "-",
+            "%d" % pics if pics is not None else "-",
             fmt_bytes(trss * 1024) if trss else "-",
             "%.3f" % trc_cpu if trc_cpu is not None else "-",
+            "%d" % tvcs if tvcs is not None else "-",
             fmt_bytes(tb) if tb is not None else "-", per_event))
     if events:
         print("events (full trace): %d allocations + %d frees = %d" % (events[0], events[1], nev))

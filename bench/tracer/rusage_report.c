@@ -1,7 +1,8 @@
 /* A helper library of the tracer benchmark's runner, preloaded into every measured run (and through
  * memtap record and heaptrack into the traced program and their helper processes): at exit each
  * process writes its own peak RSS and CPU time to $MEMTAP_BENCH_RUSAGE_DIR/<pid>, one line
- * "<exe path>\t<VmHWM KiB>\t<user s>\t<sys s>\t<minor faults>". The runner uses it to tell the
+ * "<exe path>\t<VmHWM KiB>\t<user s>\t<sys s>\t<minor faults>\t<voluntary context switches>\t
+ * <involuntary context switches>". The runner uses it to tell the
  * program's figures from the tracer's own, which the wait4 rusage of the whole process tree mixes.
  * The RSS is the image's own VmHWM: ru_maxrss would also count the runner's pages the forked child
  * had before exec. It interposes nothing and allocates nothing. */
@@ -34,9 +35,10 @@ __attribute__((destructor)) static void rusage_report(void) {
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   exe[n > 0 ? n : 0] = '\0';
   snprintf(path, sizeof path, "%s/%d", dir, (int)getpid());
-  int len = snprintf(line, sizeof line, "%s\t%ld\t%ld.%06ld\t%ld.%06ld\t%ld\n", exe, hwm_kb,
-                     (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec, (long)ru.ru_stime.tv_sec,
-                     (long)ru.ru_stime.tv_usec, (long)ru.ru_minflt);
+  int len = snprintf(line, sizeof line, "%s\t%ld\t%ld.%06ld\t%ld.%06ld\t%ld\t%ld\t%ld\n", exe,
+                     hwm_kb, (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec,
+                     (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec, (long)ru.ru_minflt,
+                     (long)ru.ru_nvcsw, (long)ru.ru_nivcsw);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return;
