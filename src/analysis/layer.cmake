@@ -7,6 +7,7 @@ add_library(memtap_analysis OBJECT
   analysis/stacks.c
   analysis/estimate.c
   analysis/timeline.c
+  analysis/cells.c
   analysis/code_trie.c
   analysis/index.c
   analysis/pass.c

@@ -2,7 +2,7 @@
  *   - stacks.c: frames, the frame trie (backtraces as shown: hidden frames dropped, recursion
  *     folded), sites;
  *   - pass.c: the streaming pass (live set, peak, windows, temporaries);
- *   - timeline.c: the live heap over time and the report's cells;
+ *   - timeline.c: the live heap over time; cells.c: the report's cells;
  *   - groups.c: grouping and ranking; estimate.c: estimates, classes, source names. */
 #ifndef MEMTAP_SRC_ANALYSIS_MODEL_H
 #define MEMTAP_SRC_ANALYSIS_MODEL_H
@@ -14,6 +14,7 @@
 #include "analysis/pairmap.h"
 #include "common/arena.h"
 #include "common/hashmap.h"
+#include "common/indexmap.h"
 #include "memtap/analysis.h"
 
 #define MT_TIMELINE_BUCKETS 1024
@@ -121,7 +122,7 @@ struct mt_analysis {
   size_t tl_current; /* the bucket of the last change */
   int64_t tl_next;   /* where the current bucket ends (µs since the start; INT64_MIN: unknown) */
   bool want_cells;
-  mt_hashmap cell_index; /* packed key -> index in cells */
+  mt_indexmap cell_index; /* packed key -> index in cells */
   mt_cell *cells;
   size_t ncells, cells_cap;
   int64_t cell_width;
@@ -155,6 +156,7 @@ void mt_timeline_free(mt_analysis *a);
 void mt_timeline_change(mt_analysis *a, int64_t t, double allocated, double freed);
 /* Extends the timeline to `t` and fixes its length. */
 void mt_timeline_finish(mt_analysis *a, int64_t t);
+/* cells.c */
 /* Adds an object to the cells; free_time < 0 means not freed. False when memory runs out. */
 bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double objects_est);
 /* Makes sure the cells' grid reaches `t`. False when memory runs out. */

@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "common/grow.h"
 #include "common/hashmap.h"
+#include "common/indexmap.h"
 #include "export/export_internal.h"
 
 #define REPORT_ROWS MT_CELL_LIMIT
@@ -90,35 +91,21 @@ static void trie_free(trie *t) {
   *t = (trie){0};
 }
 
-/* The child of `parent` for `frame`, made if needed; `new_parent`: the parent was just made, so
- * the child cannot exist yet. */
-static int64_t trie_child(trie *t, mt_hashmap *ids, int64_t parent, uint32_t frame,
-                          bool new_parent) {
-  int64_t key = (parent + 1) << 32 | frame;
-  uint64_t id;
-  if (!new_parent && mt_hashmap_get(ids, key, &id))
-    return (int64_t)id;
-  if (t->n == t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 4096;
-    int32_t *p = realloc(t->parent, cap * sizeof *p);
-    if (p)
-      t->parent = p;
-    uint32_t *f = realloc(t->frame, cap * sizeof *f);
-    if (f)
-      t->frame = f;
-    double *w = realloc(t->weight, cap * sizeof *w);
-    if (w)
-      t->weight = w;
-    if (!p || !f || !w || t->n >= INT32_MAX)
-      return -2;
-    t->cap = cap;
-  }
-  t->parent[t->n] = (int32_t)parent;
-  t->frame[t->n] = frame;
-  t->weight[t->n] = 0;
-  if (!mt_hashmap_put(ids, key, t->n))
+/* The child of `parent` for `frame`, made if needed. The arrays hold one node per node of the
+ * analysis' frame trie, the most there can be. */
+static int64_t trie_child(trie *t, mt_indexmap *ids, int64_t parent, uint32_t frame) {
+  bool added;
+  uint32_t id =
+      mt_indexmap_get_or_add(ids, (uint64_t)(parent + 1) << 32 | frame, (uint32_t)t->n, &added);
+  if (id == MT_INDEXMAP_NONE || (added && t->n == t->cap))
     return -2;
-  return (int64_t)t->n++;
+  if (added) {
+    t->parent[t->n] = (int32_t)parent;
+    t->frame[t->n] = frame;
+    t->weight[t->n] = 0;
+    t->n++;
+  }
+  return (int64_t)id;
 }
 
 static const double *sort_weights; /* qsort has no user pointer */
@@ -190,16 +177,21 @@ static uint32_t name_frame(name_frames *nf, const mt_analysis *a, uint32_t frame
  * frames first). */
 static bool trie_init(trie *t, const mt_analysis *a) {
   size_t n = mt_analysis_stack_count(a), m = n ? n : 1, nf_nodes = mt_frame_trie_count(a);
-  mt_hashmap ids = {.seed = mt_hashmap_random_seed()}; /* keys come from the trace */
+  mt_indexmap ids = {.seed = mt_hashmap_random_seed()}; /* keys come from the trace */
   name_frames nf = {0};
   *t = (trie){0};
   t->leaf = malloc(m * sizeof *t->leaf);
   t->sw = malloc(m * sizeof *t->sw);
   t->site = malloc(m * sizeof *t->site);
+  t->cap = nf_nodes < INT32_MAX ? nf_nodes : INT32_MAX;
+  t->parent = malloc((t->cap ? t->cap : 1) * sizeof *t->parent);
+  t->frame = malloc((t->cap ? t->cap : 1) * sizeof *t->frame);
+  t->weight = malloc((t->cap ? t->cap : 1) * sizeof *t->weight);
   int32_t *node_of = malloc((nf_nodes ? nf_nodes : 1) * sizeof *node_of); /* -2: not yet */
   uint32_t *pending = NULL; /* a stack's frame nodes not mapped yet, innermost first */
   size_t pending_cap = 0;
-  bool ok = t->leaf && t->sw && t->site && node_of;
+  bool ok = t->leaf && t->sw && t->site && t->parent && t->frame && t->weight && node_of &&
+            mt_indexmap_reserve(&ids, t->cap);
   for (size_t i = 0; ok && i < nf_nodes; i++)
     node_of[i] = i ? -2 : -1;
   for (size_t i = 0; ok && i < n; i++) {
@@ -216,12 +208,11 @@ static bool trie_init(trie *t, const mt_analysis *a) {
       }
       pending[npending++] = f;
     }
-    size_t before = t->n;
     int64_t node = ok ? node_of[f] : -1;
     while (ok && npending > 0) {
       f = pending[--npending];
       uint32_t name = name_frame(&nf, a, mt_frame_trie_frame(a, f), &ok);
-      node = trie_child(t, &ids, node, name, node >= 0 && (size_t)node >= before);
+      node = trie_child(t, &ids, node, name);
       ok = ok && node >= 0;
       node_of[f] = (int32_t)node;
       if (name >= t->nframes)
@@ -238,7 +229,7 @@ static bool trie_init(trie *t, const mt_analysis *a) {
   free(pending);
   free(nf.first);
   mt_hashmap_free(&nf.by_name);
-  mt_hashmap_free(&ids);
+  mt_indexmap_free(&ids);
   if (ok) { /* what keeping every node would cost */
     t->node_cost = digits(t->n + 1) + digits(t->nframes + 3) + 3;
     uint8_t *seen = calloc(t->nframes ? t->nframes : 1, 1);
@@ -370,24 +361,30 @@ static int64_t report_frame(report *r, uint32_t frame) {
   return (int64_t)r->nframes++;
 }
 
+/* Site frames as array indexes: NO_SITE after the analysis frames. */
+static size_t site_slot(const trie *t, uint32_t site) {
+  return site == NO_SITE ? t->nframes : site;
+}
+
 static bool sites_init(report *r) {
   const trie *t = r->t;
   size_t n = mt_analysis_stack_count(r->a);
-  mt_hashmap index = {0};
+  uint32_t *index = malloc((t->nframes + 1) * sizeof *index); /* site slot -> r->sites */
   r->sites = malloc((n ? n : 1) * sizeof *r->sites);
-  bool ok = r->sites != NULL;
+  bool ok = r->sites && index;
+  for (size_t f = 0; ok && f <= t->nframes; f++)
+    index[f] = UINT32_MAX;
   for (size_t i = 0; ok && i < n; i++) {
     if (t->sw[i] < 0)
       continue;
-    uint64_t k;
-    if (!mt_hashmap_get(&index, (int64_t)t->site[i] + 1, &k)) {
-      k = r->nsites++;
-      r->sites[k] = (site_rank){0, t->site[i]};
-      ok = mt_hashmap_put(&index, (int64_t)t->site[i] + 1, k);
+    uint32_t *k = &index[site_slot(t, t->site[i])];
+    if (*k == UINT32_MAX) {
+      *k = (uint32_t)r->nsites++;
+      r->sites[*k] = (site_rank){0, t->site[i]};
     }
-    r->sites[k].weight += t->sw[i];
+    r->sites[*k].weight += t->sw[i];
   }
-  mt_hashmap_free(&index);
+  free(index);
   if (ok)
     qsort(r->sites, r->nsites, sizeof *r->sites, by_site_weight);
   return ok;
@@ -420,7 +417,9 @@ static bool select_level(report *r, const level *l, size_t share) {
     return false;
   /* Sites first: by weight, while their names fit. */
   size_t site_bytes = 0, nsites = 0;
-  mt_hashmap kept_sites = {0};
+  uint8_t *kept_sites = calloc(t->nframes + 1, 1); /* by site slot */
+  if (!kept_sites)
+    return false;
   for (size_t s = 0; s < r->nsites && nsites < l->sites / share; s++) {
     uint32_t f = r->sites[s].frame;
     if (f != NO_SITE) {
@@ -431,8 +430,7 @@ static bool select_level(report *r, const level *l, size_t share) {
       report_frame(r, f);
     }
     nsites++;
-    if (!mt_hashmap_put(&kept_sites, (int64_t)f + 1, 0))
-      r->failed = true;
+    kept_sites[site_slot(t, f)] = 1;
   }
   /* Then the trie's heaviest nodes while they fit; parents come first in t->order. */
   size_t bytes = 0, kept = 0;
@@ -462,7 +460,7 @@ static bool select_level(report *r, const level *l, size_t share) {
   if (!r->nodes || !deepest || !pruned) {
     free(deepest);
     free(pruned);
-    mt_hashmap_free(&kept_sites);
+    free(kept_sites);
     return false;
   }
   for (size_t i = 0; i < t->n; i++) {
@@ -480,7 +478,9 @@ static bool select_level(report *r, const level *l, size_t share) {
   pruned[0] = -1;
   r->nkept = r->nnodes;
   int64_t pruned_frame = -1, other_sites = -1;
-  mt_hashmap stack_ids = {0};
+  mt_indexmap stack_ids = {.seed = mt_hashmap_random_seed()};
+  if (!mt_indexmap_reserve(&stack_ids, n))
+    r->failed = true;
   for (size_t i = 0; i < n && !r->failed; i++) {
     r->map[i] = -1;
     if (t->sw[i] < 0)
@@ -505,7 +505,7 @@ static bool select_level(report *r, const level *l, size_t share) {
     }
     int64_t site = -1;
     if (t->site[i] != NO_SITE) {
-      if (mt_hashmap_get(&kept_sites, (int64_t)t->site[i] + 1, NULL)) {
+      if (kept_sites[site_slot(t, t->site[i])]) {
         site = report_frame(r, t->site[i]);
       } else {
         if (other_sites < 0)
@@ -513,19 +513,22 @@ static bool select_level(report *r, const level *l, size_t share) {
         site = other_sites;
       }
     }
-    int64_t key = (node + 1) << 32 | (site + 1);
-    uint64_t id;
-    if (!mt_hashmap_get(&stack_ids, key, &id)) {
-      id = r->nstacks;
+    bool added;
+    uint32_t id =
+        mt_indexmap_get_or_add(&stack_ids, (uint64_t)(node + 1) << 32 | (uint64_t)(site + 1),
+                               (uint32_t)r->nstacks, &added);
+    if (id == MT_INDEXMAP_NONE) {
+      r->failed = true;
+      break;
+    }
+    if (added) {
       r->stacks[r->nstacks][0] = node;
       r->stacks[r->nstacks++][1] = site;
-      if (!mt_hashmap_put(&stack_ids, key, id))
-        r->failed = true;
     }
     r->map[i] = (int64_t)id;
   }
-  mt_hashmap_free(&stack_ids);
-  mt_hashmap_free(&kept_sites);
+  mt_indexmap_free(&stack_ids);
+  free(kept_sites);
   free(deepest);
   free(pruned);
   return !r->failed;
@@ -554,10 +557,12 @@ static bool aggregate(report *r, size_t cap) {
   int64_t width;
   const mt_cell *cells = mt_analysis_cells(r->a, &nc, &width);
   const level *l = r->l;
-  mt_hashmap index = {0};
+  mt_indexmap index = {.seed = mt_hashmap_random_seed()};
   size_t n = 0;
-  bool fits = true;
-  for (size_t i = 0; i < nc; i++) {
+  bool fits = mt_indexmap_reserve(&index, nc < cap ? nc : cap);
+  if (!fits)
+    r->failed = true;
+  for (size_t i = 0; fits && i < nc; i++) {
     const mt_cell *c = &cells[i];
     int64_t stack = r->map[c->stack];
     if (stack < 0)
@@ -568,28 +573,24 @@ static bool aggregate(report *r, size_t cap) {
     unsigned lc = c->lifetime_class == MT_LIFETIME_CLASSES - 1
                       ? freed_lifetime_classes(l->life_step)
                       : (unsigned)c->lifetime_class >> l->life_step;
-    int64_t key = stack << 32 | (int64_t)(ab << 24 | fb << 16 | sc << 8 | lc);
-    uint64_t at;
-    if (!mt_hashmap_get(&index, key, &at)) {
-      if (n == cap) {
-        fits = false;
-        break;
-      }
-      at = n;
+    uint64_t key = (uint64_t)stack << 32 | (ab << 24 | fb << 16 | sc << 8 | lc);
+    bool added = false;
+    uint32_t at = n < cap ? mt_indexmap_get_or_add(&index, key, (uint32_t)n, &added)
+                          : mt_indexmap_get(&index, key);
+    if (at == MT_INDEXMAP_NONE) { /* a new row past the cap, or no memory */
+      r->failed = n < cap;
+      fits = false;
+      break;
+    }
+    if (added)
       r->rows[n++] =
           (row){(uint32_t)stack, (uint8_t)ab, (uint8_t)fb, (uint8_t)sc, (uint8_t)lc, {0}};
-      if (!mt_hashmap_put(&index, key, at)) {
-        r->failed = true;
-        fits = false;
-        break;
-      }
-    }
     mt_amount *to = &r->rows[at].amount;
     to->objects += c->amount.objects;
     to->samples += c->amount.samples;
     to->objects_estimated += c->amount.objects_estimated;
   }
-  mt_hashmap_free(&index);
+  mt_indexmap_free(&index);
   r->nrows = n;
   return fits;
 }

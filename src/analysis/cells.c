@@ -1,0 +1,100 @@
+/* The report's cells (model.h, analysis.h): each object counted once, when freed or at the end,
+ * into the cell of its (stack, allocation step, free step, size class, lifetime class). The time
+ * steps start 1 µs wide and double (merging cells pairwise) whenever an object falls past the
+ * last step, or while there are more than MT_CELL_LIMIT cells and coarser time can merge any. The
+ * cells are found by an index map of their packed key: one probe per object. */
+#include <stdlib.h>
+
+#include "analysis/model.h"
+
+static uint64_t cell_key(uint32_t stack, unsigned alloc_bucket, unsigned free_bucket, unsigned size,
+                         unsigned lifetime) {
+  return (uint64_t)lifetime << 56 | (uint64_t)stack << 24 | alloc_bucket << 16 | free_bucket << 8 |
+         size;
+}
+
+/* Adds `amount` to the cell of the key, made at the end of a->cells if new. */
+static bool cell_put(mt_analysis *a, uint32_t stack, unsigned ab, unsigned fb, unsigned sc,
+                     unsigned lc, const mt_amount *amount) {
+  if (a->ncells == a->cells_cap) {
+    size_t n = a->cells_cap ? a->cells_cap * 2 : 1024;
+    mt_cell *p = n < MT_INDEXMAP_NONE ? realloc(a->cells, n * sizeof *p) : NULL;
+    if (!p)
+      return false;
+    a->cells = p;
+    a->cells_cap = n;
+  }
+  bool added;
+  uint32_t index = mt_indexmap_get_or_add(&a->cell_index, cell_key(stack, ab, fb, sc, lc),
+                                          (uint32_t)a->ncells, &added);
+  if (index == MT_INDEXMAP_NONE)
+    return false;
+  mt_cell *c = &a->cells[index];
+  if (added) {
+    *c = (mt_cell){.stack = stack,
+                   .alloc_bucket = (uint8_t)ab,
+                   .free_bucket = (uint8_t)fb,
+                   .size_class = (uint8_t)sc,
+                   .lifetime_class = (uint8_t)lc};
+    a->ncells++;
+  }
+  c->amount.objects += amount->objects;
+  c->amount.samples += amount->samples;
+  c->amount.objects_estimated += amount->objects_estimated;
+  return true;
+}
+
+/* Doubles the cells' step width, merging cells that now share a key: in place, in their order. */
+static bool cells_double(mt_analysis *a) {
+  size_t n = a->ncells;
+  a->ncells = 0;
+  mt_indexmap_clear(&a->cell_index);
+  a->cell_width *= 2;
+  for (size_t i = 0; i < n; i++) {
+    mt_cell c = a->cells[i]; /* a->ncells <= i: the cell it lands in is at or before i */
+    unsigned ab = c.alloc_bucket == MT_CELL_BEFORE ? MT_CELL_BEFORE : c.alloc_bucket / 2u;
+    unsigned fb = c.free_bucket == MT_CELL_NEVER ? MT_CELL_NEVER : c.free_bucket / 2u;
+    if (!cell_put(a, c.stack, ab, fb, c.size_class, c.lifetime_class, &c.amount))
+      return false;
+  }
+  return true;
+}
+
+bool mt_cells_reach(mt_analysis *a, int64_t t) {
+  if (!a->want_cells)
+    return true;
+  int64_t rel = t - a->summary.from;
+  while (rel >= 0 && rel / a->cell_width >= MT_CELL_TIME_BUCKETS)
+    if (!cells_double(a))
+      return false;
+  return true;
+}
+
+bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double objects_est) {
+  if (!a->want_cells)
+    return true;
+  int64_t from = a->summary.from;
+  if (!mt_cells_reach(a, free_time >= 0 ? free_time : o->time))
+    return false;
+  unsigned ab = o->before ? MT_CELL_BEFORE : (unsigned)((o->time - from) / a->cell_width);
+  unsigned fb = free_time < 0 ? MT_CELL_NEVER : (unsigned)((free_time - from) / a->cell_width);
+  int sc = mt_size_class_of(o->words * (int64_t)a->word_bytes);
+  int lc = free_time < 0 ? MT_LIFETIME_CLASSES - 1 : mt_lifetime_class_of(free_time - o->time);
+  mt_amount amount = {1, o->samples, objects_est};
+  if (!cell_put(a, o->stack, ab, fb, (unsigned)sc, (unsigned)lc, &amount))
+    return false;
+  /* Coarser time is the only way to fewer cells here; stop when one bucket spans everything.
+   * Past that the cells grow with the backtraces (at most 2 x 2 x size x lifetime classes each),
+   * and the report merges backtraces and classes to keep its own cap (src/export/html.c). */
+  int64_t span = (free_time >= 0 ? free_time : o->time) - from;
+  while (a->ncells > MT_CELL_LIMIT && a->cell_width <= span)
+    if (!cells_double(a))
+      return false;
+  return true;
+}
+
+const mt_cell *mt_analysis_cells(const mt_analysis *a, size_t *count, int64_t *width) {
+  *count = a->ncells;
+  *width = a->cell_width;
+  return a->cells;
+}
