@@ -585,15 +585,21 @@ static inline __attribute__((always_inline)) uint8_t *vint_at(mt_wbuf *b, uint8_
 }
 
 /* The common allocation, written without the general path's bookkeeping: the current domain, no
- * flush due, and a call stack of one frame equal to the previous stack's outermost (the whole
- * stack is the common prefix: nothing to encode). Writes the same bytes as mt_writer_put_alloc_in;
- * false when the general path must take it. */
+ * flush due, and a call stack that is a prefix of the previous stack counted from the outermost
+ * end (the same stack as the previous allocation's, or its outermost frame: the whole stack is
+ * the common prefix, nothing to encode). Writes the same bytes as mt_writer_put_alloc_in; false
+ * when the general path must take it. */
 static inline bool put_alloc_fast(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
                                   mt_source source, const uint64_t *callstack,
                                   size_t callstack_length, int64_t *obj_id) {
   domain_writer *d = w->current;
-  if (callstack_length != 1 || d->prev_len == 0 || d->prev[0] != callstack[0] ||
-      forked_since(w->file) || w->failed || length < 0 || nsamples < 1 ||
+  size_t n = callstack_length;
+  if (n == 0 || n > 252 || n > d->prev_len) /* 252: the prefix is a one-byte vint */
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (d->prev[i] != callstack[n - 1 - i])
+      return false;
+  if (forked_since(w->file) || w->failed || length < 0 || nsamples < 1 ||
       (unsigned)source > MT_SOURCE_EXTERNAL || time < d->t1 ||
       MT_PACKET_MAX - d->buf.len < HEADROOM || d->staged_count > MAX_NEW_LOCATIONS ||
       (uint64_t)time - (uint64_t)d->t0 > MT_PACKET_MAX_SPAN || chunk_exhausted(w, d))
@@ -605,20 +611,20 @@ static inline bool put_alloc_fast(mt_writer *w, int64_t time, int64_t length, in
   mt_store_u32(o, mt_event_header(short_form ? (unsigned)(100 + length) : MT_CODE_ALLOC, time));
   o += 4;
   if (short_form) {
-    o[0] = 1; /* the prefix */
-    o[1] = 0; /* no new code words */
+    o[0] = (uint8_t)n; /* the prefix */
+    o[1] = 0;          /* no new code words */
     o += 2;
   } else {
     o = vint_at(&d->buf, o, length);
     o = vint_at(&d->buf, o, nsamples);
     o[0] = (uint8_t)source;
-    o[1] = 1; /* the prefix */
+    o[1] = (uint8_t)n; /* the prefix */
     mt_store_u16(o + 2, 0);
     o += 4;
   }
   d->buf.len = (size_t)(o - d->buf.data);
   *obj_id = d->next++;
-  d->prev_len = 1;
+  d->prev_len = n;
   return true;
 }
 
