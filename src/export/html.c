@@ -24,6 +24,7 @@
 #include "common/hashmap.h"
 #include "common/indexmap.h"
 #include "export/export_internal.h"
+#include "export/report/writer.h"
 
 #define REPORT_ROWS MT_CELL_LIMIT
 #define REPORT_NODES 1000000 /* trie nodes kept, at most (the byte budget binds first) */
@@ -597,97 +598,41 @@ static bool aggregate(report *r, size_t cap) {
 
 /* Output -------------------------------------------------------------------------------------- */
 
-/* Numbers written through a buffer: the report's arrays hold hundreds of thousands of them, and
- * fprintf would take most of the export's time. */
-typedef struct numbers {
-  FILE *out;
-  size_t n;
-  char buf[1 << 15];
-} numbers;
-
-static void numbers_flush(numbers *w) {
-  fwrite(w->buf, 1, w->n, w->out);
-  w->n = 0;
-}
-
-static void put_char(numbers *w, char c) {
-  if (w->n == sizeof w->buf)
-    numbers_flush(w);
-  w->buf[w->n++] = c;
-}
-
-static void put_uint(numbers *w, uint64_t v) {
-  static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233"
-                              "34353637383940414243444546474849505152535455565758596061626364656667"
-                              "6869707172737475767778798081828384858687888990919293949596979899";
-  if (w->n + 20 > sizeof w->buf)
-    numbers_flush(w);
-  if (v < 10) {
-    w->buf[w->n++] = (char)('0' + v);
-    return;
-  }
-  size_t len = 2; /* written from its end, straight into the buffer */
-  for (uint64_t x = v / 100; x; x /= 10)
-    len++;
-  char *d = w->buf + w->n + len;
-  w->n += len;
-  while (v >= 100) {
-    d -= 2;
-    memcpy(d, pairs + 2 * (v % 100), 2);
-    v /= 100;
-  }
-  if (v >= 10) {
-    d -= 2;
-    memcpy(d, pairs + 2 * v, 2);
-  } else {
-    *--d = (char)('0' + v);
-  }
-}
-
-static void put_int(numbers *w, int64_t v) {
-  if (v < 0) {
-    put_char(w, '-');
-    put_uint(w, (uint64_t)0 - (uint64_t)v);
-  } else {
-    put_uint(w, (uint64_t)v);
-  }
-}
-
 /* A JSON string as mt_json_string_cut(out, s, REPORT_NAME) writes it; printable ASCII without
  * quotes, backslashes or what it escapes for HTML (<, >, &), the usual function and file name, is
  * copied as it is. */
-static void put_name(numbers *w, const char *s) {
+static void put_name(report_writer *w, const char *s) {
   size_t n;
   if (!plain_name(s, &n)) {
-    numbers_flush(w);
+    rw_flush(w);
     mt_json_string_cut(w->out, s, REPORT_NAME);
     return;
   }
-  if (w->n + n + 2 > sizeof w->buf)
-    numbers_flush(w);
-  w->buf[w->n++] = '"';
-  memcpy(w->buf + w->n, s, n);
-  w->n += n;
-  w->buf[w->n++] = '"';
+  char *p = rw_room(w, n + 2);
+  *p++ = '"';
+  memcpy(p, s, n);
+  p[n] = '"';
+  rw_end(w, p + n + 1);
 }
 
 /* A non-negative estimate as "%.3f" would write it (below 10^12), else "%.6e". */
-static void put_estimate(numbers *w, double v) {
+static void put_estimate(report_writer *w, double v) {
   if (!(v >= 0 && v < 1e12)) {
-    numbers_flush(w);
+    rw_flush(w);
     fprintf(w->out, "%.6e", v);
     return;
   }
-  uint64_t whole = (uint64_t)v, milli = (uint64_t)llround((v - (double)whole) * 1000);
-  if (milli >= 1000) {
-    whole++;
-    milli -= 1000;
+  rw_end(w, rw_fixed3(rw_room(w, 17), v));
+}
+
+/* The timeline's estimated bytes: "%.0f" below 10^15, else "%.6e". */
+static void put_bytes(report_writer *w, double v) {
+  if (!(v >= 0 && v < 1e15) || signbit(v)) {
+    rw_flush(w);
+    fprintf(w->out, fabs(v) < 1e15 ? "%.0f" : "%.6e", v);
+    return;
   }
-  put_uint(w, whole);
-  put_char(w, '.');
-  put_char(w, (char)('0' + milli / 100));
-  put_char(w, (char)('0' + milli / 10 % 10));
-  put_char(w, (char)('0' + milli % 10));
+  rw_end(w, rw_uint(rw_room(w, 20), (uint64_t)llrint(v)));
 }
 
 /* A non-negative estimate in at most 16 characters. */
@@ -757,18 +702,26 @@ static bool write_data(FILE *out, const report *r) {
   size_t nb;
   int64_t width;
   const mt_timeline_bucket *tl = mt_analysis_timeline(a, &nb, &width);
-  fprintf(out, ",\"timeline\":{\"width\":%" PRId64 ",\"live_max\":[", width);
-  for (size_t i = 0; i < nb; i++)
-    fprintf(out, fabs(tl[i].live_max) < 1e15 ? "%s%.0f" : "%s%.6e", i ? "," : "", tl[i].live_max);
-  fputs("],\"live_end\":[", out);
-  for (size_t i = 0; i < nb; i++)
-    fprintf(out, fabs(tl[i].live_end) < 1e15 ? "%s%.0f" : "%s%.6e", i ? "," : "", tl[i].live_end);
-  fputs("]},\"frames\":[", out);
-  numbers *w = malloc(sizeof *w);
+  report_writer *w = malloc(sizeof *w);
   if (!w)
     return false;
   w->out = out;
   w->n = 0;
+  fprintf(out, ",\"timeline\":{\"width\":%" PRId64 ",\"live_max\":[", width);
+  for (size_t i = 0; i < nb; i++) {
+    if (i)
+      rw_char(w, ',');
+    put_bytes(w, tl[i].live_max);
+  }
+  rw_flush(w);
+  fputs("],\"live_end\":[", out);
+  for (size_t i = 0; i < nb; i++) {
+    if (i)
+      rw_char(w, ',');
+    put_bytes(w, tl[i].live_end);
+  }
+  rw_flush(w);
+  fputs("]},\"frames\":[", out);
   int64_t pruned = -1, other_sites = -1;
   for (size_t i = 0; i < r->nframes; i++) {
     uint32_t id = r->frames[i];
@@ -779,45 +732,51 @@ static bool write_data(FILE *out, const report *r) {
       pruned = (int64_t)i;
     if (id == OTHER_SITES_FRAME)
       other_sites = (int64_t)i;
+    char *p = rw_room(w, 3);
     if (i) {
-      put_char(w, ',');
-      put_char(w, '\n');
+      *p++ = ',';
+      *p++ = '\n';
     }
-    put_char(w, '[');
+    *p++ = '[';
+    rw_end(w, p);
     put_name(w, f.function);
-    put_char(w, ',');
+    rw_char(w, ',');
     put_name(w, f.file);
-    put_char(w, ',');
-    put_int(w, f.line);
-    put_char(w, ']');
+    p = rw_room(w, 23);
+    *p++ = ',';
+    p = rw_int(p, f.line);
+    *p++ = ']';
+    rw_end(w, p);
   }
-  numbers_flush(w);
+  rw_flush(w);
   fprintf(out, "],\"pruned_frame\":%" PRId64 ",\"other_sites_frame\":%" PRId64, pruned,
           other_sites);
   fprintf(out, ",\"trie\":{\"nodes\":%zu,\"kept\":%zu,\"pruned_share\":%.6f},\"nodes\":[", r->t->n,
           r->nkept, r->weight > 0 ? r->pruned_weight / r->weight : 0.0);
   /* Flat: per node its distance to its parent (its index + 1 for a root child) and its frame. */
   for (size_t i = 0; i < r->nnodes; i++) {
+    char *p = rw_room(w, 2 + 21 + 1 + 21);
     if (i)
-      put_char(w, ',');
+      *p++ = ',';
     if (i && i % 16 == 0)
-      put_char(w, '\n');
-    put_int(w, (int64_t)i - r->nodes[i][0]);
-    put_char(w, ',');
-    put_int(w, r->nodes[i][1]);
+      *p++ = '\n';
+    p = rw_int(p, (int64_t)i - r->nodes[i][0]);
+    *p++ = ',';
+    rw_end(w, rw_int(p, r->nodes[i][1]));
   }
-  numbers_flush(w);
+  rw_flush(w);
   fputs("],\"stacks\":[", out); /* flat: node (-1: empty backtrace), site frame (-1: none) */
   for (size_t i = 0; i < r->nstacks; i++) {
+    char *p = rw_room(w, 2 + 21 + 1 + 21);
     if (i)
-      put_char(w, ',');
+      *p++ = ',';
     if (i && i % 16 == 0)
-      put_char(w, '\n');
-    put_int(w, r->stacks[i][0]);
-    put_char(w, ',');
-    put_int(w, r->stacks[i][1]);
+      *p++ = '\n';
+    p = rw_int(p, r->stacks[i][0]);
+    *p++ = ',';
+    rw_end(w, rw_int(p, r->stacks[i][1]));
   }
-  numbers_flush(w);
+  rw_flush(w);
   mt_analysis_cells(a, &nb, &width);
   /* Flat, 8 numbers a row: stack, allocation step, free step, size class, lifetime class, sampled
    * objects, samples, estimated objects. */
@@ -825,19 +784,29 @@ static bool write_data(FILE *out, const report *r) {
           width << r->l->time_step, MT_CELL_TIME_BUCKETS >> r->l->time_step);
   for (size_t i = 0; i < r->nrows; i++) {
     const row *c = &r->rows[i];
-    uint64_t v[] = {c->stack,          c->alloc_bucket,   c->free_bucket,   c->size_class,
-                    c->lifetime_class, c->amount.objects, c->amount.samples};
+    char *p = rw_room(w, 1 + 7 * 21); /* a line's end, 7 numbers and commas */
     if (i)
-      put_char(w, '\n');
-    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
-      put_uint(w, v[k]);
-      put_char(w, ',');
-    }
+      *p++ = '\n';
+    p = rw_uint(p, c->stack);
+    *p++ = ',';
+    p = rw_uint(p, c->alloc_bucket);
+    *p++ = ',';
+    p = rw_uint(p, c->free_bucket);
+    *p++ = ',';
+    p = rw_uint(p, c->size_class);
+    *p++ = ',';
+    p = rw_uint(p, c->lifetime_class);
+    *p++ = ',';
+    p = rw_uint(p, c->amount.objects);
+    *p++ = ',';
+    p = rw_uint(p, c->amount.samples);
+    *p++ = ',';
+    rw_end(w, p);
     put_estimate(w, c->amount.objects_estimated);
     if (i + 1 < r->nrows)
-      put_char(w, ',');
+      rw_char(w, ',');
   }
-  numbers_flush(w);
+  rw_flush(w);
   free(w);
   fputs("]}}", out);
   return true;
