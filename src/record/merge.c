@@ -160,6 +160,7 @@ bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns) {
     if (same) {
       slot->frames_at = s->last_frames_at;
       slot->stack_hash = s->last_hash;
+      slot->stack_serial = s->last_serial;
     } else {
       uint64_t at = reserve_frames(s, n);
       if (at == UINT64_MAX)
@@ -168,6 +169,7 @@ bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns) {
       s->frames_tail = at + n;
       slot->frames_at = s->last_frames_at = at;
       slot->stack_hash = s->last_hash = rec_stack_hash(e->frames, n);
+      slot->stack_serial = s->last_serial = rec_merge_new_serial(m);
       s->last_nframes = n;
     }
   }
@@ -210,6 +212,7 @@ bool rec_merge_pop(rec_merge *m, rec_event *out) {
   out->epoch = 0;
   out->nframes = slot->nframes;
   out->stack_hash = slot->stack_hash;
+  out->stack_serial = slot->stack_serial;
   out->frames = NULL;
   if (slot->nframes) {
     /* Words before this stack are free; this one stays until the next pop (or a push of the

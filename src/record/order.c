@@ -132,9 +132,9 @@ static void write_collect(rec_order *o, rec_sink *sink, int64_t ns, int64_t id) 
 }
 
 static long event_codes(rec_sink *sink, const rec_event *e, const uint64_t **codes) {
-  long n =
-      rec_sites_stack_codes(sink->sites, sink->modules, sink->symboliser, e->frames, e->nframes,
-                            e->stack_hash, (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0, codes);
+  long n = rec_sites_stack_codes(sink->sites, sink->modules, sink->symboliser, e->frames,
+                                 e->nframes, e->stack_hash, e->stack_serial,
+                                 (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0, codes);
   return n < 0 ? 0 : n;
 }
 
@@ -236,13 +236,22 @@ static void do_alloc(rec_order *o, rec_sink *sink, const rec_event *e) {
       return;
     }
   }
-  if (live_get(o, e->addr)) {
+  rec_live *s = rec_addrmap_find(&o->live, e->addr);
+  if (s && s->id != REC_LIVE_FREED) {
     /* The free of the block still live here is in flight (or, for an allocation stamped before
      * it, this block's own free is): hold this allocation until it comes. */
     hold(o, &o->held, e);
     return;
   }
-  emit_alloc(o, sink, e, e->time_ns);
+  /* Writing touches no address map: `s` stays valid. */
+  rec_live l = {.addr = e->addr,
+                .id = write_block(o, sink, e, e->time_ns),
+                .time_ns = e->time_ns,
+                .source = e->source};
+  if (s)
+    rec_addrmap_revive(&o->live, s, &l); /* the address's tombstone: one probe in all */
+  else
+    rec_addrmap_put(&o->live, &l);
 }
 
 /* `f` (a FREE of f->addr) is taken. Of the blocks at its address (the live one and the held

@@ -34,6 +34,7 @@ typedef struct rec_event {
   uint64_t epoch;              /* order.c: rec_order.epoch when it was held */
   uint32_t nframes;
   uint32_t stack_hash;    /* rec_stack_hash of the frames (the codes cache's key) */
+  uint64_t stack_serial;  /* equal in two events: their frames are equal (0: not known) */
   const uint64_t *frames; /* return addresses, innermost first: own_frames, or the merge's
                              storage (valid until the next merge call) */
   uint64_t own_frames[];
@@ -65,6 +66,7 @@ typedef struct rec_slot {
   uint32_t kind;
   uint16_t type, nframes;
   uint32_t stack_hash;
+  uint32_t stack_serial; /* rec_event.stack_serial */
 } rec_slot;
 
 /* One writing thread: its events in arrival order (a thread stamps its own records in order),
@@ -77,7 +79,7 @@ typedef struct rec_source {
   uint64_t *frames;
   uint64_t frame_mask, frames_head, frames_tail;
   uint64_t last_frames_at; /* the stack of the newest event pushed with frames */
-  uint32_t last_nframes, last_hash;
+  uint32_t last_nframes, last_hash, last_serial;
   size_t queued;
   int64_t newest_ns;  /* stamp of the newest event pushed */
   int64_t seen_at_ns; /* consumer clock when the last event was pushed */
@@ -92,7 +94,18 @@ typedef struct rec_merge {
   size_t heap_count, heap_cap;
   size_t queued;
   size_t last_index; /* source of the previous push + 1 */
+  /* Stack serials (rec_event.stack_serial) handed out, by the merge and by the recorder's direct
+   * path alike: a new one for every stack that differs from its thread's previous one. 32 bits,
+   * as in a slot, 0 skipped; rec_sites_stack_codes also compares hashes and sizes. */
+  uint32_t stack_serials;
 } rec_merge;
+
+/* A new stack serial. */
+static inline uint32_t rec_merge_new_serial(rec_merge *m) {
+  if (!++m->stack_serials)
+    m->stack_serials = 1;
+  return m->stack_serials;
+}
 
 /* Copies `e` (and its frames, unless they are the source's previous stack) into its source's
  * queue. e->order must increase from push to push. */
@@ -182,6 +195,8 @@ typedef struct rec_stack_entry {
 #define REC_STACK_CACHE 4096u
 
 typedef struct rec_sites {
+  rec_stack_entry *last;  /* the entry of the previous call, for stack serial last_serial */
+  uint64_t last_serial;   /* 0: none */
   mt_hashmap unknown_pcs; /* pc -> synthetic code */
   uint64_t *unknown_by_index;
   size_t unknown_count, unknown_cap;
@@ -198,10 +213,11 @@ struct rec_symboliser;
 long rec_sites_codes(rec_sites *s, const rec_modules *ms, struct rec_symboliser *sym,
                      const uint64_t *frames, uint32_t nframes, bool truncated, uint64_t *codes);
 /* rec_sites_codes through the stack cache: *codes (valid until the next call) gets the codes of
- * `frames`, whose rec_stack_hash is `hash`. Returns the count, or -1 out of memory. */
+ * `frames`, whose rec_stack_hash is `hash`; `serial` (rec_event.stack_serial, 0 if unknown) equal
+ * to the previous call's saves comparing the frames. Returns the count, or -1 out of memory. */
 long rec_sites_stack_codes(rec_sites *s, const rec_modules *ms, struct rec_symboliser *sym,
-                           const uint64_t *frames, uint32_t nframes, uint32_t hash, bool truncated,
-                           const uint64_t **codes);
+                           const uint64_t *frames, uint32_t nframes, uint32_t hash, uint64_t serial,
+                           bool truncated, const uint64_t **codes);
 /* The pc of a synthetic code (0 for the truncation marker); false if it is not one. */
 bool rec_sites_synthetic_pc(const rec_sites *s, uint64_t code, uint64_t *pc);
 void rec_sites_free(rec_sites *s);
@@ -210,7 +226,8 @@ void rec_sites_free(rec_sites *s);
 
 typedef struct rec_symboliser rec_symboliser;
 
-/* `debuginfod`: separate debug info may be fetched from $DEBUGINFOD_URLS (else local files only). */
+/* `debuginfod`: separate debug info may be fetched from $DEBUGINFOD_URLS (else local files only).
+ */
 rec_symboliser *rec_symboliser_new(bool no_symbols, bool debuginfod);
 void rec_symboliser_free(rec_symboliser *s);
 /* Whether the symbol at `vaddr` (an ELF address) in `m` is an allocator wrapper (operator new,

@@ -22,6 +22,7 @@
 #define POLL_MAX_PER_CALL (1u << 18)
 #define MERGE_MAX_QUEUED (1u << 20)
 #define DIRECT_BATCH 16
+#define DIRECT_FRAMES ((2 * DIRECT_BATCH + 2) * MT_TRACER_MAX_FRAMES)
 
 typedef struct attachment {
   mt_cursor *cursor;
@@ -66,7 +67,12 @@ struct mt_recorder {
   bool direct_ok; /* this poll: not the first (and one thread wrote so far) */
   uint64_t polls;
   uint64_t direct_key;
-  uint64_t *direct_frames; /* MT_TRACER_MAX_FRAMES */
+  /* The thread's stacks as direct records refer to them: a circular buffer of DIRECT_FRAMES
+   * words, the current stack at direct_cur (direct_nframes of them, 0 before the first). */
+  uint64_t *direct_frames;
+  size_t direct_pos;
+  const uint64_t *direct_cur;
+  uint32_t direct_serial;
   /* Direct records wait in small batches: the address map's slots of a whole batch are
    * prefetched before the batch is processed, so that a program with many live blocks (a map
    * far larger than the caches) does not pay a cache miss per record one after the other. */
@@ -164,38 +170,46 @@ static void direct_flush(mt_recorder *r) {
     rec_order_process(&r->order, &r->sink, r->batch[i]);
 }
 
-/* A record of the only thread so far: processed with its batch (the frames copied, with the
- * stack hash of the thread's previous stack reused). */
-static void direct(mt_recorder *r, const rec_event *e) {
-  rec_event *b = r->batch[r->batched++];
-  *b = *e;
-  b->frames = b->own_frames;
-  b->next = b->fifo_next = NULL;
-  b->dead = false;
-  b->epoch = 0;
+/* The frames of a direct record (in the cursor's buffer, valid during the callback only): the
+ * thread's previous stack again (a loop allocating from one place) costs one comparison and
+ * shares its copy, hash and serial; another is copied into the circular direct_frames. A batched
+ * event refers to the copy that was current when it was read, at most DIRECT_BATCH copies ago,
+ * and DIRECT_FRAMES leaves room for twice that many of the deepest stacks. */
+static void direct_stack(mt_recorder *r, rec_event *e) {
   uint32_t n = e->nframes;
-  if (n) {
-    memcpy(b->own_frames, e->frames, n * sizeof *e->frames);
-    bool same = n == r->direct_nframes;
-    for (uint32_t i = 0; i < n && same; i++)
-      same = r->direct_frames[i] == e->frames[i];
-    if (!same) {
-      memcpy(r->direct_frames, e->frames, n * sizeof *e->frames);
-      r->direct_nframes = n;
-      r->direct_hash = rec_stack_hash(e->frames, n);
+  const uint64_t *f = e->frames;
+  if (n == r->direct_nframes) {
+    const uint64_t *cur = r->direct_cur;
+    uint32_t i = 0;
+    while (i < n && cur[i] == f[i])
+      i++;
+    if (i == n) {
+      e->frames = cur;
+      e->stack_hash = r->direct_hash;
+      e->stack_serial = r->direct_serial;
+      return;
     }
-    b->stack_hash = r->direct_hash;
   }
-  if (r->batched == DIRECT_BATCH)
-    direct_flush(r);
+  size_t at = r->direct_pos;
+  if (at + n > DIRECT_FRAMES)
+    at = 0;
+  uint64_t *copy = r->direct_frames + at;
+  memcpy(copy, f, n * sizeof *f);
+  r->direct_pos = at + n;
+  r->direct_cur = copy;
+  r->direct_nframes = n;
+  e->frames = copy;
+  e->stack_hash = r->direct_hash = rec_stack_hash(copy, n);
+  e->stack_serial = r->direct_serial = rec_merge_new_serial(&r->merge);
 }
 
-static int on_record(void *user, const mt_ring_event *ev) {
-  mt_recorder *r = user;
-  attachment *a = r->current;
+/* Decodes a tracer record into `e` (every field but the links, which stay as they are); its
+ * frames stay in the cursor's buffer. False when there is nothing to write. */
+static inline bool decode(mt_recorder *r, const mt_ring_event *ev, rec_event *e) {
   const uint64_t *p = ev->payload;
-  size_t fixed;
-  switch (ev->type) {
+  size_t fixed, words = ev->words;
+  uint32_t type = ev->type;
+  switch (type) {
   case MT_TRACER_REC_ALLOC: fixed = 4; break;
   case MT_TRACER_REC_FREE: fixed = 1; break;
   case MT_TRACER_REC_REALLOC: fixed = 5; break;
@@ -204,70 +218,95 @@ static int on_record(void *user, const mt_ring_event *ev) {
   case MT_TRACER_REC_MODULE_UNLOAD: fixed = 1; break;
   case MT_TRACER_REC_THREAD_START: fixed = 3; break;
   case MT_TRACER_REC_THREAD_EXIT: fixed = 1; break;
-  default: return MT_CURSOR_NEXT; /* unknown types: nothing to write */
+  default: return false; /* unknown types: nothing to write */
   }
-  if (ev->type != MT_TRACER_REC_THREAD_START && ev->type != MT_TRACER_REC_THREAD_EXIT)
+  if (type != MT_TRACER_REC_THREAD_START && type != MT_TRACER_REC_THREAD_EXIT)
     r->stats.records++;
-  if (ev->words < fixed)
-    return MT_CURSOR_NEXT; /* malformed: not ours to crash on */
-  /* Decoded in place: the merge copies what it keeps (frames only when the stack changed). */
-  rec_event e;
-  e.type = ev->type;
-  e.kind = 0;
-  e.addr = e.addr2 = e.size = 0;
-  e.nsamples = 0;
-  e.nframes = 0;
-  e.frames = NULL;
-  switch (ev->type) {
+  if (words < fixed)
+    return false; /* malformed: not ours to crash on */
+  e->type = type;
+  e->kind = 0;
+  e->addr = e->addr2 = e->size = 0;
+  e->nsamples = 0;
+  e->nframes = 0;
+  e->frames = NULL;
+  e->stack_hash = 0;
+  e->stack_serial = 0;
+  switch (type) {
   case MT_TRACER_REC_ALLOC:
-    e.addr = p[0], e.size = p[1], e.nsamples = (int64_t)p[2], e.kind = (uint32_t)p[3];
-    if (!e.addr)
-      return MT_CURSOR_NEXT; /* malloc that failed: nothing happened */
+    e->addr = p[0], e->size = p[1], e->nsamples = (int64_t)p[2], e->kind = (uint32_t)p[3];
+    if (!e->addr)
+      return false; /* malloc that failed: nothing happened */
     break;
   case MT_TRACER_REC_FREE:
-    e.addr = p[0];
-    if (!e.addr)
-      return MT_CURSOR_NEXT; /* free(NULL) */
+    e->addr = p[0];
+    if (!e->addr)
+      return false; /* free(NULL) */
     break;
   case MT_TRACER_REC_REALLOC:
-    e.addr = p[0], e.addr2 = p[1], e.size = p[2], e.nsamples = (int64_t)p[3];
-    e.kind = (uint32_t)p[4];
+    e->addr = p[0], e->addr2 = p[1], e->size = p[2], e->nsamples = (int64_t)p[3];
+    e->kind = (uint32_t)p[4];
     break;
-  case MT_TRACER_REC_MAP: e.addr = p[0], e.size = p[1], e.kind = (uint32_t)p[3]; break;
-  case MT_TRACER_REC_UNMAP: e.addr = p[0], e.size = p[1]; break;
-  case MT_TRACER_REC_MODULE_UNLOAD: e.size = p[0]; break;
+  case MT_TRACER_REC_MAP: e->addr = p[0], e->size = p[1], e->kind = (uint32_t)p[3]; break;
+  case MT_TRACER_REC_UNMAP: e->addr = p[0], e->size = p[1]; break;
+  case MT_TRACER_REC_MODULE_UNLOAD: e->size = p[0]; break;
   case MT_TRACER_REC_THREAD_START:
-    e.addr2 = p[0], e.addr = p[1], e.size = p[2] > p[1] ? p[2] - p[1] : 0;
+    e->addr2 = p[0], e->addr = p[1], e->size = p[2] > p[1] ? p[2] - p[1] : 0;
     break;
-  case MT_TRACER_REC_THREAD_EXIT: e.addr2 = p[0]; break;
-  default: break;
+  default: e->addr2 = p[0]; break; /* THREAD_EXIT */
   }
-  if (ev->type == MT_TRACER_REC_ALLOC || ev->type == MT_TRACER_REC_REALLOC ||
-      ev->type == MT_TRACER_REC_MAP) {
-    size_t nframes = ev->words - fixed;
-    e.nframes = (uint32_t)(nframes > MT_TRACER_MAX_FRAMES ? MT_TRACER_MAX_FRAMES : nframes);
-    e.frames = p + fixed;
+  if (type == MT_TRACER_REC_ALLOC || type == MT_TRACER_REC_REALLOC || type == MT_TRACER_REC_MAP) {
+    size_t nframes = words - fixed;
+    e->nframes = (uint32_t)(nframes > MT_TRACER_MAX_FRAMES ? MT_TRACER_MAX_FRAMES : nframes);
+    e->frames = p + fixed;
   }
-  if (e.nsamples < 0 || e.nsamples > (int64_t)1 << 56)
-    e.nsamples = 1;
-  e.time_ns = absolute_ns(a, ev->timestamp);
-  e.order = r->arrival++;
-  e.source = (uint64_t)a->index << 48 | (uint64_t)(ev->ring & 0xffffff) << 24 |
-             (ev->generation & 0xffffff);
+  if (e->nsamples < 0 || e->nsamples > (int64_t)1 << 56)
+    e->nsamples = 1;
+  attachment *a = r->current;
+  e->time_ns = absolute_ns(a, ev->timestamp);
+  e->order = r->arrival++;
+  e->source = (uint64_t)a->index << 48 | (uint64_t)(ev->ring & 0xffffff) << 24 |
+              (ev->generation & 0xffffff);
+  return true;
+}
+
+static int on_record(void *user, const mt_ring_event *ev) {
+  mt_recorder *r = user;
+  if (!r->merging && r->direct_ok) {
+    /* Decoded straight into the batch. */
+    rec_event *b = r->batch[r->batched];
+    if (!decode(r, ev, b))
+      return MT_CURSOR_NEXT;
+    if (b->source == r->direct_key || !r->direct_seen) {
+      r->direct_seen = true;
+      r->direct_key = b->source;
+      if (b->nframes)
+        direct_stack(r, b);
+      if (++r->batched == DIRECT_BATCH)
+        direct_flush(r);
+      return MT_CURSOR_NEXT;
+    }
+    /* A second thread: from now on every record is merged by stamp. What the first thread
+     * wrote was already written: a record of the new one stamped earlier is repaired by
+     * order.c like any record read late. */
+    r->merging = true;
+    direct_flush(r);
+    if (!rec_merge_push(&r->merge, b, r->poll_now_ns)) {
+      r->decode_error = MT_E_NOMEM;
+      return MT_CURSOR_STOP;
+    }
+    return MT_CURSOR_NEXT;
+  }
+  rec_event e;
+  if (!decode(r, ev, &e))
+    return MT_CURSOR_NEXT;
   if (!r->merging) {
     if (!r->direct_seen) {
       r->direct_seen = true;
       r->direct_key = e.source;
     } else if (e.source != r->direct_key) {
-      /* A second thread: from now on every record is merged by stamp. What the first thread
-       * wrote was already written: a record of the new one stamped earlier is repaired by
-       * order.c like any record read late. */
-      r->merging = true;
+      r->merging = true; /* a second thread (see above) */
       direct_flush(r);
-    }
-    if (!r->merging && r->direct_ok) {
-      direct(r, &e);
-      return MT_CURSOR_NEXT;
     }
   }
   if (!rec_merge_push(&r->merge, &e, r->poll_now_ns)) {
@@ -334,10 +373,10 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
   r->exe = o.executable_name ? strdup(o.executable_name) : NULL;
   r->context = o.context ? strdup(o.context) : NULL;
   r->symboliser = rec_symboliser_new(o.no_symbols, o.debuginfod);
-  r->direct_frames = malloc(MT_TRACER_MAX_FRAMES * sizeof *r->direct_frames);
+  r->direct_frames = malloc(DIRECT_FRAMES * sizeof *r->direct_frames);
   bool batch_ok = true;
   for (size_t i = 0; i < DIRECT_BATCH; i++)
-    batch_ok &= (r->batch[i] = rec_event_new(MT_TRACER_MAX_FRAMES)) != NULL;
+    batch_ok &= (r->batch[i] = rec_event_new(0)) != NULL;
   r->modules.by_serial.seed = r->sites.unknown_pcs.seed = r->sites.wrapper.seed =
       r->merge.by_key.seed = mt_hashmap_random_seed();
   if (!r->symboliser || !r->direct_frames || !batch_ok || (o.executable_name && !r->exe) ||

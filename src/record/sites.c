@@ -74,15 +74,25 @@ long rec_sites_codes(rec_sites *s, const rec_modules *ms, rec_symboliser *sym,
 }
 
 long rec_sites_stack_codes(rec_sites *s, const rec_modules *ms, rec_symboliser *sym,
-                           const uint64_t *frames, uint32_t nframes, uint32_t hash, bool truncated,
-                           const uint64_t **codes) {
+                           const uint64_t *frames, uint32_t nframes, uint32_t hash, uint64_t serial,
+                           bool truncated, const uint64_t **codes) {
   uint64_t generation = ms->generation + 1; /* never 0 */
+  /* The stack of the previous call again (a loop allocating from one place): its entry was not
+   * touched since, so its codes are still where they were. */
+  if (serial && serial == s->last_serial && s->last->generation == generation &&
+      s->last->hash == hash && s->last->nframes == nframes && s->last->truncated == truncated) {
+    *codes = s->last->frames + nframes;
+    return s->last->ncodes;
+  }
+  s->last_serial = 0;
   if (!s->stacks && !(s->stacks = calloc(REC_STACK_CACHE, sizeof *s->stacks)))
     return -1;
   rec_stack_entry *e = &s->stacks[hash & (REC_STACK_CACHE - 1)];
   if (e->generation == generation && e->hash == hash && e->nframes == nframes &&
       e->truncated == truncated &&
       (!nframes || !memcmp(e->frames, frames, nframes * sizeof *frames))) {
+    s->last = e;
+    s->last_serial = serial;
     *codes = e->frames + nframes;
     return e->ncodes;
   }
@@ -105,6 +115,8 @@ long rec_sites_stack_codes(rec_sites *s, const rec_modules *ms, rec_symboliser *
   e->nframes = nframes;
   e->truncated = truncated;
   e->ncodes = (uint32_t)n;
+  s->last = e;
+  s->last_serial = serial;
   *codes = e->frames + nframes;
   return n;
 }
