@@ -29,18 +29,21 @@ int mt_reader_malformed(mt_reader *r, int64_t offset, const char *fmt, ...) {
   va_end(ap);
   r->failed = mt_fail(&r->failure, MT_E_MALFORMED, offset, "malformed trace at byte %lld: %s",
                       (long long)offset, reason);
+  mt_reader_stop_fast(r);
   return r->failed;
 }
 
 static int reader_fail(mt_reader *r, const mt_error *e) {
   r->failure = *e;
   r->failed = e->code;
+  mt_reader_stop_fast(r);
   return r->failed;
 }
 
 int mt_reader_out_of_memory(mt_reader *r, int64_t offset, const char *what) {
   r->failed = mt_fail(&r->failure, MT_E_NOMEM, offset, "at byte %lld: out of memory for %s",
                       (long long)offset, what);
+  mt_reader_stop_fast(r);
   return r->failed;
 }
 
@@ -465,14 +468,14 @@ static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
     ev->backtrace_run_count = ev->common_runs = 0;
     return skip_backtrace(r, count);
   }
-  return mt_reader_decode_backtrace(r, ev, prefix, count);
+  int rc = mt_reader_decode_backtrace(r, ev, prefix, count, NULL);
+  return rc < 0 ? rc : MT_OK;
 }
 
 /* The largest event header before an allocation's codewords: code and time (4), length and
  * nsamples (vints, up to 9 bytes each), source (1), common prefix (vint), codeword count (2). */
 #define FAST_EVENT_BYTES 34
 
-/* A vint (FORMAT.md §2.1) known to lie whole in the input. */
 /* A promote or a collect of the object `delta` allocations before the packet's last one: every
  * field but time, offset and domain, which the caller sets. */
 static inline void fill_id_event(const mt_reader *r, mt_event *ev, unsigned code, int64_t delta) {
@@ -488,6 +491,7 @@ static inline void fill_id_event(const mt_reader *r, mt_event *ev, unsigned code
                          (uint64_t)delta);
 }
 
+/* A vint (FORMAT.md §2.1) known to lie whole in the input. */
 static inline const uint8_t *vint_at(const uint8_t *p, int64_t *v) {
   uint8_t first = p[0];
   if (__builtin_expect(first < 253, 1)) {
@@ -506,36 +510,27 @@ static inline const uint8_t *vint_at(const uint8_t *p, int64_t *v) {
   return p + 9;
 }
 
-/* The next event when it is an allocation, promote or collect lying whole in the packet, with no
- * rule broken, decoded with one bound check for its header. Returns 1 with *ev stored, 0 when the
- * careful path must take it (nothing consumed then), or the error of decoding its backtrace. */
-static inline int next_fast(mt_reader *r, mt_event *ev) {
-  mt_rbuf *b = &r->content;
-  const uint8_t *p = b->p;
-  if (b->end - p < FAST_EVENT_BYTES)
-    return 0;
-  uint32_t word = mt_load_u32(p);
-  unsigned code = word >> 25;
-  uint64_t since = (word - (uint32_t)r->header.time_begin) & MT_TIME_MASK;
-  int64_t time = (int64_t)((uint64_t)r->header.time_begin + since);
-  domain_state *d = r->domain;
-  if (since > r->packet_span || time < d->last_time)
-    return 0;
+static __attribute__((noinline)) int next_careful(mt_reader *r, mt_event *ev, mt_error *err);
+
+/* An allocation lying whole in the packet (its header at `p`, its time `time`), with no rule
+ * broken: its header decoded with mt_reader_next's one bound check, its backtrace by
+ * reader_backtrace.c. Returns 1 with *ev stored or a negative status; anything unusual goes to the
+ * careful path, nothing consumed. */
+static __attribute__((noinline)) int next_alloc(mt_reader *r, mt_event *ev, mt_error *err,
+                                                const uint8_t *p, unsigned code, int64_t time) {
   const uint8_t *q = p + 4;
+  int64_t prefix;
   unsigned count;
-  if (code >= MT_CODE_ALLOC_SHORT_FIRST && code <= MT_CODE_ALLOC_SHORT_LAST) {
-    int64_t prefix;
+  if (code != MT_CODE_ALLOC) {
     q = vint_at(q, &prefix);
     count = *q++;
     if (prefix < 0)
-      return 0;
+      return next_careful(r, ev, err);
     ev->length = code - 100;
     ev->nsamples = 1;
     ev->source = MT_SOURCE_MINOR;
     ev->short_form = true;
-    ev->common_prefix = prefix;
-  } else if (code == MT_CODE_ALLOC) {
-    int64_t prefix;
+  } else {
     q = vint_at(q, &ev->length);
     q = vint_at(q, &ev->nsamples);
     unsigned source = *q++;
@@ -543,42 +538,28 @@ static inline int next_fast(mt_reader *r, mt_event *ev) {
     count = mt_load_u16(q);
     q += 2;
     if (source > MT_SOURCE_EXTERNAL || prefix < 0)
-      return 0;
+      return next_careful(r, ev, err);
     ev->source = (mt_source)source;
     ev->short_form = false;
-    ev->common_prefix = prefix;
-  } else if (code == MT_CODE_PROMOTE || code == MT_CODE_COLLECT) {
-    int64_t delta;
-    q = vint_at(q, &delta);
-    if (code == MT_CODE_PROMOTE && delta < 0)
-      return 0;
-    b->p = q;
-    d->last_time = time;
-    ev->time = time;
-    ev->offset = b->origin + (p - b->base);
-    ev->domain = r->header.domain;
-    fill_id_event(r, ev, code, delta);
-    return 1;
-  } else {
-    return 0;
   }
+  mt_rbuf *b = &r->content;
   b->p = q;
-  d->last_time = time;
+  r->domain->last_time = time;
   ev->kind = MT_EVENT_ALLOC;
   ev->time = time;
   ev->offset = b->origin + (p - b->base);
   ev->domain = r->header.domain;
+  ev->common_prefix = prefix;
   ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet++);
-  int rc;
-  if (!r->options.backtraces) {
-    ev->backtrace = NULL;
-    ev->backtrace_length = 0;
-    ev->backtrace_runs = NULL;
-    ev->backtrace_run_count = ev->common_runs = 0;
-    rc = skip_backtrace(r, count);
-  } else {
-    rc = mt_reader_decode_backtrace(r, ev, ev->common_prefix, count);
-  }
+  if (__builtin_expect(r->options.backtraces, 1))
+    return mt_reader_decode_backtrace(r, ev, prefix, count, err);
+  ev->backtrace = NULL;
+  ev->backtrace_length = 0;
+  ev->backtrace_runs = NULL;
+  ev->backtrace_run_count = ev->common_runs = 0;
+  int rc = skip_backtrace(r, count);
+  if (rc < 0 && err)
+    *err = r->failure;
   return rc < 0 ? rc : 1;
 }
 
@@ -597,6 +578,7 @@ static __attribute__((noinline)) int next_careful(mt_reader *r, mt_event *ev, mt
       rc = begin_packet(r);
       if (rc == 0) {
         r->done = true;
+        mt_reader_stop_fast(r); /* what is left may be a skipped packet's */
         return 0;
       }
       if (rc < 0)
@@ -673,15 +655,35 @@ static __attribute__((noinline)) int next_careful(mt_reader *r, mt_event *ev, mt
   return rc;
 }
 
+/* The usual event, an allocation, promote or collect lying whole in the packet with no rule broken,
+ * is decoded with one bound check for its header (content.end is content.p whenever the reader is
+ * not inside a packet it may decode: mt_reader_stop_fast); promotes and collects here, without a
+ * call. */
 int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
-  if (__builtin_expect(r->in_packet && !r->failed, 1)) {
-    int rc = next_fast(r, ev);
-    if (__builtin_expect(rc > 0, 1))
-      return 1;
-    if (rc < 0) {
-      if (err)
-        *err = r->failure;
-      return rc;
+  const uint8_t *p = r->content.p;
+  if (__builtin_expect(r->content.end - p >= FAST_EVENT_BYTES, 1)) {
+    uint32_t word = mt_load_u32(p);
+    unsigned code = word >> 25;
+    uint64_t since = (word - (uint32_t)r->header.time_begin) & MT_TIME_MASK;
+    int64_t time = (int64_t)((uint64_t)r->header.time_begin + since);
+    domain_state *d = r->domain;
+    if (__builtin_expect(since <= r->packet_span && time >= d->last_time, 1)) {
+      if (code == MT_CODE_COLLECT || code == MT_CODE_PROMOTE) {
+        int64_t delta;
+        const uint8_t *q = vint_at(p + 4, &delta);
+        if (code == MT_CODE_COLLECT || delta >= 0) {
+          r->content.p = q;
+          d->last_time = time;
+          ev->time = time;
+          ev->offset = r->content.origin + (p - r->content.base);
+          ev->domain = r->header.domain;
+          fill_id_event(r, ev, code, delta);
+          return 1;
+        }
+      } else if (code == MT_CODE_ALLOC ||
+                 (code >= MT_CODE_ALLOC_SHORT_FIRST && code <= MT_CODE_ALLOC_SHORT_LAST)) {
+        return next_alloc(r, ev, err, p, code, time);
+      }
     }
   }
   return next_careful(r, ev, err);

@@ -244,7 +244,10 @@ static int decode_flat(mt_reader *r, mt_event *ev, size_t prefix, unsigned count
   return MT_OK;
 }
 
-int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count) {
+/* Every case: the first backtrace, a cut previous one, the flat form, many codewords, the end of
+ * the packet near, room to make. */
+static __attribute__((noinline)) int decode_general(mt_reader *r, mt_event *ev, int64_t prefix,
+                                                    unsigned count) {
   domain_state *d = r->domain;
   int rc;
   if (__builtin_expect(!d->cache || !d->runs, 0) && (rc = first_backtrace(r, ev)))
@@ -282,6 +285,127 @@ int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsig
   ev->backtrace_run_count = m;
   ev->common_runs = common;
   return MT_OK;
+}
+
+/* Appends `count` times `code` to the runs ending at *last (merged with it when it has that code,
+ * *last_code), the backtrace being *n frames deep. */
+static inline __attribute__((always_inline)) void
+add_run(mt_backtrace_run **last, int64_t *last_code, uint32_t *n, int64_t code, uint32_t count) {
+  if (code == *last_code) {
+    (*last)->count += count;
+  } else {
+    mt_backtrace_run *run = ++*last;
+    *run = (mt_backtrace_run){.code = code, .start = *n, .count = count};
+    *last_code = code;
+  }
+  *n += count;
+}
+
+/* Runs only, the usual case (decode_runs_usual's conditions): the kept runs and the codewords'
+ * without a check per codeword, the last run and its code in registers. */
+static inline __attribute__((always_inline)) int
+decode_runs(mt_reader *r, mt_event *ev, domain_state *d, size_t prefix, unsigned count) {
+  mt_backtrace_decoder *c = d->cache;
+  mt_backtrace_run *runs = d->runs;
+  /* The runs of the first `prefix` frames, the last one possibly shortened: dropping a run costs
+   * once per run ever appended. The sentinel (start 0, count 0) ends the walk. */
+  mt_backtrace_run *last = runs + d->nruns - 1;
+  if (prefix == 0)
+    last = runs - 1;
+  else
+    while (last->start >= prefix)
+      last--;
+  size_t common = (size_t)(last + 1 - runs);
+  uint32_t kept_count = last->count;
+  if (last->start + kept_count > prefix) { /* never the sentinel's */
+    kept_count = last->count = (uint32_t)(prefix - last->start);
+    common--;
+  }
+  mt_backtrace_run *kept = last;
+  int64_t last_code = last->code;
+  uint32_t n = (uint32_t)prefix;
+  const uint8_t *p = r->content.p;
+  unsigned pred = 0;
+  for (unsigned i = 0; i < count; i++) {
+    unsigned word = mt_load_u16(p), bucket = word >> 2;
+    c->next[pred] = (uint16_t)bucket;
+    switch (word & 3) {
+    case 0:
+      p += 2;
+      add_run(&last, &last_code, &n, c->loc[bucket], 1);
+      pred = bucket;
+      break;
+    case 1:
+      p += 2;
+      add_run(&last, &last_code, &n, c->loc[bucket], 1);
+      pred = c->next[bucket];
+      add_run(&last, &last_code, &n, c->loc[pred], 1);
+      break;
+    case 2: {
+      unsigned predictions = p[2];
+      p += 3;
+      pred = bucket;
+      if (c->next[bucket] == bucket) {
+        /* Direct recursion (a bucket predicting itself): the codeword is one run. */
+        add_run(&last, &last_code, &n, c->loc[bucket], 1 + predictions);
+        break;
+      }
+      add_run(&last, &last_code, &n, c->loc[bucket], 1);
+      for (unsigned k = 0; k < predictions; k++) {
+        unsigned following = c->next[pred];
+        if (following == pred) {
+          add_run(&last, &last_code, &n, c->loc[pred], predictions - k);
+          break;
+        }
+        pred = following;
+        add_run(&last, &last_code, &n, c->loc[pred], 1);
+      }
+      break;
+    }
+    default:
+      c->loc[bucket] = mt_code63(mt_load_u64(p + 2));
+      p += 10;
+      add_run(&last, &last_code, &n, c->loc[bucket], 1);
+      pred = bucket;
+      break;
+    }
+  }
+  r->content.p = p;
+  if (kept->count != kept_count)
+    common = (size_t)(kept - runs); /* the new frames went on in the last kept run */
+  size_t m = (size_t)(last + 1 - runs);
+  d->nruns = m;
+  d->depth = n;
+  ev->backtrace = NULL;
+  ev->backtrace_length = n;
+  ev->backtrace_runs = runs;
+  ev->backtrace_run_count = m;
+  ev->common_runs = common;
+  return 1;
+}
+
+/* Room for the runs any ROOMY_CODEWORDS codewords yield, and the slot after the last one. */
+#define RUNS_ROOM (ROOMY_CODEWORDS * CODEWORD_FRAMES + 1)
+
+int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count,
+                               mt_error *err) {
+  domain_state *d = r->domain;
+  /* The usual case, with bounds that hold for any count up to ROOMY_CODEWORDS (codewords are at
+   * most 10 bytes): a runs reader, a decoder made, a previous backtrace at least `prefix` deep. */
+  if (__builtin_expect(r->options.runs_only && d->cache && (uint64_t)prefix <= d->depth &&
+                           count <= ROOMY_CODEWORDS &&
+                           r->content.end - r->content.p >= ROOMY_CODEWORDS * 10 &&
+                           d->runs_cap - d->nruns >= RUNS_ROOM &&
+                           d->depth <= MAX_BACKTRACE_FRAMES - ROOMY_CODEWORDS * CODEWORD_FRAMES,
+                       1))
+    return decode_runs(r, ev, d, (size_t)prefix, count);
+  int rc = decode_general(r, ev, prefix, count);
+  if (rc < 0) {
+    if (err)
+      *err = r->failure;
+    return rc;
+  }
+  return 1;
 }
 
 bool mt_reader_flatten(domain_state *d) {

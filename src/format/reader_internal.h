@@ -72,6 +72,12 @@ static inline size_t mt_reader_domain_memory_allowed(int64_t position) {
   return DOMAIN_MEMORY_FREE + (size_t)position * DOMAIN_MEMORY_PER_INPUT_BYTE;
 }
 
+/* Keeps mt_reader_next's fast path out (reader.c) until the next packet is begun: after a failure,
+ * at the end, after a restore. */
+static inline void mt_reader_stop_fast(mt_reader *r) {
+  r->content.end = r->content.p;
+}
+
 /* The state of domain `id`, created if new (NULL when the memory bound is reached). */
 domain_state *mt_reader_find_domain(mt_reader *r, uint16_t id);
 void mt_reader_free_domain(domain_state *d);
@@ -86,8 +92,10 @@ int mt_reader_out_of_memory(mt_reader *r, int64_t offset, const char *what);
 
 /* reader_backtrace.c */
 /* Decodes an allocation's `count` codewords after `prefix` frames of the domain's previous
- * backtrace into `ev` (FORMAT.md §2.7 reader algorithm). */
-int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count);
+ * backtrace into `ev` (FORMAT.md §2.7 reader algorithm). Returns 1, or a negative status with the
+ * reader failed and its failure copied to `err` (may be NULL). */
+int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count,
+                               mt_error *err);
 /* The domain's flat backtrace rebuilt from its runs, or its runs from its flat backtrace of
  * `depth` codes. False when memory runs out. */
 bool mt_reader_flatten(domain_state *d);

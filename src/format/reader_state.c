@@ -333,6 +333,7 @@ int mt_reader_load_state(mt_reader *r, const void *data, size_t size, mt_error *
   r->domain_memory = ndomains * DOMAIN_COST;
   r->domain = NULL;
   r->in_packet = false;
+  mt_reader_stop_fast(r);
   r->done = false;
   mt_input_seek(r->source, (int64_t)position);
   return MT_OK;
