@@ -77,7 +77,8 @@ static void chain_remove(mt_hashmap *m, rec_event *e) {
 
 /* --- writing ------------------------------------------------------------------------------- */
 
-static int64_t out_time(rec_order *o, rec_sink *sink, int64_t ns) {
+static inline __attribute__((always_inline)) int64_t out_time(rec_order *o, rec_sink *sink,
+                                                              int64_t ns) {
   if (ns < o->last_time_ns) {
     ns = o->last_time_ns;
     sink->stats->reordered++;
@@ -99,8 +100,9 @@ static int resolve(void *user, uint64_t code, const mt_location **entries, size_
 }
 
 /* Writes an allocation of `codes`; returns its object id, or -1 when nothing can be written. */
-static int64_t write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t words,
-                           int64_t nsamples, mt_source source, const uint64_t *codes, long ncodes) {
+static inline __attribute__((always_inline)) int64_t
+write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t words, int64_t nsamples,
+            mt_source source, const uint64_t *codes, long ncodes) {
   int64_t t = out_time(o, sink, ns);
   sink->stats->allocations++;
   rec_output *out = sink->out;
@@ -118,7 +120,8 @@ static int64_t write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t wor
   return id;
 }
 
-static void write_collect(rec_order *o, rec_sink *sink, int64_t ns, int64_t id) {
+static inline __attribute__((always_inline)) void write_collect(rec_order *o, rec_sink *sink,
+                                                                int64_t ns, int64_t id) {
   if (id < 0)
     return; /* never written (an unsampled region, or the writer had failed) */
   int64_t t = out_time(o, sink, ns);
@@ -131,7 +134,8 @@ static void write_collect(rec_order *o, rec_sink *sink, int64_t ns, int64_t id) 
     rec_output_fail(out, &err);
 }
 
-static long event_codes(rec_sink *sink, const rec_event *e, const uint64_t **codes) {
+static inline __attribute__((always_inline)) long event_codes(rec_sink *sink, const rec_event *e,
+                                                              const uint64_t **codes) {
   long n = rec_sites_stack_codes(sink->sites, sink->modules, sink->symboliser, e->frames,
                                  e->nframes, e->stack_hash, e->stack_serial,
                                  (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0, codes);
@@ -149,7 +153,8 @@ static rec_live *live_get(const rec_order *o, uint64_t addr) {
   return rec_addrmap_get(&o->live, addr);
 }
 
-static int64_t write_block(rec_order *o, rec_sink *sink, const rec_event *e, int64_t ns) {
+static inline __attribute__((always_inline)) int64_t write_block(rec_order *o, rec_sink *sink,
+                                                                 const rec_event *e, int64_t ns) {
   const uint64_t *codes = NULL;
   long n = event_codes(sink, e, &codes);
   int64_t words = (int64_t)((e->size + 7) / 8);

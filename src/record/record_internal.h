@@ -215,9 +215,23 @@ long rec_sites_codes(rec_sites *s, const rec_modules *ms, struct rec_symboliser 
 /* rec_sites_codes through the stack cache: *codes (valid until the next call) gets the codes of
  * `frames`, whose rec_stack_hash is `hash`; `serial` (rec_event.stack_serial, 0 if unknown) equal
  * to the previous call's saves comparing the frames. Returns the count, or -1 out of memory. */
-long rec_sites_stack_codes(rec_sites *s, const rec_modules *ms, struct rec_symboliser *sym,
-                           const uint64_t *frames, uint32_t nframes, uint32_t hash, uint64_t serial,
-                           bool truncated, const uint64_t **codes);
+long rec_sites_lookup_codes(rec_sites *s, const rec_modules *ms, struct rec_symboliser *sym,
+                            const uint64_t *frames, uint32_t nframes, uint32_t hash,
+                            uint64_t serial, bool truncated, const uint64_t **codes);
+static inline long rec_sites_stack_codes(rec_sites *s, const rec_modules *ms,
+                                         struct rec_symboliser *sym, const uint64_t *frames,
+                                         uint32_t nframes, uint32_t hash, uint64_t serial,
+                                         bool truncated, const uint64_t **codes) {
+  /* The stack of the previous call again (a loop allocating from one place): its entry was not
+   * touched since, so its codes are still where they were. */
+  const rec_stack_entry *e = s->last;
+  if (serial && serial == s->last_serial && e->generation == ms->generation + 1 &&
+      e->hash == hash && e->nframes == nframes && e->truncated == truncated) {
+    *codes = e->frames + nframes;
+    return e->ncodes;
+  }
+  return rec_sites_lookup_codes(s, ms, sym, frames, nframes, hash, serial, truncated, codes);
+}
 /* The pc of a synthetic code (0 for the truncation marker); false if it is not one. */
 bool rec_sites_synthetic_pc(const rec_sites *s, uint64_t code, uint64_t *pc);
 void rec_sites_free(rec_sites *s);

@@ -136,9 +136,11 @@ static void ensure_writer(void *user) {
 
 /* --- decoding ------------------------------------------------------------------------------ */
 
-static int64_t absolute_ns(attachment *a, uint64_t timestamp) {
+static inline int64_t absolute_ns(attachment *a, uint64_t timestamp) {
   int64_t ns;
-  if (a->calibrated && timestamp >= a->ts0) {
+  if (!a->tsc) {
+    ns = (int64_t)timestamp; /* what mt_cursor_timestamp_ns does, without the call */
+  } else if (a->calibrated && timestamp >= a->ts0) {
     uint64_t d = timestamp - a->ts0;
     ns = a->ns0 + (int64_t)(d * a->q + (uint64_t)(((unsigned __int128)d * a->frac) >> 64));
   } else {
@@ -270,9 +272,66 @@ static inline bool decode(mt_recorder *r, const mt_ring_event *ev, rec_event *e)
   return true;
 }
 
+/* The usual direct records, ALLOC and FREE of the only thread so far, decoded as decode() would
+ * into the next batch slot; false when decode() must take the record. */
+static inline bool direct_fast(mt_recorder *r, const mt_ring_event *ev) {
+  attachment *a = r->current;
+  uint64_t source = (uint64_t)a->index << 48 | (uint64_t)(ev->ring & 0xffffff) << 24 |
+                    (ev->generation & 0xffffff);
+  const uint64_t *p = ev->payload;
+  size_t words = ev->words;
+  rec_event *b = r->batch[r->batched];
+  if (source != r->direct_key || !r->direct_seen)
+    return false;
+  if (ev->type == MT_TRACER_REC_FREE && words >= 1) {
+    r->stats.records++;
+    if (!p[0])
+      return true; /* free(NULL) */
+    b->type = MT_TRACER_REC_FREE;
+    b->kind = 0;
+    b->addr = p[0];
+    b->size = 0;
+    b->nsamples = 0;
+    b->nframes = 0;
+    b->frames = NULL;
+    b->stack_hash = 0;
+    b->stack_serial = 0;
+  } else if (ev->type == MT_TRACER_REC_ALLOC && words >= 4) {
+    r->stats.records++;
+    if (!p[0])
+      return true; /* malloc that failed */
+    int64_t nsamples = (int64_t)p[2];
+    b->type = MT_TRACER_REC_ALLOC;
+    b->kind = (uint32_t)p[3];
+    b->addr = p[0];
+    b->size = p[1];
+    b->nsamples = nsamples < 0 || nsamples > (int64_t)1 << 56 ? 1 : nsamples;
+    size_t nframes = words - 4;
+    b->nframes = (uint32_t)(nframes > MT_TRACER_MAX_FRAMES ? MT_TRACER_MAX_FRAMES : nframes);
+    b->frames = NULL;
+    b->stack_hash = 0;
+    b->stack_serial = 0;
+    if (b->nframes) {
+      b->frames = p + 4;
+      direct_stack(r, b);
+    }
+  } else {
+    return false;
+  }
+  b->addr2 = 0;
+  b->time_ns = absolute_ns(a, ev->timestamp);
+  b->order = r->arrival++;
+  b->source = source;
+  if (++r->batched == DIRECT_BATCH)
+    direct_flush(r);
+  return true;
+}
+
 static int on_record(void *user, const mt_ring_event *ev) {
   mt_recorder *r = user;
   if (!r->merging && r->direct_ok) {
+    if (direct_fast(r, ev))
+      return MT_CURSOR_NEXT;
     /* Decoded straight into the batch. */
     rec_event *b = r->batch[r->batched];
     if (!decode(r, ev, b))

@@ -73,17 +73,10 @@ long rec_sites_codes(rec_sites *s, const rec_modules *ms, rec_symboliser *sym,
   return n;
 }
 
-long rec_sites_stack_codes(rec_sites *s, const rec_modules *ms, rec_symboliser *sym,
-                           const uint64_t *frames, uint32_t nframes, uint32_t hash, uint64_t serial,
-                           bool truncated, const uint64_t **codes) {
+long rec_sites_lookup_codes(rec_sites *s, const rec_modules *ms, rec_symboliser *sym,
+                            const uint64_t *frames, uint32_t nframes, uint32_t hash,
+                            uint64_t serial, bool truncated, const uint64_t **codes) {
   uint64_t generation = ms->generation + 1; /* never 0 */
-  /* The stack of the previous call again (a loop allocating from one place): its entry was not
-   * touched since, so its codes are still where they were. */
-  if (serial && serial == s->last_serial && s->last->generation == generation &&
-      s->last->hash == hash && s->last->nframes == nframes && s->last->truncated == truncated) {
-    *codes = s->last->frames + nframes;
-    return s->last->ncodes;
-  }
   s->last_serial = 0;
   if (!s->stacks && !(s->stacks = calloc(REC_STACK_CACHE, sizeof *s->stacks)))
     return -1;
