@@ -1,11 +1,24 @@
 /* The report's cells (model.h, analysis.h): each object counted once, when freed or at the end,
  * into the cell of its (stack, allocation step, free step, size class, lifetime class). The time
  * steps start 1 µs wide and double (merging cells pairwise) whenever an object falls past the
- * last step, or while there are more than MT_CELL_LIMIT cells and coarser time can merge any. The
- * cells are found by an index map of their packed key: one probe per object. */
+ * last step, or while there are more than MT_CELL_LIMIT cells and coarser time can merge any.
+ * Objects wait in a log of up to CELL_LOG and are counted when it fills and at the end, at the
+ * steps of that moment: a trace of fewer objects is counted once at its final steps, without
+ * merging cells step after step. The cells are found by an index map of their packed key. */
 #include <stdlib.h>
 
 #include "analysis/model.h"
+
+#define CELL_LOG 131072 /* objects waiting to be counted, at most (5 MB) */
+
+struct cell_obj {
+  int64_t time, free_time; /* µs since the start; free_time < 0: not freed */
+  uint64_t samples;
+  double objects_est;
+  uint32_t stack;
+  uint8_t size_class, lifetime_class;
+  bool before;
+};
 
 static uint64_t cell_key(uint32_t stack, unsigned alloc_bucket, unsigned free_bucket, unsigned size,
                          unsigned lifetime) {
@@ -70,27 +83,81 @@ bool mt_cells_reach(mt_analysis *a, int64_t t) {
   return true;
 }
 
-bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double objects_est) {
-  if (!a->want_cells)
-    return true;
+/* Counts one object at the current steps. */
+static bool count_obj(mt_analysis *a, const struct cell_obj *o) {
   int64_t from = a->summary.from;
-  if (!mt_cells_reach(a, free_time >= 0 ? free_time : o->time))
-    return false;
   unsigned ab = o->before ? MT_CELL_BEFORE : (unsigned)((o->time - from) / a->cell_width);
-  unsigned fb = free_time < 0 ? MT_CELL_NEVER : (unsigned)((free_time - from) / a->cell_width);
-  int sc = mt_size_class_of(o->words * (int64_t)a->word_bytes);
-  int lc = free_time < 0 ? MT_LIFETIME_CLASSES - 1 : mt_lifetime_class_of(free_time - o->time);
-  mt_amount amount = {1, o->samples, objects_est};
-  if (!cell_put(a, o->stack, ab, fb, (unsigned)sc, (unsigned)lc, &amount))
+  unsigned fb =
+      o->free_time < 0 ? MT_CELL_NEVER : (unsigned)((o->free_time - from) / a->cell_width);
+  mt_amount amount = {1, o->samples, o->objects_est};
+  if (!cell_put(a, o->stack, ab, fb, o->size_class, o->lifetime_class, &amount))
     return false;
   /* Coarser time is the only way to fewer cells here; stop when one bucket spans everything.
    * Past that the cells grow with the backtraces (at most 2 x 2 x size x lifetime classes each),
    * and the report merges backtraces and classes to keep its own cap (src/export/html.c). */
-  int64_t span = (free_time >= 0 ? free_time : o->time) - from;
+  int64_t span = (o->free_time >= 0 ? o->free_time : o->time) - from;
   while (a->ncells > MT_CELL_LIMIT && a->cell_width <= span)
     if (!cells_double(a))
       return false;
   return true;
+}
+
+bool mt_cells_flush(mt_analysis *a) {
+  /* Room for every object in a cell of its own, at once rather than doubling on the way. */
+  size_t most = a->ncells + a->ncell_log;
+  if (most > a->cells_cap) {
+    mt_cell *p = most < MT_INDEXMAP_NONE ? realloc(a->cells, most * sizeof *p) : NULL;
+    if (!p || !mt_indexmap_reserve(&a->cell_index, most)) {
+      if (p)
+        a->cells = p;
+      return false;
+    }
+    a->cells = p;
+    a->cells_cap = most;
+  }
+  for (size_t i = 0; i < a->ncell_log; i++)
+    if (!count_obj(a, &a->cell_log[i]))
+      return false;
+  a->ncell_log = 0;
+  return true;
+}
+
+bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double objects_est) {
+  if (!a->want_cells)
+    return true;
+  /* The steps reach the object's times now: they are as wide or wider when it is counted. */
+  if (!mt_cells_reach(a, free_time >= 0 ? free_time : o->time))
+    return false;
+  if (a->ncell_log == a->cell_log_cap) {
+    if (a->cell_log_cap == CELL_LOG) {
+      if (!mt_cells_flush(a))
+        return false;
+    } else {
+      size_t n = a->cell_log_cap ? a->cell_log_cap * 2 : 1024;
+      struct cell_obj *p = realloc(a->cell_log, n * sizeof *p);
+      if (!p)
+        return false;
+      a->cell_log = p;
+      a->cell_log_cap = n;
+    }
+  }
+  a->cell_log[a->ncell_log++] = (struct cell_obj){
+      .time = o->time,
+      .free_time = free_time,
+      .samples = o->samples,
+      .objects_est = objects_est,
+      .stack = o->stack,
+      .size_class = (uint8_t)mt_size_class_of(o->words * (int64_t)a->word_bytes),
+      .lifetime_class = (uint8_t)(free_time < 0 ? MT_LIFETIME_CLASSES - 1
+                                                : mt_lifetime_class_of(free_time - o->time)),
+      .before = o->before};
+  return true;
+}
+
+void mt_cells_free(mt_analysis *a) {
+  mt_indexmap_free(&a->cell_index);
+  free(a->cells);
+  free(a->cell_log);
 }
 
 const mt_cell *mt_analysis_cells(const mt_analysis *a, size_t *count, int64_t *width) {

@@ -126,6 +126,8 @@ struct mt_analysis {
   mt_cell *cells;
   size_t ncells, cells_cap;
   int64_t cell_width;
+  struct cell_obj *cell_log; /* objects not counted in the cells yet (cells.c) */
+  size_t ncell_log, cell_log_cap;
 
   /* index.c */
   struct mt_index *index; /* NULL without options.index_path */
@@ -161,6 +163,10 @@ void mt_timeline_finish(mt_analysis *a, int64_t t);
 bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double objects_est);
 /* Makes sure the cells' grid reaches `t`. False when memory runs out. */
 bool mt_cells_reach(mt_analysis *a, int64_t t);
+/* Counts the objects added so far in the cells (at the end of the pass). False when memory runs
+ * out. */
+bool mt_cells_flush(mt_analysis *a);
+void mt_cells_free(mt_analysis *a);
 
 /* index.c: the checkpoint index (TRACE.idx). */
 /* Opens options->index_path if set: resumes `r` and the live set from the best checkpoint before

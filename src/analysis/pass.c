@@ -310,6 +310,8 @@ static int finish(mt_analysis *a, int64_t last, bool bounded_to) {
     if (!mt_cells_add(a, o, -1, est))
       return MT_E_NOMEM;
   }
+  if (a->want_cells && !mt_cells_flush(a))
+    return MT_E_NOMEM;
   qsort(a->largest, a->nlargest, sizeof a->largest[0], by_time);
   /* Stacks first met before the window and gone by its start show nothing: leave them counted
    * but let the queries skip empty ones. */

@@ -19,8 +19,7 @@ void mt_timeline_init(mt_analysis *a, bool cells) {
 }
 
 void mt_timeline_free(mt_analysis *a) {
-  mt_indexmap_free(&a->cell_index);
-  free(a->cells);
+  mt_cells_free(a);
 }
 
 static void timeline_double(mt_analysis *a) {

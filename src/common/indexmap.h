@@ -22,7 +22,7 @@ typedef struct mt_indexmap_slot {
 } mt_indexmap_slot;
 
 typedef struct mt_indexmap {
-  mt_indexmap_slot *slots; /* from calloc: gen 0, empty */
+  mt_indexmap_slot *slots; /* made with gen 0: empty */
   size_t cap;              /* a power of two, or 0 */
   size_t count;
   uint64_t seed; /* `mt_indexmap m = {.seed = mt_hashmap_random_seed()}` for keys from a trace */

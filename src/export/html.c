@@ -433,26 +433,28 @@ static bool select_level(report *r, const level *l, size_t share) {
     nsites++;
     kept_sites[site_slot(t, f)] = 1;
   }
-  /* Then the trie's heaviest nodes while they fit; parents come first in t->order. */
+  /* Then the trie's heaviest nodes while they fit; parents come first in t->order. The whole trie
+   * when it fits: every node with weight (its parent has more). */
   size_t bytes = 0, kept = 0;
-  for (size_t i = 0; i < t->n; i++)
-    r->rid[i] = -1;
   bool whole = t->bytes <= l->node_bytes / share && t->n <= REPORT_NODES;
-  if (!whole && !trie_order(r->t))
+  if (!whole && !trie_order(r->t)) {
+    free(kept_sites);
     return false;
-  for (; kept < t->n && kept < REPORT_NODES; kept++) {
-    size_t node = whole ? kept : t->order[kept];
-    if (whole) {
-      if (t->weight[node] > 0)
-        r->rid[node] = 0;
-      continue;
+  }
+  if (whole) {
+    kept = t->n;
+  } else {
+    for (size_t i = 0; i < t->n; i++)
+      r->rid[i] = -1;
+    for (; kept < t->n && kept < REPORT_NODES; kept++) {
+      size_t node = t->order[kept];
+      size_t c = t->node_cost + (has_frame(r, t->frame[node]) ? 0 : frame_cost(a, t->frame[node]));
+      if (bytes + c > l->node_bytes / share || t->weight[node] <= 0)
+        break;
+      bytes += c;
+      report_frame(r, t->frame[node]);
+      r->rid[node] = 0;
     }
-    size_t c = t->node_cost + (has_frame(r, t->frame[node]) ? 0 : frame_cost(a, t->frame[node]));
-    if (bytes + c > l->node_bytes / share || t->weight[node] <= 0)
-      break;
-    bytes += c;
-    report_frame(r, t->frame[node]);
-    r->rid[node] = 0;
   }
   /* Report nodes in trie order (parents first), then one "(smaller callees)" per cut node. */
   r->nodes = malloc((2 * kept + 1) * sizeof *r->nodes);
@@ -465,14 +467,15 @@ static bool select_level(report *r, const level *l, size_t share) {
     return false;
   }
   for (size_t i = 0; i < t->n; i++) {
-    int64_t up = t->parent[i] < 0 ? -1 : deepest[t->parent[i]];
-    if (r->rid[i] == 0) {
+    int32_t parent = t->parent[i];
+    if (whole ? t->weight[i] > 0 : r->rid[i] == 0) {
       r->rid[i] = (int64_t)r->nnodes;
-      r->nodes[r->nnodes][0] = t->parent[i] < 0 ? -1 : r->rid[t->parent[i]];
+      r->nodes[r->nnodes][0] = parent < 0 ? -1 : r->rid[parent];
       r->nodes[r->nnodes++][1] = report_frame(r, t->frame[i]);
       deepest[i] = (int64_t)i;
     } else {
-      deepest[i] = up;
+      r->rid[i] = -1;
+      deepest[i] = parent < 0 ? -1 : deepest[parent];
     }
     pruned[i + 1] = -1;
   }

@@ -6,7 +6,6 @@
 #ifndef MEMTAP_SRC_EXPORT_REPORT_WRITER_H
 #define MEMTAP_SRC_EXPORT_REPORT_WRITER_H
 
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,7 +78,10 @@ static inline char *rw_int(char *p, int64_t v) {
 
 /* A non-negative `v` below 10^12 as "%.3f" writes it (at most 17 bytes). */
 static inline char *rw_fixed3(char *p, double v) {
-  uint64_t whole = (uint64_t)v, milli = (uint64_t)llround((v - (double)whole) * 1000);
+  double thousandths = (v - (double)(uint64_t)v) * 1000;
+  uint64_t whole = (uint64_t)v, milli = (uint64_t)(thousandths + 0.5);
+  if ((double)milli - 0.5 > thousandths) /* the sum rounded up: llround's value is one less */
+    milli--;
   if (milli >= 1000) {
     whole++;
     milli -= 1000;
