@@ -628,6 +628,26 @@ static void put_estimate(report_writer *w, double v) {
   rw_end(w, rw_fixed3(rw_room(w, 17), v));
 }
 
+/* Pairs of numbers, flat, 16 pairs a line; with `relative`, the first of pair i as i minus it. */
+static void put_pairs(report_writer *w, const int64_t (*v)[2], size_t n, bool relative) {
+  for (size_t i = 0; i < n; i += 16) {
+    size_t end = n - i < 16 ? n : i + 16;
+    char *p = rw_room(w, 2 + 16 * (2 * 21 + 2));
+    if (i) {
+      *p++ = ',';
+      *p++ = '\n';
+    }
+    for (size_t j = i; j < end; j++) {
+      if (j > i)
+        *p++ = ',';
+      p = rw_int(p, relative ? (int64_t)j - v[j][0] : v[j][0]);
+      *p++ = ',';
+      p = rw_int(p, v[j][1]);
+    }
+    rw_end(w, p);
+  }
+}
+
 /* The timeline's estimated bytes: "%.0f" below 10^15, else "%.6e". */
 static void put_bytes(report_writer *w, double v) {
   if (!(v >= 0 && v < 1e15) || signbit(v)) {
@@ -757,28 +777,10 @@ static bool write_data(FILE *out, const report *r) {
   fprintf(out, ",\"trie\":{\"nodes\":%zu,\"kept\":%zu,\"pruned_share\":%.6f},\"nodes\":[", r->t->n,
           r->nkept, r->weight > 0 ? r->pruned_weight / r->weight : 0.0);
   /* Flat: per node its distance to its parent (its index + 1 for a root child) and its frame. */
-  for (size_t i = 0; i < r->nnodes; i++) {
-    char *p = rw_room(w, 2 + 21 + 1 + 21);
-    if (i)
-      *p++ = ',';
-    if (i && i % 16 == 0)
-      *p++ = '\n';
-    p = rw_int(p, (int64_t)i - r->nodes[i][0]);
-    *p++ = ',';
-    rw_end(w, rw_int(p, r->nodes[i][1]));
-  }
+  put_pairs(w, r->nodes, r->nnodes, true);
   rw_flush(w);
   fputs("],\"stacks\":[", out); /* flat: node (-1: empty backtrace), site frame (-1: none) */
-  for (size_t i = 0; i < r->nstacks; i++) {
-    char *p = rw_room(w, 2 + 21 + 1 + 21);
-    if (i)
-      *p++ = ',';
-    if (i && i % 16 == 0)
-      *p++ = '\n';
-    p = rw_int(p, r->stacks[i][0]);
-    *p++ = ',';
-    rw_end(w, rw_int(p, r->stacks[i][1]));
-  }
+  put_pairs(w, r->stacks, r->nstacks, false);
   rw_flush(w);
   mt_analysis_cells(a, &nb, &width);
   /* Flat, 8 numbers a row: stack, allocation step, free step, size class, lifetime class, sampled
@@ -787,7 +789,7 @@ static bool write_data(FILE *out, const report *r) {
           width << r->l->time_step, MT_CELL_TIME_BUCKETS >> r->l->time_step);
   for (size_t i = 0; i < r->nrows; i++) {
     const row *c = &r->rows[i];
-    char *p = rw_room(w, 1 + 7 * 21); /* a line's end, 7 numbers and commas */
+    char *p = rw_room(w, 1 + 7 * 21); /* a line's end, 7 numbers and their commas */
     if (i)
       *p++ = '\n';
     p = rw_uint(p, c->stack);
@@ -804,8 +806,16 @@ static bool write_data(FILE *out, const report *r) {
     *p++ = ',';
     p = rw_uint(p, c->amount.samples);
     *p++ = ',';
+    double e = c->amount.objects_estimated;
+    if (e >= 0 && e < 1e12) {
+      p = rw_fixed3(rw_room_after(w, p, 18), e);
+      if (i + 1 < r->nrows)
+        *p++ = ',';
+      rw_end(w, p);
+      continue;
+    }
     rw_end(w, p);
-    put_estimate(w, c->amount.objects_estimated);
+    put_estimate(w, e);
     if (i + 1 < r->nrows)
       rw_char(w, ',');
   }

@@ -30,6 +30,15 @@ static inline char *rw_room(report_writer *w, size_t need) {
   return w->buf + w->n;
 }
 
+/* Where to write at most `need` more bytes after `p`, what was written before `p` kept. */
+static inline char *rw_room_after(report_writer *w, char *p, size_t need) {
+  if ((size_t)(p - w->buf) + need <= sizeof w->buf)
+    return p;
+  w->n = (size_t)(p - w->buf);
+  rw_flush(w);
+  return w->buf;
+}
+
 static inline void rw_end(report_writer *w, char *end) {
   w->n = (size_t)(end - w->buf);
 }
@@ -53,6 +62,10 @@ static inline char *rw_uint(char *p, uint64_t v) {
   if (v < 10) {
     *p = (char)('0' + v);
     return p + 1;
+  }
+  if (v < 100) {
+    memcpy(p, pairs + 2 * v, 2);
+    return p + 2;
   }
   unsigned approx = (unsigned)(64 - __builtin_clzll(v)) * 1233 >> 12; /* log10 of 2^bits */
   char *end = p + approx + (v >= pow10[approx]), *d = end;
