@@ -3,6 +3,7 @@
  * ring file; the process registry entry; the fork handlers; and stopping for good when something
  * fails. Runs with the calling thread's depth raised, so that what it calls (getenv, the ring,
  * dl_iterate_phdr, pthread_atfork) allocates straight from the next allocator. */
+#include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -181,6 +182,29 @@ int mt_shim_open_session(bool inprocess, mt_error *err) {
   return c->full ? MT_SHIM_FULL : MT_SHIM_SAMPLED;
 }
 
+/* A program (or a library preloaded before the shim) that defines malloc itself binds every
+ * malloc call to its own allocator, which LD_PRELOAD cannot come before: the shim sees only what
+ * that allocator passes on to the next malloc, often nothing. Said once, so that an empty trace is
+ * explained rather than silent. dladdr runs only then (it is slow: a symbol table search). */
+static void warn_if_malloc_is_not_ours(void) {
+  uintptr_t bound = (uintptr_t)dlsym(RTLD_DEFAULT, "malloc");
+  if (!bound || (bound >= mt_shim.text_low && bound < mt_shim.text_high))
+    return;
+  Dl_info info;
+  const char *owner = dladdr((void *)bound, &info) && info.dli_fname && info.dli_fname[0]
+                          ? info.dli_fname
+                          : "the program";
+  char line[600];
+  int n = snprintf(line, sizeof line,
+                   "memtap: warning: malloc is defined by %s, which comes before the tracer: only "
+                   "what that allocator passes on to the next malloc is traced\n",
+                   owner);
+  if (n > 0) {
+    ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    (void)ignored;
+  }
+}
+
 static int start(void) {
   mt_error err = {0};
   if (mt_tracer_config_parse(&mt_shim.config, mt_shim_getenv, NULL, &err) != MT_OK) {
@@ -208,6 +232,8 @@ static int start(void) {
     say_not_tracing(&err);
     if (inprocess)
       mt_inprocess_finish(&err); /* closes the trace file */
+  } else {
+    warn_if_malloc_is_not_ours();
   }
   return mode;
 }

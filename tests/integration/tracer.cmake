@@ -60,6 +60,8 @@ foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leak
            sampled jemalloc_probe)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
+# -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
+memtap_tracer_program(own_malloc ${MEMTAP_GCC} own_malloc.c -ldl -fno-builtin)
 memtap_tracer_program(cxx_new ${MEMTAP_GXX} cxx_new.cpp)
 memtap_tracer_program(backtrace_sites_gcc ${MEMTAP_GCC} backtrace_sites.c)
 memtap_tracer_program(backtrace_sites_clang ${MEMTAP_CLANG} backtrace_sites.c)
@@ -97,6 +99,7 @@ set(_tracer_tests
     backtraces_resolve_from_separate_debug_info
     ordering_producer_consumer_pinned
     jemalloc_kept_behind_shim
+    own_malloc_is_said_and_what_it_passes_on_is_traced
     fault_program_sigkilled_trace_complete
     fault_record_sigkilled_program_finishes
     fault_output_on_dev_full

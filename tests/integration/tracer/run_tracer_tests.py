@@ -926,6 +926,18 @@ def children_of(pid):
         return []
 
 
+def test_own_malloc_is_said_and_what_it_passes_on_is_traced():
+    """A program that defines malloc itself keeps it (the loader binds to it before the tracer):
+    record says so on stderr, naming the program, and traces exactly the blocks its allocator
+    passes on to the next malloc."""
+    f, traced = full_program("own_malloc")
+    expect(f"malloc is defined by {program('own_malloc')}" in traced.stderr,
+           f"no warning naming the program's own malloc:\n{traced.stderr[-2000:]}")
+    f, traced = full_program("alloc_patterns")
+    expect("malloc is defined by" not in traced.stderr,
+           f"warned about a program that uses libc's malloc:\n{traced.stderr[-2000:]}")
+
+
 def test_fault_program_sigkilled_trace_complete():
     trace = os.path.join(WORK, "killed.ctf")
     p = subprocess.Popen(record_command(trace, [program("slow_worker"), "1000"]),
