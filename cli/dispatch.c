@@ -5,6 +5,8 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -43,6 +45,27 @@ static void reset_getopt(void) {
   optind = 1;
 }
 
+/* `memtap dump T >> T` would read what it appends: standard output appended to a file named on
+ * the command line (or to standard input's file, for "-") is refused before the command runs, as
+ * the named outputs are (output_file.c). `record`'s arguments are the program's: left alone. */
+static bool stdout_is_an_input(int argc, char **argv) {
+  struct stat out, in;
+  if (argc < 3 || !strcmp(argv[1], "record") || fstat(STDOUT_FILENO, &out) != 0 ||
+      !S_ISREG(out.st_mode))
+    return false;
+  for (int i = 2; i < argc; i++) {
+    bool is_stdin = !strcmp(argv[i], "-");
+    if ((is_stdin || argv[i][0] != '-') &&
+        (is_stdin ? fstat(STDIN_FILENO, &in) : stat(argv[i], &in)) == 0 &&
+        in.st_dev == out.st_dev && in.st_ino == out.st_ino) {
+      cli_error("<stdout>", "is the input trace itself (%s); refusing to write over it",
+                is_stdin ? "standard input" : argv[i]);
+      return true;
+    }
+  }
+  return false;
+}
+
 static int run(int argc, char **argv) {
   if (argc < 2) {
     print_help(stderr);
@@ -66,6 +89,8 @@ static int run(int argc, char **argv) {
     printf("memtap %s\n", mt_version());
     return MT_EXIT_OK;
   }
+  if (stdout_is_an_input(argc, argv))
+    return MT_EXIT_FAILURE;
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(name, commands[i].name))
       return commands[i].run(argc - 1, argv + 1);

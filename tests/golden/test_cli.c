@@ -548,6 +548,15 @@ static void every_output_that_is_an_input_is_refused(void **state) {
   assert_int_equal(run(&stdout_is_in, NULL, NULL, &err, to_stdout), 1);
   assert_non_null(strstr(err, "memtap: <stdout>: is the input trace itself"));
   free(err);
+  /* The text commands too: `memtap dump T >> T` would read what it appends. */
+  static const char *const readers[] = {"dump", "summary", "top", "check", "leaks", "info"};
+  for (size_t r = 0; r < sizeof readers / sizeof readers[0]; r++) {
+    const char *text[] = {readers[r], trace, NULL};
+    if (run(&stdout_is_in, NULL, NULL, &err, text) != 1 ||
+        !strstr(err, "memtap: <stdout>: is the input trace itself"))
+      fail_msg("memtap %s T >> T: stderr: %s", readers[r], err);
+    free(err);
+  }
   assert_file_is(trace, data, size);
   assert_no_temporary_file(dir);
   free(data);
