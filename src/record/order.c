@@ -439,27 +439,30 @@ void rec_order_end_threads(rec_order *o, rec_sink *sink) {
 
 /* --- entry points -------------------------------------------------------------------------- */
 
-void rec_order_process(rec_order *o, rec_sink *sink, const rec_event *e) {
-  switch (e->type) {
-  case MT_TRACER_REC_ALLOC: do_alloc(o, sink, e); return;
-  case MT_TRACER_REC_FREE: do_free(o, sink, e); return;
-  case MT_TRACER_REC_REALLOC: {
-    if (e->addr) {
-      rec_event f = {.type = MT_TRACER_REC_FREE,
-                     .time_ns = e->time_ns,
-                     .order = e->order,
-                     .source = e->source,
-                     .addr = e->addr};
-      do_free(o, sink, &f);
-    }
-    if (e->nsamples > 0 && e->addr2) {
-      rec_event a = *e;
-      a.type = MT_TRACER_REC_ALLOC;
-      a.addr = e->addr2;
-      do_alloc(o, sink, &a);
-    }
-    return;
+/* A realloc: the free of the old block, the allocation of the new one. Out of line: its two
+ * events on the stack would make every call of rec_order_process set up a large frame. */
+__attribute__((noinline)) static void do_realloc(rec_order *o, rec_sink *sink, const rec_event *e) {
+  if (e->addr) {
+    rec_event f = {.type = MT_TRACER_REC_FREE,
+                   .time_ns = e->time_ns,
+                   .order = e->order,
+                   .source = e->source,
+                   .addr = e->addr};
+    do_free(o, sink, &f);
   }
+  if (e->nsamples > 0 && e->addr2) {
+    rec_event a = *e;
+    a.type = MT_TRACER_REC_ALLOC;
+    a.addr = e->addr2;
+    do_alloc(o, sink, &a);
+  }
+}
+
+/* The events other than malloc and free, out of line so that those two are tail calls. */
+__attribute__((noinline)) static void process_other(rec_order *o, rec_sink *sink,
+                                                    const rec_event *e) {
+  switch (e->type) {
+  case MT_TRACER_REC_REALLOC: do_realloc(o, sink, e); return;
   case MT_TRACER_REC_MAP: do_map(o, sink, e); return;
   case MT_TRACER_REC_UNMAP:
     if (e->addr + e->size >= e->addr)
@@ -472,6 +475,15 @@ void rec_order_process(rec_order *o, rec_sink *sink, const rec_event *e) {
   case MT_TRACER_REC_MODULE_UNLOAD: rec_modules_unload(sink->modules, e->size); return;
   default: return;
   }
+}
+
+void rec_order_process(rec_order *o, rec_sink *sink, const rec_event *e) {
+  if (e->type == MT_TRACER_REC_ALLOC)
+    do_alloc(o, sink, e);
+  else if (e->type == MT_TRACER_REC_FREE)
+    do_free(o, sink, e);
+  else
+    process_other(o, sink, e);
 }
 
 void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all) {

@@ -160,7 +160,7 @@ static void prefetch_live(const rec_addrmap *m, uint64_t addr) {
 }
 
 /* Processes the batched direct records, in order. */
-static void direct_flush(mt_recorder *r) {
+__attribute__((noinline)) static void direct_flush(mt_recorder *r) {
   size_t n = r->batched;
   r->batched = 0;
   for (size_t i = 0; i < n; i++) {
@@ -177,32 +177,40 @@ static void direct_flush(mt_recorder *r) {
  * shares its copy, hash and serial; another is copied into the circular direct_frames. A batched
  * event refers to the copy that was current when it was read, at most DIRECT_BATCH copies ago,
  * and DIRECT_FRAMES leaves room for twice that many of the deepest stacks. */
-static void direct_stack(mt_recorder *r, rec_event *e) {
+__attribute__((noinline)) static void direct_new_stack(mt_recorder *r, rec_event *e) {
   uint32_t n = e->nframes;
-  const uint64_t *f = e->frames;
-  if (n == r->direct_nframes) {
-    const uint64_t *cur = r->direct_cur;
-    uint32_t i = 0;
-    while (i < n && cur[i] == f[i])
-      i++;
-    if (i == n) {
-      e->frames = cur;
-      e->stack_hash = r->direct_hash;
-      e->stack_serial = r->direct_serial;
-      return;
-    }
-  }
   size_t at = r->direct_pos;
   if (at + n > DIRECT_FRAMES)
     at = 0;
   uint64_t *copy = r->direct_frames + at;
-  memcpy(copy, f, n * sizeof *f);
+  memcpy(copy, e->frames, n * sizeof *copy);
   r->direct_pos = at + n;
   r->direct_cur = copy;
   r->direct_nframes = n;
   e->frames = copy;
   e->stack_hash = r->direct_hash = rec_stack_hash(copy, n);
   e->stack_serial = r->direct_serial = rec_merge_new_serial(&r->merge);
+}
+
+static inline void direct_stack(mt_recorder *r, rec_event *e) {
+  uint32_t n = e->nframes;
+  const uint64_t *f = e->frames, *cur = r->direct_cur;
+  if (n == r->direct_nframes && cur[0] == f[0]) {
+    /* The innermost frame differs first when anything does; the rest without early exits. */
+    uint64_t diff = 0;
+    uint32_t i = 1;
+    for (; i + 2 <= n; i += 2)
+      diff |= (cur[i] ^ f[i]) | (cur[i + 1] ^ f[i + 1]);
+    if (i < n)
+      diff |= cur[i] ^ f[i];
+    if (!diff) {
+      e->frames = cur;
+      e->stack_hash = r->direct_hash;
+      e->stack_serial = r->direct_serial;
+      return;
+    }
+  }
+  direct_new_stack(r, e);
 }
 
 /* Decodes a tracer record into `e` (every field but the links, which stay as they are); its
@@ -327,11 +335,9 @@ static inline bool direct_fast(mt_recorder *r, const mt_ring_event *ev) {
   return true;
 }
 
-static int on_record(void *user, const mt_ring_event *ev) {
-  mt_recorder *r = user;
+/* Every record but the usual direct ones; out of line, so that those need no stack frame. */
+__attribute__((noinline)) static int on_record_slow(mt_recorder *r, const mt_ring_event *ev) {
   if (!r->merging && r->direct_ok) {
-    if (direct_fast(r, ev))
-      return MT_CURSOR_NEXT;
     /* Decoded straight into the batch. */
     rec_event *b = r->batch[r->batched];
     if (!decode(r, ev, b))
@@ -373,6 +379,13 @@ static int on_record(void *user, const mt_ring_event *ev) {
     return MT_CURSOR_STOP;
   }
   return MT_CURSOR_NEXT;
+}
+
+static int on_record(void *user, const mt_ring_event *ev) {
+  mt_recorder *r = user;
+  if (!r->merging && r->direct_ok && direct_fast(r, ev))
+    return MT_CURSOR_NEXT;
+  return on_record_slow(r, ev);
 }
 
 static void on_registry(void *user, unsigned kind, uint64_t id, const void *bytes, size_t length) {
