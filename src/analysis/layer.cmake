@@ -38,6 +38,7 @@ add_library(memtap_export OBJECT
   export/speedscope.c
   export/chrome.c
   export/html.c
+  export/report/name_trie.c
   ${_report_assets})
 target_link_libraries(memtap_export PRIVATE ZLIB::ZLIB)
 list(APPEND MEMTAP_LAYERS memtap_export)

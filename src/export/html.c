@@ -2,11 +2,10 @@
  * build time by embed.cmake) and the data as JSON, one data set per trace (two with a baseline:
  * `memtap report A --diff B`). The data has a size cap whatever the trace (docs/analysis.md,
  * "Size cap"):
- *   - the backtraces form one trie of function names (as the page and `flame --folded` merge
- *     them); it is pruned by node weight (samples allocated plus live at the window's start): the
- *     heaviest nodes are kept, as many as fit a byte budget, and whatever hangs below a kept node
- *     but was cut goes to one child "(smaller callees)" of that node, so no mass leaves its place
- *     in the tree;
+ *   - the backtraces form one trie of function names (report/name_trie.c); it is pruned by node
+ * weight (samples allocated plus live at the window's start): the heaviest nodes are kept, as many
+ * as fit a byte budget, and whatever hangs below a kept node but was cut goes to one child
+ * "(smaller callees)" of that node, so no mass leaves its place in the tree;
  *   - each row keeps the site of its backtraces (the table of sites stays exact), up to a number
  *     of sites, the lightest merged into "(other sites)";
  *   - at most REPORT_ROWS rows: the analysis' cells re-aggregated by (trie node, site), and when
@@ -18,12 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/frame_trie.h"
 #include "common/error.h"
-#include "common/grow.h"
 #include "common/hashmap.h"
 #include "common/indexmap.h"
 #include "export/export_internal.h"
+#include "export/report/name_trie.h"
 #include "export/report/writer.h"
 
 #define REPORT_ROWS MT_CELL_LIMIT
@@ -62,67 +60,7 @@ _Static_assert(2 * 1001 * 8 <= REPORT_ROWS / 2, "the last level must fit, halved
 
 #define OTHER_SITES_FRAME (UINT32_MAX - 1) /* "(other sites)" */
 #define PRUNED_FRAME (UINT32_MAX - 2)      /* "(smaller callees)" */
-#define NO_SITE UINT32_MAX
-
-/* The whole trie of the analysis' backtraces ------------------------------------------------- */
-
-typedef struct trie {
-  int32_t *parent;
-  uint32_t *frame;
-  double *weight;
-  size_t n, cap;
-  int64_t *leaf;    /* per analysis stack: its node, -1 for an empty backtrace */
-  double *sw;       /* per analysis stack: its weight, < 0 when it has no cells */
-  size_t *order;    /* nodes by weight, heaviest first, a parent before its children; sorted only
-                       when the trie does not fit whole (NULL until then) */
-  uint32_t *site;   /* per analysis stack: its site frame (NO_SITE: "<no backtrace>") */
-  uint32_t nframes; /* analysis frames are below this */
-  size_t bytes;     /* the whole trie's nodes and frames, as select_level counts them */
-  size_t node_cost; /* JSON bytes of one node at most: "parent,frame," and a line's end */
-} trie;
-
-static void trie_free(trie *t) {
-  free(t->parent);
-  free(t->frame);
-  free(t->weight);
-  free(t->leaf);
-  free(t->sw);
-  free(t->order);
-  free(t->site);
-  *t = (trie){0};
-}
-
-/* The child of `parent` for `frame`, made if needed. The arrays hold one node per node of the
- * analysis' frame trie, the most there can be. */
-static int64_t trie_child(trie *t, mt_indexmap *ids, int64_t parent, uint32_t frame) {
-  bool added;
-  uint32_t id =
-      mt_indexmap_get_or_add(ids, (uint64_t)(parent + 1) << 32 | frame, (uint32_t)t->n, &added);
-  if (id == MT_INDEXMAP_NONE || (added && t->n == t->cap))
-    return -2;
-  if (added) {
-    t->parent[t->n] = (int32_t)parent;
-    t->frame[t->n] = frame;
-    t->weight[t->n] = 0;
-    t->n++;
-  }
-  return (int64_t)id;
-}
-
-static const double *sort_weights; /* qsort has no user pointer */
-
-static int by_node_weight(const void *p, const void *q) {
-  size_t x = *(const size_t *)p, y = *(const size_t *)q;
-  if (sort_weights[x] != sort_weights[y])
-    return sort_weights[x] < sort_weights[y] ? 1 : -1;
-  return (x > y) - (x < y);
-}
-
-static double stack_weight(const mt_stats *s) {
-  if (!s->allocated.objects && !s->live_start.objects)
-    return -1;
-  return (double)(s->allocated.samples + s->live_start.samples);
-}
+#define NO_SITE MT_NO_SITE
 
 static size_t frame_cost(const mt_analysis *a, uint32_t frame);
 
@@ -133,132 +71,6 @@ static size_t digits(size_t v) {
     n++;
   }
   return n;
-}
-
-/* Frames stand for their function in the trie: the page merges boxes by function name, as
- * `memtap flame --folded` does, so the trie is made of names from the start (fewer nodes, and no
- * merging in the page). Each frame maps to the first frame seen with its function's name; the
- * analysis interns names, so equal names are equal pointers (were they not, the page would still
- * merge what is left). */
-typedef struct name_frames {
-  uint32_t *first; /* frame -> the first frame of its function, UINT32_MAX until seen */
-  size_t cap;
-  mt_hashmap by_name; /* name pointer -> frame */
-} name_frames;
-
-static uint32_t name_frame(name_frames *nf, const mt_analysis *a, uint32_t frame, bool *ok) {
-  if (frame >= nf->cap) {
-    size_t cap = nf->cap ? nf->cap : 1024;
-    while (cap <= frame)
-      cap *= 2;
-    uint32_t *p = realloc(nf->first, cap * sizeof *p);
-    if (!p)
-      return *ok = false, frame;
-    for (size_t i = nf->cap; i < cap; i++)
-      p[i] = UINT32_MAX;
-    nf->first = p;
-    nf->cap = cap;
-  }
-  if (nf->first[frame] == UINT32_MAX) {
-    int64_t key = (int64_t)(uintptr_t)mt_analysis_frame(a, frame).function;
-    uint64_t v;
-    if (!mt_hashmap_get(&nf->by_name, key, &v)) {
-      v = frame;
-      if (!mt_hashmap_put(&nf->by_name, key, v))
-        *ok = false;
-    }
-    nf->first[frame] = (uint32_t)v;
-  }
-  return nf->first[frame];
-}
-
-/* Builds the trie from the analysis's frame trie: each of its nodes maps to a node of names once,
- * the first time a stack reaches it, so a stack costs only the frames no earlier stack had. Nodes
- * are numbered as a walk of every stack from the root would number them (stack by stack, outer
- * frames first). */
-static bool trie_init(trie *t, const mt_analysis *a) {
-  size_t n = mt_analysis_stack_count(a), m = n ? n : 1, nf_nodes = mt_frame_trie_count(a);
-  mt_indexmap ids = {.seed = mt_hashmap_random_seed()}; /* keys come from the trace */
-  name_frames nf = {0};
-  *t = (trie){0};
-  t->leaf = malloc(m * sizeof *t->leaf);
-  t->sw = malloc(m * sizeof *t->sw);
-  t->site = malloc(m * sizeof *t->site);
-  t->cap = nf_nodes < INT32_MAX ? nf_nodes : INT32_MAX;
-  t->parent = malloc((t->cap ? t->cap : 1) * sizeof *t->parent);
-  t->frame = malloc((t->cap ? t->cap : 1) * sizeof *t->frame);
-  t->weight = malloc((t->cap ? t->cap : 1) * sizeof *t->weight);
-  int32_t *node_of = malloc((nf_nodes ? nf_nodes : 1) * sizeof *node_of); /* -2: not yet */
-  uint32_t *pending = NULL; /* a stack's frame nodes not mapped yet, innermost first */
-  size_t pending_cap = 0;
-  bool ok = t->leaf && t->sw && t->site && t->parent && t->frame && t->weight && node_of &&
-            mt_indexmap_reserve(&ids, t->cap);
-  for (size_t i = 0; ok && i < nf_nodes; i++)
-    node_of[i] = i ? -2 : -1;
-  for (size_t i = 0; ok && i < n; i++) {
-    t->sw[i] = stack_weight(mt_analysis_stack_stats(a, i));
-    t->site[i] = mt_analysis_stack_site(a, i);
-    if (t->site[i] != NO_SITE && t->site[i] >= t->nframes)
-      t->nframes = t->site[i] + 1;
-    size_t npending = 0;
-    uint32_t f = mt_frame_trie_of_stack(a, i);
-    for (; node_of[f] == -2; f = mt_frame_trie_parent(a, f)) {
-      if (npending == pending_cap && !MT_GROW(pending, pending_cap, npending + 1)) {
-        ok = false;
-        break;
-      }
-      pending[npending++] = f;
-    }
-    int64_t node = ok ? node_of[f] : -1;
-    while (ok && npending > 0) {
-      f = pending[--npending];
-      uint32_t name = name_frame(&nf, a, mt_frame_trie_frame(a, f), &ok);
-      node = trie_child(t, &ids, node, name);
-      ok = ok && node >= 0;
-      node_of[f] = (int32_t)node;
-      if (name >= t->nframes)
-        t->nframes = name + 1;
-    }
-    if (ok && node >= 0 && t->sw[i] > 0)
-      t->weight[node] += t->sw[i];
-    t->leaf[i] = node;
-  }
-  for (size_t i = ok ? t->n : 0; i-- > 0;) /* children come after their parent */
-    if (t->parent[i] >= 0)
-      t->weight[t->parent[i]] += t->weight[i];
-  free(node_of);
-  free(pending);
-  free(nf.first);
-  mt_hashmap_free(&nf.by_name);
-  mt_indexmap_free(&ids);
-  if (ok) { /* what keeping every node would cost */
-    t->node_cost = digits(t->n + 1) + digits(t->nframes + 3) + 3;
-    uint8_t *seen = calloc(t->nframes ? t->nframes : 1, 1);
-    ok = seen != NULL;
-    for (size_t i = 0; ok && i < t->n; i++) {
-      t->bytes += t->node_cost;
-      if (!seen[t->frame[i]]) {
-        seen[t->frame[i]] = 1;
-        t->bytes += frame_cost(a, t->frame[i]);
-      }
-    }
-    free(seen);
-  }
-  return ok;
-}
-
-/* Sorts the nodes by weight (once, when a selection needs it). */
-static bool trie_order(trie *t) {
-  if (t->order)
-    return true;
-  t->order = malloc((t->n ? t->n : 1) * sizeof *t->order);
-  if (!t->order)
-    return false;
-  for (size_t i = 0; i < t->n; i++)
-    t->order[i] = i;
-  sort_weights = t->weight;
-  qsort(t->order, t->n, sizeof *t->order, by_node_weight);
-  return true;
 }
 
 /* One selection: the report's frames, nodes and stacks ---------------------------------------- */
@@ -277,8 +89,10 @@ static int by_site_weight(const void *p, const void *q) {
 
 typedef struct report {
   const mt_analysis *a;
-  trie *t;
-  site_rank *sites; /* distinct sites, heaviest first */
+  mt_name_trie *t;
+  size_t trie_bytes; /* the whole trie's nodes and frames, as select_level counts them */
+  size_t node_cost;  /* JSON bytes of one node at most: "parent,frame," and a line's end */
+  site_rank *sites;  /* distinct sites, heaviest first */
   size_t nsites;
   /* one selection: */
   int32_t *frame_ids; /* analysis frame -> report frame, -1 if none */
@@ -362,13 +176,31 @@ static int64_t report_frame(report *r, uint32_t frame) {
   return (int64_t)r->nframes++;
 }
 
+/* What keeping every node of the trie would cost (r->trie_bytes), and one node (r->node_cost). */
+static bool trie_cost(report *r) {
+  const mt_name_trie *t = r->t;
+  r->node_cost = digits(t->n + 1) + digits(t->nframes + 3) + 3;
+  uint8_t *seen = calloc(t->nframes ? t->nframes : 1, 1);
+  if (!seen)
+    return false;
+  for (size_t i = 0; i < t->n; i++) {
+    r->trie_bytes += r->node_cost;
+    if (!seen[t->frame[i]]) {
+      seen[t->frame[i]] = 1;
+      r->trie_bytes += frame_cost(r->a, t->frame[i]);
+    }
+  }
+  free(seen);
+  return true;
+}
+
 /* Site frames as array indexes: NO_SITE after the analysis frames. */
-static size_t site_slot(const trie *t, uint32_t site) {
+static size_t site_slot(const mt_name_trie *t, uint32_t site) {
   return site == NO_SITE ? t->nframes : site;
 }
 
 static bool sites_init(report *r) {
-  const trie *t = r->t;
+  const mt_name_trie *t = r->t;
   size_t n = mt_analysis_stack_count(r->a);
   uint32_t *index = malloc((t->nframes + 1) * sizeof *index); /* site slot -> r->sites */
   r->sites = malloc((n ? n : 1) * sizeof *r->sites);
@@ -393,7 +225,7 @@ static bool sites_init(report *r) {
 
 /* The report's trie and stacks for level `l`, budgets divided by `share`. */
 static bool select_level(report *r, const level *l, size_t share) {
-  trie *t = r->t;
+  mt_name_trie *t = r->t;
   const mt_analysis *a = r->a;
   size_t n = mt_analysis_stack_count(a);
   if (!r->frame_ids)
@@ -436,8 +268,8 @@ static bool select_level(report *r, const level *l, size_t share) {
   /* Then the trie's heaviest nodes while they fit; parents come first in t->order. The whole trie
    * when it fits: every node with weight (its parent has more). */
   size_t bytes = 0, kept = 0;
-  bool whole = t->bytes <= l->node_bytes / share && t->n <= REPORT_NODES;
-  if (!whole && !trie_order(r->t)) {
+  bool whole = r->trie_bytes <= l->node_bytes / share && t->n <= REPORT_NODES;
+  if (!whole && !mt_name_trie_order(r->t)) {
     free(kept_sites);
     return false;
   }
@@ -448,7 +280,7 @@ static bool select_level(report *r, const level *l, size_t share) {
       r->rid[i] = -1;
     for (; kept < t->n && kept < REPORT_NODES; kept++) {
       size_t node = t->order[kept];
-      size_t c = t->node_cost + (has_frame(r, t->frame[node]) ? 0 : frame_cost(a, t->frame[node]));
+      size_t c = r->node_cost + (has_frame(r, t->frame[node]) ? 0 : frame_cost(a, t->frame[node]));
       if (bytes + c > l->node_bytes / share || t->weight[node] <= 0)
         break;
       bytes += c;
@@ -840,7 +672,7 @@ static void write_title(FILE *out, const char *title) {
 }
 
 /* Prepares one trace's data, its budgets divided by `share`. */
-static int prepare(report *r, trie *t, const mt_analysis *a, size_t share, mt_error *err) {
+static int prepare(report *r, mt_name_trie *t, const mt_analysis *a, size_t share, mt_error *err) {
   size_t nc;
   int64_t width;
   if (!mt_analysis_cells(a, &nc, &width) && nc == 0 &&
@@ -848,7 +680,7 @@ static int prepare(report *r, trie *t, const mt_analysis *a, size_t share, mt_er
     return mt_fail(err, MT_E_INVALID, -1, "the report needs an analysis run with cells");
   *r = (report){.a = a, .t = t, .rows_cap = REPORT_ROWS / share};
   r->rows = malloc(r->rows_cap * sizeof *r->rows);
-  bool ok = r->rows && sites_init(r);
+  bool ok = r->rows && trie_cost(r) && sites_init(r);
   size_t li = 0;
   for (; ok && li < sizeof levels / sizeof levels[0]; li++) {
     ok = select_level(r, &levels[li], share);
@@ -864,11 +696,11 @@ static int prepare(report *r, trie *t, const mt_analysis *a, size_t share, mt_er
 int mt_export_html(const mt_analysis *a, FILE *out, const mt_export_options *o, mt_error *err) {
   const mt_analysis *sides[2] = {o->baseline, a};
   size_t first = o->baseline ? 0 : 1, share = o->baseline ? 2 : 1;
-  trie tries[2] = {{0}, {0}};
+  mt_name_trie tries[2] = {{0}, {0}};
   report reports[2] = {{0}, {0}};
   int rc = MT_OK;
   for (size_t k = first; rc == MT_OK && k < 2; k++) {
-    if (!trie_init(&tries[k], sides[k]))
+    if (!mt_name_trie_init(&tries[k], sides[k]))
       rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
     else
       rc = prepare(&reports[k], &tries[k], sides[k], share, err);
@@ -907,7 +739,7 @@ int mt_export_html(const mt_analysis *a, FILE *out, const mt_export_options *o, 
   }
   for (size_t k = 0; k < 2; k++) {
     report_free(&reports[k]);
-    trie_free(&tries[k]);
+    mt_name_trie_free(&tries[k]);
   }
   return rc;
 }
