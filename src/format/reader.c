@@ -468,8 +468,7 @@ static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
     ev->backtrace_run_count = ev->common_runs = 0;
     return skip_backtrace(r, count);
   }
-  int rc = mt_reader_decode_backtrace(r, ev, prefix, count, NULL);
-  return rc < 0 ? rc : MT_OK;
+  return mt_reader_decode_backtrace(r, ev, prefix, count);
 }
 
 /* The largest event header before an allocation's codewords: code and time (4), length and
@@ -491,68 +490,21 @@ static inline void fill_id_event(const mt_reader *r, mt_event *ev, unsigned code
                          (uint64_t)delta);
 }
 
-/* A vint (FORMAT.md §2.1) known to lie whole in the input. */
-static inline const uint8_t *vint_at(const uint8_t *p, int64_t *v) {
-  uint8_t first = p[0];
-  if (__builtin_expect(first < 253, 1)) {
-    *v = first;
-    return p + 1;
-  }
-  if (first == 253) {
-    *v = mt_load_u16(p + 1);
-    return p + 3;
-  }
-  if (first == 254) {
-    *v = (int32_t)mt_load_u32(p + 1);
-    return p + 5;
-  }
-  *v = (int64_t)mt_load_u64(p + 1);
-  return p + 9;
-}
-
-static __attribute__((noinline)) int next_careful(mt_reader *r, mt_event *ev, mt_error *err);
-
-/* An allocation lying whole in the packet (its header at `p`, its time `time`), with no rule
- * broken: its header decoded with mt_reader_next's one bound check, its backtrace by
- * reader_backtrace.c. Returns 1 with *ev stored or a negative status; anything unusual goes to the
- * careful path, nothing consumed. */
-static __attribute__((noinline)) int next_alloc(mt_reader *r, mt_event *ev, mt_error *err,
-                                                const uint8_t *p, unsigned code, int64_t time) {
-  const uint8_t *q = p + 4;
+/* mt_reader_next's allocation (as mt_reader_next_alloc) when the reader skips backtraces. */
+static __attribute__((noinline)) int next_alloc_plain(mt_reader *r, mt_event *ev, mt_error *err,
+                                                      const uint8_t *p, unsigned code,
+                                                      int64_t time) {
   int64_t prefix;
   unsigned count;
-  if (code != MT_CODE_ALLOC) {
-    q = vint_at(q, &prefix);
-    count = *q++;
-    if (prefix < 0)
-      return next_careful(r, ev, err);
-    ev->length = code - 100;
-    ev->nsamples = 1;
-    ev->source = MT_SOURCE_MINOR;
-    ev->short_form = true;
-  } else {
-    q = vint_at(q, &ev->length);
-    q = vint_at(q, &ev->nsamples);
-    unsigned source = *q++;
-    q = vint_at(q, &prefix);
-    count = mt_load_u16(q);
-    q += 2;
-    if (source > MT_SOURCE_EXTERNAL || prefix < 0)
-      return next_careful(r, ev, err);
-    ev->source = (mt_source)source;
-    ev->short_form = false;
-  }
-  mt_rbuf *b = &r->content;
-  b->p = q;
+  const uint8_t *q = mt_alloc_header(p, code, ev, &prefix, &count);
+  if (!q)
+    return mt_reader_next_careful(r, ev, err);
+  r->content.p = q;
   r->domain->last_time = time;
-  ev->kind = MT_EVENT_ALLOC;
   ev->time = time;
-  ev->offset = b->origin + (p - b->base);
+  ev->offset = r->content.origin + (p - r->content.base);
   ev->domain = r->header.domain;
-  ev->common_prefix = prefix;
   ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet++);
-  if (__builtin_expect(r->options.backtraces, 1))
-    return mt_reader_decode_backtrace(r, ev, prefix, count, err);
   ev->backtrace = NULL;
   ev->backtrace_length = 0;
   ev->backtrace_runs = NULL;
@@ -563,8 +515,7 @@ static __attribute__((noinline)) int next_alloc(mt_reader *r, mt_event *ev, mt_e
   return rc < 0 ? rc : 1;
 }
 
-/* Every event the fast path leaves: packet boundaries, locations, damage, the end. */
-static __attribute__((noinline)) int next_careful(mt_reader *r, mt_event *ev, mt_error *err) {
+__attribute__((noinline)) int mt_reader_next_careful(mt_reader *r, mt_event *ev, mt_error *err) {
   if (r->failed) {
     if (err)
       *err = r->failure;
@@ -670,7 +621,7 @@ int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
     if (__builtin_expect(since <= r->packet_span && time >= d->last_time, 1)) {
       if (code == MT_CODE_COLLECT || code == MT_CODE_PROMOTE) {
         int64_t delta;
-        const uint8_t *q = vint_at(p + 4, &delta);
+        const uint8_t *q = mt_vint_at(p + 4, &delta);
         if (code == MT_CODE_COLLECT || delta >= 0) {
           r->content.p = q;
           d->last_time = time;
@@ -682,11 +633,12 @@ int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
         }
       } else if (code == MT_CODE_ALLOC ||
                  (code >= MT_CODE_ALLOC_SHORT_FIRST && code <= MT_CODE_ALLOC_SHORT_LAST)) {
-        return next_alloc(r, ev, err, p, code, time);
+        return r->options.backtraces ? mt_reader_next_alloc(r, ev, err, p, code, time)
+                                     : next_alloc_plain(r, ev, err, p, code, time);
       }
     }
   }
-  return next_careful(r, ev, err);
+  return mt_reader_next_careful(r, ev, err);
 }
 
 int mt_reader_iter(mt_reader *r, mt_event_fn fn, void *user, mt_error *err) {

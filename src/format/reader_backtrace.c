@@ -20,8 +20,8 @@
 #define ROOMY_CODEWORDS 16
 
 /* A run array keeps a sentinel run before its first element, with a code no backtrace holds
- * (63-bit codes never reach INT64_MIN), so that appending compares with the previous run without
- * checking that there is one. */
+ * (63-bit codes never reach INT64_MIN), start 0 and count 0, so that appending compares with the
+ * previous run without checking that there is one, and the walk back to a prefix stops there. */
 static bool grow_runs(mt_backtrace_run **runs, size_t *cap, size_t need) {
   if (need <= *cap)
     return true;
@@ -245,9 +245,8 @@ static int decode_flat(mt_reader *r, mt_event *ev, size_t prefix, unsigned count
 }
 
 /* Every case: the first backtrace, a cut previous one, the flat form, many codewords, the end of
- * the packet near, room to make. */
-static __attribute__((noinline)) int decode_general(mt_reader *r, mt_event *ev, int64_t prefix,
-                                                    unsigned count) {
+ * the packet near, room to make (the usual case of a runs reader is mt_reader_next_alloc's). */
+int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count) {
   domain_state *d = r->domain;
   int rc;
   if (__builtin_expect(!d->cache || !d->runs, 0) && (rc = first_backtrace(r, ev)))
@@ -287,6 +286,18 @@ static __attribute__((noinline)) int decode_general(mt_reader *r, mt_event *ev, 
   return MT_OK;
 }
 
+/* mt_reader_decode_backtrace with mt_reader_next_alloc's return. */
+static __attribute__((noinline)) int decode_other(mt_reader *r, mt_event *ev, int64_t prefix,
+                                                  unsigned count, mt_error *err) {
+  int rc = mt_reader_decode_backtrace(r, ev, prefix, count);
+  if (rc < 0) {
+    if (err)
+      *err = r->failure;
+    return rc;
+  }
+  return 1;
+}
+
 /* Appends `count` times `code` to the runs ending at *last (merged with it when it has that code,
  * *last_code), the backtrace being *n frames deep. */
 static inline __attribute__((always_inline)) void
@@ -301,14 +312,14 @@ add_run(mt_backtrace_run **last, int64_t *last_code, uint32_t *n, int64_t code, 
   *n += count;
 }
 
-/* Runs only, the usual case (decode_runs_usual's conditions): the kept runs and the codewords'
+/* Runs only, the usual case (mt_reader_next_alloc's conditions): the kept runs and the codewords'
  * without a check per codeword, the last run and its code in registers. */
 static inline __attribute__((always_inline)) int
 decode_runs(mt_reader *r, mt_event *ev, domain_state *d, size_t prefix, unsigned count) {
   mt_backtrace_decoder *c = d->cache;
   mt_backtrace_run *runs = d->runs;
   /* The runs of the first `prefix` frames, the last one possibly shortened: dropping a run costs
-   * once per run ever appended. The sentinel (start 0, count 0) ends the walk. */
+   * once per run ever appended. A sentinel (start 0, count 0) ends the walk. */
   mt_backtrace_run *last = runs + d->nruns - 1;
   if (prefix == 0)
     last = runs - 1;
@@ -326,7 +337,7 @@ decode_runs(mt_reader *r, mt_event *ev, domain_state *d, size_t prefix, unsigned
   uint32_t n = (uint32_t)prefix;
   const uint8_t *p = r->content.p;
   unsigned pred = 0;
-  for (unsigned i = 0; i < count; i++) {
+  for (; count > 0; count--) {
     unsigned word = mt_load_u16(p), bucket = word >> 2;
     c->next[pred] = (uint16_t)bucket;
     switch (word & 3) {
@@ -387,25 +398,29 @@ decode_runs(mt_reader *r, mt_event *ev, domain_state *d, size_t prefix, unsigned
 /* Room for the runs any ROOMY_CODEWORDS codewords yield, and the slot after the last one. */
 #define RUNS_ROOM (ROOMY_CODEWORDS * CODEWORD_FRAMES + 1)
 
-int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count,
-                               mt_error *err) {
+int mt_reader_next_alloc(mt_reader *r, mt_event *ev, mt_error *err, const uint8_t *p, unsigned code,
+                         int64_t time) {
+  int64_t prefix;
+  unsigned count;
+  const uint8_t *q = mt_alloc_header(p, code, ev, &prefix, &count);
+  if (!q)
+    return mt_reader_next_careful(r, ev, err);
   domain_state *d = r->domain;
+  r->content.p = q;
+  d->last_time = time;
+  ev->time = time;
+  ev->offset = r->content.origin + (p - r->content.base);
+  ev->domain = r->header.domain;
+  ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet++);
   /* The usual case, with bounds that hold for any count up to ROOMY_CODEWORDS (codewords are at
    * most 10 bytes): a runs reader, a decoder made, a previous backtrace at least `prefix` deep. */
   if (__builtin_expect(r->options.runs_only && d->cache && (uint64_t)prefix <= d->depth &&
-                           count <= ROOMY_CODEWORDS &&
-                           r->content.end - r->content.p >= ROOMY_CODEWORDS * 10 &&
+                           count <= ROOMY_CODEWORDS && r->content.end - q >= ROOMY_CODEWORDS * 10 &&
                            d->runs_cap - d->nruns >= RUNS_ROOM &&
                            d->depth <= MAX_BACKTRACE_FRAMES - ROOMY_CODEWORDS * CODEWORD_FRAMES,
                        1))
     return decode_runs(r, ev, d, (size_t)prefix, count);
-  int rc = decode_general(r, ev, prefix, count);
-  if (rc < 0) {
-    if (err)
-      *err = r->failure;
-    return rc;
-  }
-  return 1;
+  return decode_other(r, ev, prefix, count, err);
 }
 
 bool mt_reader_flatten(domain_state *d) {

@@ -90,12 +90,70 @@ int mt_reader_malformed(mt_reader *r, int64_t offset, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int mt_reader_out_of_memory(mt_reader *r, int64_t offset, const char *what);
 
+/* Every event mt_reader_next's fast path leaves: packet boundaries, locations, damage, the end. */
+int mt_reader_next_careful(mt_reader *r, mt_event *ev, mt_error *err);
+
+/* A vint (FORMAT.md §2.1) known to lie whole in the input. */
+static inline const uint8_t *mt_vint_at(const uint8_t *p, int64_t *v) {
+  uint8_t first = p[0];
+  if (__builtin_expect(first < 253, 1)) {
+    *v = first;
+    return p + 1;
+  }
+  if (first == 253) {
+    *v = mt_load_u16(p + 1);
+    return p + 3;
+  }
+  if (first == 254) {
+    *v = (int32_t)mt_load_u32(p + 1);
+    return p + 5;
+  }
+  *v = (int64_t)mt_load_u64(p + 1);
+  return p + 9;
+}
+
+/* The header of an allocation (event code `code`, an allocation's) at `p`, known to lie whole in
+ * the packet: kind, length, nsamples, source, short_form and common_prefix into `ev`, the common
+ * prefix and codeword count into *prefix and *count; returns where its codewords start. NULL when
+ * it breaks a rule (the careful path then says which). */
+static inline __attribute__((always_inline)) const uint8_t *
+mt_alloc_header(const uint8_t *p, unsigned code, mt_event *ev, int64_t *prefix, unsigned *count) {
+  const uint8_t *q = p + 4;
+  if (code != MT_CODE_ALLOC) {
+    q = mt_vint_at(q, prefix);
+    *count = *q++;
+    if (*prefix < 0)
+      return NULL;
+    ev->length = code - 100;
+    ev->nsamples = 1;
+    ev->source = MT_SOURCE_MINOR;
+    ev->short_form = true;
+  } else {
+    q = mt_vint_at(q, &ev->length);
+    q = mt_vint_at(q, &ev->nsamples);
+    unsigned source = *q++;
+    q = mt_vint_at(q, prefix);
+    *count = mt_load_u16(q);
+    q += 2;
+    if (source > MT_SOURCE_EXTERNAL || *prefix < 0)
+      return NULL;
+    ev->source = (mt_source)source;
+    ev->short_form = false;
+  }
+  ev->kind = MT_EVENT_ALLOC;
+  ev->common_prefix = *prefix;
+  return q;
+}
+
 /* reader_backtrace.c */
 /* Decodes an allocation's `count` codewords after `prefix` frames of the domain's previous
- * backtrace into `ev` (FORMAT.md §2.7 reader algorithm). Returns 1, or a negative status with the
- * reader failed and its failure copied to `err` (may be NULL). */
-int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count,
-                               mt_error *err);
+ * backtrace into `ev` (FORMAT.md §2.7 reader algorithm). */
+int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count);
+/* mt_reader_next's allocation whose header (at `p`, its time `time` checked) lies whole in the
+ * packet, read with backtraces: returns 1 with *ev stored, or a negative status with the reader's
+ * failure copied to `err` (may be NULL). Anything unusual goes to the careful path. */
+int mt_reader_next_alloc(mt_reader *r, mt_event *ev, mt_error *err, const uint8_t *p, unsigned code,
+                         int64_t time);
 /* The domain's flat backtrace rebuilt from its runs, or its runs from its flat backtrace of
  * `depth` codes. False when memory runs out. */
 bool mt_reader_flatten(domain_state *d);
