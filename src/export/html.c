@@ -159,10 +159,8 @@ static bool has_frame(report *r, uint32_t frame) {
   return *frame_slot(r, frame) >= 0;
 }
 
-static int64_t report_frame(report *r, uint32_t frame) {
-  int32_t *slot = frame_slot(r, frame);
-  if (*slot >= 0)
-    return *slot;
+/* A frame new to the report: the next report frame. */
+static int64_t report_frame_add(report *r, uint32_t frame, int32_t *slot) {
   if (r->nframes == r->frames_cap) {
     size_t cap = r->frames_cap ? r->frames_cap * 2 : 1024;
     uint32_t *p = realloc(r->frames, cap * sizeof *p);
@@ -174,6 +172,11 @@ static int64_t report_frame(report *r, uint32_t frame) {
   r->frames[r->nframes] = frame;
   *slot = (int32_t)r->nframes;
   return (int64_t)r->nframes++;
+}
+
+static inline int64_t report_frame(report *r, uint32_t frame) {
+  int32_t *slot = frame_slot(r, frame);
+  return *slot >= 0 ? *slot : report_frame_add(r, frame, slot);
 }
 
 /* What keeping every node of the trie would cost (r->trie_bytes), and one node (r->node_cost). */
@@ -288,17 +291,29 @@ static bool select_level(report *r, const level *l, size_t share) {
       r->rid[node] = 0;
     }
   }
-  /* Report nodes in trie order (parents first), then one "(smaller callees)" per cut node. */
+  /* Report nodes in trie order (parents first), then one "(smaller callees)" per cut node; when
+   * every node is kept, report nodes are trie nodes and no stack is cut short. */
+  bool all = whole;
+  for (size_t i = 0; all && i < t->n; i++)
+    all = t->weight[i] > 0;
   r->nodes = malloc((2 * kept + 1) * sizeof *r->nodes);
-  int64_t *deepest = malloc((t->n ? t->n : 1) * sizeof *deepest); /* kept ancestor or self */
-  int64_t *pruned = malloc((t->n + 1) * sizeof *pruned);          /* trie node + 1 -> node */
-  if (!r->nodes || !deepest || !pruned) {
+  /* Per trie node its kept ancestor or itself, and per trie node + 1 its "(smaller callees)". */
+  int64_t *deepest = all ? NULL : malloc((t->n ? t->n : 1) * sizeof *deepest);
+  int64_t *pruned = all ? NULL : malloc((t->n + 1) * sizeof *pruned);
+  if (!r->nodes || (!all && (!deepest || !pruned))) {
     free(deepest);
     free(pruned);
     free(kept_sites);
     return false;
   }
-  for (size_t i = 0; i < t->n; i++) {
+  for (size_t i = 0; all && i < t->n; i++) {
+    r->rid[i] = (int64_t)i;
+    r->nodes[i][0] = t->parent[i];
+    r->nodes[i][1] = report_frame(r, t->frame[i]);
+  }
+  if (all)
+    r->nnodes = t->n;
+  for (size_t i = 0; !all && i < t->n; i++) {
     int32_t parent = t->parent[i];
     if (whole ? t->weight[i] > 0 : r->rid[i] == 0) {
       r->rid[i] = (int64_t)r->nnodes;
@@ -311,7 +326,8 @@ static bool select_level(report *r, const level *l, size_t share) {
     }
     pruned[i + 1] = -1;
   }
-  pruned[0] = -1;
+  if (pruned)
+    pruned[0] = -1;
   r->nkept = r->nnodes;
   int64_t pruned_frame = -1, other_sites = -1;
   mt_indexmap stack_ids = {.seed = mt_hashmap_random_seed()};
@@ -324,7 +340,7 @@ static bool select_level(report *r, const level *l, size_t share) {
     int64_t leaf = t->leaf[i], node = -1;
     r->weight += t->sw[i];
     if (leaf >= 0) {
-      int64_t up = deepest[leaf];
+      int64_t up = deepest ? deepest[leaf] : leaf;
       if (up == leaf) {
         node = r->rid[leaf];
       } else {
