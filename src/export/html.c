@@ -62,8 +62,6 @@ _Static_assert(2 * 1001 * 8 <= REPORT_ROWS / 2, "the last level must fit, halved
 #define PRUNED_FRAME (UINT32_MAX - 2)      /* "(smaller callees)" */
 #define NO_SITE MT_NO_SITE
 
-static size_t frame_cost(const mt_analysis *a, uint32_t frame);
-
 static size_t digits(size_t v) {
   size_t n = 1;
   while (v >= 10) {
@@ -95,9 +93,11 @@ typedef struct report {
   site_rank *sites;  /* distinct sites, heaviest first */
   size_t nsites;
   /* one selection: */
-  int32_t *frame_ids; /* analysis frame -> report frame, -1 if none */
-  int32_t special[3]; /* the same for NO_SITE (unused), OTHER_SITES_FRAME, PRUNED_FRAME */
-  uint32_t *frames;   /* report frame -> analysis frame (or *_FRAME) */
+  int32_t *frame_ids;     /* analysis frame -> report frame, -1 if none */
+  int16_t (*name_len)[2]; /* analysis frame -> its function's and file's plain length (-1: not
+                             plain, -2: not known yet) */
+  int32_t special[3];     /* the same for NO_SITE (unused), OTHER_SITES_FRAME, PRUNED_FRAME */
+  uint32_t *frames;       /* report frame -> analysis frame (or *_FRAME) */
   size_t nframes, frames_cap;
   int64_t *rid;        /* trie node -> report node, -1 when cut */
   int64_t (*nodes)[2]; /* report node -> parent report node, report frame */
@@ -115,6 +115,7 @@ typedef struct report {
 
 static void report_free(report *r) {
   free(r->frame_ids);
+  free(r->name_len);
   free(r->sites);
   free(r->frames);
   free(r->rid);
@@ -134,21 +135,33 @@ static bool plain_name(const char *s, size_t *len) {
   return !s[n] && n <= REPORT_NAME;
 }
 
+/* The length of frame `frame`'s function (`which` 0) or file (1) if plain_name copies it as it
+ * is, else -1; found once per frame. */
+static int name_length(const report *r, uint32_t frame, int which) {
+  int16_t *len = &r->name_len[frame][which];
+  if (*len == -2) {
+    mt_frame f = mt_analysis_frame(r->a, frame);
+    size_t n;
+    *len = plain_name(which ? f.file : f.function, &n) ? (int16_t)n : -1;
+  }
+  return *len;
+}
+
 /* JSON bytes of a name at most: as it is when plain, else escaped and cut. */
-static size_t name_cost(const char *s) {
-  size_t n;
-  if (plain_name(s, &n))
-    return n + 2;
-  n = strlen(s) * 6 + 2;
+static size_t name_cost(const char *s, int plain_length) {
+  if (plain_length >= 0)
+    return (size_t)plain_length + 2;
+  size_t n = strlen(s) * 6 + 2;
   return n < REPORT_NAME + 2 ? n : REPORT_NAME + 2;
 }
 
 /* JSON bytes of a frame at most: '["function","file",-2147483648],\n'. */
-static size_t frame_cost(const mt_analysis *a, uint32_t frame) {
+static size_t frame_cost(const report *r, uint32_t frame) {
   if (frame >= PRUNED_FRAME)
     return 40;
-  mt_frame f = mt_analysis_frame(a, frame);
-  return name_cost(f.function) + name_cost(f.file) + 17;
+  mt_frame f = mt_analysis_frame(r->a, frame);
+  return name_cost(f.function, name_length(r, frame, 0)) +
+         name_cost(f.file, name_length(r, frame, 1)) + 17;
 }
 
 static int32_t *frame_slot(report *r, uint32_t frame) {
@@ -182,6 +195,11 @@ static inline int64_t report_frame(report *r, uint32_t frame) {
 /* What keeping every node of the trie would cost (r->trie_bytes), and one node (r->node_cost). */
 static bool trie_cost(report *r) {
   const mt_name_trie *t = r->t;
+  r->name_len = malloc((t->nframes ? t->nframes : 1) * sizeof *r->name_len);
+  if (!r->name_len)
+    return false;
+  for (uint32_t f = 0; f < t->nframes; f++)
+    r->name_len[f][0] = r->name_len[f][1] = -2;
   r->node_cost = digits(t->n + 1) + digits(t->nframes + 3) + 3;
   uint8_t *seen = calloc(t->nframes ? t->nframes : 1, 1);
   if (!seen)
@@ -190,7 +208,7 @@ static bool trie_cost(report *r) {
     r->trie_bytes += r->node_cost;
     if (!seen[t->frame[i]]) {
       seen[t->frame[i]] = 1;
-      r->trie_bytes += frame_cost(r->a, t->frame[i]);
+      r->trie_bytes += frame_cost(r, t->frame[i]);
     }
   }
   free(seen);
@@ -259,7 +277,7 @@ static bool select_level(report *r, const level *l, size_t share) {
   for (size_t s = 0; s < r->nsites && nsites < l->sites / share; s++) {
     uint32_t f = r->sites[s].frame;
     if (f != NO_SITE) {
-      size_t c = frame_cost(a, f);
+      size_t c = frame_cost(r, f);
       if (site_bytes + c > SITE_BYTES / share)
         break;
       site_bytes += c;
@@ -283,7 +301,7 @@ static bool select_level(report *r, const level *l, size_t share) {
       r->rid[i] = -1;
     for (; kept < t->n && kept < REPORT_NODES; kept++) {
       size_t node = t->order[kept];
-      size_t c = r->node_cost + (has_frame(r, t->frame[node]) ? 0 : frame_cost(a, t->frame[node]));
+      size_t c = r->node_cost + (has_frame(r, t->frame[node]) ? 0 : frame_cost(r, t->frame[node]));
       if (bytes + c > l->node_bytes / share || t->weight[node] <= 0)
         break;
       bytes += c;
@@ -452,13 +470,13 @@ static bool aggregate(report *r, size_t cap) {
 /* A JSON string as mt_json_string_cut(out, s, REPORT_NAME) writes it; printable ASCII without
  * quotes, backslashes or what it escapes for HTML (<, >, &), the usual function and file name, is
  * copied as it is. */
-static void put_name(report_writer *w, const char *s) {
-  size_t n;
-  if (!plain_name(s, &n)) {
+static void put_name(report_writer *w, const char *s, int plain_length) {
+  if (plain_length < 0) {
     rw_flush(w);
     mt_json_string_cut(w->out, s, REPORT_NAME);
     return;
   }
+  size_t n = (size_t)plain_length;
   char *p = rw_room(w, n + 2);
   *p++ = '"';
   memcpy(p, s, n);
@@ -610,9 +628,10 @@ static bool write_data(FILE *out, const report *r) {
     }
     *p++ = '[';
     rw_end(w, p);
-    put_name(w, f.function);
+    bool ours = id < PRUNED_FRAME; /* else one of ours, plain */
+    put_name(w, f.function, ours ? name_length(r, id, 0) : (int)strlen(f.function));
     rw_char(w, ',');
-    put_name(w, f.file);
+    put_name(w, f.file, ours ? name_length(r, id, 1) : (int)strlen(f.file));
     p = rw_room(w, 23);
     *p++ = ',';
     p = rw_int(p, f.line);
