@@ -8,8 +8,8 @@
  * in its place from one call site, addresses reused LIFO per 16-byte class as glibc's tcache
  * does. Options change the number of writing threads, of distinct call stacks and their depth.
  *
- * Usage: bench_record [--events N] [--threads T] [--sites S] [--depth D] [--compress] [--v2]
- *                     [--symbols] [--out FILE] [--batch B] [--repeat R]
+ * Usage: bench_record [--events N] [--threads T] [--sites S] [--depth D] [--compress]
+ *                     [--level L] [--v2] [--symbols] [--out FILE] [--batch B] [--repeat R]
  * Prints one line per pass (wall and CPU time of the consumer) and the best pass by CPU time, a
  * line ending in events/s: records read per second of the process's CPU time while it polled. */
 #include <elf.h>
@@ -38,6 +38,7 @@ typedef struct config {
   int threads, sites, depth, repeat;
   size_t batch; /* records per thread between two rounds of polling */
   bool compress, v2, symbols;
+  int level; /* zstd level with --compress (0: the recorder's default) */
   const char *out;
 } config;
 
@@ -285,6 +286,7 @@ static result run_pass(const config *cfg, const char *dir, int pass) {
     die(cfg->out, "cannot open");
   mt_recorder_options ro = {.version = cfg->v2 ? 2 : 3,
                             .compress = cfg->compress,
+                            .compress_level = cfg->level,
                             .no_symbols = !cfg->symbols,
                             .context = "bench_record"};
   mt_recorder *rec;
@@ -371,7 +373,8 @@ int main(int argc, char **argv) {
     O_SYMBOLS,
     O_OUT,
     O_BATCH,
-    O_REPEAT
+    O_REPEAT,
+    O_LEVEL
   };
   static const struct option options[] = {{"events", required_argument, NULL, O_EVENTS},
                                           {"threads", required_argument, NULL, O_THREADS},
@@ -383,6 +386,7 @@ int main(int argc, char **argv) {
                                           {"out", required_argument, NULL, O_OUT},
                                           {"batch", required_argument, NULL, O_BATCH},
                                           {"repeat", required_argument, NULL, O_REPEAT},
+                                          {"level", required_argument, NULL, O_LEVEL},
                                           {0}};
   int c;
   while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -397,9 +401,11 @@ int main(int argc, char **argv) {
     case O_OUT: cfg.out = optarg; break;
     case O_BATCH: cfg.batch = (size_t)strtoull(optarg, NULL, 10); break;
     case O_REPEAT: cfg.repeat = atoi(optarg); break;
+    case O_LEVEL: cfg.level = atoi(optarg); break;
     default:
       fprintf(stderr, "usage: bench_record [--events N] [--threads T] [--sites S] [--depth D] "
-                      "[--compress] [--v2] [--symbols] [--out FILE] [--batch B] [--repeat R]\n");
+                      "[--compress] [--level L] [--v2] [--symbols] [--out FILE] [--batch B] "
+                      "[--repeat R]\n");
       return 64;
     }
   }

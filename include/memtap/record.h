@@ -54,6 +54,9 @@ typedef struct mt_recorder_options {
    * have none on this machine (libdwfl's standard search; starts libcurl). Off: local files only
    * (the build-id directory and .gnu_debuglink). */
   bool debuginfod;
+  /* With `compress`: the zstd level, 0 for the default (3); negative levels are zstd's fast
+   * ones. Outside zstd's range, mt_recorder_create fails. */
+  int compress_level;
 } mt_recorder_options;
 
 /* Counts so far (final after mt_recorder_finish). */

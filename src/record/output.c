@@ -187,7 +187,7 @@ static rec_compressor *compressor_start(rec_output *o) {
     free(c);
     return NULL;
   }
-  ZSTD_CCtx_setParameter(c->zstd, ZSTD_c_compressionLevel, COMPRESS_LEVEL);
+  ZSTD_CCtx_setParameter(c->zstd, ZSTD_c_compressionLevel, o->level ? o->level : COMPRESS_LEVEL);
   ZSTD_CCtx_setParameter(c->zstd, ZSTD_c_checksumFlag, 1);
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->wake, NULL);

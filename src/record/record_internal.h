@@ -265,6 +265,7 @@ typedef struct rec_compressor rec_compressor;
 typedef struct rec_output {
   int fd;
   bool compress;
+  int level; /* zstd level; 0: COMPRESS_LEVEL (set before rec_output_open) */
   int wfd;   /* the writer's own duplicate of fd */
   int memfd; /* compress: the writer writes here, a thread compresses the bytes to fd */
   rec_compressor *compressor;

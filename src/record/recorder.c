@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "common/error.h"
 #include "common/grow.h"
@@ -427,6 +428,10 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
   if (o.version != 2 && o.version != 3)
     return mt_fail(err, MT_E_INVALID, -1, "cannot write trace format version %d (only 2 or 3)",
                    o.version);
+  if (o.compress_level &&
+      (o.compress_level < ZSTD_minCLevel() || o.compress_level > ZSTD_maxCLevel()))
+    return mt_fail(err, MT_E_INVALID, -1, "zstd level %d is outside %d..%d", o.compress_level,
+                   ZSTD_minCLevel(), ZSTD_maxCLevel());
   if (!o.flush_interval_ms)
     o.flush_interval_ms = 1000;
   if (o.merge_lag_ms <= 0)
@@ -442,6 +447,7 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
   r->fd = fd;
   r->out.fd = fd;
   r->out.memfd = r->out.wfd = -1;
+  r->out.level = o.compress_level;
   r->exe = o.executable_name ? strdup(o.executable_name) : NULL;
   r->context = o.context ? strdup(o.context) : NULL;
   r->symboliser = rec_symboliser_new(o.no_symbols, o.debuginfod);

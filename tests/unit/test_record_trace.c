@@ -297,6 +297,34 @@ static void compressed_v2_trace_reads_back(void **state) {
   rr_trace_free(&t);
 }
 
+static void compression_level_is_used_and_checked(void **state) {
+  (void)state;
+  /* Many allocations alike: a high level must give a smaller stream than the fastest one. */
+  size_t sizes[2];
+  const int levels[2] = {-50, 19};
+  for (int k = 0; k < 2; k++) {
+    mt_ring *r = rr_open(false, 1);
+    for (uint64_t i = 0; i < 3000; i++) {
+      rr_alloc(r, 0x10000 + i * 64, 8 + i % 40, NULL, 0);
+      rr_free(r, 0x10000 + i * 64);
+    }
+    mt_recorder_options o = {.compress = true, .compress_level = levels[k]};
+    mt_recorder_stats st;
+    const char *path = rr_record(r, k ? "level19.ctf.zst" : "fast.ctf.zst", &o, &st);
+    sizes[k] = (size_t)st.bytes;
+    rr_trace t;
+    rr_read(path, &t);
+    assert_int_equal(t.count, 6000);
+    rr_trace_free(&t);
+  }
+  assert_true(sizes[1] < sizes[0]);
+  mt_recorder *rec;
+  mt_error err = {0};
+  mt_recorder_options bad = {.compress = true, .compress_level = 1000};
+  assert_int_equal(mt_recorder_create(&rec, 1, &bad, &err), MT_E_INVALID);
+  assert_null(rec);
+}
+
 static void small_regions_in_sampled_mode_are_estimated_without_bias(void **state) {
   (void)state;
   /* 2000 regions of 512 words at rate 0.01: 10 240 sample points expected (sigma 101); rounding
@@ -480,6 +508,7 @@ int main(void) {
       cmocka_unit_test(handoffs_between_threads_read_poll_by_poll_match_every_free),
       cmocka_unit_test(forked_child_trace_describes_the_child_not_the_copied_parent),
       cmocka_unit_test(unwritable_output_is_reported_and_rings_still_drained),
+      cmocka_unit_test(compression_level_is_used_and_checked),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
