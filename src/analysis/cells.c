@@ -3,8 +3,9 @@
  * steps start 1 µs wide and double (merging cells pairwise) whenever an object falls past the
  * last step, or while there are more than MT_CELL_LIMIT cells and coarser time can merge any.
  * Objects wait in a log of up to CELL_LOG and are counted when it fills and at the end, at the
- * steps of that moment: a trace of fewer objects is counted once at its final steps, without
- * merging cells step after step. The cells are found by an index map of their packed key. */
+ * steps that reach the latest time seen then: a trace of fewer objects is counted once at its final
+ * steps, without merging cells step after step. The cells are found by an index map of their packed
+ * key. */
 #include <stdlib.h>
 
 #include "analysis/model.h"
@@ -74,9 +75,14 @@ static bool cells_double(mt_analysis *a) {
 }
 
 bool mt_cells_reach(mt_analysis *a, int64_t t) {
-  if (!a->want_cells)
-    return true;
-  int64_t rel = t - a->summary.from;
+  if (t > a->cell_last) /* the steps widen when objects are counted */
+    a->cell_last = t;
+  return true;
+}
+
+/* Widens the steps until they reach a->cell_last. */
+static bool widen(mt_analysis *a) {
+  int64_t rel = a->cell_last - a->summary.from;
   while (rel >= 0 && rel / a->cell_width >= MT_CELL_TIME_BUCKETS)
     if (!cells_double(a))
       return false;
@@ -103,6 +109,8 @@ static bool count_obj(mt_analysis *a, const struct cell_obj *o) {
 }
 
 bool mt_cells_flush(mt_analysis *a) {
+  if (!widen(a))
+    return false;
   /* Room for every object in a cell of its own, at once rather than doubling on the way. */
   size_t most = a->ncells + a->ncell_log;
   if (most > a->cells_cap) {
@@ -125,9 +133,7 @@ bool mt_cells_flush(mt_analysis *a) {
 bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double objects_est) {
   if (!a->want_cells)
     return true;
-  /* The steps reach the object's times now: they are as wide or wider when it is counted. */
-  if (!mt_cells_reach(a, free_time >= 0 ? free_time : o->time))
-    return false;
+  mt_cells_reach(a, free_time >= 0 ? free_time : o->time);
   if (a->ncell_log == a->cell_log_cap) {
     if (a->cell_log_cap == CELL_LOG) {
       if (!mt_cells_flush(a))

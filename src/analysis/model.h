@@ -126,6 +126,7 @@ struct mt_analysis {
   mt_cell *cells;
   size_t ncells, cells_cap;
   int64_t cell_width;
+  int64_t cell_last;         /* the latest time the cells' steps must reach */
   struct cell_obj *cell_log; /* objects not counted in the cells yet (cells.c) */
   size_t ncell_log, cell_log_cap;
 
@@ -161,7 +162,8 @@ void mt_timeline_finish(mt_analysis *a, int64_t t);
 /* cells.c */
 /* Adds an object to the cells; free_time < 0 means not freed. False when memory runs out. */
 bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double objects_est);
-/* Makes sure the cells' grid reaches `t`. False when memory runs out. */
+/* Makes sure the cells' grid reaches `t` (by the time objects are counted). False when memory
+ * runs out. */
 bool mt_cells_reach(mt_analysis *a, int64_t t);
 /* Counts the objects added so far in the cells (at the end of the pass). False when memory runs
  * out. */

@@ -14,6 +14,7 @@ void mt_timeline_init(mt_analysis *a, bool cells) {
   a->tl_next = INT64_MIN;
   a->want_cells = cells;
   a->cell_width = 1;
+  a->cell_last = INT64_MIN;
   if (cells) /* cell keys come from the trace */
     a->cell_index.seed = mt_hashmap_random_seed();
 }
