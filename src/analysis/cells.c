@@ -89,25 +89,6 @@ static bool widen(mt_analysis *a) {
   return true;
 }
 
-/* Counts one object at the current steps. */
-static bool count_obj(mt_analysis *a, const struct cell_obj *o) {
-  int64_t from = a->summary.from;
-  unsigned ab = o->before ? MT_CELL_BEFORE : (unsigned)((o->time - from) / a->cell_width);
-  unsigned fb =
-      o->free_time < 0 ? MT_CELL_NEVER : (unsigned)((o->free_time - from) / a->cell_width);
-  mt_amount amount = {1, o->samples, o->objects_est};
-  if (!cell_put(a, o->stack, ab, fb, o->size_class, o->lifetime_class, &amount))
-    return false;
-  /* Coarser time is the only way to fewer cells here; stop when one bucket spans everything.
-   * Past that the cells grow with the backtraces (at most 2 x 2 x size x lifetime classes each),
-   * and the report merges backtraces and classes to keep its own cap (src/export/html.c). */
-  int64_t span = (o->free_time >= 0 ? o->free_time : o->time) - from;
-  while (a->ncells > MT_CELL_LIMIT && a->cell_width <= span)
-    if (!cells_double(a))
-      return false;
-  return true;
-}
-
 bool mt_cells_flush(mt_analysis *a) {
   if (!widen(a))
     return false;
@@ -123,9 +104,43 @@ bool mt_cells_flush(mt_analysis *a) {
     a->cells = p;
     a->cells_cap = most;
   }
-  for (size_t i = 0; i < a->ncell_log; i++)
-    if (!count_obj(a, &a->cell_log[i]))
+  /* Each object at the current steps (a power of two wide: a shift, not a division). */
+  int64_t from = a->summary.from;
+  int shift = __builtin_ctzll((uint64_t)a->cell_width);
+  for (size_t i = 0; i < a->ncell_log; i++) {
+    const struct cell_obj *o = &a->cell_log[i];
+    unsigned ab = o->before ? MT_CELL_BEFORE : (unsigned)((uint64_t)(o->time - from) >> shift);
+    unsigned fb =
+        o->free_time < 0 ? MT_CELL_NEVER : (unsigned)((uint64_t)(o->free_time - from) >> shift);
+    bool added;
+    uint32_t index = mt_indexmap_get_or_add(
+        &a->cell_index, cell_key(o->stack, ab, fb, o->size_class, o->lifetime_class),
+        (uint32_t)a->ncells, &added);
+    if (index == MT_INDEXMAP_NONE)
       return false;
+    mt_cell *c = &a->cells[index];
+    if (added) {
+      *c = (mt_cell){.stack = o->stack,
+                     .alloc_bucket = (uint8_t)ab,
+                     .free_bucket = (uint8_t)fb,
+                     .size_class = o->size_class,
+                     .lifetime_class = o->lifetime_class};
+      a->ncells++;
+    }
+    c->amount.objects++;
+    c->amount.samples += o->samples;
+    c->amount.objects_estimated += o->objects_est;
+    if (a->ncells <= MT_CELL_LIMIT)
+      continue;
+    /* Coarser time is the only way to fewer cells here; stop when one step spans everything.
+     * Past that the cells grow with the backtraces (at most 2 x 2 x size x lifetime classes
+     * each), and the report merges backtraces and classes to keep its own cap (export/html.c). */
+    int64_t span = (o->free_time >= 0 ? o->free_time : o->time) - from;
+    while (a->ncells > MT_CELL_LIMIT && a->cell_width <= span)
+      if (!cells_double(a))
+        return false;
+    shift = __builtin_ctzll((uint64_t)a->cell_width);
+  }
   a->ncell_log = 0;
   return true;
 }
