@@ -148,7 +148,9 @@ bool mt_cells_flush(mt_analysis *a) {
 bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double objects_est) {
   if (!a->want_cells)
     return true;
-  mt_cells_reach(a, free_time >= 0 ? free_time : o->time);
+  int64_t last = free_time >= 0 ? free_time : o->time;
+  if (last > a->cell_last) /* mt_cells_reach */
+    a->cell_last = last;
   if (a->ncell_log == a->cell_log_cap) {
     if (a->cell_log_cap == CELL_LOG) {
       if (!mt_cells_flush(a))

@@ -15,13 +15,17 @@ uint32_t mt_frame_trie_frame(const mt_analysis *a, uint32_t node) {
   return a->fnodes[node].frame;
 }
 
-void mt_frame_trie_nodes(const mt_analysis *a, uint32_t *parent, uint32_t *frame) {
+uint32_t mt_frame_trie_nodes(const mt_analysis *a, uint32_t *parent, uint32_t *frame) {
+  uint32_t most = 0;
   if (a->nfnodes)
     parent[0] = frame[0] = 0;
   for (size_t i = 1; i < a->nfnodes; i++) {
     parent[i] = a->fnodes[i].parent;
     frame[i] = a->fnodes[i].frame;
+    if (frame[i] >= most)
+      most = frame[i] + 1;
   }
+  return most;
 }
 
 uint32_t mt_frame_trie_of_stack(const mt_analysis *a, size_t stack) {

@@ -18,8 +18,9 @@ uint32_t mt_frame_trie_parent(const mt_analysis *a, uint32_t node);
 uint32_t mt_frame_trie_frame(const mt_analysis *a, uint32_t node);
 
 /* Every node's parent and frame copied into `parent` and `frame` (mt_frame_trie_count entries
- * each; the root's are 0): for walks over all the nodes without a call per node. */
-void mt_frame_trie_nodes(const mt_analysis *a, uint32_t *parent, uint32_t *frame);
+ * each; the root's are 0): for walks over all the nodes without a call per node. Returns one more
+ * than the largest frame (0 without nodes below the root). */
+uint32_t mt_frame_trie_nodes(const mt_analysis *a, uint32_t *parent, uint32_t *frame);
 
 /* The node where stack `stack`'s backtrace ends (0 for an empty backtrace). */
 uint32_t mt_frame_trie_of_stack(const mt_analysis *a, size_t stack);

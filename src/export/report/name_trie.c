@@ -113,20 +113,17 @@ bool mt_name_trie_init(mt_name_trie *t, const mt_analysis *a) {
   uint32_t *fparent = malloc(f1 * sizeof *fparent), *fframe = malloc(f1 * sizeof *fframe);
   int32_t *node_of = malloc(f1 * sizeof *node_of);  /* -2: not mapped yet */
   uint32_t *pending = malloc(f1 * sizeof *pending); /* on a stack's way down: the next node */
+  uint32_t most = 0;                                /* frames are below this */
   bool ok = t->leaf && t->sw && t->site && t->parent && t->frame && t->weight && c.first &&
             c.next && c.count && fparent && fframe && node_of && pending;
   if (ok) {
     c.first[cap] = NONE;
     c.count[cap] = 0;
-    mt_frame_trie_nodes(a, fparent, fframe);
+    most = mt_frame_trie_nodes(a, fparent, fframe);
     for (size_t i = 1; i < nf_nodes; i++)
       node_of[i] = -2;
     node_of[0] = -1;
   }
-  uint32_t most = 0; /* frames are below this */
-  for (size_t f = 1; ok && f < nf_nodes; f++)
-    if (fframe[f] >= most)
-      most = fframe[f] + 1;
   nf.first = ok ? malloc((most ? most : 1) * sizeof *nf.first) : NULL;
   ok = ok && nf.first;
   for (uint32_t f = 0; ok && f < most; f++)

@@ -78,6 +78,18 @@ static inline char *rw_uint(char *p, uint64_t v) {
     memcpy(p, pairs + 2 * lo, 2);
     return p + 2;
   }
+  if (v < 1000000) { /* stack numbers of big traces */
+    unsigned hi = (unsigned)v / 10000, mid = (unsigned)v / 100 % 100, lo = (unsigned)v % 100;
+    if (hi >= 10) {
+      memcpy(p, pairs + 2 * hi, 2);
+      p += 2;
+    } else {
+      *p++ = (char)('0' + hi);
+    }
+    memcpy(p, pairs + 2 * mid, 2);
+    memcpy(p + 2, pairs + 2 * lo, 2);
+    return p + 4;
+  }
   unsigned approx = (unsigned)(64 - __builtin_clzll(v)) * 1233 >> 12; /* log10 of 2^bits */
   char *end = p + approx + (v >= pow10[approx]), *d = end;
   while (v >= 100) {
