@@ -201,17 +201,9 @@ static bool trie_cost(report *r) {
   for (uint32_t f = 0; f < t->nframes; f++)
     r->name_len[f][0] = r->name_len[f][1] = -2;
   r->node_cost = digits(t->n + 1) + digits(t->nframes + 3) + 3;
-  uint8_t *seen = calloc(t->nframes ? t->nframes : 1, 1);
-  if (!seen)
-    return false;
-  for (size_t i = 0; i < t->n; i++) {
-    r->trie_bytes += r->node_cost;
-    if (!seen[t->frame[i]]) {
-      seen[t->frame[i]] = 1;
-      r->trie_bytes += frame_cost(r, t->frame[i]);
-    }
-  }
-  free(seen);
+  r->trie_bytes = t->n * r->node_cost;
+  for (size_t i = 0; i < t->nnames; i++)
+    r->trie_bytes += frame_cost(r, t->names[i]);
   return true;
 }
 
@@ -311,9 +303,7 @@ static bool select_level(report *r, const level *l, size_t share) {
   }
   /* Report nodes in trie order (parents first), then one "(smaller callees)" per cut node; when
    * every node is kept, report nodes are trie nodes and no stack is cut short. */
-  bool all = whole;
-  for (size_t i = 0; all && i < t->n; i++)
-    all = t->weight[i] > 0;
+  bool all = whole && !t->weightless;
   r->nodes = malloc((2 * kept + 1) * sizeof *r->nodes);
   /* Per trie node its kept ancestor or itself, and per trie node + 1 its "(smaller callees)". */
   int64_t *deepest = all ? NULL : malloc((t->n ? t->n : 1) * sizeof *deepest);
@@ -324,8 +314,7 @@ static bool select_level(report *r, const level *l, size_t share) {
     free(kept_sites);
     return false;
   }
-  for (size_t i = 0; all && i < t->n; i++) {
-    r->rid[i] = (int64_t)i;
+  for (size_t i = 0; all && i < t->n; i++) { /* r->rid unused */
     r->nodes[i][0] = t->parent[i];
     r->nodes[i][1] = report_frame(r, t->frame[i]);
   }
@@ -360,7 +349,7 @@ static bool select_level(report *r, const level *l, size_t share) {
     if (leaf >= 0) {
       int64_t up = deepest ? deepest[leaf] : leaf;
       if (up == leaf) {
-        node = r->rid[leaf];
+        node = all ? leaf : r->rid[leaf];
       } else {
         r->pruned_weight += t->sw[i];
         if (pruned[up + 1] < 0) {

@@ -23,7 +23,9 @@ typedef struct name_frames {
   mt_hashmap by_name; /* name pointer -> frame */
 } name_frames;
 
-static uint32_t name_frame(name_frames *nf, const mt_analysis *a, uint32_t frame, bool *ok) {
+/* `frame`'s function's first frame, added to t->names when new. */
+static uint32_t name_frame(name_frames *nf, mt_name_trie *t, const mt_analysis *a, uint32_t frame,
+                           bool *ok) {
   if (nf->first[frame] == NONE) {
     int64_t key = (int64_t)(uintptr_t)mt_analysis_frame(a, frame).function;
     uint64_t v;
@@ -31,6 +33,7 @@ static uint32_t name_frame(name_frames *nf, const mt_analysis *a, uint32_t frame
       v = frame;
       if (!mt_hashmap_put(&nf->by_name, key, v))
         *ok = false;
+      t->names[t->nnames++] = frame;
     }
     nf->first[frame] = (uint32_t)v;
   }
@@ -125,7 +128,8 @@ bool mt_name_trie_init(mt_name_trie *t, const mt_analysis *a) {
     node_of[0] = -1;
   }
   nf.first = ok ? malloc((most ? most : 1) * sizeof *nf.first) : NULL;
-  ok = ok && nf.first;
+  t->names = ok ? malloc((most ? most : 1) * sizeof *t->names) : NULL;
+  ok = ok && nf.first && t->names;
   for (uint32_t f = 0; ok && f < most; f++)
     nf.first[f] = NONE;
   for (size_t i = 0; ok && i < n; i++) {
@@ -141,7 +145,7 @@ bool mt_name_trie_init(mt_name_trie *t, const mt_analysis *a) {
     }
     int64_t node = node_of[f];
     for (f = below; ok && f != NONE; f = pending[f]) {
-      uint32_t name = name_frame(&nf, a, fframe[f], &ok);
+      uint32_t name = name_frame(&nf, t, a, fframe[f], &ok);
       node = child(t, &c, cap, node, name);
       ok = ok && node >= 0;
       node_of[f] = (int32_t)node;
@@ -152,9 +156,11 @@ bool mt_name_trie_init(mt_name_trie *t, const mt_analysis *a) {
       t->weight[node] += t->sw[i];
     t->leaf[i] = node;
   }
-  for (size_t i = ok ? t->n : 0; i-- > 0;) /* children come after their parent */
+  for (size_t i = ok ? t->n : 0; i-- > 0;) { /* children come after their parent */
     if (t->parent[i] >= 0)
       t->weight[t->parent[i]] += t->weight[i];
+    t->weightless += !(t->weight[i] > 0); /* final: its children came before */
+  }
   free(node_of);
   free(pending);
   free(fparent);
@@ -198,5 +204,6 @@ void mt_name_trie_free(mt_name_trie *t) {
   free(t->sw);
   free(t->site);
   free(t->order);
+  free(t->names);
   *t = (mt_name_trie){0};
 }

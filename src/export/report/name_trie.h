@@ -24,8 +24,11 @@ typedef struct mt_name_trie {
                        the window's start */
   uint32_t *site;   /* per analysis stack: its site frame (MT_NO_SITE: "<no backtrace>") */
   uint32_t nframes; /* the nodes' and sites' frames are below this */
-  size_t *order;    /* nodes by weight, heaviest first, a parent before its children (NULL until
-                       mt_name_trie_order) */
+  uint32_t *names;  /* the nodes' distinct frames (one per function name), as first met */
+  size_t nnames;
+  size_t weightless; /* nodes of weight 0 (only stacks with nothing allocated below them) */
+  size_t *order;     /* nodes by weight, heaviest first, a parent before its children (NULL until
+                        mt_name_trie_order) */
 } mt_name_trie;
 
 /* False when memory runs out. */
