@@ -104,6 +104,7 @@ typedef struct report {
   size_t nnodes, nkept;
   int64_t *map;         /* analysis stack -> report stack, -1 when it has no cells */
   int64_t (*stacks)[2]; /* report stack -> report node (-1: empty backtrace), site frame (-1) */
+  uint8_t *shared;      /* report stack -> whether more than one analysis stack maps to it */
   size_t nstacks;
   const level *l;
   size_t rows_cap;
@@ -122,6 +123,7 @@ static void report_free(report *r) {
   free(r->nodes);
   free(r->map);
   free(r->stacks);
+  free(r->shared);
   free(r->rows);
 }
 
@@ -255,11 +257,13 @@ static bool select_level(report *r, const level *l, size_t share) {
   free(r->nodes);
   free(r->map);
   free(r->stacks);
+  free(r->shared);
   r->rid = malloc((t->n ? t->n : 1) * sizeof *r->rid);
   r->map = malloc((n ? n : 1) * sizeof *r->map);
   r->stacks = malloc((n ? n : 1) * sizeof *r->stacks);
+  r->shared = malloc(n ? n : 1);
   r->nodes = NULL;
-  if (!r->rid || !r->map || !r->stacks)
+  if (!r->rid || !r->map || !r->stacks || !r->shared)
     return false;
   /* Sites first: by weight, while their names fit. */
   size_t site_bytes = 0, nsites = 0;
@@ -381,8 +385,11 @@ static bool select_level(report *r, const level *l, size_t share) {
       break;
     }
     if (added) {
+      r->shared[r->nstacks] = 0;
       r->stacks[r->nstacks][0] = node;
       r->stacks[r->nstacks++][1] = site;
+    } else {
+      r->shared[id] = 1;
     }
     r->map[i] = (int64_t)id;
   }
@@ -421,11 +428,21 @@ static bool aggregate(report *r, size_t cap) {
   bool fits = mt_indexmap_reserve(&index, nc < cap ? nc : cap);
   if (!fits)
     r->failed = true;
+  bool finest = !l->time_step && !l->size_step && !l->life_step;
   for (size_t i = 0; fits && i < nc; i++) {
     const mt_cell *c = &cells[i];
     int64_t stack = r->map[c->stack];
     if (stack < 0)
       continue;
+    if (finest && !r->shared[stack]) { /* the cell's key is the row's: no other cell has it */
+      if (n == cap) {
+        fits = false;
+        break;
+      }
+      r->rows[n++] = (row){(uint32_t)stack, c->alloc_bucket,   c->free_bucket,
+                           c->size_class,   c->lifetime_class, c->amount};
+      continue;
+    }
     unsigned ab = coarser_time(c->alloc_bucket, l->time_step);
     unsigned fb = coarser_time(c->free_bucket, l->time_step);
     unsigned sc = (unsigned)c->size_class >> l->size_step;
