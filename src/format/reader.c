@@ -4,6 +4,7 @@
  * packets with a foreign pid, a truncated last packet and a cut header are warnings, not errors. */
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,13 +480,10 @@ static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
  * field but time, offset and domain, which the caller sets. */
 static inline void fill_id_event(const mt_reader *r, mt_event *ev, unsigned code, int64_t delta) {
   ev->kind = code == MT_CODE_PROMOTE ? MT_EVENT_PROMOTE : MT_EVENT_COLLECT;
-  ev->length = ev->nsamples = ev->common_prefix = 0;
-  ev->source = MT_SOURCE_MINOR;
-  ev->short_form = false;
-  ev->backtrace = NULL;
-  ev->backtrace_length = 0;
-  ev->backtrace_runs = NULL;
-  ev->backtrace_run_count = ev->common_runs = 0;
+  /* The allocation-only fields, length to common_runs, all zero (MT_SOURCE_MINOR, false, NULL):
+   * one clear of the range is fewer stores than a field at a time. */
+  memset(&ev->length, 0,
+         offsetof(mt_event, common_runs) + sizeof ev->common_runs - offsetof(mt_event, length));
   ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet - 1 -
                          (uint64_t)delta);
 }

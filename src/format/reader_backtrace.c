@@ -244,9 +244,28 @@ static int decode_flat(mt_reader *r, mt_event *ev, size_t prefix, unsigned count
   return MT_OK;
 }
 
+/* Room for the runs any ROOMY_CODEWORDS codewords yield. */
+#define RUNS_ROOM (ROOMY_CODEWORDS * CODEWORD_FRAMES)
+
+/* Sets d->runs_fast_limit from the reader's mode and the domain's decoder and runs. */
+static void update_fast_limit(const mt_reader *r, domain_state *d) {
+  d->runs_fast_limit = r->options.runs_only && d->cache && d->runs && d->runs_cap >= RUNS_ROOM
+                           ? d->runs_cap - RUNS_ROOM + 1
+                           : 0;
+}
+
+static int decode_any(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count);
+
 /* Every case: the first backtrace, a cut previous one, the flat form, many codewords, the end of
  * the packet near, room to make (the usual case of a runs reader is mt_reader_next_alloc's). */
 int mt_reader_decode_backtrace(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count) {
+  int rc = decode_any(r, ev, prefix, count);
+  if (rc == MT_OK)
+    update_fast_limit(r, r->domain);
+  return rc;
+}
+
+static int decode_any(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count) {
   domain_state *d = r->domain;
   int rc;
   if (__builtin_expect(!d->cache || !d->runs, 0) && (rc = first_backtrace(r, ev)))
@@ -395,9 +414,6 @@ decode_runs(mt_reader *r, mt_event *ev, domain_state *d, size_t prefix, unsigned
   return 1;
 }
 
-/* Room for the runs any ROOMY_CODEWORDS codewords yield, and the slot after the last one. */
-#define RUNS_ROOM (ROOMY_CODEWORDS * CODEWORD_FRAMES + 1)
-
 int mt_reader_next_alloc(mt_reader *r, mt_event *ev, mt_error *err, const uint8_t *p, unsigned code,
                          int64_t time) {
   int64_t prefix;
@@ -413,10 +429,9 @@ int mt_reader_next_alloc(mt_reader *r, mt_event *ev, mt_error *err, const uint8_
   ev->domain = r->header.domain;
   ev->obj_id = (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet++);
   /* The usual case, with bounds that hold for any count up to ROOMY_CODEWORDS (codewords are at
-   * most 10 bytes): a runs reader, a decoder made, a previous backtrace at least `prefix` deep. */
-  if (__builtin_expect(r->options.runs_only && d->cache && (uint64_t)prefix <= d->depth &&
+   * most 10 bytes): runs_fast_limit's, and a previous backtrace at least `prefix` deep. */
+  if (__builtin_expect(d->nruns < d->runs_fast_limit && (uint64_t)prefix <= d->depth &&
                            count <= ROOMY_CODEWORDS && r->content.end - q >= ROOMY_CODEWORDS * 10 &&
-                           d->runs_cap - d->nruns >= RUNS_ROOM &&
                            d->depth <= MAX_BACKTRACE_FRAMES - ROOMY_CODEWORDS * CODEWORD_FRAMES,
                        1))
     return decode_runs(r, ev, d, (size_t)prefix, count);
@@ -456,6 +471,8 @@ int mt_reader_set_runs_only(mt_reader *r, bool runs_only, mt_error *err) {
       if (!(runs_only ? mt_reader_runs_of_flat(r->domains[i]) : mt_reader_flatten(r->domains[i])))
         return mt_fail(err, MT_E_NOMEM, -1, "out of memory for a backtrace");
   r->options.runs_only = runs_only;
+  for (size_t i = 0; i < r->ndomains; i++)
+    update_fast_limit(r, r->domains[i]);
   return MT_OK;
 }
 

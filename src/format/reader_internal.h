@@ -37,6 +37,9 @@ typedef struct domain_state {
   size_t backtrace_cap;
   mt_backtrace_run *scratch; /* decoding target when the previous backtrace was cut (§2.7 step 3) */
   size_t scratch_cap;
+  /* mt_reader_next_alloc's fast path runs while nruns is below this: a runs reader, a decoder made
+   * and room for the runs of a fast path's codewords (reader_backtrace.c); 0 otherwise. */
+  size_t runs_fast_limit;
 } domain_state;
 
 struct mt_reader {
