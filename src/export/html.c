@@ -127,11 +127,33 @@ static void report_free(report *r) {
   free(r->rows);
 }
 
+/* The bytes put_name copies as they are: printable ASCII but quotes, backslashes and what it
+ * escapes for HTML (<, >, &). */
+/* clang-format off */
+static const uint8_t plain_byte[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+/* clang-format on */
+
 /* Whether put_name copies `s` as it is. */
 static bool plain_name(const char *s, size_t *len) {
   size_t n = 0;
-  while (n <= REPORT_NAME && s[n] >= 0x20 && s[n] < 0x7f && s[n] != '"' && s[n] != '\\' &&
-         s[n] != '<' && s[n] != '>' && s[n] != '&')
+  while (n <= REPORT_NAME && plain_byte[(uint8_t)s[n]])
     n++;
   *len = n;
   return !s[n] && n <= REPORT_NAME;
@@ -509,14 +531,14 @@ static void put_pairs(report_writer *w, const int64_t (*v)[2], size_t n, bool re
       *p++ = ',';
       *p++ = '\n';
     }
-    for (size_t j = i; j < end; j++) {
-      if (j > i)
-        *p++ = ',';
-      p = rw_int(p, relative ? (int64_t)j - v[j][0] : v[j][0]);
+    int64_t base = relative ? (int64_t)i : 0, step = relative; /* the first is base - v[j][0] */
+    for (size_t j = i; j < end; j++, base += step) {
+      p = rw_int(p, relative ? base - v[j][0] : v[j][0]);
       *p++ = ',';
       p = rw_int(p, v[j][1]);
+      *p++ = ',';
     }
-    rw_end(w, p);
+    rw_end(w, p - 1); /* no comma after the line's last pair */
   }
 }
 
