@@ -52,13 +52,30 @@ static const char usage[] =
 
 enum { OPT_RATE = 256, OPT_INTERVAL, OPT_FULL, OPT_FOLLOW, OPT_V2, OPT_COMPRESS, OPT_DEBUGINFOD };
 
-/* Ring size per thread under --full, unless MEMTAP_RING_SIZE says otherwise. */
+/* Ring size per thread, unless MEMTAP_RING_SIZE says otherwise: under --full (below), and when
+ * sampling, where the consumer naps between polls (NAP_RECORDS). */
 #define FULL_RING_SIZE "16M"
-/* The main loop polls again at once while records arrive; idle, it sleeps from IDLE_MIN_US,
- * doubling up to IDLE_MAX_US. The ring directory is scanned for new processes every SCAN_US. */
+#define SAMPLED_RING_SIZE "4M"
+/* --full: the main loop polls again at once while records arrive; idle, it sleeps from
+ * IDLE_MIN_US, doubling up to IDLE_MAX_US. The ring directory is scanned for new processes every
+ * SCAN_US. Every sleep ends early when a child exits (SIGCHLD). */
 #define IDLE_MIN_US 50
 #define IDLE_MAX_US 5000
 #define SCAN_US 20000
+/* Sampling: a consumer that woke for every few records took the program's CPU on a loaded machine
+ * (thousands of involuntary context switches a second for sampled churn). It naps after every poll
+ * for as long as the records' arrival rate takes to bring about NAP_RECORDS of them (a few hundred
+ * KiB of a 4 MiB ring even with deep stacks), at most NAP_MAX_US: well under the trace's 1 s
+ * flush interval, so the file stays readable up to its last flush. A nap at most doubles the
+ * previous one (from IDLE_MIN_US), so that a burst after a quiet spell waits for us about as long
+ * as the spell lasted at most. Records arriving faster than NAP_RECORDS per NAP_BUSY_US (a high
+ * sampling rate), or a poll that read more than NAP_BEHIND, mean polling again at once, as --full
+ * does: a consumer that sleeps and wakes a thousand times a second on a loaded machine waits for a
+ * CPU at every wake-up, and the producer for it. */
+#define NAP_RECORDS 1024
+#define NAP_BEHIND (16 * NAP_RECORDS)
+#define NAP_BUSY_US 1000
+#define NAP_MAX_US 100000
 
 /* The process being traced, for the signal forwarder. */
 static volatile sig_atomic_t forward_pid;
@@ -218,8 +235,8 @@ static void run_child(const session *s, const char *shim, const char *resolved, 
    * about 10 ms of a thread allocating as fast as it can, so that a consumer descheduled for a
    * few scheduler ticks does not stall the program (the default 1 MiB lasts under 1 ms). Pages
    * of the file are only touched by threads that write that much. */
-  if (s->set->sampling.full && !getenv("MEMTAP_RING_SIZE"))
-    setenv("MEMTAP_RING_SIZE", FULL_RING_SIZE, 1);
+  if (!getenv("MEMTAP_RING_SIZE"))
+    setenv("MEMTAP_RING_SIZE", s->set->sampling.full ? FULL_RING_SIZE : SAMPLED_RING_SIZE, 1);
   execv(resolved, argv);
   int e = errno;
   if (write(status_fd, &e, sizeof e) < 0) {
@@ -533,9 +550,44 @@ static int exit_status(int status) {
   return 1;
 }
 
+/* Sleeps `us` microseconds or until a child exits, whichever comes first (SIGCHLD is blocked in
+ * the main loop, so one that arrived since the last waitpid ends the sleep at once). */
 static void sleep_us(long us) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
   struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-  nanosleep(&ts, NULL);
+  sigtimedwait(&chld, NULL, &ts);
+}
+
+/* Records read from every traced process so far. */
+static uint64_t records_read(const session *s) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < s->count; i++) {
+    if (s->procs[i].rec) {
+      mt_recorder_stats st;
+      mt_recorder_stats_get(s->procs[i].rec, &st);
+      n += st.records;
+    }
+  }
+  return n;
+}
+
+/* Sampling's nap after a poll that read `got` records in the `elapsed_us` since the previous
+ * one, whose nap was `prev`: the time NAP_RECORDS more take to arrive at that rate, within the
+ * bounds above; 0 to poll again at once. */
+static long nap_us(uint64_t got, int64_t elapsed_us, long prev) {
+  if (got > NAP_BEHIND)
+    return 0;
+  double us = NAP_MAX_US;
+  if (got)
+    us = (double)NAP_RECORDS * (double)(elapsed_us > 0 ? elapsed_us : 1) / (double)got;
+  if (us < NAP_BUSY_US)
+    return 0;
+  long most = prev ? 2 * prev : IDLE_MIN_US;
+  if (most > NAP_MAX_US)
+    most = NAP_MAX_US;
+  return us < (double)most ? (long)us : most;
 }
 
 static int64_t monotonic_us(void) {
@@ -618,6 +670,12 @@ int mt_cmd_record(int argc, char **argv) {
   close(go[0]);
   close(exec_status[1]);
   s.main_pid = child;
+  /* Blocked before any thread of ours starts (the recorder's), so that a child's exit is left
+   * pending for sleep_us to take, not delivered elsewhere and ignored. */
+  sigset_t chld, old_mask;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &old_mask);
 
   char default_name[PATH_MAX];
   if (set.output) {
@@ -638,6 +696,7 @@ int mt_cmd_record(int argc, char **argv) {
   if (!s.procs || open_output(&s, &s.procs[0])) {
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
     remove_dir(s.dir);
     free(s.context);
     free(s.procs ? s.procs[0].path : NULL);
@@ -674,7 +733,8 @@ int mt_cmd_record(int argc, char **argv) {
     unlink(s.main_output);
     main_done = true;
   } else {
-    int64_t scanned_at = 0;
+    int64_t scanned_at = 0, polled_at = monotonic_us();
+    uint64_t read_before = 0;
     long idle_us = 0;
     for (;;) {
       int64_t now = monotonic_us();
@@ -701,7 +761,14 @@ int mt_cmd_record(int argc, char **argv) {
       }
       if (main_done && (!set.follow_fork || no_children))
         break;
-      if (progress) {
+      if (!set.sampling.full) {
+        uint64_t read_now = records_read(&s);
+        idle_us = nap_us(read_now - read_before, now - polled_at, idle_us);
+        read_before = read_now;
+        polled_at = now;
+        if (idle_us)
+          sleep_us(idle_us);
+      } else if (progress) {
         idle_us = 0;
       } else {
         idle_us = idle_us ? idle_us * 2 : IDLE_MIN_US;
@@ -712,6 +779,7 @@ int mt_cmd_record(int argc, char **argv) {
     }
     scan(&s); /* a process that exited before we first looked */
   }
+  sigprocmask(SIG_SETMASK, &old_mask, NULL);
 
   for (size_t i = 0; i < s.count; i++)
     finish(&s, &s.procs[i]);
