@@ -519,7 +519,7 @@ static void put_estimate(report_writer *w, double v) {
     fprintf(w->out, "%.6e", v);
     return;
   }
-  rw_end(w, rw_fixed3(rw_room(w, 17), v));
+  rw_end(w, rw_fixed3(w, rw_room(w, 17), v));
 }
 
 /* Pairs of numbers, flat, 16 pairs a line; with `relative`, the first of pair i as i minus it. */
@@ -533,9 +533,9 @@ static void put_pairs(report_writer *w, const int64_t (*v)[2], size_t n, bool re
     }
     int64_t base = relative ? (int64_t)i : 0, step = relative; /* the first is base - v[j][0] */
     for (size_t j = i; j < end; j++, base += step) {
-      p = rw_int(p, relative ? base - v[j][0] : v[j][0]);
+      p = rw_int(w, p, relative ? base - v[j][0] : v[j][0]);
       *p++ = ',';
-      p = rw_int(p, v[j][1]);
+      p = rw_int(w, p, v[j][1]);
       *p++ = ',';
     }
     rw_end(w, p - 1); /* no comma after the line's last pair */
@@ -549,7 +549,7 @@ static void put_bytes(report_writer *w, double v) {
     fprintf(w->out, fabs(v) < 1e15 ? "%.0f" : "%.6e", v);
     return;
   }
-  rw_end(w, rw_uint(rw_room(w, 20), (uint64_t)llrint(v)));
+  rw_end(w, rw_uint(w, rw_room(w, 20), (uint64_t)llrint(v)));
 }
 
 /* A non-negative estimate in at most 16 characters. */
@@ -622,8 +622,7 @@ static bool write_data(FILE *out, const report *r) {
   report_writer *w = malloc(sizeof *w);
   if (!w)
     return false;
-  w->out = out;
-  w->n = 0;
+  rw_init(w, out);
   fprintf(out, ",\"timeline\":{\"width\":%" PRId64 ",\"live_max\":[", width);
   for (size_t i = 0; i < nb; i++) {
     if (i)
@@ -662,7 +661,7 @@ static bool write_data(FILE *out, const report *r) {
     put_name(w, f.file, ours ? name_length(r, id, 1) : (int)strlen(f.file));
     p = rw_room(w, 23);
     *p++ = ',';
-    p = rw_int(p, f.line);
+    p = rw_int(w, p, f.line);
     *p++ = ']';
     rw_end(w, p);
   }
@@ -687,23 +686,23 @@ static bool write_data(FILE *out, const report *r) {
     char *p = rw_room(w, 1 + 7 * 21); /* a line's end, 7 numbers and their commas */
     if (i)
       *p++ = '\n';
-    p = rw_uint(p, c->stack);
+    p = rw_uint(w, p, c->stack);
     *p++ = ',';
-    p = rw_uint(p, c->alloc_bucket);
+    p = rw_uint(w, p, c->alloc_bucket);
     *p++ = ',';
-    p = rw_uint(p, c->free_bucket);
+    p = rw_uint(w, p, c->free_bucket);
     *p++ = ',';
-    p = rw_uint(p, c->size_class);
+    p = rw_uint(w, p, c->size_class);
     *p++ = ',';
-    p = rw_uint(p, c->lifetime_class);
+    p = rw_uint(w, p, c->lifetime_class);
     *p++ = ',';
-    p = rw_uint(p, c->amount.objects);
+    p = rw_uint(w, p, c->amount.objects);
     *p++ = ',';
-    p = rw_uint(p, c->amount.samples);
+    p = rw_uint(w, p, c->amount.samples);
     *p++ = ',';
     double e = c->amount.objects_estimated;
     if (e >= 0 && e < 1e12) {
-      p = rw_fixed3(rw_room_after(w, p, 18), e);
+      p = rw_fixed3(w, rw_room_after(w, p, 18), e);
       if (i + 1 < r->nrows)
         *p++ = ',';
       rw_end(w, p);
