@@ -2,9 +2,8 @@
  * of numbers, so they are formatted straight into a buffer (no fprintf, no bound check per
  * character): a writer asks for room once per array item (rw_room), formats into it, and says
  * where it stopped (rw_end). Numbers below RW_SMALL, most of them, are copied from a table of their
- * text made when the writer starts. Formats as printf would: "%" PRIu64, "%" PRId64, "%.3f" below
- * 10^12,
- * "%.0f" of a non-negative double below 10^15. */
+ * text made when the writer starts. Formats as printf would: "%" PRIu64, "%" PRId64, "%.3f"
+ * below 10^12, "%.0f" of a non-negative double below 10^15. */
 #ifndef MEMTAP_SRC_EXPORT_REPORT_WRITER_H
 #define MEMTAP_SRC_EXPORT_REPORT_WRITER_H
 
