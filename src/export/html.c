@@ -330,20 +330,18 @@ static bool select_level(report *r, const level *l, size_t share) {
   /* Report nodes in trie order (parents first), then one "(smaller callees)" per cut node; when
    * every node is kept, report nodes are trie nodes and no stack is cut short. */
   bool all = whole && !t->weightless;
-  r->nodes = malloc((2 * kept + 1) * sizeof *r->nodes);
+  r->nodes = all ? NULL : malloc((2 * kept + 1) * sizeof *r->nodes); /* all: the trie's */
   /* Per trie node its kept ancestor or itself, and per trie node + 1 its "(smaller callees)". */
   int64_t *deepest = all ? NULL : malloc((t->n ? t->n : 1) * sizeof *deepest);
   int64_t *pruned = all ? NULL : malloc((t->n + 1) * sizeof *pruned);
-  if (!r->nodes || (!all && (!deepest || !pruned))) {
+  if (!all && (!r->nodes || !deepest || !pruned)) {
     free(deepest);
     free(pruned);
     free(kept_sites);
     return false;
   }
-  for (size_t i = 0; all && i < t->n; i++) { /* r->rid unused */
-    r->nodes[i][0] = t->parent[i];
-    r->nodes[i][1] = report_frame(r, t->frame[i]);
-  }
+  for (size_t i = 0; all && i < t->n; i++) /* the nodes' frames first, in their order */
+    report_frame(r, t->frame[i]);
   if (all)
     r->nnodes = t->n;
   for (size_t i = 0; !all && i < t->n; i++) {
@@ -542,6 +540,27 @@ static void put_pairs(report_writer *w, const int64_t (*v)[2], size_t n, bool re
   }
 }
 
+/* The nodes when the whole trie is kept (r->nodes not made), as put_pairs writes them: per trie
+ * node its distance to its parent (its index + 1 for a root child) and its report frame. */
+static void put_trie_nodes(report_writer *w, const report *r) {
+  const mt_name_trie *t = r->t;
+  for (size_t i = 0; i < t->n; i += 16) {
+    size_t end = t->n - i < 16 ? t->n : i + 16;
+    char *p = rw_room(w, 2 + 16 * (2 * 21 + 2));
+    if (i) {
+      *p++ = ',';
+      *p++ = '\n';
+    }
+    for (size_t j = i; j < end; j++) {
+      p = rw_int(w, p, (int64_t)j - t->parent[j]);
+      *p++ = ',';
+      p = rw_int(w, p, r->frame_ids[t->frame[j]]);
+      *p++ = ',';
+    }
+    rw_end(w, p - 1); /* no comma after the line's last pair */
+  }
+}
+
 /* The timeline's estimated bytes: "%.0f" below 10^15, else "%.6e". */
 static void put_bytes(report_writer *w, double v) {
   if (!(v >= 0 && v < 1e15) || signbit(v)) {
@@ -671,7 +690,10 @@ static bool write_data(FILE *out, const report *r) {
   fprintf(out, ",\"trie\":{\"nodes\":%zu,\"kept\":%zu,\"pruned_share\":%.6f},\"nodes\":[", r->t->n,
           r->nkept, r->weight > 0 ? r->pruned_weight / r->weight : 0.0);
   /* Flat: per node its distance to its parent (its index + 1 for a root child) and its frame. */
-  put_pairs(w, r->nodes, r->nnodes, true);
+  if (r->nodes)
+    put_pairs(w, r->nodes, r->nnodes, true);
+  else
+    put_trie_nodes(w, r);
   rw_flush(w);
   fputs("],\"stacks\":[", out); /* flat: node (-1: empty backtrace), site frame (-1: none) */
   put_pairs(w, r->stacks, r->nstacks, false);
