@@ -386,8 +386,9 @@ static child spawn(const spawn_options *o, const char *const *args) {
     signal(SIGTERM, SIG_DFL);
     signal(SIGXFSZ, o->ignore_sigxfsz ? SIG_IGN : SIG_DFL);
     if (o->file_size_limit) {
-      struct rlimit limit = {o->file_size_limit, o->file_size_limit};
-      if (setrlimit(RLIMIT_FSIZE, &limit) != 0)
+      /* SIGXFSZ's default action dumps core: no core file (cut at the limit) in the cwd */
+      struct rlimit limit = {o->file_size_limit, o->file_size_limit}, no_core = {0, 0};
+      if (setrlimit(RLIMIT_FSIZE, &limit) != 0 || setrlimit(RLIMIT_CORE, &no_core) != 0)
         _exit(125);
     }
     if (o->cwd && chdir(o->cwd) != 0)
