@@ -15,6 +15,8 @@
 #include "memtap/ring.h"
 #include "memtap/tracer.h"
 #include "record/record_internal.h"
+#include "ring/consumer.h"
+#include "ring/layout.h"
 
 /* Records per cursor call: the cursor moves to the next ring after each call, so small calls keep
  * the rings read evenly (a ring read late holds the merge back or needs repair). */
@@ -281,18 +283,13 @@ static inline bool decode(mt_recorder *r, const mt_ring_event *ev, rec_event *e)
   return true;
 }
 
-/* The usual direct records, ALLOC and FREE of the only thread so far, decoded as decode() would
- * into the next batch slot; false when decode() must take the record. */
-static inline bool direct_fast(mt_recorder *r, const mt_ring_event *ev) {
-  attachment *a = r->current;
-  uint64_t source = (uint64_t)a->index << 48 | (uint64_t)(ev->ring & 0xffffff) << 24 |
-                    (ev->generation & 0xffffff);
-  const uint64_t *p = ev->payload;
-  size_t words = ev->words;
+/* The usual direct records, ALLOC and FREE of the only thread so far (the caller checked that
+ * the record is that thread's and that records go direct), decoded as decode() would into the next
+ * batch slot; false when decode() must take the record. */
+static inline bool direct_fast(mt_recorder *r, attachment *a, uint64_t source, uint32_t type,
+                               const uint64_t *p, size_t words, uint64_t timestamp) {
   rec_event *b = r->batch[r->batched];
-  if (source != r->direct_key || !r->direct_seen)
-    return false;
-  if (ev->type == MT_TRACER_REC_FREE && words >= 1) {
+  if (type == MT_TRACER_REC_FREE && words >= 1) {
     r->stats.records++;
     if (!p[0])
       return true; /* free(NULL) */
@@ -305,7 +302,7 @@ static inline bool direct_fast(mt_recorder *r, const mt_ring_event *ev) {
     b->frames = NULL;
     b->stack_hash = 0;
     b->stack_serial = 0;
-  } else if (ev->type == MT_TRACER_REC_ALLOC && words >= 4) {
+  } else if (type == MT_TRACER_REC_ALLOC && words >= 4) {
     r->stats.records++;
     if (!p[0])
       return true; /* malloc that failed */
@@ -328,12 +325,21 @@ static inline bool direct_fast(mt_recorder *r, const mt_ring_event *ev) {
     return false;
   }
   b->addr2 = 0;
-  b->time_ns = absolute_ns(a, ev->timestamp);
+  b->time_ns = absolute_ns(a, timestamp);
   b->order = r->arrival++;
   b->source = source;
   if (++r->batched == DIRECT_BATCH)
     direct_flush(r);
   return true;
+}
+
+static inline uint64_t source_key(const attachment *a, uint32_t ring, uint32_t generation) {
+  return (uint64_t)a->index << 48 | (uint64_t)(ring & 0xffffff) << 24 | (generation & 0xffffff);
+}
+
+/* Whether records of `source` go straight to direct_fast. */
+static inline bool goes_direct(const mt_recorder *r, uint64_t source) {
+  return !r->merging && r->direct_ok && r->direct_seen && source == r->direct_key;
 }
 
 /* Every record but the usual direct ones; out of line, so that those need no stack frame. */
@@ -384,9 +390,36 @@ __attribute__((noinline)) static int on_record_slow(mt_recorder *r, const mt_rin
 
 static int on_record(void *user, const mt_ring_event *ev) {
   mt_recorder *r = user;
-  if (!r->merging && r->direct_ok && direct_fast(r, ev))
+  attachment *a = r->current;
+  uint64_t source = source_key(a, ev->ring, ev->generation);
+  if (goes_direct(r, source) &&
+      direct_fast(r, a, source, ev->type, ev->payload, ev->words, ev->timestamp))
     return MT_CURSOR_NEXT;
   return on_record_slow(r, ev);
+}
+
+/* A run of one thread's records (ring/consumer.h): the source key and whether records go direct
+ * found once, not per record; anything else goes through on_record_slow as an mt_ring_event. */
+static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t first_seq,
+                     const uint64_t *rec, size_t count) {
+  mt_recorder *r = user;
+  attachment *a = r->current;
+  uint64_t source = source_key(a, ring, generation);
+  bool direct = goes_direct(r, source);
+  for (size_t k = 0; k < count; k++) {
+    uint64_t h = rec[0];
+    uint32_t len = mt_ring_header_length(h), type = mt_ring_header_type(h);
+    if (!direct || !direct_fast(r, a, source, type, rec + 2, len - 2, rec[1])) {
+      mt_ring_event ev = {
+          ring,   generation, type,    mt_ring_header_id(h),       first_seq + k,
+          rec[1], rec + 2,    len - 2, (const uint8_t *)(rec + 2), ((size_t)len - 2) * 8};
+      if (on_record_slow(r, &ev) != MT_CURSOR_NEXT)
+        return k;
+      direct = goes_direct(r, source);
+    }
+    rec += len;
+  }
+  return count;
 }
 
 static void on_registry(void *user, unsigned kind, uint64_t id, const void *bytes, size_t length) {
@@ -516,6 +549,7 @@ int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *c, mt_error *err) {
   cb.opaque = on_record;
   cb.registry = on_registry;
   mt_cursor_set_callbacks(c, &cb, r);
+  mt_cursor_set_run_callback(c, on_run);
   return MT_OK;
 }
 

@@ -63,6 +63,7 @@ struct mt_cursor {
   struct ring_state *rings;
   uint64_t *buf;
   mt_cursor_callbacks cb;
+  mt_cursor_run_fn run; /* consumer.h; NULL: one callback per record */
   void *user;
   uint32_t next_ring;
   _Atomic int busy;
@@ -286,6 +287,10 @@ void mt_cursor_set_callbacks(mt_cursor *c, const mt_cursor_callbacks *callbacks,
   else
     memset(&c->cb, 0, sizeof c->cb);
   c->user = user;
+}
+
+void mt_cursor_set_run_callback(mt_cursor *c, mt_cursor_run_fn fn) {
+  c->run = fn;
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -738,6 +743,33 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
           mt_ring_header_seq(rec[0]) == (uint32_t)rs->expected) {
         /* The usual record: an opaque one (no format of the transport's to check), numbered as
          * expected, from the thread already known. What deliver() does, in short. */
+        if (c->run) {
+          /* With it, the run of such records that follows, up to the budget, at once. */
+          uint64_t q = p + len, k = 1, limit = budget - *got;
+          while (q < end && k < limit) {
+            uint64_t h = c->buf[q - start];
+            uint32_t l = mt_ring_header_length(h);
+            if (l < 2 || l > MT_RING_MAX_RECORD_WORDS || (q & mask) + l > size || q + l > end ||
+                mt_ring_header_type(h) < MT_RING_TYPE_OPAQUE_FIRST ||
+                mt_ring_header_seq(h) != (uint32_t)(rs->expected + k))
+              break; /* the general loop below takes it */
+            q += l;
+            k++;
+          }
+          size_t took = c->run(c->user, ring, rs->generation, rs->expected, rec, k);
+          rs->expected += took;
+          *got += took;
+          if (took < k) {
+            for (size_t i = 0; i < took; i++)
+              p += mt_ring_header_length(c->buf[p - start]);
+            rs->pos = p;
+            *stopped = true;
+            publish_position(c, ring);
+            return MT_OK;
+          }
+          p = q;
+          continue;
+        }
         mt_ring_event ev = {
             ring,   rs->generation, type,    mt_ring_header_id(rec[0]),  rs->expected,
             rec[1], rec + 2,        len - 2, (const uint8_t *)(rec + 2), ((size_t)len - 2) * 8};

@@ -20,6 +20,18 @@ uint64_t mt_cursor_lapped_copies(const mt_cursor *cursor);
  * `copy` to model a copy torn by a producer running concurrently (or by a weakly ordered CPU):
  * the cursor must then skip what the producer reclaimed, count it as lost and deliver nothing
  * torn. */
+/* Runs of records for one call (the recorder's path, which otherwise pays a callback and an
+ * mt_ring_event per record): `count` (>= 1) consecutive intact records of opaque types
+ * (>= MT_RING_TYPE_OPAQUE_FIRST) of ring `ring`, thread `generation`, numbered from `first_seq`
+ * with nothing lost between them, laid out one after the other from `recs`, each its header word
+ * (ring/layout.h), its timestamp and its payload, within their length limits; valid during the
+ * call only. Returns how many it consumed, in order: fewer than `count` ends the poll before the
+ * first one not consumed, as MT_CURSOR_STOP would. Records the run path does not take (the first
+ * of a thread, after a gap or a loss, of the transport's own types) still go to the callbacks. */
+typedef size_t (*mt_cursor_run_fn)(void *user, uint32_t ring, uint32_t generation,
+                                   uint64_t first_seq, const uint64_t *recs, size_t count);
+void mt_cursor_set_run_callback(mt_cursor *cursor, mt_cursor_run_fn fn);
+
 extern void (*mt_cursor_test_after_copy)(void *user, uint32_t ring, uint64_t *copy,
                                          const _Atomic uint64_t *live, size_t words);
 extern void *mt_cursor_test_after_copy_user;
