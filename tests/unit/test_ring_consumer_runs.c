@@ -1,0 +1,168 @@
+/* The cursor's runs (mt_cursor_set_run_callback, ring/consumer.h): every record delivered once
+ * and in order, whether through a run or a callback, each run one thread's intact opaque records
+ * numbered from its first_seq, the poll's budget kept, and a run consumed in part resumed at the
+ * first record not consumed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ring_testlib.h"
+#include "testutil.h"
+
+#include "ring/consumer.h"
+#include "ring/layout.h"
+
+#define OPAQUE_TYPE 20u
+#define RECORDS 300u
+
+/* What the run callback saw; records through a run go to `col` as the callbacks' would. */
+static struct {
+  rt_collector *col;
+  size_t runs, through_runs;
+  size_t take_at_most; /* 0: the whole run */
+} seen;
+
+static size_t take_run(void *user, uint32_t ring, uint32_t generation, uint64_t first_seq,
+                       const uint64_t *rec, size_t count) {
+  assert_ptr_equal(user, seen.col);
+  assert_true(count >= 1);
+  size_t take = seen.take_at_most && seen.take_at_most < count ? seen.take_at_most : count;
+  seen.runs++;
+  for (size_t k = 0; k < take; k++) {
+    uint32_t len = mt_ring_header_length(rec[0]);
+    assert_true(len >= 2);
+    assert_true(mt_ring_header_type(rec[0]) >= MT_RING_TYPE_OPAQUE_FIRST);
+    assert_int_equal(mt_ring_header_seq(rec[0]), (uint32_t)(first_seq + k));
+    rt_collector *col = seen.col;
+    if (col->count == col->cap) {
+      col->cap = col->cap ? 2 * col->cap : 64;
+      col->records = realloc(col->records, col->cap * sizeof *col->records);
+      assert_non_null(col->records);
+    }
+    rt_record *r = &col->records[col->count++];
+    memset(r, 0, sizeof *r);
+    r->ring = ring, r->generation = generation, r->type = mt_ring_header_type(rec[0]);
+    r->id = mt_ring_header_id(rec[0]), r->seq = first_seq + k, r->timestamp = rec[1];
+    r->words = len - 2;
+    memcpy(r->payload, rec + 2, (r->words < 8 ? r->words : 8) * 8);
+    seen.through_runs++;
+    rec += len;
+  }
+  return take;
+}
+
+/* Opaque records of 3..6 words with a counter every 7th, so that runs are cut by records of the
+ * transport's own types. */
+static void write_mixed(mt_ring *r) {
+  for (uint64_t i = 0; i < RECORDS; i++) {
+    uint64_t payload[6];
+    size_t words = 3 + i % 4;
+    rt_fill(payload, words, 1, i);
+    assert_int_equal(mt_ring_write(r, OPAQUE_TYPE, 3, payload, words), MT_OK);
+    if (i % 7 == 6)
+      assert_int_equal(mt_ring_write_counter(r, 9, i), MT_OK);
+  }
+}
+
+/* The opaque records in `col`, in order, are exactly those write_mixed wrote, with consecutive
+ * sequence numbers across runs and callbacks. */
+static void check_delivered(const rt_collector *col) {
+  uint64_t next = 0, counters = 0, last_seq = 0;
+  for (size_t i = 0; i < col->count; i++) {
+    const rt_record *rec = &col->records[i];
+    if (i)
+      assert_int_equal(rec->seq, last_seq + 1);
+    last_seq = rec->seq;
+    if (rec->type == MT_RING_TYPE_COUNTER && rec->id == 9) {
+      counters++;
+      continue;
+    }
+    if (rec->type != OPAQUE_TYPE)
+      continue;
+    uint64_t stream, index;
+    assert_int_equal(rec->words, 3 + next % 4);
+    assert_true(rt_verify(rec->payload, rec->words, &stream, &index));
+    assert_int_equal(index, next);
+    next++;
+  }
+  assert_int_equal(next, RECORDS);
+  assert_int_equal(counters, RECORDS / 7);
+  assert_int_equal(col->lost, 0);
+}
+
+static void runs_and_callbacks_deliver_every_record_once_in_order(void **state) {
+  (void)state;
+  mt_ring *r = rt_open(MT_RING_LOSSLESS, 0, 2, false);
+  write_mixed(r);
+  mt_cursor *c = rt_cursor(-1);
+  rt_collector col = {.keep = true};
+  rt_collector_attach(c, &col);
+  memset(&seen, 0, sizeof seen);
+  seen.col = &col;
+  mt_cursor_set_run_callback(c, take_run);
+  rt_drain(c, false);
+  check_delivered(&col);
+  assert_true(seen.runs > 0);
+  assert_true(seen.through_runs > RECORDS / 2); /* most opaque records came in runs */
+  assert_true(seen.runs < seen.through_runs);   /* several records per run */
+  mt_cursor_close(c);
+  rt_collector_free(&col);
+  mt_ring_close(r);
+}
+
+static void poll_budget_counts_records_in_runs(void **state) {
+  (void)state;
+  mt_ring *r = rt_open(MT_RING_LOSSLESS, 0, 2, false);
+  write_mixed(r);
+  mt_cursor *c = rt_cursor(-1);
+  rt_collector col = {.keep = true};
+  rt_collector_attach(c, &col);
+  memset(&seen, 0, sizeof seen);
+  seen.col = &col;
+  mt_cursor_set_run_callback(c, take_run);
+  size_t got, before = 0;
+  do {
+    mt_error err = {0};
+    assert_int_equal(mt_cursor_poll(c, 5, &got, &err), MT_OK);
+    assert_true(got <= 5);
+    assert_int_equal(col.count - before, got);
+    before = col.count;
+  } while (got);
+  check_delivered(&col);
+  mt_cursor_close(c);
+  rt_collector_free(&col);
+  mt_ring_close(r);
+}
+
+static void run_consumed_in_part_resumes_at_the_first_record_not_consumed(void **state) {
+  (void)state;
+  mt_ring *r = rt_open(MT_RING_LOSSLESS, 0, 2, false);
+  write_mixed(r);
+  mt_cursor *c = rt_cursor(-1);
+  rt_collector col = {.keep = true};
+  rt_collector_attach(c, &col);
+  memset(&seen, 0, sizeof seen);
+  seen.col = &col;
+  seen.take_at_most = 2;
+  mt_cursor_set_run_callback(c, take_run);
+  size_t got, polls = 0;
+  do {
+    mt_error err = {0};
+    assert_int_equal(mt_cursor_poll(c, 0, &got, &err), MT_OK);
+    polls++;
+  } while (got);
+  check_delivered(&col);
+  assert_true(polls > 10); /* the polls did stop at the partly consumed runs */
+  mt_cursor_close(c);
+  rt_collector_free(&col);
+  mt_ring_close(r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(runs_and_callbacks_deliver_every_record_once_in_order),
+      cmocka_unit_test(poll_budget_counts_records_in_runs),
+      cmocka_unit_test(run_consumed_in_part_resumes_at_the_first_record_not_consumed),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
