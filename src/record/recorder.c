@@ -286,8 +286,10 @@ static inline bool decode(mt_recorder *r, const mt_ring_event *ev, rec_event *e)
 /* The usual direct records, ALLOC and FREE of the only thread so far (the caller checked that
  * the record is that thread's and that records go direct), decoded as decode() would into the next
  * batch slot; false when decode() must take the record. */
-static inline bool direct_fast(mt_recorder *r, attachment *a, uint64_t source, uint32_t type,
-                               const uint64_t *p, size_t words, uint64_t timestamp) {
+static inline __attribute__((always_inline)) bool direct_fast(mt_recorder *r, attachment *a,
+                                                              uint64_t source, uint32_t type,
+                                                              const uint64_t *p, size_t words,
+                                                              uint64_t timestamp) {
   rec_event *b = r->batch[r->batched];
   if (type == MT_TRACER_REC_FREE && words >= 1) {
     r->stats.records++;
