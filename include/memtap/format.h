@@ -151,6 +151,14 @@ int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsam
                         mt_source source, const uint64_t *callstack, size_t callstack_length,
                         mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id, mt_error *err);
 
+/* mt_writer_put_alloc for a caller that knows `callstack` holds the same codes as the writer's
+ * previous allocation, which succeeded, with no event of another domain since (a loop allocating
+ * from one place): the codes are then not compared with the previous stack's. Same bytes. */
+int mt_writer_put_alloc_same(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
+                             mt_source source, const uint64_t *callstack, size_t callstack_length,
+                             mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id,
+                             mt_error *err);
+
 /* Records that object `obj_id` (allocated earlier by this writer) was promoted / collected. An id
  * the domain has not handed out yet is refused for a promote, and in v2 for a collect too. */
 int mt_writer_put_promote(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err);

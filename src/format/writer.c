@@ -589,16 +589,17 @@ static inline __attribute__((always_inline)) uint8_t *vint_at(mt_wbuf *b, uint8_
  * end (the same stack as the previous allocation's, or its outermost frame: the whole stack is
  * the common prefix, nothing to encode). Writes the same bytes as mt_writer_put_alloc_in; false
  * when the general path must take it. */
-static inline bool put_alloc_fast(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
-                                  mt_source source, const uint64_t *callstack,
-                                  size_t callstack_length, int64_t *obj_id) {
+static inline __attribute__((always_inline)) bool
+put_alloc_fast(mt_writer *w, int64_t time, int64_t length, int64_t nsamples, mt_source source,
+               const uint64_t *callstack, size_t callstack_length, bool same, int64_t *obj_id) {
   domain_writer *d = w->current;
   size_t n = callstack_length;
   if (n == 0 || n > 252 || n > d->prev_len) /* 252: the prefix is a one-byte vint */
     return false;
-  for (size_t i = 0; i < n; i++)
-    if (d->prev[i] != callstack[n - 1 - i])
-      return false;
+  if (!same || n != d->prev_len) /* same: the caller knows the stack is the previous one */
+    for (size_t i = 0; i < n; i++)
+      if (d->prev[i] != callstack[n - 1 - i])
+        return false;
   if (forked_since(w->file) || w->failed || length < 0 || nsamples < 1 ||
       (unsigned)source > MT_SOURCE_EXTERNAL || time < d->t1 ||
       MT_PACKET_MAX - d->buf.len < HEADROOM || d->staged_count > MAX_NEW_LOCATIONS ||
@@ -646,7 +647,21 @@ int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsam
                         mt_source source, const uint64_t *callstack, size_t callstack_length,
                         mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id, mt_error *err) {
   int64_t id;
-  if (put_alloc_fast(w, time, length, nsamples, source, callstack, callstack_length, &id)) {
+  if (put_alloc_fast(w, time, length, nsamples, source, callstack, callstack_length, false, &id)) {
+    if (obj_id)
+      *obj_id = id;
+    return MT_OK;
+  }
+  return put_alloc_slow(w, time, length, nsamples, source, callstack, callstack_length, resolve,
+                        resolve_user, obj_id, err);
+}
+
+int mt_writer_put_alloc_same(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
+                             mt_source source, const uint64_t *callstack, size_t callstack_length,
+                             mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id,
+                             mt_error *err) {
+  int64_t id;
+  if (put_alloc_fast(w, time, length, nsamples, source, callstack, callstack_length, true, &id)) {
     if (obj_id)
       *obj_id = id;
     return MT_OK;

@@ -102,7 +102,7 @@ static int resolve(void *user, uint64_t code, const mt_location **entries, size_
 /* Writes an allocation of `codes`; returns its object id, or -1 when nothing can be written. */
 static inline __attribute__((always_inline)) int64_t
 write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t words, int64_t nsamples,
-            mt_source source, const uint64_t *codes, long ncodes) {
+            mt_source source, const uint64_t *codes, long ncodes, bool same) {
   int64_t t = out_time(o, sink, ns);
   sink->stats->allocations++;
   rec_output *out = sink->out;
@@ -112,8 +112,9 @@ write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t words, int64_t nsa
     return -1;
   int64_t id = -1;
   mt_error err; /* filled by the writer on failure (not zeroed: 272 bytes per event) */
-  if (mt_writer_put_alloc(out->writer, t, words, nsamples < 1 ? 1 : nsamples, source, codes,
-                          (size_t)ncodes, resolve, sink, &id, &err)) {
+  if ((same ? mt_writer_put_alloc_same
+            : mt_writer_put_alloc)(out->writer, t, words, nsamples < 1 ? 1 : nsamples, source,
+                                   codes, (size_t)ncodes, resolve, sink, &id, &err)) {
     rec_output_fail(out, &err);
     return -1;
   }
@@ -158,7 +159,15 @@ static inline __attribute__((always_inline)) int64_t write_block(rec_order *o, r
   const uint64_t *codes = NULL;
   long n = event_codes(sink, e, &codes);
   int64_t words = (int64_t)((e->size + 7) / 8);
-  return write_alloc(o, sink, ns, words, e->nsamples, MT_SOURCE_EXTERNAL, codes, n);
+  bool truncated = (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0;
+  bool same = e->stack_serial && e->stack_serial == o->written_serial &&
+              sink->modules->generation == o->written_generation &&
+              truncated == o->written_truncated;
+  int64_t id = write_alloc(o, sink, ns, words, e->nsamples, MT_SOURCE_EXTERNAL, codes, n, same);
+  o->written_serial = id >= 0 ? e->stack_serial : 0;
+  o->written_generation = sink->modules->generation;
+  o->written_truncated = truncated;
+  return id;
 }
 
 /* Writes the allocation `e` (its address free) and makes it live. */
@@ -343,8 +352,10 @@ static void add_region(rec_order *o, rec_sink *sink, uint64_t start, uint64_t en
     return;
   memcpy(r.codes, codes, (size_t)ncodes * sizeof *codes);
   int64_t nsamples = region_samples(o, words);
-  r.obj_id = nsamples ? write_alloc(o, sink, ns, words, nsamples, MT_SOURCE_MAJOR, r.codes, ncodes)
-                      : -1; /* not sampled: tracked, so that its munmap is understood */
+  r.obj_id =
+      nsamples ? write_alloc(o, sink, ns, words, nsamples, MT_SOURCE_MAJOR, r.codes, ncodes, false)
+               : -1;     /* not sampled: tracked, so that its munmap is understood */
+  o->written_serial = 0; /* the writer's previous stack is now this one */
   if (!rec_regions_insert(&o->regions, &r))
     free(r.codes);
 }

@@ -306,6 +306,12 @@ typedef struct rec_order {
   double rate;
   bool full;
   uint64_t rng; /* region sampling */
+  /* The last allocation written, when its codes came from a stack (write_block): its stack
+   * serial (0: none, or another allocation came since), the modules' generation and whether it
+   * was truncated. The same three again give the same codes, which the writer then need not
+   * compare (mt_writer_put_alloc_same). */
+  uint64_t written_serial, written_generation;
+  bool written_truncated;
 } rec_order;
 
 /* What order.c needs from the recorder to write. */

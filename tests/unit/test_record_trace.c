@@ -268,6 +268,29 @@ static void pc_in_no_module_and_truncated_stack_have_their_own_codes(void **stat
   rr_trace_free(&t);
 }
 
+/* One stack, truncated in the second allocation only: the writer is never told "the same codes as
+ * the previous allocation" across the change (the stack serial is shared, the codes are not). */
+static void same_frames_truncated_or_not_keep_their_own_codes(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  for (uint64_t i = 0; i < 3; i++) {
+    uint64_t flags = i == 1 ? MT_TRACER_FLAG_TRUNCATED : 0;
+    uint64_t p[5] = {0x1000 * (i + 1), 8, 1, MT_TRACER_KIND_MALLOC | flags, 0x4242};
+    assert_int_equal(mt_ring_write(r, MT_TRACER_REC_ALLOC, 1, p, 5), MT_OK);
+  }
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "truncated.ctf", NULL, &st), &t);
+  assert_int_equal(t.count, 3);
+  assert_int_equal(t.events[0].depth, 1);
+  assert_int_equal(t.events[1].depth, 2);
+  assert_int_equal(t.events[2].depth, 1);
+  size_t n;
+  assert_string_equal(rr_locations(&t, t.events[1].codes[0], &n)->defname, "<truncated>");
+  assert_string_equal(rr_locations(&t, t.events[2].codes[0], &n)->defname, "0x4241");
+  rr_trace_free(&t);
+}
+
 static void compressed_v2_trace_reads_back(void **state) {
   (void)state;
   mt_ring *r = rr_open(false, 0.01);
@@ -503,6 +526,7 @@ int main(void) {
           running_thread_stack_is_collected_at_the_end_and_own_mapping_not_counted_twice),
       cmocka_unit_test(module_unloaded_and_another_at_its_address_get_two_codes),
       cmocka_unit_test(pc_in_no_module_and_truncated_stack_have_their_own_codes),
+      cmocka_unit_test(same_frames_truncated_or_not_keep_their_own_codes),
       cmocka_unit_test(compressed_v2_trace_reads_back),
       cmocka_unit_test(small_regions_in_sampled_mode_are_estimated_without_bias),
       cmocka_unit_test(handoffs_between_threads_read_poll_by_poll_match_every_free),
