@@ -37,6 +37,8 @@ typedef struct attachment {
   bool tsc, calibrated;
   uint64_t ts0, q, frac; /* 1e9 / hz = q + frac / 2^64 */
   int64_t ns0;
+  int64_t to_absolute; /* added to the file's clock in ns: 0, or created_realtime - created */
+  int64_t abs0;        /* calibrated: ns0 + to_absolute */
 } attachment;
 
 struct mt_recorder {
@@ -139,22 +141,26 @@ static void ensure_writer(void *user) {
 
 /* --- decoding ------------------------------------------------------------------------------ */
 
-static inline int64_t absolute_ns(attachment *a, uint64_t timestamp) {
-  int64_t ns;
-  if (!a->tsc) {
-    ns = (int64_t)timestamp; /* what mt_cursor_timestamp_ns does, without the call */
-  } else if (a->calibrated && timestamp >= a->ts0) {
-    uint64_t d = timestamp - a->ts0;
-    ns = a->ns0 + (int64_t)(d * a->q + (uint64_t)(((unsigned __int128)d * a->frac) >> 64));
-  } else {
-    ns = mt_cursor_timestamp_ns(a->cursor, timestamp);
-    if (a->tsc && !a->calibrated) {
-      a->calibrated = true;
-      a->ts0 = timestamp;
-      a->ns0 = ns;
-    }
+/* A TSC stamp before calibration or older than its first stamp: the cursor's exact conversion. */
+__attribute__((noinline)) static int64_t absolute_ns_tsc(attachment *a, uint64_t timestamp) {
+  int64_t ns = mt_cursor_timestamp_ns(a->cursor, timestamp);
+  if (!a->calibrated) {
+    a->calibrated = true;
+    a->ts0 = timestamp;
+    a->ns0 = ns;
+    a->abs0 = ns + a->to_absolute;
   }
-  return a->realtime ? ns : a->created_realtime_ns + (ns - a->created_ns);
+  return ns + a->to_absolute;
+}
+
+static inline int64_t absolute_ns(attachment *a, uint64_t timestamp) {
+  if (a->calibrated && timestamp >= a->ts0) {
+    uint64_t d = timestamp - a->ts0;
+    return a->abs0 + (int64_t)(d * a->q + (uint64_t)(((unsigned __int128)d * a->frac) >> 64));
+  }
+  if (!a->tsc) /* what mt_cursor_timestamp_ns does, without the call */
+    return (int64_t)timestamp + a->to_absolute;
+  return absolute_ns_tsc(a, timestamp);
 }
 
 static void prefetch_live(const rec_addrmap *m, uint64_t addr) {
@@ -538,6 +544,7 @@ int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *c, mt_error *err) {
                     .created_ns = info.created_ns,
                     .created_realtime_ns = info.created_realtime_ns,
                     .realtime = info.clock == MT_RING_CLOCK_REALTIME};
+  a->to_absolute = a->realtime ? 0 : info.created_realtime_ns - info.created_ns;
   if (info.clock == MT_RING_CLOCK_TSC && info.clock_hz) {
     a->tsc = true;
     a->q = 1000000000u / info.clock_hz;
