@@ -157,16 +157,21 @@ static rec_live *live_get(const rec_order *o, uint64_t addr) {
 static inline __attribute__((always_inline)) int64_t write_block(rec_order *o, rec_sink *sink,
                                                                  const rec_event *e, int64_t ns) {
   const uint64_t *codes = NULL;
-  long n = event_codes(sink, e, &codes);
+  long n;
+  bool same = false;
+  const rec_stack_entry *last =
+      rec_sites_repeat(sink->sites, sink->modules, e->nframes, e->stack_hash, e->stack_serial,
+                       (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0);
+  if (last) { /* rec_sites_stack_codes's fast path, knowing it was taken */
+    codes = last->frames + e->nframes;
+    n = last->ncodes;
+    same = o->wrote_last_codes;
+  } else {
+    n = event_codes(sink, e, &codes);
+  }
   int64_t words = (int64_t)((e->size + 7) / 8);
-  bool truncated = (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0;
-  bool same = e->stack_serial && e->stack_serial == o->written_serial &&
-              sink->modules->generation == o->written_generation &&
-              truncated == o->written_truncated;
   int64_t id = write_alloc(o, sink, ns, words, e->nsamples, MT_SOURCE_EXTERNAL, codes, n, same);
-  o->written_serial = id >= 0 ? e->stack_serial : 0;
-  o->written_generation = sink->modules->generation;
-  o->written_truncated = truncated;
+  o->wrote_last_codes = id >= 0;
   return id;
 }
 
@@ -347,6 +352,7 @@ static void add_region(rec_order *o, rec_sink *sink, uint64_t start, uint64_t en
                        const uint64_t *codes, long ncodes) {
   int64_t words = (int64_t)((end - start + 7) / 8);
   rec_region r = {.start = start, .end = end, .nframes = (uint32_t)ncodes};
+  o->wrote_last_codes = false; /* the codes cache's last call or the writer's last stack differ */
   r.codes = malloc(((size_t)ncodes + 1) * sizeof *r.codes);
   if (!r.codes)
     return;
@@ -354,8 +360,7 @@ static void add_region(rec_order *o, rec_sink *sink, uint64_t start, uint64_t en
   int64_t nsamples = region_samples(o, words);
   r.obj_id =
       nsamples ? write_alloc(o, sink, ns, words, nsamples, MT_SOURCE_MAJOR, r.codes, ncodes, false)
-               : -1;     /* not sampled: tracked, so that its munmap is understood */
-  o->written_serial = 0; /* the writer's previous stack is now this one */
+               : -1; /* not sampled: tracked, so that its munmap is understood */
   if (!rec_regions_insert(&o->regions, &r))
     free(r.codes);
 }

@@ -218,15 +218,24 @@ long rec_sites_codes(rec_sites *s, const rec_modules *ms, struct rec_symboliser 
 long rec_sites_lookup_codes(rec_sites *s, const rec_modules *ms, struct rec_symboliser *sym,
                             const uint64_t *frames, uint32_t nframes, uint32_t hash,
                             uint64_t serial, bool truncated, const uint64_t **codes);
+/* The entry of the previous call when this stack is its stack again (a loop allocating from one
+ * place): the entry was not touched since, so its codes are still where they were, the same
+ * codes as that call returned. NULL otherwise. */
+static inline const rec_stack_entry *rec_sites_repeat(const rec_sites *s, const rec_modules *ms,
+                                                      uint32_t nframes, uint32_t hash,
+                                                      uint64_t serial, bool truncated) {
+  const rec_stack_entry *e = s->last;
+  if (serial && serial == s->last_serial && e->generation == ms->generation + 1 &&
+      e->hash == hash && e->nframes == nframes && e->truncated == truncated)
+    return e;
+  return NULL;
+}
 static inline long rec_sites_stack_codes(rec_sites *s, const rec_modules *ms,
                                          struct rec_symboliser *sym, const uint64_t *frames,
                                          uint32_t nframes, uint32_t hash, uint64_t serial,
                                          bool truncated, const uint64_t **codes) {
-  /* The stack of the previous call again (a loop allocating from one place): its entry was not
-   * touched since, so its codes are still where they were. */
-  const rec_stack_entry *e = s->last;
-  if (serial && serial == s->last_serial && e->generation == ms->generation + 1 &&
-      e->hash == hash && e->nframes == nframes && e->truncated == truncated) {
+  const rec_stack_entry *e = rec_sites_repeat(s, ms, nframes, hash, serial, truncated);
+  if (e) {
     *codes = e->frames + nframes;
     return e->ncodes;
   }
@@ -306,12 +315,10 @@ typedef struct rec_order {
   double rate;
   bool full;
   uint64_t rng; /* region sampling */
-  /* The last allocation written, when its codes came from a stack (write_block): its stack
-   * serial (0: none, or another allocation came since), the modules' generation and whether it
-   * was truncated. The same three again give the same codes, which the writer then need not
-   * compare (mt_writer_put_alloc_same). */
-  uint64_t written_serial, written_generation;
-  bool written_truncated;
+  /* The last allocation written had the codes of the codes cache's last call (write_block):
+   * when the next one's stack is that call's again (rec_sites_repeat), the writer need not
+   * compare its codes with the previous stack's (mt_writer_put_alloc_same). */
+  bool wrote_last_codes;
 } rec_order;
 
 /* What order.c needs from the recorder to write. */

@@ -291,6 +291,26 @@ static void same_frames_truncated_or_not_keep_their_own_codes(void **state) {
   rr_trace_free(&t);
 }
 
+/* A mapping not sampled has its stack looked up but not written: an allocation from that stack
+ * next is not "the same codes as the previous allocation" for the writer. */
+static void allocation_after_an_unwritten_region_of_its_stack_keeps_its_codes(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(false, 1e-9);
+  uint64_t a = 0x4242, b = 0x5252;
+  rr_alloc(r, 0x1000, 8, &a, 1);
+  uint64_t map[5] = {0x100000, 0x1000, 3, MT_TRACER_KIND_MMAP, b};
+  assert_int_equal(mt_ring_write(r, MT_TRACER_REC_MAP, 1, map, 5), MT_OK);
+  rr_alloc(r, 0x2000, 8, &b, 1);
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "unsampled_region.ctf", NULL, &st), &t);
+  assert_int_equal(t.count, 2); /* the region drew no sample */
+  size_t n;
+  assert_string_equal(rr_locations(&t, t.events[0].codes[0], &n)->defname, "0x4241");
+  assert_string_equal(rr_locations(&t, t.events[1].codes[0], &n)->defname, "0x5251");
+  rr_trace_free(&t);
+}
+
 static void compressed_v2_trace_reads_back(void **state) {
   (void)state;
   mt_ring *r = rr_open(false, 0.01);
@@ -527,6 +547,7 @@ int main(void) {
       cmocka_unit_test(module_unloaded_and_another_at_its_address_get_two_codes),
       cmocka_unit_test(pc_in_no_module_and_truncated_stack_have_their_own_codes),
       cmocka_unit_test(same_frames_truncated_or_not_keep_their_own_codes),
+      cmocka_unit_test(allocation_after_an_unwritten_region_of_its_stack_keeps_its_codes),
       cmocka_unit_test(compressed_v2_trace_reads_back),
       cmocka_unit_test(small_regions_in_sampled_mode_are_estimated_without_bias),
       cmocka_unit_test(handoffs_between_threads_read_poll_by_poll_match_every_free),
