@@ -27,6 +27,27 @@ static uint64_t cell_key(uint32_t stack, unsigned alloc_bucket, unsigned free_bu
          size;
 }
 
+/* The cell of the key, made empty at the end of a->cells if new (the caller made room for one);
+ * NULL out of memory. */
+static inline mt_cell *cell_find(mt_analysis *a, uint32_t stack, unsigned ab, unsigned fb,
+                                 unsigned sc, unsigned lc) {
+  bool added;
+  uint32_t index = mt_indexmap_get_or_add(&a->cell_index, cell_key(stack, ab, fb, sc, lc),
+                                          (uint32_t)a->ncells, &added);
+  if (index == MT_INDEXMAP_NONE)
+    return NULL;
+  mt_cell *c = &a->cells[index];
+  if (added) {
+    *c = (mt_cell){.stack = stack,
+                   .alloc_bucket = (uint8_t)ab,
+                   .free_bucket = (uint8_t)fb,
+                   .size_class = (uint8_t)sc,
+                   .lifetime_class = (uint8_t)lc};
+    a->ncells++;
+  }
+  return c;
+}
+
 /* Adds `amount` to the cell of the key, made at the end of a->cells if new. */
 static bool cell_put(mt_analysis *a, uint32_t stack, unsigned ab, unsigned fb, unsigned sc,
                      unsigned lc, const mt_amount *amount) {
@@ -38,20 +59,9 @@ static bool cell_put(mt_analysis *a, uint32_t stack, unsigned ab, unsigned fb, u
     a->cells = p;
     a->cells_cap = n;
   }
-  bool added;
-  uint32_t index = mt_indexmap_get_or_add(&a->cell_index, cell_key(stack, ab, fb, sc, lc),
-                                          (uint32_t)a->ncells, &added);
-  if (index == MT_INDEXMAP_NONE)
+  mt_cell *c = cell_find(a, stack, ab, fb, sc, lc);
+  if (!c)
     return false;
-  mt_cell *c = &a->cells[index];
-  if (added) {
-    *c = (mt_cell){.stack = stack,
-                   .alloc_bucket = (uint8_t)ab,
-                   .free_bucket = (uint8_t)fb,
-                   .size_class = (uint8_t)sc,
-                   .lifetime_class = (uint8_t)lc};
-    a->ncells++;
-  }
   c->amount.objects += amount->objects;
   c->amount.samples += amount->samples;
   c->amount.objects_estimated += amount->objects_estimated;
@@ -114,21 +124,9 @@ bool mt_cells_flush(mt_analysis *a) {
     unsigned ab = o->before ? MT_CELL_BEFORE : (unsigned)((uint64_t)(o->time - from) >> shift);
     unsigned fb =
         o->free_time < 0 ? MT_CELL_NEVER : (unsigned)((uint64_t)(o->free_time - from) >> shift);
-    bool added;
-    uint32_t index = mt_indexmap_get_or_add(
-        &a->cell_index, cell_key(o->stack, ab, fb, o->size_class, o->lifetime_class),
-        (uint32_t)a->ncells, &added);
-    if (index == MT_INDEXMAP_NONE)
+    mt_cell *c = cell_find(a, o->stack, ab, fb, o->size_class, o->lifetime_class);
+    if (!c)
       return false;
-    mt_cell *c = &a->cells[index];
-    if (added) {
-      *c = (mt_cell){.stack = o->stack,
-                     .alloc_bucket = (uint8_t)ab,
-                     .free_bucket = (uint8_t)fb,
-                     .size_class = o->size_class,
-                     .lifetime_class = o->lifetime_class};
-      a->ncells++;
-    }
     c->amount.objects++;
     c->amount.samples += o->samples;
     c->amount.objects_estimated += o->objects_est;
