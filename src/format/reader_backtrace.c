@@ -254,6 +254,18 @@ static void update_fast_limit(const mt_reader *r, domain_state *d) {
                            : 0;
 }
 
+/* The domain's backtrace is now its first `m` runs, `n` frames, of which the first `common` runs
+ * are the previous backtrace's: kept, and handed out in `ev` as runs. */
+static inline void hand_out_runs(domain_state *d, mt_event *ev, size_t m, size_t n, size_t common) {
+  d->nruns = m;
+  d->depth = n;
+  ev->backtrace = NULL;
+  ev->backtrace_length = n;
+  ev->backtrace_runs = d->runs;
+  ev->backtrace_run_count = m;
+  ev->common_runs = common;
+}
+
 static int decode_any(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count);
 
 /* Every case: the first backtrace, a cut previous one, the flat form, many codewords, the end of
@@ -292,16 +304,9 @@ static int decode_any(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count
   sink s = {.runs = &d->runs, .cap = &d->runs_cap};
   if ((rc = decode(r, &s, &m, &n, count, false)))
     return rc;
-  runs = d->runs;
-  if ((runs + kept)[-1].count != kept_count)
+  if ((d->runs + kept)[-1].count != kept_count)
     common = kept - 1; /* the new frames went on in the last kept run */
-  d->nruns = m;
-  d->depth = n;
-  ev->backtrace = NULL;
-  ev->backtrace_length = n;
-  ev->backtrace_runs = runs;
-  ev->backtrace_run_count = m;
-  ev->common_runs = common;
+  hand_out_runs(d, ev, m, n, common);
   return MT_OK;
 }
 
@@ -403,14 +408,7 @@ decode_runs(mt_reader *r, mt_event *ev, domain_state *d, size_t prefix, unsigned
   r->content.p = p;
   if (kept->count != kept_count)
     common = (size_t)(kept - runs); /* the new frames went on in the last kept run */
-  size_t m = (size_t)(last + 1 - runs);
-  d->nruns = m;
-  d->depth = n;
-  ev->backtrace = NULL;
-  ev->backtrace_length = n;
-  ev->backtrace_runs = runs;
-  ev->backtrace_run_count = m;
-  ev->common_runs = common;
+  hand_out_runs(d, ev, (size_t)(last + 1 - runs), n, common);
   return 1;
 }
 
