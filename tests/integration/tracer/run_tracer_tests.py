@@ -957,13 +957,26 @@ def test_fault_program_sigkilled_trace_complete():
 def test_fault_record_sigkilled_program_finishes():
     trace = os.path.join(WORK, "orphan.ctf")
     done = os.path.join(WORK, "finished")
-    p = subprocess.Popen(record_command(trace, [program("slow_worker"), "60", done]),
+    p = subprocess.Popen(record_command(trace, [program("slow_worker"), "200", done]),
                          env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
-    wait_for_line(p, "round 40")
+    wait_for_line(p, "round 3")
+
+    def flushed():  # the periodic flush has put the first rounds in the file
+        if not os.path.exists(trace):
+            return False
+        try:  # before the first flush the file is empty: no facts at all
+            return json.loads(run([A.facts, trace]).stdout).get("allocs", 0) >= 100
+        except ValueError:
+            return False
+
+    # Killed once a flush has happened, however long the loaded machine takes to get there (the
+    # program's 200 rounds of 50 ms pauses give it 10 s; a flush is due every second).
+    drain(p, flushed, 120)
+    expect(flushed(), "no periodic flush put the first rounds in the trace within 120 s")
     os.kill(p.pid, signal.SIGKILL)
     p.wait(timeout=30)
-    drain(p, lambda: os.path.exists(done), 60)
+    drain(p, lambda: os.path.exists(done), 120)
     expect(os.path.exists(done), "the program did not finish after memtap record was killed")
     with open(done) as fh:
         expect(fh.read() == "finished\n", "the program's last write is wrong")
