@@ -90,59 +90,64 @@ static void check_delivered(const rt_collector *col) {
   assert_int_equal(col->lost, 0);
 }
 
+/* A ring holding write_mixed's records and a cursor on it whose callbacks collect into `f->col`,
+ * the run callback not yet set (`seen` emptied). */
+typedef struct fixture {
+  mt_ring *ring;
+  rt_collector col;
+} fixture;
+
+static mt_cursor *open_fixture(fixture *f) {
+  f->ring = rt_open(MT_RING_LOSSLESS, 0, 2, false);
+  write_mixed(f->ring);
+  mt_cursor *c = rt_cursor(-1);
+  f->col = (rt_collector){.keep = true};
+  rt_collector_attach(c, &f->col);
+  memset(&seen, 0, sizeof seen);
+  seen.col = &f->col;
+  return c;
+}
+
+static void close_fixture(fixture *f, mt_cursor *c) {
+  mt_cursor_close(c);
+  rt_collector_free(&f->col);
+  mt_ring_close(f->ring);
+}
+
 static void runs_and_callbacks_deliver_every_record_once_in_order(void **state) {
   (void)state;
-  mt_ring *r = rt_open(MT_RING_LOSSLESS, 0, 2, false);
-  write_mixed(r);
-  mt_cursor *c = rt_cursor(-1);
-  rt_collector col = {.keep = true};
-  rt_collector_attach(c, &col);
-  memset(&seen, 0, sizeof seen);
-  seen.col = &col;
+  fixture f;
+  mt_cursor *c = open_fixture(&f);
   mt_cursor_set_run_callback(c, take_run);
   rt_drain(c, false);
-  check_delivered(&col);
+  check_delivered(&f.col);
   assert_true(seen.runs > 0);
   assert_true(seen.through_runs > RECORDS / 2); /* most opaque records came in runs */
   assert_true(seen.runs < seen.through_runs);   /* several records per run */
-  mt_cursor_close(c);
-  rt_collector_free(&col);
-  mt_ring_close(r);
+  close_fixture(&f, c);
 }
 
 static void poll_budget_counts_records_in_runs(void **state) {
   (void)state;
-  mt_ring *r = rt_open(MT_RING_LOSSLESS, 0, 2, false);
-  write_mixed(r);
-  mt_cursor *c = rt_cursor(-1);
-  rt_collector col = {.keep = true};
-  rt_collector_attach(c, &col);
-  memset(&seen, 0, sizeof seen);
-  seen.col = &col;
+  fixture f;
+  mt_cursor *c = open_fixture(&f);
   mt_cursor_set_run_callback(c, take_run);
   size_t got, before = 0;
   do {
     mt_error err = {0};
     assert_int_equal(mt_cursor_poll(c, 5, &got, &err), MT_OK);
     assert_true(got <= 5);
-    assert_int_equal(col.count - before, got);
-    before = col.count;
+    assert_int_equal(f.col.count - before, got);
+    before = f.col.count;
   } while (got);
-  check_delivered(&col);
-  mt_cursor_close(c);
-  rt_collector_free(&col);
-  mt_ring_close(r);
+  check_delivered(&f.col);
+  close_fixture(&f, c);
 }
 
 static void run_consumed_in_part_resumes_at_the_first_record_not_consumed(void **state) {
   (void)state;
-  mt_ring *r = rt_open(MT_RING_LOSSLESS, 0, 2, false);
-  write_mixed(r);
-  mt_cursor *c = rt_cursor(-1);
-  rt_collector col = {.keep = true};
-  rt_collector_attach(c, &col);
-  memset(&seen, 0, sizeof seen);
-  seen.col = &col;
+  fixture f;
+  mt_cursor *c = open_fixture(&f);
   seen.take_at_most = 2;
   mt_cursor_set_run_callback(c, take_run);
   size_t got, polls = 0;
@@ -151,11 +156,9 @@ static void run_consumed_in_part_resumes_at_the_first_record_not_consumed(void *
     assert_int_equal(mt_cursor_poll(c, 0, &got, &err), MT_OK);
     polls++;
   } while (got);
-  check_delivered(&col);
+  check_delivered(&f.col);
   assert_true(polls > 10); /* the polls did stop at the partly consumed runs */
-  mt_cursor_close(c);
-  rt_collector_free(&col);
-  mt_ring_close(r);
+  close_fixture(&f, c);
 }
 
 int main(void) {
