@@ -643,11 +643,14 @@ __attribute__((noinline)) static int put_collect_slow(mt_writer *w, int64_t time
   return put_object_event(w, w->current->domain, MT_CODE_COLLECT, time, obj_id, err);
 }
 
-int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
-                        mt_source source, const uint64_t *callstack, size_t callstack_length,
-                        mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id, mt_error *err) {
+/* Both entry points: the fast path inline (`same`: the caller knows the stack is the previous
+ * one's), else the general one. */
+static inline __attribute__((always_inline)) int
+put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples, mt_source source,
+          const uint64_t *callstack, size_t callstack_length, bool same, mt_resolve_fn resolve,
+          void *resolve_user, int64_t *obj_id, mt_error *err) {
   int64_t id;
-  if (put_alloc_fast(w, time, length, nsamples, source, callstack, callstack_length, false, &id)) {
+  if (put_alloc_fast(w, time, length, nsamples, source, callstack, callstack_length, same, &id)) {
     if (obj_id)
       *obj_id = id;
     return MT_OK;
@@ -656,18 +659,19 @@ int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsam
                         resolve_user, obj_id, err);
 }
 
+int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
+                        mt_source source, const uint64_t *callstack, size_t callstack_length,
+                        mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id, mt_error *err) {
+  return put_alloc(w, time, length, nsamples, source, callstack, callstack_length, false, resolve,
+                   resolve_user, obj_id, err);
+}
+
 int mt_writer_put_alloc_same(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
                              mt_source source, const uint64_t *callstack, size_t callstack_length,
                              mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id,
                              mt_error *err) {
-  int64_t id;
-  if (put_alloc_fast(w, time, length, nsamples, source, callstack, callstack_length, true, &id)) {
-    if (obj_id)
-      *obj_id = id;
-    return MT_OK;
-  }
-  return put_alloc_slow(w, time, length, nsamples, source, callstack, callstack_length, resolve,
-                        resolve_user, obj_id, err);
+  return put_alloc(w, time, length, nsamples, source, callstack, callstack_length, true, resolve,
+                   resolve_user, obj_id, err);
 }
 
 int mt_writer_put_promote(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err) {
