@@ -72,6 +72,15 @@ int tg_resolve(void *user, uint64_t code, const mt_location **entries, size_t *c
   return MT_OK;
 }
 
+mt_reader *tg_open_memory(const uint8_t *data, size_t size, bool runs_only) {
+  mt_reader_options o = {.backtraces = true, .runs_only = runs_only};
+  mt_reader *r;
+  mt_error err;
+  if (mt_reader_open_memory(&r, data, size, &o, &err))
+    fail_msg("open: %s", err.message);
+  return r;
+}
+
 tg_event *tg_read_all(const uint8_t *data, size_t size, bool backtraces, size_t *count,
                       mt_reader **reader) {
   mt_reader_options options = {.backtraces = backtraces};

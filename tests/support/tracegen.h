@@ -29,6 +29,9 @@ uint8_t *tg_fd_bytes(int fd, size_t *size);
  * % 100000. A `user` of NULL is fine. */
 int tg_resolve(void *user, uint64_t code, const mt_location **entries, size_t *count);
 
+/* A reader with backtraces on `data` (flat, or runs only), asserting it opens; caller closes. */
+mt_reader *tg_open_memory(const uint8_t *data, size_t size, bool runs_only);
+
 /* One event read back, with its backtrace copied. */
 typedef struct tg_event {
   mt_event ev;

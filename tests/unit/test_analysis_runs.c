@@ -6,21 +6,13 @@
 
 #include "memtap/analysis.h"
 #include "testutil.h"
-
-static mt_reader *open_memory(const uint8_t *data, size_t size, bool runs_only) {
-  mt_reader_options o = {.backtraces = true, .runs_only = runs_only};
-  mt_reader *r;
-  mt_error err;
-  if (mt_reader_open_memory(&r, data, size, &o, &err))
-    fail_msg("open: %s", err.message);
-  return r;
-}
+#include "tracegen.h"
 
 static void the_reader_comes_back_flat_after_a_window(void **state) {
   (void)state;
   size_t size;
   uint8_t *data = tu_read_file(tu_testdata("memtrace/demo_v3.ctf"), &size);
-  mt_reader *r = open_memory(data, size, false);
+  mt_reader *r = tg_open_memory(data, size, false);
   mt_analysis_options o = mt_analysis_default_options();
   o.to = 50000; /* µs: about half of the trace */
   mt_analysis *a;
@@ -51,7 +43,7 @@ static void results_do_not_depend_on_the_readers_mode(void **state) {
     uint8_t *data = tu_read_file(tu_testdata(traces[i]), &size);
     mt_analysis *a[2];
     for (int runs = 0; runs < 2; runs++) {
-      mt_reader *r = open_memory(data, size, runs);
+      mt_reader *r = tg_open_memory(data, size, runs);
       mt_error err;
       assert_int_equal(mt_analysis_run(&a[runs], r, NULL, &err), MT_OK);
       assert_int_equal(mt_reader_runs_only(r), runs);

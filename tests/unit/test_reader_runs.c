@@ -10,15 +10,6 @@
 #include "testutil.h"
 #include "tracegen.h"
 
-static mt_reader *open_memory(const uint8_t *data, size_t size, bool runs_only) {
-  mt_reader_options o = {.backtraces = true, .runs_only = runs_only};
-  mt_reader *r;
-  mt_error err;
-  if (mt_reader_open_memory(&r, data, size, &o, &err))
-    fail_msg("open: %s", err.message);
-  return r;
-}
-
 /* The previous allocation's runs, per domain (the tests' traces use few domains). */
 typedef struct previous {
   uint16_t domain[8];
@@ -105,7 +96,7 @@ static void check_runs(const mt_event *flat_ev, const mt_event *run_ev, previous
  * in *max_common the largest common_runs seen. */
 static size_t compare_readers(const uint8_t *data, size_t size, size_t switch_every,
                               size_t *max_common) {
-  mt_reader *flat = open_memory(data, size, false), *runs = open_memory(data, size, true);
+  mt_reader *flat = tg_open_memory(data, size, false), *runs = tg_open_memory(data, size, true);
   previous prev = {0};
   mt_event fe, re;
   mt_error err;
@@ -197,7 +188,7 @@ static void direct_recursion_is_one_run(void **state) {
   uint64_t *stacks[] = {a, b};
   size_t depth[] = {DEEP + 2, SHALLOW + 2}, size;
   uint8_t *data = write_stacks(stacks, depth, 2, 40, &size);
-  mt_reader *r = open_memory(data, size, true);
+  mt_reader *r = tg_open_memory(data, size, true);
   mt_event ev;
   mt_error err;
   size_t n = 0;
@@ -251,7 +242,7 @@ static void a_backtrace_cut_by_the_encoding_limit_reads_the_same_as_runs(void **
 /* Saves the state of a reader (in `save_runs` mode) at every packet boundary and restores it into a
  * fresh reader in `load_runs` mode, which must then read the rest as a reference reader does. */
 static void restore_in_mode(const uint8_t *data, size_t size, bool save_runs, bool load_runs) {
-  mt_reader *saver = open_memory(data, size, save_runs);
+  mt_reader *saver = tg_open_memory(data, size, save_runs);
   mt_event ev, ref_ev, got;
   mt_error err;
   size_t checked = 0, index = 0;
@@ -272,14 +263,14 @@ static void restore_in_mode(const uint8_t *data, size_t size, bool save_runs, bo
                                               &locations_size[nlocations], &err),
                      MT_OK);
     nlocations++;
-    mt_reader *restored = open_memory(data, size, load_runs);
+    mt_reader *restored = tg_open_memory(data, size, load_runs);
     for (size_t j = 0; j < nlocations; j++)
       assert_int_equal(mt_reader_load_locations(restored, locations[j], locations_size[j], &err),
                        MT_OK);
     assert_int_equal(mt_reader_load_state(restored, state, state_size, &err), MT_OK);
     free(state);
     /* The reference: a flat reader that read everything up to here. */
-    mt_reader *ref = open_memory(data, size, false);
+    mt_reader *ref = tg_open_memory(data, size, false);
     previous prev = {0}; /* the restored state's previous backtraces */
     for (size_t i = 0; i < index; i++) {
       assert_int_equal(mt_reader_next(ref, &ref_ev, &err), 1);
