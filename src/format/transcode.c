@@ -34,9 +34,14 @@ static int64_t mapped_id(transcode *t, int64_t id, bool forget) {
 }
 
 int mt_transcode(mt_reader *r, mt_writer *w, mt_error *err) {
+  /* The writer takes flat backtraces: a reader handing out runs is switched to flat arrays for the
+   * copy and back to runs after it. */
+  bool was_runs_only = mt_reader_runs_only(r);
+  int rc;
+  if (was_runs_only && (rc = mt_reader_set_runs_only(r, false, err)) != MT_OK)
+    return rc;
   transcode t = {.reader = r, .ids = {.seed = mt_hashmap_random_seed()}}; /* ids: the trace's */
   mt_event ev;
-  int rc;
   while ((rc = mt_reader_next(r, &ev, err)) > 0) {
     if (ev.kind == MT_EVENT_ALLOC) {
       if (ev.backtrace_length > t.stack_cap) {
@@ -72,5 +77,11 @@ int mt_transcode(mt_reader *r, mt_writer *w, mt_error *err) {
   }
   mt_hashmap_free(&t.ids);
   free(t.stack);
+  if (was_runs_only) {
+    mt_error ignored;
+    int back = mt_reader_set_runs_only(r, true, rc < 0 ? &ignored : err);
+    if (rc >= 0 && back != MT_OK)
+      rc = back;
+  }
   return rc < 0 ? rc : MT_OK;
 }

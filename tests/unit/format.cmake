@@ -10,3 +10,4 @@ memtap_unit_test(test_domain_writers unit/test_domain_writers.c LABELS format ts
 memtap_unit_test(test_location_table unit/test_location_table.c LABELS format)
 memtap_unit_test(test_reader_state unit/test_reader_state.c LABELS format)
 memtap_unit_test(test_reader_runs unit/test_reader_runs.c LABELS format)
+memtap_unit_test(test_transcode unit/test_transcode.c LABELS format)
