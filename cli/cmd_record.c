@@ -56,9 +56,18 @@ enum { OPT_RATE = 256, OPT_INTERVAL, OPT_FULL, OPT_FOLLOW, OPT_V2, OPT_COMPRESS,
  * sampling, where the consumer naps between polls (NAP_RECORDS). */
 #define FULL_RING_SIZE "16M"
 #define SAMPLED_RING_SIZE "4M"
-/* --full: the main loop polls again at once while records arrive; idle, it sleeps from
+/* --full: the main loop polls again at once while it is behind (a poll read FULL_NAP_RECORDS or
+ * more). Caught up, polling again at once would read a few records per poll right behind the
+ * program, each poll pulling the ring's tail and data lines from the program's core while it
+ * writes them (the program then pays about four times as much per record): it naps instead for
+ * as long as the records' arrival rate takes to bring about FULL_NAP_RECORDS of them (about a
+ * tenth of a 16 MiB ring), FULL_NAP_MIN_US to FULL_NAP_MAX_US, so that the ring stays far from
+ * full and the program never waits for it. Idle (a poll read nothing), it sleeps from
  * IDLE_MIN_US, doubling up to IDLE_MAX_US. The ring directory is scanned for new processes every
  * SCAN_US. Every sleep ends early when a child exits (SIGCHLD). */
+#define FULL_NAP_RECORDS 16384
+#define FULL_NAP_MIN_US 20
+#define FULL_NAP_MAX_US 1000
 #define IDLE_MIN_US 50
 #define IDLE_MAX_US 5000
 #define SCAN_US 20000
@@ -590,6 +599,20 @@ static long nap_us(uint64_t got, int64_t elapsed_us, long prev) {
   return us < (double)most ? (long)us : most;
 }
 
+/* --full's nap after a poll that read `got` records in the `elapsed_us` since the previous one,
+ * whose nap was `prev` (see FULL_NAP_RECORDS); 0 to poll again at once. `progress`: the poll read
+ * something (records, or an untraced child's ring, which is drained at once as before). */
+static long full_nap_us(uint64_t got, int64_t elapsed_us, long prev, bool progress) {
+  if (got >= FULL_NAP_RECORDS || (progress && !got))
+    return 0;
+  if (!got) {
+    long idle = prev >= IDLE_MIN_US ? 2 * prev : IDLE_MIN_US;
+    return idle < IDLE_MAX_US ? idle : IDLE_MAX_US;
+  }
+  double us = (double)FULL_NAP_RECORDS * (double)(elapsed_us > 0 ? elapsed_us : 1) / (double)got;
+  return us < FULL_NAP_MIN_US ? FULL_NAP_MIN_US : us > FULL_NAP_MAX_US ? FULL_NAP_MAX_US : (long)us;
+}
+
 static int64_t monotonic_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -735,7 +758,7 @@ int mt_cmd_record(int argc, char **argv) {
   } else {
     int64_t scanned_at = 0, polled_at = monotonic_us();
     uint64_t read_before = 0;
-    long idle_us = 0;
+    long idle_us = 0, full_nap = 0;
     for (;;) {
       int64_t now = monotonic_us();
       /* Reading the directory is a few system calls: not at every poll of a busy ring. */
@@ -761,21 +784,19 @@ int mt_cmd_record(int argc, char **argv) {
       }
       if (main_done && (!set.follow_fork || no_children))
         break;
+      uint64_t read_now = progress ? records_read(&s) : read_before;
       if (!set.sampling.full) {
-        uint64_t read_now = records_read(&s);
         idle_us = nap_us(read_now - read_before, now - polled_at, idle_us);
-        read_before = read_now;
-        polled_at = now;
         if (idle_us)
           sleep_us(idle_us);
-      } else if (progress) {
-        idle_us = 0;
       } else {
-        idle_us = idle_us ? idle_us * 2 : IDLE_MIN_US;
-        if (idle_us > IDLE_MAX_US)
-          idle_us = IDLE_MAX_US;
-        sleep_us(idle_us);
+        full_nap = full_nap_us(read_now - read_before, now - polled_at, full_nap, progress);
+        idle_us = progress ? 0 : full_nap; /* a nap while records arrive: no directory scan */
+        if (full_nap)
+          sleep_us(full_nap);
       }
+      read_before = read_now;
+      polled_at = now;
     }
     scan(&s); /* a process that exited before we first looked */
   }
