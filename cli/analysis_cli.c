@@ -314,6 +314,29 @@ const char *an_size(double bytes, char buf[32]) {
   return out_format_bytes(bytes, buf);
 }
 
+bool an_exact(const mt_analysis *a) {
+  return mt_analysis_summary(a)->info.sample_rate >= 1;
+}
+
+const char *an_approx(const mt_analysis *a) {
+  return an_exact(a) ? "" : "~";
+}
+
+const char *an_amount_text(const mt_analysis *a, const mt_amount *m, char buf[160]) {
+  char objects[32], samples[32], size[32], estimated[32];
+  out_format_count((double)m->objects, objects);
+  an_size(mt_analysis_bytes(a, m->samples), size);
+  if (an_exact(a)) {
+    snprintf(buf, 160, "%s object%s, %s", objects, out_plural((double)m->objects), size);
+    return buf;
+  }
+  snprintf(buf, 160, "%s sampled object%s, %s sample%s, ~%s, ~%s object%s", objects,
+           out_plural((double)m->objects), out_format_count((double)m->samples, samples),
+           out_plural((double)m->samples), size, out_format_count(m->objects_estimated, estimated),
+           out_plural((double)llround(m->objects_estimated)));
+  return buf;
+}
+
 const char *an_metric_text(mt_metric metric, double value, char buf[48]) {
   if (metric != MT_METRIC_COUNT)
     return out_format_bytes(value, buf);

@@ -93,6 +93,17 @@ int64_t an_trace_duration(const char *path, bool use_index);
 /* "11.1 MiB": out_format_bytes (IEC units). */
 const char *an_size(double bytes, char buf[32]);
 
+/* Whether the trace records every allocation (sampling rate 1, `memtap record --full`): its counts
+ * and sizes are exact, not estimates, and the text says so (no "sampled", no "~"). */
+bool an_exact(const mt_analysis *a);
+
+/* "~" before an estimated figure, "" in an exact trace. */
+const char *an_approx(const mt_analysis *a);
+
+/* An amount for text: "1,024 sampled objects, 1,030 samples, ~8.0 MiB, ~1,043,200 objects", or in
+ * an exact trace "1,024 objects, 8.0 MiB". */
+const char *an_amount_text(const mt_analysis *a, const mt_amount *m, char buf[160]);
+
 /* A metric's value for text: "981,314 objects" for count, else bytes ("11.1 MiB"). */
 const char *an_metric_text(mt_metric metric, double value, char buf[48]);
 

@@ -166,8 +166,8 @@ int mt_cmd_callers(int argc, char **argv) {
     out_str(&o, "]}\n");
   } else {
     out_printf(&o,
-               "callers and callees of %zu of %zu function%s matching '%s', by %s (total ~%s)\n",
-               shown, n, out_plural((double)n), regex, an_metric_name(metric),
+               "callers and callees of %zu of %zu function%s matching '%s', by %s (total %s%s)\n",
+               shown, n, out_plural((double)n), regex, an_metric_name(metric), an_approx(a),
                an_metric_text(metric, whole, b1));
     an_print_window(&o, &ao, a);
     for (size_t i = 0; i < shown; i++) {
@@ -175,10 +175,10 @@ int mt_cmd_callers(int argc, char **argv) {
       double cum = mt_analysis_metric(a, &p->cum, metric);
       double flat = mt_analysis_metric(a, &p->flat, metric);
       out_printf(
-          &o, "\n%s\n  cum ~%s (%.2f%% of the total) in %zu backtrace%s, flat ~%s (%.2f%%)\n",
-          p->key.function, an_metric_text(metric, cum, b1), whole > 0 ? 100 * cum / whole : 0,
-          p->cum_stacks, out_plural((double)p->cum_stacks), an_metric_text(metric, flat, b2),
-          whole > 0 ? 100 * flat / whole : 0);
+          &o, "\n%s\n  cum %s%s (%.2f%% of the total) in %zu backtrace%s, flat %s%s (%.2f%%)\n",
+          p->key.function, an_approx(a), an_metric_text(metric, cum, b1),
+          whole > 0 ? 100 * cum / whole : 0, p->cum_stacks, out_plural((double)p->cum_stacks),
+          an_approx(a), an_metric_text(metric, flat, b2), whole > 0 ? 100 * flat / whole : 0);
       print_edges(&o, a, metric, p, false, (size_t)lines);
       print_edges(&o, a, metric, p, true, (size_t)lines);
     }

@@ -56,15 +56,16 @@ static void print_table(cli_out *o, const mt_analysis *a, const an_options *ao,
                         size_t focused, double focused_value) {
   size_t shown = v->limit && v->limit < n ? v->limit : n;
   char b1[48], b2[48];
-  out_printf(o, "%ss by %s%s, ranked by %s: %zu of %zu (total ~%s)\n", group_names[v->by],
+  out_printf(o, "%ss by %s%s, ranked by %s: %zu of %zu (total %s%s)\n", group_names[v->by],
              an_metric_name(v->metric), v->metric == MT_METRIC_COUNT ? " (objects)" : "",
-             v->by_flat ? "flat" : "cum", shown, n, an_metric_text(v->metric, whole, b1));
+             v->by_flat ? "flat" : "cum", shown, n, an_approx(a),
+             an_metric_text(v->metric, whole, b1));
   an_print_window(o, ao, a);
   if (v->focus)
     out_printf(
-        o, "focus: the %zu of %zu backtraces through a function matching '%s' (~%s, %.2f%%)\n",
-        focused, mt_analysis_stack_count(a), v->focus, an_metric_text(v->metric, focused_value, b1),
-        whole > 0 ? 100 * focused_value / whole : 0);
+        o, "focus: the %zu of %zu backtraces through a function matching '%s' (%s%s, %.2f%%)\n",
+        focused, mt_analysis_stack_count(a), v->focus, an_approx(a),
+        an_metric_text(v->metric, focused_value, b1), whole > 0 ? 100 * focused_value / whole : 0);
   out_printf(o, "\n%12s %7s %7s %12s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%",
              group_names[v->by]);
   double sum = 0;

@@ -105,24 +105,35 @@ int mt_cmd_leaks(int argc, char **argv) {
   } else {
     char b1[32], n1[32], n2[32], n3[32];
     const mt_amount *m = &s->live_end;
-    out_printf(&o,
-               "not freed by the end of %s (%.6f s): %s sampled object%s, %s sample%s, ~%s, in "
-               "%s group%s\n",
-               where, (double)s->to / 1e6, out_format_count((double)m->objects, n1),
-               out_plural((double)m->objects), out_format_count((double)m->samples, n2),
-               out_plural((double)m->samples), an_size(leaked, b1), out_format_count((double)n, n3),
-               out_plural((double)n));
+    if (an_exact(a))
+      out_printf(&o, "not freed by the end of %s (%.6f s): %s object%s, %s, in %s group%s\n", where,
+                 (double)s->to / 1e6, out_format_count((double)m->objects, n1),
+                 out_plural((double)m->objects), an_size(leaked, b1),
+                 out_format_count((double)n, n3), out_plural((double)n));
+    else
+      out_printf(&o,
+                 "not freed by the end of %s (%.6f s): %s sampled object%s, %s sample%s, ~%s, in "
+                 "%s group%s\n",
+                 where, (double)s->to / 1e6, out_format_count((double)m->objects, n1),
+                 out_plural((double)m->objects), out_format_count((double)m->samples, n2),
+                 out_plural((double)m->samples), an_size(leaked, b1),
+                 out_format_count((double)n, n3), out_plural((double)n));
     an_print_window(&o, &ao, a); /* issue 12: the window in the header */
     out_str(&o, "\n");
     for (size_t i = 0; i < shown; i++) {
       const mt_group *g = &groups[i];
       m = &g->stats.live;
-      out_printf(&o, "%3zu. %s object%s, %s sample%s, ~%s (~%s object%s estimated)\n     ", i + 1,
-                 out_format_count((double)m->objects, n1), out_plural((double)m->objects),
-                 out_format_count((double)m->samples, n2), out_plural((double)m->samples),
-                 an_size(mt_analysis_bytes(a, m->samples), b1),
-                 out_format_count(m->objects_estimated, n3),
-                 out_plural((double)llround(m->objects_estimated)));
+      if (an_exact(a))
+        out_printf(&o, "%3zu. %s object%s, %s\n     ", i + 1,
+                   out_format_count((double)m->objects, n1), out_plural((double)m->objects),
+                   an_size(mt_analysis_bytes(a, m->samples), b1));
+      else
+        out_printf(&o, "%3zu. %s object%s, %s sample%s, ~%s (~%s object%s estimated)\n     ", i + 1,
+                   out_format_count((double)m->objects, n1), out_plural((double)m->objects),
+                   out_format_count((double)m->samples, n2), out_plural((double)m->samples),
+                   an_size(mt_analysis_bytes(a, m->samples), b1),
+                   out_format_count(m->objects_estimated, n3),
+                   out_plural((double)llround(m->objects_estimated)));
       if (by == MT_GROUP_FILE)
         out_str(&o, g->key.file);
       else
@@ -136,7 +147,8 @@ int mt_cmd_leaks(int argc, char **argv) {
   if ((status == MT_EXIT_OK || status == MT_EXIT_PARTIAL) && fail_above >= 0 &&
       leaked > (double)fail_above) {
     char b1[32];
-    cli_error(path, "leaked ~%s, above --fail-above %lld", an_size(leaked, b1), fail_above);
+    cli_error(path, "leaked %s%s, above --fail-above %lld", an_approx(a), an_size(leaked, b1),
+              fail_above);
     status = MT_EXIT_THRESHOLD;
   }
   free(groups);

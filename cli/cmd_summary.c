@@ -23,13 +23,8 @@ static const char usage[] =
 #define RATE_SEGMENTS 10
 
 static void print_amount(cli_out *o, const mt_analysis *a, const char *label, const mt_amount *m) {
-  char size[32], objects[32], samples[32], estimated[32];
-  double rounded = (double)llround(m->objects_estimated);
-  out_printf(o, "%-16s %s sampled object%s, %s sample%s, ~%s, ~%s object%s\n", label,
-             out_format_count((double)m->objects, objects), out_plural((double)m->objects),
-             out_format_count((double)m->samples, samples), out_plural((double)m->samples),
-             an_size(mt_analysis_bytes(a, m->samples), size),
-             out_format_count(m->objects_estimated, estimated), out_plural(rounded));
+  char text[160];
+  out_printf(o, "%-16s %s\n", label, an_amount_text(a, m, text));
 }
 
 static void lifetime_label(int i, char *buf, size_t size) {
@@ -182,8 +177,12 @@ int mt_cmd_summary(int argc, char **argv) {
     if (ao.from || ao.to)
       out_printf(&o, "window:          %.6f s to %.6f s (%.6f s)\n", from_s, to_s, to_s - from_s);
     char r1[40];
-    out_printf(&o, "sampling rate:   %s (one sample stands for ~%s)\n",
-               out_format_decimal(s->info.sample_rate, r1), an_size(s->bytes_per_sample, b1));
+    if (an_exact(a))
+      out_printf(&o, "sampling rate:   %s (every allocation recorded)\n",
+                 out_format_decimal(s->info.sample_rate, r1));
+    else
+      out_printf(&o, "sampling rate:   %s (one sample stands for ~%s)\n",
+                 out_format_decimal(s->info.sample_rate, r1), an_size(s->bytes_per_sample, b1));
     print_amount(&o, a, "allocated:", &s->allocated);
     for (int i = 0; i < 3; i++)
       if (s->allocated_by_source[i].objects) {
@@ -195,9 +194,9 @@ int mt_cmd_summary(int argc, char **argv) {
     if (s->from > 0)
       print_amount(&o, a, "live at start:", &s->live_start);
     char n1[32];
-    out_printf(&o, "peak live heap:  ~%s at %.6f s (%s sampled object%s)\n",
+    out_printf(&o, "peak live heap:  %s%s at %.6f s (%s %sobject%s)\n", an_approx(a),
                an_size(mt_analysis_bytes(a, s->at_peak.samples), b1), (double)s->peak_time / 1e6,
-               out_format_count((double)s->at_peak.objects, n1),
+               out_format_count((double)s->at_peak.objects, n1), an_exact(a) ? "" : "sampled ",
                out_plural((double)s->at_peak.objects));
     print_amount(&o, a, "live at end:", &s->live_end);
     if (s->temporary_defined)
@@ -218,14 +217,15 @@ int mt_cmd_summary(int argc, char **argv) {
     for (size_t i = 0; i < segments; i++)
       out_printf(&o, "  %*.*f s - %*.*f s  %s/s\n", decimals + 7, decimals, seg_from[i],
                  decimals + 7, decimals, seg_to[i], an_size(seg_rate[i], b1));
-    out_str(&o, "\nsizes (one object):   sampled   estimated bytes\n");
+    const char *columns = an_exact(a) ? "  objects   bytes\n" : "  sampled   estimated bytes\n";
+    out_printf(&o, "\nsizes (one object):   %s", columns);
     for (int i = 0; i < MT_SIZE_CLASSES; i++) {
       char label[32];
       size_label(i, label, sizeof label);
       out_printf(&o, "  %-18s %9s   %s\n", label, out_format_count((double)s->sizes[i].objects, n1),
                  an_size(mt_analysis_bytes(a, s->sizes[i].samples), b1));
     }
-    out_str(&o, "\nlifetimes:            sampled   estimated bytes\n");
+    out_printf(&o, "\nlifetimes:            %s", columns);
     for (int i = 0; i < MT_LIFETIME_CLASSES; i++) {
       char label[32];
       lifetime_label(i, label, sizeof label);

@@ -174,14 +174,14 @@ int mt_cmd_timeline(int argc, char **argv) {
     out_str(&o, "],\"rows\":[");
   } else {
     char b1[32];
-    out_printf(&o, "live heap over time (peak ~%s at %.6f s), one row per %.6f s\n",
+    out_printf(&o, "live heap over time (peak %s%s at %.6f s), one row per %.6f s\n", an_approx(a),
                an_size(mt_analysis_bytes(a, s->at_peak.samples), b1), (double)s->peak_time / 1e6,
                (double)cw / 1e6);
     an_print_window(&o, &ao, a); /* issue 12: the window in the header */
     for (size_t k = 0; k < nsites; k++) {
       out_printf(&o, "  %c  ", (char)('A' + k));
       an_print_frame(&o, groups[k].key);
-      out_printf(&o, " (~%s at the peak)\n",
+      out_printf(&o, " (%s%s at the peak)\n", an_approx(a),
                  an_size(mt_analysis_bytes(a, groups[k].stats.peak.samples), b1));
     }
     out_printf(&o, "  #  other sites\n\n%*s %12s %12s\n", time_width + 2, "time (end)", "live",

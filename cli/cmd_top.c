@@ -426,8 +426,9 @@ int mt_cmd_top(int argc, char **argv) {
     out_str(&o, "]}\n");
   } else {
     char b1[48], b2[32], n1[32], n2[32];
-    out_printf(&o, "top %zu of %zu %s%s by %s (total ~%s)\n", shown, n, group_names[by],
-               out_plural((double)n), an_metric_name(metric), an_metric_text(metric, whole, b1));
+    out_printf(&o, "top %zu of %zu %s%s by %s (total %s%s)\n", shown, n, group_names[by],
+               out_plural((double)n), an_metric_name(metric), an_approx(a),
+               an_metric_text(metric, whole, b1));
     an_print_window(&o, &ao, a);
     if (focus)
       out_printf(&o, "focus: the %zu of %zu backtraces through a function matching '%s'\n", focused,
@@ -443,13 +444,21 @@ int mt_cmd_top(int argc, char **argv) {
       else
         an_print_frame(&o, g->key);
       const mt_amount *m = &g->stats.allocated;
-      out_printf(
-          &o, "\n     allocated %s sampled object%s (~%s, ~%s), live at end %s, %zu backtrace%s\n",
-          out_format_count((double)m->objects, n1), out_plural((double)m->objects),
-          an_size(mt_analysis_bytes(a, m->samples), b2),
-          an_metric_text(MT_METRIC_COUNT, m->objects_estimated, b1),
-          out_format_count((double)g->stats.live.objects, n2), g->stacks,
-          out_plural((double)g->stacks));
+      if (an_exact(a))
+        out_printf(&o, "\n     allocated %s object%s (%s), live at end %s, %zu backtrace%s\n",
+                   out_format_count((double)m->objects, n1), out_plural((double)m->objects),
+                   an_size(mt_analysis_bytes(a, m->samples), b2),
+                   out_format_count((double)g->stats.live.objects, n2), g->stacks,
+                   out_plural((double)g->stacks));
+      else
+        out_printf(
+            &o,
+            "\n     allocated %s sampled object%s (~%s, ~%s), live at end %s, %zu backtrace%s\n",
+            out_format_count((double)m->objects, n1), out_plural((double)m->objects),
+            an_size(mt_analysis_bytes(a, m->samples), b2),
+            an_metric_text(MT_METRIC_COUNT, m->objects_estimated, b1),
+            out_format_count((double)g->stats.live.objects, n2), g->stacks,
+            out_plural((double)g->stacks));
       if (inverted) {
         out_printf(&o, "     callers, from the allocation point out (%% of this %s):\n",
                    group_names[by]);

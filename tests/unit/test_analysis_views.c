@@ -394,7 +394,7 @@ static char *run_cli(int status, char **err, const char *arg0, ...) {
   return out;
 }
 
-static const char rec_functions[] = "functions by bytes, ranked by cum: 4 of 4 (total ~176 B)\n"
+static const char rec_functions[] = "functions by bytes, ranked by cum: 4 of 4 (total 176 B)\n"
                                     "\n"
                                     "        flat   flat%    sum%          cum    cum%  function\n"
                                     "         0 B   0.00%   0.00%        176 B 100.00%  main\n"
@@ -412,7 +412,7 @@ static void functions_and_top_inclusive_print_flat_and_cum_exactly(void **state)
   free(out);
   /* Live at the end (r1 freed): 96 B; sites keep f's two lines apart. */
   out = RUN(0, NULL, "functions", "--group", "site", "--by", "live", rec_path());
-  assert_string_equal(out, "sites by live, ranked by cum: 5 of 5 (total ~96 B)\n"
+  assert_string_equal(out, "sites by live, ranked by cum: 5 of 5 (total 96 B)\n"
                            "\n"
                            "        flat   flat%    sum%          cum    cum%  site\n"
                            "         0 B   0.00%   0.00%         96 B 100.00%  main m.ml:1\n"
@@ -424,7 +424,7 @@ static void functions_and_top_inclusive_print_flat_and_cum_exactly(void **state)
   /* By flat, counts (one object each at rate 1), two rows. */
   out = RUN(0, NULL, "functions", "--sort", "flat", "--by", "count", "-n", "2", rec_path());
   assert_string_equal(out,
-                      "functions by count (objects), ranked by flat: 2 of 4 (total ~4 objects)\n"
+                      "functions by count (objects), ranked by flat: 2 of 4 (total 4 objects)\n"
                       "\n"
                       "        flat   flat%    sum%          cum    cum%  function\n"
                       "           2  50.00%  50.00%            3  75.00%  f\n"
@@ -436,9 +436,9 @@ static void functions_and_top_inclusive_print_flat_and_cum_exactly(void **state)
 static void functions_focus_and_window_are_in_the_header(void **state) {
   (void)state;
   char *out = RUN(0, NULL, "functions", "--focus", "^h$", "--from", "0.000015", rec_path());
-  assert_string_equal(out, "functions by bytes, ranked by cum: 3 of 3 (total ~96 B)\n"
+  assert_string_equal(out, "functions by bytes, ranked by cum: 3 of 3 (total 96 B)\n"
                            "window: 0.000015 s to 0.000050 s (0.000035 s)\n"
-                           "focus: the 2 of 4 backtraces through a function matching '^h$' (~16 B, "
+                           "focus: the 2 of 4 backtraces through a function matching '^h$' (16 B, "
                            "16.67%)\n"
                            "\n"
                            "        flat   flat%    sum%          cum    cum%  function\n"
@@ -453,9 +453,9 @@ static void functions_focus_and_window_are_in_the_header(void **state) {
                               "\"rows_total\":4,\"rows\":[{\"key\":{\"function\":\"h\""));
   free(out);
   out = RUN(0, NULL, "top", "--from", "0.000015", "-n", "1", rec_path());
-  assert_non_null(
-      strstr(out, "top 1 of 3 sites by bytes (total ~96 B)\nwindow: 0.000015 s to 0.000050 s "
-                  "(0.000035 s)\n\n  1."));
+  assert_non_null(strstr(out,
+                         "top 1 of 3 sites by bytes (total 96 B)\nwindow: 0.000015 s to 0.000050 s "
+                         "(0.000035 s)\n\n  1."));
   free(out);
 }
 
@@ -512,10 +512,10 @@ static void callers_text_and_json_give_shares_exactly(void **state) {
   char *out = RUN(0, NULL, "callers", "^[fg]$", rec_path());
   assert_string_equal(out,
                       "callers and callees of 2 of 2 functions matching '^[fg]$', by bytes (total "
-                      "~176 B)\n"
+                      "176 B)\n"
                       "\n"
                       "g\n"
-                      "  cum ~160 B (90.91% of the total) in 3 backtraces, flat ~32 B (18.18%)\n"
+                      "  cum 160 B (90.91% of the total) in 3 backtraces, flat 32 B (18.18%)\n"
                       "  callers (outside its outermost call):\n"
                       "     80.00%        128 B  f\n"
                       "     20.00%         32 B  main\n"
@@ -525,7 +525,7 @@ static void callers_text_and_json_give_shares_exactly(void **state) {
                       "     20.00%         32 B  (itself: allocated in g)\n"
                       "\n"
                       "f\n"
-                      "  cum ~144 B (81.82% of the total) in 3 backtraces, flat ~64 B (36.36%)\n"
+                      "  cum 144 B (81.82% of the total) in 3 backtraces, flat 64 B (36.36%)\n"
                       "  callers (outside its outermost call):\n"
                       "     88.89%        128 B  main\n"
                       "     11.11%         16 B  h\n"
@@ -537,10 +537,10 @@ static void callers_text_and_json_give_shares_exactly(void **state) {
   out = RUN(0, NULL, "callers", "-n", "1", "--lines", "1", "^[fg]$", rec_path());
   assert_string_equal(out,
                       "callers and callees of 1 of 2 functions matching '^[fg]$', by bytes (total "
-                      "~176 B)\n"
+                      "176 B)\n"
                       "\n"
                       "g\n"
-                      "  cum ~160 B (90.91% of the total) in 3 backtraces, flat ~32 B (18.18%)\n"
+                      "  cum 160 B (90.91% of the total) in 3 backtraces, flat 32 B (18.18%)\n"
                       "  callers (outside its outermost call):\n"
                       "     80.00%        128 B  f\n"
                       "     20.00%         32 B  (1 other caller)\n"
@@ -567,11 +567,11 @@ static void callers_text_and_json_give_shares_exactly(void **state) {
 static void top_focus_ranks_only_the_backtraces_through_the_match(void **state) {
   (void)state;
   char *out = RUN(0, NULL, "top", "--focus", "^h$", rec_path());
-  assert_string_equal(out, "top 2 of 2 sites by bytes (total ~176 B)\n"
+  assert_string_equal(out, "top 2 of 2 sites by bytes (total 176 B)\n"
                            "focus: the 2 of 4 backtraces through a function matching '^h$'\n"
                            "\n"
                            "  1. 80 B          45.5%  h r.ml:30\n"
-                           "     allocated 1 sampled object (~80 B, ~1 object), live at end 0, 1 "
+                           "     allocated 1 object (80 B), live at end 0, 1 "
                            "backtrace\n"
                            "     heaviest backtrace:\n"
                            "       main m.ml:1\n"
@@ -582,7 +582,7 @@ static void top_focus_ranks_only_the_backtraces_through_the_match(void **state) 
                            "       h r.ml:30\n"
                            "\n"
                            "  2. 16 B           9.1%  f r.ml:10\n"
-                           "     allocated 1 sampled object (~16 B, ~1 object), live at end 1, 1 "
+                           "     allocated 1 object (16 B), live at end 1, 1 "
                            "backtrace\n"
                            "     heaviest backtrace:\n"
                            "       main m.ml:1\n"
@@ -601,7 +601,7 @@ static void top_focus_ranks_only_the_backtraces_through_the_match(void **state) 
   assert_null(strstr(f, "\"line\":11")); /* r2's f:11 is not through h */
   free(out);
   out = RUN(0, NULL, "top", "--focus", "zzz", rec_path());
-  assert_string_equal(out, "top 0 of 0 sites by bytes (total ~176 B)\n"
+  assert_string_equal(out, "top 0 of 0 sites by bytes (total 176 B)\n"
                            "focus: the 0 of 4 backtraces through a function matching 'zzz'\n\n");
   free(out);
 }
