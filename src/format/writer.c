@@ -14,63 +14,12 @@
 #include "format/buf.h"
 #include "format/location_codec.h"
 #include "format/packet.h"
+#include "format/writer_fast.h"
 #include "memtap/format.h"
 
 #define ID_CHUNK 10000
-#define HEADROOM 4196         /* 100 + max(4096, 4096): room one event may need (§2.10) */
-#define MAX_NEW_LOCATIONS 128 /* more staged locations than this force a flush */
-#define INFO_STRING_MAX 4000  /* keeps packet 0 within one packet */
-#define LOCATION_ROOM 4100    /* event header + the largest location payload */
-
-typedef struct domain_writer {
-  uint16_t domain;
-  uint8_t packet[MT_PACKET_MAX];
-  mt_wbuf buf;
-  mt_packet_header open; /* verifier fields of the open events packet */
-  int64_t t0, t1;
-  int64_t start, next, chunk_end;
-  unsigned verify_ix;
-  /* Location events staged since the last flush, already encoded, in miss order. */
-  uint8_t *staged;
-  size_t staged_len, staged_cap;
-  uint32_t *staged_sizes;
-  size_t staged_count, staged_sizes_cap;
-  mt_location_encoder locations;
-  mt_backtrace_encoder cache;
-  uint64_t *prev; /* previous full stack, OUTERMOST first: updating it costs only the new frames */
-  size_t prev_len, prev_cap;
-} domain_writer;
-
-/* What every writer of one trace file shares: the descriptor, the trace-wide facts, the object-id
- * counter that hands out chunks, and the set of domains that have a writer. Writers of different
- * domains may run on different threads: the lock orders packet writes and chunk grabs. */
-typedef struct trace_file {
-  pthread_mutex_t lock;
-  _Atomic int refs; /* writers sharing this; not under the lock, which a forked child may find
-                       held forever (fork copies it as another thread held it) */
-  int fd;
-  int version;
-  size_t header_size;
-  int64_t pid;                   /* written into every packet */
-  pid_t creator;                 /* getpid() at creation: a forked child must not write */
-  unsigned long fork_generation; /* fork_generation at creation */
-  int64_t start_time;
-  int64_t id_counter; /* v3: the next chunk's first id */
-  uint64_t domains_taken[65536 / 64];
-} trace_file;
-
-struct mt_writer {
-  trace_file *file;
-  domain_writer **domains;
-  size_t ndomains;
-  domain_writer *current;
-  bool multiplexed; /* may switch domains (the initial writer); domain writers may not */
-  int failed;       /* the status that stopped the writer, or 0 */
-  /* The put_alloc in progress: its resolver, for misses. */
-  mt_resolve_fn resolve;
-  void *resolve_user;
-  int resolve_status;
-};
+#define INFO_STRING_MAX 4000 /* keeps packet 0 within one packet */
+#define LOCATION_ROOM 4100   /* event header + the largest location payload */
 
 /* mt_wbuf_vint with the one-byte case inline: most lengths, counts and deltas are below 253. */
 static inline void put_vint(mt_wbuf *b, int64_t v) {
@@ -94,11 +43,11 @@ static int fail_writer(mt_writer *w, int code) {
  * one load. A child made without fork(3) (a raw clone(2)) runs no atfork handler: flush, close
  * and create_domain compare getpid() as well, so such a child buffers but still writes nothing. */
 
-static atomic_ulong fork_generation;
+atomic_ulong mt_writer_fork_generation;
 static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
 
 static void count_fork(void) {
-  atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&mt_writer_fork_generation, 1, memory_order_relaxed);
 }
 
 static void install_fork_handler(void) {
@@ -106,14 +55,9 @@ static void install_fork_handler(void) {
   (void)pthread_atfork(NULL, NULL, count_fork);
 }
 
-/* The cheap check, for every put. */
-static bool forked_since(const trace_file *f) {
-  return atomic_load_explicit(&fork_generation, memory_order_relaxed) != f->fork_generation;
-}
-
 /* The thorough check, before anything is written. */
 static bool forked_child(const trace_file *f) {
-  return forked_since(f) || getpid() != f->creator;
+  return mt_writer_forked_since(f) || getpid() != f->creator;
 }
 
 static int forked_error(mt_writer *w, mt_error *err) {
@@ -125,7 +69,7 @@ static int forked_error(mt_writer *w, mt_error *err) {
 
 /* What every put and next_alloc_id checks first. */
 static int check_writable(mt_writer *w, mt_error *err) {
-  if (forked_since(w->file))
+  if (mt_writer_forked_since(w->file))
     return forked_error(w, err);
   if (w->failed)
     return mt_fail(err, w->failed, -1, "the writer stopped after an earlier error");
@@ -171,10 +115,6 @@ static void take_chunk(mt_writer *w, domain_writer *d) {
   w->file->id_counter += ID_CHUNK;
   pthread_mutex_unlock(&w->file->lock);
   d->chunk_end = d->next + ID_CHUNK;
-}
-
-static bool chunk_exhausted(const mt_writer *w, const domain_writer *d) {
-  return w->file->version >= 3 && d->next == d->chunk_end;
 }
 
 static void open_events_packet(mt_writer *w, domain_writer *d, bool real_verifier) {
@@ -278,7 +218,7 @@ __attribute__((noinline)) static int flush_domain(mt_writer *w, domain_writer *d
     return rc;
   d->t0 = d->t1 = now;
   d->staged_len = d->staged_count = 0;
-  if (chunk_exhausted(w, d))
+  if (mt_writer_chunk_exhausted(w, d))
     take_chunk(w, d);
   d->start = d->next;
   open_events_packet(w, d, true);
@@ -288,8 +228,9 @@ __attribute__((noinline)) static int flush_domain(mt_writer *w, domain_writer *d
 /* begin_event(now), FORMAT.md §2.10: flush first when a threshold is crossed, then the header.
  * now >= t1 >= t0 (check_time), so the unsigned difference is exact even for hostile times. */
 static int begin_event(mt_writer *w, domain_writer *d, unsigned code, int64_t now, mt_error *err) {
-  if (MT_PACKET_MAX - d->buf.len < HEADROOM || d->staged_count > MAX_NEW_LOCATIONS ||
-      (uint64_t)now - (uint64_t)d->t0 > MT_PACKET_MAX_SPAN || chunk_exhausted(w, d)) {
+  if (MT_PACKET_MAX - d->buf.len < MT_WRITER_HEADROOM ||
+      d->staged_count > MT_WRITER_MAX_NEW_LOCATIONS ||
+      (uint64_t)now - (uint64_t)d->t0 > MT_PACKET_MAX_SPAN || mt_writer_chunk_exhausted(w, d)) {
     int rc = flush_domain(w, d, now, err);
     if (rc)
       return rc;
@@ -361,7 +302,7 @@ int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
   f->header_size = mt_header_size((unsigned)version);
   f->pid = options && options->pid ? options->pid : info->pid;
   f->creator = getpid();
-  f->fork_generation = atomic_load_explicit(&fork_generation, memory_order_relaxed);
+  f->fork_generation = atomic_load_explicit(&mt_writer_fork_generation, memory_order_relaxed);
   f->start_time = info->start_time;
   w->file = f;
   w->multiplexed = true;
@@ -566,69 +507,6 @@ int mt_writer_put_collect_in(mt_writer *w, uint16_t domain, int64_t time, int64_
   return put_object_event(w, domain, MT_CODE_COLLECT, time, obj_id, err);
 }
 
-/* A vint at `o`, where the room is known (begin_event's HEADROOM), the two-byte case inline too;
- * returns where the next byte goes. Bytes go through a local pointer: stores through b->data could
- * alias b itself, which would reload it after every byte. */
-static inline __attribute__((always_inline)) uint8_t *vint_at(mt_wbuf *b, uint8_t *o, int64_t v) {
-  if ((uint64_t)v <= 252) {
-    *o = (uint8_t)v;
-    return o + 1;
-  }
-  if ((uint64_t)v <= 0xFFFF) {
-    o[0] = 253;
-    mt_store_u16(o + 1, (uint16_t)v);
-    return o + 3;
-  }
-  b->len = (size_t)(o - b->data);
-  mt_wbuf_vint(b, v);
-  return b->data + b->len;
-}
-
-/* The common allocation, written without the general path's bookkeeping: the current domain, no
- * flush due, and a call stack that is a prefix of the previous stack counted from the outermost
- * end (the same stack as the previous allocation's, or its outermost frame: the whole stack is
- * the common prefix, nothing to encode). Writes the same bytes as mt_writer_put_alloc_in; false
- * when the general path must take it. */
-static inline __attribute__((always_inline)) bool
-put_alloc_fast(mt_writer *w, int64_t time, int64_t length, int64_t nsamples, mt_source source,
-               const uint64_t *callstack, size_t callstack_length, bool same, int64_t *obj_id) {
-  domain_writer *d = w->current;
-  size_t n = callstack_length;
-  if (n == 0 || n > 252 || n > d->prev_len) /* 252: the prefix is a one-byte vint */
-    return false;
-  if (!same || n != d->prev_len) /* same: the caller knows the stack is the previous one */
-    for (size_t i = 0; i < n; i++)
-      if (d->prev[i] != callstack[n - 1 - i])
-        return false;
-  if (forked_since(w->file) || w->failed || length < 0 || nsamples < 1 ||
-      (unsigned)source > MT_SOURCE_EXTERNAL || time < d->t1 ||
-      MT_PACKET_MAX - d->buf.len < HEADROOM || d->staged_count > MAX_NEW_LOCATIONS ||
-      (uint64_t)time - (uint64_t)d->t0 > MT_PACKET_MAX_SPAN || chunk_exhausted(w, d))
-    return false;
-  /* begin_event without a flush; HEADROOM leaves room for all of this event. */
-  bool short_form = length >= 1 && length <= 16 && source == MT_SOURCE_MINOR && nsamples == 1;
-  d->t1 = time;
-  uint8_t *o = d->buf.data + d->buf.len;
-  mt_store_u32(o, mt_event_header(short_form ? (unsigned)(100 + length) : MT_CODE_ALLOC, time));
-  o += 4;
-  if (short_form) {
-    o[0] = (uint8_t)n; /* the prefix */
-    o[1] = 0;          /* no new code words */
-    o += 2;
-  } else {
-    o = vint_at(&d->buf, o, length);
-    o = vint_at(&d->buf, o, nsamples);
-    o[0] = (uint8_t)source;
-    o[1] = (uint8_t)n; /* the prefix */
-    mt_store_u16(o + 2, 0);
-    o += 4;
-  }
-  d->buf.len = (size_t)(o - d->buf.data);
-  *obj_id = d->next++;
-  d->prev_len = n;
-  return true;
-}
-
 /* The general paths, out of line: the fast paths then need no saved registers. */
 __attribute__((noinline)) static int
 put_alloc_slow(mt_writer *w, int64_t time, int64_t length, int64_t nsamples, mt_source source,
@@ -650,7 +528,8 @@ put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples, mt_sourc
           const uint64_t *callstack, size_t callstack_length, bool same, mt_resolve_fn resolve,
           void *resolve_user, int64_t *obj_id, mt_error *err) {
   int64_t id;
-  if (put_alloc_fast(w, time, length, nsamples, source, callstack, callstack_length, same, &id)) {
+  if (mt_writer_alloc_fast(w, time, length, nsamples, source, callstack, callstack_length, same,
+                           &id)) {
     if (obj_id)
       *obj_id = id;
     return MT_OK;
@@ -679,19 +558,8 @@ int mt_writer_put_promote(mt_writer *w, int64_t time, int64_t obj_id, mt_error *
 }
 
 int mt_writer_put_collect(mt_writer *w, int64_t time, int64_t obj_id, mt_error *err) {
-  /* The common case, as put_object_event and begin_event write it when no flush is due. */
-  domain_writer *d = w->current;
-  if (!forked_since(w->file) && !w->failed && time >= d->t1 && obj_id >= 0 &&
-      (obj_id < d->next || w->file->version >= 3) && MT_PACKET_MAX - d->buf.len >= HEADROOM &&
-      d->staged_count <= MAX_NEW_LOCATIONS &&
-      (uint64_t)time - (uint64_t)d->t0 <= MT_PACKET_MAX_SPAN && !chunk_exhausted(w, d)) {
-    d->t1 = time;
-    uint8_t *o = d->buf.data + d->buf.len;
-    mt_store_u32(o, mt_event_header(MT_CODE_COLLECT, time));
-    o = vint_at(&d->buf, o + 4, (d->next - 1) - obj_id);
-    d->buf.len = (size_t)(o - d->buf.data);
+  if (mt_writer_collect_fast(w, time, obj_id))
     return MT_OK;
-  }
   return put_collect_slow(w, time, obj_id, err);
 }
 
@@ -700,7 +568,7 @@ int mt_writer_next_alloc_id(mt_writer *w, uint16_t domain, int64_t *obj_id, mt_e
   int rc = check_writable(w, err);
   if (rc || (rc = switch_domain(w, domain, &d, err)))
     return rc;
-  if (chunk_exhausted(w, d) && (rc = flush_domain(w, d, d->t1, err)))
+  if (mt_writer_chunk_exhausted(w, d) && (rc = flush_domain(w, d, d->t1, err)))
     return rc;
   *obj_id = d->next;
   return MT_OK;

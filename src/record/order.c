@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/grow.h"
+#include "format/writer_fast.h"
 #include "memtap/tracer.h"
 #include "record/record_internal.h"
 
@@ -99,6 +100,24 @@ static int resolve(void *user, uint64_t code, const mt_location **entries, size_
   return rec_symboliser_resolve(sink->symboliser, sink->modules, sink->sites, code, entries, count);
 }
 
+/* The writer's general path for an allocation (a new stack, a flush due, a failure...), out of
+ * line: the usual allocation goes through mt_writer_alloc_fast without a call. */
+__attribute__((noinline)) static int64_t write_alloc_slow(rec_sink *sink, int64_t t, int64_t words,
+                                                          int64_t nsamples, mt_source source,
+                                                          const uint64_t *codes, long ncodes,
+                                                          bool same) {
+  rec_output *out = sink->out;
+  int64_t id = -1;
+  mt_error err; /* filled by the writer on failure (not zeroed: 272 bytes per event) */
+  if ((same ? mt_writer_put_alloc_same : mt_writer_put_alloc)(out->writer, t, words, nsamples,
+                                                              source, codes, (size_t)ncodes,
+                                                              resolve, sink, &id, &err)) {
+    rec_output_fail(out, &err);
+    return -1;
+  }
+  return id;
+}
+
 /* Writes an allocation of `codes`; returns its object id, or -1 when nothing can be written. */
 static inline __attribute__((always_inline)) int64_t
 write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t words, int64_t nsamples,
@@ -110,15 +129,19 @@ write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t words, int64_t nsa
     sink->ensure_writer(sink->user);
   if (!out->writer || out->failed)
     return -1;
-  int64_t id = -1;
+  if (nsamples < 1)
+    nsamples = 1;
+  int64_t id;
+  if (mt_writer_alloc_fast(out->writer, t, words, nsamples, source, codes, (size_t)ncodes, same,
+                           &id))
+    return id;
+  return write_alloc_slow(sink, t, words, nsamples, source, codes, ncodes, same);
+}
+
+__attribute__((noinline)) static void write_collect_slow(rec_output *out, int64_t t, int64_t id) {
   mt_error err; /* filled by the writer on failure (not zeroed: 272 bytes per event) */
-  if ((same ? mt_writer_put_alloc_same
-            : mt_writer_put_alloc)(out->writer, t, words, nsamples < 1 ? 1 : nsamples, source,
-                                   codes, (size_t)ncodes, resolve, sink, &id, &err)) {
+  if (mt_writer_put_collect(out->writer, t, id, &err))
     rec_output_fail(out, &err);
-    return -1;
-  }
-  return id;
 }
 
 static inline __attribute__((always_inline)) void write_collect(rec_order *o, rec_sink *sink,
@@ -128,11 +151,10 @@ static inline __attribute__((always_inline)) void write_collect(rec_order *o, re
   int64_t t = out_time(o, sink, ns);
   sink->stats->frees++;
   rec_output *out = sink->out;
-  if (id < 0 || !out->writer || out->failed)
+  if (!out->writer || out->failed)
     return;
-  mt_error err; /* filled by the writer on failure (not zeroed: 272 bytes per event) */
-  if (mt_writer_put_collect(out->writer, t, id, &err))
-    rec_output_fail(out, &err);
+  if (!mt_writer_collect_fast(out->writer, t, id))
+    write_collect_slow(out, t, id);
 }
 
 static inline __attribute__((always_inline)) long event_codes(rec_sink *sink, const rec_event *e,
