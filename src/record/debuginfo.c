@@ -5,8 +5,10 @@
  * asking starts libcurl and OpenSSL (debuginfod_begin initialises them whether or not
  * $DEBUGINFOD_URLS is set): downloads the user did not ask for, and libraries whose exit handlers
  * tear them down under a consumer thread still symbolising (in-process mode finishes its trace
- * after those handlers ran). So the standard search is used only when the user asks for it. */
+ * after those handlers ran). So the standard search is used only when the user asks for it. Either
+ * way a file found with compressed debug sections is handed to libdw inflated (inflate.c). */
 #include "record/debuginfo.h"
+#include "record/inflate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include <elfutils/libdwelf.h>
 
 /* The CRC-32 (zlib's, as .gnu_debuglink uses) of the file open at `fd`; false on a read error. */
 static bool file_crc(int fd, uint32_t *crc) {
@@ -77,15 +81,70 @@ static int find_by_debuglink(const char *file, const char *link, uint32_t crc, c
   return -1;
 }
 
+/* The module's debug file under /usr/lib/debug/.build-id, if its own build-id note matches. */
+static int find_by_build_id(Dwfl_Module *mod, char **found) {
+  const unsigned char *bits;
+  GElf_Addr vaddr;
+  int n = dwfl_module_build_id(mod, &bits, &vaddr);
+  if (n < 2)
+    return -1;
+  char path[64 + 2 * 256];
+  int length = snprintf(path, sizeof path, "/usr/lib/debug/.build-id/%02x/", bits[0]);
+  for (int i = 1; i < n && (size_t)length + 8 < sizeof path; i++)
+    length += snprintf(path + length, sizeof path - (size_t)length, "%02x", bits[i]);
+  snprintf(path + length, sizeof path - (size_t)length, ".debug");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+  const void *id = NULL;
+  bool match = elf && dwelf_elf_gnu_build_id(elf, &id) == n && !memcmp(id, bits, (size_t)n);
+  elf_end(elf);
+  if (!match || !(*found = strdup(path))) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* The module's own debug file (not a dwz alternate file, which libdwfl looks for with the same
+ * callback once the module's DWARF is open), found on this machine and handed over inflated. Not
+ * through dwfl_build_id_find_debuginfo: it opens its own handle on the file it finds and gives
+ * that to the module, whatever descriptor the callback returns. */
+static int find_own_debug_file(Dwfl_Module *mod, const char *file_name, const char *debuglink_file,
+                               GElf_Word debuglink_crc, char **debuginfo_file_name) {
+  Dwarf_Addr dwbias = 0;
+  dwfl_module_info(mod, NULL, NULL, NULL, &dwbias, NULL, NULL, NULL);
+  if (dwbias != (Dwarf_Addr)-1)
+    return -1; /* the module's DWARF is open: this is the search for its alternate file */
+  int fd = find_by_build_id(mod, debuginfo_file_name);
+  if (fd < 0)
+    fd = find_by_debuglink(file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+  return fd >= 0 ? rec_inflate_debug_file(fd) : -1;
+}
+
 static int find_debuginfo_locally(Dwfl_Module *mod, void **userdata, const char *modname,
                                   Dwarf_Addr base, const char *file_name,
                                   const char *debuglink_file, GElf_Word debuglink_crc,
                                   char **debuginfo_file_name) {
-  int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
-                                        debuglink_crc, debuginfo_file_name);
-  if (fd >= 0)
-    return fd;
-  return find_by_debuglink(file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+  int fd = find_own_debug_file(mod, file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+  if (fd < 0)
+    fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                      debuglink_crc, debuginfo_file_name);
+  if (fd < 0)
+    fd = find_by_debuglink(file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+  return fd;
+}
+
+static int find_debuginfo_anywhere(Dwfl_Module *mod, void **userdata, const char *modname,
+                                   Dwarf_Addr base, const char *file_name,
+                                   const char *debuglink_file, GElf_Word debuglink_crc,
+                                   char **debuginfo_file_name) {
+  int fd = find_own_debug_file(mod, file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+  if (fd < 0)
+    fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                      debuglink_crc, debuginfo_file_name);
+  return fd;
 }
 
 static const Dwfl_Callbacks local_callbacks = {
@@ -96,7 +155,7 @@ static const Dwfl_Callbacks local_callbacks = {
 
 static const Dwfl_Callbacks debuginfod_callbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = find_debuginfo_anywhere,
     .section_address = dwfl_offline_section_address,
 };
 

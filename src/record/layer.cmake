@@ -10,6 +10,7 @@ add_library(memtap_record OBJECT
   record/sites.c
   record/symbolise.c
   record/debuginfo.c
+  record/inflate.c
   record/symtab.c
   record/output.c
   record/settings.c

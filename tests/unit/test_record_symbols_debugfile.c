@@ -1,0 +1,188 @@
+/* Symbolisation through a separate debug file whose sections are zlib-compressed (as Debian's
+ * libc6-dbg ships libc's): the same function, file, line and inlined frame as from the module's
+ * own DWARF; and the inflated copy libdw is given instead (inflate.c): the same bytes as libelf's
+ * own inflation, location lists left out, files without compressed sections untouched. Needs
+ * objcopy (binutils); skipped without it. */
+#include <elfutils/libdwelf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "record_helper.h"
+#include "record_testlib.h"
+#include "testutil.h"
+
+#include "record/inflate.h"
+
+static char dir[] = "/tmp/memtap-debugfile-XXXXXX";
+static char exe[4096];
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* This test's executable split in two: `dir`/self without DWARF, with a .gnu_debuglink to
+ * `dir`/self.debug, its DWARF compressed. */
+static int setup(void **state) {
+  (void)state;
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0 || !mkdtemp(dir))
+    return -1;
+  exe[len] = 0;
+  char command[3 * 4096 + 200];
+  snprintf(command, sizeof command,
+           "objcopy --only-keep-debug --compress-debug-sections=zlib '%s' '%s/self.debug' && "
+           "objcopy --strip-debug --add-gnu-debuglink='%s/self.debug' '%s' '%s/self'",
+           exe, dir, dir, exe, dir);
+  if (system(command) != 0)
+    exe[0] = 0; /* no objcopy: every test skips but the last */
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char command[4096];
+  snprintf(command, sizeof command, "rm -rf '%s'", dir);
+  if (system(command) != 0)
+    return -1;
+  return 0;
+}
+
+static int first_module(struct dl_phdr_info *info, size_t size, void *user) {
+  (void)size;
+  *(uint64_t *)user = info->dlpi_addr;
+  return 1;
+}
+
+static size_t build_id_of(const char *path, uint8_t *out, size_t cap) {
+  int fd = open(path, O_RDONLY);
+  assert_true(fd >= 0);
+  elf_version(EV_CURRENT);
+  Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+  const void *id = NULL;
+  ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
+  assert_true(n > 0 && (size_t)n <= cap);
+  memcpy(out, id, (size_t)n);
+  elf_end(elf);
+  close(fd);
+  return (size_t)n;
+}
+
+static void compressed_debug_file_gives_function_file_line_and_inlined_frame(void **state) {
+  (void)state;
+  if (!exe[0])
+    skip();
+  int inner_line = 0, capture_line = 0;
+  uint64_t pc = record_helper_outer(&inner_line, &capture_line);
+  uint64_t bias = 0;
+  dl_iterate_phdr(first_module, &bias);
+  char stripped[4200];
+  snprintf(stripped, sizeof stripped, "%s/self", dir);
+  uint8_t id[64];
+  size_t id_length = build_id_of(stripped, id, sizeof id);
+  mt_ring *r = rr_open(true, 1);
+  rr_module(r, 1, bias, pc - 0x100000, pc + 0x100000, stripped, id, id_length);
+  rr_alloc(r, 0x1000, 8, &pc, 1);
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "debugfile.ctf", NULL, &st), &t);
+  assert_int_equal(t.count, 1);
+  size_t n;
+  const mt_location *l = rr_locations(&t, t.events[0].codes[0], &n);
+  assert_int_equal(n, 2);
+  assert_string_equal(l[0].defname, "record_helper_outer");
+  assert_true(ends_with(l[0].filename, "record_helper.c"));
+  assert_int_equal(l[0].line, inner_line);
+  assert_string_equal(l[1].defname, "record_helper_inner");
+  assert_true(ends_with(l[1].filename, "record_helper.c"));
+  assert_int_equal(l[1].line, capture_line);
+  rr_trace_free(&t);
+}
+
+static Elf_Scn *section_named(Elf *elf, const char *name) {
+  size_t strndx;
+  assert_int_equal(elf_getshdrstrndx(elf, &strndx), 0);
+  for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+    GElf_Shdr shdr;
+    gelf_getshdr(scn, &shdr);
+    const char *s = elf_strptr(elf, strndx, shdr.sh_name);
+    if (s && !strcmp(s, name))
+      return scn;
+  }
+  return NULL;
+}
+
+static void inflated_copy_holds_the_sections_libelf_inflates(void **state) {
+  (void)state;
+  if (!exe[0])
+    skip();
+  char debug[4200];
+  snprintf(debug, sizeof debug, "%s/self.debug", dir);
+  int fd = open(debug, O_RDONLY);
+  assert_true(fd >= 0);
+  int copy = rec_inflate_debug_file(fd);
+  assert_int_not_equal(copy, fd);
+  int original = open(debug, O_RDONLY);
+  elf_version(EV_CURRENT);
+  Elf *a = elf_begin(original, ELF_C_READ, NULL), *b = elf_begin(copy, ELF_C_READ, NULL);
+  assert_non_null(a);
+  assert_non_null(b);
+  size_t checked = 0;
+  static const char *const names[] = {".debug_info", ".debug_abbrev",  ".debug_line",
+                                      ".debug_str",  ".debug_aranges", ".debug_rnglists"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    Elf_Scn *x = section_named(a, names[i]), *y = section_named(b, names[i]);
+    if (!x)
+      continue;
+    assert_non_null(y);
+    GElf_Shdr sx, sy;
+    gelf_getshdr(x, &sx);
+    gelf_getshdr(y, &sy);
+    if (!(sx.sh_flags & SHF_COMPRESSED))
+      continue; /* objcopy leaves a section that does not shrink as it is */
+    assert_false(sy.sh_flags & SHF_COMPRESSED);
+    assert_int_equal(elf_compress(x, 0, 0), 1);
+    Elf_Data *dx = elf_getdata(x, NULL), *dy = elf_getdata(y, NULL);
+    assert_int_equal(dx->d_size, dy->d_size);
+    assert_memory_equal(dx->d_buf, dy->d_buf, dx->d_size);
+    checked++;
+  }
+  assert_true(checked >= 3);
+  /* Location lists, compressed, are left out. */
+  static const char *const lists[] = {".debug_loclists", ".debug_loc"};
+  for (size_t i = 0; i < 2; i++) {
+    Elf_Scn *x = section_named(a, lists[i]), *y = section_named(b, lists[i]);
+    GElf_Shdr sx, sy;
+    if (x && gelf_getshdr(x, &sx) && (sx.sh_flags & SHF_COMPRESSED)) {
+      assert_non_null(y);
+      gelf_getshdr(y, &sy);
+      assert_int_equal(sy.sh_type, SHT_NOBITS);
+    }
+  }
+  elf_end(a);
+  elf_end(b);
+  close(original);
+  close(copy);
+}
+
+static void file_without_compressed_sections_is_handed_back(void **state) {
+  (void)state;
+  int fd = open(exe[0] ? exe : "/proc/self/exe", O_RDONLY);
+  assert_true(fd >= 0);
+  assert_int_equal(rec_inflate_debug_file(fd), fd);
+  close(fd);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(compressed_debug_file_gives_function_file_line_and_inlined_frame),
+      cmocka_unit_test(inflated_copy_holds_the_sections_libelf_inflates),
+      cmocka_unit_test(file_without_compressed_sections_is_handed_back),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
