@@ -42,8 +42,10 @@ step() { # name command...
 
 build() { # dir cc build-type extra-cmake-args...
   local dir=$1 cc=$2 type=$3; shift 3
-  CC=$cc cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DMEMTAP_WERROR=ON "$@" \
-    >/dev/null && cmake --build "$dir" -j "$jobs"
+  local cxx=g++ # the C++ test programs (new/delete, exceptions) with the same compiler as the C
+  [ "$cc" = clang ] && cxx=clang++
+  CC=$cc CXX=$cxx cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DMEMTAP_WERROR=ON \
+    "$@" >/dev/null && cmake --build "$dir" -j "$jobs"
 }
 
 timed "install dependencies" ./scripts/install-deps.sh || exit 1

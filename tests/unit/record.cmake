@@ -10,7 +10,7 @@ function(memtap_record_test name)
   target_link_libraries(${name} PRIVATE memtap_record_testlib)
 endfunction()
 
-memtap_record_test(test_record_trace LABELS record)
+memtap_record_test(test_record_trace LABELS record tsan) # tsan: the zstd compressor thread
 memtap_record_test(test_record_symbols LABELS record)
 memtap_record_test(test_record_symtab LABELS record)
 memtap_record_test(test_record_symbols_debugfile LABELS record)
