@@ -239,6 +239,36 @@ static void a_backtrace_cut_by_the_encoding_limit_reads_the_same_as_runs(void **
   free(deep);
 }
 
+static void dropping_frames_of_chains_of_distinct_frames_keeps_the_runs_before_them(void **state) {
+  (void)state;
+  /* Innermost first: 1 to 4 frames of their own (in runs of two), a chain of 0 to 60 distinct
+   * frames shared by all (its outer part), f^50 (f^30 every fifth) and main. From one stack to the
+   * next, the reader drops 1 to 64 frames: a few, in fewer runs (the kept run is then looked for
+   * forward past some), many (backward), or the middle of the recursion run. */
+  enum { STACKS = 45, MAX_DEPTH = 4 + 60 + 50 + 1 };
+  uint64_t *stacks[STACKS];
+  size_t depth[STACKS], size, max_common;
+  for (size_t i = 0; i < STACKS; i++) {
+    uint64_t *s = stacks[i] = malloc(MAX_DEPTH * sizeof *s);
+    size_t n = 0, tip = 1 + i % 4, chain = i * 13 % 61, recursion = i % 5 == 4 ? 30 : 50;
+    for (size_t t = 0; t < tip; t++)
+      s[n++] = 5000 + i * 8 + t / 2;
+    for (size_t c = chain; c > 0; c--)
+      s[n++] = 100 + c;
+    for (size_t f = 0; f < recursion; f++)
+      s[n++] = 20;
+    s[n++] = 10;
+    depth[i] = n;
+  }
+  uint8_t *data = write_stacks(stacks, depth, STACKS, 3 * STACKS, &size);
+  assert_true(compare_readers(data, size, 0, &max_common) > 0);
+  assert_true(max_common >= 2); /* main and f's run at least */
+  compare_readers(data, size, 4, &max_common);
+  free(data);
+  for (size_t i = 0; i < STACKS; i++)
+    free(stacks[i]);
+}
+
 /* Saves the state of a reader (in `save_runs` mode) at every packet boundary and restores it into a
  * fresh reader in `load_runs` mode, which must then read the rest as a reference reader does. */
 static void restore_in_mode(const uint8_t *data, size_t size, bool save_runs, bool load_runs) {
@@ -314,6 +344,7 @@ int main(void) {
       cmocka_unit_test(switching_modes_mid_trace_keeps_every_backtrace),
       cmocka_unit_test(direct_recursion_is_one_run),
       cmocka_unit_test(a_backtrace_cut_by_the_encoding_limit_reads_the_same_as_runs),
+      cmocka_unit_test(dropping_frames_of_chains_of_distinct_frames_keeps_the_runs_before_them),
       cmocka_unit_test(states_saved_and_restored_in_either_mode_read_the_same),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
