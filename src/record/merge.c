@@ -35,19 +35,19 @@ rec_event *rec_event_clone(const rec_event *e) {
   return c;
 }
 
-static bool slot_before(const rec_slot *a, const rec_slot *b) {
+static inline bool slot_before(const rec_slot *a, const rec_slot *b) {
   return a->time_ns < b->time_ns || (a->time_ns == b->time_ns && a->order < b->order);
 }
 
-static const rec_slot *head_slot(const rec_source *s) {
+static inline const rec_slot *head_slot(const rec_source *s) {
   return &s->slots[s->head & s->slot_mask];
 }
 
-static bool source_before(const rec_merge *m, size_t a, size_t b) {
+static inline bool source_before(const rec_merge *m, size_t a, size_t b) {
   return slot_before(head_slot(&m->sources[a]), head_slot(&m->sources[b]));
 }
 
-static void place(rec_merge *m, size_t at, size_t source) {
+static inline void place(rec_merge *m, size_t at, size_t source) {
   m->heap[at] = source;
   m->sources[source].heap_index = at + 1;
 }
@@ -78,6 +78,48 @@ static void sift_down(rec_merge *m, size_t i) {
     i = child;
   }
   place(m, i, s);
+}
+
+/* Gives the slot array of `s`, just emptied, to the spares (the largest ones are kept). */
+static void release_slots(rec_merge *m, rec_source *s) {
+  rec_slot *slots = s->slots;
+  uint64_t mask = s->slot_mask;
+  s->slots = NULL;
+  s->slot_mask = 0;
+  if (m->spares < REC_MERGE_SPARES) {
+    m->spare[m->spares] = slots;
+    m->spare_mask[m->spares++] = mask;
+    return;
+  }
+  size_t least = 0;
+  for (size_t i = 1; i < m->spares; i++)
+    if (m->spare_mask[i] < m->spare_mask[least])
+      least = i;
+  if (m->spare_mask[least] < mask) {
+    free(m->spare[least]);
+    m->spare[least] = slots;
+    m->spare_mask[least] = mask;
+  } else {
+    free(slots);
+  }
+}
+
+/* A slot array for `s`, which has none (its queue is empty): the largest spare, else a new one. */
+static bool take_slots(rec_merge *m, rec_source *s) {
+  if (!m->spares) {
+    s->slots = malloc(1024 * sizeof *s->slots);
+    s->slot_mask = 1023;
+    return s->slots != NULL;
+  }
+  size_t best = 0;
+  for (size_t i = 1; i < m->spares; i++)
+    if (m->spare_mask[i] > m->spare_mask[best])
+      best = i;
+  s->slots = m->spare[best];
+  s->slot_mask = m->spare_mask[best];
+  m->spare[best] = m->spare[--m->spares];
+  m->spare_mask[best] = m->spare_mask[m->spares];
+  return true;
 }
 
 /* Doubles the slot array, keeping every queued slot at its absolute position. */
@@ -135,7 +177,7 @@ bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns) {
   m->last_index = (size_t)index;
   size_t si = (size_t)index - 1;
   rec_source *s = &m->sources[si];
-  if ((!s->slots || s->tail - s->head > s->slot_mask) && !grow_slots(s))
+  if (!s->slots ? !take_slots(m, s) : s->tail - s->head > s->slot_mask && !grow_slots(s))
     return false;
   rec_slot *slot = &s->slots[s->tail & s->slot_mask];
   *slot = (rec_slot){.time_ns = e->time_ns,
@@ -151,11 +193,17 @@ bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns) {
   if (n) {
     /* A thread allocating again from where it last did (a loop) sends the same stack: keep one
      * copy, and its hash. */
-    bool same = n == s->last_nframes && s->frames;
-    if (same) {
+    bool same = false;
+    const uint64_t *f = e->frames;
+    if (n == s->last_nframes && s->frames) {
       const uint64_t *last = &s->frames[s->last_frames_at & s->frame_mask];
-      for (uint32_t i = 0; i < n && same; i++)
-        same = last[i] == e->frames[i];
+      if (last[0] == f[0]) {
+        /* The innermost frame differs first when anything does; the rest without early exits. */
+        uint64_t diff = 0;
+        for (uint32_t i = 1; i < n; i++)
+          diff |= last[i] ^ f[i];
+        same = !diff;
+      }
     }
     if (same) {
       slot->frames_at = s->last_frames_at;
@@ -224,10 +272,19 @@ bool rec_merge_pop(rec_merge *m, rec_event *out) {
   s->queued--;
   m->queued--;
   if (s->queued) {
-    if (m->heap_count > 1)
+    if (m->heap_count == 2) {
+      /* Two threads, the usual case of merging: one comparison, no loop. */
+      size_t other = m->heap[1];
+      if (source_before(m, other, m->heap[0])) {
+        place(m, 1, m->heap[0]);
+        place(m, 0, other);
+      }
+    } else if (m->heap_count > 2) {
       sift_down(m, 0);
+    }
   } else {
     s->heap_index = 0;
+    release_slots(m, s); /* `slot` is not read after this */
     if (--m->heap_count) {
       place(m, 0, m->heap[m->heap_count]);
       sift_down(m, 0);
@@ -254,6 +311,8 @@ void rec_merge_free(rec_merge *m) {
     free(m->sources[i].slots);
     free(m->sources[i].frames);
   }
+  for (size_t i = 0; i < m->spares; i++)
+    free(m->spare[i]);
   mt_hashmap_free(&m->by_key);
   free(m->sources);
   free(m->heap);

@@ -86,6 +86,8 @@ typedef struct rec_source {
   size_t heap_index;  /* position in the heap + 1, 0 when empty */
 } rec_source;
 
+#define REC_MERGE_SPARES 4
+
 typedef struct rec_merge {
   mt_hashmap by_key; /* source key -> index + 1 */
   rec_source *sources;
@@ -94,6 +96,12 @@ typedef struct rec_merge {
   size_t heap_count, heap_cap;
   size_t queued;
   size_t last_index; /* source of the previous push + 1 */
+  /* Slot arrays of sources that emptied, for the next source that needs one: a thread that
+   * exited keeps nothing, and one that empties its queue at every poll, or a new thread, gets an
+   * array already grown and touched (not a fresh one page-faulted in, doubling by doubling). */
+  rec_slot *spare[REC_MERGE_SPARES];
+  uint64_t spare_mask[REC_MERGE_SPARES];
+  size_t spares;
   /* Stack serials (rec_event.stack_serial) handed out, by the merge and by the recorder's direct
    * path alike: a new one for every stack that differs from its thread's previous one. 32 bits,
    * as in a slot, 0 skipped; rec_sites_stack_codes also compares hashes and sizes. */

@@ -289,18 +289,16 @@ static inline bool decode(mt_recorder *r, const mt_ring_event *ev, rec_event *e)
   return true;
 }
 
-/* The usual direct records, ALLOC and FREE of the only thread so far (the caller checked that
- * the record is that thread's and that records go direct), decoded as decode() would into the next
- * batch slot; false when decode() must take the record. */
-static inline __attribute__((always_inline)) bool direct_fast(mt_recorder *r, attachment *a,
-                                                              uint64_t source, uint32_t type,
-                                                              const uint64_t *p, size_t words,
-                                                              uint64_t timestamp) {
-  rec_event *b = r->batch[r->batched];
+/* The usual records, ALLOC and FREE, decoded as decode() would into `b`. 1: decoded; 0: nothing
+ * to write (free(NULL), a malloc that failed); -1: decode() must take the record. */
+static inline __attribute__((always_inline)) int decode_fast(mt_recorder *r, attachment *a,
+                                                             uint64_t source, uint32_t type,
+                                                             const uint64_t *p, size_t words,
+                                                             uint64_t timestamp, rec_event *b) {
   if (type == MT_TRACER_REC_FREE && words >= 1) {
     r->stats.records++;
     if (!p[0])
-      return true; /* free(NULL) */
+      return 0; /* free(NULL) */
     b->type = MT_TRACER_REC_FREE;
     b->kind = 0;
     b->addr = p[0];
@@ -308,12 +306,10 @@ static inline __attribute__((always_inline)) bool direct_fast(mt_recorder *r, at
     b->nsamples = 0;
     b->nframes = 0;
     b->frames = NULL;
-    b->stack_hash = 0;
-    b->stack_serial = 0;
   } else if (type == MT_TRACER_REC_ALLOC && words >= 4) {
     r->stats.records++;
     if (!p[0])
-      return true; /* malloc that failed */
+      return 0; /* malloc that failed */
     int64_t nsamples = (int64_t)p[2];
     b->type = MT_TRACER_REC_ALLOC;
     b->kind = (uint32_t)p[3];
@@ -322,20 +318,32 @@ static inline __attribute__((always_inline)) bool direct_fast(mt_recorder *r, at
     b->nsamples = nsamples < 0 || nsamples > (int64_t)1 << 56 ? 1 : nsamples;
     size_t nframes = words - 4;
     b->nframes = (uint32_t)(nframes > MT_TRACER_MAX_FRAMES ? MT_TRACER_MAX_FRAMES : nframes);
-    b->frames = NULL;
-    b->stack_hash = 0;
-    b->stack_serial = 0;
-    if (b->nframes) {
-      b->frames = p + 4;
-      direct_stack(r, b);
-    }
+    b->frames = b->nframes ? p + 4 : NULL;
   } else {
-    return false;
+    return -1;
   }
+  b->stack_hash = 0;
+  b->stack_serial = 0;
   b->addr2 = 0;
   b->time_ns = absolute_ns(a, timestamp);
   b->order = r->arrival++;
   b->source = source;
+  return 1;
+}
+
+/* The usual direct records, ALLOC and FREE of the only thread so far (the caller checked that
+ * the record is that thread's and that records go direct), decoded as decode() would into the next
+ * batch slot; false when decode() must take the record. */
+static inline __attribute__((always_inline)) bool direct_fast(mt_recorder *r, attachment *a,
+                                                              uint64_t source, uint32_t type,
+                                                              const uint64_t *p, size_t words,
+                                                              uint64_t timestamp) {
+  rec_event *b = r->batch[r->batched];
+  int k = decode_fast(r, a, source, type, p, words, timestamp, b);
+  if (k <= 0)
+    return k == 0;
+  if (b->nframes)
+    direct_stack(r, b);
   if (++r->batched == DIRECT_BATCH)
     direct_flush(r);
   return true;
@@ -417,6 +425,19 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
   for (size_t k = 0; k < count; k++) {
     uint64_t h = rec[0];
     uint32_t len = mt_ring_header_length(h), type = mt_ring_header_type(h);
+    if (!direct && r->merging) {
+      /* Merging (a second thread has written): the usual records straight to the merge. */
+      rec_event e;
+      int got = decode_fast(r, a, source, type, rec + 2, len - 2, rec[1], &e);
+      if (got > 0 && !rec_merge_push(&r->merge, &e, r->poll_now_ns)) {
+        r->decode_error = MT_E_NOMEM;
+        return k;
+      }
+      if (got >= 0) {
+        rec += len;
+        continue;
+      }
+    }
     if (!direct || !direct_fast(r, a, source, type, rec + 2, len - 2, rec[1])) {
       mt_ring_event ev = {
           ring,   generation, type,    mt_ring_header_id(h),       first_seq + k,
