@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "memtap/record.h"
 #include "memtap/ring.h"
+#include "ring/clock.h"
 
 static const char usage[] =
     "usage: memtap record [-o FILE] [--rate R | --sample-interval N | --full] [--follow-fork]\n"
@@ -206,6 +207,10 @@ static void set_sampling_env(const settings *set) {
 /* In the child: waits for the go byte, sets the environment, execs. Never returns. */
 static void run_child(const session *s, const char *shim, const char *resolved, char **argv,
                       int go_fd, int status_fd) {
+  /* A TSC reading for the program's clock calibration, taken before the wait, so that the span
+   * from here to the shim's start replaces the millisecond it would otherwise wait for. */
+  char anchor[64];
+  mt_clock_anchor_format(anchor, sizeof anchor);
   char byte;
   if (read(go_fd, &byte, 1) != 1)
     _exit(127);
@@ -225,6 +230,7 @@ static void run_child(const session *s, const char *shim, const char *resolved, 
   setenv("LD_PRELOAD", preload, 1);
   setenv("MEMTAP_RECORD", "1", 1);
   setenv("MEMTAP_RING_DIR", s->dir, 1);
+  setenv(MT_CLOCK_ANCHOR_ENV, anchor, 1);
   /* Kept after the producer closes, so that a program faster than our first look is still read;
    * the directory is ours and goes at the end. */
   setenv("MEMTAP_RING_PRESERVE", "1", 1);

@@ -2,6 +2,9 @@
 #include "ring/clock.h"
 
 #include <cpuid.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 bool mt_clock_tsc_invariant(void) {
   unsigned a, b, c, d;
@@ -32,14 +35,59 @@ void mt_clock_sample(mt_ring_clock clock, mt_clock_pair *out) {
   out->realtime_ns = mt_clock_ns(CLOCK_REALTIME);
 }
 
+static uint64_t ticks_per_second(const mt_clock_pair *a, const mt_clock_pair *b) {
+  return (uint64_t)((unsigned __int128)(b->raw - a->raw) * 1000000000u /
+                    (b->monotonic_ns - a->monotonic_ns));
+}
+
+/* Ticks per second from `a` to a pair taken at least `span_ns` later (waiting for it). */
+static uint64_t measure(mt_ring_clock clock, const mt_clock_pair *a, uint64_t span_ns) {
+  mt_clock_pair b;
+  do
+    mt_clock_sample(clock, &b);
+  while (b.monotonic_ns - a->monotonic_ns < span_ns);
+  return ticks_per_second(a, &b);
+}
+
 uint64_t mt_clock_hz(mt_ring_clock clock) {
   if (clock != MT_RING_CLOCK_TSC)
     return 1000000000u;
-  mt_clock_pair a, b;
+  mt_clock_pair a;
   mt_clock_sample(clock, &a);
-  do
-    mt_clock_sample(clock, &b);
-  while (b.monotonic_ns - a.monotonic_ns < 1000000u);
-  return (uint64_t)((unsigned __int128)(b.raw - a.raw) * 1000000000u /
-                    (b.monotonic_ns - a.monotonic_ns));
+  return measure(clock, &a, 1000000u);
+}
+
+void mt_clock_anchor_format(char *out, size_t size) {
+  mt_clock_pair p;
+  mt_clock_sample(MT_RING_CLOCK_TSC, &p);
+  snprintf(out, size, "%" PRIu64 ":%" PRIu64, p.raw, p.monotonic_ns);
+}
+
+static bool parse_anchor(const char *text, mt_clock_pair *out) {
+  if (!text || *text < '0' || *text > '9')
+    return false;
+  char *end;
+  out->raw = strtoull(text, &end, 10);
+  if (*end != ':' || end[1] < '0' || end[1] > '9')
+    return false;
+  out->monotonic_ns = strtoull(end + 1, &end, 10);
+  return *end == 0;
+}
+
+uint64_t mt_clock_hz_anchored(mt_ring_clock clock, const char *anchor) {
+  mt_clock_pair a, now;
+  if (clock != MT_RING_CLOCK_TSC || !parse_anchor(anchor, &a))
+    return mt_clock_hz(clock);
+  mt_clock_sample(clock, &now);
+  /* From another boot or machine, or nonsense: not an earlier reading of this clock. */
+  if (now.monotonic_ns <= a.monotonic_ns || now.raw <= a.raw ||
+      now.monotonic_ns - a.monotonic_ns > 86400ull * 1000000000u)
+    return mt_clock_hz(clock);
+  uint64_t hz = measure(clock, &a, 1000000u); /* at once unless the anchor is under 1 ms old */
+  /* The same rate over 20 us, within 2%: a clock that ran at another rate in between, or an
+   * anchor read from another clock, would disagree. */
+  uint64_t rough = measure(clock, &now, 20000u);
+  if (hz < rough - rough / 50 || hz > rough + rough / 50)
+    return mt_clock_hz(clock);
+  return hz;
 }

@@ -268,7 +268,7 @@ static int open_session(struct mt_ring *s, const mt_ring_options *opts, mt_error
   }
 
   s->clock = mt_clock_resolve(o.clock);
-  uint64_t hz = mt_clock_hz(s->clock);
+  uint64_t hz = mt_clock_hz_anchored(s->clock, getenv(MT_CLOCK_ANCHOR_ENV));
   mt_clock_pair base;
   mt_clock_sample(s->clock, &base);
   s->geo.mode = o.mode;

@@ -9,6 +9,7 @@ function(memtap_ring_test name)
 endfunction()
 
 memtap_ring_test(test_ring_basics LABELS ring)
+memtap_ring_test(test_ring_clock_anchor LABELS ring)
 memtap_ring_test(test_ring_lossless LABELS ring tsan)
 memtap_ring_test(test_ring_threads LABELS ring tsan)
 memtap_ring_test(test_ring_flight LABELS ring tsan)
