@@ -38,28 +38,43 @@ static void degrade(mt_ring_file_header *h) {
   mt_store_relaxed(&h->degraded, 1);
 }
 
-static void backoff(unsigned spins) {
+/* A waiting producer spins a little (the consumer may be about to publish), yields, then naps: 50
+ * µs first, each nap twice the last, up to `cap_ns`. */
+static void backoff(unsigned spins, uint64_t *nap_ns, uint64_t cap_ns) {
   if (spins < 64) {
     __builtin_ia32_pause();
   } else if (spins < 128) {
     sched_yield();
   } else {
-    struct timespec ts = {0, 50000};
+    struct timespec ts = {0, (long)*nap_ns};
     nanosleep(&ts, NULL);
+    *nap_ns = 2 * *nap_ns < cap_ns ? 2 * *nap_ns : cap_ns;
   }
 }
 
-/* Lossless mode: waits until the primary consumer has read up to `target` and returns its
- * position; UINT64_MAX when the file degrades to a flight recorder; 0 when the session closed
- * under us (the write is dropped). Async-signal-safe: clock_gettime, sched_yield, nanosleep and
- * the /proc reads of mt_process_alive. */
-static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target) {
+/* Lossless mode: returns the primary consumer's position once it has read up to `target`;
+ * UINT64_MAX when the file degrades to a flight recorder; 0 when the session closed under us (the
+ * write is dropped). A producer that has to wait at all waits until the consumer has reached
+ * `plenty` (a sixteenth of the ring further, as far as the published tail allows), then writes
+ * that much without waiting: a producer ahead of a slower consumer that went on as soon as one
+ * record fitted would wait, and wake, once per consumer batch and pull the consumer's position line
+ * across cores on every try. Async-signal-safe: clock_gettime, sched_yield, nanosleep and the /proc
+ * reads of mt_process_alive. */
+static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target, uint64_t plenty) {
   struct mt_ring *s = &mt_ring_session;
   mt_ring_file_header *h = s->header;
   int saved_errno = errno;
   uint64_t result = UINT64_MAX;
   uint64_t next_check = 0;
   bool counted = false;
+  /* Naps of up to 1 ms, or less in a small ring: about half the time a consumer that reads 200
+   * words a microsecond takes to read the whole ring, so that what the consumer has read by the
+   * time a nap ends is rarely all there was. */
+  uint64_t nap_ns = 50000, cap_ns = (t->mask + 1) * 2;
+  if (cap_ns > 1000000)
+    cap_ns = 1000000;
+  if (cap_ns < nap_ns)
+    cap_ns = nap_ns;
   for (unsigned spins = 0;; spins++) {
     if (mt_load_relaxed(&h->degraded))
       break;
@@ -72,7 +87,7 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target) {
     uint32_t state = mt_ring_primary_state(primary);
     if (state == MT_RING_PRIMARY_ATTACHED) {
       uint64_t pos = mt_load_acquire(&t->block->consumer_pos);
-      if (pos >= target) {
+      if (pos >= (counted ? plenty : target)) {
         result = pos < t->tail ? pos : t->tail;
         break;
       }
@@ -105,7 +120,7 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target) {
         }
       }
     }
-    backoff(spins);
+    backoff(spins, &nap_ns, cap_ns);
   }
   errno = saved_errno;
   return result;
@@ -141,7 +156,8 @@ static bool make_room(struct mt_ring_thread *t, uint64_t need) {
   bool count = true;
   mt_ring_file_header *h = mt_ring_session.header;
   if (mt_ring_session.geo.mode == MT_RING_LOSSLESS && !mt_load_relaxed(&h->degraded)) {
-    uint64_t consumer = wait_for_consumer(t, target);
+    uint64_t plenty = target + (size >> 4) < t->tail ? target + (size >> 4) : t->tail;
+    uint64_t consumer = wait_for_consumer(t, target, plenty > target ? plenty : target);
     if (consumer == 0)
       return false;
     if (consumer != UINT64_MAX) {
