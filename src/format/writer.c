@@ -538,6 +538,14 @@ put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples, mt_sourc
                         resolve_user, obj_id, err);
 }
 
+int mt_writer_put_alloc_general(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
+                                mt_source source, const uint64_t *callstack,
+                                size_t callstack_length, mt_resolve_fn resolve, void *resolve_user,
+                                int64_t *obj_id, mt_error *err) {
+  return mt_writer_put_alloc_in(w, w->current->domain, time, length, nsamples, source, callstack,
+                                callstack_length, resolve, resolve_user, obj_id, err);
+}
+
 int mt_writer_put_alloc(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
                         mt_source source, const uint64_t *callstack, size_t callstack_length,
                         mt_resolve_fn resolve, void *resolve_user, int64_t *obj_id, mt_error *err) {

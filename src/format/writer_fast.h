@@ -116,10 +116,15 @@ mt_writer_alloc_fast(mt_writer *w, int64_t time, int64_t length, int64_t nsample
   size_t n = callstack_length;
   if (n == 0 || n > 252 || n > d->prev_len) /* 252: the prefix is a one-byte vint */
     return false;
-  if (!same || n != d->prev_len) /* same: the caller knows the stack is the previous one */
-    for (size_t i = 0; i < n; i++)
+  if (!same || n != d->prev_len) { /* same: the caller knows the stack is the previous one */
+    /* The innermost frame first: another stack differs there almost always, and usually after
+     * a long common outer part. */
+    if (d->prev[n - 1] != callstack[0])
+      return false;
+    for (size_t i = 0; i < n - 1; i++)
       if (d->prev[i] != callstack[n - 1 - i])
         return false;
+  }
   if (mt_writer_forked_since(w->file) || w->failed || length < 0 || nsamples < 1 ||
       (unsigned)source > MT_SOURCE_EXTERNAL || time < d->t1 ||
       MT_PACKET_MAX - d->buf.len < MT_WRITER_HEADROOM ||
@@ -168,5 +173,11 @@ static inline __attribute__((always_inline)) bool mt_writer_collect_fast(mt_writ
   d->buf.len = (size_t)(o - d->buf.data);
   return true;
 }
+
+/* The general path of mt_writer_put_alloc, for a caller that has tried mt_writer_alloc_fast. */
+int mt_writer_put_alloc_general(mt_writer *w, int64_t time, int64_t length, int64_t nsamples,
+                                mt_source source, const uint64_t *callstack,
+                                size_t callstack_length, mt_resolve_fn resolve, void *resolve_user,
+                                int64_t *obj_id, mt_error *err);
 
 #endif

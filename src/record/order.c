@@ -104,14 +104,12 @@ static int resolve(void *user, uint64_t code, const mt_location **entries, size_
  * line: the usual allocation goes through mt_writer_alloc_fast without a call. */
 __attribute__((noinline)) static int64_t write_alloc_slow(rec_sink *sink, int64_t t, int64_t words,
                                                           int64_t nsamples, mt_source source,
-                                                          const uint64_t *codes, long ncodes,
-                                                          bool same) {
+                                                          const uint64_t *codes, long ncodes) {
   rec_output *out = sink->out;
   int64_t id = -1;
   mt_error err; /* filled by the writer on failure (not zeroed: 272 bytes per event) */
-  if ((same ? mt_writer_put_alloc_same : mt_writer_put_alloc)(out->writer, t, words, nsamples,
-                                                              source, codes, (size_t)ncodes,
-                                                              resolve, sink, &id, &err)) {
+  if (mt_writer_put_alloc_general(out->writer, t, words, nsamples, source, codes, (size_t)ncodes,
+                                  resolve, sink, &id, &err)) {
     rec_output_fail(out, &err);
     return -1;
   }
@@ -135,7 +133,7 @@ write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t words, int64_t nsa
   if (mt_writer_alloc_fast(out->writer, t, words, nsamples, source, codes, (size_t)ncodes, same,
                            &id))
     return id;
-  return write_alloc_slow(sink, t, words, nsamples, source, codes, ncodes, same);
+  return write_alloc_slow(sink, t, words, nsamples, source, codes, ncodes);
 }
 
 __attribute__((noinline)) static void write_collect_slow(rec_output *out, int64_t t, int64_t id) {
