@@ -12,6 +12,7 @@
 #include "ring/clock.h"
 #include "ring/process.h"
 #include "ring/producer.h"
+#include "ring/write_fast.h"
 
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -375,7 +376,7 @@ static __attribute__((noinline)) int write_record(mt_ring *ring, unsigned type, 
   return rc;
 }
 
-static __attribute__((noinline)) int calibrate(void) {
+int mt_ring_calibrate_due(void) {
   struct mt_ring_thread *t = &mt_ring_self;
   if (t->busy)
     return MT_OK;
@@ -387,46 +388,17 @@ static __attribute__((noinline)) int calibrate(void) {
   return MT_OK;
 }
 
-/* The fast path is a leaf: anything unusual (no ring yet, paused, closed, the end of the ring or
- * of a sixteenth, a full ring, a nested write, a clock other than the TSC) leaves through a tail
- * call, so the common case saves no registers and makes no call. */
+/* The fast path (write_fast.h) is a leaf: anything unusual (no ring yet, paused, closed, the end of
+ * the ring or of a sixteenth, a full ring, a nested write, a clock other than the TSC, the test
+ * hook) leaves through a tail call, so the common case saves no registers and makes no call. */
 int mt_ring_write(mt_ring *ring, unsigned type, unsigned id, const uint64_t *payload,
                   size_t words) {
   if (UNLIKELY(ring != &mt_ring_session || !user_type(type) || id > MT_RING_MAX_ID ||
                words > MT_RING_MAX_PAYLOAD_WORDS || (words && !payload)))
     return MT_E_INVALID;
-  struct mt_ring_thread *t = &mt_ring_self;
-  if (UNLIKELY(t->busy))
-    return nested_write(t);
-  t->busy = 1; /* before reading the cached positions: a handler may append between */
-  atomic_signal_fence(memory_order_seq_cst);
-  uint64_t len = words + 2, tail = t->tail, size = t->mask + 1;
-  uint64_t off = tail & t->mask;
-  if (UNLIKELY(t->epoch != mt_load_relaxed(&ring->epoch) || mt_load_relaxed(&ring->paused) ||
-               off + len > size || tail + len - t->head > size || tail >= t->next_mark ||
-               t->clock != MT_RING_CLOCK_TSC)) {
-    atomic_signal_fence(memory_order_seq_cst);
-    t->busy = 0;
-    return write_record(ring, type, id, payload, NULL, 0, words, false);
-  }
-  _Atomic uint64_t *d = t->data + off;
-  uint64_t ts = mt_clock_rdtsc();
-  if (UNLIKELY(ts < t->last_time))
-    ts = t->last_time;
-  t->last_time = ts;
-  mt_store_relaxed(&d[0], mt_ring_header_word(len, type, id, t->seq));
-  mt_store_relaxed(&d[1], ts);
-  for (size_t i = 0; i < words; i++)
-    mt_store_relaxed(&d[2 + i], payload[i]);
-  t->seq++;
-  t->tail = tail + len;
-  mt_store_relaxed(&t->block->next_seq, t->seq);
-  mt_store_release(&t->block->tail, tail + len);
-  atomic_signal_fence(memory_order_seq_cst);
-  t->busy = 0;
-  if (UNLIKELY(ts >= t->next_calibration))
-    return calibrate();
-  return MT_OK;
+  if (LIKELY(mt_ring_write_fast(type, id, payload, words)))
+    return MT_OK;
+  return write_record(ring, type, id, payload, NULL, 0, words, false);
 }
 
 int mt_ring_write_bytes(mt_ring *ring, unsigned type, unsigned id, const void *bytes,
