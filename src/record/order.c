@@ -259,22 +259,29 @@ static void settle(rec_order *o, rec_sink *sink, uint64_t addr, int64_t free_ns)
   }
 }
 
-static void do_alloc(rec_order *o, rec_sink *sink, const rec_event *e) {
-  /* A free that arrived first, stamped (give or take the skew) after this allocation by another
-   * thread, is this block's: the earliest such. One from the same thread was written before it:
-   * an older block's. */
-  if (o->pending.count) {
-    rec_event *match = NULL;
-    for (rec_event *f = chain_first(&o->pending, e->addr); f; f = f->next)
-      if (f->source != e->source && f->time_ns + o->skew_ns >= e->time_ns &&
-          (!match || f->time_ns < match->time_ns))
-        match = f;
-    if (match) {
-      chain_remove(&o->pending, match);
-      emit_pair(o, sink, e, match->time_ns);
-      return;
-    }
-  }
+/* A free that arrived before allocation `e`, stamped (give or take the skew) after it by another
+ * thread, is this block's: the earliest such is written with it. One from the same thread was
+ * written before it: an older block's. False when there is none. */
+__attribute__((noinline)) static bool alloc_meets_pending_free(rec_order *o, rec_sink *sink,
+                                                               const rec_event *e) {
+  rec_event *match = NULL;
+  for (rec_event *f = chain_first(&o->pending, e->addr); f; f = f->next)
+    if (f->source != e->source && f->time_ns + o->skew_ns >= e->time_ns &&
+        (!match || f->time_ns < match->time_ns))
+      match = f;
+  if (!match)
+    return false;
+  chain_remove(&o->pending, match);
+  emit_pair(o, sink, e, match->time_ns);
+  return true;
+}
+
+/* Inline into the loops of rec_order_process and rec_order_process_many: what is not the usual
+ * allocation or free (something held or pending) is out of line. */
+static inline __attribute__((always_inline)) void do_alloc(rec_order *o, rec_sink *sink,
+                                                           const rec_event *e) {
+  if (o->pending.count && alloc_meets_pending_free(o, sink, e))
+    return;
   rec_live *s = rec_addrmap_find(&o->live, e->addr);
   if (s && s->id != REC_LIVE_FREED) {
     /* The free of the block still live here is in flight (or, for an allocation stamped before
@@ -293,45 +300,60 @@ static void do_alloc(rec_order *o, rec_sink *sink, const rec_event *e) {
     rec_addrmap_put(&o->live, &l);
 }
 
-/* `f` (a FREE of f->addr) is taken. Of the blocks at its address (the live one and the held
- * ones), it frees the one allocated last before it: on one thread by arrival, across threads by
- * stamp; the skew tolerance only when no block was stamped before it. */
-static void do_free(rec_order *o, rec_sink *sink, const rec_event *f) {
-  if (!o->held.count) {
-    /* Nothing held: only the live block can fit (the loop below, without held candidates). */
+/* do_free when some allocation is held: the held ones are candidates too. */
+__attribute__((noinline)) static void do_free_held(rec_order *o, rec_sink *sink,
+                                                   const rec_event *f) {
+  for (int64_t slack = 0;; slack = o->skew_ns) {
     rec_live *l = live_get(o, f->addr);
-    if (l && (f->source == l->source || l->time_ns <= f->time_ns + o->skew_ns)) {
-      write_collect(o, sink, f->time_ns, l->id);
-      rec_addrmap_remove(&o->live, l);
+    bool live_fits = l && (f->source == l->source || l->time_ns <= f->time_ns + slack);
+    rec_event *best = NULL;
+    for (rec_event *h = chain_first(&o->held, f->addr); h; h = h->next) {
+      bool fits = h->source == f->source ? h->order < f->order : h->time_ns <= f->time_ns + slack;
+      if (fits && (!best || h->time_ns > best->time_ns))
+        best = h;
+    }
+    if (best && (!live_fits || best->time_ns > l->time_ns)) {
+      chain_remove(&o->held, best);
+      emit_pair(o, sink, best, f->time_ns);
       return;
     }
-  } else {
-    for (int64_t slack = 0;; slack = o->skew_ns) {
-      rec_live *l = live_get(o, f->addr);
-      bool live_fits = l && (f->source == l->source || l->time_ns <= f->time_ns + slack);
-      rec_event *best = NULL;
-      for (rec_event *h = chain_first(&o->held, f->addr); h; h = h->next) {
-        bool fits = h->source == f->source ? h->order < f->order : h->time_ns <= f->time_ns + slack;
-        if (fits && (!best || h->time_ns > best->time_ns))
-          best = h;
-      }
-      if (best && (!live_fits || best->time_ns > l->time_ns)) {
-        chain_remove(&o->held, best);
-        emit_pair(o, sink, best, f->time_ns);
-        return;
-      }
-      if (live_fits) {
-        write_collect(o, sink, f->time_ns, l->id);
-        rec_addrmap_remove(&o->live, l);
-        settle(o, sink, f->addr, f->time_ns);
-        return;
-      }
-      if (slack)
-        break;
+    if (live_fits) {
+      write_collect(o, sink, f->time_ns, l->id);
+      rec_addrmap_remove(&o->live, l);
+      settle(o, sink, f->addr, f->time_ns);
+      return;
     }
+    if (slack)
+      break;
   }
   hold(o, &o->pending, f);
   settle(o, sink, f->addr, f->time_ns);
+}
+
+/* A free with no block to take yet waits for its allocation. */
+__attribute__((noinline)) static void free_pending(rec_order *o, rec_sink *sink,
+                                                   const rec_event *f) {
+  hold(o, &o->pending, f);
+  settle(o, sink, f->addr, f->time_ns);
+}
+
+/* `f` (a FREE of f->addr) is taken. Of the blocks at its address (the live one and the held
+ * ones), it frees the one allocated last before it: on one thread by arrival, across threads by
+ * stamp; the skew tolerance only when no block was stamped before it. */
+static inline __attribute__((always_inline)) void do_free(rec_order *o, rec_sink *sink,
+                                                          const rec_event *f) {
+  if (o->held.count) {
+    do_free_held(o, sink, f);
+    return;
+  }
+  /* Nothing held: only the live block can fit (do_free_held's loop, without held candidates). */
+  rec_live *l = live_get(o, f->addr);
+  if (l && (f->source == l->source || l->time_ns <= f->time_ns + o->skew_ns)) {
+    write_collect(o, sink, f->time_ns, l->id);
+    rec_addrmap_remove(&o->live, l);
+    return;
+  }
+  free_pending(o, sink, f);
 }
 
 /* --- regions ------------------------------------------------------------------------------- */
@@ -520,6 +542,18 @@ void rec_order_process(rec_order *o, rec_sink *sink, const rec_event *e) {
     do_free(o, sink, e);
   else
     process_other(o, sink, e);
+}
+
+void rec_order_process_many(rec_order *o, rec_sink *sink, rec_event *const *events, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const rec_event *e = events[i];
+    if (e->type == MT_TRACER_REC_ALLOC)
+      do_alloc(o, sink, e);
+    else if (e->type == MT_TRACER_REC_FREE)
+      do_free(o, sink, e);
+    else
+      process_other(o, sink, e);
+  }
 }
 
 void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all) {

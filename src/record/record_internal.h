@@ -345,6 +345,8 @@ typedef struct rec_sink {
 bool rec_order_init(rec_order *o, int64_t skew_ns, int64_t bound_ns);
 /* Processes `e`; keeps a copy (rec_event_clone) while it must be held. The caller keeps `e`. */
 void rec_order_process(rec_order *o, rec_sink *sink, const rec_event *e);
+/* rec_order_process of `n` events in order, the usual allocations and frees without a call. */
+void rec_order_process_many(rec_order *o, rec_sink *sink, rec_event *const *events, size_t n);
 /* Releases what was held longer than the bound at trace time `now_ns`, or everything when
  * `all`. */
 void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all);

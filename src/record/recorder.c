@@ -177,8 +177,7 @@ __attribute__((noinline)) static void direct_flush(mt_recorder *r) {
     if (r->batch[i]->type == MT_TRACER_REC_REALLOC)
       prefetch_live(&r->order.live, r->batch[i]->addr2);
   }
-  for (size_t i = 0; i < n; i++)
-    rec_order_process(&r->order, &r->sink, r->batch[i]);
+  rec_order_process_many(&r->order, &r->sink, r->batch, n);
 }
 
 /* The frames of a direct record (in the cursor's buffer, valid during the callback only): the
