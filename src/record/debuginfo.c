@@ -107,16 +107,19 @@ static int find_by_build_id(Dwfl_Module *mod, char **found) {
   return fd;
 }
 
-/* The module's own debug file (not a dwz alternate file, which libdwfl looks for with the same
- * callback once the module's DWARF is open), found on this machine and handed over inflated. Not
- * through dwfl_build_id_find_debuginfo: it opens its own handle on the file it finds and gives
- * that to the module, whatever descriptor the callback returns. */
-static int find_own_debug_file(Dwfl_Module *mod, const char *file_name, const char *debuglink_file,
-                               GElf_Word debuglink_crc, char **debuginfo_file_name) {
+/* Whether libdwfl asks for the module's own debug file rather than for the dwz alternate file of
+ * its DWARF, which it looks for with the same callback once that DWARF is open. */
+static bool own_file_wanted(Dwfl_Module *mod) {
   Dwarf_Addr dwbias = 0;
   dwfl_module_info(mod, NULL, NULL, NULL, &dwbias, NULL, NULL, NULL);
-  if (dwbias != (Dwarf_Addr)-1)
-    return -1; /* the module's DWARF is open: this is the search for its alternate file */
+  return dwbias == (Dwarf_Addr)-1;
+}
+
+/* The module's own debug file found on this machine, handed over inflated. Not through
+ * dwfl_build_id_find_debuginfo: it opens its own handle on the file it finds and gives that to the
+ * module, whatever descriptor the callback returns. */
+static int find_own_debug_file(Dwfl_Module *mod, const char *file_name, const char *debuglink_file,
+                               GElf_Word debuglink_crc, char **debuginfo_file_name) {
   int fd = find_by_build_id(mod, debuginfo_file_name);
   if (fd < 0)
     fd = find_by_debuglink(file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
@@ -127,10 +130,10 @@ static int find_debuginfo_locally(Dwfl_Module *mod, void **userdata, const char 
                                   Dwarf_Addr base, const char *file_name,
                                   const char *debuglink_file, GElf_Word debuglink_crc,
                                   char **debuginfo_file_name) {
-  int fd = find_own_debug_file(mod, file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
-  if (fd < 0)
-    fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
-                                      debuglink_crc, debuginfo_file_name);
+  if (own_file_wanted(mod))
+    return find_own_debug_file(mod, file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+  int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                        debuglink_crc, debuginfo_file_name);
   if (fd < 0)
     fd = find_by_debuglink(file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
   return fd;
@@ -140,8 +143,10 @@ static int find_debuginfo_anywhere(Dwfl_Module *mod, void **userdata, const char
                                    Dwarf_Addr base, const char *file_name,
                                    const char *debuglink_file, GElf_Word debuglink_crc,
                                    char **debuginfo_file_name) {
-  int fd = find_own_debug_file(mod, file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
-  if (fd < 0)
+  int fd = -1;
+  if (own_file_wanted(mod))
+    fd = find_own_debug_file(mod, file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+  if (fd < 0) /* the same local search again, then the debuginfod servers */
     fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
                                       debuglink_crc, debuginfo_file_name);
   return fd;
