@@ -14,9 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -188,21 +186,6 @@ static bool find_shim(char *out, size_t size) {
       return true;
   }
   return false;
-}
-
-/* Where the rings' directory goes: $TMPDIR, else /dev/shm when it is a tmpfs with room to spare,
- * else /tmp. On a disk-backed /tmp the program's first writes to each ring page go through the
- * file system, and removing the ring file at the end cost memtap 1-13 ms of its tail (ext4). */
-static const char *ring_parent_dir(void) {
-  const char *tmp = getenv("TMPDIR");
-  if (tmp && *tmp)
-    return tmp;
-  struct statfs fs;
-  if (statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
-      (uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize >= (4ull << 30) &&
-      access("/dev/shm", W_OK | X_OK) == 0)
-    return "/dev/shm";
-  return "/tmp";
 }
 
 /* --- the child ------------------------------------------------------------------------------- */
@@ -683,7 +666,8 @@ int mt_cmd_record(int argc, char **argv) {
     }
 
   session s = {.set = &set, .program = program};
-  snprintf(s.dir, sizeof s.dir, "%s/memtap-record-XXXXXX", ring_parent_dir());
+  const char *tmp = getenv("TMPDIR");
+  snprintf(s.dir, sizeof s.dir, "%s/memtap-record-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(s.dir)) {
     cli_error(s.dir, "cannot make a directory for the rings: %s", strerror(errno));
     return MT_EXIT_FAILURE;
