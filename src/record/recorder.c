@@ -25,6 +25,9 @@
 #define POLL_MAX_PER_CALL (1u << 18)
 #define MERGE_MAX_QUEUED (1u << 20)
 #define DIRECT_BATCH 16
+/* The address map's slots are prefetched only once the map is larger than this (1 MiB of
+ * slots): a smaller one stays in the caches, and hashing every address twice would cost more. */
+#define PREFETCH_MIN_SLOTS (1u << 15)
 #define DIRECT_FRAMES ((2 * DIRECT_BATCH + 2) * MT_TRACER_MAX_FRAMES)
 
 typedef struct attachment {
@@ -172,10 +175,12 @@ static void prefetch_live(const rec_addrmap *m, uint64_t addr) {
 __attribute__((noinline)) static void direct_flush(mt_recorder *r) {
   size_t n = r->batched;
   r->batched = 0;
-  for (size_t i = 0; i < n; i++) {
-    prefetch_live(&r->order.live, r->batch[i]->addr);
-    if (r->batch[i]->type == MT_TRACER_REC_REALLOC)
-      prefetch_live(&r->order.live, r->batch[i]->addr2);
+  if (r->order.live.mask >= PREFETCH_MIN_SLOTS - 1) {
+    for (size_t i = 0; i < n; i++) {
+      prefetch_live(&r->order.live, r->batch[i]->addr);
+      if (r->batch[i]->type == MT_TRACER_REC_REALLOC)
+        prefetch_live(&r->order.live, r->batch[i]->addr2);
+    }
   }
   rec_order_process_many(&r->order, &r->sink, r->batch, n);
 }
