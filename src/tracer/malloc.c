@@ -294,10 +294,20 @@ static __attribute__((noinline)) void free_slow(void *p) {
   t->in_allocator--;
 }
 
-/* `next` with full tracing: every free is recorded (free_slow checks the mode again, in case
- * tracing stopped since the gate was read). */
+/* `next` with full tracing: every free is recorded. The mode is checked again, in case tracing
+ * stopped since the gate was read; anything unusual goes through free_slow. */
 static void free_full(void *p) {
-  free_slow(p);
+  mt_shim_thread *t = &mt_shim_self;
+  if (MT_UNLIKELY(!p || mt_bootstrap_owns(p) || t->depth || !mt_shim_real.free ||
+                  atomic_load_explicit(&mt_shim.mode, memory_order_acquire) != MT_SHIM_FULL)) {
+    free_slow(p);
+    return;
+  }
+  if (!forget_internal(p))
+    mt_record_free(p);
+  t->in_allocator++;
+  mt_shim_real.free(p);
+  t->in_allocator--;
 }
 
 /* `next` before the next allocator is known: only arena blocks (and NULL) exist. */

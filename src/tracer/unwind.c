@@ -178,6 +178,23 @@ void mt_tracer_unwind_init(void) {
   mt_cfi_set_skip_range(mt_shim.text_low, mt_shim.text_high);
 }
 
+/* What a walk with the cached rules that stopped with `stop` after `n` frames gives: the count, or
+ * -1 to fall back. */
+static long walk_result(size_t n, unsigned stop, unsigned *flags) {
+  if (stop & MT_CFI_STOP_INCOMPLETE) {
+    if (backtrace_fn)
+      return -1;
+    *flags |= MT_TRACER_FLAG_TRUNCATED; /* what it found, and the stack goes on */
+  }
+  if (stop & MT_CFI_STOP_TRUNCATED)
+    *flags |= MT_TRACER_FLAG_TRUNCATED;
+  else if (!(stop & MT_CFI_STOP_INCOMPLETE))
+    *flags |= MT_UNWIND_KNOWN; /* every frame's rule came from a registered module */
+  if (!n)
+    *flags |= MT_TRACER_FLAG_NO_STACK;
+  return (long)n;
+}
+
 /* The walk with the cached rules, when the thread's stack is known and the walk starts on it (not
  * on a sigaltstack): the count, or -1 to fall back. From `from` when given (the registers of the
  * interposed function's frame: the shim's frames in between are not walked), else from here. */
@@ -195,22 +212,13 @@ static long cfi_walk(const mt_cfi_regs *from, uint64_t *pcs, size_t max, unsigne
   else
     n = m ? mt_cfi_unwind_memo(m, pcs, max, 0, t->stack_low, t->stack_high, &stop)
           : mt_cfi_unwind(pcs, max, 0, t->stack_low, t->stack_high, &stop);
-  if (stop & MT_CFI_STOP_INCOMPLETE) {
-    if (backtrace_fn)
-      return -1;
-    *flags |= MT_TRACER_FLAG_TRUNCATED; /* what it found, and the stack goes on */
-  }
-  if (stop & MT_CFI_STOP_TRUNCATED)
-    *flags |= MT_TRACER_FLAG_TRUNCATED;
-  else if (!(stop & MT_CFI_STOP_INCOMPLETE))
-    *flags |= MT_UNWIND_KNOWN; /* every frame's rule came from a registered module */
-  if (!n)
-    *flags |= MT_TRACER_FLAG_NO_STACK;
-  return (long)n;
+  return walk_result(n, stop, flags);
 }
 
-size_t mt_tracer_unwind(const mt_cfi_regs *from, uint64_t *pcs, size_t max, unsigned *flags) {
-  long walked = cfi_walk(from, pcs, max, flags);
+/* After the cached walk (`walked` frames, or -1): the check mode's comparison, and libunwind when
+ * the cached walk could not finish. */
+static __attribute__((noinline)) size_t unwind_rest(long walked, uint64_t *pcs, size_t max,
+                                                    unsigned *flags) {
   if (MT_UNLIKELY(check_mode))
     check_walk(pcs, walked > 0 ? (size_t)walked : 0, walked >= 0,
                walked >= 0 && (*flags & MT_TRACER_FLAG_TRUNCATED));
@@ -244,4 +252,26 @@ size_t mt_tracer_unwind(const mt_cfi_regs *from, uint64_t *pcs, size_t max, unsi
   if ((size_t)got == max + MT_UNWIND_SLACK && n == max)
     *flags |= MT_TRACER_FLAG_TRUNCATED;
   return n;
+}
+
+static __attribute__((noinline)) size_t unwind_general(const mt_cfi_regs *from, uint64_t *pcs,
+                                                       size_t max, unsigned *flags) {
+  return unwind_rest(cfi_walk(from, pcs, max, flags), pcs, max, flags);
+}
+
+size_t mt_tracer_unwind(const mt_cfi_regs *from, uint64_t *pcs, size_t max, unsigned *flags) {
+  /* The usual call: from the interposed function's registers, on the thread's known stack, with
+   * its memo, not checking; a walk that found every frame's rule is the answer. */
+  mt_shim_thread *t = &mt_shim_self;
+  mt_cfi_memo *m = memo;
+  if (MT_LIKELY(from && m && !check_mode && from->sp >= t->stack_low && from->sp < t->stack_high)) {
+    unsigned stop = 0;
+    size_t n = mt_cfi_unwind_memo_from(m, from, pcs, max, 0, t->stack_low, t->stack_high, &stop);
+    if (MT_LIKELY(n && !(stop & (MT_CFI_STOP_INCOMPLETE | MT_CFI_STOP_TRUNCATED)))) {
+      *flags |= MT_UNWIND_KNOWN;
+      return n;
+    }
+    return unwind_rest(walk_result(n, stop, flags), pcs, max, flags);
+  }
+  return unwind_general(from, pcs, max, flags);
 }
