@@ -167,8 +167,9 @@ void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t
 }
 
 /* [head words..., frames...] with the stack of the code that called into the shim. */
-static void write_with_stack(const mt_cfi_regs *from, unsigned type, uint64_t *buf, size_t head,
-                             unsigned kind) {
+static inline __attribute__((always_inline)) void write_with_stack(const mt_cfi_regs *from,
+                                                                   unsigned type, uint64_t *buf,
+                                                                   size_t head, unsigned kind) {
   unsigned flags = 0;
   size_t n = mt_tracer_unwind(from, buf + head, MT_TRACER_MAX_FRAMES, &flags);
   /* Frames the cached walker found rules for are in registered modules: only a pending dlopen
