@@ -118,7 +118,7 @@ void mt_shim_set_mode(int mode) {
 /* Sets the thread up to allocate: resolves, starts tracing if it has not started. Returns the
  * tracing mode (MT_SHIM_OFF: pass through; the countdown is then idle once start-up is over),
  * MT_USE_ARENA or MT_INTERNAL. */
-static int prepare(mt_shim_thread *t) {
+static inline __attribute__((always_inline)) int prepare(mt_shim_thread *t) {
   if (MT_UNLIKELY(atomic_load_explicit(&mt_shim.resolve, memory_order_acquire) !=
                   MT_RESOLVE_DONE)) {
     mt_shim_resolve();
