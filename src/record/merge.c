@@ -242,10 +242,16 @@ bool rec_merge_peek_time(const rec_merge *m, int64_t *time_ns) {
 }
 
 bool rec_merge_pop(rec_merge *m, rec_event *out) {
+  return rec_merge_pop_before(m, INT64_MAX, 0, out);
+}
+
+bool rec_merge_pop_before(rec_merge *m, int64_t limit_ns, size_t max_queued, rec_event *out) {
   if (!m->heap_count)
     return false;
   rec_source *s = &m->sources[m->heap[0]];
   const rec_slot *slot = head_slot(s);
+  if (slot->time_ns > limit_ns && m->queued <= max_queued)
+    return false;
   out->time_ns = slot->time_ns;
   out->order = slot->order;
   out->source = s->key;
@@ -255,9 +261,6 @@ bool rec_merge_pop(rec_merge *m, rec_event *out) {
   out->addr2 = slot->addr2;
   out->size = slot->size;
   out->nsamples = slot->nsamples;
-  out->next = out->fifo_next = NULL;
-  out->dead = false;
-  out->epoch = 0;
   out->nframes = slot->nframes;
   out->stack_hash = slot->stack_hash;
   out->stack_serial = slot->stack_serial;

@@ -118,10 +118,58 @@ static inline uint32_t rec_merge_new_serial(rec_merge *m) {
 /* Copies `e` (and its frames, unless they are the source's previous stack) into its source's
  * queue. e->order must increase from push to push. */
 bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns);
+/* rec_merge_push of the usual event, inline: of the previous push's thread, which has events
+ * queued and room for one more, without frames or with its previous stack again. False, having
+ * changed nothing, when rec_merge_push must take it. */
+static inline bool rec_merge_push_quick(rec_merge *m, const rec_event *e, int64_t now_ns) {
+  if (!m->last_index)
+    return false;
+  rec_source *s = &m->sources[m->last_index - 1];
+  if (s->key != e->source || !s->queued || s->tail - s->head > s->slot_mask)
+    return false;
+  uint32_t n = e->nframes;
+  if (n) {
+    if (n != s->last_nframes)
+      return false;
+    const uint64_t *last = &s->frames[s->last_frames_at & s->frame_mask], *f = e->frames;
+    if (last[0] != f[0])
+      return false;
+    /* The innermost frame differs first when anything does; the rest without early exits. */
+    uint64_t diff = 0;
+    for (uint32_t i = 1; i < n; i++)
+      diff |= last[i] ^ f[i];
+    if (diff)
+      return false;
+  }
+  rec_slot *slot = &s->slots[s->tail & s->slot_mask];
+  *slot = (rec_slot){.time_ns = e->time_ns,
+                     .order = e->order,
+                     .addr = e->addr,
+                     .addr2 = e->addr2,
+                     .size = e->size,
+                     .nsamples = e->nsamples,
+                     .frames_at = s->last_frames_at,
+                     .kind = e->kind,
+                     .type = (uint16_t)e->type,
+                     .nframes = (uint16_t)n,
+                     .stack_hash = n ? s->last_hash : 0,
+                     .stack_serial = n ? s->last_serial : 0};
+  s->tail++;
+  if (e->time_ns > s->newest_ns)
+    s->newest_ns = e->time_ns;
+  s->seen_at_ns = now_ns;
+  s->queued++;
+  m->queued++;
+  return true;
+}
 /* The stamp of the oldest queued event; false when nothing is queued. */
 bool rec_merge_peek_time(const rec_merge *m, int64_t *time_ns);
-/* Takes the oldest queued event into *out (out->frames valid until the next push or pop). */
+/* Takes the oldest queued event into *out (out->frames valid until the next push or pop); the
+ * links, `dead` and `epoch` are left as they are (zero them once: a held copy resets them). */
 bool rec_merge_pop(rec_merge *m, rec_event *out);
+/* rec_merge_pop of the oldest event if it is stamped at or before `limit_ns`, or whatever its
+ * stamp while more than `max_queued` events are queued; false otherwise. */
+bool rec_merge_pop_before(rec_merge *m, int64_t limit_ns, size_t max_queued, rec_event *out);
 /* The oldest newest-stamp among the sources that delivered something since `since_ns` (consumer
  * clock) and whose newest stamp is within `window_ns` of the newest of them all: records still
  * unread in those rings are stamped at or after it. A source further behind is stalled or its

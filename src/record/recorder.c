@@ -433,7 +433,8 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
       /* Merging (a second thread has written): the usual records straight to the merge. */
       rec_event e;
       int got = decode_fast(r, a, source, type, rec + 2, len - 2, rec[1], &e);
-      if (got > 0 && !rec_merge_push(&r->merge, &e, r->poll_now_ns)) {
+      if (got > 0 && !rec_merge_push_quick(&r->merge, &e, r->poll_now_ns) &&
+          !rec_merge_push(&r->merge, &e, r->poll_now_ns)) {
         r->decode_error = MT_E_NOMEM;
         return k;
       }
@@ -625,15 +626,11 @@ static int read_rings(mt_recorder *r, bool *progress, bool *caught_up, bool to_e
 }
 
 static void drain_merge(mt_recorder *r, int64_t frontier_ns, bool all) {
-  int64_t t;
-  rec_event e;
+  rec_event e = {0};
   /* Past MERGE_MAX_QUEUED events the oldest go out whatever the frontier: memory stays bounded
    * and order.c repairs whatever arrives older. */
-  while (rec_merge_peek_time(&r->merge, &t) &&
-         (all || t <= frontier_ns || r->merge.queued > MERGE_MAX_QUEUED)) {
-    rec_merge_pop(&r->merge, &e);
+  while (rec_merge_pop_before(&r->merge, all ? INT64_MAX : frontier_ns, MERGE_MAX_QUEUED, &e))
     rec_order_process(&r->order, &r->sink, &e);
-  }
   rec_order_expire(&r->order, &r->sink, frontier_ns, all);
 }
 
@@ -652,7 +649,7 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
   r->polls++;
   if (r->direct_ok && r->merge.queued) {
     /* Queued while behind: one thread's records only, so their order is the queue's. */
-    rec_event e;
+    rec_event e = {0};
     while (rec_merge_pop(&r->merge, &e))
       rec_order_process(&r->order, &r->sink, &e);
   }
