@@ -17,7 +17,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODES = ["untraced", "floor", "sampled", "full", "full-zst", "heaptrack"]
+MODES = ["untraced", "floor", "sampled", "sampled-base", "full", "full-zst", "heaptrack"]
 STOP = []  # set by SIGUSR1: finish the current round, print what was measured, and stop
 
 
@@ -25,7 +25,8 @@ def request_stop(signum, frame):
     STOP.append(signum)
 
 
-MEMTAP_MODES = {"sampled": [], "full": ["--full"], "full-zst": ["--full", "--compress"]}
+MEMTAP_MODES = {"sampled": [], "sampled-base": [], "full": ["--full"],
+                "full-zst": ["--full", "--compress"]}
 
 
 def programs(build):
@@ -70,6 +71,9 @@ class Run:
         self.prog_vcsw = self.prog_ivcsw = self.tracer_vcsw = None
         self.tracer_rss_kb = self.tracer_cpu = None
         self.trace_bytes = None
+        # ms from spawning the command to the program's start (its libraries loaded), and from the
+        # program's exit to the command's: what a tracer adds around the program in wall time
+        self.start_ms = self.tail_ms = None
         self.stdout = b""
         self.stderr = b""
 
@@ -88,7 +92,9 @@ def read_rusage_dir(path):
             entries.append((exe, int(rss), float(utime) + float(stime),
                             int(rest[0]) if rest else None,
                             int(rest[1]) if len(rest) > 2 else None,
-                            int(rest[2]) if len(rest) > 2 else None))
+                            int(rest[2]) if len(rest) > 2 else None,
+                            float(rest[3]) if len(rest) > 4 else None,  # CLOCK_MONOTONIC s
+                            float(rest[4]) if len(rest) > 4 else None))
         except (OSError, ValueError):
             pass
     return entries
@@ -111,7 +117,8 @@ def run_once(args, spec, mode, work, scale=None):
         prepend_preload(env, args.floor)
     elif mode in MEMTAP_MODES:
         out = os.path.join(work, "trace.ctf" + (".zst" if mode == "full-zst" else ""))
-        argv = [args.memtap, "record", "-o", out, *MEMTAP_MODES[mode], "--", *argv]
+        memtap = args.memtap_base if mode == "sampled-base" else args.memtap
+        argv = [memtap, "record", "-o", out, *MEMTAP_MODES[mode], "--", *argv]
     elif mode == "heaptrack":
         argv = [args.heaptrack, "-o", os.path.join(work, "trace"), *argv]
     # Every process of the run (the tracer and all it starts) reports its own rusage at exit. The
@@ -123,6 +130,7 @@ def run_once(args, spec, mode, work, scale=None):
     with open(os.path.join(work, "stdout"), "wb+") as out, \
             open(os.path.join(work, "stderr"), "wb+") as err:
         t0 = time.perf_counter()
+        m0 = time.clock_gettime(time.CLOCK_MONOTONIC)
         try:  # pinned: the runner's own affinity is inherited (and keeps vfork usable)
             proc = subprocess.Popen(argv, stdin=stdin, stdout=out, stderr=err, env=env)
         except OSError as e:
@@ -130,6 +138,7 @@ def run_once(args, spec, mode, work, scale=None):
             return r
         _, status, ru = os.wait4(proc.pid, 0)
         r.wall = time.perf_counter() - t0
+        m1 = time.clock_gettime(time.CLOCK_MONOTONIC)
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
@@ -156,6 +165,9 @@ def run_once(args, spec, mode, work, scale=None):
                 r.tracer_vcsw = sum(e[4] for e in others)
             if others:
                 r.tracer_cpu = max(0.0, r.cpu - r.prog_cpu)
+            if all(e[6] is not None for e in mine):
+                r.start_ms = (min(e[6] for e in mine) - m0) * 1000
+                r.tail_ms = (m1 - max(e[7] for e in mine)) * 1000
         if others:
             r.tracer_rss_kb = max(e[1] for e in others)
     traces = [n for n in os.listdir(work) if n.startswith("trace")]
@@ -290,16 +302,17 @@ def print_program(args, name, spec, results, extra, failed):
         ",".join(map(str, sorted(args.cpu_set)))))
     events = extra.get("events")
     nev = sum(events) if events else None
-    hdr = ("%-9s %7s %11s  %6s %11s %11s  %7s %6s %11s %11s  %6s %9s %8s %7s %9s %8s %7s %10s %8s"
+    hdr = ("%-12s %7s %11s  %6s %11s %11s  %7s %6s %11s %11s  %6s %9s %8s %7s %9s %8s %7s "
+           "%8s %7s %10s %8s"
            % ("mode", "wall s", "IQR", "x wall", "IQR", "min-max", "cpu s", "x cpu", "IQR",
               "min-max", "x prog", "prog RSS", "prog flt", "prog cs", "trc RSS", "trc cpu",
-              "trc cs", "trace", "B/event"))
+              "trc cs", "start ms", "tail ms", "trace", "B/event"))
     print(hdr)
     for mode in args.modes:
         rs = [r for r in results.get(mode, []) if r.ok]
         if not rs:
             why = "failed" if mode in failed else "n/a"
-            print("%-9s %s" % (mode, why))
+            print("%-12s %s" % (mode, why))
             continue
         walls = [r.wall for r in rs]
         cpus = [r.cpu for r in rs]
@@ -315,11 +328,13 @@ def print_program(args, name, spec, results, extra, failed):
         pflt = median_of(rs, "prog_minflt")
         pics = median_of(rs, "prog_ivcsw")
         tvcs = median_of(rs, "tracer_vcsw")
+        start = median_of(rs, "start_ms")
+        tail = median_of(rs, "tail_ms")
         # The program's own CPU against the untraced run's: what the shim (or the floor, or
         # heaptrack's preload library) costs the program, apart from any consumer process.
         rp = prog_ratio_list(results, mode)
-        print(("%-9s %7.3f %11s  %6s %11s %11s  %7.3f %6s %11s %11s  %6s %9s %8s %7s %9s %8s "
-               "%7s %10s %8s") % (
+        print(("%-12s %7.3f %11s  %6s %11s %11s  %7.3f %6s %11s %11s  %6s %9s %8s %7s %9s %8s "
+               "%7s %8s %7s %10s %8s") % (
             mode, statistics.median(walls), spread(walls),
             "%.2f" % statistics.median(rw) if rw else "-", spread(rw) if rw else "-",
             "%.2f-%.2f" % (min(rw), max(rw)) if rw else "-",
@@ -331,6 +346,8 @@ def print_program(args, name, spec, results, extra, failed):
             fmt_bytes(trss * 1024) if trss else "-",
             "%.3f" % trc_cpu if trc_cpu is not None else "-",
             "%d" % tvcs if tvcs is not None else "-",
+            "%.1f" % start if start is not None else "-",
+            "%.1f" % tail if tail is not None else "-",
             fmt_bytes(tb) if tb is not None else "-", per_event))
     if events:
         print("events (full trace): %d allocations + %d frees = %d" % (events[0], events[1], nev))
@@ -339,6 +356,9 @@ def print_program(args, name, spec, results, extra, failed):
           "(full - 1) / (heaptrack - 1) %s | %s" % goals[:4])
     # The shim against the floor apart from memtap's own process: the program's CPU alone.
     print("sampled / floor, the program's own CPU: %s" % goals[4])
+    if "sampled-base" in results:
+        print("sampled / sampled-base (the other memtap, same rounds), wall | cpu: %s | %s" %
+              goals[5:7])
     w = extra.get("writer", {})
     if w:
         print("writer on this stream: %s M events/s encoding only (bench_tracer_writer); "
@@ -392,9 +412,26 @@ def print_summary(args, all_results):
           "program alone]")
     print("%-11s %-44s %-36s" % ("program", "sampled / floor", "(full-1) / (heaptrack-1)"))
     for name, results in all_results:
-        sw, sc, fw, fc, sp = goal_cells(results)
+        sw, sc, fw, fc, sp = goal_cells(results)[:5]
         print("%-11s %-44s %-36s" % (name, sw + " | " + sc.split(" ")[0] + " [" +
                                       sp.split(" ")[0] + "]", fw + " | " + fc.split(" ")[0]))
+    # What memtap adds per run whatever the program's length: its own CPU, the time from the
+    # spawn to the program's start and from the program's exit to its own (less sensitive to the
+    # machine's load than the ratios).
+    fixed = [m for m in ("floor", "sampled", "sampled-base") if m in args.modes]
+    print("\n== Fixed cost per run, median ms: tracer CPU (the tree minus the program) / start "
+          "(spawn to the program's start) / tail (the program's exit to the command's)")
+    print("%-11s" % "program" + "".join("%24s" % m for m in ["untraced"] + fixed))
+    for name, results in all_results:
+        cells = []
+        for mode in ["untraced"] + fixed:
+            rs = [r for r in results.get(mode, []) if r.ok]
+            vals = [median_of(rs, "tracer_cpu"), median_of(rs, "start_ms"),
+                    median_of(rs, "tail_ms")]
+            if vals[0] is not None:
+                vals[0] *= 1000
+            cells.append("%24s" % " / ".join("%.1f" % v if v is not None else "-" for v in vals))
+        print("%-11s" % name + "".join(cells))
 
 
 def goal_cells(results):
@@ -406,7 +443,9 @@ def goal_cells(results):
     fh = [cell(paired(results, "full", "heaptrack", k,
                       lambda a, b, u: (a / u - 1) / (b / u - 1) if b > u else float("inf")))
           for k in ("wall", "cpu")]
-    return sf[0], sf[1], fh[0], fh[1], sf[2]
+    sb = [cell(paired(results, "sampled", "sampled-base", k, lambda a, b, u: a / b))
+          for k in ("wall", "cpu")]
+    return sf[0], sf[1], fh[0], fh[1], sf[2], sb[0], sb[1]
 
 
 def main():
@@ -415,13 +454,17 @@ def main():
                                                       os.path.join(HERE, "..", "..", "build")),
                     help="the build directory (default $MEMTAP_BUILD or <repo>/build)")
     ap.add_argument("--memtap", help="the memtap executable (default <build>/memtap)")
+    ap.add_argument("--memtap-base",
+                    help="another memtap executable (e.g. a build of the last commit), run as "
+                    "mode sampled-base in the same rounds: before and after, alternated")
     ap.add_argument("--heaptrack", default=shutil.which("heaptrack") or "/usr/bin/heaptrack")
     ap.add_argument("--runs", type=int, default=15, help="measured rounds (default 15)")
     ap.add_argument("--quick", action="store_true", help="3 rounds, for development")
     ap.add_argument("--programs", default="all",
                     help="comma-separated: churn,churn2,tree,strbuild,containers,sqlite3,python3")
-    ap.add_argument("--modes", default=",".join(MODES),
-                    help="comma-separated subset of " + ",".join(MODES))
+    ap.add_argument("--modes", default=",".join(m for m in MODES if m != "sampled-base"),
+                    help="comma-separated subset of " + ",".join(MODES) +
+                    " (sampled-base is added by --memtap-base)")
     ap.add_argument("--cpus", help="CPUs to pin every run to (default: all this process may use)")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply each program's work")
     ap.add_argument("--writer-events", type=int, default=5000000,
@@ -446,6 +489,9 @@ def main():
                     else os.sched_getaffinity(0))
     os.sched_setaffinity(0, args.cpu_set)
     args.modes = [m for m in args.modes.split(",") if m]
+    if args.memtap_base and "sampled-base" not in args.modes:
+        args.modes.insert(args.modes.index("sampled") + 1 if "sampled" in args.modes
+                          else len(args.modes), "sampled-base")
     bad = [m for m in args.modes if m not in MODES]
     if bad or "untraced" not in args.modes:
         ap.error("modes must include untraced and be among " + ",".join(MODES))
@@ -458,7 +504,9 @@ def main():
             ap.error("%s is missing: build the bench_tracer_* targets in %s" % (f, args.build))
     args.available = {"untraced", "floor"}
     if memtap_has_record(args.memtap):
-        args.available |= set(MEMTAP_MODES)
+        args.available |= set(MEMTAP_MODES) - {"sampled-base"}
+    if args.memtap_base and memtap_has_record(args.memtap_base):
+        args.available.add("sampled-base")
     else:
         print("memtap record is not available (%s): its columns are n/a" % args.memtap,
               file=sys.stderr)
