@@ -61,6 +61,8 @@ static void backoff(unsigned spins, uint64_t *nap_ns, uint64_t cap_ns) {
  * record fitted would wait, and wake, once per consumer batch and pull the consumer's position line
  * across cores on every try. Async-signal-safe: clock_gettime, sched_yield, nanosleep and the /proc
  * reads of mt_process_alive. */
+#define FAR_WORDS 4096u
+
 static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target, uint64_t plenty) {
   struct mt_ring *s = &mt_ring_session;
   mt_ring_file_header *h = s->header;
@@ -92,6 +94,10 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target, uin
         result = pos < t->tail ? pos : t->tail;
         break;
       }
+      /* Far from it (more than a consumer batch): no spinning or yielding, which would only
+       * burn CPU time, straight to the naps. */
+      if (counted && plenty - pos > FAR_WORDS && spins < 128)
+        spins = 128;
     } else if (state == MT_RING_PRIMARY_DETACHED) {
       degrade(h);
       break;

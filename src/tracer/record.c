@@ -1,7 +1,8 @@
 /* The records the shim writes (memtap/tracer.h): payload layouts, the stack of the calling code,
- * and the thread's start record before its first record of a session. Every function raises the
- * thread's depth for its own duration, so that whatever the unwinder or the ring does passes
- * straight through the interposed functions. */
+ * and the thread's start record before its first record of a session. A record that goes straight
+ * into the ring (record_fast: no call that could allocate or change errno) is written as is;
+ * anything more (the unwinder, the ring's general path) runs with the thread's depth raised, so
+ * that whatever it does passes straight through the interposed functions, and errno kept. */
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
