@@ -106,7 +106,7 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target, uin
       mt_add_relaxed(&t->block->waits, 1);
       counted = true;
     }
-    if (spins >= 64 && spins % 16 == 0) {
+    if (spins >= 64 && (spins % 16 == 0 || spins >= 128)) { /* every 16th yield, every nap */
       uint64_t ns = mt_clock_ns(CLOCK_MONOTONIC);
       if (state == MT_RING_PRIMARY_NONE) {
         uint64_t first = 0;
