@@ -10,6 +10,7 @@
  *
  * Usage: bench_record [--events N] [--threads T] [--sites S] [--depth D] [--compress]
  *                     [--level L] [--v2] [--symbols] [--out FILE] [--batch B] [--repeat R]
+ *                     [--lag MS]
  * Prints one line per pass (wall and CPU time of the consumer) and the best pass by CPU time, a
  * line ending in events/s: records read per second of the process's CPU time while it polled. */
 #include <elf.h>
@@ -39,6 +40,7 @@ typedef struct config {
   size_t batch; /* records per thread between two rounds of polling */
   bool compress, v2, symbols;
   int level; /* zstd level with --compress (0: the recorder's default) */
+  int lag;   /* mt_recorder_options.merge_lag_ms (0: the recorder's default) */
   const char *out;
 } config;
 
@@ -287,6 +289,7 @@ static result run_pass(const config *cfg, const char *dir, int pass) {
   mt_recorder_options ro = {.version = cfg->v2 ? 2 : 3,
                             .compress = cfg->compress,
                             .compress_level = cfg->level,
+                            .merge_lag_ms = cfg->lag,
                             .no_symbols = !cfg->symbols,
                             .context = "bench_record"};
   mt_recorder *rec;
@@ -374,7 +377,8 @@ int main(int argc, char **argv) {
     O_OUT,
     O_BATCH,
     O_REPEAT,
-    O_LEVEL
+    O_LEVEL,
+    O_LAG
   };
   static const struct option options[] = {{"events", required_argument, NULL, O_EVENTS},
                                           {"threads", required_argument, NULL, O_THREADS},
@@ -387,6 +391,7 @@ int main(int argc, char **argv) {
                                           {"batch", required_argument, NULL, O_BATCH},
                                           {"repeat", required_argument, NULL, O_REPEAT},
                                           {"level", required_argument, NULL, O_LEVEL},
+                                          {"lag", required_argument, NULL, O_LAG},
                                           {0}};
   int c;
   while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -402,10 +407,11 @@ int main(int argc, char **argv) {
     case O_BATCH: cfg.batch = (size_t)strtoull(optarg, NULL, 10); break;
     case O_REPEAT: cfg.repeat = atoi(optarg); break;
     case O_LEVEL: cfg.level = atoi(optarg); break;
+    case O_LAG: cfg.lag = atoi(optarg); break;
     default:
       fprintf(stderr, "usage: bench_record [--events N] [--threads T] [--sites S] [--depth D] "
                       "[--compress] [--level L] [--v2] [--symbols] [--out FILE] [--batch B] "
-                      "[--repeat R]\n");
+                      "[--repeat R] [--lag MS]\n");
       return 64;
     }
   }
