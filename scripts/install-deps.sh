@@ -15,6 +15,7 @@ packages=(
   g++                                                    # C++ test programs of the tracer (new/delete, exceptions)
   libunwind-dev                                          # the tracer's baseline unwinder
   libdw-dev libelf-dev                                   # symbolisation (elfutils): functions, lines, inlined frames
+  libdeflate0                                            # inflates compressed debug sections ~3x faster than zlib (dlopen'd; zlib if absent)
   libjemalloc2                                           # test: a program's own allocator is kept under the shim
   sqlite3 git                                            # real programs the tracer tests record
   heaptrack                                              # the yardstick in bench/tracer (never run by tests)
