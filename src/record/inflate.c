@@ -45,11 +45,15 @@ static void load_deflate(void) {
     libdeflate.alloc = NULL;
 }
 
+void rec_inflate_load(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, load_deflate);
+}
+
 /* Inflates the zlib stream `in` into exactly `out_size` bytes at `out`. */
 static bool inflate_exact(void **decompressor, const void *in, size_t in_size, void *out,
                           size_t out_size) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, load_deflate);
+  rec_inflate_load();
   if (libdeflate.alloc && (*decompressor || (*decompressor = libdeflate.alloc())))
     return libdeflate.zlib(*decompressor, in, in_size, out, out_size, NULL) == 0;
   uLongf got = out_size;

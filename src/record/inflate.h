@@ -9,4 +9,9 @@
  * byte keeps its offset, so program headers and notes still describe the file. */
 int rec_inflate_debug_file(int fd);
 
+/* Loads libdeflate (once, if installed). rec_inflate_debug_file does it when first needed; a
+ * recorder calls it when it is made, because in-process mode finishes the trace inside the
+ * program's exit (docs/tracer.md §9), where loading a library would run among the destructors. */
+void rec_inflate_load(void);
+
 #endif

@@ -19,6 +19,7 @@
 #include "common/arena.h"
 #include "common/hashmap.h"
 #include "record/debuginfo.h"
+#include "record/inflate.h"
 #include "record/record_internal.h"
 #include "record/symtab.h"
 
@@ -72,6 +73,8 @@ rec_symboliser *rec_symboliser_new(bool no_symbols, bool debuginfod) {
   rec_symboliser *s = calloc(1, sizeof *s);
   if (s) {
     s->no_symbols = no_symbols;
+    if (!no_symbols)
+      rec_inflate_load();
     s->callbacks = rec_debuginfo_callbacks(debuginfod);
     s->cache.seed = mt_hashmap_random_seed();
   }

@@ -177,6 +177,31 @@ static void memtrace_variable_samples_and_children_see_it_emptied(void **state) 
   run_free(&r);
 }
 
+/* The trace is finished inside the program's exit, among the libraries' destructors: nothing may
+ * be loaded there. The recorder loads what it may need (libdeflate, for compressed debug files)
+ * when it starts; the loader's own log (LD_DEBUG=files) says when each library came in. */
+static void no_library_is_loaded_while_the_program_exits(void **state) {
+  (void)state;
+  if (skip_if_sanitized())
+    return;
+  static char var[4096];
+  const char *trace = tu_temp_path("exit.ctf");
+  snprintf(var, sizeof var, "MEMTAP=%s", trace);
+  const char *env[] = {var, "MEMTAP_FULL=1", "LD_DEBUG=files", NULL};
+  run_result r = run_prog(env, NULL);
+  assert_int_equal(r.status, 0);
+  const char *fini = strstr(r.err, "calling fini:");
+  assert_non_null(fini); /* the log is there */
+  for (const char *p = fini; (p = strstr(p, "file=")) != NULL; p++) {
+    const char *end = strchr(p, '\n');
+    fail_msg("loaded after the first destructor ran: %.*s", (int)(end ? end - p : 80), p);
+  }
+  trace_counts *c = read_trace(trace);
+  assert_int_equal(c->allocated[500], 1000);
+  free(c);
+  run_free(&r);
+}
+
 static void a_trace_file_locked_by_another_process_is_left_alone(void **state) {
   (void)state;
   const char *trace = tu_temp_path("locked.ctf");
@@ -327,6 +352,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(memtap_variable_makes_the_program_trace_itself),
       cmocka_unit_test(memtrace_variable_samples_and_children_see_it_emptied),
+      cmocka_unit_test(no_library_is_loaded_while_the_program_exits),
       cmocka_unit_test(a_trace_file_locked_by_another_process_is_left_alone),
       cmocka_unit_test(start_and_stop_trace_exactly_the_window_under_preload),
       cmocka_unit_test(start_and_stop_work_in_a_program_linked_with_the_shim),
