@@ -164,7 +164,8 @@ static bool forget_internal(void *p) {
 
 /* How many sample points a new block of `size` bytes holds (0: not sampled), advancing the
  * thread's countdown. */
-static uint64_t sample(mt_shim_thread *t, int mode, size_t size) {
+static inline __attribute__((always_inline)) uint64_t sample(mt_shim_thread *t, int mode,
+                                                             size_t size) {
   if (mode == MT_SHIM_FULL) {
     t->countdown = 0; /* every allocation takes the slow path */
     return size ? (size + 7) / 8 : 1;
@@ -188,8 +189,9 @@ static uint64_t sample(mt_shim_thread *t, int mode, size_t size) {
 
 /* After the next allocator returned `p`: remembers a sampled block for its free and writes the
  * ALLOC. */
-static void allocated(const mt_cfi_regs *from, int mode, void *p, size_t size, uint64_t nsamples,
-                      unsigned kind) {
+static inline __attribute__((always_inline)) void allocated(const mt_cfi_regs *from, int mode,
+                                                            void *p, size_t size, uint64_t nsamples,
+                                                            unsigned kind) {
   if (!p || !nsamples)
     return;
   if (mode == MT_SHIM_FULL)

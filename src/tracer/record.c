@@ -231,16 +231,23 @@ void mt_record_map(void *p, size_t length, int prot, int flags, unsigned kind) {
   t->depth--;
 }
 
-void mt_record_free(void *p) {
+/* mt_record_free's general path, out of line: the usual free saves no registers and sets up no
+ * frame for it. */
+static __attribute__((noinline)) void record_free_general(void *p) {
   uint64_t payload[1] = {(uintptr_t)p};
-  if (MT_LIKELY(record_fast(MT_TRACER_REC_FREE, 0, payload, 1)))
-    return;
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   int saved_errno = errno;
   mt_record_write(MT_TRACER_REC_FREE, 0, payload, 1);
   errno = saved_errno;
   t->depth--;
+}
+
+void mt_record_free(void *p) {
+  uint64_t payload[1] = {(uintptr_t)p};
+  if (MT_LIKELY(record_fast(MT_TRACER_REC_FREE, 0, payload, 1)))
+    return;
+  record_free_general(p);
 }
 
 void mt_record_unmap(void *p, size_t length) {
