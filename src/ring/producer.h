@@ -70,6 +70,7 @@ struct mt_ring_thread {
   struct {
     uint64_t pos, seq;
   } marks[MT_RING_MARKS];
+  uint64_t limit; /* the fast path's one bound: see mt_ring_thread_set_limit */
   uint64_t last_time;
   uint64_t next_calibration;
   uint32_t epoch;         /* == session epoch when claimed */
@@ -83,6 +84,15 @@ struct mt_ring_thread {
 };
 
 extern __thread struct mt_ring_thread mt_ring_self __attribute__((tls_model("initial-exec")));
+
+/* Where a record written by the fast path (write_fast.h) may end at most: the next mark (so that a
+ * record that starts or crosses a sixteenth goes through append, which notes the mark; a mark is
+ * never past the end of the ring, so no record there straddles it) and the free space (head + ring
+ * size); 0 when the clock is not the TSC. Called wherever head, next_mark or the clock change. */
+static inline void mt_ring_thread_set_limit(struct mt_ring_thread *t) {
+  uint64_t room = t->head + t->mask + 1;
+  t->limit = t->clock != MT_RING_CLOCK_TSC ? 0 : t->next_mark < room ? t->next_mark : room;
+}
 
 /* producer.c */
 /* How mt_ring_options_parse reads a MEMTAP_RING_* variable: its value, or NULL when unset. */

@@ -141,6 +141,7 @@ int mt_ring_thread_claim(struct mt_ring_thread *t, uint32_t epoch) {
   t->clock = (uint8_t)s->clock;
   t->last_time = 0;
   t->next_calibration = 0; /* the first record is followed by a CLOCK record */
+  mt_ring_thread_set_limit(t);
   t->status = MT_THREAD_CLAIMED;
   t->epoch = epoch;
 

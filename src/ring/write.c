@@ -277,6 +277,7 @@ static __attribute__((noinline)) int append(struct mt_ring_thread *t, unsigned t
     t->next_mark = (t->tail / chunk + 1) * chunk;
   }
   store_record(t, off, type, id, SOURCE_ARGS, words);
+  mt_ring_thread_set_limit(t);
   return MT_OK;
 }
 

@@ -1,8 +1,9 @@
 /* The producer's fast path (docs/ring.md §4), inline so that a caller inside the library that
  * writes records it built itself (the preload shim) pays for no call and no argument checks:
  * the record fits before the end of the ring, in free space, inside the current sixteenth, the
- * clock is the TSC, nothing is paused or nested. Anything else is left to mt_ring_write, which
- * has the same semantics. write.c's mt_ring_write is this, after its argument checks. */
+ * clock is the TSC (all four in one bound, `limit`), nothing is paused or nested. Anything else is
+ * left to mt_ring_write, which has the same semantics. write.c's mt_ring_write is this, after its
+ * argument checks. */
 #ifndef MEMTAP_SRC_RING_WRITE_FAST_H
 #define MEMTAP_SRC_RING_WRITE_FAST_H
 
@@ -23,18 +24,17 @@ mt_ring_write_fast(unsigned type, unsigned id, const uint64_t *payload, size_t w
     return false;
   t->busy = 1; /* before reading the cached positions: a handler may append between */
   atomic_signal_fence(memory_order_seq_cst);
-  uint64_t len = words + 2, tail = t->tail, size = t->mask + 1;
-  uint64_t off = tail & t->mask;
+  uint64_t len = words + 2, tail = t->tail;
+  /* One bound for the end of the ring, the free space, the next mark and the clock. */
   if (__builtin_expect(t->epoch != mt_load_relaxed(&mt_ring_session.epoch) ||
-                           mt_load_relaxed(&mt_ring_session.paused) || off + len > size ||
-                           tail + len - t->head > size || tail >= t->next_mark ||
-                           t->clock != MT_RING_CLOCK_TSC || mt_ring_test_before_publish != NULL,
+                           mt_load_relaxed(&mt_ring_session.paused) || tail + len > t->limit ||
+                           mt_ring_test_before_publish != NULL,
                        0)) {
     atomic_signal_fence(memory_order_seq_cst);
     t->busy = 0;
     return false;
   }
-  _Atomic uint64_t *d = t->data + off;
+  _Atomic uint64_t *d = t->data + (tail & t->mask);
   uint64_t ts = mt_clock_rdtsc();
   if (__builtin_expect(ts < t->last_time, 0))
     ts = t->last_time;
