@@ -353,6 +353,111 @@ static inline __attribute__((always_inline)) bool direct_fast(mt_recorder *r, at
   return true;
 }
 
+/* The usual direct records at the start of a run (those direct_fast takes), up to `count`; returns
+ * how many it consumed and moves *recp past them. What direct_fast does, with the recorder's
+ * counters, the thread's current stack and the clock's constants in locals: stores into the
+ * batch's events may alias the recorder and the attachment as far as the compiler knows, which
+ * made it load and store them again for every record. */
+static size_t direct_run(mt_recorder *r, attachment *a, uint64_t source, const uint64_t **recp,
+                         size_t count) {
+  const uint64_t *rec = *recp;
+  uint64_t arrival = r->arrival, records = r->stats.records;
+  size_t batched = r->batched, k = 0;
+  const uint64_t *cur = r->direct_cur;
+  uint32_t cur_n = r->direct_nframes;
+  bool calibrated = a->calibrated;
+  uint64_t ts0 = a->ts0, q = a->q, frac = a->frac;
+  int64_t abs0 = a->abs0;
+  for (; k < count; k++) {
+    uint64_t h = rec[0];
+    uint32_t len = mt_ring_header_length(h), type = mt_ring_header_type(h);
+    const uint64_t *p = rec + 2;
+    size_t words = len - 2;
+    rec_event *b = r->batch[batched];
+    if (type == MT_TRACER_REC_FREE && words >= 1) {
+      records++;
+      if (!p[0]) { /* free(NULL) */
+        rec += len;
+        continue;
+      }
+      b->type = MT_TRACER_REC_FREE;
+      b->kind = 0;
+      b->addr = p[0];
+      b->size = 0;
+      b->nsamples = 0;
+      b->nframes = 0;
+      b->frames = NULL;
+      b->stack_hash = 0;
+      b->stack_serial = 0;
+    } else if (type == MT_TRACER_REC_ALLOC && words >= 4) {
+      records++;
+      if (!p[0]) { /* malloc that failed */
+        rec += len;
+        continue;
+      }
+      int64_t nsamples = (int64_t)p[2];
+      b->type = MT_TRACER_REC_ALLOC;
+      b->kind = (uint32_t)p[3];
+      b->addr = p[0];
+      b->size = p[1];
+      b->nsamples = nsamples < 0 || nsamples > (int64_t)1 << 56 ? 1 : nsamples;
+      size_t nframes = words - 4;
+      uint32_t n = (uint32_t)(nframes > MT_TRACER_MAX_FRAMES ? MT_TRACER_MAX_FRAMES : nframes);
+      const uint64_t *f = p + 4;
+      b->nframes = n;
+      b->frames = NULL;
+      b->stack_hash = 0;
+      b->stack_serial = 0;
+      if (n) {
+        uint64_t diff = 1;
+        if (n == cur_n && cur[0] == f[0]) {
+          /* direct_stack's comparison: the innermost frame first, the rest without early exits */
+          diff = 0;
+          for (uint32_t i = 1; i < n; i++)
+            diff |= cur[i] ^ f[i];
+        }
+        if (!diff) {
+          b->frames = cur;
+          b->stack_hash = r->direct_hash;
+          b->stack_serial = r->direct_serial;
+        } else {
+          b->frames = f;
+          direct_new_stack(r, b);
+          cur = r->direct_cur;
+          cur_n = r->direct_nframes;
+        }
+      }
+    } else {
+      break;
+    }
+    uint64_t t = rec[1];
+    if (calibrated && t >= ts0) {
+      uint64_t d = t - ts0;
+      b->time_ns = abs0 + (int64_t)(d * q + (uint64_t)(((unsigned __int128)d * frac) >> 64));
+    } else {
+      b->time_ns = absolute_ns(a, t);
+      calibrated = a->calibrated;
+      ts0 = a->ts0, q = a->q, frac = a->frac, abs0 = a->abs0;
+    }
+    b->addr2 = 0;
+    b->order = arrival++;
+    b->source = source;
+    rec += len;
+    if (++batched == DIRECT_BATCH) {
+      r->batched = batched;
+      r->arrival = arrival;
+      r->stats.records = records;
+      direct_flush(r);
+      batched = 0;
+    }
+  }
+  r->arrival = arrival;
+  r->stats.records = records;
+  r->batched = batched;
+  *recp = rec;
+  return k;
+}
+
 static inline uint64_t source_key(const attachment *a, uint32_t ring, uint32_t generation) {
   return (uint64_t)a->index << 48 | (uint64_t)(ring & 0xffffff) << 24 | (generation & 0xffffff);
 }
@@ -427,6 +532,11 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
   uint64_t source = source_key(a, ring, generation);
   bool direct = goes_direct(r, source);
   for (size_t k = 0; k < count; k++) {
+    if (direct) {
+      k += direct_run(r, a, source, &rec, count - k);
+      if (k == count)
+        break;
+    }
     uint64_t h = rec[0];
     uint32_t len = mt_ring_header_length(h), type = mt_ring_header_type(h);
     if (!direct && r->merging) {
