@@ -344,25 +344,29 @@ add_run(mt_backtrace_run **last, int64_t *last_code, uint32_t *n, int64_t code, 
 #define FORWARD_DROP 32
 
 /* The last run of the `nruns` runs of a `depth`-frame backtrace that starts before frame `prefix`
- * (1 <= prefix <= depth). The runs after it hold the depth - prefix frames dropped, one at least
- * each, so it is no further back than that many runs from the end. When few frames are dropped it
- * is looked for forward from there: steps for the dropped frames that are not a run's first, none
- * in a chain of distinct frames (one run each), where walking back from the end took a step per
- * frame. Else it is looked for backward from the end: a step per run dropped, so once per run
- * appended. runs[nruns] must be writable: it is made a sentinel that stops the forward walk. */
+ * (1 <= prefix <= depth): the last one itself when no whole run is dropped (a third of
+ * demo_v3's allocations, whose recursion runs are cut). Else the runs after it hold the depth -
+ * prefix frames dropped, one at least each, so it is no further back than that many runs from the
+ * end. When few frames are dropped it is looked for forward from there: steps for the dropped
+ * frames that are not a run's first, none in a chain of distinct frames (one run each), where
+ * walking back from the end took a step per frame. Else it is looked for backward from the end: a
+ * step per run dropped, so once per run appended. runs[nruns] must be writable: it is made a
+ * sentinel that stops the forward walk. */
 static inline __attribute__((always_inline)) mt_backtrace_run *
 kept_runs(mt_backtrace_run *runs, size_t nruns, size_t depth, size_t prefix) {
+  mt_backtrace_run *last = runs + nruns - 1;
+  if (last->start < prefix) /* only frames of the last run dropped, if any */
+    return last;
   size_t drop = depth - prefix;
-  mt_backtrace_run *last;
   if (drop < FORWARD_DROP && drop < nruns) {
     last = runs + (nruns - 1 - drop);
     runs[nruns].start = UINT32_MAX;
     while (last[1].start < prefix)
       last++;
   } else {
-    last = runs + nruns - 1;
-    while (last->start >= prefix)
+    do
       last--;
+    while (last->start >= prefix);
   }
   return last;
 }
