@@ -14,27 +14,44 @@
  * `busy`. */
 int mt_ring_calibrate_due(void);
 
-/* Appends and publishes the record (`type`, `id` and `words` valid for mt_ring_write, `ring` the
- * session) and returns true; or returns false, having written nothing, when the record needs
- * mt_ring_write's general path. */
-static inline __attribute__((always_inline)) bool
-mt_ring_write_fast(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
+/* The fast path in two halves, for a caller that builds the record in place (the shim's ALLOC,
+ * whose frames the unwinder writes straight into the ring): reserves room for a record of up to
+ * `max_words` payload words and returns where it goes (its payload 2 words further), with `busy`
+ * set until mt_ring_commit_fast or mt_ring_cancel_fast (a signal handler's record meanwhile is the
+ * caller's to defer, as during any write); or returns NULL, having reserved nothing, when the
+ * record needs mt_ring_write's general path. Nothing is visible to a consumer before the commit. */
+static inline __attribute__((always_inline)) _Atomic uint64_t *
+mt_ring_reserve_fast(size_t max_words) {
   struct mt_ring_thread *t = &mt_ring_self;
   if (__builtin_expect(t->busy, 0))
-    return false;
+    return NULL;
   t->busy = 1; /* before reading the cached positions: a handler may append between */
   atomic_signal_fence(memory_order_seq_cst);
-  uint64_t len = words + 2, tail = t->tail;
+  uint64_t tail = t->tail;
   /* One bound for the end of the ring, the free space, the next mark and the clock. */
   if (__builtin_expect(t->epoch != mt_load_relaxed(&mt_ring_session.epoch) ||
-                           mt_load_relaxed(&mt_ring_session.paused) || tail + len > t->limit ||
-                           mt_ring_test_before_publish != NULL,
+                           mt_load_relaxed(&mt_ring_session.paused) ||
+                           tail + max_words + 2 > t->limit || mt_ring_test_before_publish != NULL,
                        0)) {
     atomic_signal_fence(memory_order_seq_cst);
     t->busy = 0;
-    return false;
+    return NULL;
   }
-  _Atomic uint64_t *d = t->data + (tail & t->mask);
+  return t->data + (tail & t->mask);
+}
+
+/* Gives up a reservation: nothing was published. */
+static inline __attribute__((always_inline)) void mt_ring_cancel_fast(void) {
+  atomic_signal_fence(memory_order_seq_cst);
+  mt_ring_self.busy = 0;
+}
+
+/* Publishes the record reserved at `d` (mt_ring_reserve_fast's answer) with its header and stamp,
+ * its `words` (no more than reserved) written from d + 2; clears `busy`. */
+static inline __attribute__((always_inline)) void
+mt_ring_commit_fast(_Atomic uint64_t *d, unsigned type, unsigned id, size_t words) {
+  struct mt_ring_thread *t = &mt_ring_self;
+  uint64_t len = words + 2, tail = t->tail;
   uint64_t ts = mt_clock_rdtsc();
   if (__builtin_expect(ts < t->last_time, 0))
     ts = t->last_time;
@@ -42,14 +59,6 @@ mt_ring_write_fast(unsigned type, unsigned id, const uint64_t *payload, size_t w
   uint64_t seq = t->seq;
   mt_store_relaxed(&d[0], mt_ring_header_word(len, type, id, seq));
   mt_store_relaxed(&d[1], ts);
-  size_t i = 0;
-  for (; i + 2 <= words; i += 2) { /* by pairs: half the loop's own instructions */
-    uint64_t a = payload[i], b = payload[i + 1];
-    mt_store_relaxed(&d[2 + i], a);
-    mt_store_relaxed(&d[3 + i], b);
-  }
-  if (i < words)
-    mt_store_relaxed(&d[2 + i], payload[i]);
   t->seq = seq + 1;
   t->tail = tail + len;
   mt_store_relaxed(&t->block->next_seq, seq + 1);
@@ -58,6 +67,25 @@ mt_ring_write_fast(unsigned type, unsigned id, const uint64_t *payload, size_t w
   t->busy = 0;
   if (__builtin_expect(ts >= t->next_calibration, 0))
     mt_ring_calibrate_due();
+}
+
+/* Appends and publishes the record (`type`, `id` and `words` valid for mt_ring_write, `ring` the
+ * session) and returns true; or returns false, having written nothing, when the record needs
+ * mt_ring_write's general path. */
+static inline __attribute__((always_inline)) bool
+mt_ring_write_fast(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
+  _Atomic uint64_t *d = mt_ring_reserve_fast(words);
+  if (__builtin_expect(!d, 0))
+    return false;
+  size_t i = 0;
+  for (; i + 2 <= words; i += 2) { /* by pairs: half the loop's own instructions */
+    uint64_t a = payload[i], b = payload[i + 1];
+    mt_store_relaxed(&d[2 + i], a);
+    mt_store_relaxed(&d[3 + i], b);
+  }
+  if (i < words)
+    mt_store_relaxed(&d[2 + i], payload[i]);
+  mt_ring_commit_fast(d, type, id, words);
   return true;
 }
 
