@@ -31,7 +31,10 @@
  *                         two (default 1M; at least MT_RING_MIN_SIZE)
  *   MEMTAP_RING_THREADS   how many rings, i.e. threads writing at the same time (default 256)
  *   MEMTAP_RING_CLOCK     tsc, monotonic or realtime (default: tsc when invariant, else monotonic)
- *   MEMTAP_RING_PRESERVE  when set (and not "0"), the file is kept when the producer closes */
+ *   MEMTAP_RING_PRESERVE  when set (and not "0"), the file is kept when the producer closes
+ * and, read when a producer opens its file:
+ *   MEMTAP_RING_TSC_ANCHOR  an earlier TSC reading, "<tsc>:<CLOCK_MONOTONIC ns>" (memtap record
+ *                         sets it), that the TSC calibration measures from instead of waiting */
 #ifndef MEMTAP_RING_H
 #define MEMTAP_RING_H
 

@@ -2,6 +2,7 @@
 #include "ring/clock.h"
 
 #include <cpuid.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,20 +64,25 @@ void mt_clock_anchor_format(char *out, size_t size) {
   snprintf(out, size, "%" PRIu64 ":%" PRIu64, p.raw, p.monotonic_ns);
 }
 
-static bool parse_anchor(const char *text, mt_clock_pair *out) {
+bool mt_clock_anchor_parse(const char *text, mt_clock_pair *out) {
   if (!text || *text < '0' || *text > '9')
     return false;
   char *end;
+  int saved_errno = errno;
+  errno = 0;
   out->raw = strtoull(text, &end, 10);
-  if (*end != ':' || end[1] < '0' || end[1] > '9')
-    return false;
-  out->monotonic_ns = strtoull(end + 1, &end, 10);
-  return *end == 0;
+  bool ok = *end == ':' && end[1] >= '0' && end[1] <= '9';
+  if (ok) {
+    out->monotonic_ns = strtoull(end + 1, &end, 10);
+    ok = *end == 0 && errno == 0; /* errno: ERANGE, a number past 2^64 - 1 */
+  }
+  errno = saved_errno;
+  return ok;
 }
 
 uint64_t mt_clock_hz_anchored(mt_ring_clock clock, const char *anchor) {
   mt_clock_pair a, now;
-  if (clock != MT_RING_CLOCK_TSC || !parse_anchor(anchor, &a))
+  if (clock != MT_RING_CLOCK_TSC || !mt_clock_anchor_parse(anchor, &a))
     return mt_clock_hz(clock);
   mt_clock_sample(clock, &now);
   /* From another boot or machine, or nonsense: not an earlier reading of this clock. */

@@ -59,6 +59,10 @@ uint64_t mt_clock_hz(mt_ring_clock clock);
 /* The text of an anchor taken now ("<tsc>:<CLOCK_MONOTONIC ns>"). */
 void mt_clock_anchor_format(char *out, size_t size);
 
+/* Reads an anchor's text into out->raw and out->monotonic_ns: two decimal numbers below 2^64
+ * separated by ':', nothing else. */
+bool mt_clock_anchor_parse(const char *text, mt_clock_pair *out);
+
 /* mt_clock_hz, measured from `anchor` (mt_clock_anchor_format's text, from any earlier moment of
  * this boot) to now, waiting only for what is left of a millisecond since the anchor, and checked
  * against 20 us of measurement here (within 2%). An anchor that is absent, malformed, not earlier

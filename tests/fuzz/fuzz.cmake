@@ -27,6 +27,8 @@ if(MEMTAP_FUZZ)
   target_link_libraries(fuzz_cli_args PRIVATE memtap_cli_lib)
 endif()
 memtap_fuzz_target(fuzz_env fuzz/fuzz_env.c)
+# MEMTAP_RING_TSC_ANCHOR, which the shim reads at start (ring/clock.c).
+memtap_fuzz_target(fuzz_clock_anchor fuzz/fuzz_clock_anchor.c)
 
 # The checkpoint index (TRACE.idx) and the reader's saved state inside it.
 memtap_fuzz_target(fuzz_index fuzz/fuzz_index.c)

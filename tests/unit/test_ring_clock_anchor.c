@@ -62,6 +62,26 @@ static void bad_anchors_fall_back_to_measuring(void **state) {
   }
 }
 
+static void anchor_text_is_two_numbers_below_2_to_the_64(void **state) {
+  (void)state;
+  mt_clock_pair p;
+  assert_true(mt_clock_anchor_parse("18446744073709551615:0", &p));
+  assert_true(p.raw == UINT64_MAX && p.monotonic_ns == 0);
+  char own[64];
+  mt_clock_anchor_format(own, sizeof own);
+  assert_true(mt_clock_anchor_parse(own, &p));
+  /* strtoull would give 2^64 - 1 for these, and a reading that is not the one written */
+  const char *const bad[] = {"18446744073709551616:1",
+                             "1:18446744073709551616",
+                             "99999999999999999999999:5",
+                             "1:2:3",
+                             "1: 2",
+                             "+1:2"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    if (mt_clock_anchor_parse(bad[i], &p))
+      fail_msg("\"%s\" was accepted", bad[i]);
+}
+
 static void other_clocks_tick_in_nanoseconds_whatever_the_anchor(void **state) {
   (void)state;
   char anchor[64];
@@ -74,6 +94,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(anchor_from_before_gives_the_measured_rate),
       cmocka_unit_test(bad_anchors_fall_back_to_measuring),
+      cmocka_unit_test(anchor_text_is_two_numbers_below_2_to_the_64),
       cmocka_unit_test(other_clocks_tick_in_nanoseconds_whatever_the_anchor),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
