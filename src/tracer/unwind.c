@@ -265,8 +265,14 @@ size_t mt_tracer_unwind(const mt_cfi_regs *from, uint64_t *pcs, size_t max, unsi
   mt_shim_thread *t = &mt_shim_self;
   mt_cfi_memo *m = memo;
   if (MT_LIKELY(from && m && !check_mode && from->sp >= t->stack_low && from->sp < t->stack_high)) {
+    size_t n =
+        mt_cfi_repeat(m, from->pc, from->sp, from->bp, 0, pcs, max, t->stack_low, t->stack_high);
+    if (MT_LIKELY(n)) { /* the previous walk again: complete, every rule known */
+      *flags |= MT_UNWIND_KNOWN;
+      return n;
+    }
     unsigned stop = 0;
-    size_t n = mt_cfi_unwind_memo_from(m, from, pcs, max, 0, t->stack_low, t->stack_high, &stop);
+    n = mt_cfi_unwind_memo_from(m, from, pcs, max, 0, t->stack_low, t->stack_high, &stop);
     if (MT_LIKELY(n && !(stop & (MT_CFI_STOP_INCOMPLETE | MT_CFI_STOP_TRUNCATED)))) {
       *flags |= MT_UNWIND_KNOWN;
       return n;

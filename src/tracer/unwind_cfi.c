@@ -24,8 +24,9 @@ static slot slots[MT_CFI_MAX_MODULES];
 static _Atomic unsigned slots_used; /* high-water mark */
 static atomic_flag writer_lock = ATOMIC_FLAG_INIT;
 static _Atomic uintptr_t skip_lo, skip_hi;
-/* Bumped by every change of the table or the cache: a memo made before is stale. */
-static _Atomic unsigned generation;
+/* Bumped by every change of the table, the cache or the skip range: a memo made before is stale
+ * (unwind_cfi.h: mt_cfi_repeat reads it). */
+_Atomic unsigned mt_cfi_generation;
 
 #define RELAXED memory_order_relaxed
 #define ACQUIRE memory_order_acquire
@@ -74,7 +75,7 @@ static void cache_forget(uintptr_t lo, uintptr_t hi) {
 }
 
 void mt_cfi_cache_clear(void) {
-  atomic_fetch_add_explicit(&generation, 1, RELEASE);
+  atomic_fetch_add_explicit(&mt_cfi_generation, 1, RELEASE);
   atomic_store_explicit(&cache_used, false, memory_order_seq_cst);
   for (uint32_t i = 0; i < CACHE_SIZE; i++)
     atomic_store_explicit(&cache[i], 0, RELAXED);
@@ -115,7 +116,7 @@ int mt_cfi_add_module(const mt_cfi_module *m) {
   slot_write(&slots[i], m);
   if (i == used)
     atomic_store_explicit(&slots_used, used + 1, RELEASE);
-  atomic_fetch_add_explicit(&generation, 1, RELEASE);
+  atomic_fetch_add_explicit(&mt_cfi_generation, 1, RELEASE);
   unlock_writers();
   cache_forget(m->text_lo, m->text_hi); /* "no module here" entries made before it came */
   return MT_OK;
@@ -130,7 +131,7 @@ void mt_cfi_remove_module(uintptr_t text_lo) {
       continue;
     uintptr_t hi = atomic_load_explicit(&slots[i].text_hi, RELAXED);
     slot_write(&slots[i], &(mt_cfi_module){0});
-    atomic_fetch_add_explicit(&generation, 1, RELEASE);
+    atomic_fetch_add_explicit(&mt_cfi_generation, 1, RELEASE);
     unlock_writers();
     cache_forget(text_lo, hi);
     return;
@@ -141,6 +142,7 @@ void mt_cfi_remove_module(uintptr_t text_lo) {
 void mt_cfi_set_skip_range(uintptr_t lo, uintptr_t hi) {
   atomic_store_explicit(&skip_lo, lo, RELAXED);
   atomic_store_explicit(&skip_hi, hi, RELAXED);
+  atomic_fetch_add_explicit(&mt_cfi_generation, 1, RELEASE); /* repeats kept the old range's pcs */
 }
 
 int mt_cfi_module_from_phdr(const struct dl_phdr_info *info, mt_cfi_module *out) {
@@ -464,57 +466,20 @@ static void repeat_keep(mt_cfi_memo *m, const emitter *em, uintptr_t lo, unsigne
   m->repeat.needs_bp = first->needs_bp != 0;
   m->repeat.lo = lo;
   m->repeat.hi = m->hi;
-  m->repeat.range_lo = em->range_lo;
-  m->repeat.range_span = em->range_span;
-  m->repeat.max = em->max;
-  m->repeat.drop = drop;
+  m->repeat.shape = mt_cfi_repeat_shape(drop, em->max);
   m->repeat.generation = m->generation;
   m->repeat.checks = c;
   __builtin_memcpy(m->repeat.pcs, em->pcs, em->n * sizeof em->pcs[0]);
   m->repeat.n = (unsigned)em->n;
 }
 
-/* The walk again, if it is the exact repeat of the previous one: its count, else 0 (then the
- * caller walks). Small and separate from walk_memo, so that a repeat costs no more than its
- * comparisons. */
-__attribute__((always_inline, no_sanitize("address"))) static inline size_t
-repeat_quick(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp, unsigned drop, uint64_t *pcs,
-             size_t max, uintptr_t lo, uintptr_t hi, unsigned *flags_out) {
-  if (sp > lo)
-    lo = sp;
-  if (!m->repeat.n || m->busy || m->repeat.pc != pc || m->repeat.sp != sp ||
-      (m->repeat.needs_bp && m->repeat.bp != bp) || m->repeat.lo != lo || m->repeat.hi != hi ||
-      m->repeat.drop != drop || m->repeat.max != max ||
-      m->repeat.generation != atomic_load_explicit(&generation, ACQUIRE))
-    return 0;
-  uintptr_t range_lo = atomic_load_explicit(&skip_lo, RELAXED);
-  uintptr_t range_hi = atomic_load_explicit(&skip_hi, RELAXED);
-  if (m->repeat.range_lo != range_lo ||
-      m->repeat.range_span != (range_hi > range_lo ? range_hi - range_lo : 0))
-    return 0;
-  m->busy = 1; /* a signal handler's walk meanwhile goes without the memo */
-  atomic_signal_fence(memory_order_seq_cst);
-  uint64_t differ = 0;
-  for (unsigned k = 0; k < m->repeat.checks; k++)
-    differ |= load_word(m->repeat.check[k].at) ^ m->repeat.check[k].value;
-  size_t n = 0;
-  if (!differ) {
-    n = m->repeat.n;
-    for (size_t k = 0; k < n; k++)
-      pcs[k] = m->repeat.pcs[k];
-    if (flags_out)
-      *flags_out = MT_CFI_MEMO_HIT;
-  }
-  atomic_signal_fence(memory_order_seq_cst);
-  m->busy = 0;
-  return n;
-}
-
 static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp, unsigned drop,
                         uint64_t *pcs, size_t max, uintptr_t lo, uintptr_t hi,
                         unsigned *flags_out) {
+  /* The generation before the skip range (emitter_make): a new range is seen with its new
+   * generation, so a memo never keeps pcs of an old range under a new generation. */
+  unsigned flags = 0, gen = atomic_load_explicit(&mt_cfi_generation, ACQUIRE);
   emitter em = emitter_make(drop, pcs, max);
-  unsigned flags = 0, gen = atomic_load_explicit(&generation, ACQUIRE);
   if (sp > lo)
     lo = sp;
   if (m->busy) /* a signal handler interrupted a walk of this thread: walk without the memo */
@@ -601,18 +566,23 @@ __attribute__((noinline)) size_t mt_cfi_unwind_memo(mt_cfi_memo *memo, uint64_t 
   uintptr_t pc, sp, bp;
   __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"
                    : "=r"(pc), "=r"(sp), "=r"(bp));
-  size_t n = repeat_quick(memo, pc, sp, bp, skip + 1, pcs, max, stack_lo, stack_hi, flags);
-  if (n)
+  size_t n = mt_cfi_repeat(memo, pc, sp, bp, skip + 1, pcs, max, stack_lo, stack_hi);
+  if (n) {
+    if (flags)
+      *flags = MT_CFI_MEMO_HIT;
     return n;
+  }
   return walk_memo(memo, pc, sp, bp, skip + 1, pcs, max, stack_lo, stack_hi, flags);
 }
 
 size_t mt_cfi_unwind_memo_from(mt_cfi_memo *memo, const mt_cfi_regs *regs, uint64_t *pcs,
                                size_t max, unsigned skip, uintptr_t stack_lo, uintptr_t stack_hi,
                                unsigned *flags) {
-  size_t n =
-      repeat_quick(memo, regs->pc, regs->sp, regs->bp, skip, pcs, max, stack_lo, stack_hi, flags);
-  if (n)
+  size_t n = mt_cfi_repeat(memo, regs->pc, regs->sp, regs->bp, skip, pcs, max, stack_lo, stack_hi);
+  if (n) {
+    if (flags)
+      *flags = MT_CFI_MEMO_HIT;
     return n;
+  }
   return walk_memo(memo, regs->pc, regs->sp, regs->bp, skip, pcs, max, stack_lo, stack_hi, flags);
 }

@@ -28,6 +28,7 @@
 #define MEMTAP_SRC_TRACER_UNWIND_CFI_H
 
 #include <link.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -111,9 +112,9 @@ typedef struct mt_cfi_memo {
    * registers and arguments gives repeat_pcs if every word in `check` still holds its value.
    * repeat_n 0: none. */
   struct {
-    uintptr_t pc, sp, bp, lo, hi, range_lo, range_span;
-    size_t max;
-    unsigned drop, generation, n, checks;
+    uintptr_t pc, sp, bp, lo, hi;
+    uint64_t shape; /* mt_cfi_repeat_shape(drop, max) */
+    unsigned generation, n, checks;
     int needs_bp;
     uint64_t pcs[MT_CFI_REPEAT_FRAMES];
     struct {
@@ -121,6 +122,49 @@ typedef struct mt_cfi_memo {
     } check[2 * MT_CFI_REPEAT_FRAMES + 1];
   } repeat;
 } mt_cfi_memo;
+
+/* The module table's, the rule cache's and the skip range's generation (unwind_cfi.c). */
+extern _Atomic unsigned mt_cfi_generation;
+
+/* A repeat's drop and max in one word. */
+static inline uint64_t mt_cfi_repeat_shape(unsigned drop, size_t max) {
+  return (uint64_t)max << 32 | drop;
+}
+
+/* The walk mt_cfi_unwind_memo_from would do, if it is the exact repeat of the memo's previous one
+ * (the same start registers, bounds and arguments, the same generation, and every stack word that
+ * walk read still holding its value): its count, the pcs stored, else 0 (then the caller walks).
+ * Inline, so that the usual call (a program allocating from a loop) costs no more than these
+ * comparisons and the copy. A repeat's walk reached the outermost frame with every rule known. */
+__attribute__((always_inline, no_sanitize("address"))) static inline size_t
+mt_cfi_repeat(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp, unsigned drop,
+              uint64_t *pcs, size_t max, uintptr_t lo, uintptr_t hi) {
+  if (sp > lo)
+    lo = sp;
+  if (!m->repeat.n || m->busy || m->repeat.pc != pc || m->repeat.sp != sp ||
+      (m->repeat.needs_bp && m->repeat.bp != bp) || m->repeat.lo != lo || m->repeat.hi != hi ||
+      m->repeat.shape != mt_cfi_repeat_shape(drop, max) ||
+      m->repeat.generation != atomic_load_explicit(&mt_cfi_generation, memory_order_acquire))
+    return 0;
+  m->busy = 1; /* a signal handler's walk meanwhile goes without the memo */
+  atomic_signal_fence(memory_order_seq_cst);
+  uint64_t differ = 0;
+  for (unsigned k = 0; k < m->repeat.checks; k++) {
+    /* Stack words of other functions' frames: a plain read, exempt from ASan's redzones. */
+    uint64_t v;
+    __builtin_memcpy(&v, (const void *)m->repeat.check[k].at, sizeof v);
+    differ |= v ^ m->repeat.check[k].value;
+  }
+  size_t n = 0;
+  if (!differ) {
+    n = m->repeat.n;
+    for (size_t k = 0; k < n; k++)
+      pcs[k] = m->repeat.pcs[k];
+  }
+  atomic_signal_fence(memory_order_seq_cst);
+  m->busy = 0;
+  return n;
+}
 
 /* mt_cfi_unwind, same arguments and results, faster on a stack that shares its outer part with
  * the thread's previous walk (the usual case: a program calling malloc from a loop): once the walk
