@@ -359,8 +359,9 @@ static inline __attribute__((always_inline)) bool direct_fast(mt_recorder *r, at
  * batch's events may alias the recorder and the attachment as far as the compiler knows, which
  * made it load and store them again for every record. */
 static size_t direct_run(mt_recorder *r, attachment *a, uint64_t source, const uint64_t **recp,
-                         size_t count) {
+                         const uint64_t *end, size_t count, uint32_t *seqp) {
   const uint64_t *rec = *recp;
+  uint32_t seq = *seqp;
   uint64_t arrival = r->arrival, records = r->stats.records;
   size_t batched = r->batched, k = 0;
   const uint64_t *cur = r->direct_cur;
@@ -368,9 +369,12 @@ static size_t direct_run(mt_recorder *r, attachment *a, uint64_t source, const u
   bool calibrated = a->calibrated;
   uint64_t ts0 = a->ts0, q = a->q, frac = a->frac;
   int64_t abs0 = a->abs0;
-  for (; k < count; k++) {
+  for (; k < count && rec < end; k++) {
+    /* mt_cursor_run_record's checks: the types taken here are opaque ones */
     uint64_t h = rec[0];
     uint32_t len = mt_ring_header_length(h), type = mt_ring_header_type(h);
+    if (len < 2 || len > (size_t)(end - rec) || mt_ring_header_seq(h) != seq)
+      break;
     const uint64_t *p = rec + 2;
     size_t words = len - 2;
     rec_event *b = r->batch[batched];
@@ -378,6 +382,7 @@ static size_t direct_run(mt_recorder *r, attachment *a, uint64_t source, const u
       records++;
       if (!p[0]) { /* free(NULL) */
         rec += len;
+        seq++;
         continue;
       }
       b->type = MT_TRACER_REC_FREE;
@@ -393,6 +398,7 @@ static size_t direct_run(mt_recorder *r, attachment *a, uint64_t source, const u
       records++;
       if (!p[0]) { /* malloc that failed */
         rec += len;
+        seq++;
         continue;
       }
       int64_t nsamples = (int64_t)p[2];
@@ -443,6 +449,7 @@ static size_t direct_run(mt_recorder *r, attachment *a, uint64_t source, const u
     b->order = arrival++;
     b->source = source;
     rec += len;
+    seq++;
     if (++batched == DIRECT_BATCH) {
       r->batched = batched;
       r->arrival = arrival;
@@ -455,6 +462,7 @@ static size_t direct_run(mt_recorder *r, attachment *a, uint64_t source, const u
   r->stats.records = records;
   r->batched = batched;
   *recp = rec;
+  *seqp = seq;
   return k;
 }
 
@@ -526,19 +534,25 @@ static int on_record(void *user, const mt_ring_event *ev) {
 /* A run of one thread's records (ring/consumer.h): the source key and whether records go direct
  * found once, not per record; anything else goes through on_record_slow as an mt_ring_event. */
 static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t first_seq,
-                     const uint64_t *rec, size_t count) {
+                     const uint64_t *recs, size_t words, size_t limit, size_t *used) {
   mt_recorder *r = user;
   attachment *a = r->current;
   uint64_t source = source_key(a, ring, generation);
   bool direct = goes_direct(r, source);
-  for (size_t k = 0; k < count; k++) {
+  const uint64_t *rec = recs, *end = recs + words;
+  uint32_t seq = (uint32_t)first_seq;
+  size_t k = 0;
+  for (; k < limit; k++) {
     if (direct) {
-      k += direct_run(r, a, source, &rec, count - k);
-      if (k == count)
+      k += direct_run(r, a, source, &rec, end, limit - k, &seq);
+      if (k == limit)
         break;
     }
+    uint32_t len = mt_cursor_run_record(rec, (size_t)(end - rec), seq);
+    if (!len)
+      break;
     uint64_t h = rec[0];
-    uint32_t len = mt_ring_header_length(h), type = mt_ring_header_type(h);
+    uint32_t type = mt_ring_header_type(h);
     if (!direct && r->merging) {
       /* Merging (a second thread has written): the usual records straight to the merge. */
       rec_event e;
@@ -546,10 +560,11 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
       if (got > 0 && !rec_merge_push_quick(&r->merge, &e, r->poll_now_ns) &&
           !rec_merge_push(&r->merge, &e, r->poll_now_ns)) {
         r->decode_error = MT_E_NOMEM;
-        return k;
+        break;
       }
       if (got >= 0) {
         rec += len;
+        seq++;
         continue;
       }
     }
@@ -558,12 +573,14 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
           ring,   generation, type,    mt_ring_header_id(h),       first_seq + k,
           rec[1], rec + 2,    len - 2, (const uint8_t *)(rec + 2), ((size_t)len - 2) * 8};
       if (on_record_slow(r, &ev) != MT_CURSOR_NEXT)
-        return k;
+        break;
       direct = goes_direct(r, source);
     }
     rec += len;
+    seq++;
   }
-  return count;
+  *used = (size_t)(rec - recs);
+  return k;
 }
 
 static void on_registry(void *user, unsigned kind, uint64_t id, const void *bytes, size_t length) {

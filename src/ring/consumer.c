@@ -749,35 +749,24 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
         /* The usual record: an opaque one (no format of the transport's to check), numbered as
          * expected, from the thread already known. What deliver() does, in short. */
         if (c->run) {
-          /* With it, the run of such records that follows, up to the budget, at once. */
-          /* A record that ends within the batch also ends within the ring (a batch never wraps),
-           * and a length field cannot exceed MT_RING_MAX_RECORD_WORDS. */
+          /* With it, the run that starts here, up to the budget, at once; the callback checks the
+           * records after this one itself (mt_cursor_run_record). A record that ends within the
+           * batch also ends within the ring (a batch never wraps), and a length field cannot
+           * exceed MT_RING_MAX_RECORD_WORDS. */
           _Static_assert(MT_RING_MAX_RECORD_WORDS >= (1u << 10) - 1, "10-bit record lengths");
-          const uint64_t *buf = c->buf;
-          uint64_t q = p + len, k = 1, limit = budget - *got;
-          uint32_t want = (uint32_t)rs->expected + 1;
-          while (q < end && k < limit) {
-            uint64_t h = buf[q - start];
-            uint32_t l = mt_ring_header_length(h);
-            if (l < 2 || q + l > end || mt_ring_header_type(h) < MT_RING_TYPE_OPAQUE_FIRST ||
-                mt_ring_header_seq(h) != want)
-              break; /* the general loop below takes it */
-            q += l;
-            k++;
-            want++;
-          }
-          size_t took = c->run(c->user, ring, rs->generation, rs->expected, rec, k);
+          size_t used = 0, limit = budget - *got;
+          size_t took =
+              c->run(c->user, ring, rs->generation, rs->expected, rec, end - p, limit, &used);
           rs->expected += took;
           *got += took;
-          if (took < k) {
-            for (size_t i = 0; i < took; i++)
-              p += mt_ring_header_length(c->buf[p - start]);
+          p += used;
+          if (took < limit &&
+              mt_cursor_run_record(&c->buf[p - start], end - p, (uint32_t)rs->expected)) {
             rs->pos = p;
             *stopped = true;
             publish_position(c, ring);
             return MT_OK;
           }
-          p = q;
           continue;
         }
         mt_ring_event ev = {

@@ -3,6 +3,7 @@
 #define MEMTAP_SRC_RING_CONSUMER_H
 
 #include "memtap/ring.h"
+#include "ring/layout.h"
 
 /* A cursor over `size` bytes of ring file already in memory (8-byte aligned), validated exactly
  * as a file would be. The memory is borrowed and must outlive the cursor; the cursor never
@@ -21,15 +22,31 @@ uint64_t mt_cursor_lapped_copies(const mt_cursor *cursor);
  * the cursor must then skip what the producer reclaimed, count it as lost and deliver nothing
  * torn. */
 /* Runs of records for one call (the recorder's path, which otherwise pays a callback and an
- * mt_ring_event per record): `count` (>= 1) consecutive intact records of opaque types
- * (>= MT_RING_TYPE_OPAQUE_FIRST) of ring `ring`, thread `generation`, numbered from `first_seq`
- * with nothing lost between them, laid out one after the other from `recs`, each its header word
- * (ring/layout.h), its timestamp and its payload, within their length limits; valid during the
- * call only. Returns how many it consumed, in order: fewer than `count` ends the poll before the
- * first one not consumed, as MT_CURSOR_STOP would. Records the run path does not take (the first
- * of a thread, after a gap or a loss, of the transport's own types) still go to the callbacks. */
+ * mt_ring_event per record). The callback gets ring `ring`'s records of thread `generation` from
+ * `recs`, each its header word (ring/layout.h), its timestamp and its payload: the first is an
+ * intact record of an opaque type (>= MT_RING_TYPE_OPAQUE_FIRST) numbered `first_seq`, and
+ * `words` words follow from there, valid during the call only. It consumes records in order while
+ * mt_cursor_run_record says the next one is the run's (intact, opaque, numbered on), at most
+ * `limit` of them, and returns how many, with the words they take in *used. It does that check
+ * itself (the cursor does not scan the run first). Consuming fewer than it could (a run record
+ * next and `limit` not reached) ends the poll there, as MT_CURSOR_STOP would. Records the run
+ * path does not take (the first of a thread, after a gap or a loss, of the transport's own types)
+ * still go to the callbacks. */
 typedef size_t (*mt_cursor_run_fn)(void *user, uint32_t ring, uint32_t generation,
-                                   uint64_t first_seq, const uint64_t *recs, size_t count);
+                                   uint64_t first_seq, const uint64_t *recs, size_t words,
+                                   size_t limit, size_t *used);
+/* The length of the record at `rec` if it continues a run at number `seq` within `words` words;
+ * 0 if it does not (or nothing is left). */
+static inline uint32_t mt_cursor_run_record(const uint64_t *rec, size_t words, uint32_t seq) {
+  if (!words)
+    return 0;
+  uint64_t h = rec[0];
+  uint32_t len = mt_ring_header_length(h);
+  return len >= 2 && len <= words && mt_ring_header_type(h) >= MT_RING_TYPE_OPAQUE_FIRST &&
+                 mt_ring_header_seq(h) == seq
+             ? len
+             : 0;
+}
 void mt_cursor_set_run_callback(mt_cursor *cursor, mt_cursor_run_fn fn);
 
 extern void (*mt_cursor_test_after_copy)(void *user, uint32_t ring, uint64_t *copy,

@@ -23,13 +23,20 @@ static struct {
 } seen;
 
 static size_t take_run(void *user, uint32_t ring, uint32_t generation, uint64_t first_seq,
-                       const uint64_t *rec, size_t count) {
+                       const uint64_t *rec, size_t words, size_t limit, size_t *used) {
   assert_ptr_equal(user, seen.col);
-  assert_true(count >= 1);
-  size_t take = seen.take_at_most && seen.take_at_most < count ? seen.take_at_most : count;
+  assert_true(limit >= 1);
+  /* The first record is the run's: the cursor checked it. */
+  assert_int_not_equal(mt_cursor_run_record(rec, words, (uint32_t)first_seq), 0);
+  size_t take = seen.take_at_most && seen.take_at_most < limit ? seen.take_at_most : limit;
   seen.runs++;
-  for (size_t k = 0; k < take; k++) {
-    uint32_t len = mt_ring_header_length(rec[0]);
+  const uint64_t *from = rec;
+  size_t k = 0;
+  for (; k < take; k++) {
+    uint32_t len =
+        mt_cursor_run_record(rec, words - (size_t)(rec - from), (uint32_t)(first_seq + k));
+    if (!len)
+      break;
     assert_true(len >= 2);
     assert_true(mt_ring_header_type(rec[0]) >= MT_RING_TYPE_OPAQUE_FIRST);
     assert_int_equal(mt_ring_header_seq(rec[0]), (uint32_t)(first_seq + k));
@@ -48,7 +55,8 @@ static size_t take_run(void *user, uint32_t ring, uint32_t generation, uint64_t 
     seen.through_runs++;
     rec += len;
   }
-  return take;
+  *used = (size_t)(rec - from);
+  return k;
 }
 
 /* Opaque records of 3..6 words with a counter every 7th, so that runs are cut by records of the
