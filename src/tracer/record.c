@@ -181,47 +181,69 @@ static inline __attribute__((always_inline)) void write_with_stack(const mt_cfi_
     mt_record_write(type, (unsigned)n, buf, head + n);
 }
 
-void mt_record_alloc(void *p, size_t size, uint64_t nsamples, unsigned kind) {
-  mt_record_alloc_from(NULL, p, size, nsamples, kind);
+/* An ALLOC the in-place path (alloc_in_place) did not publish: through a buffer, walking the stack
+ * unless `walked` (frames of a walk that was not every frame known, still in the reserved ring
+ * words: copied before the reservation is given up) is given. Out of line: the usual ALLOC sets
+ * up no buffer. */
+static __attribute__((noinline)) void alloc_general(const mt_cfi_regs *from, void *p, size_t size,
+                                                    uint64_t nsamples, unsigned kind,
+                                                    const uint64_t *walked, size_t n,
+                                                    unsigned flags) {
+  uint64_t buf[4 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
+  buf[0] = (uintptr_t)p;
+  buf[1] = size;
+  buf[2] = nsamples;
+  if (!walked) {
+    write_with_stack(from, MT_TRACER_REC_ALLOC, buf, 4, kind);
+    return;
+  }
+  memcpy(buf + 4, walked, n * sizeof *walked);
+  mt_ring_cancel_fast();
+  buf[3] = kind | flags;
+  mt_modules_check(buf + 4, n);
+  if (!record_fast(MT_TRACER_REC_ALLOC, (unsigned)n, buf, 4 + n))
+    mt_record_write(MT_TRACER_REC_ALLOC, (unsigned)n, buf, 4 + n);
 }
 
 /* The usual ALLOC, built in place in the ring: room reserved for the deepest record, the frames
  * walked straight into it (one copy less than through a buffer), published once the walk found
- * every frame in a registered module. Returns false, having published nothing, when the record
- * could not be reserved or the walk was anything else; *n is then the frames it left in `buf` (the
- * walk is not done again), or SIZE_MAX when it did not walk. mt_modules_check comes before the
- * walk: a module record it writes goes before the ALLOC, as on the general path. */
-static inline __attribute__((always_inline)) bool
-alloc_in_place(const mt_cfi_regs *from, uint64_t *buf, unsigned kind, size_t *n) {
-  *n = SIZE_MAX;
+ * every frame in a registered module; anything else goes to alloc_general, with the frames walked
+ * if it got that far. mt_modules_check comes before the walk: a module record it writes goes
+ * before the ALLOC, as on the general path. */
+static inline __attribute__((always_inline)) void
+alloc_in_place(const mt_cfi_regs *from, void *p, size_t size, uint64_t nsamples, unsigned kind) {
   if (MT_UNLIKELY(pending_waits() || pending.draining ||
                   mt_shim_self.session !=
-                      atomic_load_explicit(&mt_shim_session, memory_order_relaxed)))
-    return false;
+                      atomic_load_explicit(&mt_shim_session, memory_order_relaxed))) {
+    alloc_general(from, p, size, nsamples, kind, NULL, 0, 0);
+    return;
+  }
   mt_modules_check(NULL, 0);
   _Atomic uint64_t *d = mt_ring_reserve_fast(4 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK);
-  if (MT_UNLIKELY(!d))
-    return false;
+  if (MT_UNLIKELY(!d)) {
+    alloc_general(from, p, size, nsamples, kind, NULL, 0, 0);
+    return;
+  }
   /* The ring's words, not yet published, are written as plain memory by the walk (x86-64: the
    * same 8-byte stores); the release store of the tail at the commit publishes them. */
   uint64_t *w = (uint64_t *)(d + 2);
   unsigned flags = 0;
-  size_t got = mt_tracer_unwind(from, w + 4, MT_TRACER_MAX_FRAMES, &flags);
+  size_t n = mt_tracer_unwind(from, w + 4, MT_TRACER_MAX_FRAMES, &flags);
   if (MT_UNLIKELY(!(flags & MT_UNWIND_KNOWN))) {
-    memcpy(buf + 4, w + 4, got * sizeof *w);
-    mt_ring_cancel_fast();
-    *n = got;
-    buf[3] = kind | flags;
-    return false;
+    alloc_general(from, p, size, nsamples, kind, w + 4, n, flags);
+    return;
   }
-  w[0] = buf[0];
-  w[1] = buf[1];
-  w[2] = buf[2];
+  w[0] = (uintptr_t)p;
+  w[1] = size;
+  w[2] = nsamples;
   w[3] = kind | (flags & ~MT_UNWIND_KNOWN);
-  mt_ring_commit_fast(d, MT_TRACER_REC_ALLOC, (unsigned)got, 4 + got);
+  mt_ring_commit_fast(d, MT_TRACER_REC_ALLOC, (unsigned)n, 4 + n);
   if (MT_UNLIKELY(pending_waits()))
     drain_pending();
-  return true;
+}
+
+void mt_record_alloc(void *p, size_t size, uint64_t nsamples, unsigned kind) {
+  mt_record_alloc_from(NULL, p, size, nsamples, kind);
 }
 
 void mt_record_alloc_from(const mt_cfi_regs *from, void *p, size_t size, uint64_t nsamples,
@@ -229,21 +251,7 @@ void mt_record_alloc_from(const mt_cfi_regs *from, void *p, size_t size, uint64_
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   int saved_errno = errno;
-  uint64_t buf[4 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
-  buf[0] = (uintptr_t)p;
-  buf[1] = size;
-  buf[2] = nsamples;
-  size_t n;
-  if (!alloc_in_place(from, buf, kind, &n)) {
-    if (n == SIZE_MAX) {
-      write_with_stack(from, MT_TRACER_REC_ALLOC, buf, 4, kind);
-    } else {
-      /* Walked, but not every frame known: what write_with_stack does after its walk. */
-      mt_modules_check(buf + 4, n);
-      if (!record_fast(MT_TRACER_REC_ALLOC, (unsigned)n, buf, 4 + n))
-        mt_record_write(MT_TRACER_REC_ALLOC, (unsigned)n, buf, 4 + n);
-    }
-  }
+  alloc_in_place(from, p, size, nsamples, kind);
   errno = saved_errno;
   t->depth--;
 }
