@@ -36,7 +36,7 @@ static module modules[MT_MAX_MODULES];
 static _Atomic unsigned module_count;
 static uint64_t next_serial = 1;
 static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t scanned_pending; /* mt_dl_pending at the last scan */
+uint64_t mt_modules_scanned_pending; /* mt_dl_pending at the last scan */
 static uint64_t miss_pending = UINT64_MAX;
 static bool register_known; /* scan_one registers modules it already knows (a new ring file) */
 static _Atomic unsigned misses;
@@ -162,7 +162,7 @@ static void scan(bool wait) {
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   if (wait ? pthread_mutex_lock(&scan_lock) == 0 : pthread_mutex_trylock(&scan_lock) == 0) {
-    scanned_pending = atomic_load(&mt_dl_pending);
+    mt_modules_scanned_pending = atomic_load(&mt_dl_pending);
     scan_locked();
     pthread_mutex_unlock(&scan_lock);
   }
@@ -185,7 +185,7 @@ static bool known(uint64_t pc) {
 
 void mt_modules_check(const uint64_t *pcs, size_t n) {
   uint64_t pending = atomic_load_explicit(&mt_dl_pending, memory_order_acquire);
-  if (pending != scanned_pending) {
+  if (pending != mt_modules_scanned_pending) {
     scan(false);
     return;
   }
@@ -209,7 +209,7 @@ void mt_modules_register_again(void) {
   t->depth++;
   if (pthread_mutex_lock(&scan_lock) == 0) {
     register_known = true;
-    scanned_pending = atomic_load(&mt_dl_pending);
+    mt_modules_scanned_pending = atomic_load(&mt_dl_pending);
     scan_locked();
     register_known = false;
     pthread_mutex_unlock(&scan_lock);

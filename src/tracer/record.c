@@ -175,7 +175,10 @@ static inline __attribute__((always_inline)) void write_with_stack(const mt_cfi_
   size_t n = mt_tracer_unwind(from, buf + head, MT_TRACER_MAX_FRAMES, &flags);
   /* Frames the cached walker found rules for are in registered modules: only a pending dlopen
    * needs checking then. */
-  mt_modules_check(buf + head, flags & MT_UNWIND_KNOWN ? 0 : n);
+  if (flags & MT_UNWIND_KNOWN)
+    mt_modules_check_pending();
+  else
+    mt_modules_check(buf + head, n);
   buf[head - 1] = kind | (flags & ~MT_UNWIND_KNOWN);
   if (!record_fast(type, (unsigned)n, buf, head + n))
     mt_record_write(type, (unsigned)n, buf, head + n);
@@ -218,7 +221,7 @@ alloc_in_place(const mt_cfi_regs *from, void *p, size_t size, uint64_t nsamples,
     alloc_general(from, p, size, nsamples, kind, NULL, 0, 0);
     return;
   }
-  mt_modules_check(NULL, 0);
+  mt_modules_check_pending();
   _Atomic uint64_t *d = mt_ring_reserve_fast(4 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK);
   if (MT_UNLIKELY(!d)) {
     alloc_general(from, p, size, nsamples, kind, NULL, 0, 0);

@@ -180,6 +180,15 @@ MT_HIDDEN void mt_modules_scan(void);
 /* Rescans when a dlopen happened since the last scan, or when a frame lies in no known module
  * and a dlopen is in progress or happened since the last such rescan. */
 MT_HIDDEN void mt_modules_check(const uint64_t *pcs, size_t n);
+/* mt_dl_pending at the last scan (set under the scan's lock). */
+extern MT_HIDDEN uint64_t mt_modules_scanned_pending;
+/* mt_modules_check(pcs, 0) inline, for frames all in known modules: only a dlopen since the last
+ * scan needs one. */
+static inline void mt_modules_check_pending(void) {
+  if (MT_UNLIKELY(atomic_load_explicit(&mt_dl_pending, memory_order_acquire) !=
+                  mt_modules_scanned_pending))
+    mt_modules_check(NULL, 0);
+}
 MT_HIDDEN void mt_modules_after_fork(void);
 /* For a new ring file (a later session): registers every live module again. */
 MT_HIDDEN void mt_modules_register_again(void);
