@@ -259,6 +259,20 @@ static __attribute__((noinline)) size_t unwind_general(const mt_cfi_regs *from, 
   return unwind_rest(cfi_walk(from, pcs, max, flags), pcs, max, flags);
 }
 
+/* The usual call when it is not a repeat: the memo's walk, libunwind when it could not finish.
+ * Out of line, so that a repeat saves no registers for it. */
+static __attribute__((noinline)) size_t unwind_memo(mt_cfi_memo *m, const mt_cfi_regs *from,
+                                                    uint64_t *pcs, size_t max, unsigned *flags) {
+  mt_shim_thread *t = &mt_shim_self;
+  unsigned stop = 0;
+  size_t n = mt_cfi_unwind_memo_from(m, from, pcs, max, 0, t->stack_low, t->stack_high, &stop);
+  if (MT_LIKELY(n && !(stop & (MT_CFI_STOP_INCOMPLETE | MT_CFI_STOP_TRUNCATED)))) {
+    *flags |= MT_UNWIND_KNOWN;
+    return n;
+  }
+  return unwind_rest(walk_result(n, stop, flags), pcs, max, flags);
+}
+
 size_t mt_tracer_unwind(const mt_cfi_regs *from, uint64_t *pcs, size_t max, unsigned *flags) {
   /* The usual call: from the interposed function's registers, on the thread's known stack, with
    * its memo, not checking; a walk that found every frame's rule is the answer. */
@@ -271,13 +285,7 @@ size_t mt_tracer_unwind(const mt_cfi_regs *from, uint64_t *pcs, size_t max, unsi
       *flags |= MT_UNWIND_KNOWN;
       return n;
     }
-    unsigned stop = 0;
-    n = mt_cfi_unwind_memo_from(m, from, pcs, max, 0, t->stack_low, t->stack_high, &stop);
-    if (MT_LIKELY(n && !(stop & (MT_CFI_STOP_INCOMPLETE | MT_CFI_STOP_TRUNCATED)))) {
-      *flags |= MT_UNWIND_KNOWN;
-      return n;
-    }
-    return unwind_rest(walk_result(n, stop, flags), pcs, max, flags);
+    return unwind_memo(m, from, pcs, max, flags);
   }
   return unwind_general(from, pcs, max, flags);
 }
