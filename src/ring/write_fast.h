@@ -14,17 +14,24 @@
  * `busy`. */
 int mt_ring_calibrate_due(void);
 
+/* A record reserved by mt_ring_reserve_fast: where it goes (its payload 2 words further) and the
+ * ring position it starts at. */
+typedef struct mt_ring_slot {
+  _Atomic uint64_t *d;
+  uint64_t tail;
+} mt_ring_slot;
+
 /* The fast path in two halves, for a caller that builds the record in place (the shim's ALLOC,
  * whose frames the unwinder writes straight into the ring): reserves room for a record of up to
- * `max_words` payload words and returns where it goes (its payload 2 words further), with `busy`
- * set until mt_ring_commit_fast or mt_ring_cancel_fast (a signal handler's record meanwhile is the
- * caller's to defer, as during any write); or returns NULL, having reserved nothing, when the
- * record needs mt_ring_write's general path. Nothing is visible to a consumer before the commit. */
-static inline __attribute__((always_inline)) _Atomic uint64_t *
-mt_ring_reserve_fast(size_t max_words) {
+ * `max_words` payload words in *slot and returns true, with `busy` set until mt_ring_commit_fast
+ * or mt_ring_cancel_fast (a signal handler's record meanwhile is the caller's to defer, as during
+ * any write); or returns false, having reserved nothing, when the record needs mt_ring_write's
+ * general path. Nothing is visible to a consumer before the commit. */
+static inline __attribute__((always_inline)) bool mt_ring_reserve_fast(size_t max_words,
+                                                                       mt_ring_slot *slot) {
   struct mt_ring_thread *t = &mt_ring_self;
   if (__builtin_expect(t->busy, 0))
-    return NULL;
+    return false;
   t->busy = 1; /* before reading the cached positions: a handler may append between */
   atomic_signal_fence(memory_order_seq_cst);
   uint64_t tail = t->tail;
@@ -35,9 +42,11 @@ mt_ring_reserve_fast(size_t max_words) {
                        0)) {
     atomic_signal_fence(memory_order_seq_cst);
     t->busy = 0;
-    return NULL;
+    return false;
   }
-  return t->data + (tail & t->mask);
+  slot->d = t->data + (tail & t->mask);
+  slot->tail = tail;
+  return true;
 }
 
 /* Gives up a reservation: nothing was published. */
@@ -46,12 +55,14 @@ static inline __attribute__((always_inline)) void mt_ring_cancel_fast(void) {
   mt_ring_self.busy = 0;
 }
 
-/* Publishes the record reserved at `d` (mt_ring_reserve_fast's answer) with its header and stamp,
- * its `words` (no more than reserved) written from d + 2; clears `busy`. */
+/* Publishes the reserved record with its header and stamp, its `words` (no more than reserved)
+ * written from slot.d + 2; clears `busy`. */
 static inline __attribute__((always_inline)) void
-mt_ring_commit_fast(_Atomic uint64_t *d, unsigned type, unsigned id, size_t words) {
+mt_ring_commit_fast(mt_ring_slot slot, unsigned type, unsigned id, size_t words) {
   struct mt_ring_thread *t = &mt_ring_self;
-  uint64_t len = words + 2, tail = t->tail;
+  uint64_t len = words + 2, tail = slot.tail + len;
+  _Atomic uint64_t *d = slot.d;
+  mt_ring_block *b = t->block;
   uint64_t ts = mt_clock_rdtsc();
   if (__builtin_expect(ts < t->last_time, 0))
     ts = t->last_time;
@@ -60,9 +71,9 @@ mt_ring_commit_fast(_Atomic uint64_t *d, unsigned type, unsigned id, size_t word
   mt_store_relaxed(&d[0], mt_ring_header_word(len, type, id, seq));
   mt_store_relaxed(&d[1], ts);
   t->seq = seq + 1;
-  t->tail = tail + len;
-  mt_store_relaxed(&t->block->next_seq, seq + 1);
-  mt_store_release(&t->block->tail, tail + len);
+  t->tail = tail;
+  mt_store_relaxed(&b->next_seq, seq + 1);
+  mt_store_release(&b->tail, tail);
   atomic_signal_fence(memory_order_seq_cst);
   t->busy = 0;
   if (__builtin_expect(ts >= t->next_calibration, 0))
@@ -74,9 +85,10 @@ mt_ring_commit_fast(_Atomic uint64_t *d, unsigned type, unsigned id, size_t word
  * mt_ring_write's general path. */
 static inline __attribute__((always_inline)) bool
 mt_ring_write_fast(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
-  _Atomic uint64_t *d = mt_ring_reserve_fast(words);
-  if (__builtin_expect(!d, 0))
+  mt_ring_slot slot;
+  if (__builtin_expect(!mt_ring_reserve_fast(words, &slot), 0))
     return false;
+  _Atomic uint64_t *d = slot.d;
   size_t i = 0;
   for (; i + 2 <= words; i += 2) { /* by pairs: half the loop's own instructions */
     uint64_t a = payload[i], b = payload[i + 1];
@@ -85,7 +97,7 @@ mt_ring_write_fast(unsigned type, unsigned id, const uint64_t *payload, size_t w
   }
   if (i < words)
     mt_store_relaxed(&d[2 + i], payload[i]);
-  mt_ring_commit_fast(d, type, id, words);
+  mt_ring_commit_fast(slot, type, id, words);
   return true;
 }
 

@@ -222,25 +222,25 @@ alloc_in_place(const mt_cfi_regs *from, void *p, size_t size, uint64_t nsamples,
     return;
   }
   mt_modules_check_pending();
-  _Atomic uint64_t *d = mt_ring_reserve_fast(4 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK);
-  if (MT_UNLIKELY(!d)) {
+  mt_ring_slot slot;
+  if (MT_UNLIKELY(!mt_ring_reserve_fast(4 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK, &slot))) {
     alloc_general(from, p, size, nsamples, kind, NULL, 0, 0);
     return;
   }
   /* The ring's words, not yet published, are written as plain memory by the walk (x86-64: the
    * same 8-byte stores); the release store of the tail at the commit publishes them. */
-  uint64_t *w = (uint64_t *)(d + 2);
+  uint64_t *w = (uint64_t *)(slot.d + 2);
+  w[0] = (uintptr_t)p; /* before the walk: fewer values to keep across its call */
+  w[1] = size;
+  w[2] = nsamples;
   unsigned flags = 0;
   size_t n = mt_tracer_unwind(from, w + 4, MT_TRACER_MAX_FRAMES, &flags);
   if (MT_UNLIKELY(!(flags & MT_UNWIND_KNOWN))) {
-    alloc_general(from, p, size, nsamples, kind, w + 4, n, flags);
+    alloc_general(from, (void *)(uintptr_t)w[0], w[1], w[2], kind, w + 4, n, flags);
     return;
   }
-  w[0] = (uintptr_t)p;
-  w[1] = size;
-  w[2] = nsamples;
   w[3] = kind | (flags & ~MT_UNWIND_KNOWN);
-  mt_ring_commit_fast(d, MT_TRACER_REC_ALLOC, (unsigned)n, 4 + n);
+  mt_ring_commit_fast(slot, MT_TRACER_REC_ALLOC, (unsigned)n, 4 + n);
   if (MT_UNLIKELY(pending_waits()))
     drain_pending();
 }
