@@ -66,14 +66,36 @@ static bool dropped(const char *name) {
   return !strcmp(name, ".debug_loclists") || !strcmp(name, ".debug_loc");
 }
 
-static uint64_t align_up(uint64_t offset, uint64_t alignment) {
-  return alignment > 1 ? (offset + alignment - 1) / alignment * alignment : offset;
+/* The file is untrusted (a .gnu_debuglink can name any file beside a binary): what its
+ * compression headers claim is checked before any of it is believed. An alignment is a power of
+ * two up to 64 KiB; a section inflates to at most what zlib can make of its compressed bytes
+ * (deflate's best ratio is 1032:1); the new file's size must not wrap. */
+#define MAX_ALIGNMENT 65536u
+#define MAX_RATIO 1032u
+/* Pages made at once for the inflated sections, at most (libc's: 10 MB); beyond, they are made as
+ * they are written, so a file that claims more than it holds costs no more than it holds. */
+#define POPULATE_MAX (64u << 20)
+
+static bool align_up(uint64_t *offset, uint64_t alignment) {
+  if (alignment <= 1)
+    return true;
+  uint64_t end;
+  if (__builtin_add_overflow(*offset, alignment - 1, &end))
+    return false;
+  *offset = end & ~(alignment - 1);
+  return true;
+}
+
+static bool plausible(const Elf64_Chdr *chdr, uint64_t compressed) {
+  uint64_t align = chdr->ch_addralign;
+  return (align & (align - 1)) == 0 && align <= MAX_ALIGNMENT &&
+         chdr->ch_size <= compressed * MAX_RATIO + 64;
 }
 
 /* The new section headers and what to do with each section; false when there is nothing to
  * inflate or the file is not one this handles (only 64-bit, host-order ELF). */
 static bool plan(Elf *elf, const struct stat *st, Elf64_Shdr *out, unsigned char *action,
-                 size_t count, uint64_t *shoff) {
+                 size_t count, uint64_t *shoff, uint64_t *total) {
   size_t strndx;
   if (elf_getshdrstrndx(elf, &strndx) != 0)
     return false;
@@ -97,6 +119,8 @@ static bool plan(Elf *elf, const struct stat *st, Elf64_Shdr *out, unsigned char
     memcpy(&chdr, raw->d_buf, sizeof chdr);
     if (chdr.ch_type != ELFCOMPRESS_ZLIB)
       continue; /* left to libdw, as before */
+    if (!plausible(&chdr, raw->d_size - sizeof chdr))
+      return false; /* libdw will find it broken too */
     any = true;
     out[i].sh_flags &= ~(uint64_t)SHF_COMPRESSED;
     out[i].sh_size = chdr.ch_size;
@@ -107,24 +131,32 @@ static bool plan(Elf *elf, const struct stat *st, Elf64_Shdr *out, unsigned char
       continue;
     }
     action[i] = INFLATE;
-    end = align_up(end, chdr.ch_addralign);
+    if (!align_up(&end, chdr.ch_addralign))
+      return false;
     out[i].sh_offset = end;
-    end += chdr.ch_size;
+    if (__builtin_add_overflow(end, chdr.ch_size, &end))
+      return false;
   }
-  *shoff = align_up(end, 8);
+  if (!align_up(&end, 8) || __builtin_mul_overflow(count, sizeof(Elf64_Shdr), total) ||
+      __builtin_add_overflow(end, *total, total) || *total > (uint64_t)SIZE_MAX ||
+      *total > (uint64_t)INT64_MAX)
+    return false;
+  *shoff = end;
   return any;
 }
 
 /* Writes the new file into `map`: the header, the program headers and every kept section at their
  * offsets, the inflated sections, the section header table. */
 static bool fill(Elf *elf, const Elf64_Ehdr *ehdr, const Elf64_Shdr *shdrs,
-                 const unsigned char *action, size_t count, uint64_t shoff, unsigned char *map) {
+                 const unsigned char *action, size_t count, uint64_t shoff, unsigned char *map,
+                 uint64_t total) {
   Elf64_Ehdr header = *ehdr;
   header.e_shoff = shoff;
   memcpy(map, &header, sizeof header);
   if (ehdr->e_phnum) {
     Elf64_Phdr *phdrs = elf64_getphdr(elf);
-    if (!phdrs)
+    if (!phdrs || ehdr->e_phoff > total ||
+        (uint64_t)ehdr->e_phnum * sizeof *phdrs > total - ehdr->e_phoff)
       return false;
     memcpy(map + ehdr->e_phoff, phdrs, (size_t)ehdr->e_phnum * sizeof *phdrs);
   }
@@ -134,8 +166,10 @@ static bool fill(Elf *elf, const Elf64_Ehdr *ehdr, const Elf64_Shdr *shdrs,
     if (action[i] == DROP || shdrs[i].sh_type == SHT_NOBITS || !shdrs[i].sh_size)
       continue;
     Elf_Data *raw = elf_rawdata(elf_getscn(elf, i), NULL);
-    if (!raw || !raw->d_buf) {
-      ok = false;
+    uint64_t end;
+    if (!raw || !raw->d_buf || __builtin_add_overflow(shdrs[i].sh_offset, shdrs[i].sh_size, &end) ||
+        end > shoff) {
+      ok = false; /* every section lies before the section header table (plan) */
     } else if (action[i] == INFLATE) {
       ok = inflate_exact(&decompressor, (const char *)raw->d_buf + sizeof(Elf64_Chdr),
                          raw->d_size - sizeof(Elf64_Chdr), map + shdrs[i].sh_offset,
@@ -164,15 +198,15 @@ int rec_inflate_debug_file(int fd) {
   /* Extended section numbering (e_shnum 0) is left to libdw. */
   if (!ehdr || ehdr->e_ident[EI_DATA] != ELFDATA2LSB || ehdr->e_shnum == 0 ||
       ehdr->e_shstrndx == SHN_XINDEX || elf_getshdrnum(elf, &count) != 0 || count < 2 ||
+      ehdr->e_shentsize != sizeof(Elf64_Shdr) ||
       (ehdr->e_phnum && ehdr->e_phentsize != sizeof(Elf64_Phdr))) {
     elf_end(elf);
     return fd;
   }
   Elf64_Shdr *shdrs = malloc(count * sizeof *shdrs);
   unsigned char *action = malloc(count);
-  uint64_t shoff = 0;
-  if (shdrs && action && plan(elf, &st, shdrs, action, count, &shoff)) {
-    size_t total = shoff + count * sizeof *shdrs;
+  uint64_t shoff = 0, total = 0;
+  if (shdrs && action && plan(elf, &st, shdrs, action, count, &shoff, &total)) {
     int copy = memfd_create("memtap-debuginfo", MFD_CLOEXEC);
     void *map = MAP_FAILED;
     if (copy >= 0 && ftruncate(copy, (off_t)total) == 0)
@@ -181,10 +215,10 @@ int rec_inflate_debug_file(int fd) {
     /* The inflated part in one call rather than a page fault per page (Linux 5.14; without it,
      * the faults happen as before). */
     uint64_t from = (uint64_t)st.st_size & ~(uint64_t)4095;
-    if (map != MAP_FAILED && total > from)
+    if (map != MAP_FAILED && total > from && total - from <= POPULATE_MAX)
       madvise((char *)map + from, total - from, MADV_POPULATE_WRITE);
 #endif
-    bool ok = map != MAP_FAILED && fill(elf, ehdr, shdrs, action, count, shoff, map);
+    bool ok = map != MAP_FAILED && fill(elf, ehdr, shdrs, action, count, shoff, map, total);
     if (map != MAP_FAILED)
       munmap(map, total);
     if (ok) {

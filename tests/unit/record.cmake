@@ -14,6 +14,8 @@ memtap_record_test(test_record_trace LABELS record tsan) # tsan: the zstd compre
 memtap_record_test(test_record_symbols LABELS record)
 memtap_record_test(test_record_symtab LABELS record)
 memtap_record_test(test_record_symbols_debugfile LABELS record)
+find_package(ZLIB REQUIRED)
+target_link_libraries(test_record_symbols_debugfile PRIVATE ZLIB::ZLIB) # crafted compressed files
 memtap_record_test(test_record_order LABELS record)
 memtap_record_test(test_record_cli LABELS record)
 memtap_record_test(test_record_addrmap LABELS record)

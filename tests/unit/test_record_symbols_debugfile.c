@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "record_helper.h"
 #include "record_testlib.h"
@@ -178,11 +179,107 @@ static void file_without_compressed_sections_is_handed_back(void **state) {
   close(fd);
 }
 
+/* A small ELF64 file with .shstrtab and two zlib-compressed .debug_ sections whose compression
+ * headers claim (size, alignment) each; their streams hold 4 KiB and 16 bytes. */
+static int crafted_debug_file(const char *name, uint64_t size_a, uint64_t align_a,
+                              uint64_t size_b) {
+  static const char shstr[] = "\0.shstrtab\0.debug_info\0.debug_str";
+  static unsigned char plain[4096];
+  memset(plain, 0xaa, sizeof plain);
+  unsigned char zipped_a[8192], zipped_b[256];
+  uLongf len_a = sizeof zipped_a, len_b = sizeof zipped_b;
+  assert_int_equal(compress(zipped_a, &len_a, plain, sizeof plain), Z_OK);
+  assert_int_equal(compress(zipped_b, &len_b, plain, 16), Z_OK);
+  static unsigned char file[16384];
+  memset(file, 0, sizeof file);
+  size_t at = sizeof(Elf64_Ehdr);
+  size_t o_str = at;
+  memcpy(file + at, shstr, sizeof shstr);
+  at += sizeof shstr;
+  Elf64_Chdr ca = {.ch_type = ELFCOMPRESS_ZLIB, .ch_size = size_a, .ch_addralign = align_a};
+  Elf64_Chdr cb = {.ch_type = ELFCOMPRESS_ZLIB, .ch_size = size_b, .ch_addralign = 1};
+  size_t o_a = at;
+  memcpy(file + at, &ca, sizeof ca);
+  memcpy(file + at + sizeof ca, zipped_a, len_a);
+  at += sizeof ca + len_a;
+  size_t o_b = at;
+  memcpy(file + at, &cb, sizeof cb);
+  memcpy(file + at + sizeof cb, zipped_b, len_b);
+  at += sizeof cb + len_b;
+  at = (at + 7) & ~(size_t)7;
+  Elf64_Shdr sh[4] = {
+      {0},
+      {.sh_name = 1,
+       .sh_type = SHT_STRTAB,
+       .sh_offset = o_str,
+       .sh_size = sizeof shstr,
+       .sh_addralign = 1},
+      {.sh_name = 11,
+       .sh_type = SHT_PROGBITS,
+       .sh_flags = SHF_COMPRESSED,
+       .sh_offset = o_a,
+       .sh_size = sizeof ca + len_a,
+       .sh_addralign = 8},
+      {.sh_name = 23,
+       .sh_type = SHT_PROGBITS,
+       .sh_flags = SHF_COMPRESSED,
+       .sh_offset = o_b,
+       .sh_size = sizeof cb + len_b,
+       .sh_addralign = 8},
+  };
+  Elf64_Ehdr eh = {.e_type = ET_EXEC,
+                   .e_machine = EM_X86_64,
+                   .e_version = EV_CURRENT,
+                   .e_shoff = at,
+                   .e_ehsize = sizeof eh,
+                   .e_shentsize = sizeof(Elf64_Shdr),
+                   .e_shnum = 4,
+                   .e_shstrndx = 1};
+  memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  memcpy(file, &eh, sizeof eh);
+  memcpy(file + at, sh, sizeof sh);
+  at += sizeof sh;
+  const char *path = tu_temp_path(name);
+  tu_write_file(path, file, at);
+  int fd = open(path, O_RDONLY);
+  assert_true(fd >= 0);
+  return fd;
+}
+
+/* A debug file is untrusted (a .gnu_debuglink may name one shipped beside any binary): claims its
+ * bytes cannot hold are refused and the file goes to libdw as it is, instead of a copy sized, and
+ * written, by the claims. The honest file of the same shape is inflated. */
+static void claims_a_debug_file_cannot_hold_are_refused(void **state) {
+  (void)state;
+  int fd = crafted_debug_file("honest.debug", 4096, 1, 16);
+  int copy = rec_inflate_debug_file(fd);
+  assert_int_not_equal(copy, fd); /* inflated: the crafted files below are well-formed otherwise */
+  close(copy);
+  const struct {
+    uint64_t size_a, align_a, size_b;
+  } bad[] = {
+      {UINT64_C(1) << 63, 1, UINT64_MAX - (UINT64_C(1) << 63)}, /* the end wraps round */
+      {64u << 20, 1, 16},                                       /* more than 4 KiB can inflate to */
+      {4096, 3, 16},                                            /* not a power of two */
+      {4096, UINT64_C(1) << 40, 16},                            /* an alignment past any page */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    fd = crafted_debug_file("crafted.debug", bad[i].size_a, bad[i].align_a, bad[i].size_b);
+    if (rec_inflate_debug_file(fd) != fd)
+      fail_msg("crafted file %zu was inflated", i);
+    close(fd);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(compressed_debug_file_gives_function_file_line_and_inlined_frame),
       cmocka_unit_test(inflated_copy_holds_the_sections_libelf_inflates),
       cmocka_unit_test(file_without_compressed_sections_is_handed_back),
+      cmocka_unit_test(claims_a_debug_file_cannot_hold_are_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
