@@ -144,6 +144,16 @@ static void ensure_writer(void *user) {
 
 /* --- decoding ------------------------------------------------------------------------------ */
 
+/* Sums of times read from a ring file, which may be damaged: wrapped, never undefined. A damaged
+ * file's times are garbage either way; the trace writer refuses what goes backwards. */
+static inline int64_t add_ns(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+
+static inline int64_t sub_ns(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+
 /* A TSC stamp before calibration or older than its first stamp: the cursor's exact conversion. */
 __attribute__((noinline)) static int64_t absolute_ns_tsc(attachment *a, uint64_t timestamp) {
   int64_t ns = mt_cursor_timestamp_ns(a->cursor, timestamp);
@@ -151,18 +161,19 @@ __attribute__((noinline)) static int64_t absolute_ns_tsc(attachment *a, uint64_t
     a->calibrated = true;
     a->ts0 = timestamp;
     a->ns0 = ns;
-    a->abs0 = ns + a->to_absolute;
+    a->abs0 = add_ns(ns, a->to_absolute);
   }
-  return ns + a->to_absolute;
+  return add_ns(ns, a->to_absolute);
 }
 
 static inline int64_t absolute_ns(attachment *a, uint64_t timestamp) {
   if (a->calibrated && timestamp >= a->ts0) {
     uint64_t d = timestamp - a->ts0;
-    return a->abs0 + (int64_t)(d * a->q + (uint64_t)(((unsigned __int128)d * a->frac) >> 64));
+    return add_ns(a->abs0,
+                  (int64_t)(d * a->q + (uint64_t)(((unsigned __int128)d * a->frac) >> 64)));
   }
   if (!a->tsc) /* what mt_cursor_timestamp_ns does, without the call */
-    return (int64_t)timestamp + a->to_absolute;
+    return add_ns((int64_t)timestamp, a->to_absolute);
   return absolute_ns_tsc(a, timestamp);
 }
 
@@ -697,7 +708,7 @@ int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *c, mt_error *err) {
                     .created_ns = info.created_ns,
                     .created_realtime_ns = info.created_realtime_ns,
                     .realtime = info.clock == MT_RING_CLOCK_REALTIME};
-  a->to_absolute = a->realtime ? 0 : info.created_realtime_ns - info.created_ns;
+  a->to_absolute = a->realtime ? 0 : sub_ns(info.created_realtime_ns, info.created_ns);
   if (info.clock == MT_RING_CLOCK_TSC && info.clock_hz) {
     a->tsc = true;
     a->q = 1000000000u / info.clock_hz;
@@ -792,8 +803,9 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
     r->order.epoch++;
   if (r->natt) {
     const attachment *a = &r->att[0];
-    int64_t abs_now = a->realtime ? real_ns() : a->created_realtime_ns + (now - a->created_ns);
-    int64_t frontier = abs_now - r->opt.merge_lag_ms * 1000000;
+    int64_t abs_now =
+        a->realtime ? real_ns() : add_ns(a->created_realtime_ns, sub_ns(now, a->created_ns));
+    int64_t frontier = sub_ns(abs_now, (int64_t)((uint64_t)r->opt.merge_lag_ms * 1000000u));
     /* Behind on some ring (the poll hit its cap): what is still unread in a ring read in this
      * poll is stamped at or after the newest record read from it, so those threads bound the
      * frontier, however far behind one is (a busy thread's ring covers less time per record read).
