@@ -253,9 +253,12 @@ void mt_record_alloc_from(const mt_cfi_regs *from, void *p, size_t size, uint64_
                           unsigned kind) {
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
-  int saved_errno = errno;
+  int *errno_at = t->errno_at;
+  if (MT_UNLIKELY(!errno_at))
+    errno_at = t->errno_at = &errno;
+  int saved_errno = *errno_at;
   alloc_in_place(from, p, size, nsamples, kind);
-  errno = saved_errno;
+  *errno_at = saved_errno;
   t->depth--;
 }
 

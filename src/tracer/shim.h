@@ -100,6 +100,7 @@ typedef struct mt_shim_thread {
   /* The thread's stack [low, high) when known (THREAD_START), else 0: the bound a stack walker
    * that reads the stack itself needs. */
   uint64_t stack_low, stack_high;
+  int *errno_at; /* this thread's errno (&errno), once asked: a record keeps it without a call */
 } mt_shim_thread;
 
 extern MT_HIDDEN __thread mt_shim_thread mt_shim_self __attribute__((tls_model("initial-exec")));
