@@ -136,6 +136,10 @@ int mt_ring_append_internal(struct mt_ring_thread *t, unsigned type, unsigned id
 int mt_ring_write_transport(unsigned type, unsigned id, const uint64_t *payload, size_t words);
 /* Writes a CLOCK record now (thread owns a ring, `busy` set). */
 void mt_ring_write_calibration(struct mt_ring_thread *t);
+/* The calling thread's write (busy set) will never resume: a signal handler that interrupted it is
+ * leaving by longjmp. A record it had not published yet is given up, one whose words were all in
+ * place is published, and the thread can write again. Async-signal-safe; for the preload shim. */
+void mt_ring_abandon_write(void);
 
 /* create.c */
 /* Creates, sizes and maps the file for the current process into the session (fd, base, geo,

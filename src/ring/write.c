@@ -383,6 +383,27 @@ static __attribute__((noinline)) int write_record(mt_ring *ring, unsigned type, 
   return rc;
 }
 
+void mt_ring_abandon_write(void) {
+  struct mt_ring_thread *t = &mt_ring_self;
+  if (!t->busy)
+    return;
+  if (t->block) {
+    /* A write publishes by storing its record's words, then the local seq and tail, then the
+     * block's next_seq and (release) tail. Cut short before the local tail moved, nothing of it
+     * counts: the local seq goes back to the published one. Cut short after, every word is in
+     * place: it is published (a padding record alone is a valid record too). */
+    uint64_t published = mt_load_relaxed(&t->block->tail);
+    if (t->tail == published) {
+      t->seq = mt_load_relaxed(&t->block->next_seq);
+    } else {
+      mt_store_relaxed(&t->block->next_seq, t->seq);
+      mt_store_release(&t->block->tail, t->tail);
+    }
+  }
+  atomic_signal_fence(memory_order_seq_cst);
+  t->busy = 0;
+}
+
 int mt_ring_calibrate_due(void) {
   struct mt_ring_thread *t = &mt_ring_self;
   if (t->busy)

@@ -130,6 +130,10 @@ void mt_shim_resolve(void) {
   r.dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
   r.dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
   r.sigaction = dlsym(RTLD_NEXT, "sigaction");
+  r.longjmp = dlsym(RTLD_NEXT, "longjmp");
+  r.longjmp_ = dlsym(RTLD_NEXT, "_longjmp");
+  r.siglongjmp = dlsym(RTLD_NEXT, "siglongjmp");
+  r.longjmp_chk = dlsym(RTLD_NEXT, "__longjmp_chk");
   if (!r.malloc || !r.free || !r.realloc) {
     /* Nothing to forward to: there is no way on; fail loudly rather than corrupt memory. */
     static const char msg[] = "memtap: cannot find the next malloc, free and realloc\n";

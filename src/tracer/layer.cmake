@@ -14,6 +14,7 @@ set(MEMTAP_TRACER_SHIM_SOURCES
   tracer/modules.c
   tracer/record.c
   tracer/signals.c
+  tracer/longjmp.c
   tracer/eh_frame.c
   tracer/unwind_cfi.c
   tracer/unwind.c

@@ -139,6 +139,20 @@ record_fast(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
   return true;
 }
 
+bool mt_record_in_write(void) {
+  return mt_ring_self.busy || pending.draining;
+}
+
+void mt_record_abandon_write(void) {
+  mt_ring_abandon_write();
+  if (pending.draining) {
+    pending.draining = 0; /* the next drain goes on from `head` */
+    if (!pending_waits())
+      pending.head = 0; /* left between emptying the queue and resetting its head */
+  }
+  atomic_signal_fence(memory_order_seq_cst);
+}
+
 void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
   mt_shim_thread *t = &mt_shim_self;
   if (MT_UNLIKELY(mt_ring_self.busy || pending.draining)) {

@@ -44,6 +44,8 @@ typedef struct mt_real {
   void *(*dlopen)(const char *, int);
   int (*dlclose)(void *);
   void *sigaction; /* int (*)(int, const struct sigaction *, struct sigaction *) */
+  /* void (*)(struct __jmp_buf_tag *, int): longjmp, _longjmp, siglongjmp, __longjmp_chk */
+  void *longjmp, *longjmp_, *siglongjmp, *longjmp_chk;
 } mt_real;
 
 extern MT_HIDDEN mt_real mt_shim_real;
@@ -101,6 +103,10 @@ typedef struct mt_shim_thread {
    * that reads the stack itself needs. */
   uint64_t stack_low, stack_high;
   int *errno_at; /* this thread's errno (&errno), once asked: a record keeps it without a call */
+  /* The frame of the outermost signal handler (its trampoline's) that interrupted this thread
+   * inside a ring write or while it drained deferred records, until that handler returns; else 0.
+   * A longjmp from it to a frame above abandons what it interrupted (longjmp.c). */
+  uintptr_t handler_frame;
 } mt_shim_thread;
 
 extern MT_HIDDEN __thread mt_shim_thread mt_shim_self __attribute__((tls_model("initial-exec")));
@@ -174,6 +180,12 @@ MT_HIDDEN void mt_record_thread(unsigned type, uint64_t tid, uint64_t low, uint6
 MT_HIDDEN void mt_record_thread_done(void);
 /* Writes a raw record; on a failure that means the consumer is gone, stops tracing. */
 MT_HIDDEN void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t words);
+/* Whether this thread is inside a ring write or draining deferred records: what a signal handler
+ * that interrupts it must not disturb (its records are deferred). */
+MT_HIDDEN bool mt_record_in_write(void);
+/* The interrupted ring write (or draining) will never resume: a handler is leaving it by longjmp.
+ * Its record was not published (the tail moves last) and is given up; writing goes on. */
+MT_HIDDEN void mt_record_abandon_write(void);
 
 /* modules.c */
 /* Registers every loaded module not registered yet and writes MODULE_UNLOAD for vanished ones. */

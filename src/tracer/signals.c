@@ -28,6 +28,11 @@ static _Atomic int current[_NSIG];
 static void trampoline(int sig, siginfo_t *info, void *context) {
   mt_shim_thread *t = &mt_shim_self;
   uint32_t depth = t->depth, in_allocator = t->in_allocator;
+  uintptr_t handler_frame = t->handler_frame;
+  /* The outermost handler that interrupts a ring write: a longjmp out of it (longjmp.c) abandons
+   * the write, which would otherwise keep the thread's records deferred for good. */
+  if (!handler_frame && mt_record_in_write())
+    t->handler_frame = (uintptr_t)__builtin_frame_address(0);
   t->depth = 0;
   t->in_allocator = 0;
   atomic_signal_fence(memory_order_seq_cst);
@@ -39,6 +44,7 @@ static void trampoline(int sig, siginfo_t *info, void *context) {
   atomic_signal_fence(memory_order_seq_cst);
   t->depth = depth;
   t->in_allocator = in_allocator;
+  t->handler_frame = handler_frame;
 }
 
 static int (*real_sigaction(void))(int, const struct sigaction *, struct sigaction *) {

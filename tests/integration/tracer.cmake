@@ -87,6 +87,7 @@ set(_tracer_tests
     full_dlopen_dlclose_library_allocations
     full_signal_handler_mallocs_raise
     full_signal_handler_mallocs_inside_malloc
+    full_signal_handler_longjmps_out_of_the_tracer
     full_ctrl_c_reaches_program_and_trace_is_written
     leaks_names_file_and_line
     recount_project_programs_match_glibc_mtrace

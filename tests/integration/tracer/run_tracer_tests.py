@@ -486,6 +486,15 @@ def test_full_signal_handler_mallocs_inside_malloc():
            f"handler {handled}")
 
 
+def test_full_signal_handler_longjmps_out_of_the_tracer():
+    # A handler that leaves the tracer's code by siglongjmp abandons what it was doing, a ring write
+    # included: every allocation after the jumps is still recorded.
+    f, traced = full_program("signal_malloc", ["longjmp"], mode="longjmp")
+    m = re.search(r"longjmp: (\d+) jumps", traced.stderr)
+    expect(m and int(m.group(1)) == 100,
+           f"signal_malloc longjmp did not jump out of the tracer 100 times\n{traced.stderr[-2000:]}")
+
+
 def test_full_ctrl_c_reaches_program_and_trace_is_written():
     trace = os.path.join(WORK, "interrupted.ctf")
     p = subprocess.Popen(record_command(trace, [program("slow_worker"), "1000"]),
