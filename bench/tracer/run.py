@@ -505,11 +505,15 @@ def main():
     args.available = {"untraced", "floor"}
     if memtap_has_record(args.memtap):
         args.available |= set(MEMTAP_MODES) - {"sampled-base"}
-    if args.memtap_base and memtap_has_record(args.memtap_base):
-        args.available.add("sampled-base")
     else:
         print("memtap record is not available (%s): its columns are n/a" % args.memtap,
               file=sys.stderr)
+    if args.memtap_base:
+        if memtap_has_record(args.memtap_base):
+            args.available.add("sampled-base")
+        else:
+            print("memtap record is not available (%s): sampled-base is n/a" % args.memtap_base,
+                  file=sys.stderr)
     if os.access(args.heaptrack, os.X_OK):
         args.available.add("heaptrack")
 
