@@ -10,6 +10,11 @@
 
 #include "ring/clock.h"
 
+/* Two measurements of the TSC's rate agree to a few parts in 10^5 on an idle machine; 2% leaves a
+ * loaded one room and still tells a refused anchor (a rate 10x off, ns taken for ticks) from a
+ * used one. */
+#define AGREE_PER_MILLE 20
+
 static bool close_to(uint64_t a, uint64_t b, uint64_t per_mille) {
   uint64_t d = a > b ? a - b : b - a;
   return d <= b / 1000 * per_mille;
@@ -31,7 +36,7 @@ static void anchor_from_before_gives_the_measured_rate(void **state) {
   spin(3000000);
   uint64_t anchored = mt_clock_hz_anchored(MT_RING_CLOCK_TSC, anchor);
   uint64_t measured = mt_clock_hz(MT_RING_CLOCK_TSC);
-  if (!close_to(anchored, measured, 5))
+  if (!close_to(anchored, measured, AGREE_PER_MILLE))
     fail_msg("anchored %" PRIu64 " Hz, measured %" PRIu64 " Hz", anchored, measured);
 }
 
@@ -56,7 +61,7 @@ static void bad_anchors_fall_back_to_measuring(void **state) {
                              "12:34x", "-5:7", later, other_rate, other_clock};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     uint64_t hz = mt_clock_hz_anchored(MT_RING_CLOCK_TSC, bad[i]);
-    if (!close_to(hz, measured, 5))
+    if (!close_to(hz, measured, AGREE_PER_MILLE))
       fail_msg("anchor \"%s\": %" PRIu64 " Hz, measured %" PRIu64 " Hz", bad[i] ? bad[i] : "(null)",
                hz, measured);
   }
