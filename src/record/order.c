@@ -535,7 +535,8 @@ __attribute__((noinline)) static void process_other(rec_order *o, rec_sink *sink
   }
 }
 
-void rec_order_process(rec_order *o, rec_sink *sink, const rec_event *e) {
+static inline __attribute__((always_inline)) void process_one(rec_order *o, rec_sink *sink,
+                                                              const rec_event *e) {
   if (e->type == MT_TRACER_REC_ALLOC)
     do_alloc(o, sink, e);
   else if (e->type == MT_TRACER_REC_FREE)
@@ -544,16 +545,13 @@ void rec_order_process(rec_order *o, rec_sink *sink, const rec_event *e) {
     process_other(o, sink, e);
 }
 
+void rec_order_process(rec_order *o, rec_sink *sink, const rec_event *e) {
+  process_one(o, sink, e);
+}
+
 void rec_order_process_many(rec_order *o, rec_sink *sink, rec_event *const *events, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    const rec_event *e = events[i];
-    if (e->type == MT_TRACER_REC_ALLOC)
-      do_alloc(o, sink, e);
-    else if (e->type == MT_TRACER_REC_FREE)
-      do_free(o, sink, e);
-    else
-      process_other(o, sink, e);
-  }
+  for (size_t i = 0; i < n; i++)
+    process_one(o, sink, events[i]);
 }
 
 void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all) {

@@ -166,12 +166,15 @@ __attribute__((noinline)) static int64_t absolute_ns_tsc(attachment *a, uint64_t
   return add_ns(ns, a->to_absolute);
 }
 
+/* A TSC stamp at or after the calibration's first, `ticks` past it, in absolute ns: the whole
+ * nanoseconds per tick and the 64-bit fraction, no division. */
+static inline int64_t tsc_ns(int64_t abs0, uint64_t ticks, uint64_t q, uint64_t frac) {
+  return add_ns(abs0, (int64_t)(ticks * q + (uint64_t)(((unsigned __int128)ticks * frac) >> 64)));
+}
+
 static inline int64_t absolute_ns(attachment *a, uint64_t timestamp) {
-  if (a->calibrated && timestamp >= a->ts0) {
-    uint64_t d = timestamp - a->ts0;
-    return add_ns(a->abs0,
-                  (int64_t)(d * a->q + (uint64_t)(((unsigned __int128)d * a->frac) >> 64)));
-  }
+  if (a->calibrated && timestamp >= a->ts0)
+    return tsc_ns(a->abs0, timestamp - a->ts0, a->q, a->frac);
   if (!a->tsc) /* what mt_cursor_timestamp_ns does, without the call */
     return add_ns((int64_t)timestamp, a->to_absolute);
   return absolute_ns_tsc(a, timestamp);
@@ -304,14 +307,12 @@ static inline bool decode(mt_recorder *r, const mt_ring_event *ev, rec_event *e)
   return true;
 }
 
-/* The usual records, ALLOC and FREE, decoded as decode() would into `b`. 1: decoded; 0: nothing
- * to write (free(NULL), a malloc that failed); -1: decode() must take the record. */
-static inline __attribute__((always_inline)) int decode_fast(mt_recorder *r, attachment *a,
-                                                             uint64_t source, uint32_t type,
-                                                             const uint64_t *p, size_t words,
-                                                             uint64_t timestamp, rec_event *b) {
+/* The fields of the usual records, ALLOC and FREE, as decode() would set them in `b` (their
+ * frames, stack and time are the caller's). 1: decoded; 0: nothing to write (free(NULL), a malloc
+ * that failed); -1: another record, or a short one, which decode() must take. */
+static inline __attribute__((always_inline)) int decode_usual(uint32_t type, const uint64_t *p,
+                                                              size_t words, rec_event *b) {
   if (type == MT_TRACER_REC_FREE && words >= 1) {
-    r->stats.records++;
     if (!p[0])
       return 0; /* free(NULL) */
     b->type = MT_TRACER_REC_FREE;
@@ -320,9 +321,9 @@ static inline __attribute__((always_inline)) int decode_fast(mt_recorder *r, att
     b->size = 0;
     b->nsamples = 0;
     b->nframes = 0;
-    b->frames = NULL;
-  } else if (type == MT_TRACER_REC_ALLOC && words >= 4) {
-    r->stats.records++;
+    return 1;
+  }
+  if (type == MT_TRACER_REC_ALLOC && words >= 4) {
     if (!p[0])
       return 0; /* malloc that failed */
     int64_t nsamples = (int64_t)p[2];
@@ -333,10 +334,24 @@ static inline __attribute__((always_inline)) int decode_fast(mt_recorder *r, att
     b->nsamples = nsamples < 0 || nsamples > (int64_t)1 << 56 ? 1 : nsamples;
     size_t nframes = words - 4;
     b->nframes = (uint32_t)(nframes > MT_TRACER_MAX_FRAMES ? MT_TRACER_MAX_FRAMES : nframes);
-    b->frames = b->nframes ? p + 4 : NULL;
-  } else {
-    return -1;
+    return 1;
   }
+  return -1;
+}
+
+/* The usual records, ALLOC and FREE, decoded as decode() would into `b`. 1: decoded; 0: nothing
+ * to write (free(NULL), a malloc that failed); -1: decode() must take the record. */
+static inline __attribute__((always_inline)) int decode_fast(mt_recorder *r, attachment *a,
+                                                             uint64_t source, uint32_t type,
+                                                             const uint64_t *p, size_t words,
+                                                             uint64_t timestamp, rec_event *b) {
+  int k = decode_usual(type, p, words, b);
+  if (k < 0)
+    return -1;
+  r->stats.records++;
+  if (!k)
+    return 0;
+  b->frames = b->nframes ? p + 4 : NULL;
   b->stack_hash = 0;
   b->stack_serial = 0;
   b->addr2 = 0;
@@ -389,68 +404,42 @@ static size_t direct_run(mt_recorder *r, attachment *a, uint64_t source, const u
     const uint64_t *p = rec + 2;
     size_t words = len - 2;
     rec_event *b = r->batch[batched];
-    if (type == MT_TRACER_REC_FREE && words >= 1) {
-      records++;
-      if (!p[0]) { /* free(NULL) */
-        rec += len;
-        seq++;
-        continue;
-      }
-      b->type = MT_TRACER_REC_FREE;
-      b->kind = 0;
-      b->addr = p[0];
-      b->size = 0;
-      b->nsamples = 0;
-      b->nframes = 0;
-      b->frames = NULL;
-      b->stack_hash = 0;
-      b->stack_serial = 0;
-    } else if (type == MT_TRACER_REC_ALLOC && words >= 4) {
-      records++;
-      if (!p[0]) { /* malloc that failed */
-        rec += len;
-        seq++;
-        continue;
-      }
-      int64_t nsamples = (int64_t)p[2];
-      b->type = MT_TRACER_REC_ALLOC;
-      b->kind = (uint32_t)p[3];
-      b->addr = p[0];
-      b->size = p[1];
-      b->nsamples = nsamples < 0 || nsamples > (int64_t)1 << 56 ? 1 : nsamples;
-      size_t nframes = words - 4;
-      uint32_t n = (uint32_t)(nframes > MT_TRACER_MAX_FRAMES ? MT_TRACER_MAX_FRAMES : nframes);
-      const uint64_t *f = p + 4;
-      b->nframes = n;
-      b->frames = NULL;
-      b->stack_hash = 0;
-      b->stack_serial = 0;
-      if (n) {
-        uint64_t diff = 1;
-        if (n == cur_n && cur[0] == f[0]) {
-          /* direct_stack's comparison: the innermost frame first, the rest without early exits */
-          diff = 0;
-          for (uint32_t i = 1; i < n; i++)
-            diff |= cur[i] ^ f[i];
-        }
-        if (!diff) {
-          b->frames = cur;
-          b->stack_hash = r->direct_hash;
-          b->stack_serial = r->direct_serial;
-        } else {
-          b->frames = f;
-          direct_new_stack(r, b);
-          cur = r->direct_cur;
-          cur_n = r->direct_nframes;
-        }
-      }
-    } else {
+    int usual = decode_usual(type, p, words, b);
+    if (usual < 0)
       break;
+    records++;
+    if (!usual) { /* free(NULL), a malloc that failed */
+      rec += len;
+      seq++;
+      continue;
+    }
+    b->frames = NULL;
+    b->stack_hash = 0;
+    b->stack_serial = 0;
+    uint32_t n = b->nframes;
+    if (n) {
+      const uint64_t *f = p + 4;
+      uint64_t diff = 1;
+      if (n == cur_n && cur[0] == f[0]) {
+        /* direct_stack's comparison: the innermost frame first, the rest without early exits */
+        diff = 0;
+        for (uint32_t i = 1; i < n; i++)
+          diff |= cur[i] ^ f[i];
+      }
+      if (!diff) {
+        b->frames = cur;
+        b->stack_hash = r->direct_hash;
+        b->stack_serial = r->direct_serial;
+      } else {
+        b->frames = f;
+        direct_new_stack(r, b);
+        cur = r->direct_cur;
+        cur_n = r->direct_nframes;
+      }
     }
     uint64_t t = rec[1];
     if (calibrated && t >= ts0) {
-      uint64_t d = t - ts0;
-      b->time_ns = abs0 + (int64_t)(d * q + (uint64_t)(((unsigned __int128)d * frac) >> 64));
+      b->time_ns = tsc_ns(abs0, t - ts0, q, frac);
     } else {
       b->time_ns = absolute_ns(a, t);
       calibrated = a->calibrated;
