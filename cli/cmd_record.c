@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "output.h"
 #include "memtap/record.h"
 #include "memtap/ring.h"
 #include "ring/clock.h"
@@ -439,18 +440,9 @@ static void finish(session *s, traced *t) {
   }
 }
 
-static void human_size(uint64_t bytes, char *out, size_t size) {
-  if (bytes < 10 * 1024)
-    snprintf(out, size, "%" PRIu64 " B", bytes);
-  else if (bytes < 10 * 1024 * 1024)
-    snprintf(out, size, "%.1f KiB", (double)bytes / 1024);
-  else
-    snprintf(out, size, "%.1f MiB", (double)bytes / (1024 * 1024));
-}
-
 static void summary(const traced *t) {
   char size[32];
-  human_size(t->stats.bytes, size, sizeof size);
+  out_format_bytes((double)t->stats.bytes, size); /* the IEC style of every other output */
   fprintf(stderr,
           "memtap: %s: %s, %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64
           " unknown frees, %" PRIu64 " lost records; look at it with: memtap top %s\n",
