@@ -179,33 +179,13 @@ bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns) {
   rec_source *s = &m->sources[si];
   if (!s->slots ? !take_slots(m, s) : s->tail - s->head > s->slot_mask && !grow_slots(s))
     return false;
-  rec_slot *slot = &s->slots[s->tail & s->slot_mask];
-  *slot = (rec_slot){.time_ns = e->time_ns,
-                     .order = e->order,
-                     .addr = e->addr,
-                     .addr2 = e->addr2,
-                     .size = e->size,
-                     .nsamples = e->nsamples,
-                     .kind = e->kind,
-                     .type = (uint16_t)e->type,
-                     .nframes = (uint16_t)e->nframes};
+  rec_slot *slot = rec_merge_slot(s, e);
   uint32_t n = e->nframes;
   if (n) {
     /* A thread allocating again from where it last did (a loop) sends the same stack: keep one
      * copy, and its hash. */
-    bool same = false;
-    const uint64_t *f = e->frames;
-    if (n == s->last_nframes && s->frames) {
-      const uint64_t *last = &s->frames[s->last_frames_at & s->frame_mask];
-      if (last[0] == f[0]) {
-        /* The innermost frame differs first when anything does; the rest without early exits. */
-        uint64_t diff = 0;
-        for (uint32_t i = 1; i < n; i++)
-          diff |= last[i] ^ f[i];
-        same = !diff;
-      }
-    }
-    if (same) {
+    if (n == s->last_nframes && s->frames &&
+        rec_same_frames(&s->frames[s->last_frames_at & s->frame_mask], e->frames, n)) {
       slot->frames_at = s->last_frames_at;
       slot->stack_hash = s->last_hash;
       slot->stack_serial = s->last_serial;
@@ -221,12 +201,7 @@ bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns) {
       s->last_nframes = n;
     }
   }
-  s->tail++;
-  if (e->time_ns > s->newest_ns)
-    s->newest_ns = e->time_ns;
-  s->seen_at_ns = now_ns;
-  s->queued++;
-  m->queued++;
+  rec_merge_enqueued(m, s, e, now_ns);
   if (s->queued == 1) {
     m->heap[m->heap_count++] = si;
     sift_up(m, m->heap_count - 1);

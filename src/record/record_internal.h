@@ -115,6 +115,45 @@ static inline uint32_t rec_merge_new_serial(rec_merge *m) {
   return m->stack_serials;
 }
 
+/* Whether two stacks of `n` frames (n >= 1) are the same: the innermost frame first (it is the one
+ * that differs when anything does), the rest without early exits. The test of a thread's stack
+ * against its previous one, wherever a repeated stack is kept once. */
+static inline bool rec_same_frames(const uint64_t *a, const uint64_t *b, uint32_t n) {
+  if (a[0] != b[0])
+    return false;
+  uint64_t diff = 0;
+  for (uint32_t i = 1; i < n; i++)
+    diff |= a[i] ^ b[i];
+  return !diff;
+}
+
+/* The slot at the tail of `s` for `e`, every field but the frames' (frames_at, stack_hash,
+ * stack_serial: the caller's). */
+static inline rec_slot *rec_merge_slot(rec_source *s, const rec_event *e) {
+  rec_slot *slot = &s->slots[s->tail & s->slot_mask];
+  *slot = (rec_slot){.time_ns = e->time_ns,
+                     .order = e->order,
+                     .addr = e->addr,
+                     .addr2 = e->addr2,
+                     .size = e->size,
+                     .nsamples = e->nsamples,
+                     .kind = e->kind,
+                     .type = (uint16_t)e->type,
+                     .nframes = (uint16_t)e->nframes};
+  return slot;
+}
+
+/* The slot filled by rec_merge_slot joins the queue of `s`. */
+static inline void rec_merge_enqueued(rec_merge *m, rec_source *s, const rec_event *e,
+                                      int64_t now_ns) {
+  s->tail++;
+  if (e->time_ns > s->newest_ns)
+    s->newest_ns = e->time_ns;
+  s->seen_at_ns = now_ns;
+  s->queued++;
+  m->queued++;
+}
+
 /* Copies `e` (and its frames, unless they are the source's previous stack) into its source's
  * queue. e->order must increase from push to push. */
 bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns);
@@ -128,38 +167,14 @@ static inline bool rec_merge_push_quick(rec_merge *m, const rec_event *e, int64_
   if (s->key != e->source || !s->queued || s->tail - s->head > s->slot_mask)
     return false;
   uint32_t n = e->nframes;
-  if (n) {
-    if (n != s->last_nframes)
-      return false;
-    const uint64_t *last = &s->frames[s->last_frames_at & s->frame_mask], *f = e->frames;
-    if (last[0] != f[0])
-      return false;
-    /* The innermost frame differs first when anything does; the rest without early exits. */
-    uint64_t diff = 0;
-    for (uint32_t i = 1; i < n; i++)
-      diff |= last[i] ^ f[i];
-    if (diff)
-      return false;
-  }
-  rec_slot *slot = &s->slots[s->tail & s->slot_mask];
-  *slot = (rec_slot){.time_ns = e->time_ns,
-                     .order = e->order,
-                     .addr = e->addr,
-                     .addr2 = e->addr2,
-                     .size = e->size,
-                     .nsamples = e->nsamples,
-                     .frames_at = s->last_frames_at,
-                     .kind = e->kind,
-                     .type = (uint16_t)e->type,
-                     .nframes = (uint16_t)n,
-                     .stack_hash = n ? s->last_hash : 0,
-                     .stack_serial = n ? s->last_serial : 0};
-  s->tail++;
-  if (e->time_ns > s->newest_ns)
-    s->newest_ns = e->time_ns;
-  s->seen_at_ns = now_ns;
-  s->queued++;
-  m->queued++;
+  if (n && (n != s->last_nframes ||
+            !rec_same_frames(&s->frames[s->last_frames_at & s->frame_mask], e->frames, n)))
+    return false;
+  rec_slot *slot = rec_merge_slot(s, e);
+  slot->frames_at = s->last_frames_at; /* read only when nframes > 0 */
+  slot->stack_hash = n ? s->last_hash : 0;
+  slot->stack_serial = n ? s->last_serial : 0;
+  rec_merge_enqueued(m, s, e, now_ns);
   return true;
 }
 /* The stamp of the oldest queued event; false when nothing is queued. */

@@ -222,20 +222,11 @@ __attribute__((noinline)) static void direct_new_stack(mt_recorder *r, rec_event
 static inline void direct_stack(mt_recorder *r, rec_event *e) {
   uint32_t n = e->nframes;
   const uint64_t *f = e->frames, *cur = r->direct_cur;
-  if (n == r->direct_nframes && cur[0] == f[0]) {
-    /* The innermost frame differs first when anything does; the rest without early exits. */
-    uint64_t diff = 0;
-    uint32_t i = 1;
-    for (; i + 2 <= n; i += 2)
-      diff |= (cur[i] ^ f[i]) | (cur[i + 1] ^ f[i + 1]);
-    if (i < n)
-      diff |= cur[i] ^ f[i];
-    if (!diff) {
-      e->frames = cur;
-      e->stack_hash = r->direct_hash;
-      e->stack_serial = r->direct_serial;
-      return;
-    }
+  if (n == r->direct_nframes && rec_same_frames(cur, f, n)) {
+    e->frames = cur;
+    e->stack_hash = r->direct_hash;
+    e->stack_serial = r->direct_serial;
+    return;
   }
   direct_new_stack(r, e);
 }
@@ -419,14 +410,7 @@ static size_t direct_run(mt_recorder *r, attachment *a, uint64_t source, const u
     uint32_t n = b->nframes;
     if (n) {
       const uint64_t *f = p + 4;
-      uint64_t diff = 1;
-      if (n == cur_n && cur[0] == f[0]) {
-        /* direct_stack's comparison: the innermost frame first, the rest without early exits */
-        diff = 0;
-        for (uint32_t i = 1; i < n; i++)
-          diff |= cur[i] ^ f[i];
-      }
-      if (!diff) {
+      if (n == cur_n && rec_same_frames(cur, f, n)) {
         b->frames = cur;
         b->stack_hash = r->direct_hash;
         b->stack_serial = r->direct_serial;
