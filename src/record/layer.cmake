@@ -5,6 +5,7 @@ find_package(ZLIB REQUIRED) # .gnu_debuglink CRCs (debuginfo.c)
 add_library(memtap_record OBJECT
   record/merge.c
   record/order.c
+  record/unsettled.c
   record/objects.c
   record/modules.c
   record/sites.c

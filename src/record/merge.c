@@ -30,8 +30,6 @@ rec_event *rec_event_clone(const rec_event *e) {
   if (e->nframes)
     memcpy(c->own_frames, e->frames, e->nframes * sizeof *e->frames);
   c->frames = c->own_frames;
-  c->next = c->fifo_next = NULL;
-  c->dead = false;
   return c;
 }
 

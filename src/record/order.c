@@ -1,11 +1,12 @@
 /* Causal repair and emission (docs/record.md, "Order"). Events come out of the merge in time
  * order, except those published too late for it; either way the trace must never show a free
- * before its allocation, two live objects at one address, or a free of the wrong object:
- *   - an allocation at an address still live is held until the free in flight for it arrives;
- *   - a free of an address not live is held until its allocation arrives (stamped on another
- *     thread no later than the free plus the skew tolerance), or counted as unknown after the
- *     hold bound; unknown frees are never written (a collect of an unknown id crashes
- *     memtrace_viewer);
+ * before its allocation, a free of no allocation, or a block freed twice:
+ *   - an allocation at a free address and a free of the block live at its address are written at
+ *     once (the usual case, without a call);
+ *   - anything else (a free where nothing is live, an allocation where a block still is) unsettles
+ *     the address: its records wait in unsettled.c, which pairs frees with allocations across
+ *     clock skew, until they explain each other or the hold bound passes; unknown frees are never
+ *     written (a collect of an unknown id crashes memtrace_viewer);
  *   - output times never decrease: a late event is written at the time of the last one.
  * malloc blocks are External allocations of ceil(size / 8) words, mapped regions Major ones; a
  * munmap of part of a region collects it and allocates the pieces still mapped. */
@@ -21,59 +22,14 @@
 bool rec_order_init(rec_order *o, int64_t skew_ns, int64_t bound_ns) {
   memset(o, 0, sizeof *o);
   uint64_t seed = mt_hashmap_random_seed();
-  o->live.seed = o->held.seed = o->pending.seed = o->stacks.seed = seed;
+  o->live.seed = o->unsettled.seed = o->stacks.seed = seed;
   o->skew_ns = skew_ns;
   o->bound_ns = bound_ns;
   o->rate = 1;
   o->full = true;
   o->rng = mt_hashmap_random_seed() | 1;
-  return true;
-}
-
-static void fifo_append(rec_order *o, rec_event *e) {
-  e->fifo_next = NULL;
-  e->epoch = o->epoch;
-  if (o->fifo_tail)
-    o->fifo_tail->fifo_next = e;
-  else
-    o->fifo_head = e;
-  o->fifo_tail = e;
-}
-
-static rec_event *chain_first(const mt_hashmap *m, uint64_t addr) {
-  uint64_t v;
-  return mt_hashmap_get(m, (int64_t)addr, &v) ? (rec_event *)(uintptr_t)v : NULL;
-}
-
-static void chain_append(mt_hashmap *m, rec_event *e) {
-  rec_event *first = chain_first(m, e->addr);
-  e->next = NULL;
-  if (!first) {
-    mt_hashmap_put(m, (int64_t)e->addr, (uint64_t)(uintptr_t)e);
-    return;
-  }
-  while (first->next)
-    first = first->next;
-  first->next = e;
-}
-
-/* Unlinks `e` from its address's chain and marks it dead (the FIFO frees it). */
-static void chain_remove(mt_hashmap *m, rec_event *e) {
-  rec_event *first = chain_first(m, e->addr);
-  if (first == e) {
-    if (e->next)
-      mt_hashmap_put(m, (int64_t)e->addr, (uint64_t)(uintptr_t)e->next);
-    else
-      mt_hashmap_remove(m, (int64_t)e->addr);
-  } else {
-    for (rec_event *p = first; p; p = p->next)
-      if (p->next == e) {
-        p->next = e->next;
-        break;
-      }
-  }
-  e->next = NULL;
-  e->dead = true;
+  o->recent = calloc(REC_RECENT_SLOTS, sizeof *o->recent);
+  return o->recent != NULL;
 }
 
 /* --- writing ------------------------------------------------------------------------------- */
@@ -165,11 +121,6 @@ static inline __attribute__((always_inline)) long event_codes(rec_sink *sink, co
 
 /* --- live objects: address -> (object id, allocation stamp, thread) ----------------------- */
 
-static void live_put(rec_order *o, uint64_t addr, int64_t id, const rec_event *e) {
-  rec_live l = {.addr = addr, .id = id, .time_ns = e->time_ns, .source = e->source};
-  rec_addrmap_put(&o->live, &l);
-}
-
 static rec_live *live_get(const rec_order *o, uint64_t addr) {
   return rec_addrmap_get(&o->live, addr);
 }
@@ -195,98 +146,236 @@ static inline __attribute__((always_inline)) int64_t write_block(rec_order *o, r
   return id;
 }
 
-/* Writes the allocation `e` (its address free) and makes it live. */
-static void emit_alloc(rec_order *o, rec_sink *sink, const rec_event *e, int64_t ns) {
-  live_put(o, e->addr, write_block(o, sink, e, ns), e);
+/* --- unsettled addresses ------------------------------------------------------------------- */
+
+static rec_unsettled *unsettled_get(const rec_order *o, uint64_t addr) {
+  uint64_t v;
+  return mt_hashmap_get(&o->unsettled, (int64_t)addr, &v) ? (rec_unsettled *)(uintptr_t)v : NULL;
 }
 
-/* Holds a copy of `e` in `chain` until its match arrives (or the bound passes). */
-static void hold(rec_order *o, mt_hashmap *chain, const rec_event *e) {
-  rec_event *c = rec_event_clone(e);
-  if (!c)
+static rec_recent_free *recent_slot(const rec_order *o, uint64_t addr) {
+  return &o->recent[((addr >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - 12)];
+}
+
+_Static_assert(REC_RECENT_SLOTS == 1 << 12, "recent_slot takes 12 bits of the hash");
+
+static rec_unsettled_item event_item(const rec_event *e) {
+  return (rec_unsettled_item){.time_ns = e->time_ns,
+                              .order = e->order,
+                              .source = e->source,
+                              .live_id = -1,
+                              .alloc = e->type == MT_TRACER_REC_ALLOC};
+}
+
+/* One write of a commit: an allocation, or the free of item `item`'s block. */
+typedef struct commit_step {
+  int64_t ns;
+  uint32_t rank; /* at one time: the live block's free, then allocations, then frees */
+  uint32_t item;
+} commit_step;
+
+static int step_before(const void *pa, const void *pb) {
+  const commit_step *a = pa, *b = pb;
+  if (a->ns != b->ns)
+    return a->ns < b->ns ? -1 : 1;
+  if (a->rank != b->rank)
+    return a->rank < b->rank ? -1 : 1;
+  return a->item < b->item ? -1 : a->item > b->item;
+}
+
+static void unsettled_unlink(rec_order *o, rec_unsettled *u) {
+  mt_hashmap_remove(&o->unsettled, (int64_t)u->addr);
+  if (u->prev)
+    u->prev->next = u->next;
+  else
+    o->oldest = u->next;
+  if (u->next)
+    u->next->prev = u->prev;
+  else
+    o->newest = u->prev;
+  rec_unsettled_clear(u);
+  free(u);
+}
+
+static void remember(rec_order *o, uint64_t addr, int64_t alloc_ns, uint64_t alloc_source,
+                     int64_t free_ns, uint64_t free_source) {
+  *recent_slot(o, addr) = (rec_recent_free){.addr = addr,
+                                            .alloc_ns = alloc_ns,
+                                            .free_ns = free_ns,
+                                            .alloc_source = alloc_source,
+                                            .free_source = free_source};
+}
+
+/* The newest pair across threads that a commit wrote stays open to re-pairing, as the fast
+ * path's do (do_free): pairing a free stamped before its allocation may be proved wrong by the
+ * address's next records. */
+static void remember_last_pair(rec_order *o, const rec_unsettled *u) {
+  const rec_unsettled_item *it = u->items, *a = NULL, *f = NULL;
+  for (uint32_t i = 0; i < u->count; i++) {
+    if (!it[i].alloc || it[i].written || it[i].match < 0 || it[it[i].match].source == it[i].source)
+      continue;
+    if (!a || it[i].time_ns > a->time_ns) {
+      a = &it[i];
+      f = &it[it[i].match];
+    }
+  }
+  if (a)
+    remember(o, u->addr, a->time_ns, a->source, f->time_ns, f->source);
+}
+
+/* Writes the address's records as paired, in time order, and settles it: the allocation left
+ * unpaired (the newest, when a record was lost and several are) becomes its live block. Frees
+ * left unpaired are of unknown blocks: counted, never written. */
+static void unsettled_commit(rec_order *o, rec_sink *sink, rec_unsettled *u) {
+  rec_unsettled_item *it = u->items;
+  int32_t live = -1; /* the unpaired allocation kept live */
+  for (uint32_t i = 0; i < u->count; i++)
+    if (it[i].alloc && !it[i].written && it[i].match < 0 &&
+        (live < 0 || it[i].time_ns >= it[live].time_ns))
+      live = (int32_t)i;
+  commit_step *steps = malloc(2 * (size_t)u->count * sizeof *steps);
+  int64_t *ids = malloc((size_t)u->count * sizeof *ids);
+  if (!steps || !ids) {
+    free(steps);
+    free(ids);
+    unsettled_unlink(o, u); /* out of memory: the address's records are lost, not misread */
     return;
-  chain_append(chain, c);
-  fifo_append(o, c);
+  }
+  size_t n = 0;
+  for (uint32_t i = 0; i < u->count; i++) {
+    ids[i] = it[i].live_id;
+    if (it[i].written)
+      continue; /* a block and a free already written: what they pair with writes nothing */
+    if (!it[i].alloc) {
+      if (it[i].match < 0)
+        sink->stats->unknown_frees++;
+      continue;
+    }
+    if (it[i].event)
+      steps[n++] = (commit_step){it[i].time_ns, 1, i};
+    if ((int32_t)i == live)
+      continue;
+    int64_t free_ns = it[i].match >= 0 ? it[it[i].match].time_ns : it[live].time_ns;
+    if (it[i].match < 0)
+      sink->stats->implied_frees++; /* its free was lost: freed when the newer block came */
+    steps[n++] =
+        (commit_step){free_ns > it[i].time_ns ? free_ns : it[i].time_ns, it[i].event ? 2 : 0, i};
+  }
+  qsort(steps, n, sizeof *steps, step_before);
+  for (size_t k = 0; k < n; k++) {
+    const rec_unsettled_item *x = &it[steps[k].item];
+    if (steps[k].rank == 1)
+      ids[steps[k].item] = write_block(o, sink, x->event, steps[k].ns);
+    else
+      write_collect(o, sink, steps[k].ns, ids[steps[k].item]);
+  }
+  remember_last_pair(o, u);
+  if (live >= 0) {
+    rec_live l = {
+        .addr = u->addr, .id = ids[live], .time_ns = it[live].time_ns, .source = it[live].source};
+    rec_addrmap_put(&o->live, &l);
+  }
+  free(steps);
+  free(ids);
+  unsettled_unlink(o, u);
 }
 
-/* Writes `e` and its free at `free_ns` together: an object whose records arrived after a newer
- * object at its address was written (a late publish); the address's live object is untouched. */
-static void emit_pair(rec_order *o, rec_sink *sink, const rec_event *e, int64_t free_ns) {
-  int64_t id = write_block(o, sink, e, e->time_ns);
-  write_collect(o, sink, free_ns, id);
+static void unsettle(rec_order *o, rec_sink *sink, uint64_t addr, const rec_event *e);
+
+/* Adds `e` to its unsettled address, and settles the address once its records explain each
+ * other. A full address is written as far as it pairs and unsettled anew with `e`. */
+static void unsettled_add(rec_order *o, rec_sink *sink, rec_unsettled *u, const rec_event *e) {
+  rec_unsettled_item item = event_item(e);
+  item.event = rec_event_clone(e);
+  if (!item.event)
+    return;
+  if (!rec_unsettled_add(u, &item, o->skew_ns)) {
+    uint64_t addr = u->addr;
+    unsettled_commit(o, sink, u);
+    free(item.event);
+    unsettle(o, sink, addr, e);
+    return;
+  }
+  if (rec_unsettled_explained(u))
+    unsettled_commit(o, sink, u);
+}
+
+/* Record `e` cannot be written as it comes: its address unsettles, with the block live there. */
+__attribute__((noinline)) static void unsettle(rec_order *o, rec_sink *sink, uint64_t addr,
+                                               const rec_event *e) {
+  rec_unsettled *u = calloc(1, sizeof *u);
+  if (!u)
+    return;
+  u->addr = addr;
+  u->since_ns = e->time_ns;
+  u->epoch = o->epoch;
+  rec_recent_free *r = recent_slot(o, addr);
+  if (r->addr == addr && r->free_ns + 2 * o->skew_ns >= e->time_ns) {
+    rec_unsettled_item block = {.time_ns = r->alloc_ns,
+                                .source = r->alloc_source,
+                                .live_id = -1,
+                                .alloc = true,
+                                .written = true};
+    rec_unsettled_item its_free = {
+        .time_ns = r->free_ns, .source = r->free_source, .written = true};
+    if (!rec_unsettled_add(u, &block, o->skew_ns) || !rec_unsettled_add(u, &its_free, o->skew_ns)) {
+      rec_unsettled_clear(u);
+      free(u);
+      return;
+    }
+    r->addr = 0;
+  }
+  rec_live *l = live_get(o, addr);
+  if (l) {
+    rec_unsettled_item live = {.time_ns = l->time_ns,
+                               .source = l->source,
+                               .live_id = l->id,
+                               .alloc = true}; /* order 0: before every record still to come */
+    if (!rec_unsettled_add(u, &live, o->skew_ns)) {
+      rec_unsettled_clear(u);
+      free(u);
+      return;
+    }
+  }
+  if (!mt_hashmap_put(&o->unsettled, (int64_t)addr, (uint64_t)(uintptr_t)u)) {
+    rec_unsettled_clear(u);
+    free(u);
+    return;
+  }
+  if (l)
+    rec_addrmap_remove(&o->live, l);
+  u->prev = o->newest;
+  if (o->newest)
+    o->newest->next = u;
+  else
+    o->oldest = u;
+  o->newest = u;
+  unsettled_add(o, sink, u, e);
+}
+
+/* A record of an unsettled address, out of line. */
+__attribute__((noinline)) static bool to_unsettled(rec_order *o, rec_sink *sink,
+                                                   const rec_event *e) {
+  rec_unsettled *u = unsettled_get(o, e->addr);
+  if (!u)
+    return false;
+  unsettled_add(o, sink, u, e);
+  return true;
 }
 
 /* --- malloc blocks ------------------------------------------------------------------------- */
 
-/* Whether held allocation `h` and held free `f` of one address are one block: stamped in that
- * order within the skew across threads; in arrival order on one thread. */
-static bool pairs(const rec_order *o, const rec_event *h, const rec_event *f) {
-  return f->source != h->source ? f->time_ns + o->skew_ns >= h->time_ns : f->order > h->order;
-}
-
-/* After the address's state changed: held allocations and held frees that are one block are
- * written together, and while the address is free the earliest held allocation becomes its live
- * object (not before `free_ns`, the free that made room for it). */
-static void settle(rec_order *o, rec_sink *sink, uint64_t addr, int64_t free_ns) {
-  if (!o->held.count)
-    return; /* nothing held anywhere: nothing to pair or to make live */
-  for (;;) {
-    bool changed = false;
-    for (rec_event *h = chain_first(&o->held, addr); h && !changed; h = h->next) {
-      for (rec_event *f = chain_first(&o->pending, addr); f; f = f->next) {
-        if (pairs(o, h, f)) {
-          chain_remove(&o->held, h);
-          chain_remove(&o->pending, f);
-          emit_pair(o, sink, h, f->time_ns);
-          changed = true;
-          break;
-        }
-      }
-    }
-    if (!changed && !live_get(o, addr)) {
-      rec_event *first = NULL;
-      for (rec_event *h = chain_first(&o->held, addr); h; h = h->next)
-        if (!first || h->time_ns < first->time_ns)
-          first = h;
-      if (first) {
-        chain_remove(&o->held, first);
-        emit_alloc(o, sink, first, first->time_ns > free_ns ? first->time_ns : free_ns);
-        changed = true;
-      }
-    }
-    if (!changed)
-      return;
-  }
-}
-
-/* A free that arrived before allocation `e`, stamped (give or take the skew) after it by another
- * thread, is this block's: the earliest such is written with it. One from the same thread was
- * written before it: an older block's. False when there is none. */
-__attribute__((noinline)) static bool alloc_meets_pending_free(rec_order *o, rec_sink *sink,
-                                                               const rec_event *e) {
-  rec_event *match = NULL;
-  for (rec_event *f = chain_first(&o->pending, e->addr); f; f = f->next)
-    if (f->source != e->source && f->time_ns + o->skew_ns >= e->time_ns &&
-        (!match || f->time_ns < match->time_ns))
-      match = f;
-  if (!match)
-    return false;
-  chain_remove(&o->pending, match);
-  emit_pair(o, sink, e, match->time_ns);
-  return true;
-}
-
 /* Inline into the loops of rec_order_process and rec_order_process_many: what is not the usual
- * allocation or free (something held or pending) is out of line. */
+ * allocation or free is out of line. */
 static inline __attribute__((always_inline)) void do_alloc(rec_order *o, rec_sink *sink,
                                                            const rec_event *e) {
-  if (o->pending.count && alloc_meets_pending_free(o, sink, e))
+  if (o->unsettled.count && to_unsettled(o, sink, e))
     return;
   rec_live *s = rec_addrmap_find(&o->live, e->addr);
   if (s && s->id != REC_LIVE_FREED) {
     /* The free of the block still live here is in flight (or, for an allocation stamped before
-     * it, this block's own free is): hold this allocation until it comes. */
-    hold(o, &o->held, e);
+     * it, this block's own free is). */
+    unsettle(o, sink, e->addr, e);
     return;
   }
   /* Writing touches no address map: `s` stays valid. */
@@ -300,60 +389,25 @@ static inline __attribute__((always_inline)) void do_alloc(rec_order *o, rec_sin
     rec_addrmap_put(&o->live, &l);
 }
 
-/* do_free when some allocation is held: the held ones are candidates too. */
-__attribute__((noinline)) static void do_free_held(rec_order *o, rec_sink *sink,
-                                                   const rec_event *f) {
-  for (int64_t slack = 0;; slack = o->skew_ns) {
-    rec_live *l = live_get(o, f->addr);
-    bool live_fits = l && (f->source == l->source || l->time_ns <= f->time_ns + slack);
-    rec_event *best = NULL;
-    for (rec_event *h = chain_first(&o->held, f->addr); h; h = h->next) {
-      bool fits = h->source == f->source ? h->order < f->order : h->time_ns <= f->time_ns + slack;
-      if (fits && (!best || h->time_ns > best->time_ns))
-        best = h;
-    }
-    if (best && (!live_fits || best->time_ns > l->time_ns)) {
-      chain_remove(&o->held, best);
-      emit_pair(o, sink, best, f->time_ns);
-      return;
-    }
-    if (live_fits) {
-      write_collect(o, sink, f->time_ns, l->id);
-      rec_addrmap_remove(&o->live, l);
-      settle(o, sink, f->addr, f->time_ns);
-      return;
-    }
-    if (slack)
-      break;
-  }
-  hold(o, &o->pending, f);
-  settle(o, sink, f->addr, f->time_ns);
-}
-
-/* A free with no block to take yet waits for its allocation. */
-__attribute__((noinline)) static void free_pending(rec_order *o, rec_sink *sink,
-                                                   const rec_event *f) {
-  hold(o, &o->pending, f);
-  settle(o, sink, f->addr, f->time_ns);
-}
-
-/* `f` (a FREE of f->addr) is taken. Of the blocks at its address (the live one and the held
- * ones), it frees the one allocated last before it: on one thread by arrival, across threads by
- * stamp; the skew tolerance only when no block was stamped before it. */
+/* `f` (a FREE of f->addr) frees the block live there when it can be that block's: freed on the
+ * thread that allocated it, or stamped no earlier than its allocation less the skew tolerance. */
 static inline __attribute__((always_inline)) void do_free(rec_order *o, rec_sink *sink,
                                                           const rec_event *f) {
-  if (o->held.count) {
-    do_free_held(o, sink, f);
+  if (o->unsettled.count && to_unsettled(o, sink, f))
     return;
-  }
-  /* Nothing held: only the live block can fit (do_free_held's loop, without held candidates). */
   rec_live *l = live_get(o, f->addr);
-  if (l && (f->source == l->source || l->time_ns <= f->time_ns + o->skew_ns)) {
+  if (l && f->source == l->source) {
     write_collect(o, sink, f->time_ns, l->id);
     rec_addrmap_remove(&o->live, l);
     return;
   }
-  free_pending(o, sink, f);
+  if (l && l->time_ns <= f->time_ns + o->skew_ns) {
+    remember(o, f->addr, l->time_ns, l->source, f->time_ns, f->source);
+    write_collect(o, sink, f->time_ns, l->id);
+    rec_addrmap_remove(&o->live, l);
+    return;
+  }
+  unsettle(o, sink, f->addr, f);
 }
 
 /* --- regions ------------------------------------------------------------------------------- */
@@ -555,52 +609,19 @@ void rec_order_process_many(rec_order *o, rec_sink *sink, rec_event *const *even
 }
 
 void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all) {
-  while (o->fifo_head) {
-    rec_event *e = o->fifo_head;
-    if (!e->dead) {
-      /* Given up after the bound in trace time, and only once the rings have been caught up
-       * since it was held: a ring read late (the consumer behind) may still hold its match. */
-      if (!all && (e->time_ns + o->bound_ns >= now_ns || o->epoch < e->epoch + 2))
-        break;
-      if (e->type == MT_TRACER_REC_FREE) {
-        chain_remove(&o->pending, e);
-        sink->stats->unknown_frees++;
-      } else {
-        /* An allocation at a live address whose free never came (lost): if it is the newer
-         * one, the live object's free was lost: take that object as freed now; if it is the
-         * older one, its own free was lost: write it freed at once. Either way the address is
-         * never live twice. */
-        chain_remove(&o->held, e);
-        int64_t t = e->time_ns > o->last_time_ns ? e->time_ns : o->last_time_ns;
-        rec_live *l = live_get(o, e->addr);
-        sink->stats->implied_frees++;
-        if (l && l->time_ns <= e->time_ns) {
-          write_collect(o, sink, t, l->id);
-          rec_addrmap_remove(&o->live, l);
-          emit_alloc(o, sink, e, t);
-        } else if (l) {
-          emit_pair(o, sink, e, t);
-        } else {
-          sink->stats->implied_frees--;
-          emit_alloc(o, sink, e, t);
-        }
-      }
-    }
-    o->fifo_head = e->fifo_next;
-    if (!o->fifo_head)
-      o->fifo_tail = NULL;
-    free(e);
-  }
+  /* Given up after the bound in trace time, and only once the rings have been caught up since
+   * the address unsettled: a ring read late (the consumer behind) may still hold a match. */
+  while (o->oldest &&
+         (all || (o->oldest->since_ns + o->bound_ns < now_ns && o->epoch >= o->oldest->epoch + 2)))
+    unsettled_commit(o, sink, o->oldest);
 }
 
 void rec_order_free(rec_order *o) {
-  for (rec_event *e = o->fifo_head, *next; e; e = next) {
-    next = e->fifo_next;
-    free(e);
-  }
+  while (o->oldest)
+    unsettled_unlink(o, o->oldest);
   rec_addrmap_free(&o->live);
-  mt_hashmap_free(&o->held);
-  mt_hashmap_free(&o->pending);
+  free(o->recent);
+  mt_hashmap_free(&o->unsettled);
   mt_hashmap_free(&o->stacks);
   rec_regions_free(&o->regions);
   memset(o, 0, sizeof *o);

@@ -17,21 +17,17 @@
 /* --- events (recorder.c decodes them from ring records) ---------------------------------- */
 
 typedef struct rec_event {
-  int64_t time_ns;             /* absolute: ns since the epoch */
-  uint64_t order;              /* arrival number: ties and stability */
-  uint64_t source;             /* which thread wrote it: (attachment, ring, generation) */
-  uint32_t type;               /* MT_TRACER_REC_* */
-  uint32_t kind;               /* kind | flags word (allocations and maps) */
-  uint64_t addr;               /* ALLOC, FREE, MAP, UNMAP: the address; REALLOC: the old address;
-                                  THREAD_START: the stack's low end */
-  uint64_t addr2;              /* REALLOC: the new address; THREAD_*: the thread id */
-  uint64_t size;               /* bytes (ALLOC, REALLOC, MAP, UNMAP, THREAD_START); MODULE_UNLOAD:
-                                  the serial */
-  int64_t nsamples;            /* ALLOC, REALLOC */
-  struct rec_event *next;      /* chains of one address (held allocations, pending frees) */
-  struct rec_event *fifo_next; /* expiry order */
-  bool dead;                   /* removed from its chain; freed when it leaves the FIFO */
-  uint64_t epoch;              /* order.c: rec_order.epoch when it was held */
+  int64_t time_ns;  /* absolute: ns since the epoch */
+  uint64_t order;   /* arrival number: ties and stability */
+  uint64_t source;  /* which thread wrote it: (attachment, ring, generation) */
+  uint32_t type;    /* MT_TRACER_REC_* */
+  uint32_t kind;    /* kind | flags word (allocations and maps) */
+  uint64_t addr;    /* ALLOC, FREE, MAP, UNMAP: the address; REALLOC: the old address;
+                       THREAD_START: the stack's low end */
+  uint64_t addr2;   /* REALLOC: the new address; THREAD_*: the thread id */
+  uint64_t size;    /* bytes (ALLOC, REALLOC, MAP, UNMAP, THREAD_START); MODULE_UNLOAD:
+                       the serial */
+  int64_t nsamples; /* ALLOC, REALLOC */
   uint32_t nframes;
   uint32_t stack_hash;    /* rec_stack_hash of the frames (the codes cache's key) */
   uint64_t stack_serial;  /* equal in two events: their frames are equal (0: not known) */
@@ -42,7 +38,8 @@ typedef struct rec_event {
 
 /* An event with room for `nframes` frames of its own (frames = own_frames), zeroed. */
 rec_event *rec_event_new(uint32_t nframes);
-/* A copy of `e` owning a copy of its frames (order.c keeps these while an event is held). */
+/* A copy of `e` owning a copy of its frames (order.c keeps these while an address is
+ * unsettled). */
 rec_event *rec_event_clone(const rec_event *e);
 
 static inline uint32_t rec_stack_hash(const uint64_t *frames, uint32_t n) {
@@ -179,8 +176,7 @@ static inline bool rec_merge_push_quick(rec_merge *m, const rec_event *e, int64_
 }
 /* The stamp of the oldest queued event; false when nothing is queued. */
 bool rec_merge_peek_time(const rec_merge *m, int64_t *time_ns);
-/* Takes the oldest queued event into *out (out->frames valid until the next push or pop); the
- * links, `dead` and `epoch` are left as they are (zero them once: a held copy resets them). */
+/* Takes the oldest queued event into *out (out->frames valid until the next push or pop). */
 bool rec_merge_pop(rec_merge *m, rec_event *out);
 /* rec_merge_pop of the oldest event if it is stamped at or before `limit_ns`, or whatever its
  * stamp while more than `max_queued` events are queued; false otherwise. */
@@ -368,19 +364,68 @@ void rec_output_discard(rec_output *o);
 /* Records a failure of the writer (first one wins). */
 void rec_output_fail(rec_output *o, const mt_error *err);
 
+/* --- unsettled.c: an address whose records arrived out of causal order -------------------- */
+
+/* At most this many records of one address wait to be paired: past it, they are written as
+ * they are paired (a record was lost; see rec_order_expire). */
+#define REC_UNSETTLED_MAX 128
+
+typedef struct rec_unsettled_item {
+  rec_event *event; /* an owned copy (rec_event_clone); NULL for the block already written and
+                       live when the address unsettled */
+  int64_t time_ns;
+  uint64_t order, source;
+  int64_t live_id; /* that block's object id */
+  int32_t match;   /* index of the item it is paired with, or -1 */
+  bool alloc;      /* an allocation (or the live block), else a free */
+  bool written;    /* a block and its free written already (rec_order.recent), paired anew
+                      here only if the address's new records need one of them */
+} rec_unsettled_item;
+
+typedef struct rec_unsettled {
+  uint64_t addr;
+  rec_unsettled_item *items;
+  uint32_t count, cap;
+  uint32_t unmatched_allocs, unmatched_frees;
+  int64_t since_ns;                  /* stamp of the record that unsettled the address */
+  uint64_t epoch;                    /* rec_order.epoch then */
+  struct rec_unsettled *prev, *next; /* rec_order's expiry list, oldest first */
+} rec_unsettled;
+
+/* Adds `item` (its match is ignored) and keeps the pairing maximal: false when the address holds
+ * REC_UNSETTLED_MAX items already or memory ran out (nothing added). */
+bool rec_unsettled_add(rec_unsettled *u, const rec_unsettled_item *item, int64_t skew_ns);
+/* The items explain each other: every free paired, at most one allocation left (then live). */
+static inline bool rec_unsettled_explained(const rec_unsettled *u) {
+  return u->unmatched_frees == 0 && u->unmatched_allocs <= 1;
+}
+/* Frees the items and their copies; `u` is empty after. */
+void rec_unsettled_clear(rec_unsettled *u);
+
 /* --- order.c: causal repair and emission --------------------------------------------------- */
 
+/* A block freed by another thread than the one that allocated it, kept for a while: clock skew
+ * may have made that free look like this block's when it was a newer one's (docs/record.md). */
+typedef struct rec_recent_free {
+  uint64_t addr;
+  int64_t alloc_ns, free_ns;
+  uint64_t alloc_source, free_source;
+} rec_recent_free;
+
+#define REC_RECENT_SLOTS 4096 /* direct-mapped by address: an older pair is overwritten */
+
 typedef struct rec_order {
-  rec_addrmap live;   /* address -> the live malloc block there */
-  mt_hashmap held;    /* address -> rec_event * chain: allocations waiting for a free */
-  mt_hashmap pending; /* address -> rec_event * chain: frees waiting for their allocation */
-  rec_event *fifo_head, *fifo_tail; /* held and pending events, in arrival order */
+  rec_addrmap live;               /* address -> the live malloc block there (settled addresses) */
+  rec_recent_free *recent;        /* REC_RECENT_SLOTS of them */
+  mt_hashmap unsettled;           /* address -> rec_unsettled *: records waiting to be paired */
+  rec_unsettled *oldest, *newest; /* the unsettled addresses, in the order they unsettled */
   rec_regions regions;
   mt_hashmap stacks;    /* thread id -> start of its stack's region */
   int64_t main_tid;     /* the process's pid: its main thread, whose stack is not a region */
   int64_t last_time_ns; /* of the last event written */
-  /* Counts the polls after which every ring had been read to where it stood: an event held at
-   * epoch E may be given up at E + 2, once every record published before it was read. */
+  /* Counts the polls after which every ring had been read to where it stood: an address
+   * unsettled at epoch E may be given up at E + 2, once every record published before it was
+   * read. */
   uint64_t epoch;
   int64_t skew_ns, bound_ns;
   double rate;
@@ -406,12 +451,14 @@ typedef struct rec_sink {
 } rec_sink;
 
 bool rec_order_init(rec_order *o, int64_t skew_ns, int64_t bound_ns);
-/* Processes `e`; keeps a copy (rec_event_clone) while it must be held. The caller keeps `e`. */
+/* Processes `e`; keeps a copy (rec_event_clone) while its address is unsettled. The caller
+ * keeps `e`. */
 void rec_order_process(rec_order *o, rec_sink *sink, const rec_event *e);
 /* rec_order_process of `n` events in order, the usual allocations and frees without a call. */
 void rec_order_process_many(rec_order *o, rec_sink *sink, rec_event *const *events, size_t n);
-/* Releases what was held longer than the bound at trace time `now_ns`, or everything when
- * `all`. */
+/* Writes the addresses unsettled for longer than the bound at trace time `now_ns` (or all of
+ * them when `all`) as far as their records pair up: a free left alone is of an unknown block
+ * (counted, not written), allocations left over but the newest were freed unseen (implied). */
 void rec_order_expire(rec_order *o, rec_sink *sink, int64_t now_ns, bool all);
 /* The end of the trace: the stacks of threads still running are collected (the process is
  * gone), so that they do not look like leaks. */

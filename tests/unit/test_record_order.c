@@ -54,19 +54,24 @@ static void open_fixture(fixture *f, const char *name) {
                        .ensure_writer = no_writer_needed};
 }
 
-/* An event stamped `us` after the start, written by thread `source`. */
-static void feed(fixture *f, uint32_t type, uint64_t source, int64_t us, uint64_t addr) {
+/* An event stamped `ns` after the start, written by thread `source`. */
+static void feed_ns(fixture *f, uint32_t type, uint64_t source, int64_t ns, uint64_t addr) {
   rec_event *e = rec_event_new(0);
   assert_non_null(e);
   e->type = type;
   e->source = source;
-  e->time_ns = BASE_NS + us * 1000;
+  e->time_ns = BASE_NS + ns;
   e->order = f->arrival++;
   e->addr = addr;
   e->size = 16;
   e->nsamples = 2;
   rec_order_process(&f->order, &f->sink, e);
   free(e);
+}
+
+/* An event stamped `us` after the start, written by thread `source`. */
+static void feed(fixture *f, uint32_t type, uint64_t source, int64_t us, uint64_t addr) {
+  feed_ns(f, type, source, us * 1000, addr);
 }
 
 static void close_fixture(fixture *f, rr_trace *t) {
@@ -125,27 +130,30 @@ static void late_event_is_written_at_the_time_already_reached(void **state) {
   rr_trace_free(&t);
 }
 
-static void late_older_block_is_written_as_a_pair_beside_the_live_one(void **state) {
+static void late_older_block_is_written_in_time_order_before_the_newer_one(void **state) {
   (void)state;
   /* Thread 3 allocated X at 10 ms and thread 2 freed it at 12 ms; thread 1 got X again at 14 ms
    * (times further apart than the skew tolerance). Thread 3's ring is read late: its allocation
    * arrives last. */
   fixture f;
   open_fixture(&f, "pair.ctf");
-  feed(&f, MT_TRACER_REC_FREE, 2, 12000, 0x8000);  /* held: nothing live at X */
-  feed(&f, MT_TRACER_REC_ALLOC, 1, 14000, 0x8000); /* the newer block: written, live */
-  feed(&f, MT_TRACER_REC_ALLOC, 3, 10000, 0x8000); /* pairs with the held free */
+  feed(&f, MT_TRACER_REC_FREE, 2, 12000, 0x8000);  /* waits: nothing live at X */
+  feed(&f, MT_TRACER_REC_ALLOC, 1, 14000, 0x8000); /* waits too: the free is not its own */
+  assert_int_equal(f.stats.allocations, 0);
+  feed(&f, MT_TRACER_REC_ALLOC, 3, 10000, 0x8000); /* pairs with the free: all explained */
   feed(&f, MT_TRACER_REC_FREE, 1, 20000, 0x8000);  /* frees the newer block */
   rr_trace t;
   close_fixture(&f, &t);
   assert_int_equal(t.count, 4);
-  assert_int_equal(t.events[0].obj_id, 0); /* the newer block */
-  assert_int_equal(t.events[1].kind, MT_EVENT_ALLOC);
-  assert_int_equal(t.events[1].obj_id, 1); /* the older one, late */
-  assert_int_equal(t.events[2].kind, MT_EVENT_COLLECT);
-  assert_int_equal(t.events[2].obj_id, 1);
+  assert_int_equal(t.events[0].kind, MT_EVENT_ALLOC); /* the older block, at its own time */
+  assert_int_equal(t.events[0].time - BASE_NS / 1000, 10000);
+  assert_int_equal(t.events[1].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[1].obj_id, t.events[0].obj_id);
+  assert_int_equal(t.events[1].time - BASE_NS / 1000, 12000);
+  assert_int_equal(t.events[2].kind, MT_EVENT_ALLOC); /* the newer one, live until 20 ms */
+  assert_int_equal(t.events[2].time - BASE_NS / 1000, 14000);
   assert_int_equal(t.events[3].kind, MT_EVENT_COLLECT);
-  assert_int_equal(t.events[3].obj_id, 0);
+  assert_int_equal(t.events[3].obj_id, t.events[2].obj_id);
   assert_int_equal(f.stats.unknown_frees, 0);
   assert_int_equal(f.stats.implied_frees, 0);
   rr_trace_free(&t);
@@ -258,17 +266,157 @@ static void handoff_chain_between_threads_stays_causal(void **state) {
   rr_trace_free(&tr);
 }
 
+/* --- a simulated program: blocks handed between threads whose clocks disagree ------------- */
+
+#define SIM_THREADS 4
+#define SIM_SLOTS 4
+#define SIM_ADDRS 6 /* few addresses (more than slots): each comes back within a few events */
+#define SIM_STEPS 3000
+
+typedef struct sim_event {
+  uint32_t type;
+  uint64_t source, addr;
+  int64_t stamp, arrival;
+  size_t seq;
+} sim_event;
+
+static uint64_t sim_rand(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static int by_arrival(const void *a, const void *b) {
+  const sim_event *x = a, *y = b;
+  if (x->arrival != y->arrival)
+    return x->arrival < y->arrival ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* One run of the handoff loop of test_record_trace (malloc, ALLOC, swap the block into a slot,
+ * FREE the one taken out, free), interleaved at random over SIM_THREADS threads sharing
+ * SIM_ADDRS addresses through per-thread LIFO caches (as glibc's tcache hands a thread's last
+ * freed block back to it). Each thread's clock is off by up to `skew_ns`; a thread's records
+ * are sometimes published up to `late_ns` late (in its own order). Returns the events in the
+ * order the recorder takes them, and how many there are. */
+static size_t simulate(uint64_t seed, int64_t skew_ns, int64_t late_ns, sim_event *ev) {
+  uint64_t rng = seed * 0x9E3779B97F4A7C15ull | 1;
+  int64_t offset[SIM_THREADS], last_arrival[SIM_THREADS] = {0};
+  uint64_t cache[SIM_THREADS][SIM_ADDRS], pool[SIM_ADDRS], slots[SIM_SLOTS] = {0};
+  size_t ncache[SIM_THREADS] = {0}, npool = SIM_ADDRS, n = 0;
+  for (size_t i = 0; i < SIM_ADDRS; i++)
+    pool[i] = 0x10000 + i * 0x100;
+  for (int t = 0; t < SIM_THREADS; t++)
+    offset[t] = (int64_t)(sim_rand(&rng) % (uint64_t)(2 * skew_ns + 1)) - skew_ns;
+  int64_t now = 1000000;
+  for (int step = 0; step < SIM_STEPS; step++) {
+    int t = (int)(sim_rand(&rng) % SIM_THREADS);
+    uint64_t p;
+    if (ncache[t])
+      p = cache[t][--ncache[t]];
+    else if (npool)
+      p = pool[--npool];
+    else
+      continue; /* every address is in a slot or another thread's cache */
+    sim_event *records[2] = {&ev[n++], NULL};
+    now += 5 + (int64_t)(sim_rand(&rng) % 60);
+    *records[0] = (sim_event){
+        .type = MT_TRACER_REC_ALLOC, .source = (uint64_t)t + 1, .addr = p, .stamp = now};
+    size_t slot = sim_rand(&rng) % SIM_SLOTS;
+    uint64_t old = slots[slot];
+    slots[slot] = p;
+    if (old) {
+      now += 5 + (int64_t)(sim_rand(&rng) % 60);
+      records[1] = &ev[n++];
+      *records[1] = (sim_event){
+          .type = MT_TRACER_REC_FREE, .source = (uint64_t)t + 1, .addr = old, .stamp = now};
+      if (ncache[t] == 2) { /* the cache is full: its oldest goes back to the shared pool */
+        pool[npool++] = cache[t][0];
+        cache[t][0] = cache[t][1];
+        ncache[t] = 1;
+      }
+      cache[t][ncache[t]++] = old;
+    }
+    for (int k = 0; k < 2 && records[k]; k++) {
+      sim_event *e = records[k];
+      e->stamp += offset[t];
+      e->seq = (size_t)(e - ev);
+      int64_t late =
+          sim_rand(&rng) % 64 == 0 ? (int64_t)(sim_rand(&rng) % (uint64_t)(late_ns + 1)) : 0;
+      e->arrival = e->stamp + late > last_arrival[t] ? e->stamp + late : last_arrival[t];
+      last_arrival[t] = e->arrival;
+    }
+  }
+  for (size_t i = 0; i < SIM_SLOTS; i++) /* the program's end: main frees what is left */
+    if (slots[i]) {
+      now += 50;
+      ev[n] = (sim_event){.type = MT_TRACER_REC_FREE,
+                          .source = 1,
+                          .addr = slots[i],
+                          .stamp = now + offset[0],
+                          .seq = n};
+      ev[n].arrival = ev[n].stamp > last_arrival[0] ? ev[n].stamp : last_arrival[0];
+      last_arrival[0] = ev[n].arrival;
+      n++;
+    }
+  qsort(ev, n, sizeof *ev, by_arrival);
+  return n;
+}
+
+static void run_simulations(const char *name, int64_t skew_ns, int64_t late_ns) {
+  static sim_event ev[2 * SIM_STEPS + SIM_SLOTS];
+  for (uint64_t seed = 1; seed <= 300; seed++) {
+    size_t n = simulate(seed, skew_ns, late_ns, ev), allocs = 0;
+    fixture f;
+    open_fixture(&f, name);
+    for (size_t i = 0; i < n; i++) {
+      allocs += ev[i].type == MT_TRACER_REC_ALLOC;
+      feed_ns(&f, ev[i].type, ev[i].source, ev[i].stamp, ev[i].addr);
+    }
+    rr_trace t;
+    close_fixture(&f, &t);
+    if (f.stats.unknown_frees || f.stats.implied_frees || f.stats.frees != allocs) {
+      for (size_t i = 0; i < n; i++) /* the failing history, in the order it was fed */
+        print_message("%c%llu %llx %lld\n",
+                      /* kind and thread, address, stamp */ ev[i].type == MT_TRACER_REC_ALLOC ? 'A'
+                                                                                              : 'F',
+                      (unsigned long long)ev[i].source, (unsigned long long)ev[i].addr,
+                      (long long)ev[i].stamp);
+      fail_msg("seed %llu (skew %lld ns, late %lld ns): %zu allocations, %llu frees, %llu unknown, "
+               "%llu implied",
+               (unsigned long long)seed, (long long)skew_ns, (long long)late_ns, allocs,
+               (unsigned long long)f.stats.frees, (unsigned long long)f.stats.unknown_frees,
+               (unsigned long long)f.stats.implied_frees);
+    }
+    assert_int_equal(t.count, 2 * allocs); /* read back: every collect of a live object */
+    rr_trace_free(&t);
+  }
+}
+
+static void handoffs_under_sub_microsecond_skew_match_every_free(void **state) {
+  (void)state;
+  run_simulations("sim-skew.ctf", 300, 0);
+}
+
+static void handoffs_under_skew_and_late_publishing_match_every_free(void **state) {
+  (void)state;
+  run_simulations("sim-late.ctf", 300, 2000);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(allocation_at_a_live_address_waits_for_the_late_free),
       cmocka_unit_test(late_event_is_written_at_the_time_already_reached),
-      cmocka_unit_test(late_older_block_is_written_as_a_pair_beside_the_live_one),
+      cmocka_unit_test(late_older_block_is_written_in_time_order_before_the_newer_one),
       cmocka_unit_test(free_stamped_before_the_live_allocation_waits_for_its_own),
       cmocka_unit_test(free_stamped_before_its_allocation_on_another_cpu_is_matched),
       cmocka_unit_test(free_far_before_an_allocation_is_of_an_unknown_block),
       cmocka_unit_test(unmatched_free_expires_after_the_bound_once_rings_caught_up),
       cmocka_unit_test(allocation_whose_free_never_comes_implies_it_at_the_end),
       cmocka_unit_test(handoff_chain_between_threads_stays_causal),
+      cmocka_unit_test(handoffs_under_sub_microsecond_skew_match_every_free),
+      cmocka_unit_test(handoffs_under_skew_and_late_publishing_match_every_free),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
