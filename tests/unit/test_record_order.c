@@ -266,6 +266,53 @@ static void handoff_chain_between_threads_stays_causal(void **state) {
   rr_trace_free(&tr);
 }
 
+static void two_frees_before_their_allocations_pair_as_the_threads_order_allows(void **state) {
+  (void)state;
+  /* Thread 1 allocates X; thread 2 frees it and at once gets the address back (tcache); thread 3
+   * frees that block. Thread 3's clock runs 250 ns behind, thread 2's 100 ns: both frees are
+   * stamped before thread 1's allocation, thread 3's first. Pairing the allocation with the
+   * earliest free (thread 3's) left thread 2's free with only its own later allocation. */
+  fixture f;
+  open_fixture(&f, "two-frees.ctf");
+  feed_ns(&f, MT_TRACER_REC_FREE, 3, 100, 0x7000);
+  feed_ns(&f, MT_TRACER_REC_FREE, 2, 150, 0x7000);
+  feed_ns(&f, MT_TRACER_REC_ALLOC, 1, 200, 0x7000);
+  feed_ns(&f, MT_TRACER_REC_ALLOC, 2, 250, 0x7000);
+  rr_trace t;
+  close_fixture(&f, &t);
+  assert_int_equal(f.stats.allocations, 2);
+  assert_int_equal(f.stats.frees, 2);
+  assert_int_equal(f.stats.unknown_frees, 0);
+  assert_int_equal(f.stats.implied_frees, 0);
+  assert_int_equal(t.count, 4);
+  rr_trace_free(&t);
+}
+
+static void a_cross_thread_free_written_at_once_is_re_paired_by_the_next_records(void **state) {
+  (void)state;
+  /* Thread 1 allocates X at 0 and hands it on; thread 2 frees it (200) and at once gets the
+   * address back (230); thread 3 frees that block, its clock 400 ns behind (stamped 20). Thread
+   * 3's free arrives first and is taken for X's (the block live there, on another thread, within
+   * the skew): written at once. Thread 2's own free then finds nothing live, and thread 2's
+   * allocation cannot take it (the thread freed before it allocated): only re-pairing the written
+   * pair explains all four. */
+  fixture f;
+  open_fixture(&f, "re-pair.ctf");
+  feed_ns(&f, MT_TRACER_REC_ALLOC, 1, 0, 0x7000);
+  feed_ns(&f, MT_TRACER_REC_FREE, 3, 20, 0x7000);
+  assert_int_equal(f.stats.frees, 1); /* the usual case: written at once */
+  feed_ns(&f, MT_TRACER_REC_FREE, 2, 200, 0x7000);
+  feed_ns(&f, MT_TRACER_REC_ALLOC, 2, 230, 0x7000);
+  rr_trace t;
+  close_fixture(&f, &t);
+  assert_int_equal(f.stats.allocations, 2);
+  assert_int_equal(f.stats.frees, 2);
+  assert_int_equal(f.stats.unknown_frees, 0);
+  assert_int_equal(f.stats.implied_frees, 0);
+  assert_int_equal(t.count, 4);
+  rr_trace_free(&t);
+}
+
 /* --- a simulated program: blocks handed between threads whose clocks disagree ------------- */
 
 #define SIM_THREADS 4
@@ -415,6 +462,8 @@ int main(void) {
       cmocka_unit_test(unmatched_free_expires_after_the_bound_once_rings_caught_up),
       cmocka_unit_test(allocation_whose_free_never_comes_implies_it_at_the_end),
       cmocka_unit_test(handoff_chain_between_threads_stays_causal),
+      cmocka_unit_test(two_frees_before_their_allocations_pair_as_the_threads_order_allows),
+      cmocka_unit_test(a_cross_thread_free_written_at_once_is_re_paired_by_the_next_records),
       cmocka_unit_test(handoffs_under_sub_microsecond_skew_match_every_free),
       cmocka_unit_test(handoffs_under_skew_and_late_publishing_match_every_free),
   };
