@@ -121,3 +121,27 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   mt_store_relaxed(&s->header->state, MT_RING_STATE_RUNNING);
   return MT_OK;
 }
+
+static bool names_ring_file(const struct mt_ring *s, int fd) {
+  struct stat st;
+  return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == s->dev && st.st_ino == s->ino;
+}
+
+int mt_ring_file_fd(const struct mt_ring *s, bool *reopened) {
+  *reopened = false;
+  if (names_ring_file(s, s->fd))
+    return s->fd;
+  int fd = open(s->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0 && !names_ring_file(s, fd)) { /* another file at the path now */
+    close(fd);
+    fd = -1;
+  }
+  *reopened = fd >= 0;
+  return fd;
+}
+
+void mt_ring_file_close_fd(struct mt_ring *s) {
+  if (names_ring_file(s, s->fd))
+    close(s->fd);
+  s->fd = -1;
+}

@@ -170,6 +170,21 @@ static void inherit_registry(struct mt_ring *s, void *old_base, const mt_ring_ge
   mt_store_relaxed(&s->header->registry_used, out);
 }
 
+/* The parent's mapping in a forked child: a private copy of the file at the same addresses when
+ * a write is under way (a signal handler interrupted it and will return into it), else nothing.
+ * `fd` (the parent's file, or -1) is closed. */
+static void private_copy(void *base, uint64_t size, int fd, bool busy) {
+  if (busy && fd >= 0)
+    mmap(base, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0);
+  else if (busy) /* the file is gone: zeroed memory rather than a fault */
+    mmap(base, size, PROT_READ | PROT_WRITE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  else
+    munmap(base, size);
+  if (fd >= 0)
+    close(fd);
+}
+
 /* In the child, only the forking thread exists. It may even be inside a signal handler that
  * interrupted a write: that write will finish when the handler returns, through pointers into
  * the parent's mapping, so the mapping is then replaced by a private copy instead of removed. */
@@ -180,7 +195,10 @@ static void fork_child(void) {
   int saved_errno = errno;
   void *old_base = s->base;
   uint64_t old_size = s->map_size;
-  int old_fd = s->fd;
+  /* The parent's file: through our descriptor, or opened again if the program closed it (a
+   * number it may have reused is never closed or mapped here). */
+  bool reopened;
+  int old_fd = mt_ring_file_fd(s, &reopened);
   mt_ring_geometry old_geo = s->geo;
   uint64_t fork_number = pending_fork_number;
   int parent = getppid();
@@ -189,11 +207,7 @@ static void fork_child(void) {
   mt_store_relaxed(&s->epoch, epoch + 1); /* closed while we rebuild */
   if (s->options.fork_untraced) {
     /* The session stays closed in this child; the file is the parent's, so it is not unlinked. */
-    if (mt_ring_self.busy)
-      mmap(old_base, old_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, old_fd, 0);
-    else
-      munmap(old_base, old_size);
-    close(old_fd);
+    private_copy(old_base, old_size, old_fd, mt_ring_self.busy);
     s->fd = -1;
     errno = saved_errno;
     return;
@@ -207,11 +221,7 @@ static void fork_child(void) {
     mt_store_relaxed(&s->header->paused, mt_load_relaxed(&s->paused));
     mt_store_release(&s->header->magic, MT_RING_MAGIC);
   }
-  if (mt_ring_self.busy)
-    mmap(old_base, old_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, old_fd, 0);
-  else
-    munmap(old_base, old_size);
-  close(old_fd);
+  private_copy(old_base, old_size, old_fd, mt_ring_self.busy);
   if (rc == MT_OK) {
     mt_store_release(&s->epoch, epoch + 2);
     uint64_t payload[2] = {(uint64_t)parent, fork_number};
@@ -336,8 +346,7 @@ int mt_ring_close(mt_ring *ring) {
    * memory at the same addresses rather than a fault. */
   mmap(s->base, s->map_size, PROT_READ | PROT_WRITE,
        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-  close(s->fd);
-  s->fd = -1;
+  mt_ring_file_close_fd(s);
   atomic_store(&opening, 0);
   return MT_OK;
 }

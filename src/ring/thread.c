@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -49,16 +50,22 @@ int mt_ring_thread_init_key(void) {
 }
 
 /* Reserves the ring's pages on disk now, so that a full disk fails this claim instead of raising
- * SIGBUS inside the traced program later. The descriptor is checked first: a program that closed
- * all its descriptors may have reused ours for one of its own files. */
+ * SIGBUS inside the traced program later. Through the session's descriptor, or the file opened
+ * again when the program closed ours (mt_ring_file_fd); when the file cannot be opened either (it
+ * was unlinked), by faulting the ring's pages in, which reports a full disk as an error rather
+ * than a signal. */
 static bool reserve_space(struct mt_ring *s, uint32_t ring) {
   if (mt_ring_test_fail_reserve)
     return false;
-  struct stat st;
-  if (fstat(s->fd, &st) != 0 || st.st_dev != s->dev || st.st_ino != s->ino)
-    return false;
-  uint64_t bytes = s->geo.ring_words * 8;
-  return posix_fallocate(s->fd, (off_t)(s->geo.data_offset + ring * bytes), (off_t)bytes) == 0;
+  uint64_t bytes = s->geo.ring_words * 8, at = s->geo.data_offset + ring * bytes;
+  bool reopened;
+  int fd = mt_ring_file_fd(s, &reopened);
+  if (fd < 0)
+    return madvise((char *)s->base + at, bytes, MADV_POPULATE_WRITE) == 0;
+  bool ok = posix_fallocate(fd, (off_t)at, (off_t)bytes) == 0;
+  if (reopened)
+    close(fd);
+  return ok;
 }
 
 static int find_free(struct mt_ring *s) {

@@ -4,13 +4,20 @@
  *   short   10 000 short-lived threads, two at a time, each one malloc and one free
  *   queue   producer/consumer hand-off through a bounded queue: 2 producers allocate, 2 consumers
  *           free, everything pinned to one CPU so that the threads preempt each other between
- *           the allocator returning and the tracer publishing (ordering under stress) */
+ *           the allocator returning and the tracer publishing (ordering under stress)
+ *   closefds  as daemons and sandboxes do: closes every descriptor it inherited (the tracer's
+ *           ring file among them) and puts a file of its own on descriptors 3..63 (whatever
+ *           number the tracer had), then runs the cross pattern in new threads and forks a child
+ *           that allocates; the file must be untouched through all of it */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "test_program.h"
 
@@ -28,7 +35,7 @@ static pthread_barrier_t barrier;
 static void *cross_thread(void *arg) {
   int self = (int)(long)arg;
   for (int i = 0; i < CROSS_BLOCKS; i++)
-    cross_blocks[self][i] = malloc(32); // @expect[cross] allocs=2000 frees=2000 words=8000
+    cross_blocks[self][i] = malloc(32); // @expect[cross,closefds] allocs=2000 frees=2000 words=8000
   pthread_barrier_wait(&barrier);
   int victim = (self + 1) % CROSS_THREADS;
   for (int i = 0; i < CROSS_BLOCKS; i++)
@@ -109,7 +116,7 @@ static void *consumer(void *arg) {
 
 static void run(int nthreads, void *(*fn)(void *)) {
   pthread_t *threads =
-      malloc((size_t)nthreads * sizeof *threads); // @expect[cross,many] allocs=1 frees=1
+      malloc((size_t)nthreads * sizeof *threads); // @expect[cross,many,closefds] allocs=1 frees=1
   pthread_barrier_init(&barrier, NULL, (unsigned)nthreads);
   for (int i = 0; i < nthreads; i++)
     pthread_create(&threads[i], NULL, fn, (void *)(long)i);
@@ -117,6 +124,59 @@ static void run(int nthreads, void *(*fn)(void *)) {
     pthread_join(threads[i], NULL);
   pthread_barrier_destroy(&barrier);
   free(threads);
+}
+
+#define OWN_FD_LAST 63
+
+/* Whether descriptors 3..OWN_FD_LAST all still name `st`'s file and it holds exactly `text`. */
+static int own_file_intact(const struct stat *st, int fd, const char *text) {
+  for (int n = 3; n <= OWN_FD_LAST; n++) {
+    struct stat now;
+    if (fstat(n, &now) != 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
+      return 0;
+  }
+  char buf[64];
+  ssize_t got = pread(fd, buf, sizeof buf, 0);
+  return got == (ssize_t)strlen(text) && memcmp(buf, text, (size_t)got) == 0;
+}
+
+static int closefds(void) {
+  static const char text[] = "the program's own file";
+  for (int n = 3; n < 1024; n++)
+    close(n);
+  char path[] = "/tmp/threads-closefds-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
+    perror("closefds: own file");
+    return 1;
+  }
+  unlink(path);
+  for (int n = 3; n <= OWN_FD_LAST; n++)
+    if (n != fd && dup2(fd, n) != n) {
+      perror("closefds: dup2");
+      return 1;
+    }
+  struct stat st;
+  fstat(fd, &st);
+  run(CROSS_THREADS, cross_thread);
+  pid_t child = fork();
+  if (child == 0) {
+    void *p = malloc(100);
+    KEEP(p);
+    free(p);
+    _exit(own_file_intact(&st, fd, text) ? 0 : 3);
+  }
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    printf("closefds: the child found its file touched (status %d)\n", status);
+    return 1;
+  }
+  if (!own_file_intact(&st, fd, text)) {
+    printf("closefds: the file was touched\n");
+    return 1;
+  }
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -157,8 +217,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 4; i++)
       pthread_join(threads[i], NULL);
     printf("queue sum %ld\n", sums[0] + sums[1]);
+  } else if (strcmp(mode, "closefds") == 0) {
+    if (closefds() != 0)
+      return 1;
   } else {
-    fprintf(stderr, "usage: threads cross|many|short|queue\n");
+    fprintf(stderr, "usage: threads cross|many|short|queue|closefds\n");
     return 64;
   }
   printf("threads %s done\n", mode);

@@ -347,6 +347,18 @@ def test_full_10000_short_lived_threads():
     full_program("threads", ["short"], mode="short")
 
 
+def test_full_program_closing_its_descriptors_keeps_its_files_and_loses_nothing():
+    # The program closes every inherited descriptor (the ring file's among them), puts a file of
+    # its own on 3..63, then starts threads and forks: new threads' rings are reserved through
+    # the file's path, and the fork handlers never close or map the number the program reused.
+    # Followed or not, the child must find its file intact (the program exits 1 otherwise).
+    for options in (("--full",), ("--full", "--follow-fork")):
+        f, traced = full_program("threads", ["closefds"], mode="closefds", options=options)
+        expect(traced.returncode == 0,
+               f"threads closefds under {' '.join(options)}: exit {traced.returncode}\n"
+               f"{traced.stdout}{traced.stderr[-2000:]}")
+
+
 def test_full_lifecycle_constructor_atexit_destructor():
     full_program("lifecycle")
 
