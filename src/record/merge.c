@@ -138,14 +138,14 @@ static bool take_slots(rec_merge *m, rec_source *s) {
   s->slots = spare_take(&m->spare_slots, &s->slot_mask);
   if (s->slots)
     return true;
-  s->slots = malloc(1024 * sizeof *s->slots);
-  s->slot_mask = 1023;
+  s->slots = malloc(64 * sizeof *s->slots);
+  s->slot_mask = 63;
   return s->slots != NULL;
 }
 
 /* Doubles the slot array, keeping every queued slot at its absolute position. */
 static bool grow_slots(rec_source *s) {
-  uint64_t size = s->slots ? (s->slot_mask + 1) * 2 : 1024;
+  uint64_t size = s->slots ? (s->slot_mask + 1) * 2 : 64;
   rec_slot *slots = malloc(size * sizeof *slots);
   if (!slots)
     return false;
@@ -170,7 +170,7 @@ static uint64_t reserve_frames(rec_merge *m, rec_source *s, uint64_t n) {
       at += size - (at & s->frame_mask);
     if (size && at + n - s->frames_head <= size)
       return at;
-    uint64_t grown = size ? size * 2 : 4096;
+    uint64_t grown = size ? size * 2 : 256;
     while (grown < n * 2)
       grown *= 2;
     uint64_t *frames = malloc(grown * sizeof *frames);
