@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "output.h"
+#include "record_dir.h"
 #include "memtap/record.h"
 #include "memtap/ring.h"
 #include "ring/clock.h"
@@ -46,7 +47,9 @@ static const char usage[] =
     "Without an option the environment decides (MEMTAP_FULL, MEMTAP_SAMPLE_INTERVAL, MEMTAP_RATE,\n"
     "MEMTRACE_RATE). Ctrl-C reaches the program; memtap then writes the trace. A program that\n"
     "execs another (sh -c 'exec prog') is traced as the program it became. Statically linked,\n"
-    "set-user-ID and sanitizer-built programs are refused with the reason.\n"
+    "set-user-ID and sanitizer-built programs are refused with the reason. The rings live in\n"
+    "a private directory under $TMPDIR (or /tmp), removed at the end; one that a killed memtap\n"
+    "left behind is removed by a later memtap record once its program has ended.\n"
     "\n"
     "Exit status: the program's (128+N when killed by signal N); 1 when the trace could not be\n"
     "written or the program was refused; 64 bad command line or MEMTAP_* variable; 126 the\n"
@@ -118,6 +121,7 @@ typedef struct traced {
 typedef struct session {
   const settings *set;
   char dir[PATH_MAX];
+  int dir_lock; /* record_dir_make's lock on `dir` */
   char *context;
   const char *program;
   int main_pid;
@@ -450,18 +454,6 @@ static void summary(const traced *t) {
           t->stats.lost_records, t->path);
 }
 
-static void remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d) {
-    struct dirent *e;
-    while ((e = readdir(d)))
-      if (e->d_name[0] != '.')
-        unlinkat(dirfd(d), e->d_name, 0);
-    closedir(d);
-  }
-  rmdir(dir);
-}
-
 static char *join_command_line(char **argv) {
   size_t len = 1;
   for (char **a = argv; *a; a++)
@@ -659,17 +651,22 @@ int mt_cmd_record(int argc, char **argv) {
 
   session s = {.set = &set, .program = program};
   const char *tmp = getenv("TMPDIR");
-  snprintf(s.dir, sizeof s.dir, "%s/memtap-record-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(s.dir)) {
+  if (!tmp || !*tmp)
+    tmp = "/tmp";
+  s.dir_lock = record_dir_make(tmp, s.dir, sizeof s.dir);
+  if (s.dir_lock < 0) {
     cli_error(s.dir, "cannot make a directory for the rings: %s", strerror(errno));
     return MT_EXIT_FAILURE;
   }
+  /* The directories of recorders killed before their end (SIGKILL, a crash) that are provably
+   * no longer in use (record_dir.h). */
+  record_dir_sweep(tmp);
   s.context = join_command_line(prog_argv);
 
   int go[2], exec_status[2];
   if (pipe2(go, O_CLOEXEC) || pipe2(exec_status, O_CLOEXEC)) {
     cli_error(NULL, "pipe: %s", strerror(errno));
-    remove_dir(s.dir);
+    record_dir_remove(s.dir, s.dir_lock);
     free(s.context);
     return MT_EXIT_FAILURE;
   }
@@ -679,7 +676,7 @@ int mt_cmd_record(int argc, char **argv) {
   pid_t child = fork();
   if (child < 0) {
     cli_error(NULL, "fork: %s", strerror(errno));
-    remove_dir(s.dir);
+    record_dir_remove(s.dir, s.dir_lock);
     free(s.context);
     return MT_EXIT_FAILURE;
   }
@@ -718,7 +715,7 @@ int mt_cmd_record(int argc, char **argv) {
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
-    remove_dir(s.dir);
+    record_dir_remove(s.dir, s.dir_lock);
     free(s.context);
     free(s.procs ? s.procs[0].path : NULL);
     free(s.procs);
@@ -834,7 +831,7 @@ int mt_cmd_record(int argc, char **argv) {
   }
   free(s.procs);
   free(s.context);
-  remove_dir(s.dir);
+  record_dir_remove(s.dir, s.dir_lock);
   int code = exit_status(main_status);
   if (n == (ssize_t)sizeof exec_errno)
     return exec_errno == ENOENT ? 127 : 126;

@@ -211,6 +211,15 @@ const char *mt_ring_path(const mt_ring *ring);
  * automatically at process exit if the program did not call it. */
 int mt_ring_close(mt_ring *ring);
 
+/* Whether the file `name` in the directory `dirfd` is a ring file that nothing will write
+ * again: a regular file (not a symbolic link) named `<pid>.memtap-ring` whose producer is gone (a
+ * dead process, or one whose pid another process now has: the start times differ). A file whose
+ * producer died before writing its header (all zeros) is judged by the pid of its name. False for
+ * a live producer's file, one whose producer cannot be inspected, and anything else. For
+ * cleaners of ring directories (memtap record's sweep, docs/record.md §8); the caller decides
+ * what to delete. Malloc-free. */
+bool mt_ring_file_abandoned(int dirfd, const char *name);
+
 /* ---------------------------------------------------------------------------------------------
  * Consumer
  * ------------------------------------------------------------------------------------------- */

@@ -5,7 +5,9 @@
  * buffer of frames, where a stack equal to the thread's previous one is stored once: nothing is
  * allocated per event. Events wait until they are old enough that records stamped
  * before them have been read (recorder.c decides); whatever arrives later still is repaired by
- * order.c. */
+ * order.c. A thread that released its ring (rec_merge_retire) leaves the merge once its queue is
+ * empty, its arrays kept for the next threads as spares, so that a program whose threads come
+ * and go by the thousand costs what its live threads do. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,51 +80,70 @@ static void sift_down(rec_merge *m, size_t i) {
   place(m, i, s);
 }
 
-/* Gives the slot array of `s`, just emptied, to the spares (the largest ones are kept). */
-static void release_slots(rec_merge *m, rec_source *s) {
-  rec_slot *slots = s->slots;
-  uint64_t mask = s->slot_mask;
-  s->slots = NULL;
-  s->slot_mask = 0;
-  if (m->spares < REC_MERGE_SPARES) {
-    m->spare[m->spares] = slots;
-    m->spare_mask[m->spares++] = mask;
-    return;
+/* Keeps `array` (mask + 1 elements) in `sp` if it is among the largest, else frees it; returns
+ * whether it was freed. */
+static bool spare_put(rec_spares *sp, void *array, uint64_t mask) {
+  if (sp->count < REC_MERGE_SPARES) {
+    sp->array[sp->count] = array;
+    sp->mask[sp->count++] = mask;
+    return false;
   }
   size_t least = 0;
-  for (size_t i = 1; i < m->spares; i++)
-    if (m->spare_mask[i] < m->spare_mask[least])
+  for (size_t i = 1; i < sp->count; i++)
+    if (sp->mask[i] < sp->mask[least])
       least = i;
-  if (m->spare_mask[least] < mask) {
-    free(m->spare[least]);
-    m->spare[least] = slots;
-    m->spare_mask[least] = mask;
-  } else {
-    free(slots);
+  if (sp->mask[least] < mask) {
+    void *old = sp->array[least];
+    sp->array[least] = array;
+    sp->mask[least] = mask;
+    array = old;
   }
+  free(array);
+  return true;
+}
+
+/* The largest spare of `sp` (its mask in *mask), or NULL if there is none. */
+static void *spare_take(rec_spares *sp, uint64_t *mask) {
+  if (!sp->count)
+    return NULL;
+  size_t best = 0;
+  for (size_t i = 1; i < sp->count; i++)
+    if (sp->mask[i] > sp->mask[best])
+      best = i;
+  void *array = sp->array[best];
+  *mask = sp->mask[best];
+  sp->count--;
+  sp->array[best] = sp->array[sp->count];
+  sp->mask[best] = sp->mask[sp->count];
+  return array;
+}
+
+static void spares_free(rec_spares *sp) {
+  for (size_t i = 0; i < sp->count; i++)
+    free(sp->array[i]);
+  sp->count = 0;
+}
+
+/* Gives the slot array of `s`, just emptied, to the spares. */
+static void release_slots(rec_merge *m, rec_source *s) {
+  spare_put(&m->spare_slots, s->slots, s->slot_mask);
+  s->slots = NULL;
+  s->slot_mask = 0;
 }
 
 /* A slot array for `s`, which has none (its queue is empty): the largest spare, else a new one. */
 static bool take_slots(rec_merge *m, rec_source *s) {
-  if (!m->spares) {
-    s->slots = malloc(1024 * sizeof *s->slots);
-    s->slot_mask = 1023;
-    return s->slots != NULL;
-  }
-  size_t best = 0;
-  for (size_t i = 1; i < m->spares; i++)
-    if (m->spare_mask[i] > m->spare_mask[best])
-      best = i;
-  s->slots = m->spare[best];
-  s->slot_mask = m->spare_mask[best];
-  m->spare[best] = m->spare[--m->spares];
-  m->spare_mask[best] = m->spare_mask[m->spares];
-  return true;
+  s->slots = spare_take(&m->spare_slots, &s->slot_mask);
+  if (s->slots)
+    return true;
+  s->slots = malloc(64 * sizeof *s->slots);
+  s->slot_mask = 63;
+  return s->slots != NULL;
 }
 
 /* Doubles the slot array, keeping every queued slot at its absolute position. */
 static bool grow_slots(rec_source *s) {
-  uint64_t size = s->slots ? (s->slot_mask + 1) * 2 : 1024;
+  uint64_t size = s->slots ? (s->slot_mask + 1) * 2 : 64;
   rec_slot *slots = malloc(size * sizeof *slots);
   if (!slots)
     return false;
@@ -138,14 +159,16 @@ static bool grow_slots(rec_source *s) {
  * when the run would wrap); returns its position, or UINT64_MAX out of memory. The words from
  * frames_head on are kept: a larger buffer keeps every word at its absolute position, and since
  * its size is a multiple of the old one, a run that did not wrap does not wrap in it either. */
-static uint64_t reserve_frames(rec_source *s, uint64_t n) {
+static uint64_t reserve_frames(rec_merge *m, rec_source *s, uint64_t n) {
+  if (!s->frames)
+    s->frames = spare_take(&m->spare_frames, &s->frame_mask);
   for (;;) {
     uint64_t size = s->frames ? s->frame_mask + 1 : 0, at = s->frames_tail;
     if (size && (at & s->frame_mask) + n > size)
       at += size - (at & s->frame_mask);
     if (size && at + n - s->frames_head <= size)
       return at;
-    uint64_t grown = size ? size * 2 : 4096;
+    uint64_t grown = size ? size * 2 : 256;
     while (grown < n * 2)
       grown *= 2;
     uint64_t *frames = malloc(grown * sizeof *frames);
@@ -153,14 +176,75 @@ static uint64_t reserve_frames(rec_source *s, uint64_t n) {
       return UINT64_MAX;
     for (uint64_t i = s->frames_head; i < s->frames_tail; i++)
       frames[i & (grown - 1)] = s->frames[i & s->frame_mask];
-    free(s->frames);
+    if (s->frames)
+      free(s->frames);
+    else
+      m->frame_buffers++;
     s->frames = frames;
     s->frame_mask = grown - 1;
   }
 }
 
+/* Releases source `si` (retired, its queue empty, so out of the heap and without a slot array):
+ * its frame buffer to the spares, and the last source into its place. */
+static void release_source(rec_merge *m, size_t si) {
+  size_t last = m->count - 1;
+  rec_source *s = &m->sources[si], *moved = &m->sources[last];
+  /* The index first: the only step that can fail (a rebuild of the map), before any other. */
+  if (si != last && !mt_hashmap_put(&m->by_key, (int64_t)moved->key, si + 1))
+    return;
+  mt_hashmap_remove(&m->by_key, (int64_t)s->key);
+  if (s->frames && spare_put(&m->spare_frames, s->frames, s->frame_mask))
+    m->frame_buffers--;
+  if (m->last_index == si + 1)
+    m->last_index = 0;
+  if (m->popped == si + 1)
+    m->popped = 0;
+  if (m->pending == si + 1)
+    m->pending = 0;
+  if (si != last) {
+    *s = *moved;
+    if (s->heap_index)
+      m->heap[s->heap_index - 1] = si;
+    if (m->last_index == last + 1)
+      m->last_index = si + 1;
+    if (m->popped == last + 1)
+      m->popped = si + 1;
+    if (m->pending == last + 1)
+      m->pending = si + 1;
+  }
+  m->count = last;
+}
+
+/* At a push or a pop: the last popped event's frames are no longer in use, and the source they
+ * belong to, if it waits to be released, goes now. */
+static inline void settle(rec_merge *m) {
+  m->popped = 0;
+  if (m->pending) {
+    size_t si = m->pending - 1;
+    m->pending = 0;
+    release_source(m, si);
+  }
+}
+
+void rec_merge_retire(rec_merge *m, uint64_t key) {
+  uint64_t index;
+  if (!mt_hashmap_get(&m->by_key, (int64_t)key, &index))
+    return;
+  size_t si = (size_t)index - 1;
+  m->sources[si].retired = true;
+  if (m->sources[si].queued || m->pending == index)
+    return; /* released by the pop that empties it, or after the next push or pop */
+  if (m->popped == index)
+    m->pending = (size_t)index; /* the last popped event's frames are its */
+  else
+    release_source(m, si);
+}
+
 bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns) {
   uint64_t index;
+  if (m->pending)
+    settle(m);
   /* The cursor delivers runs of one ring: most pushes are the previous one's source. */
   if (m->last_index && m->sources[m->last_index - 1].key == e->source) {
     index = m->last_index;
@@ -188,7 +272,7 @@ bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns) {
       slot->stack_hash = s->last_hash;
       slot->stack_serial = s->last_serial;
     } else {
-      uint64_t at = reserve_frames(s, n);
+      uint64_t at = reserve_frames(m, s, n);
       if (at == UINT64_MAX)
         return false;
       memcpy(&s->frames[at & s->frame_mask], e->frames, n * sizeof *e->frames);
@@ -219,9 +303,11 @@ bool rec_merge_pop(rec_merge *m, rec_event *out) {
 }
 
 bool rec_merge_pop_before(rec_merge *m, int64_t limit_ns, size_t max_queued, rec_event *out) {
+  settle(m);
   if (!m->heap_count)
     return false;
-  rec_source *s = &m->sources[m->heap[0]];
+  size_t si = m->heap[0];
+  rec_source *s = &m->sources[si];
   const rec_slot *slot = head_slot(s);
   if (slot->time_ns > limit_ns && m->queued <= max_queued)
     return false;
@@ -243,6 +329,7 @@ bool rec_merge_pop_before(rec_merge *m, int64_t limit_ns, size_t max_queued, rec
      * same stack, which shares it). */
     out->frames = &s->frames[slot->frames_at & s->frame_mask];
     s->frames_head = slot->frames_at;
+    m->popped = si + 1;
   }
   s->head++;
   s->queued--;
@@ -265,6 +352,8 @@ bool rec_merge_pop_before(rec_merge *m, int64_t limit_ns, size_t max_queued, rec
       place(m, 0, m->heap[m->heap_count]);
       sift_down(m, 0);
     }
+    if (s->retired)
+      m->pending = si + 1; /* out->frames may be in its buffer */
   }
   return true;
 }
@@ -287,8 +376,8 @@ void rec_merge_free(rec_merge *m) {
     free(m->sources[i].slots);
     free(m->sources[i].frames);
   }
-  for (size_t i = 0; i < m->spares; i++)
-    free(m->spare[i]);
+  spares_free(&m->spare_slots);
+  spares_free(&m->spare_frames);
   mt_hashmap_free(&m->by_key);
   free(m->sources);
   free(m->heap);

@@ -81,9 +81,18 @@ typedef struct rec_source {
   int64_t newest_ns;  /* stamp of the newest event pushed */
   int64_t seen_at_ns; /* consumer clock when the last event was pushed */
   size_t heap_index;  /* position in the heap + 1, 0 when empty */
+  bool retired;       /* its thread released its ring: released once its queue is empty */
 } rec_source;
 
 #define REC_MERGE_SPARES 4
+
+/* Arrays of emptied or released sources kept for the next source that needs one (the largest
+ * kept): `mask + 1` elements each. */
+typedef struct rec_spares {
+  void *array[REC_MERGE_SPARES];
+  uint64_t mask[REC_MERGE_SPARES];
+  size_t count;
+} rec_spares;
 
 typedef struct rec_merge {
   mt_hashmap by_key; /* source key -> index + 1 */
@@ -93,12 +102,16 @@ typedef struct rec_merge {
   size_t heap_count, heap_cap;
   size_t queued;
   size_t last_index; /* source of the previous push + 1 */
-  /* Slot arrays of sources that emptied, for the next source that needs one: a thread that
-   * exited keeps nothing, and one that empties its queue at every poll, or a new thread, gets an
-   * array already grown and touched (not a fresh one page-faulted in, doubling by doubling). */
-  rec_slot *spare[REC_MERGE_SPARES];
-  uint64_t spare_mask[REC_MERGE_SPARES];
-  size_t spares;
+  /* Slot arrays of sources that emptied, and frame buffers of sources released, for the next
+   * source that needs one: a thread that exited keeps nothing, and one that empties its queue at
+   * every poll, or a new thread, gets an array already grown and touched (not a fresh one
+   * page-faulted in, doubling by doubling). */
+  rec_spares spare_slots, spare_frames;
+  size_t frame_buffers; /* frame buffers allocated, held by sources or spare (for tests) */
+  /* The source whose frame buffer the last popped event's frames point into (+ 1, 0: none), and
+   * that source again once it is to be released (retired and emptied): the release waits for
+   * the next push or pop, until which those frames are valid. */
+  size_t popped, pending;
   /* Stack serials (rec_event.stack_serial) handed out, by the merge and by the recorder's direct
    * path alike: a new one for every stack that differs from its thread's previous one. 32 bits,
    * as in a slot, 0 skipped; rec_sites_stack_codes also compares hashes and sizes. */
@@ -174,9 +187,16 @@ static inline bool rec_merge_push_quick(rec_merge *m, const rec_event *e, int64_
   rec_merge_enqueued(m, s, e, now_ns);
   return true;
 }
+/* The thread of `key` released its ring (no event of it will come again): its source leaves the
+ * merge (m->count, the low-water scan) and gives its memory to the spares once its queue is
+ * empty, now or when the pop that empties it is followed by the next push or pop. Events of the
+ * key pushed after this make a new source. Out of memory (moving another source into its place
+ * in the index) the source stays, empty, as every source did before it was retired. */
+void rec_merge_retire(rec_merge *m, uint64_t key);
 /* The stamp of the oldest queued event; false when nothing is queued. */
 bool rec_merge_peek_time(const rec_merge *m, int64_t *time_ns);
-/* Takes the oldest queued event into *out (out->frames valid until the next push or pop). */
+/* Takes the oldest queued event into *out (out->frames valid until the next push or pop, which
+ * is when a source emptied by this pop is released if retired). */
 bool rec_merge_pop(rec_merge *m, rec_event *out);
 /* rec_merge_pop of the oldest event if it is stamped at or before `limit_ns`, or whatever its
  * stamp while more than `max_queued` events are queued; false otherwise. */

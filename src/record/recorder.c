@@ -454,6 +454,17 @@ static inline uint64_t source_key(const attachment *a, uint32_t ring, uint32_t g
   return (uint64_t)a->index << 48 | (uint64_t)(ring & 0xffffff) << 24 | (generation & 0xffffff);
 }
 
+/* The ring layer's THREAD_EXIT: a thread released its ring (the last record of its generation),
+ * or another thread recovered it from one that vanished. Its source leaves the merge once its
+ * queue is empty, with its memory: a program whose threads come and go by the thousand would
+ * otherwise leave a source and its frame buffer per thread it ever had. */
+static int on_lifecycle(void *user, const mt_ring_event *ev) {
+  mt_recorder *r = user;
+  if (ev->id == MT_RING_LIFECYCLE_THREAD_EXIT && ev->words >= 1)
+    rec_merge_retire(&r->merge, source_key(r->current, ev->ring, (uint32_t)ev->payload[0]));
+  return MT_CURSOR_NEXT;
+}
+
 /* Whether records of `source` go straight to direct_fast. */
 static inline bool goes_direct(const mt_recorder *r, uint64_t source) {
   return !r->merging && r->direct_ok && r->direct_seen && source == r->direct_key;
@@ -693,6 +704,7 @@ int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *c, mt_error *err) {
   r->natt++;
   mt_cursor_callbacks cb = {0};
   cb.opaque = on_record;
+  cb.lifecycle = on_lifecycle;
   cb.registry = on_registry;
   mt_cursor_set_callbacks(c, &cb, r);
   mt_cursor_set_run_callback(c, on_run);

@@ -2,8 +2,9 @@
  * O_EXCL and O_NOFOLLOW so that nobody can plant a file or a symbolic link for us to write
  * through. A file already at that path is replaced only if it is a ring file whose creator is
  * gone: a dead process whose pid we now have (its start time differs from ours), or this same
- * process before it called exec. Anything else is refused, never deleted. Malloc-free and built
- * only on async-signal-safe calls, because a forked child creates its file inside the fork
+ * process before it called exec. Anything else is refused, never deleted. The same judgement of
+ * a file's creator answers cleaners of ring directories (mt_ring_file_abandoned). Malloc-free and
+ * built only on async-signal-safe calls, because a forked child creates its file inside the fork
  * handler. */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +32,31 @@ static bool build_path(char *out, size_t size, const char *dir, int pid) {
   return true;
 }
 
+/* What the start of the file open at `fd` says of its creator. */
+enum creator { CREATOR_FOREIGN, CREATOR_UNWRITTEN, CREATOR_KNOWN };
+
+/* CREATOR_KNOWN with its pid and start time for a ring file, or one whose creation has begun
+ * (magic still 0, pid written); CREATOR_UNWRITTEN for a regular file whose first 256 bytes (or
+ * all of it, if shorter) are zero, as a creator that died before writing the header leaves it;
+ * CREATOR_FOREIGN for anything else. */
+static enum creator file_creator(int fd, int *pid, uint64_t *start_time) {
+  struct stat st;
+  mt_ring_file_header h;
+  memset(&h, 0, 256);
+  ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, &h, 256, 0) : -1;
+  if (got < 0)
+    return CREATOR_FOREIGN;
+  uint64_t magic;
+  memcpy(&magic, &h, sizeof magic);
+  if (got == 256 && (magic == MT_RING_MAGIC || (magic == 0 && h.pid != 0))) {
+    *pid = h.pid;
+    *start_time = h.start_time;
+    return CREATOR_KNOWN;
+  }
+  static const unsigned char zero[256];
+  return memcmp(&h, zero, 256) == 0 ? CREATOR_UNWRITTEN : CREATOR_FOREIGN;
+}
+
 /* Whether the file at `path` is a ring file that no live process other than our own earlier
  * image (before exec) created. Sets *what to a reason when it is not. */
 static bool is_stale(const char *path, const char **what) {
@@ -39,27 +65,43 @@ static bool is_stale(const char *path, const char **what) {
     *what = errno == ELOOP ? "is a symbolic link" : "cannot be inspected";
     return false;
   }
-  struct stat st;
-  mt_ring_file_header h;
-  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, &h, 256, 0) == 256;
+  int pid = 0;
+  uint64_t start_time = 0;
+  enum creator c = file_creator(fd, &pid, &start_time);
   close(fd);
-  if (!ok) {
+  if (c != CREATOR_KNOWN) {
     *what = "is not a memtap ring file";
     return false;
   }
-  uint64_t magic;
-  memcpy(&magic, &h, sizeof magic);
-  if (magic != MT_RING_MAGIC && !(magic == 0 && h.pid != 0)) {
-    *what = "is not a memtap ring file";
-    return false;
-  }
-  if (h.pid == getpid())
+  if (pid == getpid())
     return true;
-  if (mt_process_alive(h.pid, h.start_time)) {
+  if (mt_process_alive(pid, start_time)) {
     *what = "belongs to a live process";
     return false;
   }
   return true;
+}
+
+bool mt_ring_file_abandoned(int dirfd, const char *name) {
+  /* The pid of the name: digits without a leading zero, then the suffix and nothing else. */
+  int64_t named = 0;
+  const char *p = name;
+  for (; *p >= '0' && *p <= '9' && named <= INT32_MAX; p++)
+    named = named * 10 + (*p - '0');
+  if (p == name || name[0] == '0' || named > INT32_MAX || strcmp(p, MT_RING_FILE_SUFFIX))
+    return false;
+  int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return false;
+  int pid = 0;
+  uint64_t start_time = 0;
+  enum creator c = file_creator(fd, &pid, &start_time);
+  close(fd);
+  if (c == CREATOR_FOREIGN)
+    return false;
+  if (c == CREATOR_UNWRITTEN) /* its creator died before writing the header, or is writing it */
+    return !mt_process_alive((int)named, 0);
+  return !mt_process_alive(pid, start_time);
 }
 
 static int open_exclusive(const char *path, mt_error *err) {

@@ -104,6 +104,7 @@ set(_tracer_tests
     own_malloc_is_said_and_what_it_passes_on_is_traced
     fault_program_sigkilled_trace_complete
     fault_record_sigkilled_program_finishes
+    fault_record_sigkilled_ring_directory_swept
     fault_output_on_dev_full
     fault_static_program_refused
     fault_setuid_program_refused

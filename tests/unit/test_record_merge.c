@@ -1,7 +1,9 @@
 /* The merge of the threads' queues (src/record/merge.c): events come out in (time, arrival) order
- * with their own fields and frames whatever the number of threads (pushed inline or not), and a
- * thread whose queue empties leaves its slot array to the spares, so that short-lived threads
- * neither keep memory nor make every new thread grow a fresh array. */
+ * with their own fields and frames whatever the number of threads (pushed inline or not), a
+ * thread whose queue empties leaves its slot array to the spares, and one that released its ring
+ * (rec_merge_retire) leaves the merge with its frame buffer once its queue is empty, without
+ * pulling the frames of the last event popped from under it: short-lived threads neither keep
+ * memory nor make every new thread grow fresh arrays. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,9 +113,130 @@ static void emptied_threads_leave_their_slot_arrays_to_the_spares(void **state) 
     }
     for (size_t i = 0; i < m.count; i++)
       assert_null(m.sources[i].slots);
-    assert_true(m.spares >= 1 && m.spares <= REC_MERGE_SPARES);
+    assert_true(m.spare_slots.count >= 1 && m.spare_slots.count <= REC_MERGE_SPARES);
   }
   assert_int_equal(m.count, 300);
+  rec_merge_free(&m);
+}
+
+/* An event of thread `source` whose frames all derive from its order (a new stack every time, so
+ * that every push stores frames), stamped `time_ns`. */
+static void make_unique_event(rec_event *e, uint64_t *frames, uint64_t source, int64_t time_ns,
+                              uint64_t order) {
+  make_event(e, frames, source, time_ns, order);
+  frames[0] = 0x700000 + order;
+}
+
+static void assert_frames_of(const rec_event *out) {
+  assert_int_equal(out->nframes, 3);
+  assert_int_equal(out->frames[0], 0x700000 + out->order);
+  assert_int_equal(out->frames[1], 0x500000);
+  assert_int_equal(out->frames[2], 0x600000 + out->source);
+}
+
+static void exited_threads_leave_the_merge_and_their_frames_are_reused(void **state) {
+  (void)state;
+  rec_merge m = {0};
+  m.by_key.seed = 3;
+  uint64_t order = 0;
+  int64_t time = 0;
+  size_t most_sources = 0, most_buffers = 0;
+  /* Two long-lived threads, and 2000 short-lived ones three at a time, each retired (its ring
+   * released) once its last event is pushed, while the merge is drained behind them. */
+  for (uint64_t t = 0; t < 2000; t++) {
+    uint64_t keys[5] = {1, 2, 100 + t, 100 + t + 1, 100 + t + 2};
+    for (int i = 0; i < 20; i++) {
+      for (int k = 0; k < 5; k++) {
+        rec_event e;
+        uint64_t frames[3];
+        make_unique_event(&e, frames, keys[k], time++, order++);
+        assert_true(rec_merge_push(&m, &e, 0));
+      }
+    }
+    rec_merge_retire(&m, 100 + t); /* its last events are still queued */
+    /* Drained up to the newest stamp, but for the last few events. */
+    rec_event out;
+    int64_t t0;
+    while (rec_merge_peek_time(&m, &t0) && t0 < time - 8) {
+      assert_true(rec_merge_pop(&m, &out));
+      assert_frames_of(&out);
+    }
+    if (m.count > most_sources)
+      most_sources = m.count;
+    if (m.frame_buffers > most_buffers)
+      most_buffers = m.frame_buffers;
+    assert_int_equal(m.by_key.count, m.count);
+  }
+  /* The live threads (2 + 3) and the one retired with events queued; never 2000 sources, nor
+   * their buffers (the spares aside). */
+  assert_true(most_sources <= 6);
+  assert_true(most_buffers <= 6 + REC_MERGE_SPARES);
+  rec_merge_free(&m);
+}
+
+static void the_last_popped_events_frames_outlive_their_threads_retirement(void **state) {
+  (void)state;
+  rec_merge m = {0};
+  m.by_key.seed = 4;
+  uint64_t order = 0;
+  int64_t time = 0;
+  rec_event e, out;
+  uint64_t frames[3];
+  /* Threads 1..4 live, and enough threads released that the spares are full: every buffer
+   * released from then on is freed, which ASan would catch being read. (The last, empty pop
+   * ended the life of the frames popped before it: their thread goes at once too.) */
+  for (uint64_t t = 0; t < 2 * REC_MERGE_SPARES; t++) {
+    make_unique_event(&e, frames, 10 + t, time++, order++);
+    assert_true(rec_merge_push(&m, &e, 0));
+  }
+  while (rec_merge_pop(&m, &out)) {
+  }
+  for (uint64_t t = 1; t <= 4; t++) {
+    make_unique_event(&e, frames, t, time++, order++);
+    assert_true(rec_merge_push(&m, &e, 0));
+  }
+  for (uint64_t t = 0; t < 2 * REC_MERGE_SPARES; t++)
+    rec_merge_retire(&m, 10 + t);
+  assert_int_equal(m.count, 4);
+  assert_int_equal(m.spare_frames.count, REC_MERGE_SPARES);
+  assert_int_equal(m.frame_buffers, 4 + REC_MERGE_SPARES);
+
+  /* Retired before the pop that empties it: the pop keeps it until the next push or pop.
+   * Releases move sources about (a released one's place is taken by the last). */
+  rec_merge_retire(&m, 1);
+  assert_true(rec_merge_pop(&m, &out));
+  assert_int_equal(out.source, 1);
+  rec_merge_retire(&m, 3); /* queued: stays */
+  assert_int_equal(m.count, 4);
+  assert_frames_of(&out);
+  make_unique_event(&e, frames, 5, time++, order++);
+  assert_true(rec_merge_push(&m, &e, 0)); /* thread 1 goes, thread 5 comes */
+  assert_int_equal(m.count, 4);
+  assert_false(mt_hashmap_get(&m.by_key, 1, NULL));
+
+  /* Retired after the pop that emptied it: likewise. */
+  assert_true(rec_merge_pop(&m, &out));
+  assert_int_equal(out.source, 2);
+  rec_merge_retire(&m, 2);
+  assert_int_equal(m.count, 4);
+  assert_true(rec_merge_pop(&m, &out)); /* thread 2 goes; thread 3's last event */
+  assert_int_equal(m.count, 3);
+  assert_int_equal(out.source, 3);
+  rec_merge_retire(&m, 4); /* queued: stays */
+  assert_frames_of(&out);
+  assert_true(rec_merge_pop(&m, &out)); /* thread 3 goes */
+  assert_int_equal(out.source, 4);
+  assert_int_equal(m.count, 2);
+  /* Retired after the pop that emptied it, with another thread's release pending before. */
+  assert_true(rec_merge_pop(&m, &out)); /* thread 4 goes */
+  assert_int_equal(out.source, 5);
+  assert_frames_of(&out);
+  rec_merge_retire(&m, 5);
+  assert_frames_of(&out);
+  assert_false(rec_merge_pop(&m, &out)); /* thread 5 goes */
+  assert_int_equal(m.count, 0);
+  assert_int_equal(m.by_key.count, 0);
+  assert_int_equal(m.frame_buffers, REC_MERGE_SPARES);
   rec_merge_free(&m);
 }
 
@@ -121,6 +244,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(events_of_many_threads_come_out_in_time_order_with_their_frames),
       cmocka_unit_test(emptied_threads_leave_their_slot_arrays_to_the_spares),
+      cmocka_unit_test(exited_threads_leave_the_merge_and_their_frames_are_reused),
+      cmocka_unit_test(the_last_popped_events_frames_outlive_their_threads_retirement),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

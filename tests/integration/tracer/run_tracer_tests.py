@@ -38,6 +38,7 @@ and the tracer loads its own.
 A missing optional tool (sqlite3, git, libjemalloc, libc_malloc_debug) skips its test (exit 77)
 unless CI=true, where it fails."""
 import argparse
+import fcntl
 import glob
 import json
 import math
@@ -1004,6 +1005,107 @@ def test_fault_record_sigkilled_program_finishes():
     f = verify_trace(trace, allow_truncated=True)
     expect(f["allocs"] >= 100, f"the killed recorder's trace holds {f['allocs']} allocations, "
                                "not even the first round's (no periodic flush?)")
+
+
+def ring_dirs():
+    return set(glob.glob(os.path.join(WORK, "tmp", "memtap-record-*")))
+
+
+def wait_for(condition, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            fail(f"{what} within {timeout} s")
+        time.sleep(0.05)
+
+
+def gone(pid):
+    """Whether process `pid` has exited (a zombie nobody reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def start_sleeping_record(name):
+    """`memtap record -- sleep 300` in the background, once its ring file exists: the Popen, its
+    ring directory and the traced program's pid."""
+    before = ring_dirs()
+    p = subprocess.Popen(record_command(os.path.join(WORK, name), ["sleep", "300"]),
+                         env=base_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    new = []
+
+    def ring_made():
+        new[:] = [d for d in ring_dirs() - before if glob.glob(os.path.join(d, "*.memtap-ring"))]
+        return new
+
+    wait_for(ring_made, "no ring file appeared for memtap record -- sleep 300")
+    kids = children_of(p.pid)
+    expect(len(kids) == 1, f"memtap record has children {kids}, expected the program alone")
+    return p, new[0], kids[0]
+
+
+def test_fault_record_sigkilled_ring_directory_swept():
+    """A memtap record killed by SIGKILL cannot remove its ring directory (with a sparse ring
+    file of up to gigabytes); the next memtap record removes it once nothing uses it any more, and
+    leaves alone the directory of a live recorder, of a killed recorder whose program still writes
+    its ring, and any directory that is not exactly a recorder's."""
+    killed, stale, orphan = start_sleeping_record("killed.ctf")
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=30)
+    expect(os.path.isdir(stale), f"the killed recorder's directory {stale} vanished by itself")
+    live, live_dir, live_program = start_sleeping_record("live.ctf")
+    # Decoys named as the killed (dead) recorder's directory is (mkdtemp's six characters aside),
+    # each with something that makes it not ours to delete: a file that is not a ring file; a lock held (as a live recorder in another pid
+    # namespace holds it, where its pid means nobody here); another owner. And the old name,
+    # which says nobody's pid.
+    tmp = os.path.join(WORK, "tmp")
+    stem = re.sub(r"-[A-Za-z0-9]{6}$", "", os.path.basename(stale))
+    decoys = {}
+    for kind in ("stray0", "locked", "others", "oldnam"):
+        decoys[kind] = os.path.join(tmp, f"{stem}-{kind}" if kind != "oldnam" else
+                                    "memtap-record-oldnam")
+        os.mkdir(decoys[kind], 0o700)
+    with open(os.path.join(decoys["stray0"], "notes.txt"), "w") as fh:
+        fh.write("not a ring file\n")
+    lock = os.open(decoys["locked"], os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if os.geteuid() == 0:
+        os.chown(decoys["others"], 65534, 65534)
+    else:
+        os.rmdir(decoys["others"])
+        del decoys["others"]
+
+    def sweep():
+        p = run(record_command(os.path.join(WORK, "sweeper.ctf"), ["true"]), env=base_env())
+        expect(p.returncode == 0, f"memtap record -- true exited {p.returncode}\n{p.stderr}")
+
+    try:
+        sweep()
+        expect(os.path.isdir(stale) and glob.glob(os.path.join(stale, "*.memtap-ring")),
+               "the ring directory of a killed recorder was removed while its program still "
+               "ran (and wrote its ring)")
+        os.kill(orphan, signal.SIGKILL)
+        wait_for(lambda: gone(orphan), f"the killed recorder's program {orphan} did not end")
+        sweep()
+        expect(not os.path.exists(stale),
+               f"the killed recorder's ring directory is left behind: {stale} "
+               f"{os.listdir(stale) if os.path.isdir(stale) else ''}")
+        expect(glob.glob(os.path.join(live_dir, "*.memtap-ring")),
+               f"the live recorder's ring file in {live_dir} was removed")
+        for kind, path in decoys.items():
+            expect(os.path.isdir(path), f"the {kind} decoy {path} was removed")
+        expect(os.path.exists(os.path.join(decoys["stray0"], "notes.txt")),
+               "a file that is not a ring file was removed")
+    finally:
+        os.close(lock)
+        os.kill(live_program, signal.SIGTERM)
+        live.wait(timeout=60)
+    expect(live.returncode == 128 + signal.SIGTERM,
+           f"the live recorder exited {live.returncode}, expected 143 (program terminated)")
+    expect(not os.path.exists(live_dir), f"the live recorder left {live_dir} at its end")
+    verify_trace(os.path.join(WORK, "live.ctf"))
 
 
 def test_fault_output_on_dev_full():

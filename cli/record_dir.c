@@ -1,0 +1,184 @@
+/* memtap record's private ring directory (record_dir.h): its name says whose it is (the recorder's
+ * pid and start time, /proc/PID/stat field 22, so that a recycled pid is not mistaken for the
+ * recorder), and the recorder holds a flock on it for its whole life, released by the kernel
+ * however the recorder ends. A recorder killed by SIGKILL cannot remove its directory, and the
+ * ring file in it (sparse, up to gigabytes of apparent size, its written pages real memory on a
+ * tmpfs) would stay for good: every new recorder therefore sweeps its temporary directory for
+ * directories whose recorder is provably gone. The name alone would judge a recorder in another
+ * pid namespace sharing /tmp by the wrong pid, and the lock alone cannot cover the moment between
+ * mkdtemp and flock: a directory is removed only when both say so. */
+#include "record_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "memtap/ring.h"
+#include "ring/process.h"
+
+#define PREFIX "memtap-record-"
+
+static bool same_inode(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+int record_dir_make(const char *tmp, char *dir, size_t size) {
+  uint64_t start = 0; /* /proc unreadable: 0, which a sweeper takes as "any start time" */
+  mt_process_stat(0, &start, NULL);
+  for (int attempt = 0; attempt < 3; attempt++) {
+    int n = snprintf(dir, size, "%s/" PREFIX "%d-%" PRIu64 "-XXXXXX", tmp, (int)getpid(), start);
+    if (n < 0 || (size_t)n >= size) {
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    if (!mkdtemp(dir))
+      return -1;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      int e = errno;
+      rmdir(dir);
+      errno = e;
+      return -1;
+    }
+    /* A sweeper in another pid namespace (where our pid names nobody) may have taken the
+     * directory before our lock: then it is gone, and we make another. A file system without
+     * flock leaves it unlocked, and sweepers, who cannot lock it either, leave it alone. */
+    struct stat held, named;
+    if (flock(fd, LOCK_EX) != 0 || (fstat(fd, &held) == 0 && stat(dir, &named) == 0 &&
+                                    same_inode(&held, &named) && held.st_nlink > 0))
+      return fd;
+    close(fd);
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+void record_dir_remove(const char *dir, int lock_fd) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d)))
+      if (e->d_name[0] != '.')
+        unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+  }
+  rmdir(dir);
+  if (lock_fd >= 0)
+    close(lock_fd);
+}
+
+/* Parses decimal digits at *p (no sign, no leading zero, at most `max`), moving *p past them. */
+static bool parse_number(const char **p, uint64_t max, uint64_t *out) {
+  const char *s = *p;
+  uint64_t v = 0;
+  if (*s < '0' || *s > '9' || (*s == '0' && s[1] >= '0' && s[1] <= '9'))
+    return false;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    if (v > (max - (uint64_t)(*s - '0')) / 10)
+      return false;
+    v = v * 10 + (uint64_t)(*s - '0');
+  }
+  *p = s;
+  *out = v;
+  return true;
+}
+
+/* Whether `name` is exactly what record_dir_make makes, with the recorder's pid and start time. */
+static bool parse_name(const char *name, int *pid, uint64_t *start) {
+  if (strncmp(name, PREFIX, sizeof PREFIX - 1))
+    return false;
+  const char *p = name + sizeof PREFIX - 1;
+  uint64_t v;
+  if (!parse_number(&p, INT32_MAX, &v) || v == 0 || *p++ != '-')
+    return false;
+  *pid = (int)v;
+  if (!parse_number(&p, UINT64_MAX, start) || *p++ != '-')
+    return false;
+  /* mkdtemp's six characters, drawn from letters and digits. */
+  for (int i = 0; i < 6; i++, p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+      return false;
+  return *p == 0;
+}
+
+/* Whether the entry `name` of a swept directory is one of ours to delete: a regular file of our
+ * user, a ring file whose producer is gone. */
+static bool abandoned_entry(int dfd, const char *name, uid_t uid) {
+  struct stat st;
+  return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+         st.st_uid == uid && mt_ring_file_abandoned(dfd, name);
+}
+
+/* Deletes the abandoned ring files of the directory open (and locked) at `dfd`, if it holds
+ * nothing else; false (nothing deleted) if it holds anything else. */
+static bool empty_directory(int dfd, uid_t uid) {
+  int fd = dup(dfd);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!d) {
+    if (fd >= 0)
+      close(fd);
+    return false;
+  }
+  bool ours = true;
+  struct dirent *e;
+  /* First every entry is checked, so that a directory holding anything else is not touched at
+   * all; then each is checked again as it is deleted. */
+  for (int pass = 0; ours && pass < 2; pass++) {
+    rewinddir(d);
+    while (ours && (e = readdir(d))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+        continue;
+      ours = abandoned_entry(dfd, e->d_name, uid);
+      if (ours && pass == 1 && unlinkat(dfd, e->d_name, 0) != 0 && errno != ENOENT)
+        ours = false;
+    }
+  }
+  closedir(d);
+  return ours;
+}
+
+int record_dir_sweep(const char *tmp) {
+  int tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (tfd < 0)
+    return 0;
+  int fd = dup(tfd);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!d) {
+    if (fd >= 0)
+      close(fd);
+    close(tfd);
+    return 0;
+  }
+  uid_t uid = geteuid();
+  int removed = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    int pid;
+    uint64_t start;
+    if (!parse_name(e->d_name, &pid, &start) || mt_process_alive(pid, start))
+      continue;
+    int dfd = openat(tfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+      continue;
+    struct stat st, named;
+    /* The lock: held by a live recorder, whatever its pid namespace, or by another sweeper at
+     * work on this directory. */
+    if (fstat(dfd, &st) == 0 && st.st_uid == uid && flock(dfd, LOCK_EX | LOCK_NB) == 0 &&
+        empty_directory(dfd, uid) && fstatat(tfd, e->d_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+        same_inode(&st, &named) && unlinkat(tfd, e->d_name, AT_REMOVEDIR) == 0)
+      removed++;
+    close(dfd);
+  }
+  closedir(d);
+  close(tfd);
+  return removed;
+}
