@@ -78,6 +78,11 @@ static int check_writable(mt_writer *w, mt_error *err) {
 
 /* Called with the file's lock held, so packets of concurrent domain writers never interleave. */
 static int write_all(mt_writer *w, const uint8_t *data, size_t len, mt_error *err) {
+  if (!mt_file_identity_holds(&w->file->identity, w->file->fd))
+    return fail_writer(w, mt_fail(err, MT_E_IO, -1,
+                                  "descriptor %d no longer names the trace file (closed by the "
+                                  "program?): nothing more is written to it",
+                                  w->file->fd));
   while (len) {
     ssize_t n = write(w->file->fd, data, len);
     if (n < 0 && errno == EINTR)
@@ -298,6 +303,7 @@ int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
   pthread_mutex_init(&f->lock, NULL);
   f->refs = 1;
   f->fd = fd;
+  f->identity = mt_file_identity_of(fd);
   f->version = version;
   f->header_size = mt_header_size((unsigned)version);
   f->pid = options && options->pid ? options->pid : info->pid;

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "format/backtrace_codec.h"
+#include "common/file_identity.h"
 #include "format/buf.h"
 #include "format/location_codec.h"
 #include "format/packet.h"
@@ -47,6 +48,7 @@ typedef struct trace_file {
   _Atomic int refs; /* writers sharing this; not under the lock, which a forked child may find
                        held forever (fork copies it as another thread held it) */
   int fd;
+  mt_file_identity identity; /* fd's file at creation: packets go only there */
   int version;
   size_t header_size;
   int64_t pid;                   /* written into every packet */

@@ -31,6 +31,7 @@ struct rec_compressor {
   pthread_cond_t wake; /* the thread: more input, a flush or the end */
   pthread_cond_t done; /* the pump: progress */
   int memfd, fd;
+  mt_file_identity identity; /* fd's file: compressed bytes go only there */
   ZSTD_CCtx *zstd;
   /* Under the lock. */
   uint64_t avail;    /* bytes of the memfd written by the writer */
@@ -72,6 +73,11 @@ static void thread_fail(rec_compressor *c, int code, const char *what, const cha
 }
 
 static bool thread_write(rec_compressor *c, const uint8_t *p, size_t len) {
+  if (!mt_file_identity_holds(&c->identity, c->fd)) {
+    thread_fail(c, MT_E_IO, "the trace's descriptor no longer names the trace file",
+                "closed by the program? nothing more is written to it");
+    return false;
+  }
   while (len) {
     ssize_t n = write(c->fd, p, len);
     if (n < 0 && errno == EINTR)
@@ -182,6 +188,7 @@ static rec_compressor *compressor_start(rec_output *o) {
     return NULL;
   c->memfd = o->memfd;
   c->fd = o->fd;
+  c->identity = o->identity;
   c->zstd = ZSTD_createCCtx();
   if (!c->zstd) {
     free(c);
@@ -233,16 +240,28 @@ int rec_output_open(rec_output *o, int fd, bool compress, const mt_trace_info *i
   o->fd = fd;
   o->compress = compress;
   o->memfd = -1;
-  o->start_offset = lseek(fd, 0, SEEK_CUR);
+  if (!mt_file_identity_holds(&o->identity, fd)) { /* a number the program reused */
+    o->wfd = -1;
+    o->failed = true;
+    mt_fail(&o->error, MT_E_IO, -1,
+            "descriptor %d no longer names the trace file (closed by the program?): nothing was "
+            "written to it",
+            fd);
+    return o->error.code;
+  }
   /* The writer gets a descriptor of its own, so that a recorder abandoned before finishing can
    * point it at /dev/null (rec_output_discard) and close the writer without writing. */
+  o->start_offset = lseek(fd, 0, SEEK_CUR);
   int target = o->wfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (target < 0) {
     fail_io(o, "duplicating the trace descriptor");
     return o->error.code;
   }
+  if (!o->identity.known)
+    o->identity = mt_file_identity_of(o->wfd);
   if (compress) {
     o->memfd = memfd_create("memtap-trace", MFD_CLOEXEC);
+    o->memfd_identity = mt_file_identity_of(o->memfd);
     if (o->memfd < 0 || !(o->compressor = compressor_start(o))) {
       fail_io(o, "setting up compression");
       return o->error.code ? o->error.code : MT_E_NOMEM;
@@ -296,21 +315,28 @@ void rec_output_flush(rec_output *o) {
   rec_output_pump(o, true, false);
 }
 
+/* Whether our descriptor `fd` still names our file: in process, the program may have closed it
+ * and reused the number, which must then be neither replaced nor closed. */
+static bool ours(const mt_file_identity *id, int fd) {
+  return fd >= 0 && mt_file_identity_holds(id, fd);
+}
+
 void rec_output_discard(rec_output *o) {
   compressor_stop(o, true);
+  bool wfd_ours = ours(&o->identity, o->wfd), memfd_ours = ours(&o->memfd_identity, o->memfd);
   int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-  if (null_fd >= 0 && o->wfd >= 0)
+  if (null_fd >= 0 && wfd_ours)
     dup2(null_fd, o->wfd);
-  if (null_fd >= 0 && o->memfd >= 0)
+  if (null_fd >= 0 && memfd_ours)
     dup2(null_fd, o->memfd);
   if (null_fd >= 0)
     close(null_fd);
   if (o->writer)
     mt_writer_close(o->writer, NULL);
   o->writer = NULL;
-  if (o->memfd >= 0)
+  if (memfd_ours)
     close(o->memfd);
-  if (o->wfd >= 0)
+  if (wfd_ours)
     close(o->wfd);
   o->memfd = o->wfd = -1;
 }
@@ -329,9 +355,9 @@ void rec_output_close(rec_output *o) {
     if (end >= 0 && o->start_offset >= 0)
       o->bytes = (uint64_t)(end - o->start_offset);
   }
-  if (o->memfd >= 0)
+  if (ours(&o->memfd_identity, o->memfd))
     close(o->memfd);
-  if (o->wfd >= 0)
+  if (ours(&o->identity, o->wfd))
     close(o->wfd);
   o->memfd = o->wfd = -1;
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/file_identity.h"
 #include "common/hashmap.h"
 #include "record/addrmap.h"
 #include "memtap/format.h"
@@ -360,10 +361,12 @@ typedef struct rec_compressor rec_compressor;
 
 typedef struct rec_output {
   int fd;
+  mt_file_identity identity; /* fd's file when the recorder was given it (mt_recorder_create) */
   bool compress;
   int level; /* zstd level; 0: COMPRESS_LEVEL (set before rec_output_open) */
   int wfd;   /* the writer's own duplicate of fd */
   int memfd; /* compress: the writer writes here, a thread compresses the bytes to fd */
+  mt_file_identity memfd_identity;
   rec_compressor *compressor;
   mt_writer *writer;
   uint64_t bytes; /* written to fd (with compression: as of the last pump) */

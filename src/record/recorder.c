@@ -635,6 +635,7 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
   r->opt = o;
   r->fd = fd;
   r->out.fd = fd;
+  r->out.identity = mt_file_identity_of(fd);
   r->out.memfd = r->out.wfd = -1;
   r->out.level = o.compress_level;
   r->exe = o.executable_name ? strdup(o.executable_name) : NULL;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/file_identity.h"
 #include "ring/process.h"
 #include "ring/producer.h"
 
@@ -165,8 +166,8 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
 }
 
 static bool names_ring_file(const struct mt_ring *s, int fd) {
-  struct stat st;
-  return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == s->dev && st.st_ino == s->ino;
+  mt_file_identity id = {.dev = s->dev, .ino = s->ino, .known = true};
+  return fd >= 0 && mt_file_identity_holds(&id, fd);
 }
 
 int mt_ring_file_fd(const struct mt_ring *s, bool *reopened) {

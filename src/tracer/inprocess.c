@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/file_identity.h"
 #include "memtap/record.h"
 #include "tracer/shim.h"
 
@@ -41,10 +42,11 @@ typedef struct recorder_api {
 } recorder_api;
 
 static struct {
-  int fd;           /* the locked output, or -1 */
-  char path[4096];  /* the output's name, for messages */
-  char ring[4096];  /* the ring file the thread consumes */
-  pthread_t thread; /* the consumer */
+  int fd;                    /* the locked output, or -1 */
+  mt_file_identity identity; /* its file: the program may close fd and reuse the number */
+  char path[4096];           /* the output's name, for messages */
+  char ring[4096];           /* the ring file the thread consumes */
+  pthread_t thread;          /* the consumer */
   bool running;
   pid_t pid;        /* the process that opened the file and runs the thread */
   _Atomic int stop; /* set at stop or exit: drain, finish, return */
@@ -74,9 +76,16 @@ static void empty_variables(void) {
       (*e)[9] = 0;
 }
 
+/* Closes the trace's descriptor unless the program closed it and reused the number. */
+static void close_trace_fd(void) {
+  if (inproc.fd >= 0 && mt_file_identity_holds(&inproc.identity, inproc.fd))
+    close(inproc.fd);
+  inproc.fd = -1;
+}
+
 MT_HIDDEN int mt_inprocess_prepare(const char *path, mt_error *err) {
   if (inproc.fd >= 0 && inproc.pid != getpid()) {
-    close(inproc.fd); /* a forked child's copy of its parent's trace (its lock is the parent's) */
+    close_trace_fd(); /* a forked child's copy of its parent's trace (its lock is the parent's) */
     inproc.fd = -1;
     inproc.running = false;
   }
@@ -98,6 +107,7 @@ MT_HIDDEN int mt_inprocess_prepare(const char *path, mt_error *err) {
   }
   memcpy(inproc.path, path, n + 1);
   inproc.fd = fd;
+  inproc.identity = mt_file_identity_of(fd);
   inproc.pid = getpid();
   empty_variables();
   return MT_OK;
@@ -157,8 +167,7 @@ static void *consume(void *arg) {
   inproc.api.stats(rec, &st);
   inproc.lost = st.lost_records;
   inproc.api.destroy(rec);
-  close(inproc.fd);
-  inproc.fd = -1;
+  close_trace_fd();
   return NULL;
 }
 
@@ -171,8 +180,7 @@ int mt_inprocess_finish(mt_error *err) {
   int rc = MT_OK;
   if (!mt_inprocess_running()) {
     if (inproc.fd >= 0 && inproc.pid == getpid()) {
-      close(inproc.fd); /* prepared, never launched */
-      inproc.fd = -1;
+      close_trace_fd(); /* prepared, never launched */
     }
     rc = mt_fail(err, MT_E_STATE, -1, "this process is not writing a trace");
   } else {
@@ -245,8 +253,7 @@ int mt_inprocess_launch(mt_error *err) {
   }
   if (rec)
     inproc.api.destroy(rec);
-  close(inproc.fd);
-  inproc.fd = -1;
+  close_trace_fd();
   mt_shim_self.depth--;
   return rc;
 }

@@ -5,16 +5,17 @@
  *   queue   producer/consumer hand-off through a bounded queue: 2 producers allocate, 2 consumers
  *           free, everything pinned to one CPU so that the threads preempt each other between
  *           the allocator returning and the tracer publishing (ordering under stress)
- *   closefds  as daemons and sandboxes do: closes every descriptor it inherited (the tracer's
- *           ring file among them) and puts a file of its own on descriptors 3..63 (whatever
- *           number the tracer had), then runs the cross pattern in new threads and forks a child
- *           that allocates; the file must be untouched through all of it */
+ *   closefds [FILE]  as daemons and sandboxes do: closes every descriptor it inherited (the
+ * tracer's ring file among them) and puts a file of its own on descriptors 3..63 (whatever number
+ * the tracer had), then runs the cross pattern in new threads and forks a child that allocates; the
+ * file must be untouched through all of it */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -140,17 +141,20 @@ static int own_file_intact(const struct stat *st, int fd, const char *text) {
   return got == (ssize_t)strlen(text) && memcmp(buf, text, (size_t)got) == 0;
 }
 
-static int closefds(void) {
+/* `file`: the program's own file (created), or NULL for a temporary one. */
+static int closefds(const char *file) {
   static const char text[] = "the program's own file";
   for (int n = 3; n < 1024; n++)
     close(n);
   char path[] = "/tmp/threads-closefds-XXXXXX";
-  int fd = mkstemp(path);
+  int fd = file ? open(file, O_RDWR | O_CREAT | O_TRUNC, 0600) : mkstemp(path);
   if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
     perror("closefds: own file");
     return 1;
   }
-  unlink(path);
+  if (!file)
+    unlink(path);
+  usleep(30000); /* a consumer thread in the process (MEMTAP=) polls meanwhile */
   for (int n = 3; n <= OWN_FD_LAST; n++)
     if (n != fd && dup2(fd, n) != n) {
       perror("closefds: dup2");
@@ -218,7 +222,7 @@ int main(int argc, char **argv) {
       pthread_join(threads[i], NULL);
     printf("queue sum %ld\n", sums[0] + sums[1]);
   } else if (strcmp(mode, "closefds") == 0) {
-    if (closefds() != 0)
+    if (closefds(argc > 2 ? argv[2] : NULL) != 0)
       return 1;
   } else {
     fprintf(stderr, "usage: threads cross|many|short|queue|closefds\n");

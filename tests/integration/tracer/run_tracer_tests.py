@@ -360,6 +360,25 @@ def test_full_program_closing_its_descriptors_keeps_its_files_and_loses_nothing(
                f"{traced.stdout}{traced.stderr[-2000:]}")
 
 
+def test_inprocess_program_closing_its_descriptors_keeps_its_files():
+    # The same program tracing itself (MEMTAP=): the trace's descriptor is among those it closes
+    # and reuses for its own file. Nothing may be written into that file, before or at exit (the
+    # trace is finished there); the trace is given up with a message saying why.
+    own = os.path.join(WORK, "own-file")
+    trace = os.path.join(WORK, "inprocess-closefds.ctf")
+    argv = [program("threads"), "closefds", own]
+    plain = untraced(argv)
+    p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace}))
+    same_behaviour(plain, p, "threads closefds (in process)")
+    with open(own, "rb") as f:
+        content = f.read()
+    expect(content == b"the program's own file",
+           f"the program's own file holds {len(content)} bytes after tracing itself: "
+           f"{content[:80]!r}")
+    expect("no longer names the trace file" in p.stderr,
+           f"no word on the trace given up:\n{p.stderr[-2000:]}")
+
+
 def test_full_lifecycle_constructor_atexit_destructor():
     full_program("lifecycle")
 
