@@ -196,6 +196,8 @@ static void release_source(rec_merge *m, size_t si) {
   mt_hashmap_remove(&m->by_key, (int64_t)s->key);
   if (s->frames && spare_put(&m->spare_frames, s->frames, s->frame_mask))
     m->frame_buffers--;
+  if (s->slots) /* a first push that failed after taking them */
+    release_slots(m, s);
   if (m->last_index == si + 1)
     m->last_index = 0;
   if (m->popped == si + 1)

@@ -283,16 +283,19 @@ static void unsettled_commit(rec_order *o, rec_sink *sink, rec_unsettled *u) {
 static void unsettle(rec_order *o, rec_sink *sink, uint64_t addr, const rec_event *e);
 
 /* Adds `e` to its unsettled address, and settles the address once its records explain each
- * other. A full address is written as far as it pairs and unsettled anew with `e`. */
+ * other. A full address is written as far as it pairs and unsettled anew with `e` (once: a new
+ * address holds at most the live block and a remembered pair before `e`). */
 static void unsettled_add(rec_order *o, rec_sink *sink, rec_unsettled *u, const rec_event *e) {
   rec_unsettled_item item = event_item(e);
   item.event = rec_event_clone(e);
   if (!item.event)
     return;
   if (!rec_unsettled_add(u, &item, o->skew_ns)) {
+    free(item.event);
+    if (u->count < REC_UNSETTLED_MAX)
+      return; /* out of memory: the record is lost, not misread */
     uint64_t addr = u->addr;
     unsettled_commit(o, sink, u);
-    free(item.event);
     unsettle(o, sink, addr, e);
     return;
   }

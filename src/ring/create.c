@@ -118,6 +118,32 @@ static int open_exclusive(const char *path, mt_error *err) {
   }
 }
 
+/* A smaller plan when the whole file cannot be mapped (an address-space limit, `ulimit -v`): a
+ * quarter of the rings down to 16, then rings a quarter the size down to the minimum, so that such
+ * a program is still traced, with fewer threads at once or less buffering. */
+static bool plan_smaller(mt_ring_geometry *g) {
+  uint32_t rings = g->ring_count;
+  uint64_t bytes = g->ring_words * 8;
+  if (rings > 16)
+    rings = rings / 4 < 16 ? 16 : rings / 4;
+  else if (bytes / 4 >= MT_RING_MIN_SIZE)
+    bytes /= 4;
+  else
+    return false;
+  mt_ring_geometry plan;
+  if (mt_ring_layout_plan(&plan, rings, bytes, g->registry_words * 8, NULL) != MT_OK)
+    return false;
+  g->file_size = plan.file_size;
+  g->header_size = plan.header_size;
+  g->ring_count = plan.ring_count;
+  g->ring_words = plan.ring_words;
+  g->blocks_offset = plan.blocks_offset;
+  g->registry_offset = plan.registry_offset;
+  g->registry_words = plan.registry_words;
+  g->data_offset = plan.data_offset;
+  return true;
+}
+
 int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number, mt_error *err) {
   int pid = getpid();
   if (!build_path(s->path, sizeof s->path, s->options.dir, pid))
@@ -126,17 +152,23 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   if (fd < 0)
     return fd;
   struct stat st;
-  int rc = MT_OK;
-  if (ftruncate(fd, (off_t)s->geo.file_size) != 0)
-    rc = mt_fail_io(err, "cannot size the ring file");
-  /* Header, ring blocks and registry are reserved now; each ring's data when a thread claims it. */
-  else if ((errno = posix_fallocate(fd, 0, (off_t)s->geo.data_offset)) != 0)
-    rc = mt_fail_io(err, "cannot reserve space for the ring file");
-  else if (fstat(fd, &st) != 0)
-    rc = mt_fail_io(err, "cannot stat the ring file");
-  void *base = MAP_FAILED;
+  int rc;
+  void *base;
+  do {
+    rc = MT_OK;
+    base = MAP_FAILED;
+    if (ftruncate(fd, (off_t)s->geo.file_size) != 0)
+      rc = mt_fail_io(err, "cannot size the ring file");
+    /* Header, ring blocks and registry are reserved now; each ring's data when a thread claims
+     * it. */
+    else if ((errno = posix_fallocate(fd, 0, (off_t)s->geo.data_offset)) != 0)
+      rc = mt_fail_io(err, "cannot reserve space for the ring file");
+    else if (fstat(fd, &st) != 0)
+      rc = mt_fail_io(err, "cannot stat the ring file");
+    if (rc == MT_OK)
+      base = mmap(NULL, s->geo.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  } while (rc == MT_OK && base == MAP_FAILED && errno == ENOMEM && plan_smaller(&s->geo));
   if (rc == MT_OK) {
-    base = mmap(NULL, s->geo.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED)
       rc = mt_fail_io(err, "cannot map the ring file");
     else /* no readahead: on a disk file (ext4) the first fault read ahead, zeroing, about 2 ms

@@ -60,8 +60,13 @@ static bool reserve_space(struct mt_ring *s, uint32_t ring) {
   uint64_t bytes = s->geo.ring_words * 8, at = s->geo.data_offset + ring * bytes;
   bool reopened;
   int fd = mt_ring_file_fd(s, &reopened);
-  if (fd < 0)
+  if (fd < 0) {
+#ifdef MADV_POPULATE_WRITE /* Linux 5.14, glibc 2.35 */
     return madvise((char *)s->base + at, bytes, MADV_POPULATE_WRITE) == 0;
+#else
+    return false;
+#endif
+  }
   bool ok = posix_fallocate(fd, (off_t)at, (off_t)bytes) == 0;
   if (reopened)
     close(fd);

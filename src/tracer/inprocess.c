@@ -7,9 +7,15 @@
  * libmemtap.so is loaded with dlopen(RTLD_LOCAL) only when this mode starts, from the constructor,
  * so no other traced process carries them and none of their symbols can interpose the program's.
  *
- * As memtrace does, the output is opened without O_TRUNC, locked (lockf), then truncated, so a
- * trace that another process is writing is never clobbered, and the variable is emptied so that
- * the program's children are not traced into the same file. The consumer thread blocks every
+ * As memtrace does, the output is opened without O_TRUNC, locked, then truncated, so a trace that
+ * another process is writing is never clobbered, and the variable is emptied so that the program's
+ * children are not traced into the same file. The consumer thread works in a descriptor table of
+ * its own (unshare(CLONE_FILES)), and the output's descriptor then leaves the program's table: a
+ * program that closes every descriptor and reuses the numbers (daemons, sandboxes) can neither
+ * close the trace nor have it written into its own file, and none of the recorder's descriptors
+ * (the output's duplicate, the compressor's memfd, libdw's ELF files) take numbers the program
+ * sees. The lock is an open file description lock (F_OFD_SETLK), which that close does not drop
+ * and which conflicts with memtrace's lockf. The consumer thread blocks every
  * signal and its own allocations pass straight through the shim (its depth stays raised). The ring
  * is a flight recorder here: a lossless producer could wait for a consumer thread that itself waits
  * for a lock the producer holds (the loader's, stdio's); records overwritten before the thread
@@ -18,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,9 +55,10 @@ static struct {
   char ring[4096];           /* the ring file the thread consumes */
   pthread_t thread;          /* the consumer */
   bool running;
-  pid_t pid;        /* the process that opened the file and runs the thread */
-  _Atomic int stop; /* set at stop or exit: drain, finish, return */
-  int status;       /* how the thread's finish went, and why not */
+  pid_t pid;         /* the process that opened the file and runs the thread */
+  _Atomic int stop;  /* set at stop or exit: drain, finish, return */
+  _Atomic int table; /* the thread's descriptor table: 0 not yet known, 1 its own, -1 shared */
+  int status;        /* how the thread's finish went, and why not */
   mt_error error;
   uint64_t lost; /* records overwritten before the thread read them */
   recorder_api api;
@@ -97,7 +105,8 @@ MT_HIDDEN int mt_inprocess_prepare(const char *path, mt_error *err) {
   int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
   if (fd < 0)
     return mt_fail(err, MT_E_IO, -1, "cannot open the trace file %s: %s", path, strerror(errno));
-  if (lockf(fd, F_TLOCK, 0) != 0) {
+  struct flock whole = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+  if (fcntl(fd, F_OFD_SETLK, &whole) != 0) {
     close(fd);
     return mt_fail(err, MT_E_IO, -1,
                    "cannot lock the trace file %s (is another process writing it?)", path);
@@ -154,6 +163,7 @@ static void sleep_ms(long ms) {
 static void *consume(void *arg) {
   mt_recorder *rec = arg;
   mt_shim_self.depth++; /* this thread's allocations are not the program's */
+  atomic_store(&inproc.table, unshare(CLONE_FILES) == 0 ? 1 : -1);
   mt_error err = {0};
   while (!atomic_load(&inproc.stop)) {
     bool progress = false;
@@ -214,6 +224,18 @@ static void finish_at_exit(void) {
     say("the trace could not be written", err.message);
 }
 
+/* Once the consumer thread has a descriptor table of its own, the output's descriptor leaves the
+ * program's: the thread keeps its copy under the same number. */
+static void leave_program_table(void) {
+  int table;
+  for (int waited = 0; !(table = atomic_load(&inproc.table)) && waited < 2000; waited++) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  if (table == 1 && mt_file_identity_holds(&inproc.identity, inproc.fd))
+    close(inproc.fd);
+}
+
 int mt_inprocess_launch(mt_error *err) {
   static bool exit_handler;
   if (inproc.fd < 0)
@@ -237,10 +259,17 @@ int mt_inprocess_launch(mt_error *err) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     atomic_store(&inproc.stop, 0);
+    atomic_store(&inproc.table, 0);
     inproc.status = MT_OK;
     inproc.lost = 0;
-    int started = mt_shim_real.pthread_create(&inproc.thread, NULL, consume, rec);
+    pthread_attr_t attr; /* the program's default may be small (pthread_setattr_default_np) */
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 8u << 20);
+    int started = mt_shim_real.pthread_create(&inproc.thread, &attr, consume, rec);
+    pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (started == 0)
+      leave_program_table();
     if (started == 0) {
       inproc.running = true;
       inproc.pid = getpid();
