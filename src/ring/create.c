@@ -182,7 +182,11 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
     errno = saved;
     return rc;
   }
-  s->fd = fd;
+  /* The mapping is all the producer needs: the descriptor is closed, so that the program sees
+   * only descriptors of its own (a program listing /proc/self/fd, or counting its descriptors,
+   * runs as it does untraced); a ring's first claim opens the file again (mt_ring_file_fd). */
+  close(fd);
+  s->fd = -1;
   s->dev = st.st_dev;
   s->ino = st.st_ino;
   s->base = base;

@@ -195,10 +195,10 @@ static void fork_child(void) {
   int saved_errno = errno;
   void *old_base = s->base;
   uint64_t old_size = s->map_size;
-  /* The parent's file: through our descriptor, or opened again if the program closed it (a
-   * number it may have reused is never closed or mapped here). */
+  /* The parent's file, opened again only when a write is under way (private_copy); a number the
+   * program reused is never closed or mapped here. */
   bool reopened;
-  int old_fd = mt_ring_file_fd(s, &reopened);
+  int old_fd = mt_ring_self.busy ? mt_ring_file_fd(s, &reopened) : -1;
   mt_ring_geometry old_geo = s->geo;
   uint64_t fork_number = pending_fork_number;
   int parent = getppid();

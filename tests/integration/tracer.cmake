@@ -81,6 +81,7 @@ set(_tracer_tests
     full_10000_short_lived_threads
     full_program_closing_its_descriptors_keeps_its_files_and_loses_nothing
     inprocess_program_closing_its_descriptors_keeps_its_files
+    program_sees_only_its_own_descriptors
     full_lifecycle_constructor_atexit_destructor
     full_fork_without_follow_traces_parent_only
     full_fork_exec_vfork_spawn_with_follow_fork

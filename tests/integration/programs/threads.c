@@ -5,6 +5,8 @@
  *   queue   producer/consumer hand-off through a bounded queue: 2 producers allocate, 2 consumers
  *           free, everything pinned to one CPU so that the threads preempt each other between
  *           the allocator returning and the tracer publishing (ordering under stress)
+ *   fds     prints the descriptors it has open, from the main thread and from a new thread that
+ *           allocates: the same list traced as untraced (the tracer keeps none of its own)
  *   closefds [FILE]  as daemons and sandboxes do: closes every descriptor it inherited (the
  * tracer's ring file among them) and puts a file of its own on descriptors 3..63 (whatever number
  * the tracer had), then runs the cross pattern in new threads and forks a child that allocates; the
@@ -141,6 +143,25 @@ static int own_file_intact(const struct stat *st, int fd, const char *text) {
   return got == (ssize_t)strlen(text) && memcmp(buf, text, (size_t)got) == 0;
 }
 
+static void print_open_descriptors(const char *when) {
+  char line[1024];
+  size_t len = (size_t)snprintf(line, sizeof line, "%s:", when);
+  for (int n = 0; n < 1024 && len + 8 < sizeof line; n++) {
+    struct stat st;
+    if (fstat(n, &st) == 0)
+      len += (size_t)snprintf(line + len, sizeof line - len, " %d", n);
+  }
+  puts(line);
+}
+
+static void *fds_thread(void *arg) {
+  void *p = malloc(1000); // @expect[fds] allocs=1 frees=1
+  KEEP(p);
+  print_open_descriptors(arg);
+  free(p);
+  return NULL;
+}
+
 /* `file`: the program's own file (created), or NULL for a temporary one. */
 static int closefds(const char *file) {
   static const char text[] = "the program's own file";
@@ -221,11 +242,16 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 4; i++)
       pthread_join(threads[i], NULL);
     printf("queue sum %ld\n", sums[0] + sums[1]);
+  } else if (strcmp(mode, "fds") == 0) {
+    print_open_descriptors("main");
+    pthread_t t;
+    pthread_create(&t, NULL, fds_thread, "thread");
+    pthread_join(t, NULL);
   } else if (strcmp(mode, "closefds") == 0) {
     if (closefds(argc > 2 ? argv[2] : NULL) != 0)
       return 1;
   } else {
-    fprintf(stderr, "usage: threads cross|many|short|queue|closefds\n");
+    fprintf(stderr, "usage: threads cross|many|short|queue|fds|closefds [FILE]\n");
     return 64;
   }
   printf("threads %s done\n", mode);

@@ -360,6 +360,23 @@ def test_full_program_closing_its_descriptors_keeps_its_files_and_loses_nothing(
                f"{traced.stdout}{traced.stderr[-2000:]}")
 
 
+def test_program_sees_only_its_own_descriptors():
+    # The ring file's descriptor is closed once the file is mapped (a new thread's ring is
+    # reserved through the path): a program listing its descriptors sees what it sees untraced,
+    # under memtap record (sampled and full) and tracing itself.
+    argv = [program("threads"), "fds"]
+    plain = untraced(argv)
+    expect(plain.stdout.startswith("main: 0 1 2\nthread: 0 1 2\n"),
+           f"threads fds untraced:\n{plain.stdout}")
+    for options in ((), ("--full",)):
+        trace = os.path.join(WORK, "fds.ctf")
+        same_behaviour(plain, record(trace, argv, options), "threads fds " + " ".join(options))
+    trace = os.path.join(WORK, "fds-inprocess.ctf")
+    p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace}))
+    same_behaviour(plain, p, "threads fds (in process)")
+    verify_trace(trace)
+
+
 def test_inprocess_program_closing_its_descriptors_keeps_its_files():
     # The same program tracing itself (MEMTAP=): it closes every descriptor it inherited, the
     # trace's among them, and puts its own file on the numbers. The consumer thread's descriptors
