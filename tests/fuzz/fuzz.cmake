@@ -46,6 +46,8 @@ endif()
 # The consumer of the tracer's rings (src/record): ring files in memory through a recorder, the
 # trace read back (fuzz_record.c); seeds are small ring files written by the real producer.
 memtap_fuzz_target(fuzz_record fuzz/fuzz_record.c)
+# The causal repair alone, fed histories with expiries between them (fuzz_order.c).
+memtap_fuzz_target(fuzz_order fuzz/fuzz_order.c)
 # Separate debug files as the symboliser inflates them for libdw (src/record/inflate.c).
 memtap_fuzz_target(fuzz_inflate fuzz/fuzz_inflate.c)
 include(fuzz/fuzz_go_trace.cmake OPTIONAL)

@@ -11,51 +11,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "common/hashmap.h"
 #include "memtap/format.h"
 #include "memtap/record.h"
 #include "record/record_internal.h"
 #include "ring/consumer.h"
+#include "trace_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void check_trace(int fd) {
-  off_t size = lseek(fd, 0, SEEK_END);
-  if (size <= 0)
-    abort(); /* finish always writes at least packet 0 */
-  void *bytes = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (bytes == MAP_FAILED)
-    abort();
-  mt_reader_options o = {.backtraces = true};
-  mt_reader *r;
-  mt_error err;
-  if (mt_reader_open_memory(&r, bytes, (size_t)size, &o, &err))
-    abort();
-  mt_event e;
-  int rc;
-  int64_t last = INT64_MIN;
-  mt_hashmap live = {0}; /* ids allocated and not yet collected */
-  while ((rc = mt_reader_next(r, &e, &err)) == 1) {
-    if (e.time < last)
-      abort();
-    last = e.time;
-    if (e.kind == MT_EVENT_ALLOC && !mt_hashmap_put(&live, e.obj_id, 1))
-      abort();
-    if (e.kind == MT_EVENT_COLLECT && !mt_hashmap_remove(&live, e.obj_id))
-      abort(); /* a collect of an unknown or dead object: memtrace_viewer would crash */
-    for (size_t i = 0; i < e.backtrace_length; i++) {
-      const mt_location *l;
-      size_t n;
-      if (!mt_reader_lookup_location(r, e.backtrace[i], &l, &n))
-        abort();
-    }
-  }
-  if (rc != 0)
-    abort(); /* the recorder wrote a trace its own reader rejects */
-  mt_hashmap_free(&live);
-  mt_reader_close(r);
-  munmap(bytes, (size_t)size);
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > (1u << 22))
