@@ -220,10 +220,8 @@ static void run_child(const session *s, const char *shim, const char *resolved, 
   if (read(go_fd, &byte, 1) != 1)
     _exit(127);
   close(go_fd);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGQUIT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGHUP, SIG_DFL);
+  /* Signal dispositions are left as memtap found them (forked before it changed its own): a
+   * program run under nohup, or in the background of a shell, ignores what it would untraced. */
   const char *old = getenv("LD_PRELOAD");
   char preload[2 * PATH_MAX + 2];
   if (old && *old)
@@ -723,7 +721,7 @@ int mt_cmd_record(int argc, char **argv) {
   }
 
   struct sigaction ignore = {.sa_handler = SIG_IGN}, forward = {.sa_handler = forward_signal};
-  struct sigaction old_int, old_quit, old_term, old_hup;
+  struct sigaction old_int, old_quit, old_term, old_hup, old_xfsz;
   sigemptyset(&forward.sa_mask);
   forward.sa_flags = SA_RESTART;
   forward_pid = child;
@@ -731,6 +729,9 @@ int mt_cmd_record(int argc, char **argv) {
   sigaction(SIGQUIT, &ignore, &old_quit);
   sigaction(SIGTERM, &forward, &old_term); /* sent to memtap alone: pass it on */
   sigaction(SIGHUP, &forward, &old_hup);
+  /* Past a file size limit (ulimit -f) a write fails (EFBIG, said as a write error) rather than
+   * killing memtap while the program runs: the writers also stop short of it. */
+  sigaction(SIGXFSZ, &ignore, &old_xfsz);
 
   char byte = 1;
   if (write(go[1], &byte, 1) != 1) {
@@ -803,6 +804,7 @@ int mt_cmd_record(int argc, char **argv) {
   sigaction(SIGQUIT, &old_quit, NULL);
   sigaction(SIGTERM, &old_term, NULL);
   sigaction(SIGHUP, &old_hup, NULL);
+  sigaction(SIGXFSZ, &old_xfsz, NULL);
   forward_pid = 0;
 
   bool wrote = false;

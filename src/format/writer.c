@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/file_size_limit.h"
 #include "format/backtrace_codec.h"
 #include "format/buf.h"
 #include "format/location_codec.h"
@@ -83,6 +84,11 @@ static int write_all(mt_writer *w, const uint8_t *data, size_t len, mt_error *er
                                   "descriptor %d no longer names the trace file (closed by the "
                                   "program?): nothing more is written to it",
                                   w->file->fd));
+  if (!mt_file_size_limit_allows(w->file->fd, len))
+    return fail_writer(w, mt_fail(err, MT_E_IO, -1,
+                                  "the trace would grow past the file size limit (ulimit -f: "
+                                  "%llu bytes): nothing more is written to it",
+                                  (unsigned long long)mt_file_size_limit()));
   while (len) {
     ssize_t n = write(w->file->fd, data, len);
     if (n < 0 && errno == EINTR)

@@ -9,6 +9,7 @@
  * and finds nothing to inflate. Bytes that are not inflated keep their offsets (program headers and
  * notes still point at them); the inflated sections and the new section header table follow the
  * original file's end, and the compressed bytes become a hole that is never written. */
+#include "common/file_size_limit.h"
 #include "record/inflate.h"
 
 #include <dlfcn.h>
@@ -206,7 +207,10 @@ int rec_inflate_debug_file(int fd) {
   Elf64_Shdr *shdrs = malloc(count * sizeof *shdrs);
   unsigned char *action = malloc(count);
   uint64_t shoff = 0, total = 0;
-  if (shdrs && action && plan(elf, &st, shdrs, action, count, &shoff, &total)) {
+  /* A copy larger than the file size limit (ulimit -f) would raise SIGXFSZ at its ftruncate, in
+   * memtap or, tracing in process, in the program: libdw then inflates in memory as before. */
+  if (shdrs && action && plan(elf, &st, shdrs, action, count, &shoff, &total) &&
+      total <= mt_file_size_limit()) {
     int copy = memfd_create("memtap-debuginfo", MFD_CLOEXEC);
     void *map = MAP_FAILED;
     if (copy >= 0 && ftruncate(copy, (off_t)total) == 0)

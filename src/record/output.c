@@ -18,6 +18,7 @@
 #include <zstd.h>
 
 #include "common/error.h"
+#include "common/file_size_limit.h"
 #include "record/record_internal.h"
 
 #define COMPRESS_LEVEL 3
@@ -76,6 +77,11 @@ static bool thread_write(rec_compressor *c, const uint8_t *p, size_t len) {
   if (!mt_file_identity_holds(&c->identity, c->fd)) {
     thread_fail(c, MT_E_IO, "the trace's descriptor no longer names the trace file",
                 "closed by the program? nothing more is written to it");
+    return false;
+  }
+  if (!mt_file_size_limit_allows(c->fd, len)) {
+    thread_fail(c, MT_E_IO, "the trace would grow past the file size limit (ulimit -f)",
+                "nothing more is written to it");
     return false;
   }
   while (len) {

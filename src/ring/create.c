@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/file_identity.h"
+#include "common/file_size_limit.h"
 #include "ring/process.h"
 #include "ring/producer.h"
 
@@ -118,9 +119,10 @@ static int open_exclusive(const char *path, mt_error *err) {
   }
 }
 
-/* A smaller plan when the whole file cannot be mapped (an address-space limit, `ulimit -v`): a
- * quarter of the rings down to 16, then rings a quarter the size down to the minimum, so that such
- * a program is still traced, with fewer threads at once or less buffering. */
+/* A smaller plan when the whole file cannot be mapped (an address-space limit, `ulimit -v`) or be
+ * as large (a file size limit, `ulimit -f`): a quarter of the rings down to 16, then rings a
+ * quarter the size down to the minimum, so that such a program is still traced, with fewer
+ * threads at once or less buffering. */
 static bool plan_smaller(mt_ring_geometry *g) {
   uint32_t rings = g->ring_count;
   uint64_t bytes = g->ring_words * 8;
@@ -154,6 +156,18 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   struct stat st;
   int rc;
   void *base;
+  /* Within the file size limit: sizing the file past it would raise SIGXFSZ in the program. */
+  uint64_t limit = mt_file_size_limit();
+  while (s->geo.file_size > limit && plan_smaller(&s->geo)) {
+  }
+  if (s->geo.file_size > limit) {
+    unlink(s->path);
+    close(fd);
+    return mt_fail(err, MT_E_IO, -1,
+                   "the ring file needs %llu bytes, more than the file size limit (ulimit -f: "
+                   "%llu bytes)",
+                   (unsigned long long)s->geo.file_size, (unsigned long long)limit);
+  }
   do {
     rc = MT_OK;
     base = MAP_FAILED;

@@ -82,6 +82,8 @@ set(_tracer_tests
     full_program_closing_its_descriptors_keeps_its_files_and_loses_nothing
     inprocess_program_closing_its_descriptors_keeps_its_files
     program_sees_only_its_own_descriptors
+    program_under_resource_limits_runs_as_untraced
+    program_inherits_ignored_signals
     full_lifecycle_constructor_atexit_destructor
     full_fork_without_follow_traces_parent_only
     full_fork_exec_vfork_spawn_with_follow_fork

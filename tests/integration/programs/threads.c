@@ -5,6 +5,8 @@
  *   queue   producer/consumer hand-off through a bounded queue: 2 producers allocate, 2 consumers
  *           free, everything pinned to one CPU so that the threads preempt each other between
  *           the allocator returning and the tracer publishing (ordering under stress)
+ *   churn N N malloc/free pairs in the main thread (a trace of known size)
+ *   signals prints which of HUP, INT, QUIT, TERM, XFSZ and PIPE it ignores (as inherited)
  *   fds     prints the descriptors it has open, from the main thread and from a new thread that
  *           allocates: the same list traced as untraced (the tracer keeps none of its own)
  *   closefds [FILE]  as daemons and sandboxes do: closes every descriptor it inherited (the
@@ -14,6 +16,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +245,23 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 4; i++)
       pthread_join(threads[i], NULL);
     printf("queue sum %ld\n", sums[0] + sums[1]);
+  } else if (strcmp(mode, "churn") == 0 && argc > 2) {
+    long n = atol(argv[2]);
+    for (long i = 0; i < n; i++) {
+      void *p = malloc(24 + (size_t)(i % 200)); // @expect[churn] frees=allocs
+      KEEP(p);
+      free(p);
+    }
+  } else if (strcmp(mode, "signals") == 0) {
+    static const int numbers[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGXFSZ, SIGPIPE};
+    static const char *const names[] = {"HUP", "INT", "QUIT", "TERM", "XFSZ", "PIPE"};
+    printf("ignored:");
+    for (int i = 0; i < 6; i++) {
+      struct sigaction sa;
+      if (sigaction(numbers[i], NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+        printf(" %s", names[i]);
+    }
+    printf("\n");
   } else if (strcmp(mode, "fds") == 0) {
     print_open_descriptors("main");
     pthread_t t;
@@ -251,7 +271,7 @@ int main(int argc, char **argv) {
     if (closefds(argc > 2 ? argv[2] : NULL) != 0)
       return 1;
   } else {
-    fprintf(stderr, "usage: threads cross|many|short|queue|fds|closefds [FILE]\n");
+    fprintf(stderr, "usage: threads cross|many|short|queue|churn N|signals|fds|closefds [FILE]\n");
     return 64;
   }
   printf("threads %s done\n", mode);

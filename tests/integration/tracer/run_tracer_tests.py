@@ -377,6 +377,47 @@ def test_program_sees_only_its_own_descriptors():
     verify_trace(trace)
 
 
+def test_program_under_resource_limits_runs_as_untraced():
+    threads = program("threads")
+    # An address-space limit the whole ring file (--full: 256 rings of 16 MiB) would not fit in:
+    # a smaller file is mapped, and the program is traced whole.
+    argv = ["sh", "-c", f"ulimit -v 400000; exec {threads} cross"]
+    trace = os.path.join(WORK, "limit-v.ctf")
+    same_behaviour(untraced(argv), record(trace, argv), "threads cross under ulimit -v")
+    verify_trace(trace)
+    check_sites(facts(trace, ["threads.c"]), ["threads.c"], "cross", "threads cross, ulimit -v")
+    # A file size limit below the smallest ring file: sizing it would raise SIGXFSZ and kill
+    # the program; it runs untraced instead, and says why.
+    argv = ["sh", "-c", f"ulimit -f 1000; exec {threads} cross"]
+    p = record(os.path.join(WORK, "limit-f.ctf"), argv)
+    same_behaviour(untraced(argv), p, "threads cross under ulimit -f 1000")
+    expect("more than the file size limit" in p.stderr, f"no word on the limit:\n{p.stderr}")
+    # memtap under the limit too: the trace stops short of it, whole up to there, and says so;
+    # the program runs to its end.
+    argv = [threads, "churn", "200000"]
+    trace = os.path.join(WORK, "limit-f-trace.ctf")
+    p = run(["sh", "-c", "ulimit -f 3000; exec \"$@\"", "sh", *record_command(trace, argv)],
+            env=base_env())
+    expect(p.stdout == untraced(argv).stdout, f"threads churn under ulimit -f: {p.stdout}")
+    expect(p.returncode == 1 and "past the file size limit" in p.stderr,
+           f"memtap under ulimit -f: exit {p.returncode}\n{p.stderr[-2000:]}")
+    size = os.path.getsize(trace)
+    expect(100000 < size <= 3000 * 512, f"trace of {size} bytes under a 1536000-byte limit")
+    verify_trace(trace, allow_truncated=True)
+
+
+def test_program_inherits_ignored_signals():
+    # What memtap record was started with (nohup ignores HUP; a shell's background job INT and
+    # QUIT) reaches the program as it would untraced.
+    argv = [program("threads"), "signals"]
+    ignore = "trap '' HUP INT QUIT; exec \"$@\""
+    plain = run(["sh", "-c", ignore, "sh", *argv], env=base_env())
+    expect(plain.stdout.startswith("ignored: HUP INT QUIT"), f"untraced: {plain.stdout}")
+    trace = os.path.join(WORK, "signals.ctf")
+    traced = run(["sh", "-c", ignore, "sh", *record_command(trace, argv)], env=base_env())
+    same_behaviour(plain, traced, "threads signals under trap '' HUP INT QUIT")
+
+
 def test_inprocess_program_closing_its_descriptors_keeps_its_files():
     # The same program tracing itself (MEMTAP=): it closes every descriptor it inherited, the
     # trace's among them, and puts its own file on the numbers. The consumer thread's descriptors
