@@ -28,7 +28,8 @@
 
 static const char usage[] =
     "usage: memtap record [-o FILE] [--rate R | --sample-interval N | --full] [--follow-fork]\n"
-    "                     [--v2] [--compress] [--debuginfod] -- PROGRAM ARGS...\n"
+    "                     [--v2] [--compress] [--debuginfod] [--no-debug-cache]\n"
+    "                     -- PROGRAM ARGS...\n"
     "\n"
     "Runs PROGRAM with the memtap tracer loaded (LD_PRELOAD) and writes what it allocates and\n"
     "frees as a memtrace trace, symbolised (functions, files, lines, inlined frames).\n"
@@ -42,6 +43,8 @@ static const char usage[] =
     "      --compress           compress the trace with zstd\n"
     "      --debuginfod         fetch missing debug info from $DEBUGINFOD_URLS (default: only\n"
     "                           this machine's: /usr/lib/debug, .gnu_debuglink)\n"
+    "      --no-debug-cache     do not keep inflated copies of compressed debug files (default:\n"
+    "                           in $XDG_CACHE_HOME/memtap or ~/.cache/memtap, 16 at most)\n"
     "  -h, --help               show this help\n"
     "\n"
     "Without an option the environment decides (MEMTAP_FULL, MEMTAP_SAMPLE_INTERVAL, MEMTAP_RATE,\n"
@@ -55,7 +58,16 @@ static const char usage[] =
     "written or the program was refused; 64 bad command line or MEMTAP_* variable; 126 the\n"
     "program cannot be executed; 127 it was not found.\n";
 
-enum { OPT_RATE = 256, OPT_INTERVAL, OPT_FULL, OPT_FOLLOW, OPT_V2, OPT_COMPRESS, OPT_DEBUGINFOD };
+enum {
+  OPT_RATE = 256,
+  OPT_INTERVAL,
+  OPT_FULL,
+  OPT_FOLLOW,
+  OPT_V2,
+  OPT_COMPRESS,
+  OPT_DEBUGINFOD,
+  OPT_NO_DEBUG_CACHE
+};
 
 /* Ring size per thread, unless MEMTAP_RING_SIZE says otherwise: under --full (below), and when
  * sampling, where the consumer naps between polls (NAP_RECORDS). */
@@ -101,7 +113,7 @@ static void forward_signal(int sig) {
 
 typedef struct settings {
   const char *output;
-  bool follow_fork, v2, compress, debuginfod;
+  bool follow_fork, v2, compress, debuginfod, no_debug_cache;
   mt_record_settings sampling;
 } settings;
 
@@ -294,12 +306,26 @@ static int open_output(session *s, traced *t) {
   return 0;
 }
 
+/* $XDG_CACHE_HOME/memtap, else ~/.cache/memtap (the XDG base directory rules); "" if neither. */
+static const char *debug_cache_dir(char *out, size_t size) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (xdg && xdg[0] == '/')
+    snprintf(out, size, "%s/memtap", xdg);
+  else if (home && home[0] == '/')
+    snprintf(out, size, "%s/.cache/memtap", home);
+  else
+    out[0] = 0;
+  return out;
+}
+
 static mt_recorder *new_recorder(session *s, traced *t) {
+  char cache[PATH_MAX];
   mt_recorder_options o = {
       .version = s->set->v2 ? 2 : 3,
       .compress = s->set->compress,
       .context = s->context,
       .debuginfod = s->set->debuginfod,
+      .debug_cache_dir = s->set->no_debug_cache ? NULL : debug_cache_dir(cache, sizeof cache),
   };
   mt_recorder *rec;
   mt_error err = {0};
@@ -480,6 +506,7 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
       {"v2", no_argument, NULL, OPT_V2},
       {"compress", no_argument, NULL, OPT_COMPRESS},
       {"debuginfod", no_argument, NULL, OPT_DEBUGINFOD},
+      {"no-debug-cache", no_argument, NULL, OPT_NO_DEBUG_CACHE},
       {"help", no_argument, NULL, 'h'},
       {0}};
   /* The environment first, so that a malformed variable is refused even when an option
@@ -523,6 +550,7 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
     case OPT_V2: set->v2 = true; break;
     case OPT_COMPRESS: set->compress = true; break;
     case OPT_DEBUGINFOD: set->debuginfod = true; break;
+    case OPT_NO_DEBUG_CACHE: set->no_debug_cache = true; break;
     case 'h': fputs(usage, stdout); return -1;
     default: return cli_bad_option("record");
     }

@@ -54,6 +54,10 @@ typedef struct mt_recorder_options {
    * have none on this machine (libdwfl's standard search; starts libcurl). Off: local files only
    * (the build-id directory and .gnu_debuglink). */
   bool debuginfod;
+  /* Where to keep the inflated copies of compressed separate debug files (libc6-dbg's libc: 10 MB
+   * inflated from 4.4 MB, at every run otherwise), or NULL for none. Process-wide: the last
+   * recorder created decides. Only copies of this user's, exactly as planned, are used. */
+  const char *debug_cache_dir;
   /* With `compress`: the zstd level, 0 for the default (3); negative levels are zstd's fast
    * ones. Outside zstd's range, mt_recorder_create fails. */
   int compress_level;

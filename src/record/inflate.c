@@ -210,7 +210,9 @@ int rec_inflate_debug_file(int fd) {
   /* A copy larger than the file size limit (ulimit -f) would raise SIGXFSZ at its ftruncate, in
    * memtap or, tracing in process, in the program: libdw then inflates in memory as before. */
   if (shdrs && action && plan(elf, &st, shdrs, action, count, &shoff, &total) &&
-      total <= mt_file_size_limit()) {
+      total <= mt_file_size_limit() &&
+      (result = rec_debug_cache_open(&st, total, shdrs, count * sizeof *shdrs, shoff)) < 0) {
+    result = fd;
     int copy = memfd_create("memtap-debuginfo", MFD_CLOEXEC);
     void *map = MAP_FAILED;
     if (copy >= 0 && ftruncate(copy, (off_t)total) == 0)
@@ -227,6 +229,7 @@ int rec_inflate_debug_file(int fd) {
       munmap(map, total);
     if (ok) {
       result = copy;
+      rec_debug_cache_store(&st, copy, total);
     } else if (copy >= 0) {
       close(copy);
     }

@@ -14,4 +14,20 @@ int rec_inflate_debug_file(int fd);
  * program's exit (docs/tracer.md §9), where loading a library would run among the destructors. */
 void rec_inflate_load(void);
 
+/* debug_cache.c: a per-user cache of the copies rec_inflate_debug_file makes. */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+/* Caches copies in `dir` from now on (process-wide; NULL or "": no cache, the default). */
+void rec_debug_cache_use(const char *dir);
+/* A descriptor of the cached copy of `source` (its fstat) planned as `total` bytes whose section
+ * header table (`shdrs_size` bytes at `shoff`) is `shdrs`; -1 if there is none that is exactly
+ * that. */
+int rec_debug_cache_open(const struct stat *source, uint64_t total, const void *shdrs,
+                         size_t shdrs_size, uint64_t shoff);
+/* Keeps a copy of `copy` (`total` bytes, made from `source`) in the cache; best effort. */
+void rec_debug_cache_store(const struct stat *source, int copy, uint64_t total);
+
 #endif

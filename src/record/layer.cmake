@@ -12,6 +12,7 @@ add_library(memtap_record OBJECT
   record/symbolise.c
   record/debuginfo.c
   record/inflate.c
+  record/debug_cache.c
   record/symtab.c
   record/output.c
   record/settings.c

@@ -14,6 +14,7 @@
 #include "common/grow.h"
 #include "memtap/ring.h"
 #include "memtap/tracer.h"
+#include "record/inflate.h"
 #include "record/record_internal.h"
 #include "ring/consumer.h"
 #include "ring/layout.h"
@@ -641,6 +642,7 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
   r->exe = o.executable_name ? strdup(o.executable_name) : NULL;
   r->context = o.context ? strdup(o.context) : NULL;
   r->symboliser = rec_symboliser_new(o.no_symbols, o.debuginfod);
+  rec_debug_cache_use(o.debug_cache_dir);
   r->direct_frames = malloc(DIRECT_FRAMES * sizeof *r->direct_frames);
   bool batch_ok = true;
   for (size_t i = 0; i < DIRECT_BATCH; i++)

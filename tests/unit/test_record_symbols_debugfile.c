@@ -4,11 +4,13 @@
  * own inflation, location lists left out, files without compressed sections untouched. Needs
  * objcopy (binutils); skipped without it. */
 #include <elfutils/libdwelf.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -171,6 +173,89 @@ static void inflated_copy_holds_the_sections_libelf_inflates(void **state) {
   close(copy);
 }
 
+/* The whole content of `fd` (from offset 0); *size its length. */
+static unsigned char *read_all(int fd, size_t *size) {
+  struct stat st;
+  assert_int_equal(fstat(fd, &st), 0);
+  unsigned char *bytes = malloc((size_t)st.st_size + 1);
+  assert_non_null(bytes);
+  assert_int_equal(pread(fd, bytes, (size_t)st.st_size, 0), st.st_size);
+  *size = (size_t)st.st_size;
+  return bytes;
+}
+
+static int inflate_path(const char *path) {
+  int fd = open(path, O_RDONLY);
+  assert_true(fd >= 0);
+  return rec_inflate_debug_file(fd);
+}
+
+static void cached_copy_is_used_when_exactly_as_planned_and_rebuilt_otherwise(void **state) {
+  (void)state;
+  if (!exe[0])
+    skip();
+  char debug[4200], cache[4200];
+  snprintf(debug, sizeof debug, "%s/self.debug", dir);
+  snprintf(cache, sizeof cache, "%s/cache/memtap", tu_temp_dir());
+  size_t fresh_size, size;
+  int fresh = inflate_path(debug); /* no cache yet: none is written either */
+  unsigned char *expected = read_all(fresh, &fresh_size);
+  close(fresh);
+  rec_debug_cache_use(cache);
+  int first = inflate_path(debug); /* inflated, and kept */
+  unsigned char *bytes = read_all(first, &size);
+  assert_int_equal(size, fresh_size);
+  assert_memory_equal(bytes, expected, size);
+  free(bytes);
+  close(first);
+  char entry[4600] = "";
+  DIR *d = opendir(cache);
+  assert_non_null(d);
+  for (struct dirent *e; (e = readdir(d));)
+    if (strstr(e->d_name, ".debug"))
+      snprintf(entry, sizeof entry, "%s/%s", cache, e->d_name);
+  closedir(d);
+  assert_true(entry[0]);
+  struct stat kept;
+  assert_int_equal(stat(entry, &kept), 0);
+  assert_int_equal(kept.st_mode & 0777, 0600);
+
+  int second = inflate_path(debug); /* the cached file itself, same bytes */
+  struct stat st;
+  assert_int_equal(fstat(second, &st), 0);
+  assert_true(st.st_ino == kept.st_ino && st.st_dev == kept.st_dev);
+  bytes = read_all(second, &size);
+  assert_int_equal(size, fresh_size);
+  assert_memory_equal(bytes, expected, size);
+  free(bytes);
+  close(second);
+
+  /* A damaged entry (its section header table, or its size) is not used, and is replaced. */
+  const Elf64_Ehdr *header = (const Elf64_Ehdr *)expected;
+  int w = open(entry, O_WRONLY);
+  assert_true(w >= 0);
+  assert_int_equal(pwrite(w, "\xff\xff\xff\xff", 4, (off_t)header->e_shoff + 64 + 4), 4);
+  close(w);
+  int third = inflate_path(debug);
+  assert_int_equal(fstat(third, &st), 0);
+  assert_false(st.st_ino == kept.st_ino && st.st_dev == kept.st_dev);
+  bytes = read_all(third, &size);
+  assert_memory_equal(bytes, expected, size);
+  free(bytes);
+  close(third);
+  assert_int_equal(truncate(entry, 4096), 0);
+  int fourth = inflate_path(debug);
+  bytes = read_all(fourth, &size);
+  assert_int_equal(size, fresh_size);
+  assert_memory_equal(bytes, expected, size);
+  free(bytes);
+  close(fourth);
+  assert_int_equal(stat(entry, &kept), 0);
+  assert_int_equal((size_t)kept.st_size, fresh_size); /* rebuilt */
+  rec_debug_cache_use(NULL);
+  free(expected);
+}
+
 static void file_without_compressed_sections_is_handed_back(void **state) {
   (void)state;
   int fd = open(exe[0] ? exe : "/proc/self/exe", O_RDONLY);
@@ -278,6 +363,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(compressed_debug_file_gives_function_file_line_and_inlined_frame),
       cmocka_unit_test(inflated_copy_holds_the_sections_libelf_inflates),
+      cmocka_unit_test(cached_copy_is_used_when_exactly_as_planned_and_rebuilt_otherwise),
       cmocka_unit_test(file_without_compressed_sections_is_handed_back),
       cmocka_unit_test(claims_a_debug_file_cannot_hold_are_refused),
   };

@@ -110,6 +110,7 @@ def base_env(extra=None):
     env["MEMTAP_PRELOAD"] = A.shim
     env["LC_ALL"] = "C"
     env["TMPDIR"] = os.path.join(WORK, "tmp")  # where record makes its ring directory
+    env["XDG_CACHE_HOME"] = os.path.join(WORK, "cache")  # inflated debug files, not in $HOME
     if extra:
         env.update(extra)
     return env
