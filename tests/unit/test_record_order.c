@@ -266,6 +266,19 @@ static void handoff_chain_between_threads_stays_causal(void **state) {
   rr_trace_free(&tr);
 }
 
+/* Closes the fixture: its `blocks` allocations and their frees all written, as pairs, none
+ * unknown or implied. */
+static void close_all_paired(fixture *f, uint64_t blocks) {
+  rr_trace t;
+  close_fixture(f, &t);
+  assert_int_equal(f->stats.allocations, blocks);
+  assert_int_equal(f->stats.frees, blocks);
+  assert_int_equal(f->stats.unknown_frees, 0);
+  assert_int_equal(f->stats.implied_frees, 0);
+  assert_int_equal(t.count, 2 * blocks);
+  rr_trace_free(&t);
+}
+
 static void two_frees_before_their_allocations_pair_as_the_threads_order_allows(void **state) {
   (void)state;
   /* Thread 1 allocates X; thread 2 frees it and at once gets the address back (tcache); thread 3
@@ -278,14 +291,7 @@ static void two_frees_before_their_allocations_pair_as_the_threads_order_allows(
   feed_ns(&f, MT_TRACER_REC_FREE, 2, 150, 0x7000);
   feed_ns(&f, MT_TRACER_REC_ALLOC, 1, 200, 0x7000);
   feed_ns(&f, MT_TRACER_REC_ALLOC, 2, 250, 0x7000);
-  rr_trace t;
-  close_fixture(&f, &t);
-  assert_int_equal(f.stats.allocations, 2);
-  assert_int_equal(f.stats.frees, 2);
-  assert_int_equal(f.stats.unknown_frees, 0);
-  assert_int_equal(f.stats.implied_frees, 0);
-  assert_int_equal(t.count, 4);
-  rr_trace_free(&t);
+  close_all_paired(&f, 2);
 }
 
 static void a_cross_thread_free_written_at_once_is_re_paired_by_the_next_records(void **state) {
@@ -303,14 +309,7 @@ static void a_cross_thread_free_written_at_once_is_re_paired_by_the_next_records
   assert_int_equal(f.stats.frees, 1); /* the usual case: written at once */
   feed_ns(&f, MT_TRACER_REC_FREE, 2, 200, 0x7000);
   feed_ns(&f, MT_TRACER_REC_ALLOC, 2, 230, 0x7000);
-  rr_trace t;
-  close_fixture(&f, &t);
-  assert_int_equal(f.stats.allocations, 2);
-  assert_int_equal(f.stats.frees, 2);
-  assert_int_equal(f.stats.unknown_frees, 0);
-  assert_int_equal(f.stats.implied_frees, 0);
-  assert_int_equal(t.count, 4);
-  rr_trace_free(&t);
+  close_all_paired(&f, 2);
 }
 
 /* --- a simulated program: blocks handed between threads whose clocks disagree ------------- */
