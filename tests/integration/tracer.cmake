@@ -72,6 +72,12 @@ memtap_tracer_program(asan_worker ${MEMTAP_CLANG} slow_worker.c -fsanitize=addre
 add_custom_target(memtap_tracer_programs ALL DEPENDS ${_outputs})
 
 set(_driver ${CMAKE_CURRENT_LIST_DIR}/tracer/run_tracer_tests.py)
+# In sanitizer and fuzzing builds libmemtap.so is instrumented and cannot be loaded into a plain
+# program: in-process mode (MEMTAP=) cannot start there, and the tests' in-process parts skip.
+set(_lib_sanitized "")
+if(MEMTAP_SANITIZE OR MEMTAP_FUZZ)
+  set(_lib_sanitized --lib-sanitized)
+endif()
 set(_tracer_tests
     full_alloc_patterns_exact_per_site
     full_v2_compressed_same_sites
@@ -117,7 +123,7 @@ foreach(_t IN LISTS _tracer_tests)
   add_test(NAME tracer_${_t}
            COMMAND ${Python3_EXECUTABLE} ${_driver} --memtap $<TARGET_FILE:memtap_cli>
                    --shim $<TARGET_FILE:memtap_preload> --facts $<TARGET_FILE:memtap_trace_facts>
-                   --programs ${_out} --sources ${_src} ${_t})
+                   --programs ${_out} --sources ${_src} ${_lib_sanitized} ${_t})
   set_tests_properties(tracer_${_t} PROPERTIES LABELS "integration;tracer" SKIP_RETURN_CODE 77
                                                TIMEOUT 300)
 endforeach()
