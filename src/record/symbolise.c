@@ -193,7 +193,22 @@ bool rec_symboliser_is_wrapper(rec_symboliser *s, rec_module *m, uint64_t vaddr)
     return false;
   const char *name = symbol_at(e, vaddr);
   /* operator new / new[] (_Znwm, _Znam), with nothrow_t and align_val_t variants. */
-  return name && (!strncmp(name, "_Znwm", 5) || !strncmp(name, "_Znam", 5));
+  if (!name || !strncmp(name, "_Znwm", 5) || !strncmp(name, "_Znam", 5))
+    return name != NULL;
+  /* Rust's allocator shims (__rust_alloc -> __rdl_alloc, or __rg_alloc with a global allocator,
+   * and their _zeroed and realloc forms), by name or, v0-mangled, as the path's last identifier
+   * (_RNv...11___rdl_alloc: "_" then the identifier). */
+  static const char *const rust[] = {"__rust_alloc", "__rust_alloc_zeroed", "__rust_realloc",
+                                     "__rdl_alloc",  "__rdl_alloc_zeroed",  "__rdl_realloc",
+                                     "__rg_alloc",   "__rg_alloc_zeroed",   "__rg_realloc"};
+  size_t n = strlen(name);
+  for (size_t i = 0; i < sizeof rust / sizeof rust[0]; i++) {
+    size_t k = strlen(rust[i]);
+    if (!strcmp(name, rust[i]) || (name[0] == '_' && name[1] == 'R' && n > k + 1 &&
+                                   name[n - k - 1] == '_' && !strcmp(name + n - k, rust[i])))
+      return true;
+  }
+  return false;
 }
 
 /* --- answers ------------------------------------------------------------------------------- */

@@ -57,7 +57,7 @@ function(memtap_tracer_program output compiler source)
 endfunction()
 
 foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
-           sampled jemalloc_probe)
+           sampled jemalloc_probe rust_shims)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
@@ -82,6 +82,7 @@ set(_tracer_tests
     full_alloc_patterns_exact_per_site
     full_v2_compressed_same_sites
     full_cxx_new_delete_and_exception_exact_per_site
+    full_rust_allocator_shims_are_not_sites
     full_threads_free_each_others_blocks
     full_64_threads
     full_10000_short_lived_threads

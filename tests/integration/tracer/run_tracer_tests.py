@@ -326,6 +326,12 @@ def test_full_cxx_new_delete_and_exception_exact_per_site():
     full_program("cxx_new", sources=["cxx_new.cpp"])
 
 
+def test_full_rust_allocator_shims_are_not_sites():
+    # __rust_alloc -> __rdl_alloc -> malloc, and a v0-mangled __rdl_alloc: dropped from the top
+    # of the stack like operator new, so each allocation's site is the line that called them.
+    full_program("rust_shims")
+
+
 def test_full_threads_free_each_others_blocks():
     full_program("threads", ["cross"], mode="cross")
 
