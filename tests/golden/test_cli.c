@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -584,18 +585,23 @@ static void a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(void 
     assert_int_equal(chmod(out, 0640), 0);
     command_line(args, w, trace, out);
     spawn_options limited = {.file_size_limit = (rlim_t)st.st_size / 2, .ignore_sigxfsz = true};
+    /* The trace writer (copy) stops short of the limit and says so (it may run inside a traced
+     * program, which SIGXFSZ would kill); the other writers' write fails with EFBIG. */
+    bool trace_writer = !strcmp(args[0], "copy");
+    const char *said = trace_writer ? "past the file size limit" : "File too large";
     char *err;
     int status = run(&limited, NULL, NULL, &err, args);
-    if (status != 1 || !strstr(err, "File too large"))
+    if (status != 1 || !strstr(err, said))
       fail_msg("memtap %s with RLIMIT_FSIZE: exit %d, stderr: %s", args[0], status, err);
     free(err);
     assert_file_is(out, old, sizeof old - 1);
     assert_int_equal(stat(out, &st), 0);
     assert_int_equal(st.st_mode & 07777, 0640);
     assert_no_temporary_file(dir);
-    /* Killed by SIGXFSZ instead (its default action): the temporary file is removed too. */
+    /* SIGXFSZ left at its default action: the other writers are killed by it, and their
+     * temporary file is removed too; the trace writer never reaches it. */
     limited.ignore_sigxfsz = false;
-    assert_int_equal(run(&limited, NULL, NULL, NULL, args), 128 + SIGXFSZ);
+    assert_int_equal(run(&limited, NULL, NULL, NULL, args), trace_writer ? 1 : 128 + SIGXFSZ);
     assert_file_is(out, old, sizeof old - 1);
     assert_no_temporary_file(dir);
     unlink(fresh);
