@@ -150,24 +150,22 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   int pid = getpid();
   if (!build_path(s->path, sizeof s->path, s->options.dir, pid))
     return mt_fail(err, MT_E_INVALID, -1, "ring directory path is too long");
+  /* Within the file size limit: sizing the file past it would raise SIGXFSZ in the program.
+   * Known before a file is made (or a previous image's, before exec, replaced). */
+  uint64_t limit = mt_file_size_limit();
+  while (s->geo.file_size > limit && plan_smaller(&s->geo)) {
+  }
+  if (s->geo.file_size > limit)
+    return mt_fail(err, MT_E_IO, -1,
+                   "the ring file needs %llu bytes, more than the file size limit (ulimit -f: "
+                   "%llu bytes)",
+                   (unsigned long long)s->geo.file_size, (unsigned long long)limit);
   int fd = open_exclusive(s->path, err);
   if (fd < 0)
     return fd;
   struct stat st;
   int rc;
   void *base;
-  /* Within the file size limit: sizing the file past it would raise SIGXFSZ in the program. */
-  uint64_t limit = mt_file_size_limit();
-  while (s->geo.file_size > limit && plan_smaller(&s->geo)) {
-  }
-  if (s->geo.file_size > limit) {
-    unlink(s->path);
-    close(fd);
-    return mt_fail(err, MT_E_IO, -1,
-                   "the ring file needs %llu bytes, more than the file size limit (ulimit -f: "
-                   "%llu bytes)",
-                   (unsigned long long)s->geo.file_size, (unsigned long long)limit);
-  }
   do {
     rc = MT_OK;
     base = MAP_FAILED;
