@@ -196,9 +196,8 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   }
   /* The mapping is all the producer needs: the descriptor is closed, so that the program sees
    * only descriptors of its own (a program listing /proc/self/fd, or counting its descriptors,
-   * runs as it does untraced); a ring's first claim opens the file again (mt_ring_file_fd). */
+   * runs as it does untraced); a ring's first claim opens the file again (mt_ring_file_open). */
   close(fd);
-  s->fd = -1;
   s->dev = st.st_dev;
   s->ino = st.st_ino;
   s->base = base;
@@ -213,26 +212,12 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   return MT_OK;
 }
 
-static bool names_ring_file(const struct mt_ring *s, int fd) {
-  mt_file_identity id = {.dev = s->dev, .ino = s->ino, .known = true};
-  return fd >= 0 && mt_file_identity_holds(&id, fd);
-}
-
-int mt_ring_file_fd(const struct mt_ring *s, bool *reopened) {
-  *reopened = false;
-  if (names_ring_file(s, s->fd))
-    return s->fd;
+int mt_ring_file_open(const struct mt_ring *s) {
   int fd = open(s->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (fd >= 0 && !names_ring_file(s, fd)) { /* another file at the path now */
+  mt_file_identity ring = {.dev = s->dev, .ino = s->ino, .known = true};
+  if (fd >= 0 && !mt_file_identity_holds(&ring, fd)) { /* another file at the path now */
     close(fd);
     fd = -1;
   }
-  *reopened = fd >= 0;
   return fd;
-}
-
-void mt_ring_file_close_fd(struct mt_ring *s) {
-  if (names_ring_file(s, s->fd))
-    close(s->fd);
-  s->fd = -1;
 }

@@ -14,7 +14,7 @@
 #include "ring/process.h"
 #include "ring/producer.h"
 
-struct mt_ring mt_ring_session = {.epoch = 1, .fd = -1};
+struct mt_ring mt_ring_session = {.epoch = 1};
 
 static _Atomic int opening;
 static bool handlers_registered;
@@ -195,10 +195,8 @@ static void fork_child(void) {
   int saved_errno = errno;
   void *old_base = s->base;
   uint64_t old_size = s->map_size;
-  /* The parent's file, opened again only when a write is under way (private_copy); a number the
-   * program reused is never closed or mapped here. */
-  bool reopened;
-  int old_fd = mt_ring_self.busy ? mt_ring_file_fd(s, &reopened) : -1;
+  /* The parent's file, opened again only when a write is under way (private_copy). */
+  int old_fd = mt_ring_self.busy ? mt_ring_file_open(s) : -1;
   mt_ring_geometry old_geo = s->geo;
   uint64_t fork_number = pending_fork_number;
   int parent = getppid();
@@ -208,7 +206,6 @@ static void fork_child(void) {
   if (s->options.fork_untraced) {
     /* The session stays closed in this child; the file is the parent's, so it is not unlinked. */
     private_copy(old_base, old_size, old_fd, mt_ring_self.busy);
-    s->fd = -1;
     errno = saved_errno;
     return;
   }
@@ -346,7 +343,6 @@ int mt_ring_close(mt_ring *ring) {
    * memory at the same addresses rather than a fault. */
   mmap(s->base, s->map_size, PROT_READ | PROT_WRITE,
        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-  mt_ring_file_close_fd(s);
   atomic_store(&opening, 0);
   return MT_OK;
 }

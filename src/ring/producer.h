@@ -21,7 +21,6 @@ struct mt_ring {
   uint8_t reserved0[MT_RING_LINE - 8];
 
   /* Everything below is set while no thread can be using it (before the epoch is published). */
-  int fd; /* -1 once the file is mapped: it is opened again by `path` when needed */
   dev_t dev;
   ino_t ino;
   void *base; /* the mapping: the whole file */
@@ -146,14 +145,10 @@ void mt_ring_abandon_write(void);
  * header, path), the header filled but its magic not yet stored. `parent_pid`/`fork_number`
  * are 0 except in a forked child. Malloc-free (the fork child calls it). */
 int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number, mt_error *err);
-/* A descriptor of the session's ring file: the session's own while it still names the file (none
- * once the file is mapped), else the file opened again by its path (*reopened set: the caller
- * closes it), else -1. A program may
- * close every descriptor it inherited (daemons and sandboxes do) and reuse the number for a file
- * of its own, which the producer must never touch. Async-signal-safe; `s->fd` is left as it is. */
-int mt_ring_file_fd(const struct mt_ring *s, bool *reopened);
-/* Closes the session's descriptor if it still names the ring file (never a number the program
- * reused), and forgets it. */
-void mt_ring_file_close_fd(struct mt_ring *s);
+/* The session's ring file opened again by its path (the caller closes it), or -1 when it cannot
+ * be or another file stands there now. The session keeps no descriptor of the file once it is
+ * mapped (mt_ring_file_create): a program may close every descriptor it inherited (daemons and
+ * sandboxes do), and sees none of memtap's. Async-signal-safe. */
+int mt_ring_file_open(const struct mt_ring *s);
 
 #endif

@@ -50,16 +50,14 @@ int mt_ring_thread_init_key(void) {
 }
 
 /* Reserves the ring's pages on disk now, so that a full disk fails this claim instead of raising
- * SIGBUS inside the traced program later. Through the session's descriptor, or the file opened
- * again when the program closed ours (mt_ring_file_fd); when the file cannot be opened either (it
- * was unlinked), by faulting the ring's pages in, which reports a full disk as an error rather
- * than a signal. */
+ * SIGBUS inside the traced program later. Through the file opened again by its path
+ * (mt_ring_file_open); when it cannot be (unlinked, privileges dropped, chroot), by faulting the
+ * ring's pages in, which reports a full disk as an error rather than a signal. */
 static bool reserve_space(struct mt_ring *s, uint32_t ring) {
   if (mt_ring_test_fail_reserve)
     return false;
   uint64_t bytes = s->geo.ring_words * 8, at = s->geo.data_offset + ring * bytes;
-  bool reopened;
-  int fd = mt_ring_file_fd(s, &reopened);
+  int fd = mt_ring_file_open(s);
   if (fd < 0) {
 #ifdef MADV_POPULATE_WRITE /* Linux 5.14, glibc 2.35 */
     return madvise((char *)s->base + at, bytes, MADV_POPULATE_WRITE) == 0;
@@ -68,8 +66,7 @@ static bool reserve_space(struct mt_ring *s, uint32_t ring) {
 #endif
   }
   bool ok = posix_fallocate(fd, (off_t)at, (off_t)bytes) == 0;
-  if (reopened)
-    close(fd);
+  close(fd);
   return ok;
 }
 

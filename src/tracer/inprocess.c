@@ -268,9 +268,8 @@ int mt_inprocess_launch(mt_error *err) {
     int started = mt_shim_real.pthread_create(&inproc.thread, &attr, consume, rec);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (started == 0)
-      leave_program_table();
     if (started == 0) {
+      leave_program_table();
       inproc.running = true;
       inproc.pid = getpid();
       if (!exit_handler)
