@@ -28,7 +28,8 @@
 
 static const char usage[] =
     "usage: memtap record [-o FILE] [--rate R | --sample-interval N | --full] [--follow-fork]\n"
-    "                     [--v2] [--compress] [--debuginfod] [--no-debug-cache]\n"
+    "                     [--v2] [--compress] [--time-resolution D] [--debuginfod]\n"
+    "                     [--no-debug-cache]\n"
     "                     -- PROGRAM ARGS...\n"
     "\n"
     "Runs PROGRAM with the memtap tracer loaded (LD_PRELOAD) and writes what it allocates and\n"
@@ -41,6 +42,9 @@ static const char usage[] =
     "      --follow-fork        trace forked children too, each into FILE.PID\n"
     "      --v2                 write memtrace format version 2 (readable by memtrace 0.2.x)\n"
     "      --compress           compress the trace with zstd\n"
+    "      --time-resolution D  round event times down to steps of D, 1us to 1s (like 1ms;\n"
+    "                           default 1us, the format's own): a long --full trace shrinks\n"
+    "                           several-fold compressed, lifetimes shorter than D read as 0\n"
     "      --debuginfod         fetch missing debug info from $DEBUGINFOD_URLS (default: only\n"
     "                           this machine's: /usr/lib/debug, .gnu_debuglink)\n"
     "      --no-debug-cache     do not keep inflated copies of compressed debug files (default:\n"
@@ -48,7 +52,8 @@ static const char usage[] =
     "  -h, --help               show this help\n"
     "\n"
     "Without an option the environment decides (MEMTAP_FULL, MEMTAP_SAMPLE_INTERVAL, MEMTAP_RATE,\n"
-    "MEMTRACE_RATE). Ctrl-C reaches the program; memtap then writes the trace. A program that\n"
+    "MEMTRACE_RATE, MEMTAP_TIME_RESOLUTION). Ctrl-C reaches the program; memtap then writes the "
+    "trace. A program that\n"
     "execs another (sh -c 'exec prog') is traced as the program it became. Statically linked,\n"
     "set-user-ID and sanitizer-built programs are refused with the reason. The rings live in\n"
     "a private directory under $TMPDIR (or /tmp), removed at the end; one that a killed memtap\n"
@@ -66,7 +71,8 @@ enum {
   OPT_V2,
   OPT_COMPRESS,
   OPT_DEBUGINFOD,
-  OPT_NO_DEBUG_CACHE
+  OPT_NO_DEBUG_CACHE,
+  OPT_TIME_RESOLUTION
 };
 
 /* Ring size per thread, unless MEMTAP_RING_SIZE says otherwise: under --full (below), and when
@@ -326,6 +332,7 @@ static mt_recorder *new_recorder(session *s, traced *t) {
       .context = s->context,
       .debuginfod = s->set->debuginfod,
       .debug_cache_dir = s->set->no_debug_cache ? NULL : debug_cache_dir(cache, sizeof cache),
+      .time_resolution_us = (int64_t)s->set->sampling.time_resolution_us,
   };
   mt_recorder *rec;
   mt_error err = {0};
@@ -507,6 +514,7 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
       {"compress", no_argument, NULL, OPT_COMPRESS},
       {"debuginfod", no_argument, NULL, OPT_DEBUGINFOD},
       {"no-debug-cache", no_argument, NULL, OPT_NO_DEBUG_CACHE},
+      {"time-resolution", required_argument, NULL, OPT_TIME_RESOLUTION},
       {"help", no_argument, NULL, 'h'},
       {0}};
   /* The environment first, so that a malformed variable is refused even when an option
@@ -551,6 +559,11 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
     case OPT_COMPRESS: set->compress = true; break;
     case OPT_DEBUGINFOD: set->debuginfod = true; break;
     case OPT_NO_DEBUG_CACHE: set->no_debug_cache = true; break;
+    case OPT_TIME_RESOLUTION:
+      if (mt_record_parse_time_resolution(optarg, &set->sampling.time_resolution_us))
+        return cli_usage_error(
+            "record", "--time-resolution %s is not a duration from 1us to 1s (like 1ms)", optarg);
+      break;
     case 'h': fputs(usage, stdout); return -1;
     default: return cli_bad_option("record");
     }

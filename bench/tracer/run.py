@@ -17,7 +17,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODES = ["untraced", "floor", "sampled", "sampled-base", "full", "full-zst", "heaptrack"]
+MODES = ["untraced", "floor", "sampled", "sampled-base", "full", "full-zst", "full-zst-ms",
+         "heaptrack"]
 STOP = []  # set by SIGUSR1: finish the current round, print what was measured, and stop
 
 
@@ -26,7 +27,8 @@ def request_stop(signum, frame):
 
 
 MEMTAP_MODES = {"sampled": [], "sampled-base": [], "full": ["--full"],
-                "full-zst": ["--full", "--compress"]}
+                "full-zst": ["--full", "--compress"],
+                "full-zst-ms": ["--full", "--compress", "--time-resolution", "1ms"]}
 
 
 def programs(build):
@@ -116,7 +118,7 @@ def run_once(args, spec, mode, work, scale=None):
     if mode == "floor":
         prepend_preload(env, args.floor)
     elif mode in MEMTAP_MODES:
-        out = os.path.join(work, "trace.ctf" + (".zst" if mode == "full-zst" else ""))
+        out = os.path.join(work, "trace.ctf" + (".zst" if mode.startswith("full-zst") else ""))
         memtap = args.memtap_base if mode == "sampled-base" else args.memtap
         argv = [memtap, "record", "-o", out, *MEMTAP_MODES[mode], "--", *argv]
     elif mode == "heaptrack":
@@ -320,7 +322,7 @@ def print_program(args, name, spec, results, extra, failed):
         rc = ratio_list(results, mode, "cpu") if "untraced" in results else []
         tb = median_of(rs, "trace_bytes")
         per_event = "-"
-        if tb is not None and nev and mode in ("full", "full-zst", "heaptrack"):
+        if tb is not None and nev and mode in ("full", "full-zst", "full-zst-ms", "heaptrack"):
             per_event = "%.2f" % (tb / nev)
         trc_cpu = median_of(rs, "tracer_cpu")
         prss = median_of(rs, "prog_rss_kb")

@@ -61,6 +61,12 @@ typedef struct mt_recorder_options {
   /* With `compress`: the zstd level, 0 for the default (3); negative levels are zstd's fast
    * ones. Outside zstd's range, mt_recorder_create fails. */
   int compress_level;
+  /* The resolution of the trace's timestamps in microseconds, 0 or 1 for the format's own (1 µs),
+   * at most 1 s: every event's time is rounded down to a multiple of it, counted from the trace's
+   * start. Coarser stamps cost lifetimes and order within the step nothing else, and let a
+   * compressor see repeated events as repeated bytes (docs/record.md §7). Larger values make
+   * mt_recorder_create fail. */
+  int64_t time_resolution_us;
 } mt_recorder_options;
 
 /* Counts so far (final after mt_recorder_finish). */
@@ -118,9 +124,11 @@ typedef struct mt_record_settings {
   uint64_t interval; /* mean gap in bytes: 8 / rate */
   bool has_seed;
   uint64_t seed;
+  uint64_t time_resolution_us; /* MEMTAP_TIME_RESOLUTION, 0 when unset */
 } mt_record_settings;
 
-/* Reads MEMTAP_FULL, MEMTAP_SAMPLE_INTERVAL, MEMTAP_RATE, MEMTRACE_RATE and MEMTAP_SEED (with the
+/* Reads MEMTAP_FULL, MEMTAP_SAMPLE_INTERVAL, MEMTAP_RATE, MEMTRACE_RATE, MEMTAP_SEED and
+ * MEMTAP_TIME_RESOLUTION (with the
  * precedence of docs/tracer.md) through `get` (getenv when NULL). MT_E_INVALID naming the variable
  * when one is malformed. */
 int mt_record_settings_from_env(mt_record_settings *out, const char *(*get)(const char *name),
@@ -130,6 +138,8 @@ int mt_record_settings_from_env(mt_record_settings *out, const char *(*get)(cons
  * in [8, 2^40]) and a rate in (0, 1]. */
 int mt_record_parse_interval(const char *text, uint64_t *out);
 int mt_record_parse_rate(const char *text, double *out);
+/* A time resolution: digits and a unit, us, ms or s ("10us", "1ms"), from 1us to 1s; in µs. */
+int mt_record_parse_time_resolution(const char *text, uint64_t *out_us);
 
 /* Whether the tracer can enter the program at `path` (an ELF file, or a script whose interpreter
  * is checked instead): MT_E_UNSUPPORTED with the reason in `err` for a statically linked program

@@ -42,7 +42,11 @@ static inline __attribute__((always_inline)) int64_t out_time(rec_order *o, rec_
   }
   o->last_time_ns = ns;
   int64_t us = ns / 1000;
-  return us < sink->start_us ? sink->start_us : us;
+  if (us < sink->start_us)
+    return sink->start_us;
+  if (sink->resolution_us > 1)
+    us -= (us - sink->start_us) % sink->resolution_us;
+  return us;
 }
 
 static int resolve(void *user, uint64_t code, const mt_location **entries, size_t *count) {

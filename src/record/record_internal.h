@@ -467,7 +467,8 @@ typedef struct rec_sink {
   rec_sites *sites;
   rec_symboliser *symboliser;
   mt_recorder_stats *stats;
-  int64_t start_us; /* the trace's start time */
+  int64_t start_us;      /* the trace's start time */
+  int64_t resolution_us; /* times are rounded down to multiples of this after start_us (>= 1) */
   /* Creates the writer if it does not exist yet (recorder.c). */
   void (*ensure_writer)(void *user);
   void *user;

@@ -122,9 +122,12 @@ static void ensure_writer(void *user) {
   r->order.full = full;
   char host[256] = "";
   gethostname(host, sizeof host - 1);
-  char params[160];
-  snprintf(params, sizeof params, "memtap=%s,mode=%s,interval=%.0f", mt_version(),
-           full ? "full" : "sampled", 8 / rate);
+  char params[200];
+  int at = snprintf(params, sizeof params, "memtap=%s,mode=%s,interval=%.0f", mt_version(),
+                    full ? "full" : "sampled", 8 / rate);
+  if (r->opt.time_resolution_us > 1 && at > 0 && (size_t)at < sizeof params)
+    snprintf(params + at, sizeof params - (size_t)at, ",time_resolution_us=%lld",
+             (long long)r->opt.time_resolution_us);
   int64_t start_ns = r->natt ? r->att[0].created_realtime_ns : real_ns();
   mt_trace_info info = {
       .version = r->opt.version,
@@ -140,6 +143,7 @@ static void ensure_writer(void *user) {
       .context = r->context ? r->context : "",
   };
   r->sink.start_us = info.start_time;
+  r->sink.resolution_us = r->opt.time_resolution_us;
   rec_output_open(&r->out, r->fd, r->opt.compress, &info, r->opt.version);
 }
 
@@ -622,6 +626,11 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
       (o.compress_level < ZSTD_minCLevel() || o.compress_level > ZSTD_maxCLevel()))
     return mt_fail(err, MT_E_INVALID, -1, "zstd level %d is outside %d..%d", o.compress_level,
                    ZSTD_minCLevel(), ZSTD_maxCLevel());
+  if (o.time_resolution_us < 0 || o.time_resolution_us > 1000000)
+    return mt_fail(err, MT_E_INVALID, -1, "time resolution %lld us is outside 1 us..1 s",
+                   (long long)o.time_resolution_us);
+  if (!o.time_resolution_us)
+    o.time_resolution_us = 1;
   if (!o.flush_interval_ms)
     o.flush_interval_ms = 1000;
   if (o.merge_lag_ms <= 0)

@@ -17,6 +17,15 @@ int mt_record_parse_interval(const char *text, uint64_t *out) {
   return MT_OK;
 }
 
+int mt_record_parse_time_resolution(const char *text, uint64_t *out_us) {
+  uint64_t us;
+  if (!text || !mt_tracer_parse_duration_us(text, &us) || us < 1 ||
+      us > MT_TRACER_MAX_TIME_RESOLUTION_US)
+    return MT_E_INVALID;
+  *out_us = us;
+  return MT_OK;
+}
+
 int mt_record_parse_rate(const char *text, double *out) {
   return text && mt_tracer_parse_rate(text, out) ? MT_OK : MT_E_INVALID;
 }
@@ -44,5 +53,6 @@ int mt_record_settings_from_env(mt_record_settings *out, const char *(*get)(cons
   out->interval = cfg.interval;
   out->has_seed = cfg.seeded;
   out->seed = cfg.seed;
+  out->time_resolution_us = cfg.time_resolution_us;
   return MT_OK;
 }

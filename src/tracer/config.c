@@ -45,6 +45,32 @@ bool mt_tracer_parse_size(const char *text, uint64_t *out) {
   return true;
 }
 
+bool mt_tracer_parse_duration_us(const char *text, uint64_t *out) {
+  uint64_t v = 0;
+  const char *p = text;
+  if (*p < '0' || *p > '9')
+    return false;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    uint64_t digit = (uint64_t)(*p - '0');
+    if (v > (UINT64_MAX - digit) / 10)
+      return false;
+    v = v * 10 + digit;
+  }
+  uint64_t scale;
+  if (!strcmp(p, "us"))
+    scale = 1;
+  else if (!strcmp(p, "ms"))
+    scale = 1000;
+  else if (!strcmp(p, "s"))
+    scale = 1000000;
+  else
+    return false;
+  if (v > (UINT64_MAX >> 1) / scale)
+    return false;
+  *out = v * scale;
+  return true;
+}
+
 bool mt_tracer_parse_rate(const char *text, double *out) {
   const char *p = text;
   uint64_t mantissa = 0;
@@ -176,6 +202,15 @@ int mt_tracer_config_parse(mt_tracer_config *cfg, mt_tracer_env_fn lookup, void 
       goto fail;
     }
     cfg->seeded = true;
+  }
+  if ((v = value(lookup, user, "MEMTAP_TIME_RESOLUTION"))) {
+    uint64_t us;
+    if (!mt_tracer_parse_duration_us(v, &us) || us < 1 || us > MT_TRACER_MAX_TIME_RESOLUTION_US) {
+      rc = mt_fail(err, MT_E_INVALID, -1,
+                   "MEMTAP_TIME_RESOLUTION=%s is not a duration from 1us to 1s (like 1ms)", v);
+      goto fail;
+    }
+    cfg->time_resolution_us = us;
   }
   if (!(cfg->output = value(lookup, user, "MEMTAP")))
     cfg->output = value(lookup, user, "MEMTRACE");

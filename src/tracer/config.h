@@ -14,6 +14,9 @@
 #define MT_TRACER_DEFAULT_INTERVAL (512u * 1024u)
 /* The largest interval accepted (a rate of 8 / 2^50 per word). */
 #define MT_TRACER_MAX_INTERVAL (1ull << 50)
+/* The coarsest time resolution accepted for the trace's timestamps (MEMTAP_TIME_RESOLUTION), in
+ * microseconds: one second. */
+#define MT_TRACER_MAX_TIME_RESOLUTION_US 1000000u
 
 /* How the parser reads a variable: its value, or NULL when unset. An empty value counts as
  * unset. */
@@ -37,6 +40,9 @@ typedef struct mt_tracer_config {
   uint64_t interval; /* mean gap between sample points in bytes (8 with full tracing) */
   double rate;       /* lambda, samples per 8-byte word: 8 / interval (1 with full tracing) */
   mt_tracer_rate_source rate_source;
+  /* MEMTAP_TIME_RESOLUTION in microseconds, 1 to MT_TRACER_MAX_TIME_RESOLUTION_US; 0 when unset
+   * (the trace's own resolution, 1 µs) */
+  uint64_t time_resolution_us;
   const char *output; /* MEMTAP, else MEMTRACE (in-process mode), or NULL; borrowed from lookup */
 } mt_tracer_config;
 
@@ -51,6 +57,10 @@ int mt_tracer_config_parse(mt_tracer_config *cfg, mt_tracer_env_fn lookup, void 
 /* Parses a byte count "N[K|M|G][i][B]" (binary multiples) into *out; false if malformed or over
  * 2^64 - 1. */
 bool mt_tracer_parse_size(const char *text, uint64_t *out);
+
+/* Parses a duration "N" followed by one of the units us, ms, s into whole microseconds; false
+ * if malformed, without a unit, or over 2^63 µs. */
+bool mt_tracer_parse_duration_us(const char *text, uint64_t *out);
 
 /* Parses a rate: a decimal number (digits, one optional '.', an optional exponent), 0 < rate <= 1.
  */

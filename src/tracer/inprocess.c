@@ -244,6 +244,7 @@ int mt_inprocess_launch(mt_error *err) {
   void *h = load_libmemtap();
   mt_recorder *rec = NULL;
   const char *ring = mt_ring_path(mt_shim.ring);
+  mt_recorder_options options = {.time_resolution_us = (int64_t)mt_shim.config.time_resolution_us};
   int rc;
   if (!h || !resolve_api(h)) {
     const char *why = dlerror();
@@ -251,7 +252,7 @@ int mt_inprocess_launch(mt_error *err) {
                  why ? why : "a symbol is missing");
   } else if (strlen(ring) >= sizeof inproc.ring) {
     rc = mt_fail(err, MT_E_INVALID, -1, "the ring file's name is too long");
-  } else if ((rc = inproc.api.create(&rec, inproc.fd, NULL, err)) != MT_OK ||
+  } else if ((rc = inproc.api.create(&rec, inproc.fd, &options, err)) != MT_OK ||
              (rc = inproc.api.attach(rec, strcpy(inproc.ring, ring), false, err)) != MT_OK) {
     /* said in err */
   } else {

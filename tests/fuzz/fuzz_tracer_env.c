@@ -1,10 +1,10 @@
 /* libFuzzer target for the tracer's environment variables (src/tracer/config.c, docs/tracer.md):
  * MEMTAP_RECORD, MEMTAP_FULL, MEMTAP_FOLLOW_FORK, MEMTAP_SAMPLE_INTERVAL, MEMTAP_RATE,
- * MEMTRACE_RATE, MEMTAP_TRACE_PID, MEMTAP_SEED, MEMTAP and MEMTRACE, through
- * mt_tracer_config_parse with a lookup over the input (the real environment would leak).
+ * MEMTRACE_RATE, MEMTAP_TRACE_PID, MEMTAP_SEED, MEMTAP, MEMTRACE and MEMTAP_TIME_RESOLUTION,
+ * through mt_tracer_config_parse with a lookup over the input (the real environment would leak).
  *
- * Input: up to ten values separated by NUL bytes, in the order above. A missing value is an unset
- * variable; an empty one counts as unset.
+ * Input: up to eleven values separated by NUL bytes, in the order above. A missing value is an
+ * unset variable; an empty one counts as unset.
  *
  * The result must be MT_OK with a usable configuration (a rate in (0, 1], an interval from 8 to
  * 2^50 bytes agreeing with it, the precedence of config.h), checked against a separate reading of
@@ -29,10 +29,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
   } while (0)
 
 static const char *const names[] = {
-    "MEMTAP_RECORD", "MEMTAP_FULL",   "MEMTAP_FOLLOW_FORK", "MEMTAP_SAMPLE_INTERVAL",
-    "MEMTAP_RATE",   "MEMTRACE_RATE", "MEMTAP_TRACE_PID",   "MEMTAP_SEED",
-    "MEMTAP",        "MEMTRACE"};
-enum { RECORD, FULL, FOLLOW, INTERVAL, RATE, TRACE_RATE, PID, SEED, OUT, TRACE_OUT, NVARS };
+    "MEMTAP_RECORD", "MEMTAP_FULL",   "MEMTAP_FOLLOW_FORK",    "MEMTAP_SAMPLE_INTERVAL",
+    "MEMTAP_RATE",   "MEMTRACE_RATE", "MEMTAP_TRACE_PID",      "MEMTAP_SEED",
+    "MEMTAP",        "MEMTRACE",      "MEMTAP_TIME_RESOLUTION"};
+enum {
+  RECORD,
+  FULL,
+  FOLLOW,
+  INTERVAL,
+  RATE,
+  TRACE_RATE,
+  PID,
+  SEED,
+  OUT,
+  TRACE_OUT,
+  RESOLUTION,
+  NVARS
+};
 
 typedef struct environment {
   char *value[NVARS];
@@ -131,6 +144,21 @@ static void check(environment *env) {
                     : set(env->value[TRACE_OUT]) ? env->value[TRACE_OUT]
                                                  : NULL;
   CHECK(c.output == out);
+  if (set(env->value[RESOLUTION])) {
+    /* digits, then exactly one of the three units */
+    const char *v = env->value[RESOLUTION];
+    size_t digits = strspn(v, "0123456789");
+    const char *unit = v + digits;
+    CHECK(digits > 0 && (!strcmp(unit, "us") || !strcmp(unit, "ms") || !strcmp(unit, "s")));
+    CHECK(c.time_resolution_us >= 1 && c.time_resolution_us <= MT_TRACER_MAX_TIME_RESOLUTION_US);
+    unsigned __int128 want = 0;
+    for (size_t i = 0; i < digits && want <= MT_TRACER_MAX_TIME_RESOLUTION_US; i++)
+      want = want * 10 + (unsigned)(v[i] - '0');
+    want *= unit[0] == 'u' ? 1 : unit[0] == 'm' ? 1000 : 1000000;
+    CHECK(want == c.time_resolution_us);
+  } else {
+    CHECK(c.time_resolution_us == 0);
+  }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -81,6 +81,7 @@ endif()
 set(_tracer_tests
     full_alloc_patterns_exact_per_site
     full_v2_compressed_same_sites
+    full_time_resolution_rounds_times_and_keeps_every_event
     full_cxx_new_delete_and_exception_exact_per_site
     full_rust_allocator_shims_are_not_sites
     full_threads_free_each_others_blocks

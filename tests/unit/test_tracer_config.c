@@ -36,6 +36,7 @@ static void empty_environment_gives_the_defaults(void **state) {
   assert_int_equal(c.interval, 512 * 1024);
   assert_true(c.rate == 8.0 / (512 * 1024));
   assert_int_equal(c.rate_source, MT_TRACER_RATE_DEFAULT);
+  assert_int_equal(c.time_resolution_us, 0);
   assert_null(c.output);
 }
 
@@ -46,6 +47,7 @@ static void every_variable_is_read(void **state) {
             {"MEMTAP_TRACE_PID", "4242"},
             {"MEMTAP_SEED", "18446744073709551615"},
             {"MEMTAP_SAMPLE_INTERVAL", "64K"},
+            {"MEMTAP_TIME_RESOLUTION", "250us"},
             {"MEMTRACE", "trace.ctf"}}};
   mt_tracer_config c;
   mt_error err;
@@ -58,6 +60,7 @@ static void every_variable_is_read(void **state) {
   assert_int_equal(c.interval, 65536);
   assert_true(c.rate == 8.0 / 65536);
   assert_int_equal(c.rate_source, MT_TRACER_RATE_SAMPLE_INTERVAL);
+  assert_int_equal(c.time_resolution_us, 250);
   assert_string_equal(c.output, "trace.ctf");
 }
 
@@ -126,6 +129,12 @@ static void malformed_values_are_refused_with_the_variable_named(void **state) {
       {"MEMTAP_TRACE_PID", "4294967296"},
       {"MEMTAP_SEED", "-1"},
       {"MEMTAP_SEED", "18446744073709551616"},
+      {"MEMTAP_TIME_RESOLUTION", "1000"},   /* a unit is needed */
+      {"MEMTAP_TIME_RESOLUTION", "0ms"},    /* below 1 µs */
+      {"MEMTAP_TIME_RESOLUTION", "1001ms"}, /* above 1 s */
+      {"MEMTAP_TIME_RESOLUTION", "1ns"},
+      {"MEMTAP_TIME_RESOLUTION", "1 ms"},
+      {"MEMTAP_TIME_RESOLUTION", "99999999999999999999us"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     env e = {{{cases[i][0], cases[i][1]}}};
@@ -134,6 +143,27 @@ static void malformed_values_are_refused_with_the_variable_named(void **state) {
     assert_int_equal(parse(&c, &e, &err), MT_E_INVALID);
     assert_int_equal(err.code, MT_E_INVALID);
     assert_non_null(strstr(err.message, cases[i][0]));
+  }
+}
+
+static void durations_take_a_unit(void **state) {
+  (void)state;
+  static const struct {
+    const char *text;
+    uint64_t us;
+  } good[] = {{"1us", 1},      {"10us", 10},    {"1ms", 1000},
+              {"15ms", 15000}, {"1s", 1000000}, {"007ms", 7000}};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    uint64_t us = 0;
+    assert_true(mt_tracer_parse_duration_us(good[i].text, &us));
+    assert_int_equal(us, good[i].us);
+  }
+  static const char *const bad[] = {"",      "ms",   "1",    "1m",   "1MS",
+                                    "1.5ms", "-1ms", "1ms ", "1sec", "9223372036854775808us"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    uint64_t us = 42;
+    assert_false(mt_tracer_parse_duration_us(bad[i], &us));
+    assert_int_equal(us, 42);
   }
 }
 
@@ -157,6 +187,7 @@ int main(void) {
       cmocka_unit_test(rate_precedence_is_full_then_interval_then_memtap_rate_then_memtrace_rate),
       cmocka_unit_test(rates_parse_as_decimal_numbers),
       cmocka_unit_test(malformed_values_are_refused_with_the_variable_named),
+      cmocka_unit_test(durations_take_a_unit),
       cmocka_unit_test(sizes_take_binary_suffixes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

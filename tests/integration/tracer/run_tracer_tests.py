@@ -322,6 +322,66 @@ def test_full_v2_compressed_same_sites():
                 "alloc_patterns --v2 --compress")
 
 
+def event_times(trace):
+    """The time column of `memtap dump` (µs since the trace's start), every event in file order."""
+    p = run([A.memtap, "dump", trace], timeout=600)
+    expect(p.returncode == 0, f"memtap dump {trace}: exit {p.returncode}\n{p.stderr[-2000:]}")
+    return [int(line.split(None, 1)[0]) for line in p.stdout.splitlines() if line.strip()]
+
+
+def test_full_time_resolution_rounds_times_and_keeps_every_event():
+    # --time-resolution 1ms: every event's time a whole millisecond after the trace's start, in
+    # order, said in the trace's parameters; every event and every site's count as at the
+    # format's own 1 µs; and what the option is for, a compressed trace of a program repeating
+    # the same allocations at least 4 times smaller than at 1 µs (measured: about 9 times).
+    argv = [program("threads"), "churn", "300000"]
+    plain = untraced(argv)
+    traces = {}
+    for name, options in (("fine", ("--full", "--compress")),
+                          ("coarse", ("--full", "--compress", "--time-resolution", "1ms"))):
+        trace = os.path.join(WORK, f"resolution-{name}.ctf.zst")
+        traced = record(trace, argv, options)
+        same_behaviour(plain, traced, f"threads churn ({name})")
+        f = verify_trace(trace)
+        check_summary_line(traced.stderr, trace, f)
+        check_sites(facts(trace, ["threads.c"]), ["threads.c"], "churn", f"threads churn ({name})")
+        traces[name] = (trace, f)
+    coarse, f = traces["coarse"]
+    expect("time_resolution_us=1000" in f["params"],
+           f"ocaml_runtime_params {f['params']!r} does not say the time resolution")
+    expect("time_resolution" not in traces["fine"][1]["params"],
+           "a trace at the format's own resolution names one in its parameters")
+    times = event_times(coarse)
+    expect(len(times) == f["allocs"] + f["collects"], "dump and trace_facts disagree")
+    off = [t for t in times if t % 1000]
+    expect(not off, f"{len(off)} of {len(times)} event times are not whole milliseconds: "
+           f"{off[:5]}")
+    expect(all(a <= b for a, b in zip(times, times[1:])), "event times go backwards")
+    fine_size, coarse_size = os.path.getsize(traces["fine"][0]), os.path.getsize(coarse)
+    expect(coarse_size * 4 <= fine_size,
+           f"at 1 ms the compressed trace is {coarse_size} bytes, at 1 µs {fine_size}: "
+           "not the reduction the option is for")
+    # The same through the environment, in process (MEMTAP=), and refusals naming the value.
+    if not A.lib_sanitized:
+        trace = os.path.join(WORK, "resolution-inprocess.ctf")
+        p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace, "MEMTAP_RATE": "1",
+                                    "MEMTAP_TIME_RESOLUTION": "10ms"}))
+        same_behaviour(plain, p, "threads churn (in process, MEMTAP_TIME_RESOLUTION=10ms)")
+        f = verify_trace(trace)
+        expect("time_resolution_us=10000" in f["params"],
+               f"in process: ocaml_runtime_params {f['params']!r} lack time_resolution_us=10000")
+        off = [t for t in event_times(trace) if t % 10000]
+        expect(not off, f"in process: {len(off)} event times are not multiples of 10 ms")
+    for bad, env in ((("--time-resolution", "1"), None), (("--time-resolution", "2s"), None),
+                     ((), {"MEMTAP_TIME_RESOLUTION": "0us"})):
+        trace = os.path.join(WORK, "resolution-refused.ctf")
+        p = run(record_command(trace, argv, ("--full", *bad)), env=base_env(env))
+        said = bad[1] if bad else "MEMTAP_TIME_RESOLUTION=0us"
+        expect(p.returncode == 64 and said in p.stderr and "1us to 1s" in p.stderr,
+               f"record {' '.join(bad) or env}: exit {p.returncode}, said {p.stderr.strip()!r}")
+        expect(not os.path.exists(trace), "a refused record left a trace file")
+
+
 def test_full_cxx_new_delete_and_exception_exact_per_site():
     full_program("cxx_new", sources=["cxx_new.cpp"])
 
