@@ -29,7 +29,8 @@
  *   MEMTAP_RING_DIR       directory of the ring files (default: $TMPDIR, else /tmp)
  *   MEMTAP_RING_SIZE      bytes per ring, with an optional K/M/G suffix, rounded up to a power of
  *                         two (default 1M; at least MT_RING_MIN_SIZE)
- *   MEMTAP_RING_THREADS   how many rings, i.e. threads writing at the same time (default 256)
+ *   MEMTAP_RING_THREADS   how many rings, i.e. threads writing at the same time (default 4096;
+ *                         a ring takes disk space only as its thread writes)
  *   MEMTAP_RING_CLOCK     tsc, monotonic or realtime (default: tsc when invariant, else monotonic)
  *   MEMTAP_RING_PRESERVE  when set (and not "0"), the file is kept when the producer closes
  * and, read when a producer opens its file:

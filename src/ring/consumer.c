@@ -813,10 +813,15 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
   if (atomic_exchange(&c->busy, 1))
     return mt_fail(err, MT_E_STATE, -1, "the cursor is already being polled");
   size_t budget = max_records ? max_records : SIZE_MAX, got = 0;
+  /* Only rings some thread ever claimed (rings_high, stored before a claim's first record): a
+   * file planned for thousands of threads costs a poll what the program's threads use. */
   uint32_t n = c->geo.ring_count;
+  uint32_t high = mt_load_acquire(&mt_ring_header_at(c->base)->rings_high);
+  if (high < n)
+    n = high;
   int rc = MT_OK;
   bool stopped = false;
-  uint32_t first = c->next_ring;
+  uint32_t first = n ? c->next_ring % n : 0;
   for (uint32_t k = 0; k < n && rc == MT_OK; k++) {
     uint32_t ring = (first + k) % n;
     if (c->rings[ring].broken)

@@ -23,6 +23,8 @@
 #define MT_RING_MIN_WORDS (MT_RING_MIN_SIZE / 8u)
 #define MT_RING_MAX_WORDS (1ull << 27) /* 1 GiB per ring */
 #define MT_RING_MAX_RINGS 65536u
+/* Rings per file unless MEMTAP_RING_THREADS or the options say otherwise. */
+#define MT_RING_DEFAULT_RINGS 4096u
 #define MT_RING_HISTORY 32u /* generation starts remembered per ring */
 
 /* File states (mt_ring_file_header.state). */
@@ -73,7 +75,11 @@ typedef struct mt_ring_file_header {
   _Atomic uint32_t degraded; /* lossless file fell back to flight recorder */
   _Atomic uint32_t rings_in_use;
   _Atomic uint64_t forks; /* forks made by this process */
-  uint8_t reserved2[MT_RING_LINE - 24];
+  /* One past the highest ring index ever claimed: consumers poll rings below it only (a file
+   * planned for thousands of threads costs a consumer what the program's threads use). Only
+   * grows; a consumer clamps it to ring_count. */
+  _Atomic uint32_t rings_high;
+  uint8_t reserved2[MT_RING_LINE - 28];
 
   /* 384: drop counters. */
   _Atomic uint64_t records_no_ring; /* written by a thread that had no ring */
@@ -112,10 +118,12 @@ typedef struct mt_ring_block {
   _Atomic uint32_t owner_state; /* MT_RING_FREE / MT_RING_CLAIMED */
   _Atomic uint32_t generation;  /* of the current (or last) owner; 0 = never claimed */
   _Atomic int32_t owner_tid;
-  _Atomic uint32_t space_reserved; /* posix_fallocate done for this ring's data */
-  _Atomic uint64_t overwritten;    /* records dropped by the producer unread */
-  _Atomic uint64_t nested;         /* writes dropped: interrupted another write */
-  _Atomic uint64_t waits;          /* lossless: writes that waited for the consumer */
+  /* Words of this ring's data, from its start, whose disk space is reserved (posix_fallocate):
+   * grown by the owner as it first writes further (doubling), ring_words once it has wrapped. */
+  _Atomic uint32_t reserved_words;
+  _Atomic uint64_t overwritten; /* records dropped by the producer unread */
+  _Atomic uint64_t nested;      /* writes dropped: interrupted another write */
+  _Atomic uint64_t waits;       /* lossless: writes that waited for the consumer */
   uint8_t reserved2[512 - 2 * MT_RING_LINE - 40];
 
   /* Generation g started at word position history[g % MT_RING_HISTORY].start. The entry is
@@ -128,6 +136,7 @@ typedef struct mt_ring_block {
 
 _Static_assert(sizeof(mt_ring_file_header) == 768, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, state) == 256, "file header layout");
+_Static_assert(offsetof(mt_ring_file_header, rings_high) == 280, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, records_no_ring) == 384, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, registry_used) == 512, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, registry_commits) == 520, "file header layout");

@@ -73,7 +73,7 @@ static uint64_t round_up_power_of_two(uint64_t x) {
 int mt_ring_options_parse(mt_ring_options *opts, mt_ring_env_fn lookup, void *user, mt_error *err) {
   memset(opts, 0, sizeof *opts);
   opts->ring_size = 1u << 20;
-  opts->max_rings = 256;
+  opts->max_rings = MT_RING_DEFAULT_RINGS;
   opts->registry_size = 1u << 20;
   opts->mode = MT_RING_FLIGHT_RECORDER;
   opts->clock = MT_RING_CLOCK_AUTO;
@@ -257,8 +257,8 @@ static int open_session(struct mt_ring *s, const mt_ring_options *opts, mt_error
   uint64_t ring_size = o.ring_size ? o.ring_size : 1u << 20;
   if (ring_size >= MT_RING_MIN_SIZE)
     ring_size = round_up_power_of_two(ring_size);
-  int rc = mt_ring_layout_plan(&s->geo, o.max_rings ? o.max_rings : 256, ring_size,
-                               o.registry_size ? o.registry_size : 1u << 20, err);
+  int rc = mt_ring_layout_plan(&s->geo, o.max_rings ? o.max_rings : MT_RING_DEFAULT_RINGS,
+                               ring_size, o.registry_size ? o.registry_size : 1u << 20, err);
   if (rc != MT_OK)
     return rc;
   memcpy(s->dir_buf, dir, dlen + 1);

@@ -69,7 +69,8 @@ struct mt_ring_thread {
   struct {
     uint64_t pos, seq;
   } marks[MT_RING_MARKS];
-  uint64_t limit; /* the fast path's one bound: see mt_ring_thread_set_limit */
+  uint64_t limit;        /* the fast path's one bound: see mt_ring_thread_set_limit */
+  uint64_t reserved_end; /* positions below this have disk space (UINT64_MAX: the whole ring) */
   uint64_t last_time;
   uint64_t next_calibration;
   uint32_t epoch;         /* == session epoch when claimed */
@@ -86,11 +87,16 @@ extern __thread struct mt_ring_thread mt_ring_self __attribute__((tls_model("ini
 
 /* Where a record written by the fast path (write_fast.h) may end at most: the next mark (so that a
  * record that starts or crosses a sixteenth goes through append, which notes the mark; a mark is
- * never past the end of the ring, so no record there straddles it) and the free space (head + ring
- * size); 0 when the clock is not the TSC. Called wherever head, next_mark or the clock change. */
+ * never past the end of the ring, so no record there straddles it), the free space (head + ring
+ * size) and the space reserved on disk (on the ring's first lap, positions are offsets); 0 when
+ * the clock is not the TSC. Called wherever head, next_mark, the reservation or the clock
+ * change. */
 static inline void mt_ring_thread_set_limit(struct mt_ring_thread *t) {
   uint64_t room = t->head + t->mask + 1;
-  t->limit = t->clock != MT_RING_CLOCK_TSC ? 0 : t->next_mark < room ? t->next_mark : room;
+  uint64_t limit = t->next_mark < room ? t->next_mark : room;
+  if (t->reserved_end < limit)
+    limit = t->reserved_end;
+  t->limit = t->clock != MT_RING_CLOCK_TSC ? 0 : limit;
 }
 
 /* producer.c */
@@ -105,10 +111,19 @@ int mt_ring_options_parse(mt_ring_options *opts, mt_ring_env_fn lookup, void *us
 /* Gives the calling thread a ring (status CLAIMED and epoch set) or records why not. Writes the
  * THREAD_START and CLOCK records. Called with `busy` set. */
 int mt_ring_thread_claim(struct mt_ring_thread *t, uint32_t epoch);
+/* Reserves disk space for the thread's ring up to position `end` at least (on its first lap):
+ * doubling what is reserved, the whole ring once `end` reaches its end. False when the space
+ * cannot be had (a full disk): the thread is then disabled (status DISABLED, its epoch cleared, so
+ * that its later writes are dropped and counted) and the ring stays claimed. Called with `busy`
+ * set. */
+bool mt_ring_thread_reserve(struct mt_ring_thread *t, uint64_t end);
 /* Writes THREAD_EXIT and frees the thread's ring. Called with `busy` set. */
 void mt_ring_thread_release(struct mt_ring_thread *t);
 /* Registers the thread-exit destructor (pthread key) once. */
 int mt_ring_thread_init_key(void);
+/* A ring's first claim reserves this many words of its data (64 KiB), or the whole ring if
+ * smaller; the rest is reserved as it is first written. */
+#define MT_RING_FIRST_RESERVE_WORDS 8192u
 /* Test hook: when set, reserving a ring's space fails as on a full disk. */
 extern int mt_ring_test_fail_reserve;
 

@@ -49,14 +49,17 @@ int mt_ring_thread_init_key(void) {
   return 0;
 }
 
-/* Reserves the ring's pages on disk now, so that a full disk fails this claim instead of raising
- * SIGBUS inside the traced program later. Through the file opened again by its path
- * (mt_ring_file_open); when it cannot be (unlinked, privileges dropped, chroot), by faulting the
- * ring's pages in, which reports a full disk as an error rather than a signal. */
-static bool reserve_space(struct mt_ring *s, uint32_t ring) {
+/* Reserves words [from, to) of the ring's data on disk before they are written, so that a full
+ * disk fails here instead of raising SIGBUS inside the traced program later. Through the file
+ * opened again by its path (mt_ring_file_open); when it cannot be (unlinked, privileges dropped,
+ * chroot), by faulting those pages in, which reports a full disk as an error rather than a
+ * signal. Done piecewise (mt_ring_thread_reserve), so that a file planned for thousands of
+ * threads takes on disk about what they write, not ring size times threads. */
+static bool reserve_space(struct mt_ring *s, uint32_t ring, uint64_t from, uint64_t to) {
   if (mt_ring_test_fail_reserve)
     return false;
-  uint64_t bytes = s->geo.ring_words * 8, at = s->geo.data_offset + ring * bytes;
+  uint64_t bytes = (to - from) * 8,
+           at = s->geo.data_offset + (uint64_t)ring * s->geo.ring_words * 8 + from * 8;
   int fd = mt_ring_file_open(s);
   if (fd < 0) {
 #ifdef MADV_POPULATE_WRITE /* Linux 5.14, glibc 2.35 */
@@ -120,15 +123,30 @@ int mt_ring_thread_claim(struct mt_ring_thread *t, uint32_t epoch) {
     return MT_E_NOMEM;
   }
   mt_ring_block *b = mt_ring_block_at(s->base, &s->geo, (uint32_t)ring);
-  if (!mt_load_relaxed(&b->space_reserved)) {
-    if (!reserve_space(s, (uint32_t)ring)) {
+  uint64_t ring_words = s->geo.ring_words;
+  uint64_t reserved = mt_load_relaxed(&b->reserved_words);
+  uint64_t tail_at_claim = mt_load_relaxed(&b->tail);
+  if (reserved > ring_words || (tail_at_claim >= ring_words && reserved < ring_words))
+    reserved = 0; /* not what this file's producers write: reserve again from the start */
+  if (!reserved) {
+    uint64_t first =
+        ring_words < MT_RING_FIRST_RESERVE_WORDS ? ring_words : MT_RING_FIRST_RESERVE_WORDS;
+    if (tail_at_claim >= ring_words)
+      first = ring_words;
+    if (!reserve_space(s, (uint32_t)ring, 0, first)) {
       mt_store_release(&b->owner_state, MT_RING_FREE);
       mt_add_relaxed(&h->claims_failed_space, 1);
       mt_add_relaxed(&h->records_no_ring, 1);
       t->status = MT_THREAD_DISABLED;
       return MT_E_NOMEM;
     }
-    mt_store_relaxed(&b->space_reserved, 1);
+    reserved = first;
+    mt_store_relaxed(&b->reserved_words, (uint32_t)reserved);
+  }
+  /* The consumers' bound on the rings they poll: one past the highest index ever claimed. */
+  uint32_t high = mt_load_relaxed(&h->rings_high);
+  while (high < (uint32_t)ring + 1 &&
+         !atomic_compare_exchange_weak(&h->rings_high, &high, (uint32_t)ring + 1)) {
   }
   int32_t tid = (int32_t)syscall(SYS_gettid);
   mt_store_relaxed(&b->owner_tid, tid);
@@ -147,6 +165,7 @@ int mt_ring_thread_claim(struct mt_ring_thread *t, uint32_t epoch) {
   for (unsigned k = 0; k < MT_RING_MARKS; k++)
     t->marks[k].pos = UINT64_MAX;
   t->ring_index = (uint32_t)ring;
+  t->reserved_end = reserved >= ring_words ? UINT64_MAX : reserved;
   t->clock = (uint8_t)s->clock;
   t->last_time = 0;
   t->next_calibration = 0; /* the first record is followed by a CLOCK record */
@@ -176,6 +195,27 @@ int mt_ring_thread_claim(struct mt_ring_thread *t, uint32_t epoch) {
   uint64_t payload[2] = {generation, (uint64_t)(uint32_t)tid};
   mt_ring_append_internal(t, MT_RING_TYPE_LIFECYCLE, MT_RING_LIFECYCLE_THREAD_START, payload, 2);
   return MT_OK;
+}
+
+bool mt_ring_thread_reserve(struct mt_ring_thread *t, uint64_t end) {
+  struct mt_ring *s = &mt_ring_session;
+  uint64_t size = t->mask + 1, reserved = t->reserved_end;
+  if (end <= reserved)
+    return true;
+  uint64_t want = 2 * reserved > end ? 2 * reserved : end;
+  want = (want + 511) & ~(uint64_t)511; /* whole pages */
+  if (want > size || end > size)
+    want = size; /* a record that wraps: the rest of the ring */
+  if (!reserve_space(s, t->ring_index, reserved, want)) {
+    mt_add_relaxed(&s->header->claims_failed_space, 1);
+    t->status = MT_THREAD_DISABLED;
+    t->epoch = 0; /* the fast path's check fails: every later write is dropped and counted */
+    return false;
+  }
+  mt_store_relaxed(&t->block->reserved_words, (uint32_t)want);
+  t->reserved_end = want >= size ? UINT64_MAX : want;
+  mt_ring_thread_set_limit(t);
+  return true;
 }
 
 void mt_ring_thread_release(struct mt_ring_thread *t) {

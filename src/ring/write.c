@@ -252,6 +252,13 @@ static __attribute__((noinline)) int append(struct mt_ring_thread *t, unsigned t
   /* A record never straddles the end of the ring: a padding record fills the rest. */
   uint64_t pad = size - off < len ? size - off : 0;
   _Atomic uint64_t *d = t->data;
+  /* On the ring's first lap, the words written must have disk space (mt_ring_thread_reserve):
+   * a padding record reaches the end of the ring, so it reserves the rest. */
+  if (UNLIKELY(t->tail + pad + len > t->reserved_end) &&
+      !mt_ring_thread_reserve(t, t->tail + pad + len)) {
+    mt_add_relaxed(&mt_ring_session.header->records_no_ring, 1);
+    return MT_E_NOMEM;
+  }
   if (t->tail + pad + len - t->head > size) {
     if (pad + len > size) {
       /* Large record, small ring: the padding goes first, on its own. */
@@ -282,14 +289,14 @@ static __attribute__((noinline)) int append(struct mt_ring_thread *t, unsigned t
 }
 
 /* The common case inline: the record fits before the end of the ring, in free space, inside the
- * current sixteenth. */
+ * current sixteenth and the space reserved on disk. */
 static inline __attribute__((always_inline)) int
 append_fast(struct mt_ring_thread *t, unsigned type, unsigned id, SOURCE, size_t words) {
   uint64_t len = words + 2;
   uint64_t tail = t->tail;
   uint64_t off = tail & t->mask;
   if (UNLIKELY(off + len > t->mask + 1 || tail + len - t->head > t->mask + 1 ||
-               tail >= t->next_mark))
+               tail >= t->next_mark || tail + len > t->reserved_end))
     return append(t, type, id, SOURCE_ARGS, words);
   store_record(t, off, type, id, SOURCE_ARGS, words);
   return MT_OK;

@@ -121,11 +121,11 @@ static void check_options(environment *env) {
 
   v = env->value[THREADS_VAR];
   if (!set(v)) {
-    CHECK(o.max_rings == 256);
+    CHECK(o.max_rings == MT_RING_DEFAULT_RINGS);
   } else if (reference_size(v, &want, &near_max) && want >= 1 && want <= MT_RING_MAX_RINGS) {
     CHECK(o.max_rings == want);
   } else {
-    CHECK(o.max_rings == 256);
+    CHECK(o.max_rings == MT_RING_DEFAULT_RINGS);
     invalid = true;
   }
   CHECK(o.max_rings >= 1 && o.max_rings <= MT_RING_MAX_RINGS);

@@ -86,6 +86,7 @@ set(_tracer_tests
     full_rust_allocator_shims_are_not_sites
     full_threads_free_each_others_blocks
     full_64_threads
+    full_600_threads_at_once_lose_nothing
     full_10000_short_lived_threads
     full_program_closing_its_descriptors_keeps_its_files_and_loses_nothing
     inprocess_program_closing_its_descriptors_keeps_its_files

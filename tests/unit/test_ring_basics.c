@@ -374,6 +374,77 @@ static void full_disk_turns_tracing_off_for_the_thread_and_counts(void **state) 
   mt_ring_close(r);
 }
 
+static uint64_t reserved_words_of_ring(uint32_t ring) {
+  struct mt_ring *s = &mt_ring_session;
+  return mt_load_relaxed(&mt_ring_block_at(s->base, &s->geo, ring)->reserved_words);
+}
+
+static uint64_t bytes_on_disk(void) {
+  struct stat st;
+  assert_int_equal(stat(own_path(), &st), 0);
+  return (uint64_t)st.st_blocks * 512;
+}
+
+/* A ring takes disk space as its thread writes: 64 KiB at the claim, doubling ahead of the
+ * writes, the whole ring once it wraps; so a file planned for many threads costs on disk what
+ * they wrote. A reservation that fails midway (a full disk) turns the thread off, counted, and
+ * keeps what it wrote before. */
+static void ring_space_is_reserved_as_the_thread_writes(void **state) {
+  (void)state;
+  const uint64_t ring_bytes = 1u << 20, words = ring_bytes / 8;
+  mt_ring *r = rt_open(MT_RING_FLIGHT_RECORDER, ring_bytes, 64, false);
+  uint32_t ring = mt_ring_self.ring_index;
+  uint64_t before = bytes_on_disk();
+  assert_int_equal(mt_ring_write_counter(r, 1, 1), MT_OK);
+  assert_int_equal(reserved_words_of_ring(ring), MT_RING_FIRST_RESERVE_WORDS);
+  uint64_t payload[100] = {0};
+  uint64_t written = mt_load_relaxed(&mt_ring_self.block->tail);
+  while (written < 3 * MT_RING_FIRST_RESERVE_WORDS) {
+    assert_int_equal(mt_ring_write(r, 20, 0, payload, 100), MT_OK);
+    written = mt_load_relaxed(&mt_ring_self.block->tail);
+    uint64_t reserved = reserved_words_of_ring(ring);
+    assert_true(reserved >= written);
+    assert_true(reserved == MT_RING_FIRST_RESERVE_WORDS || reserved <= 2 * written + 512);
+  }
+  /* 64 rings of 1 MiB: the file holds about what was reserved, not 64 MiB of rings. */
+  assert_true(bytes_on_disk() - before <= 8 * reserved_words_of_ring(ring) + 65536);
+  while (written < 2 * words) { /* wraps: the whole ring */
+    assert_int_equal(mt_ring_write(r, 20, 0, payload, 100), MT_OK);
+    written = mt_load_relaxed(&mt_ring_self.block->tail);
+  }
+  assert_int_equal(reserved_words_of_ring(ring), words);
+  assert_int_equal(mt_ring_self.reserved_end, UINT64_MAX);
+  mt_ring_close(r);
+
+  /* Midway: the first 64 KiB went; the next reservation fails. */
+  r = rt_open(MT_RING_LOSSLESS, ring_bytes, 64, false);
+  mt_cursor *c = rt_cursor(-1);
+  rt_collector col = {.keep = true};
+  rt_collector_attach(c, &col);
+  assert_int_equal(mt_ring_write_counter(r, 1, 1), MT_OK);
+  ring = mt_ring_self.ring_index;
+  mt_ring_test_fail_reserve = 1;
+  uint64_t ok = 1;
+  int rc;
+  while ((rc = mt_ring_write(r, 20, 0, payload, 100)) == MT_OK)
+    ok++;
+  assert_int_equal(rc, MT_E_NOMEM);
+  if (!((ok - 1) * 102 <= MT_RING_FIRST_RESERVE_WORDS && ok > 10))
+    fail_msg("%llu records went into the first reservation", (unsigned long long)ok);
+  mt_ring_test_fail_reserve = 0;
+  assert_int_equal(mt_ring_write_counter(r, 1, 2), MT_E_NOMEM); /* off for good */
+  rt_drain(c, false);
+  assert_int_equal(count_type(&col, MT_RING_TYPE_COUNTER, 1) + count_type(&col, 20, 0), ok);
+  mt_ring_file_info info;
+  mt_cursor_info(c, &info);
+  assert_int_equal(info.claims_failed_space, 1);
+  assert_int_equal(info.records_no_ring, 2);
+  assert_int_equal(reserved_words_of_ring(ring), MT_RING_FIRST_RESERVE_WORDS);
+  mt_cursor_close(c);
+  mt_ring_close(r);
+  rt_collector_free(&col);
+}
+
 static void *write_mixed_sizes(void *p) {
   uint64_t payload[300] = {0};
   for (uint64_t i = 0; i < 20000; i++)
@@ -420,6 +491,7 @@ int main(void) {
       cmocka_unit_test(pause_drops_writes_until_resume),
       cmocka_unit_test(timestamps_never_decrease_and_convert_to_monotonic_time),
       cmocka_unit_test(full_disk_turns_tracing_off_for_the_thread_and_counts),
+      cmocka_unit_test(ring_space_is_reserved_as_the_thread_writes),
       cmocka_unit_test(producer_counts_exactly_what_it_overwrites),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,8 @@
 /* threads: allocation across threads, one pattern per mode (argv[1]):
  *   cross   4 threads each allocate blocks that the next thread frees
  *   many    64 threads at once, each allocating and freeing
+ *   crowd   600 threads alive at once (more than the 256 rings a ring file once had), each
+ *           allocating, then waiting for all the others before it frees
  *   short   10 000 short-lived threads, two at a time, each one malloc and one free
  *   queue   producer/consumer hand-off through a bounded queue: 2 producers allocate, 2 consumers
  *           free, everything pinned to one CPU so that the threads preempt each other between
@@ -31,6 +33,8 @@
 #define CROSS_BLOCKS 500
 #define MANY_THREADS 64
 #define MANY_BLOCKS 100
+#define CROWD_THREADS 600
+#define CROWD_BLOCKS 100
 #define SHORT_THREADS 10000
 #define QUEUE_ITEMS 20000
 #define QUEUE_SIZE 64
@@ -58,6 +62,36 @@ static void *many_thread(void *arg) {
   for (int i = 0; i < MANY_BLOCKS; i++)
     free(mine[i]);
   return NULL;
+}
+
+static void *crowd_thread(void *arg) {
+  (void)arg;
+  void *mine[CROWD_BLOCKS];
+  for (int i = 0; i < CROWD_BLOCKS; i++)
+    mine[i] = malloc(40); // @expect[crowd] allocs=60000 frees=60000 words=300000
+  pthread_barrier_wait(&barrier);
+  for (int i = 0; i < CROWD_BLOCKS; i++)
+    free(mine[i]);
+  return NULL;
+}
+
+/* CROWD_THREADS threads on small stacks, all alive at once. */
+static void crowd(void) {
+  static pthread_t threads[CROWD_THREADS];
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_barrier_init(&barrier, NULL, CROWD_THREADS);
+  for (int i = 0; i < CROWD_THREADS; i++) {
+    if (pthread_create(&threads[i], &attr, crowd_thread, NULL) != 0) {
+      fprintf(stderr, "threads crowd: cannot start thread %d\n", i);
+      exit(1);
+    }
+  }
+  for (int i = 0; i < CROWD_THREADS; i++)
+    pthread_join(threads[i], NULL);
+  pthread_barrier_destroy(&barrier);
+  pthread_attr_destroy(&attr);
 }
 
 static void *short_thread(void *arg) {
@@ -213,6 +247,8 @@ int main(int argc, char **argv) {
     run(CROSS_THREADS, cross_thread);
   } else if (strcmp(mode, "many") == 0) {
     run(MANY_THREADS, many_thread);
+  } else if (strcmp(mode, "crowd") == 0) {
+    crowd();
   } else if (strcmp(mode, "short") == 0) {
     pthread_t *threads = malloc(2 * sizeof *threads); // @expect[short] allocs=1 frees=1
     for (int i = 0; i < SHORT_THREADS; i += 2) {
@@ -271,7 +307,8 @@ int main(int argc, char **argv) {
     if (closefds(argc > 2 ? argv[2] : NULL) != 0)
       return 1;
   } else {
-    fprintf(stderr, "usage: threads cross|many|short|queue|churn N|signals|fds|closefds [FILE]\n");
+    fprintf(stderr,
+            "usage: threads cross|many|crowd|short|queue|churn N|signals|fds|closefds [FILE]\n");
     return 64;
   }
   printf("threads %s done\n", mode);

@@ -411,6 +411,36 @@ def test_full_64_threads():
            "freed; expected the 64 threads' stacks, all collected")
 
 
+def test_full_600_threads_at_once_lose_nothing():
+    # 600 threads alive at once, each with a ring of its own: every record arrives (the file once
+    # had 256 rings, and the 344 threads without one lost everything), and the ring directory
+    # takes on disk about what the threads wrote, not 600 rings' worth (16 MiB each with --full).
+    argv = [program("threads"), "crowd"]
+    plain = untraced(argv)
+    trace = os.path.join(WORK, "crowd.ctf")
+    p = subprocess.Popen(record_command(trace, argv), env=base_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, errors="replace")
+    most = 0
+    while p.poll() is None:  # the ring directory's disk usage while the threads run
+        used = 0
+        for f in glob.glob(os.path.join(WORK, "tmp", "**", "*.memtap-ring"), recursive=True):
+            try:
+                used += os.stat(f).st_blocks * 512
+            except OSError:
+                pass
+        most = max(most, used)
+        time.sleep(0.01)
+    out, err = p.communicate()
+    traced = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    same_behaviour(plain, traced, "threads crowd")
+    no_rings_left()
+    f = verify_trace(trace)
+    check_summary_line(traced.stderr, trace, f)
+    check_sites(facts(trace, ["threads.c"]), ["threads.c"], "crowd", "threads crowd")
+    expect(most < 512 << 20, f"the ring file took {most >> 20} MiB on disk for 600 threads that "
+           "wrote about 10 MiB")
+
+
 def test_full_10000_short_lived_threads():
     full_program("threads", ["short"], mode="short")
 
