@@ -100,6 +100,15 @@ static int64_t record_offset(const mt_cursor *c, uint32_t ring, uint64_t pos) {
  * Opening
  * -------------------------------------------------------------------------------------------- */
 
+/* The rings some thread ever claimed: those below the header's rings_high, which a claim raises
+ * before its first record. A ring above it is as the file was made (every word 0): its state in
+ * a cursor is the zeroed one, exactly what start_ring would give it, so a file planned for
+ * thousands of threads costs a cursor what its threads used, not a page fault per four rings. */
+static uint32_t rings_used(const mt_cursor *c) {
+  uint32_t high = mt_load_acquire(&mt_ring_header_at(c->base)->rings_high);
+  return high < c->geo.ring_count ? high : c->geo.ring_count;
+}
+
 /* Where a new cursor starts on a ring: its head, the oldest record still there. The sequence
  * number found there is a floor: if that record is overwritten before we read it, the records
  * lost are counted from it, and never anything older (that history predates the cursor). */
@@ -138,7 +147,7 @@ static int init_cursor(mt_cursor *c, mt_error *err) {
   if (!c->rings || !c->buf)
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory for a cursor on %u rings",
                    c->geo.ring_count);
-  for (uint32_t i = 0; i < c->geo.ring_count; i++)
+  for (uint32_t i = 0, n = rings_used(c); i < n; i++)
     start_ring(c, i);
   return MT_OK;
 }
@@ -274,7 +283,8 @@ int mt_cursor_register_primary(mt_cursor *c, mt_error *err) {
       break;
     /* Someone else changed it since we looked (another claimer): judge the new value. */
   }
-  for (uint32_t i = 0; i < c->geo.ring_count; i++) {
+  /* Rings above rings_high hold 0 there, and nothing of theirs has been read. */
+  for (uint32_t i = 0, n = rings_used(c); i < n; i++) {
     mt_store_release(&mt_ring_block_at(rw, &c->geo, i)->consumer_pos, c->rings[i].pos);
     c->rings[i].published = c->rings[i].pos;
   }
@@ -815,10 +825,7 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
   size_t budget = max_records ? max_records : SIZE_MAX, got = 0;
   /* Only rings some thread ever claimed (rings_high, stored before a claim's first record): a
    * file planned for thousands of threads costs a poll what the program's threads use. */
-  uint32_t n = c->geo.ring_count;
-  uint32_t high = mt_load_acquire(&mt_ring_header_at(c->base)->rings_high);
-  if (high < n)
-    n = high;
+  uint32_t n = rings_used(c);
   int rc = MT_OK;
   bool stopped = false;
   uint32_t first = n ? c->next_ring % n : 0;
@@ -864,8 +871,13 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
  * -------------------------------------------------------------------------------------------- */
 
 void mt_cursor_set_end(mt_cursor *c) {
+  uint32_t used = rings_used(c);
   for (uint32_t i = 0; i < c->geo.ring_count; i++) {
     struct ring_state *rs = &c->rings[i];
+    if (i >= used) { /* nothing written there before this end */
+      rs->end = rs->end_seq = 0;
+      continue;
+    }
     mt_ring_block *b = block(c, i);
     rs->end = mt_load_acquire(&b->tail);
     /* Stored before the tail: at least the number of the record at the end. */
@@ -877,7 +889,7 @@ void mt_cursor_set_end(mt_cursor *c) {
 }
 
 bool mt_cursor_drained(const mt_cursor *c) {
-  for (uint32_t i = 0; i < c->geo.ring_count; i++) {
+  for (uint32_t i = 0, n = rings_used(c); i < n; i++) {
     const struct ring_state *rs = &c->rings[i];
     uint64_t tail = mt_load_acquire(&block(c, i)->tail);
     if (c->end_set && tail > rs->end)
@@ -925,7 +937,7 @@ int mt_cursor_info(const mt_cursor *c, mt_ring_file_info *info) {
   info->claims_failed_full = mt_load_relaxed(&h->claims_failed_full);
   info->claims_failed_space = mt_load_relaxed(&h->claims_failed_space);
   info->rings_recovered = mt_load_relaxed(&h->rings_recovered);
-  for (uint32_t i = 0; i < g->ring_count; i++) {
+  for (uint32_t i = 0, n = rings_used(c); i < n; i++) {
     mt_ring_block *b = block(c, i);
     info->records_written += mt_load_relaxed(&b->next_seq);
     info->records_overwritten += mt_load_relaxed(&b->overwritten);
