@@ -435,42 +435,45 @@ static void memo_mark_bp(mt_cfi_memo *m, uint32_t from, uint32_t to) {
 }
 
 /* After a walk that left a valid memo of frames[start, end) and stored `n` pcs: the repeat
- * check, when the walk is shallow enough to keep. */
+ * check, when the walk is shallow enough to keep, in place of the older of the recent ones (the
+ * newer one stays: it is a function of its own stack words, whatever the memo became). */
 static void repeat_keep(mt_cfi_memo *m, const emitter *em, uintptr_t lo, unsigned drop) {
-  m->repeat.n = 0;
   uint32_t frames = m->end - m->start;
+  mt_cfi_repeat_entry *e = &m->repeat[m->repeat_next];
+  e->n = 0;
   if (em->n == 0 || em->n > MT_CFI_REPEAT_FRAMES || frames > MT_CFI_REPEAT_FRAMES)
     return;
   const memo_frame *first = &m->frames[m->start];
   unsigned c = 0;
   for (uint32_t k = m->start + 1; k < m->end; k++) {
     const memo_frame *f = &m->frames[k];
-    m->repeat.check[c].at = f->sp - 8;
-    m->repeat.check[c++].value = f->pc;
+    e->check[c].at = f->sp - 8;
+    e->check[c++].value = f->pc;
     if (f->bp_from && f->needs_bp) {
       if (f->bp_from < lo)
         return;
-      m->repeat.check[c].at = f->bp_from;
-      m->repeat.check[c++].value = f->bp;
+      e->check[c].at = f->bp_from;
+      e->check[c++].value = f->bp;
     }
   }
   if (m->zero_at) {
     if (m->zero_at < lo)
       return;
-    m->repeat.check[c].at = m->zero_at;
-    m->repeat.check[c++].value = 0;
+    e->check[c].at = m->zero_at;
+    e->check[c++].value = 0;
   }
-  m->repeat.pc = first->pc;
-  m->repeat.sp = first->sp;
-  m->repeat.bp = first->bp;
-  m->repeat.needs_bp = first->needs_bp != 0;
-  m->repeat.lo = lo;
-  m->repeat.hi = m->hi;
-  m->repeat.shape = mt_cfi_repeat_shape(drop, em->max);
-  m->repeat.generation = m->generation;
-  m->repeat.checks = c;
-  __builtin_memcpy(m->repeat.pcs, em->pcs, em->n * sizeof em->pcs[0]);
-  m->repeat.n = (unsigned)em->n;
+  e->pc = first->pc;
+  e->sp = first->sp;
+  e->bp = first->bp;
+  e->needs_bp = first->needs_bp != 0;
+  e->lo = lo;
+  e->hi = m->hi;
+  e->shape = mt_cfi_repeat_shape(drop, em->max);
+  e->generation = m->generation;
+  e->checks = c;
+  __builtin_memcpy(e->pcs, em->pcs, em->n * sizeof em->pcs[0]);
+  e->n = (unsigned)em->n;
+  m->repeat_next = (m->repeat_next + 1) % MT_CFI_REPEATS;
 }
 
 static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp, unsigned drop,
@@ -486,7 +489,6 @@ static size_t walk_memo(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp
     return walk(pc, sp, bp, true, drop, pcs, max, lo, hi, flags_out);
   m->busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
-  m->repeat.n = 0; /* the memo changes below */
   bool use = m->generation == gen && m->hi == hi && m->start < m->end;
   bool keep = true, fresh = false, exact = true;
   uint32_t j = m->start, floor = 0, tries = 0;

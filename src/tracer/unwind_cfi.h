@@ -30,6 +30,7 @@
 #include <link.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "memtap/common.h"
@@ -101,6 +102,23 @@ typedef struct mt_cfi_memo_frame {
   uintptr_t needs_bp;            /* the rest of the walk depends on this frame's bp */
 } mt_cfi_memo_frame;
 #define MT_CFI_REPEAT_FRAMES 32
+/* How many recent walks are kept as repeats: two, so that a program alternating between two
+ * allocation sites at the same depth (a tree node and its payload, a key and its value) repeats
+ * both rather than walking again at every switch. */
+#define MT_CFI_REPEATS 2
+/* The exact repeat of a recent walk (a shallow one): a walk that starts with the same registers
+ * and arguments gives `pcs` if every word in `check` still holds its value. A function of those
+ * words alone, so it stays valid whatever the memo's frames become. n 0: none. */
+typedef struct mt_cfi_repeat_entry {
+  uintptr_t pc, sp, bp, lo, hi;
+  uint64_t shape; /* mt_cfi_repeat_shape(drop, max) */
+  unsigned generation, n, checks;
+  int needs_bp;
+  uint64_t pcs[MT_CFI_REPEAT_FRAMES];
+  struct {
+    uintptr_t at, value;
+  } check[2 * MT_CFI_REPEAT_FRAMES + 1];
+} mt_cfi_repeat_entry;
 typedef struct mt_cfi_memo {
   volatile int busy; /* a walk is using it: a signal handler's walk goes without */
   unsigned generation;
@@ -108,19 +126,8 @@ typedef struct mt_cfi_memo {
   uint32_t start, end; /* frames[start, end), outermost last */
   mt_cfi_memo_frame frames[MT_CFI_MEMO_FRAMES];
   mt_cfi_memo_frame scratch[MT_CFI_MEMO_HEAD];
-  /* The exact repeat of the previous walk (a shallow one): a walk that starts with the same
-   * registers and arguments gives repeat_pcs if every word in `check` still holds its value.
-   * repeat_n 0: none. */
-  struct {
-    uintptr_t pc, sp, bp, lo, hi;
-    uint64_t shape; /* mt_cfi_repeat_shape(drop, max) */
-    unsigned generation, n, checks;
-    int needs_bp;
-    uint64_t pcs[MT_CFI_REPEAT_FRAMES];
-    struct {
-      uintptr_t at, value;
-    } check[2 * MT_CFI_REPEAT_FRAMES + 1];
-  } repeat;
+  mt_cfi_repeat_entry repeat[MT_CFI_REPEATS];
+  unsigned repeat_next; /* the entry the next kept walk replaces (the older one) */
 } mt_cfi_memo;
 
 /* The module table's, the rule cache's and the skip range's generation (unwind_cfi.c). */
@@ -131,35 +138,64 @@ static inline uint64_t mt_cfi_repeat_shape(unsigned drop, size_t max) {
   return (uint64_t)max << 32 | drop;
 }
 
-/* The walk mt_cfi_unwind_memo_from would do, if it is the exact repeat of the memo's previous one
- * (the same start registers, bounds and arguments, the same generation, and every stack word that
- * walk read still holding its value): its count, the pcs stored, else 0 (then the caller walks).
- * Inline, so that the usual call (a program allocating from a loop) costs no more than these
- * comparisons and the copy. A repeat's walk reached the outermost frame with every rule known. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MT_CFI_ASAN 1
+#endif
+#endif
+
+/* A word of this thread's stack in [sp, hi), in another function's frame: a plain load that no
+ * sanitizer instruments (under ASan, an older repeat's words may lie in a live frame's redzone:
+ * readable memory, only poisoned). */
+__attribute__((always_inline)) static inline uint64_t mt_cfi_stack_word(uintptr_t at) {
+  uint64_t v;
+#if defined(__SANITIZE_ADDRESS__) || defined(MT_CFI_ASAN)
+  __asm__("movq (%1), %0" : "=r"(v) : "r"(at) : "memory");
+#else
+  __builtin_memcpy(&v, (const void *)at, sizeof v);
+#endif
+  return v;
+}
+
+/* Whether entry `e` holds the walk from these registers and arguments, as far as they go (its
+ * stack words are checked by mt_cfi_repeat). */
+__attribute__((always_inline)) static inline bool
+mt_cfi_repeat_starts(const mt_cfi_repeat_entry *e, uintptr_t pc, uintptr_t sp, uintptr_t bp,
+                     uint64_t shape, uintptr_t lo, uintptr_t hi, unsigned generation) {
+  return e->n && e->pc == pc && e->sp == sp && (!e->needs_bp || e->bp == bp) && e->lo == lo &&
+         e->hi == hi && e->shape == shape && e->generation == generation;
+}
+
+/* The walk mt_cfi_unwind_memo_from would do, if it is the exact repeat of one of the memo's recent
+ * ones (the same start registers, bounds and arguments, the same generation, and every stack word
+ * that walk read still holding its value): its count, the pcs stored, else 0 (then the caller
+ * walks). Inline, so that the usual call (a program allocating from a loop) costs no more than
+ * these comparisons and the copy. A repeat's walk reached the outermost frame with every rule
+ * known. */
 __attribute__((always_inline, no_sanitize("address"))) static inline size_t
 mt_cfi_repeat(mt_cfi_memo *m, uintptr_t pc, uintptr_t sp, uintptr_t bp, unsigned drop,
               uint64_t *pcs, size_t max, uintptr_t lo, uintptr_t hi) {
   if (sp > lo)
     lo = sp;
-  if (!m->repeat.n || m->busy || m->repeat.pc != pc || m->repeat.sp != sp ||
-      (m->repeat.needs_bp && m->repeat.bp != bp) || m->repeat.lo != lo || m->repeat.hi != hi ||
-      m->repeat.shape != mt_cfi_repeat_shape(drop, max) ||
-      m->repeat.generation != atomic_load_explicit(&mt_cfi_generation, memory_order_acquire))
+  if (m->busy)
     return 0;
+  uint64_t shape = mt_cfi_repeat_shape(drop, max);
+  unsigned generation = atomic_load_explicit(&mt_cfi_generation, memory_order_acquire);
+  size_t n = 0;
   m->busy = 1; /* a signal handler's walk meanwhile goes without the memo */
   atomic_signal_fence(memory_order_seq_cst);
-  uint64_t differ = 0;
-  for (unsigned k = 0; k < m->repeat.checks; k++) {
-    /* Stack words of other functions' frames: a plain read, exempt from ASan's redzones. */
-    uint64_t v;
-    __builtin_memcpy(&v, (const void *)m->repeat.check[k].at, sizeof v);
-    differ |= v ^ m->repeat.check[k].value;
-  }
-  size_t n = 0;
-  if (!differ) {
-    n = m->repeat.n;
-    for (size_t k = 0; k < n; k++)
-      pcs[k] = m->repeat.pcs[k];
+  for (unsigned r = 0; r < MT_CFI_REPEATS && !n; r++) {
+    const mt_cfi_repeat_entry *e = &m->repeat[r];
+    if (!mt_cfi_repeat_starts(e, pc, sp, bp, shape, lo, hi, generation))
+      continue;
+    uint64_t differ = 0;
+    for (unsigned k = 0; k < e->checks; k++)
+      differ |= mt_cfi_stack_word(e->check[k].at) ^ e->check[k].value;
+    if (!differ) {
+      n = e->n;
+      for (size_t k = 0; k < n; k++)
+        pcs[k] = e->pcs[k];
+    }
   }
   atomic_signal_fence(memory_order_seq_cst);
   m->busy = 0;
