@@ -7,10 +7,11 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "memtap/record.h"
 #include "output_file.h"
 
 static const char usage[] =
-    "usage: memtap copy [--version 2|3] IN OUT\n"
+    "usage: memtap copy [--version 2|3] [--time-resolution D] IN OUT\n"
     "\n"
     "Reads trace IN (memtrace v1-v3, plain or zstd; '-' for standard input) and writes every\n"
     "event to OUT ('-' for standard output) again. A trace written by memtrace is reproduced bit\n"
@@ -19,6 +20,10 @@ static const char usage[] =
     "  --version N  format of OUT: 3, or 2 for memtrace <= 0.2.3 and memtrace_viewer <= 0.17\n"
     "               (default: IN's version; v1 is written as v2). A trace with several domains\n"
     "               cannot be written as v2.\n"
+    "  --time-resolution D\n"
+    "               round event times down to steps of D after the trace's start, 1us to 1s\n"
+    "               (like 1ms): a compressed copy of a long trace shrinks several-fold, lifetimes\n"
+    "               shorter than D read as 0 (as memtap record --time-resolution)\n"
     "  -h, --help   show this help\n"
     "\n"
     "If IN turns out to be malformed part-way, OUT keeps every event before the error and the\n"
@@ -55,9 +60,12 @@ static int find_nonzero_domain(const char *path, unsigned *domain) {
 }
 
 int mt_cmd_copy(int argc, char **argv) {
-  static const struct option options[] = {
-      {"version", required_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'}, {0}};
+  static const struct option options[] = {{"version", required_argument, NULL, 'v'},
+                                          {"time-resolution", required_argument, NULL, 't'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {0}};
   long long version = 0;
+  uint64_t resolution_us = 0;
   int c;
   optind = 1;
   while ((c = cli_getopt(argc, argv, "h", options)) != -1) {
@@ -65,6 +73,11 @@ int mt_cmd_copy(int argc, char **argv) {
     case 'v':
       if (!cli_parse_int(optarg, 2, 3, &version))
         return cli_usage_error("copy", "--version takes 2 or 3, not '%s'", optarg);
+      break;
+    case 't':
+      if (mt_record_parse_time_resolution(optarg, &resolution_us))
+        return cli_usage_error(
+            "copy", "--time-resolution %s is not a duration from 1us to 1s (like 1ms)", optarg);
       break;
     case 'h': fputs(usage, stdout); return MT_EXIT_OK;
     default: return cli_bad_option("copy");
@@ -110,7 +123,8 @@ int mt_cmd_copy(int argc, char **argv) {
     cli_report(of.name, &err);
     status = MT_EXIT_FAILURE;
   } else {
-    int rc = mt_transcode(r, w, &err);
+    mt_transcode_options topts = {.time_resolution_us = (int64_t)resolution_us};
+    int rc = mt_transcode_with(r, w, &topts, &err);
     /* A malformed IN still gives a well-formed OUT of every event before the damage (kept, exit
      * status 1); a failure to write OUT leaves whatever file was there before. */
     bool read_failed = rc && err.code == MT_E_MALFORMED;

@@ -320,6 +320,18 @@ int mt_reader_load_state(mt_reader *r, const void *data, size_t size, mt_error *
  * out. Returns MT_OK or the first error of either side. */
 int mt_transcode(mt_reader *r, mt_writer *w, mt_error *err);
 
+typedef struct mt_transcode_options {
+  /* Rounds every event's time down to a whole multiple of this many microseconds after the
+   * trace's start time (0 or 1: times unchanged). Times stay in order within each domain; an
+   * event stamped before the start (it happens in damaged clocks) keeps its time. */
+  int64_t time_resolution_us;
+} mt_transcode_options;
+
+/* mt_transcode with options (NULL: mt_transcode's behaviour). MT_E_INVALID for a negative
+ * resolution. */
+int mt_transcode_with(mt_reader *r, mt_writer *w, const mt_transcode_options *options,
+                      mt_error *err);
+
 #ifdef __cplusplus
 }
 #endif

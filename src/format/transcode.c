@@ -1,6 +1,7 @@
 /* Reader -> writer copy (format.h mt_transcode): events in file order, domain for domain,
  * backtraces turned back to innermost-first, locations resolved from the reader's table, object ids
- * mapped so that collects and promotes follow their objects whatever ids the writer hands out. */
+ * mapped so that collects and promotes follow their objects whatever ids the writer hands out;
+ * times optionally rounded to a coarser resolution. */
 #include <stdlib.h>
 
 #include "common/error.h"
@@ -33,7 +34,24 @@ static int64_t mapped_id(transcode *t, int64_t id, bool forget) {
   return (int64_t)v;
 }
 
+/* `time` rounded down to a multiple of `step` after `start` (times before the start as they are:
+ * monotonic either way). */
+static inline int64_t rounded(int64_t time, int64_t start, int64_t step) {
+  if (step <= 1 || time < start)
+    return time;
+  return time - (int64_t)((uint64_t)(time - start) % (uint64_t)step);
+}
+
 int mt_transcode(mt_reader *r, mt_writer *w, mt_error *err) {
+  return mt_transcode_with(r, w, NULL, err);
+}
+
+int mt_transcode_with(mt_reader *r, mt_writer *w, const mt_transcode_options *options,
+                      mt_error *err) {
+  int64_t step = options ? options->time_resolution_us : 1;
+  if (step < 0)
+    return mt_fail(err, MT_E_INVALID, -1, "time resolution %lld us is negative", (long long)step);
+  int64_t start = mt_reader_info(r)->start_time;
   /* The writer takes flat backtraces: a reader handing out runs is switched to flat arrays for the
    * copy and back to runs after it. */
   bool was_runs_only = mt_reader_runs_only(r);
@@ -43,6 +61,7 @@ int mt_transcode(mt_reader *r, mt_writer *w, mt_error *err) {
   transcode t = {.reader = r, .ids = {.seed = mt_hashmap_random_seed()}}; /* ids: the trace's */
   mt_event ev;
   while ((rc = mt_reader_next(r, &ev, err)) > 0) {
+    ev.time = rounded(ev.time, start, step);
     if (ev.kind == MT_EVENT_ALLOC) {
       if (ev.backtrace_length > t.stack_cap) {
         size_t cap = ev.backtrace_length * 2;

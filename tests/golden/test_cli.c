@@ -79,6 +79,8 @@ static void usage_errors_exit_64_and_point_to_help(void **state) {
   expect(64, NULL, "--help", "dump", "--bogus", "x", NULL);
   expect(64, NULL, "--version takes 2 or 3, not '4'", "copy", "--version", "4", "a", "b");
   expect(64, NULL, "expected IN and OUT", "copy", "onlyone", NULL);
+  expect(64, NULL, "--time-resolution 5 is not a duration from 1us to 1s (like 1ms)", "copy",
+         "--time-resolution", "5", "a", "b");
   expect(64, NULL, "--folded and --svg are two outputs", "flame", "--svg", "--folded", "t.ctf",
          NULL);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "tracegen.h"
@@ -11,8 +12,9 @@
 static const char *const real_traces[] = {"memtrace/demo_v3.ctf", "memtrace/ocamlopt_v1.ctf",
                                           "memtrace/lists_and_sets_v1.ctf"};
 
-/* The copy of `data` through a reader opened flat or runs-only. */
-static uint8_t *copy_trace(const uint8_t *data, size_t size, bool runs_only, size_t *copy_size) {
+/* The copy of `data` through a reader opened flat or runs-only, its times rounded to `step` µs. */
+static uint8_t *copy_trace_rounded(const uint8_t *data, size_t size, bool runs_only, int64_t step,
+                                   size_t *copy_size) {
   mt_reader *r = tg_open_memory(data, size, runs_only);
   int fd = memfd_create("copy", 0);
   assert_true(fd >= 0);
@@ -21,14 +23,22 @@ static uint8_t *copy_trace(const uint8_t *data, size_t size, bool runs_only, siz
   mt_error err;
   if (mt_writer_create(&w, fd, mt_reader_info(r), &options, &err) != MT_OK)
     fail_msg("mt_writer_create: %s", err.message);
-  if (mt_transcode(r, w, &err) != MT_OK)
+  mt_transcode_options topts = {.time_resolution_us = step};
+  if (mt_transcode_with(r, w, step ? &topts : NULL, &err) != MT_OK)
     fail_msg("transcode (runs_only %d): %s", runs_only, err.message);
   assert_int_equal(mt_reader_runs_only(r), runs_only);
   mt_reader_close(r);
   return tg_finish(w, fd, copy_size);
 }
 
-static void check_same_events(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size) {
+static uint8_t *copy_trace(const uint8_t *data, size_t size, bool runs_only, size_t *copy_size) {
+  return copy_trace_rounded(data, size, runs_only, 0, copy_size);
+}
+
+/* b holds a's events, in a's order, with a's times rounded down to whole `step`s after the start
+ * (step 1: the same times). */
+static void check_same_events_rounded(const uint8_t *a, size_t a_size, const uint8_t *b,
+                                      size_t b_size, int64_t step) {
   size_t na, nb;
   mt_reader *ra, *rb;
   tg_event *ea = tg_read_all(a, a_size, true, &na, &ra);
@@ -38,12 +48,17 @@ static void check_same_events(const uint8_t *a, size_t a_size, const uint8_t *b,
   for (size_t i = 0; i < na; i++)
     if (ea[i].ev.obj_id > max_id)
       max_id = ea[i].ev.obj_id;
+  int64_t start = mt_reader_info(ra)->start_time;
+  assert_int_equal(start, mt_reader_info(rb)->start_time);
   int64_t *copy_id = malloc(((size_t)max_id + 1) * sizeof *copy_id); /* a's id -> b's */
   memset(copy_id, 0xff, ((size_t)max_id + 1) * sizeof *copy_id);
   for (size_t i = 0; i < na; i++) {
     const mt_event *x = &ea[i].ev, *y = &eb[i].ev;
     assert_int_equal(x->kind, y->kind);
-    assert_int_equal(x->time, y->time);
+    if (x->time >= start)
+      assert_int_equal(y->time, start + (x->time - start) / step * step);
+    else
+      assert_int_equal(y->time, x->time);
     if (x->kind != MT_EVENT_ALLOC) {
       assert_int_equal(y->obj_id, copy_id[x->obj_id]); /* the same object is collected */
       continue;
@@ -74,6 +89,10 @@ static void check_same_events(const uint8_t *a, size_t a_size, const uint8_t *b,
   mt_reader_close(rb);
 }
 
+static void check_same_events(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size) {
+  check_same_events_rounded(a, a_size, b, b_size, 1);
+}
+
 static void copies_of_real_traces_keep_every_event(bool runs_only) {
   for (size_t i = 0; i < sizeof real_traces / sizeof *real_traces; i++) {
     size_t size, copy_size;
@@ -95,9 +114,41 @@ static void a_runs_reader_copies_every_event_and_keeps_handing_out_runs(void **s
   copies_of_real_traces_keep_every_event(true);
 }
 
+/* memtap copy --time-resolution: every event, its object and its backtrace kept, each time
+ * rounded down to a whole step after the start. */
+static void a_rounded_copy_keeps_every_event_at_whole_steps(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof real_traces / sizeof *real_traces; i++) {
+    size_t size, copy_size;
+    uint8_t *data = tu_read_file(tu_testdata(real_traces[i]), &size);
+    uint8_t *copy = copy_trace_rounded(data, size, false, 1000, &copy_size);
+    check_same_events_rounded(data, size, copy, copy_size, 1000);
+    free(copy);
+    free(data);
+  }
+  /* A negative step is refused before anything is written. */
+  size_t size;
+  uint8_t *data = tu_read_file(tu_testdata(real_traces[0]), &size);
+  mt_reader *r = tg_open_memory(data, size, false);
+  int fd = memfd_create("copy", 0);
+  assert_true(fd >= 0);
+  mt_writer_options options = {.version = 3};
+  mt_writer *w;
+  mt_error err;
+  assert_int_equal(mt_writer_create(&w, fd, mt_reader_info(r), &options, &err), MT_OK);
+  mt_transcode_options topts = {.time_resolution_us = -5};
+  assert_int_equal(mt_transcode_with(r, w, &topts, &err), MT_E_INVALID);
+  assert_non_null(strstr(err.message, "negative"));
+  mt_writer_close(w, &err);
+  close(fd);
+  mt_reader_close(r);
+  free(data);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_flat_reader_copies_every_event),
+      cmocka_unit_test(a_rounded_copy_keeps_every_event_at_whole_steps),
       cmocka_unit_test(a_runs_reader_copies_every_event_and_keeps_handing_out_runs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
