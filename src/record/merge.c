@@ -304,7 +304,9 @@ bool rec_merge_pop(rec_merge *m, rec_event *out) {
   return rec_merge_pop_before(m, INT64_MAX, 0, out);
 }
 
-bool rec_merge_pop_before(rec_merge *m, int64_t limit_ns, size_t max_queued, rec_event *out) {
+/* rec_merge_pop_before, inline in both of its callers. */
+static inline __attribute__((always_inline)) bool pop_one(rec_merge *m, int64_t limit_ns,
+                                                          size_t max_queued, rec_event *out) {
   settle(m);
   if (!m->heap_count)
     return false;
@@ -358,6 +360,21 @@ bool rec_merge_pop_before(rec_merge *m, int64_t limit_ns, size_t max_queued, rec
       m->pending = si + 1; /* out->frames may be in its buffer */
   }
   return true;
+}
+
+bool rec_merge_pop_before(rec_merge *m, int64_t limit_ns, size_t max_queued, rec_event *out) {
+  return pop_one(m, limit_ns, max_queued, out);
+}
+
+size_t rec_merge_pop_many(rec_merge *m, int64_t limit_ns, size_t max_queued, rec_event *const *out,
+                          size_t n) {
+  size_t k = 0;
+  /* A pop that emptied a retired source set `pending`: the next one would release the buffers
+   * its event's frames are in, so the batch ends there. */
+  while (k < n && pop_one(m, limit_ns, max_queued, out[k]))
+    if (++k, m->pending)
+      break;
+  return k;
 }
 
 int64_t rec_merge_low_water(const rec_merge *m, int64_t since_ns, int64_t window_ns) {

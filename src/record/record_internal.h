@@ -202,6 +202,11 @@ bool rec_merge_pop(rec_merge *m, rec_event *out);
 /* rec_merge_pop of the oldest event if it is stamped at or before `limit_ns`, or whatever its
  * stamp while more than `max_queued` events are queued; false otherwise. */
 bool rec_merge_pop_before(rec_merge *m, int64_t limit_ns, size_t max_queued, rec_event *out);
+/* Up to `n` rec_merge_pop_before into out[0..n), in order; returns how many. Their frames all stay
+ * valid until the next push or pop: a batch ends early at a pop after which the next one would
+ * release a retired source's buffers. */
+size_t rec_merge_pop_many(rec_merge *m, int64_t limit_ns, size_t max_queued, rec_event *const *out,
+                          size_t n);
 /* The oldest newest-stamp among the sources that delivered something since `since_ns` (consumer
  * clock) and whose newest stamp is within `window_ns` of the newest of them all: records still
  * unread in those rings are stamped at or after it. A source further behind is stalled or its

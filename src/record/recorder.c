@@ -761,11 +761,15 @@ static int read_rings(mt_recorder *r, bool *progress, bool *caught_up, bool to_e
 }
 
 static void drain_merge(mt_recorder *r, int64_t frontier_ns, bool all) {
-  rec_event e = {0};
+  if (r->batched)
+    direct_flush(r);
   /* Past MERGE_MAX_QUEUED events the oldest go out whatever the frontier: memory stays bounded
-   * and order.c repairs whatever arrives older. */
-  while (rec_merge_pop_before(&r->merge, all ? INT64_MAX : frontier_ns, MERGE_MAX_QUEUED, &e))
-    rec_order_process(&r->order, &r->sink, &e);
+   * and order.c repairs whatever arrives older. In batches, processed as direct records are
+   * (their addresses prefetched, no call per event). */
+  int64_t limit = all ? INT64_MAX : frontier_ns;
+  while ((r->batched =
+              rec_merge_pop_many(&r->merge, limit, MERGE_MAX_QUEUED, r->batch, DIRECT_BATCH)) > 0)
+    direct_flush(r);
   rec_order_expire(&r->order, &r->sink, frontier_ns, all);
 }
 
