@@ -11,17 +11,28 @@ static const char *value(mt_tracer_env_fn lookup, void *user, const char *name) 
   return v && *v ? v : NULL;
 }
 
-bool mt_tracer_parse_size(const char *text, uint64_t *out) {
+/* The decimal digits at the start of `text` (at least one) into *value; the first character
+ * after them, or NULL when there are none or they overflow 64 bits. */
+static const char *leading_number(const char *text, uint64_t *value) {
   uint64_t v = 0;
   const char *p = text;
   if (*p < '0' || *p > '9')
-    return false;
+    return NULL;
   for (; *p >= '0' && *p <= '9'; p++) {
     uint64_t digit = (uint64_t)(*p - '0');
     if (v > (UINT64_MAX - digit) / 10)
-      return false;
+      return NULL;
     v = v * 10 + digit;
   }
+  *value = v;
+  return p;
+}
+
+bool mt_tracer_parse_size(const char *text, uint64_t *out) {
+  uint64_t v;
+  const char *p = leading_number(text, &v);
+  if (!p)
+    return false;
   unsigned shift = 0;
   switch (*p) {
   case 'k':
@@ -46,16 +57,10 @@ bool mt_tracer_parse_size(const char *text, uint64_t *out) {
 }
 
 bool mt_tracer_parse_duration_us(const char *text, uint64_t *out) {
-  uint64_t v = 0;
-  const char *p = text;
-  if (*p < '0' || *p > '9')
+  uint64_t v;
+  const char *p = leading_number(text, &v);
+  if (!p)
     return false;
-  for (; *p >= '0' && *p <= '9'; p++) {
-    uint64_t digit = (uint64_t)(*p - '0');
-    if (v > (UINT64_MAX - digit) / 10)
-      return false;
-    v = v * 10 + digit;
-  }
   uint64_t scale;
   if (!strcmp(p, "us"))
     scale = 1;

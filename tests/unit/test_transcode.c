@@ -12,17 +12,25 @@
 static const char *const real_traces[] = {"memtrace/demo_v3.ctf", "memtrace/ocamlopt_v1.ctf",
                                           "memtrace/lists_and_sets_v1.ctf"};
 
+/* A v3 writer of `r`'s trace info into a new memfd (*fd). */
+static mt_writer *memfd_writer(mt_reader *r, int *fd) {
+  *fd = memfd_create("copy", 0);
+  assert_true(*fd >= 0);
+  mt_writer_options options = {.version = 3};
+  mt_writer *w;
+  mt_error err;
+  if (mt_writer_create(&w, *fd, mt_reader_info(r), &options, &err) != MT_OK)
+    fail_msg("mt_writer_create: %s", err.message);
+  return w;
+}
+
 /* The copy of `data` through a reader opened flat or runs-only, its times rounded to `step` µs. */
 static uint8_t *copy_trace_rounded(const uint8_t *data, size_t size, bool runs_only, int64_t step,
                                    size_t *copy_size) {
   mt_reader *r = tg_open_memory(data, size, runs_only);
-  int fd = memfd_create("copy", 0);
-  assert_true(fd >= 0);
-  mt_writer_options options = {.version = 3};
-  mt_writer *w;
+  int fd;
+  mt_writer *w = memfd_writer(r, &fd);
   mt_error err;
-  if (mt_writer_create(&w, fd, mt_reader_info(r), &options, &err) != MT_OK)
-    fail_msg("mt_writer_create: %s", err.message);
   mt_transcode_options topts = {.time_resolution_us = step};
   if (mt_transcode_with(r, w, step ? &topts : NULL, &err) != MT_OK)
     fail_msg("transcode (runs_only %d): %s", runs_only, err.message);
@@ -130,12 +138,9 @@ static void a_rounded_copy_keeps_every_event_at_whole_steps(void **state) {
   size_t size;
   uint8_t *data = tu_read_file(tu_testdata(real_traces[0]), &size);
   mt_reader *r = tg_open_memory(data, size, false);
-  int fd = memfd_create("copy", 0);
-  assert_true(fd >= 0);
-  mt_writer_options options = {.version = 3};
-  mt_writer *w;
+  int fd;
+  mt_writer *w = memfd_writer(r, &fd);
   mt_error err;
-  assert_int_equal(mt_writer_create(&w, fd, mt_reader_info(r), &options, &err), MT_OK);
   mt_transcode_options topts = {.time_resolution_us = -5};
   assert_int_equal(mt_transcode_with(r, w, &topts, &err), MT_E_INVALID);
   assert_non_null(strstr(err.message, "negative"));
