@@ -6,12 +6,12 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-/* Makes room for `need` elements of `elem` bytes in *array (capacity *cap, doubled from 64).
+/* Makes room for `need` elements of `elem` bytes in *array (capacity *cap, doubled from `first`).
  * False when memory runs out: the array is then unchanged. */
-static inline bool mt_grow(void **array, size_t *cap, size_t need, size_t elem) {
+static inline bool mt_grow_from(void **array, size_t *cap, size_t need, size_t elem, size_t first) {
   if (need <= *cap)
     return true;
-  size_t n = *cap ? *cap : 64;
+  size_t n = *cap ? *cap : first;
   while (n < need)
     n *= 2;
   void *p = realloc(*array, n * elem);
@@ -21,6 +21,12 @@ static inline bool mt_grow(void **array, size_t *cap, size_t need, size_t elem) 
   *cap = n;
   return true;
 }
+static inline bool mt_grow(void **array, size_t *cap, size_t need, size_t elem) {
+  return mt_grow_from(array, cap, need, elem, 64);
+}
 #define MT_GROW(a, cap, need) mt_grow((void **)&(a), &(cap), (need), sizeof *(a))
+/* MT_GROW for arrays that are usually small and many (starting at `first` elements). */
+#define MT_GROW_FROM(a, cap, need, first)                                                          \
+  mt_grow_from((void **)&(a), &(cap), (need), sizeof *(a), (first))
 
 #endif

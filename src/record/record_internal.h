@@ -413,7 +413,8 @@ typedef struct rec_unsettled_item {
 typedef struct rec_unsettled {
   uint64_t addr;
   rec_unsettled_item *items;
-  uint32_t count, cap;
+  uint32_t count;
+  size_t cap;
   uint32_t unmatched_allocs, unmatched_frees;
   int64_t since_ns;                  /* stamp of the record that unsettled the address */
   uint64_t epoch;                    /* rec_order.epoch then */

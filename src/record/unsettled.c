@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "record/record_internal.h"
 
 static bool can_pair(const rec_unsettled_item *a, const rec_unsettled_item *f, int64_t skew_ns) {
@@ -66,14 +67,8 @@ static bool augment(rec_unsettled *u, uint32_t x, uint8_t *visited, int64_t skew
 bool rec_unsettled_add(rec_unsettled *u, const rec_unsettled_item *item, int64_t skew_ns) {
   if (u->count == REC_UNSETTLED_MAX)
     return false;
-  if (u->count == u->cap) {
-    uint32_t cap = u->cap ? u->cap * 2 : 4;
-    rec_unsettled_item *items = realloc(u->items, cap * sizeof *items);
-    if (!items)
-      return false;
-    u->items = items;
-    u->cap = cap;
-  }
+  if (!MT_GROW_FROM(u->items, u->cap, (size_t)u->count + 1, 4)) /* most hold a pair or two */
+    return false;
   uint32_t x = u->count++;
   u->items[x] = *item;
   u->items[x].match = -1;

@@ -132,18 +132,8 @@ static bool plan_smaller(mt_ring_geometry *g) {
     bytes /= 4;
   else
     return false;
-  mt_ring_geometry plan;
-  if (mt_ring_layout_plan(&plan, rings, bytes, g->registry_words * 8, NULL) != MT_OK)
-    return false;
-  g->file_size = plan.file_size;
-  g->header_size = plan.header_size;
-  g->ring_count = plan.ring_count;
-  g->ring_words = plan.ring_words;
-  g->blocks_offset = plan.blocks_offset;
-  g->registry_offset = plan.registry_offset;
-  g->registry_words = plan.registry_words;
-  g->data_offset = plan.data_offset;
-  return true;
+  /* A new layout; the rest of the geometry (mode, clock, process) stays. */
+  return mt_ring_layout_plan(g, rings, bytes, g->registry_words * 8, NULL) == MT_OK;
 }
 
 int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number, mt_error *err) {

@@ -35,7 +35,6 @@ int mt_ring_layout_plan(mt_ring_geometry *geo, uint32_t rings, uint64_t ring_byt
   if (registry_bytes > (1ull << 30))
     return mt_fail(err, MT_E_INVALID, -1, "registry size %llu bytes is larger than 1 GiB",
                    (unsigned long long)registry_bytes);
-  memset(geo, 0, sizeof *geo);
   geo->header_size = PAGE;
   geo->ring_count = rings;
   geo->ring_words = ring_bytes / 8;

@@ -213,7 +213,8 @@ typedef struct mt_ring_geometry {
 } mt_ring_geometry;
 
 /* Plans a new file's regions (page-aligned) for `rings` rings of `ring_bytes` (a power of two,
- * >= MT_RING_MIN_SIZE) and a registry of `registry_bytes`. MT_E_INVALID if out of range. */
+ * >= MT_RING_MIN_SIZE) and a registry of `registry_bytes`: sets the layout fields of *geo (sizes
+ * and offsets) and leaves the others. MT_E_INVALID if out of range, *geo unchanged. */
 int mt_ring_layout_plan(mt_ring_geometry *geo, uint32_t rings, uint64_t ring_bytes,
                         uint64_t registry_bytes, mt_error *err);
 

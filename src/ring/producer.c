@@ -257,6 +257,7 @@ static int open_session(struct mt_ring *s, const mt_ring_options *opts, mt_error
   uint64_t ring_size = o.ring_size ? o.ring_size : 1u << 20;
   if (ring_size >= MT_RING_MIN_SIZE)
     ring_size = round_up_power_of_two(ring_size);
+  memset(&s->geo, 0, sizeof s->geo);
   int rc = mt_ring_layout_plan(&s->geo, o.max_rings ? o.max_rings : MT_RING_DEFAULT_RINGS,
                                ring_size, o.registry_size ? o.registry_size : 1u << 20, err);
   if (rc != MT_OK)
