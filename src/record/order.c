@@ -80,11 +80,11 @@ __attribute__((noinline)) static int64_t write_alloc_slow(rec_sink *sink, int64_
 static inline __attribute__((always_inline)) int64_t
 write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t words, int64_t nsamples,
             mt_source source, const uint64_t *codes, long ncodes, bool same) {
+  rec_output *out = sink->out;
+  if (!out->writer) /* first: it sets the trace's start and time resolution that out_time uses */
+    sink->ensure_writer(sink->user);
   int64_t t = out_time(o, sink, ns);
   sink->stats->allocations++;
-  rec_output *out = sink->out;
-  if (!out->writer)
-    sink->ensure_writer(sink->user);
   if (!out->writer || out->failed)
     return -1;
   if (nsamples < 1)

@@ -114,6 +114,48 @@ static void allocation_at_a_live_address_waits_for_the_late_free(void **state) {
   rr_trace_free(&t);
 }
 
+/* The recorder's way: the writer (and with it the trace's start and time resolution) comes with
+ * the first event written. */
+static void writer_on_first_event(void *user) {
+  fixture *f = user;
+  mt_trace_info info = {.start_time = BASE_NS / 1000,
+                        .sample_rate = 1,
+                        .executable_name = "t",
+                        .host_name = "h",
+                        .ocaml_runtime_params = "",
+                        .context = ""};
+  assert_int_equal(rec_output_open(&f->out, f->fd, false, &info, 3), MT_OK);
+  f->sink.start_us = BASE_NS / 1000;
+  f->sink.resolution_us = 1000;
+}
+
+/* A coarse time resolution applies from the very first event, which also creates the writer: the
+ * first one was written unrounded, so the next event in the same step went before it and the
+ * writer refused the whole rest of the trace (memtap record --time-resolution, seen once in CI). */
+static void time_resolution_applies_from_the_first_event(void **state) {
+  (void)state;
+  fixture f;
+  open_fixture(&f, "resolution.ctf");
+  rec_output_close(&f.out);
+  close(f.fd);
+  memset(&f.out, 0, sizeof f.out);
+  f.fd = open(f.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  assert_true(f.fd >= 0);
+  f.sink.start_us = 0;
+  f.sink.ensure_writer = writer_on_first_event;
+  f.sink.user = &f;
+  feed(&f, MT_TRACER_REC_ALLOC, 1, 1500, 0x1000);
+  feed(&f, MT_TRACER_REC_FREE, 1, 1700, 0x1000);
+  feed(&f, MT_TRACER_REC_ALLOC, 1, 2300, 0x1000);
+  rr_trace t;
+  close_fixture(&f, &t);
+  assert_int_equal(t.count, 3);
+  assert_int_equal(t.events[0].time - BASE_NS / 1000, 1000);
+  assert_int_equal(t.events[1].time - BASE_NS / 1000, 1000);
+  assert_int_equal(t.events[2].time - BASE_NS / 1000, 2000);
+  rr_trace_free(&t);
+}
+
 static void late_event_is_written_at_the_time_already_reached(void **state) {
   (void)state;
   fixture f;
@@ -453,6 +495,7 @@ static void handoffs_under_skew_and_late_publishing_match_every_free(void **stat
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(allocation_at_a_live_address_waits_for_the_late_free),
+      cmocka_unit_test(time_resolution_applies_from_the_first_event),
       cmocka_unit_test(late_event_is_written_at_the_time_already_reached),
       cmocka_unit_test(late_older_block_is_written_in_time_order_before_the_newer_one),
       cmocka_unit_test(free_stamped_before_the_live_allocation_waits_for_its_own),
