@@ -4,13 +4,14 @@
  * is measured is the consumer alone (decoding, merge, causal repair, codes, the writer, zstd).
  *
  * The default stream is single-threaded churn in full mode, as bench/tracer/churn.c makes it: a
- * table of 1024 live blocks, each step freeing a random slot's block and allocating 16..255 bytes
- * in its place from one call site, addresses reused LIFO per 16-byte class as glibc's tcache
- * does. Options change the number of writing threads, of distinct call stacks and their depth.
+ * table of 1024 live blocks (--live N), each step freeing a random slot's block and
+ * allocating 16..255 bytes in its place from one call site, addresses reused LIFO per 16-byte class
+ * as glibc's tcache does. Options change the number of writing threads, of distinct call stacks and
+ * their depth.
  *
  * Usage: bench_record [--events N] [--threads T] [--sites S] [--depth D] [--compress]
  *                     [--level L] [--v2] [--symbols] [--out FILE] [--batch B] [--repeat R]
- *                     [--lag MS]
+ *                     [--lag MS] [--live N]
  * Prints one line per pass (wall and CPU time of the consumer) and the best pass by CPU time, a
  * line ending in events/s: records read per second of the process's CPU time while it polled. */
 #include <elf.h>
@@ -31,7 +32,6 @@
 #include "memtap/ring.h"
 #include "memtap/tracer.h"
 
-#define SLOTS 1024u
 #define MAX_DEPTH 64u
 
 typedef struct config {
@@ -39,15 +39,16 @@ typedef struct config {
   int threads, sites, depth, repeat;
   size_t batch; /* records per thread between two rounds of polling */
   bool compress, v2, symbols;
-  int level; /* zstd level with --compress (0: the recorder's default) */
-  int lag;   /* mt_recorder_options.merge_lag_ms (0: the recorder's default) */
+  int level;     /* zstd level with --compress (0: the recorder's default) */
+  int lag;       /* mt_recorder_options.merge_lag_ms (0: the recorder's default) */
+  uint64_t live; /* blocks in each writer's churn table: the address map holds about that many */
   const char *out;
 } config;
 
 /* One synthetic writer: its churn table, its little allocator, its stacks. */
 typedef struct writer {
   uint64_t rng;
-  uint64_t slot[SLOTS];
+  uint64_t *slot;          /* cfg->live of them */
   uint64_t *free_list[16]; /* LIFO of freed addresses per 16-byte class */
   size_t free_count[16], free_cap[16];
   uint64_t bump;
@@ -224,7 +225,7 @@ static void churn_batch(writer *w, uint64_t steps) {
   uint64_t payload[4 + MAX_DEPTH];
   for (uint64_t i = 0; i < steps; i++) {
     uint64_t r = next_random(&w->rng);
-    unsigned k = (unsigned)(r % SLOTS);
+    uint64_t k = r % cfg->live;
     size_t size = 16 + (size_t)((r >> 32) % 240);
     if (w->slot[k]) {
       uint64_t old = w->slot[k] & ~(uint64_t)0xf;
@@ -304,9 +305,13 @@ static result run_pass(const config *cfg, const char *dir, int pass) {
     die("out of memory", NULL);
   for (int t = 0; t < cfg->threads; t++)
     ws[t] = (writer){.rng = 0x9E3779B97F4A7C15ULL + (uint64_t)t + (uint64_t)pass * 1000,
-                     .bump = 0x10000000ull * (uint64_t)(t + 1),
+                     .slot = calloc(cfg->live, sizeof(uint64_t)),
+                     .bump = ((uint64_t)1 << 40) * (uint64_t)(t + 1),
                      .cfg = cfg,
                      .ring = ring};
+  for (int t = 0; t < cfg->threads; t++)
+    if (!ws[t].slot)
+      die("out of memory", NULL);
   uint64_t total_steps = cfg->events / 2, done = 0;
   double timed = 0, cpu = 0;
   uint64_t per_batch = cfg->batch / 2;
@@ -344,9 +349,11 @@ static result run_pass(const config *cfg, const char *dir, int pass) {
   mt_recorder_destroy(rec);
   close(fd);
   unlink(path);
-  for (int t = 0; t < cfg->threads; t++)
+  for (int t = 0; t < cfg->threads; t++) {
     for (int c = 0; c < 16; c++)
       free(ws[t].free_list[c]);
+    free(ws[t].slot);
+  }
   free(ws);
   if (st.lost_records)
     fprintf(stderr, "bench_record: %llu records lost (the ring was too small)\n",
@@ -365,6 +372,7 @@ int main(int argc, char **argv) {
                 .depth = 5,
                 .repeat = 3,
                 .batch = 1 << 16,
+                .live = 1024,
                 .out = "/dev/null"};
   enum {
     O_EVENTS = 256,
@@ -378,7 +386,8 @@ int main(int argc, char **argv) {
     O_BATCH,
     O_REPEAT,
     O_LEVEL,
-    O_LAG
+    O_LAG,
+    O_LIVE
   };
   static const struct option options[] = {{"events", required_argument, NULL, O_EVENTS},
                                           {"threads", required_argument, NULL, O_THREADS},
@@ -392,6 +401,7 @@ int main(int argc, char **argv) {
                                           {"repeat", required_argument, NULL, O_REPEAT},
                                           {"level", required_argument, NULL, O_LEVEL},
                                           {"lag", required_argument, NULL, O_LAG},
+                                          {"live", required_argument, NULL, O_LIVE},
                                           {0}};
   int c;
   while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -408,15 +418,17 @@ int main(int argc, char **argv) {
     case O_REPEAT: cfg.repeat = atoi(optarg); break;
     case O_LEVEL: cfg.level = atoi(optarg); break;
     case O_LAG: cfg.lag = atoi(optarg); break;
+    case O_LIVE: cfg.live = strtoull(optarg, NULL, 10); break;
     default:
       fprintf(stderr, "usage: bench_record [--events N] [--threads T] [--sites S] [--depth D] "
                       "[--compress] [--level L] [--v2] [--symbols] [--out FILE] [--batch B] "
-                      "[--repeat R] [--lag MS]\n");
+                      "[--repeat R] [--lag MS] [--live N]\n");
       return 64;
     }
   }
   if (cfg.threads < 1 || cfg.threads > 64 || cfg.sites < 1 || cfg.depth < 1 ||
-      cfg.depth > (int)MAX_DEPTH || cfg.batch < 16 || cfg.repeat < 1 || cfg.events < 4)
+      cfg.depth > (int)MAX_DEPTH || cfg.batch < 16 || cfg.repeat < 1 || cfg.events < 4 ||
+      cfg.live < 1 || cfg.live > ((uint64_t)1 << 28))
     die("an option is out of range", NULL);
   /* tmpfs when there is one: a ring file on disk costs page write-back, not the consumer. */
   char dir[] = "/dev/shm/bench-record-XXXXXX";
