@@ -365,8 +365,10 @@ void an_json_amount(cli_out *o, const mt_analysis *a, const mt_amount *m) {
 
 void an_print_frame(cli_out *o, mt_frame f) {
   out_str(o, f.function);
-  if (f.file[0])
+  if (f.file[0] && f.line > 0)
     out_printf(o, " %s:%d", f.file, (int)f.line);
+  else if (f.file[0]) /* no line: a native frame without line tables names its module */
+    out_printf(o, " %s", f.file);
 }
 
 void an_json_frame(cli_out *o, mt_frame f) {

@@ -122,7 +122,8 @@ bool an_regex_valid(const char *cmd, const char *option, const char *regex);
 /* Writes an amount as a JSON object: objects, samples, bytes, objects_estimated (integers). */
 void an_json_amount(cli_out *o, const mt_analysis *a, const mt_amount *m);
 
-/* "function file:line" for a frame (only the function for $code frames). */
+/* "function file:line" for a frame: "function file" when it has no line (a native frame
+ * without line tables, whose file is its module), only the function for $code frames. */
 void an_print_frame(cli_out *o, mt_frame f);
 
 /* A frame as a JSON object {"function", "file", "line"}. */
