@@ -106,8 +106,11 @@
   function prepare(ds) {
     const S = ds.summary, C = ds.cells;
     const frameFn = ds.frames.map((f) => fnId(f[0]));
-    const frameLabel = (f) => { const fr = ds.frames[f]; return fr[1] ? fr[0] + " " + fr[1] + ":" +
-                                                                       fr[2] : fr[0]; };
+    // "function file:line"; a frame without a line (a stripped native library) names its module
+    const frameLabel = (f) => {
+      const fr = ds.frames[f];
+      return fr[1] ? fr[0] + " " + fr[1] + (fr[2] > 0 ? ":" + fr[2] : "") : fr[0];
+    };
     const nn = ds.nodes.length / 2;
     const nodeName = new Int32Array(nn);
     for (let i = 0; i < nn; i++) {

@@ -127,7 +127,8 @@ SITES = """(() => [...document.querySelectorAll("#sites tbody tr")].map((tr) =>
 
 
 def site_label(key):
-    return key["function"] + (f" {key['file']}:{key['line']}" if key["file"] else "")
+    line = f":{key['line']}" if key["line"] > 0 else ""
+    return key["function"] + (f" {key['file']}{line}" if key["file"] else "")
 
 
 def compare_with_cli(browser, memtap, trace, bps, live):
