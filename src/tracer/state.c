@@ -190,10 +190,14 @@ static void warn_if_malloc_is_not_ours(void) {
   uintptr_t bound = (uintptr_t)dlsym(RTLD_DEFAULT, "malloc");
   if (!bound || (bound >= mt_shim.text_low && bound < mt_shim.text_high))
     return;
+  /* A non-PIE program that takes malloc's address has an undefined malloc whose value is its
+   * canonical PLT entry, which the loader binds malloc to; that entry jumps to the shim's. */
   Dl_info info;
-  const char *owner = dladdr((void *)bound, &info) && info.dli_fname && info.dli_fname[0]
-                          ? info.dli_fname
-                          : "the program";
+  const ElfW(Sym) *sym = NULL;
+  int found = dladdr1((void *)bound, &info, (void **)&sym, RTLD_DL_SYMENT);
+  if (found && sym && sym->st_shndx == SHN_UNDEF)
+    return;
+  const char *owner = found && info.dli_fname && info.dli_fname[0] ? info.dli_fname : "the program";
   char line[600];
   int n = snprintf(line, sizeof line,
                    "memtap: warning: malloc is defined by %s, which comes before the tracer: only "

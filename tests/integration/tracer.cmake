@@ -62,6 +62,8 @@ foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leak
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
 memtap_tracer_program(own_malloc ${MEMTAP_GCC} own_malloc.c -ldl -fno-builtin)
+# -no-pie -fno-pic: malloc's address taken in the code becomes a canonical PLT entry.
+memtap_tracer_program(nopie_malloc_address ${MEMTAP_GCC} nopie_malloc_address.c -no-pie -fno-pic)
 memtap_tracer_program(cxx_new ${MEMTAP_GXX} cxx_new.cpp)
 memtap_tracer_program(backtrace_sites_gcc ${MEMTAP_GCC} backtrace_sites.c)
 memtap_tracer_program(backtrace_sites_clang ${MEMTAP_CLANG} backtrace_sites.c)
@@ -115,6 +117,7 @@ set(_tracer_tests
     ordering_producer_consumer_pinned
     jemalloc_kept_behind_shim
     own_malloc_is_said_and_what_it_passes_on_is_traced
+    nopie_program_taking_malloc_address_is_not_said_to_define_it
     fault_program_sigkilled_trace_complete
     fault_record_sigkilled_program_finishes
     fault_record_sigkilled_ring_directory_swept

@@ -1151,6 +1151,25 @@ def test_own_malloc_is_said_and_what_it_passes_on_is_traced():
            f"warned about a program that uses libc's malloc:\n{traced.stderr[-2000:]}")
 
 
+def test_nopie_program_taking_malloc_address_is_not_said_to_define_it():
+    """A non-PIE program that takes malloc's address (Debian's python3) has an undefined malloc
+    whose value is a PLT entry, which jumps to the tracer: every block is traced, and neither
+    record nor the program's own stderr in process may say that the program defines malloc."""
+    f, traced = full_program("nopie_malloc_address")
+    expect("malloc is defined by" not in traced.stderr,
+           f"warned about a PLT entry as if it defined malloc:\n{traced.stderr[-2000:]}")
+    if A.lib_sanitized:
+        return  # in-process mode cannot start with a sanitizer build of libmemtap.so
+    trace = os.path.join(WORK, "nopie-inprocess.ctf")
+    p = run([program("nopie_malloc_address")],
+            env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace, "MEMTAP_RATE": "1"}))
+    expect(p.returncode == 0 and p.stdout == "done\n" and p.stderr == "",
+           f"in process: exit {p.returncode}, stdout {p.stdout!r}, stderr:\n{p.stderr[-2000:]}")
+    verify_trace(trace)
+    check_sites(facts(trace, ["nopie_malloc_address.c"]), ["nopie_malloc_address.c"], "all",
+                "nopie_malloc_address (in process)")
+
+
 def test_fault_program_sigkilled_trace_complete():
     trace = os.path.join(WORK, "killed.ctf")
     p = subprocess.Popen(record_command(trace, [program("slow_worker"), "1000"]),
