@@ -508,6 +508,22 @@ def test_program_under_resource_limits_runs_as_untraced():
     verify_trace(trace, allow_truncated=True)
 
 
+def test_program_under_address_space_limit_keeps_its_room():
+    # Under `ulimit -v` every mapping of the shim (the sampled set's table, the ring file) takes
+    # room the program has untraced. A program holding 64 MiB under a 112 MiB limit, which it
+    # does untraced, must still do it traced, sampled and --full: the shim takes a small share of
+    # the room left (before, the sampled set's 32 MiB and a ring file planned to fill whatever
+    # could be mapped left it 5 to 41 MiB).
+    argv = ["sh", "-c", f"ulimit -v 114688; exec {program('address_space')} 64"]
+    plain = untraced(argv)
+    expect(plain.stdout == "held 64 MiB\n", f"untraced under ulimit -v: {plain.stdout}")
+    for options in ((), ("--full",)):
+        trace = os.path.join(WORK, "limit-v-room.ctf")
+        traced = record(trace, argv, options)
+        same_behaviour(plain, traced, f"address_space 64 under ulimit -v, {options}")
+        verify_trace(trace)
+
+
 def test_program_inherits_ignored_signals():
     # What memtap record was started with (nohup ignores HUP; a shell's background job INT and
     # QUIT) reaches the program as it would untraced.

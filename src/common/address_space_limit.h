@@ -1,0 +1,33 @@
+/* The address-space limit (RLIMIT_AS, `ulimit -v`): every mapping counts against it, reserved or
+ * not. What memtap maps inside the traced program (the shim's ring file and sets, and in process
+ * the consumer's second mapping of the ring file) takes room the program would have had
+ * untraced, so it is sized from the room left, not from the limit alone. */
+#ifndef MEMTAP_COMMON_ADDRESS_SPACE_LIMIT_H
+#define MEMTAP_COMMON_ADDRESS_SPACE_LIMIT_H
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* Bytes the process may still map: the limit less its size now (/proc/self/statm; the limit
+ * itself when that cannot be read), or UINT64_MAX when there is no limit. Malloc-free and
+ * async-signal-safe. */
+static inline uint64_t mt_address_space_room(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return UINT64_MAX;
+  uint64_t pages = 0;
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[64];
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
+      pages = pages * 10 + (uint64_t)(buf[i] - '0');
+  }
+  uint64_t used = pages * (uint64_t)sysconf(_SC_PAGESIZE);
+  return used < (uint64_t)rl.rlim_cur ? (uint64_t)rl.rlim_cur - used : 0;
+}
+
+#endif
