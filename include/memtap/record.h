@@ -76,7 +76,8 @@ typedef struct mt_recorder_stats {
   uint64_t unknown_frees; /* frees of addresses never seen allocated: counted, not written */
   uint64_t implied_frees; /* an allocation at a live address whose free never arrived: the
                              old object was collected when the new one was written */
-  uint64_t lost_records;  /* records the producer overwrote or dropped before we read them */
+  uint64_t lost_records;  /* records the producer overwrote or dropped before we read them, and
+                             records given up when the recorder ran out of memory */
   uint64_t records;       /* tracer records read */
   uint64_t reordered;     /* records that arrived after later-stamped ones had been written */
   uint64_t bytes;         /* bytes written to the descriptor */

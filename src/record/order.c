@@ -242,7 +242,9 @@ static void unsettled_commit(rec_order *o, rec_sink *sink, rec_unsettled *u) {
   if (!steps || !ids) {
     free(steps);
     free(ids);
-    unsettled_unlink(o, u); /* out of memory: the address's records are lost, not misread */
+    for (uint32_t i = 0; i < u->count; i++) /* out of memory: lost, not misread */
+      o->lost_nomem += !it[i].written && (it[i].event || !it[i].alloc);
+    unsettled_unlink(o, u);
     return;
   }
   size_t n = 0;
@@ -277,7 +279,8 @@ static void unsettled_commit(rec_order *o, rec_sink *sink, rec_unsettled *u) {
   if (live >= 0) {
     rec_live l = {
         .addr = u->addr, .id = ids[live], .time_ns = it[live].time_ns, .source = it[live].source};
-    rec_addrmap_put(&o->live, &l);
+    if (!rec_addrmap_put(&o->live, &l))
+      o->lost_nomem++; /* its free will read as unknown */
   }
   free(steps);
   free(ids);
@@ -292,12 +295,16 @@ static void unsettle(rec_order *o, rec_sink *sink, uint64_t addr, const rec_even
 static void unsettled_add(rec_order *o, rec_sink *sink, rec_unsettled *u, const rec_event *e) {
   rec_unsettled_item item = event_item(e);
   item.event = rec_event_clone(e);
-  if (!item.event)
+  if (!item.event) {
+    o->lost_nomem++; /* out of memory: the record is lost, not misread */
     return;
+  }
   if (!rec_unsettled_add(u, &item, o->skew_ns)) {
     free(item.event);
-    if (u->count < REC_UNSETTLED_MAX)
-      return; /* out of memory: the record is lost, not misread */
+    if (u->count < REC_UNSETTLED_MAX) {
+      o->lost_nomem++; /* out of memory: the record is lost, not misread */
+      return;
+    }
     uint64_t addr = u->addr;
     unsettled_commit(o, sink, u);
     unsettle(o, sink, addr, e);
@@ -311,8 +318,10 @@ static void unsettled_add(rec_order *o, rec_sink *sink, rec_unsettled *u, const 
 __attribute__((noinline)) static void unsettle(rec_order *o, rec_sink *sink, uint64_t addr,
                                                const rec_event *e) {
   rec_unsettled *u = calloc(1, sizeof *u);
-  if (!u)
+  if (!u) {
+    o->lost_nomem++; /* out of memory: `e` is lost, not misread */
     return;
+  }
   u->addr = addr;
   u->since_ns = e->time_ns;
   u->epoch = o->epoch;
@@ -328,6 +337,7 @@ __attribute__((noinline)) static void unsettle(rec_order *o, rec_sink *sink, uin
     if (!rec_unsettled_add(u, &block, o->skew_ns) || !rec_unsettled_add(u, &its_free, o->skew_ns)) {
       rec_unsettled_clear(u);
       free(u);
+      o->lost_nomem++;
       return;
     }
     r->addr = 0;
@@ -341,12 +351,14 @@ __attribute__((noinline)) static void unsettle(rec_order *o, rec_sink *sink, uin
     if (!rec_unsettled_add(u, &live, o->skew_ns)) {
       rec_unsettled_clear(u);
       free(u);
+      o->lost_nomem++;
       return;
     }
   }
   if (!mt_hashmap_put(&o->unsettled, (int64_t)addr, (uint64_t)(uintptr_t)u)) {
     rec_unsettled_clear(u);
     free(u);
+    o->lost_nomem++;
     return;
   }
   if (l)
@@ -392,8 +404,8 @@ static inline __attribute__((always_inline)) void do_alloc(rec_order *o, rec_sin
                 .source = e->source};
   if (s)
     rec_addrmap_revive(&o->live, s, &l); /* the address's tombstone: one probe in all */
-  else
-    rec_addrmap_put(&o->live, &l);
+  else if (!rec_addrmap_put(&o->live, &l))
+    o->lost_nomem++; /* out of memory: its free will read as unknown */
 }
 
 /* `f` (a FREE of f->addr) frees the block live there when it can be that block's: freed on the
@@ -457,15 +469,19 @@ static void add_region(rec_order *o, rec_sink *sink, uint64_t start, uint64_t en
   rec_region r = {.start = start, .end = end, .nframes = (uint32_t)ncodes};
   o->wrote_last_codes = false; /* the codes cache's last call or the writer's last stack differ */
   r.codes = malloc(((size_t)ncodes + 1) * sizeof *r.codes);
-  if (!r.codes)
+  if (!r.codes) {
+    o->lost_nomem++;
     return;
+  }
   memcpy(r.codes, codes, (size_t)ncodes * sizeof *codes);
   int64_t nsamples = region_samples(o, words);
   r.obj_id =
       nsamples ? write_alloc(o, sink, ns, words, nsamples, MT_SOURCE_MAJOR, r.codes, ncodes, false)
                : -1; /* not sampled: tracked, so that its munmap is understood */
-  if (!rec_regions_insert(&o->regions, &r))
+  if (!rec_regions_insert(&o->regions, &r)) {
     free(r.codes);
+    o->lost_nomem++;
+  }
 }
 
 /* Collects every region overlapping [start, end) and allocates the parts left mapped. */
@@ -476,8 +492,10 @@ static void unmap_range(rec_order *o, rec_sink *sink, uint64_t start, uint64_t e
     return;
   size_t n = last - first;
   rec_region *cut = malloc(n * sizeof *cut);
-  if (!cut)
+  if (!cut) {
+    o->lost_nomem++;
     return;
+  }
   memcpy(cut, o->regions.items + first, n * sizeof *cut);
   memmove(o->regions.items + first, o->regions.items + last,
           (o->regions.count - last) * sizeof *cut);

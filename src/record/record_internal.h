@@ -464,6 +464,9 @@ typedef struct rec_order {
    * when the next one's stack is that call's again (rec_sites_repeat), the writer need not
    * compare its codes with the previous stack's (mt_writer_put_alloc_same). */
   bool wrote_last_codes;
+  /* Records given up for want of memory (an address's pairing, a live block's entry): counted
+   * with the lost records, so that a trace short of them never claims to be whole. */
+  uint64_t lost_nomem;
 } rec_order;
 
 /* What order.c needs from the recorder to write. */

@@ -843,7 +843,7 @@ bool mt_recorder_done(const mt_recorder *r) {
 }
 
 static uint64_t lost_now(const mt_recorder *r) {
-  uint64_t lost = 0;
+  uint64_t lost = r->order.lost_nomem;
   for (size_t i = 0; i < r->natt; i++) {
     mt_ring_file_info info;
     mt_cursor_info(r->att[i].cursor, &info);
