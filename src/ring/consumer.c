@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/map_unlocked.h"
 #include "ring/atomics.h"
 #include "ring/consumer.h"
 #include "ring/layout.h"
@@ -193,7 +194,7 @@ int mt_cursor_open_file(mt_cursor **out, const char *path, mt_error *err) {
     close(fd);
     return mt_fail(err, MT_E_STATE, -1, "the ring file is empty (still being created?)");
   }
-  void *base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  void *base = mt_map_unlocked((size_t)st.st_size, PROT_READ, MAP_SHARED, fd);
   int saved = errno;
   close(fd);
   if (base == MAP_FAILED) {
@@ -243,7 +244,7 @@ int mt_cursor_register_primary(mt_cursor *c, mt_error *err) {
   struct stat st;
   void *rw = MAP_FAILED;
   if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= rw_size)
-    rw = mmap(NULL, rw_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    rw = mt_map_unlocked(rw_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
   int saved = errno;
   close(fd);
   if (rw == MAP_FAILED) {

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/file_identity.h"
 #include "common/file_size_limit.h"
+#include "common/map_unlocked.h"
 #include "ring/process.h"
 #include "ring/producer.h"
 
@@ -172,7 +173,7 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
     else if (fstat(fd, &st) != 0)
       rc = mt_fail_io(err, "cannot stat the ring file");
     if (rc == MT_OK)
-      base = mmap(NULL, s->geo.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      base = mt_map_unlocked(s->geo.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
   } while (rc == MT_OK && base == MAP_FAILED && errno == ENOMEM && plan_smaller(&s->geo));
   if (rc == MT_OK) {
     if (base == MAP_FAILED)

@@ -317,6 +317,12 @@ int mt_ring_open(mt_ring **out, const mt_ring_options *opts, mt_error *err) {
   return rc;
 }
 
+static _Atomic bool future_locked;
+
+void mt_ring_set_future_locked(bool on) {
+  atomic_store(&future_locked, on);
+}
+
 int mt_ring_close(mt_ring *ring) {
   struct mt_ring *s = &mt_ring_session;
   if (ring != s)
@@ -341,9 +347,12 @@ int mt_ring_close(mt_ring *ring) {
   if (!s->options.preserve)
     unlink(s->path);
   /* Threads that were mid-write keep writing through their cached pointers: give them private
-   * memory at the same addresses rather than a fault. */
-  mmap(s->base, s->map_size, PROT_READ | PROT_WRITE,
-       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+   * memory at the same addresses rather than a fault. Not in a process that locks its future
+   * mappings (mlockall(MCL_FUTURE)): the kernel would fault in and pin the whole placeholder; the
+   * file's mapping stays (its file is gone from the directory) until the process ends. */
+  if (!atomic_load(&future_locked))
+    mmap(s->base, s->map_size, PROT_READ | PROT_WRITE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   atomic_store(&opening, 0);
   return MT_OK;
 }

@@ -41,6 +41,10 @@ struct mt_ring {
 
 extern struct mt_ring mt_ring_session;
 
+/* Whether the process locks its future mappings (mlockall(MCL_FUTURE), as the preload shim sees
+ * it): mt_ring_close then leaves the file mapped rather than mapping memory over it. */
+void mt_ring_set_future_locked(bool on);
+
 /* Thread status. */
 enum {
   MT_THREAD_NONE = 0, /* no ring yet in the current session */

@@ -10,6 +10,7 @@ set(MEMTAP_TRACER_SHIM_SOURCES
   tracer/state.c
   tracer/malloc.c
   tracer/mmap.c
+  tracer/mlock.c
   tracer/threads.c
   tracer/modules.c
   tracer/record.c

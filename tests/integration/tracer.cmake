@@ -57,7 +57,7 @@ function(memtap_tracer_program output compiler source)
 endfunction()
 
 foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
-           sampled jemalloc_probe rust_shims address_space)
+           sampled jemalloc_probe rust_shims address_space mlock_all)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
@@ -95,6 +95,7 @@ set(_tracer_tests
     program_sees_only_its_own_descriptors
     program_under_resource_limits_runs_as_untraced
     program_under_address_space_limit_keeps_its_room
+    program_locking_its_memory_runs_as_untraced
     program_inherits_ignored_signals
     full_lifecycle_constructor_atexit_destructor
     full_fork_without_follow_traces_parent_only

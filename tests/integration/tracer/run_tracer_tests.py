@@ -524,6 +524,42 @@ def test_program_under_address_space_limit_keeps_its_room():
         verify_trace(trace)
 
 
+def test_program_locking_its_memory_runs_as_untraced():
+    # mlockall(MCL_CURRENT | MCL_FUTURE) locks every mapping, and needs the whole address space
+    # under RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK. The shim's ring file (16 to 64
+    # GiB of address space) must be left out: with the capability the kernel would fault in and
+    # pin all of it, without it the call failed with ENOMEM where the untraced program's succeeds.
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        skip("setpriv not found (Debian package util-linux)")
+    argv = [program("mlock_all")]
+    for label, wrap in (("with CAP_IPC_LOCK", []),
+                        ("without CAP_IPC_LOCK, under ulimit -l 8192",
+                         [setpriv, "--bounding-set=-ipc_lock", "--", "sh", "-c",
+                          "ulimit -l 8192; exec \"$@\"", "sh"])):
+        plain = untraced(wrap + argv)
+        expect(plain.stdout == "mlockall: ok\nlocked under 1 GiB: yes\n",
+               f"untraced, {label}: {plain.stdout!r}")
+        for options in ((), ("--full",)):
+            trace = os.path.join(WORK, "mlock-all.ctf")
+            # A small ring file: should its mapping be locked after all, the damage stays small
+            # and VmLck still shows it.
+            env = base_env({"MEMTAP_RING_THREADS": "16", "MEMTAP_RING_SIZE": "64M"})
+            traced = run(record_command(trace, wrap + argv, options), env=env)
+            same_behaviour(plain, traced, f"mlock_all {label} {options}")
+            verify_trace(trace)
+            if options:
+                check_sites(facts(trace, ["mlock_all.c"]), ["mlock_all.c"], "all",
+                            f"mlock_all {label}")
+    # In process too: the consumer thread's second mapping of the ring file is left out as well.
+    trace = os.path.join(WORK, "mlock-all-inprocess.ctf")
+    p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace, "MEMTAP_RING_THREADS": "16",
+                                "MEMTAP_RING_SIZE": "64M"}))
+    expect(p.stdout == "mlockall: ok\nlocked under 1 GiB: yes\n" and p.returncode == 0,
+           f"in process: exit {p.returncode}, {p.stdout!r}\n{p.stderr[-2000:]}")
+    verify_trace(trace)
+
+
 def test_program_inherits_ignored_signals():
     # What memtap record was started with (nohup ignores HUP; a shell's background job INT and
     # QUIT) reaches the program as it would untraced.

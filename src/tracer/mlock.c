@@ -1,0 +1,244 @@
+/* mlockall and munlockall (docs/tracer.md, "Locked memory"). The shim maps large regions the
+ * program never touches: the ring file (16 to 64 GiB of address space, a second mapping of it
+ * for a consumer in process) and the sampled set's tables. mlockall(MCL_CURRENT) would lock them
+ * too: as root it faults in and pins all of it (gigabytes of zeroed pages, or the machine out of
+ * memory), and for anyone else it fails with ENOMEM, since the process's address space is then
+ * far above RLIMIT_MEMLOCK, where the untraced program's call succeeds. So while such regions
+ * exist, MCL_CURRENT is done here: the same limit check on the program's own mappings, then
+ * each of them locked with mlock2 (mlockall locks every mapping and ignores what cannot be
+ * faulted in; so do we). MCL_FUTURE goes to the kernel, which applies it to later mappings only;
+ * the shim's later ring mappings are made unlocked (common/map_unlocked.h). No allocation: the
+ * mappings are read from /proc/self/maps with system calls into a buffer on the stack. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "ring/producer.h"
+#include "tracer/shim.h"
+
+#define MT_EXPORT __attribute__((visibility("default")))
+
+#ifndef MLOCK_ONFAULT
+#define MLOCK_ONFAULT 1
+#endif
+#ifndef MCL_ONFAULT
+#define MCL_ONFAULT 4
+#endif
+
+#define PAGE 4096u
+#define USER_END ((uint64_t)1 << 47) /* above: [vsyscall], which is no mapping of the process */
+#define OWN_MAX 6
+
+/* One line of /proc/self/maps, as far as it matters here. */
+typedef struct vma {
+  uint64_t start, end;
+  unsigned major, minor;
+  uint64_t inode;
+} vma;
+
+typedef struct own_ranges {
+  uint64_t start[OWN_MAX], end[OWN_MAX];
+  unsigned count;
+  bool ring_file; /* mappings of the ring file (its device and inode) are the shim's too */
+  unsigned major, minor;
+  uint64_t inode;
+} own_ranges;
+
+static void own_add(own_ranges *o, const void *p, uint64_t bytes) {
+  if (p && bytes && o->count < OWN_MAX) {
+    o->start[o->count] = (uint64_t)(uintptr_t)p;
+    o->end[o->count++] = (uint64_t)(uintptr_t)p + bytes;
+  }
+}
+
+static void own_add_set(own_ranges *o, const mt_sampled_set *set) {
+  if (set->filter)
+    own_add(o, set->filter, (uint64_t)set->filter_mask + 1);
+  if (set->slots)
+    own_add(o, set->slots, ((uint64_t)set->slot_mask + 1) * sizeof(uintptr_t));
+}
+
+/* The shim's large regions now; false when there are none (mlockall then goes to the kernel). */
+static bool own_regions(own_ranges *o) {
+  const struct mt_ring *s = &mt_ring_session;
+  *o = (own_ranges){0};
+  own_add(o, s->base, s->map_size);
+  if (s->base) {
+    o->ring_file = true;
+    o->major = major(s->dev);
+    o->minor = minor(s->dev);
+    o->inode = (uint64_t)s->ino;
+  }
+  own_add_set(o, &mt_shim.set);
+  own_add_set(o, &mt_shim.internal);
+  return o->count > 0;
+}
+
+static bool is_own(const own_ranges *o, const vma *v) {
+  if (o->ring_file && v->inode == o->inode && v->major == o->major && v->minor == o->minor)
+    return true;
+  for (unsigned i = 0; i < o->count; i++)
+    if (v->start < o->end[i] && v->end > o->start[i])
+      return true;
+  return v->start >= USER_END;
+}
+
+static const char *hex(const char *p, const char *end, uint64_t *out) {
+  uint64_t v = 0;
+  for (; p < end; p++) {
+    unsigned d = *p >= '0' && *p <= '9'   ? (unsigned)(*p - '0')
+                 : *p >= 'a' && *p <= 'f' ? (unsigned)(*p - 'a' + 10)
+                                          : 16u;
+    if (d == 16)
+      break;
+    v = v << 4 | d;
+  }
+  *out = v;
+  return p;
+}
+
+static const char *skip_field(const char *p, const char *end) {
+  while (p < end && *p != ' ')
+    p++;
+  while (p < end && *p == ' ')
+    p++;
+  return p;
+}
+
+/* "start-end perms offset major:minor inode path": false when the line is not one. */
+static bool parse_vma(const char *p, const char *end, vma *v) {
+  uint64_t major_, minor_;
+  p = hex(p, end, &v->start);
+  if (p >= end || *p != '-')
+    return false;
+  p = hex(p + 1, end, &v->end);
+  while (p < end && *p == ' ')
+    p++;
+  p = skip_field(skip_field(p, end), end); /* perms, offset */
+  p = hex(p, end, &major_);
+  if (p >= end || *p != ':')
+    return false;
+  p = hex(p + 1, end, &minor_);
+  while (p < end && *p == ' ')
+    p++;
+  v->inode = 0;
+  for (; p < end && *p >= '0' && *p <= '9'; p++)
+    v->inode = v->inode * 10 + (uint64_t)(*p - '0');
+  v->major = (unsigned)major_;
+  v->minor = (unsigned)minor_;
+  return v->end > v->start;
+}
+
+/* Calls `each` for every mapping of the process that is not the shim's; false when the maps
+ * cannot be read. */
+static bool for_each_program_vma(const own_ranges *o, void (*each)(const vma *, void *),
+                                 void *user) {
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  char buf[4096], line[160];
+  size_t kept = 0; /* the start of the line being read (its first 160 bytes are enough) */
+  long n;
+  while ((n = syscall(SYS_read, fd, buf, sizeof buf)) > 0) {
+    for (long i = 0; i < n; i++) {
+      if (buf[i] != '\n') {
+        if (kept < sizeof line)
+          line[kept++] = buf[i];
+        continue;
+      }
+      vma v;
+      if (parse_vma(line, line + kept, &v) && !is_own(o, &v))
+        each(&v, user);
+      kept = 0;
+    }
+  }
+  syscall(SYS_close, fd);
+  return n == 0;
+}
+
+static void add_pages(const vma *v, void *user) {
+  *(uint64_t *)user += (v->end - v->start) / PAGE;
+}
+
+static void lock_vma(const vma *v, void *user) {
+  int onfault = *(int *)user;
+  /* Errors are mlockall's to ignore too: a mapping that cannot be faulted in, or one the
+   * program's other threads just unmapped. */
+  if (onfault)
+    syscall(SYS_mlock2, v->start, v->end - v->start, MLOCK_ONFAULT);
+  else
+    syscall(SYS_mlock, v->start, v->end - v->start);
+}
+
+static bool can_lock_without_limit(void) {
+  struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+  struct __user_cap_data_struct data[2] = {{0}};
+  if (syscall(SYS_capget, &header, data) != 0)
+    return false;
+  return (data[CAP_IPC_LOCK / 32].effective >> (CAP_IPC_LOCK % 32)) & 1;
+}
+
+/* mlockall(MCL_CURRENT | ...) with the shim's regions left out; as the kernel's: 0, or -1 with
+ * errno EPERM (no locking allowed) or ENOMEM (the program's mappings exceed the limit), nothing
+ * changed then. */
+static int lock_current(const own_ranges *o, int flags) {
+  if (!can_lock_without_limit()) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
+      rl.rlim_cur = RLIM_INFINITY;
+    if (rl.rlim_cur == 0) {
+      errno = EPERM;
+      return -1;
+    }
+    uint64_t pages = 0;
+    if (rl.rlim_cur != RLIM_INFINITY && for_each_program_vma(o, add_pages, &pages) &&
+        pages > (uint64_t)rl.rlim_cur / PAGE) {
+      errno = ENOMEM;
+      return -1;
+    }
+  }
+  /* The future mappings first (the kernel leaves the current ones as they are), or none: without
+   * MCL_FUTURE, mlockall ends an earlier one, as munlockall does before the current ones are
+   * locked again below. */
+  long rc = flags & MCL_FUTURE ? syscall(SYS_mlockall, flags & (MCL_FUTURE | MCL_ONFAULT))
+                               : syscall(SYS_munlockall);
+  if (rc != 0)
+    return -1;
+  mt_ring_set_future_locked((flags & MCL_FUTURE) != 0);
+  int onfault = (flags & MCL_ONFAULT) != 0;
+  if (!for_each_program_vma(o, lock_vma, &onfault)) {
+    errno = ENOMEM; /* no /proc: the kernel's mlockall would pin the shim's regions whole */
+    return -1;
+  }
+  return 0;
+}
+
+MT_EXPORT int mlockall(int flags) {
+  own_ranges own;
+  if (!(flags & MCL_CURRENT) || (flags & ~(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)) ||
+      !own_regions(&own)) {
+    long rc = syscall(SYS_mlockall, flags);
+    if (rc == 0)
+      mt_ring_set_future_locked((flags & MCL_FUTURE) != 0);
+    return (int)rc;
+  }
+  mt_shim_thread *t = &mt_shim_self;
+  t->depth++;
+  int rc = lock_current(&own, flags);
+  t->depth--;
+  return rc;
+}
+
+MT_EXPORT int munlockall(void) {
+  long rc = syscall(SYS_munlockall);
+  if (rc == 0)
+    mt_ring_set_future_locked(false);
+  return (int)rc;
+}
