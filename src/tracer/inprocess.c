@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -82,6 +83,17 @@ static void empty_variables(void) {
       (*e)[7] = 0;
     else if (!strncmp(*e, "MEMTRACE=", 9))
       (*e)[9] = 0;
+}
+
+/* A trace prepared but never started (the ring file could not be made: `ulimit -f`, a full
+ * disk): the file was emptied by the opening and holds no trace, which a reader would reject as
+ * malformed. It is removed when it is still that empty regular file at its path. */
+static void remove_unstarted_trace(void) {
+  struct stat held, named;
+  if (inproc.fd >= 0 && mt_file_identity_holds(&inproc.identity, inproc.fd) &&
+      fstat(inproc.fd, &held) == 0 && S_ISREG(held.st_mode) && held.st_size == 0 &&
+      stat(inproc.path, &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino)
+    unlink(inproc.path);
 }
 
 /* Closes the trace's descriptor unless the program closed it and reused the number. */
@@ -190,7 +202,8 @@ int mt_inprocess_finish(mt_error *err) {
   int rc = MT_OK;
   if (!mt_inprocess_running()) {
     if (inproc.fd >= 0 && inproc.pid == getpid()) {
-      close_trace_fd(); /* prepared, never launched */
+      remove_unstarted_trace(); /* prepared, never launched */
+      close_trace_fd();
     }
     rc = mt_fail(err, MT_E_STATE, -1, "this process is not writing a trace");
   } else {

@@ -96,6 +96,7 @@ set(_tracer_tests
     program_under_resource_limits_runs_as_untraced
     program_under_address_space_limit_keeps_its_room
     program_locking_its_memory_runs_as_untraced
+    inprocess_unstarted_trace_leaves_no_file
     program_inherits_ignored_signals
     full_lifecycle_constructor_atexit_destructor
     full_fork_without_follow_traces_parent_only

@@ -560,6 +560,22 @@ def test_program_locking_its_memory_runs_as_untraced():
     verify_trace(trace)
 
 
+def test_inprocess_unstarted_trace_leaves_no_file():
+    # In process (MEMTAP=) under a file size limit below the smallest ring file: the program runs
+    # untraced, the shim says why, and the trace file it opened (emptied, as memtrace does) is
+    # removed rather than left as an empty file that no reader accepts.
+    argv = [program("threads"), "cross"]
+    trace = os.path.join(WORK, "limit-f-inprocess.ctf")
+    # (the variables set after the limit: a traced sh would trace itself into the file)
+    p = run(["sh", "-c", "ulimit -f 1000; exec \"$@\"", "sh", "env", f"LD_PRELOAD={A.shim}",
+             f"MEMTAP={trace}", "MEMTAP_FULL=1", *argv], env=base_env())
+    expect(p.returncode == 0 and p.stdout == untraced(argv).stdout,
+           f"threads cross in process under ulimit -f: exit {p.returncode}\n{p.stderr[-2000:]}")
+    expect("not tracing" in p.stderr and "file size limit" in p.stderr,
+           f"the shim did not say why it is not tracing:\n{p.stderr[-2000:]}")
+    expect(not os.path.exists(trace), f"an empty trace file was left at {trace}")
+
+
 def test_program_inherits_ignored_signals():
     # What memtap record was started with (nohup ignores HUP; a shell's background job INT and
     # QUIT) reaches the program as it would untraced.
