@@ -694,7 +694,10 @@ int mt_cmd_record(int argc, char **argv) {
     tmp = "/tmp";
   s.dir_lock = record_dir_make(tmp, s.dir, sizeof s.dir);
   if (s.dir_lock < 0) {
-    cli_error(s.dir, "cannot make a directory for the rings: %s", strerror(errno));
+    cli_error(s.dir,
+              "cannot make a directory for the rings: %s (set TMPDIR to a writable "
+              "directory; the program was not run)",
+              strerror(errno));
     return MT_EXIT_FAILURE;
   }
   /* The directories of recorders killed before their end (SIGKILL, a crash) that are provably

@@ -576,6 +576,17 @@ def test_inprocess_unstarted_trace_leaves_no_file():
     expect(not os.path.exists(trace), f"an empty trace file was left at {trace}")
 
 
+def test_record_without_a_ring_directory_says_so_and_runs_nothing():
+    # TMPDIR where no directory can be made: memtap cannot trace, so it says what to change and
+    # exits 1 before the program runs (a run nobody can see the memory of is a run wasted).
+    marker = os.path.join(WORK, "ran")
+    p = run(record_command(os.path.join(WORK, "no-dir.ctf"), ["touch", marker]),
+            env=dict(base_env(), TMPDIR="/nonexistent/memtap-test"))
+    expect(p.returncode == 1 and "TMPDIR" in p.stderr and "was not run" in p.stderr,
+           f"unusable TMPDIR: exit {p.returncode}\n{p.stderr[-2000:]}")
+    expect(not os.path.exists(marker), "the program ran although nothing could be traced")
+
+
 def test_program_inherits_ignored_signals():
     # What memtap record was started with (nohup ignores HUP; a shell's background job INT and
     # QUIT) reaches the program as it would untraced.
