@@ -228,6 +228,18 @@ static void fork_child(void) {
   errno = saved_errno;
 }
 
+void mt_ring_fork_prepare(void) {
+  fork_prepare();
+}
+
+void mt_ring_fork_parent(void) {
+  fork_parent();
+}
+
+void mt_ring_fork_child(void) {
+  fork_child();
+}
+
 static void at_exit(void) {
   if (session_open())
     mt_ring_close(&mt_ring_session);

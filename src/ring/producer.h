@@ -45,6 +45,12 @@ extern struct mt_ring mt_ring_session;
  * it): mt_ring_close then leaves the file mapped rather than mapping memory over it. */
 void mt_ring_set_future_locked(bool on);
 
+/* The ring's fork handlers, for a process made without them: glibc's clone() without CLONE_VM
+ * runs no pthread_atfork handler (the shim's clone interposer calls these around it). */
+void mt_ring_fork_prepare(void);
+void mt_ring_fork_parent(void);
+void mt_ring_fork_child(void);
+
 /* Thread status. */
 enum {
   MT_THREAD_NONE = 0, /* no ring yet in the current session */

@@ -295,6 +295,7 @@ int mt_inprocess_launch(mt_error *err) {
   }
   if (rec)
     inproc.api.destroy(rec);
+  remove_unstarted_trace();
   close_trace_fd();
   mt_shim_self.depth--;
   return rc;

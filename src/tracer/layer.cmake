@@ -12,6 +12,7 @@ set(MEMTAP_TRACER_SHIM_SOURCES
   tracer/mmap.c
   tracer/mlock.c
   tracer/threads.c
+  tracer/clone.c
   tracer/modules.c
   tracer/record.c
   tracer/signals.c

@@ -152,6 +152,9 @@ MT_HIDDEN const char *mt_shim_getenv(void *user, const char *name);
 MT_HIDDEN void mt_shim_init(void);
 /* Stops tracing (a failure, or mt_tracer_stop): the program goes on untraced. */
 MT_HIDDEN void mt_shim_stop(void);
+/* The shim's fork handler in the child (after the ring's): registered with pthread_atfork, and
+ * called by the clone interposer (clone.c) for a child glibc gives no handlers. */
+MT_HIDDEN void mt_shim_fork_child(void);
 /* Opens a tracing session with mt_shim.config: the ring file (lossless for `memtap record`, a
  * flight recorder for a consumer thread of this process), the process entry, every loaded module.
  * Returns the mode to publish, or MT_SHIM_OFF with `err` filled. Called with depth raised, once

@@ -56,7 +56,7 @@ static void register_process(int64_t parent_pid) {
 
 /* Fork handlers (registered after the ring's, so that in a followed child the ring's handler
  * has created the child's file before this one registers the child's process entry). */
-static void fork_child(void) {
+void mt_shim_fork_child(void) {
   if (atomic_load(&mt_shim.mode) == MT_SHIM_OFF)
     return;
   mt_modules_after_fork();
@@ -174,7 +174,7 @@ int mt_shim_open_session(bool inprocess, mt_error *err) {
   if (mt_ring_open(&mt_shim.ring, &o, err) != MT_OK)
     return MT_SHIM_OFF;
   if (!fork_handler) {
-    if (pthread_atfork(NULL, NULL, fork_child) != 0) {
+    if (pthread_atfork(NULL, NULL, mt_shim_fork_child) != 0) {
       mt_ring_close(mt_shim.ring);
       mt_fail(err, MT_E_NOMEM, -1, "cannot register the fork handler");
       return MT_SHIM_OFF;

@@ -102,6 +102,7 @@ set(_tracer_tests
     full_lifecycle_constructor_atexit_destructor
     full_fork_without_follow_traces_parent_only
     full_fork_exec_vfork_spawn_with_follow_fork
+    full_clone_child_gets_its_own_trace
     full_double_fork_daemon_followed
     full_exec_wrapper_traces_the_execd_program
     full_dlopen_dlclose_library_allocations

@@ -7,8 +7,12 @@
  *   spawn       posix_spawn of argv[2]
  *   all         the four above in turn
  *   daemon      double fork: the child forks a grandchild and exits at once; the grandchild,
- *               re-parented, allocates after its parent is gone (argv[2] unused) */
+ *               re-parented, allocates after its parent is gone (argv[2] unused)
+ *   clone       glibc's clone() without CLONE_VM (a process that no fork handler sees): the
+ *               child allocates while the parent does (argv[2] unused) */
 #define _GNU_SOURCE
+#include <sched.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +46,24 @@ static void daemon_work(void) {
   nanosleep(&pause, NULL);
   for (int i = 0; i < 3; i++) {
     void *p = malloc(152); // @expect[daemon] allocs=3 frees=3 words=57
+    KEEP(p);
+    free(p);
+  }
+}
+
+static int clone_child_work(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 20000; i++) {
+    void *p = malloc(168); // @expect[clone] allocs=20000 frees=20000 words=420000
+    KEEP(p);
+    free(p);
+  }
+  return 0;
+}
+
+static void clone_parent_work(void) {
+  for (int i = 0; i < 20000; i++) {
+    void *p = malloc(184); // @expect[clone-parent] allocs=20000 frees=20000 words=460000
     KEEP(p);
     free(p);
   }
@@ -96,19 +118,25 @@ static int run(const char *mode, char *prog) {
     }
     return wait_for(pid, mode);
   }
+  if (strcmp(mode, "clone") == 0) {
+    static char stack[256 * 1024];
+    pid_t pid = clone(clone_child_work, stack + sizeof stack, SIGCHLD, NULL);
+    clone_parent_work(); /* at the same time as the child */
+    return wait_for(pid, mode);
+  }
   if (strcmp(mode, "spawn") == 0) {
     pid_t pid = -1;
     if (posix_spawn(&pid, prog, NULL, NULL, args, environ) != 0)
       pid = -1;
     return wait_for(pid, mode);
   }
-  fprintf(stderr, "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon PROGRAM\n");
+  fprintf(stderr, "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone PROGRAM\n");
   return 64;
 }
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon PROGRAM\n");
+    fprintf(stderr, "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone PROGRAM\n");
     return 64;
   }
   parent_work();
