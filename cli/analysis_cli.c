@@ -1,6 +1,7 @@
 /* The analysis subcommands' shared helpers (analysis_cli.h). */
 #include "analysis_cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -369,6 +370,38 @@ void an_print_frame(cli_out *o, mt_frame f) {
     out_printf(o, " %s:%d", f.file, (int)f.line);
   else if (f.file[0]) /* no line: a native frame without line tables names its module */
     out_printf(o, " %s", f.file);
+}
+
+/* Whether `f` is a native frame the recorder found no symbol for: "module+0x1234" in `module`. */
+static bool frame_unsymbolised(mt_frame f) {
+  const char *plus = strstr(f.function, "+0x");
+  if (!plus || !f.file[0] || f.line > 0 || plus == f.function)
+    return false;
+  for (const char *p = plus + 3; *p; p++)
+    if (!isxdigit((unsigned char)*p))
+      return false;
+  const char *slash = strrchr(f.file, '/'), *base = slash ? slash + 1 : f.file;
+  size_t n = (size_t)(plus - f.function);
+  return strlen(base) == n && !strncmp(base, f.function, n);
+}
+
+void an_note_unsymbolised(an_unsymbolised *u, mt_frame f) {
+  if (!frame_unsymbolised(f) || u->count == AN_UNSYMBOLISED_MAX)
+    return;
+  for (size_t i = 0; i < u->count; i++)
+    if (!strcmp(u->modules[i], f.file))
+      return;
+  u->modules[u->count++] = f.file;
+}
+
+void an_print_unsymbolised(cli_out *o, const an_unsymbolised *u) {
+  for (size_t i = 0; i < u->count; i++) {
+    const char *slash = strrchr(u->modules[i], '/');
+    out_printf(o,
+               "note: no symbols for %s (its frames read %s+0x...): install its debug symbols "
+               "(Debian: its -dbgsym package) and record again, or record with --debuginfod\n",
+               u->modules[i], slash ? slash + 1 : u->modules[i]);
+  }
 }
 
 void an_json_frame(cli_out *o, mt_frame f) {

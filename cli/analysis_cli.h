@@ -126,6 +126,16 @@ void an_json_amount(cli_out *o, const mt_analysis *a, const mt_amount *m);
  * without line tables, whose file is its module), only the function for $code frames. */
 void an_print_frame(cli_out *o, mt_frame f);
 
+/* The modules of shown sites that had no symbols when recorded (frames "module+0x1234"), for one
+ * note each after a listing: what to install to get names. Their names point into the trace. */
+#define AN_UNSYMBOLISED_MAX 4
+typedef struct an_unsymbolised {
+  const char *modules[AN_UNSYMBOLISED_MAX];
+  size_t count;
+} an_unsymbolised;
+void an_note_unsymbolised(an_unsymbolised *u, mt_frame site);
+void an_print_unsymbolised(cli_out *o, const an_unsymbolised *u);
+
 /* A frame as a JSON object {"function", "file", "line"}. */
 void an_json_frame(cli_out *o, mt_frame f);
 

@@ -120,8 +120,11 @@ int mt_cmd_leaks(int argc, char **argv) {
                  out_format_count((double)n, n3), out_plural((double)n));
     an_print_window(&o, &ao, a); /* issue 12: the window in the header */
     out_str(&o, "\n");
+    an_unsymbolised unnamed = {0};
     for (size_t i = 0; i < shown; i++) {
       const mt_group *g = &groups[i];
+      if (by != MT_GROUP_FILE)
+        an_note_unsymbolised(&unnamed, g->key);
       m = &g->stats.live;
       if (an_exact(a))
         out_printf(&o, "%3zu. %s object%s, %s\n     ", i + 1,
@@ -142,6 +145,7 @@ int mt_cmd_leaks(int argc, char **argv) {
       an_print_stack(&o, a, g->top_stack, inverted, (size_t)depth, "       ");
       out_str(&o, "\n");
     }
+    an_print_unsymbolised(&o, &unnamed);
   }
   status = an_status(a, out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE);
   if ((status == MT_EXIT_OK || status == MT_EXIT_PARTIAL) && fail_above >= 0 &&

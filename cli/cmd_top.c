@@ -434,8 +434,11 @@ int mt_cmd_top(int argc, char **argv) {
       out_printf(&o, "focus: the %zu of %zu backtraces through a function matching '%s'\n", focused,
                  mt_analysis_stack_count(a), focus);
     out_str(&o, "\n");
+    an_unsymbolised unnamed = {0};
     for (size_t i = 0; i < shown; i++) {
       const mt_group *g = &groups[i];
+      if (by != MT_GROUP_FILE)
+        an_note_unsymbolised(&unnamed, g->key);
       double v = mt_analysis_metric(a, &g->stats, metric);
       an_metric_text(metric, v, b1);
       out_printf(&o, "%3zu. %-12s %5.1f%%  ", i + 1, b1, whole > 0 ? 100 * v / whole : 0);
@@ -470,6 +473,7 @@ int mt_cmd_top(int argc, char **argv) {
       }
       out_str(&o, "\n");
     }
+    an_print_unsymbolised(&o, &unnamed);
   }
   status = an_status(a, out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE);
   if (!built) {

@@ -841,6 +841,7 @@ def test_leaks_names_file_and_line():
            f"leak amount {g['leaked']}, expected 7 objects, 1400 bytes")
     text = run([A.memtap, "leaks", trace]).stdout
     expect(f"leaky.c:{line}" in text, f"`memtap leaks` text does not name leaky.c:{line}")
+    expect("no symbols" not in text, f"a program with symbols was said to have none:\n{text}")
 
 
 # --- independent recount ---------------------------------------------------------------------
@@ -991,6 +992,9 @@ def test_recount_sqlite3_matches_glibc_mtrace():
     expect(stripped, f"`memtap top` names no frame of libsqlite3:\n{text}")
     bad = [line for line in stripped if re.search(r":0$", line)]
     expect(not bad, f"frames without a line read as line 0: {bad[:3]}")
+    # ... and the listing ends with what to install to get names.
+    expect(re.search(r"^note: no symbols for \S*libsqlite3\.so\.0 .*-dbgsym", text, re.M),
+           f"`memtap top` does not say how to get names for libsqlite3's frames:\n{text}")
 
 
 def test_recount_python3_matches_glibc_mtrace():
