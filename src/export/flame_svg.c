@@ -18,12 +18,13 @@ static unsigned hue_of(const char *s) {
   return h;
 }
 
-static void draw(FILE *out, const mt_flame_tree *t, uint32_t node, double x, double scale,
-                 double height, const char *unit) {
+/* One node's rectangle and label; false (nothing drawn) when it is too narrow. */
+static bool draw_node(FILE *out, const mt_flame_tree *t, uint32_t node, double x, double scale,
+                      double height, const char *unit) {
   const mt_flame_node *n = &t->nodes[node];
   double w = (double)n->value * scale;
   if (w < MIN_WIDTH)
-    return;
+    return false;
   double y = height - ROW * (n->depth + 1) - 4;
   unsigned h = hue_of(n->name);
   fprintf(out, "<g><title>");
@@ -53,10 +54,38 @@ static void draw(FILE *out, const mt_flame_tree *t, uint32_t node, double x, dou
     fputs("</text>", out);
   }
   fputs("</g>\n", out);
-  for (uint32_t c = n->first_child; c != UINT32_MAX; c = t->nodes[c].next_sibling) {
-    draw(out, t, c, x, scale, height, unit);
-    x += (double)t->nodes[c].value * scale;
+  return true;
+}
+
+/* The drawn nodes in depth-first order, children left to right. Not recursive: a trace's backtrace
+ * can be hundreds of thousands of frames deep (a few bytes of the trace per 256 frames, FORMAT.md
+ * §2.7), far more than the stack holds. `levels` bounds the depth of the drawn nodes, plus one. */
+static bool draw(FILE *out, const mt_flame_tree *t, double scale, double height, const char *unit,
+                 size_t levels) {
+  struct level {
+    uint32_t child; /* the next child to draw */
+    double x;       /* where it starts */
+  } *stack = malloc(levels * sizeof *stack);
+  if (!stack)
+    return false;
+  size_t depth = 0;
+  if (draw_node(out, t, 0, 0, scale, height, unit))
+    stack[depth++] = (struct level){t->nodes[0].first_child, 0};
+  while (depth) {
+    struct level *l = &stack[depth - 1];
+    uint32_t c = l->child;
+    if (c == UINT32_MAX) {
+      depth--;
+      continue;
+    }
+    double x = l->x;
+    l->child = t->nodes[c].next_sibling;
+    l->x += (double)t->nodes[c].value * scale;
+    if (draw_node(out, t, c, x, scale, height, unit) && depth < levels)
+      stack[depth++] = (struct level){t->nodes[c].first_child, x};
   }
+  free(stack);
+  return true;
 }
 
 int mt_export_flame_svg(const mt_analysis *a, FILE *out, const mt_export_options *o,
@@ -102,9 +131,10 @@ int mt_export_flame_svg(const mt_analysis *a, FILE *out, const mt_export_options
     fputs("'", out);
   }
   fputs("</text>\n", out);
-  draw(out, &t, 0, 0, scale, height, unit);
-  fputs("</svg>\n", out);
+  bool drawn = draw(out, &t, scale, height, unit, (size_t)drawn_depth + 2);
+  if (drawn)
+    fputs("</svg>\n", out);
   mt_flame_tree_free(&t);
   free(values);
-  return MT_OK;
+  return drawn ? MT_OK : mt_fail(err, MT_E_NOMEM, -1, "out of memory");
 }

@@ -277,6 +277,39 @@ static void folded_has_one_line_per_stack_of_names(void **state) {
   }
 }
 
+/* A backtrace far deeper than the stack holds: two functions calling each other (not folded), a few
+ * bytes of trace per 256 frames. The SVG flame graph draws every frame, one row each. */
+static void flame_svg_draws_a_backtrace_deeper_than_the_call_stack(void **state) {
+  (void)state;
+  enum { DEPTH = 60000 };
+  uint64_t *stack = malloc(DEPTH * sizeof *stack);
+  assert_non_null(stack);
+  for (size_t i = 0; i < DEPTH; i++) /* innermost first; codes 3 and 6 have one frame each */
+    stack[i] = i == DEPTH - 1 ? 9 : i % 2 ? 3 : 6;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  mt_error err;
+  int64_t id;
+  if (mt_writer_put_alloc(w, TG_START + 10, 4, 4, MT_SOURCE_EXTERNAL, stack, DEPTH, tg_resolve,
+                          NULL, &id, &err))
+    fail_msg("writing: %s", err.message);
+  free(stack);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  const char *path = known_trace_file("deep.ctf", data, size);
+  free(data);
+  char *out, *errs;
+  assert_int_equal(tu_run_cli(&out, NULL, &errs, "flame", "--svg", path, NULL), 0);
+  free(errs);
+  size_t rows = 0;
+  for (const char *p = strstr(out, "<g>"); p; p = strstr(p + 1, "<g>"))
+    rows++;
+  assert_int_equal(rows, DEPTH + 1); /* and the root */
+  const char *end = "</svg>\n";
+  assert_string_equal(out + strlen(out) - strlen(end), end);
+  free(out);
+}
+
 /* The known trace's live heap in bytes after its events at times < t (µs since the start):
  * analysis_known_trace.h. */
 static double known_live_before(int64_t t) {
@@ -342,6 +375,7 @@ int main(void) {
       cmocka_unit_test(report_cuts_long_names),
       cmocka_unit_test(folded_has_one_line_per_stack_of_names),
       cmocka_unit_test(chrome_counter_is_stamped_where_its_value_holds),
+      cmocka_unit_test(flame_svg_draws_a_backtrace_deeper_than_the_call_stack),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
