@@ -20,6 +20,7 @@
  * The index is untrusted input like a trace: every count, offset and index is checked before use,
  * and one that fails a check is ignored (and replaced), never trusted. */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,6 +281,13 @@ static int apply_body(mt_analysis *a, const parsed_body *b, mt_error *err) {
     uint32_t f = fnode[parent];
     for (uint32_t j = 0; j < count; j++) {
       uint32_t next = mt_stacks_extend(a, f, code);
+      if (next == UINT32_MAX && a->undescribed) {
+        rc = mt_fail(err, MT_E_MALFORMED, -1,
+                     "checkpoint index %s is damaged (delete it, or use --no-index): location "
+                     "code 0x%" PRIx64 " was never described",
+                     a->index->path, (uint64_t)code);
+        goto done;
+      }
       if (next == UINT32_MAX)
         goto nomem;
       if (next == f) /* folded onto itself: the rest of the run lands here too */

@@ -139,6 +139,9 @@ struct mt_analysis {
 
   /* pass.c: where options.partial stopped the pass on a damaged trace (code 0: read whole). */
   mt_error damage;
+  /* stacks.c: a backtrace met a code no location event described (FORMAT.md §6), this one. */
+  bool undescribed;
+  int64_t undescribed_code;
 };
 
 /* stacks.c */

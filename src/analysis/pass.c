@@ -2,6 +2,7 @@
  * live sampled objects (id -> backtrace, size, time), the running live total with its peak, and the
  * per-stack totals. Before the window's start the pass only follows the live set; when the window
  * opens, what is live is counted as live at its start; events after the window are not read. */
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +242,9 @@ static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err
       ev->domain < a->ndomains ? &a->domains[ev->domain] : mt_domain_of(a, ev->domain);
   uint32_t code_node = d && a->keep_checkpoints ? mt_index_track(a, d, ev) : 0;
   uint32_t stack = d && code_node != UINT32_MAX ? mt_stacks_intern(a, d, ev) : UINT32_MAX;
+  if (stack == UINT32_MAX && a->undescribed)
+    return mt_fail(err, MT_E_MALFORMED, ev->offset, "invalid location code 0x%" PRIx64,
+                   (uint64_t)a->undescribed_code);
   if (stack == UINT32_MAX)
     return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
   uint64_t samples = ev->nsamples > 0 ? (uint64_t)ev->nsamples : 0;

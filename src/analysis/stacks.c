@@ -114,8 +114,13 @@ static bool frames_of_code(mt_analysis *a, int64_t code, size_t *offset, size_t 
   }
   const mt_location *entries = NULL;
   size_t n = 0;
-  if (!a->reader || !mt_reader_lookup_location(a->reader, code, &entries, &n))
-    n = 0;
+  if (a->reader && !mt_reader_lookup_location(a->reader, code, &entries, &n)) {
+    /* A code no location event described: the trace is malformed there (FORMAT.md §6), as check
+     * and dump say; on_alloc reports it at the event. */
+    a->undescribed = true;
+    a->undescribed_code = code;
+    return false;
+  }
   if (!MT_GROW(a->frame_list, a->frame_list_cap, a->nframe_list + (n ? n : 1)))
     return false;
   size_t start = a->nframe_list;

@@ -73,6 +73,22 @@ int mt_transcode_with(mt_reader *r, mt_writer *w, const mt_transcode_options *op
         t.stack = grown;
         t.stack_cap = cap;
       }
+      /* A code no location event described makes the trace malformed (FORMAT.md §6), as check and
+       * dump say: the copy stops there rather than describe it as a frame without location. The
+       * frames in the common prefix were checked with the domain's previous allocation. */
+      size_t fresh = ev.common_prefix < 0 ? 0 : (size_t)ev.common_prefix;
+      const mt_location *entries;
+      size_t count;
+      for (size_t i = fresh; i < ev.backtrace_length; i++)
+        if (!mt_reader_lookup_location(r, ev.backtrace[i], &entries, &count)) {
+          rc = mt_fail(err, MT_E_MALFORMED, ev.offset,
+                       "malformed trace at byte %lld: invalid location code 0x%llx (frame %zu of "
+                       "the allocation's backtrace was never described)",
+                       (long long)ev.offset, (unsigned long long)ev.backtrace[i], i);
+          break;
+        }
+      if (rc < 0)
+        break;
       for (size_t i = 0; i < ev.backtrace_length; i++)
         t.stack[i] = (uint64_t)ev.backtrace[ev.backtrace_length - 1 - i];
       int64_t id;

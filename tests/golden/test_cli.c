@@ -183,10 +183,9 @@ static void check_reports_writer_built_traces_as_well_formed(void **state) {
   expect(0, "external", NULL, "info", path, NULL);
 }
 
-/* check looks at each backtrace's frames after the common prefix only (the others were checked
- * with the previous backtrace): a code nobody described must still be found there. */
-static void check_finds_an_undescribed_code_after_a_common_prefix(void **state) {
-  (void)state;
+/* Two allocations, the second's backtrace 1 -> 2 -> 3 sharing 1 -> 2 with the first's, whose code 3
+ * no location event describes (its event describes code 33 instead). */
+static const char *undescribed_trace(void) {
   int fd;
   mt_writer *w = tg_writer(3, 1.0, &fd);
   uint64_t first[] = {2, 1}, second[] = {3, 2, 1}; /* innermost first: 3 is new, after 1 -> 2 */
@@ -199,7 +198,6 @@ static void check_finds_an_undescribed_code_after_a_common_prefix(void **state) 
                    MT_OK);
   size_t size;
   uint8_t *data = tg_finish(w, fd, &size);
-  /* The location event of code 3 describes code 33 instead. */
   size_t found = 0;
   for (size_t i = 4; i + 8 <= size; i++)
     if (data[i - 1] == 2 && data[i] == 3 && !memcmp(data + i + 1, "\0\0\0\0\0\0\0", 7)) {
@@ -210,7 +208,28 @@ static void check_finds_an_undescribed_code_after_a_common_prefix(void **state) 
   const char *path = tu_temp_path("undescribed.ctf");
   tu_write_file(path, data, size);
   free(data);
-  expect(1, NULL, "invalid location code 0x3 (frame 2", "check", path, NULL);
+  return path;
+}
+
+/* check looks at each backtrace's frames after the common prefix only (the others were checked
+ * with the previous backtrace): a code nobody described must still be found there. */
+static void check_finds_an_undescribed_code_after_a_common_prefix(void **state) {
+  (void)state;
+  expect(1, NULL, "invalid location code 0x3 (frame 2", "check", undescribed_trace(), NULL);
+}
+
+/* An undescribed code is damage like any broken rule (docs/cli.md, "Damaged traces"): the analyses
+ * warn and exit 2 with what came before it, copy keeps those events and exits 1; neither shows or
+ * writes the code as a frame without location. */
+static void analyses_and_copy_stop_at_an_undescribed_code(void **state) {
+  (void)state;
+  const char *path = undescribed_trace();
+  expect(2, "allocated:       1 object", "damaged at byte", "summary", path, NULL);
+  expect(2, NULL, "(invalid location code 0x3)", "top", path, NULL);
+  expect(2, NULL, "(invalid location code 0x3)", "flame", path, NULL);
+  const char *copied = tu_temp_path("undescribed_copy.ctf");
+  expect(1, NULL, "invalid location code 0x3 (frame 2", "copy", path, copied, NULL);
+  expect(0, "ok: 1 event", NULL, "check", copied, NULL);
 }
 
 /* --- JSON strings: bytes that are not UTF-8 come out as \udcXX (docs/cli.md) --------------- */
@@ -824,6 +843,7 @@ int main(void) {
       cmocka_unit_test(copy_converts_a_piped_trace_to_v2),
       cmocka_unit_test(check_reports_writer_built_traces_as_well_formed),
       cmocka_unit_test(check_finds_an_undescribed_code_after_a_common_prefix),
+      cmocka_unit_test(analyses_and_copy_stop_at_an_undescribed_code),
       cmocka_unit_test(json_output_escapes_invalid_utf8_reversibly),
       cmocka_unit_test(every_command_fails_when_its_output_cannot_be_written),
       cmocka_unit_test(every_output_that_is_an_input_is_refused),
