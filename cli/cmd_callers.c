@@ -183,7 +183,7 @@ int mt_cmd_callers(int argc, char **argv) {
       print_edges(&o, a, metric, p, true, (size_t)lines);
     }
   }
-  status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = an_status(a, out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE);
   mt_peeks_free(peeks, n);
   mt_analysis_free(a);
   return status;

@@ -136,7 +136,7 @@ int functions_view_run(const char *cmd, const char *path, const an_options *ao,
   } else {
     print_table(&o, a, ao, v, costs, n, whole, focused, focused_value);
   }
-  status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
+  status = an_status(a, out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE);
   free(costs);
   free(keep);
   mt_analysis_free(a);
