@@ -184,46 +184,93 @@ static uint32_t *callers_sorted(const mt_analysis *a, const caller_tree *t, uint
   return kids;
 }
 
+/* The callers of one node being listed: its sorted callers (callers_sorted), how many are shown,
+ * the next one to list. The listings below walk the tree with a stack of these rather than by
+ * recursion: a caller tree is as deep as the deepest backtrace, which can be hundreds of thousands
+ * of frames (FORMAT.md §2.7: a few bytes of trace per 256 frames). */
+typedef struct caller_level {
+  uint32_t *kids;
+  size_t count, shown, next;
+} caller_level;
+
+/* Pushes the callers of `node` on `*levels` (all of them shown, or those callers_print shows when
+ * `print`); false when memory runs out (nothing pushed). */
+static bool caller_push(caller_level **levels, size_t *depth, size_t *cap, const mt_analysis *a,
+                        const caller_tree *t, uint32_t node, bool print) {
+  if (*depth == *cap) {
+    size_t grown = *cap ? 2 * *cap : 64;
+    caller_level *p = realloc(*levels, grown * sizeof *p);
+    if (!p)
+      return false;
+    *levels = p;
+    *cap = grown;
+  }
+  caller_level *l = &(*levels)[(*depth)++];
+  l->kids = callers_sorted(a, t, node, &l->count);
+  l->shown = l->count;
+  l->next = 0;
+  if (print) {
+    double whole = t->nodes[0].value;
+    l->shown = 0;
+    while (l->shown < l->count && l->shown < TOP_CALLERS &&
+           t->nodes[l->kids[l->shown]].value >= CALLER_MIN_SHARE * whole)
+      l->shown++;
+  }
+  return true;
+}
+
 /* Text: one line per caller, "share  frame", indented by level under its callee. */
-static void callers_print(cli_out *o, const mt_analysis *a, const caller_tree *t, uint32_t node,
-                          int level) {
-  size_t n;
-  uint32_t *kids = callers_sorted(a, t, node, &n);
+static void callers_print(cli_out *o, const mt_analysis *a, const caller_tree *t) {
   double whole = t->nodes[0].value;
-  size_t shown = 0;
-  while (shown < n && shown < TOP_CALLERS &&
-         t->nodes[kids[shown]].value >= CALLER_MIN_SHARE * whole)
-    shown++;
-  for (size_t k = 0; k < shown; k++) {
-    out_printf(o, "       %5.1f%%  %*s", 100 * t->nodes[kids[k]].value / whole, 2 * level, "");
-    an_print_frame(o, mt_analysis_frame(a, t->nodes[kids[k]].frame));
-    out_str(o, "\n");
-    callers_print(o, a, t, kids[k], level + 1);
+  caller_level *levels = NULL;
+  size_t depth = 0, cap = 0;
+  caller_push(&levels, &depth, &cap, a, t, 0, true);
+  while (depth) {
+    caller_level *l = &levels[depth - 1];
+    int level = (int)(depth - 1);
+    if (l->next < l->shown) {
+      uint32_t kid = l->kids[l->next++];
+      out_printf(o, "       %5.1f%%  %*s", 100 * t->nodes[kid].value / whole, 2 * level, "");
+      an_print_frame(o, mt_analysis_frame(a, t->nodes[kid].frame));
+      out_str(o, "\n");
+      caller_push(&levels, &depth, &cap, a, t, kid, true);
+      continue;
+    }
+    if (l->count > l->shown) {
+      double rest = 0;
+      for (size_t k = l->shown; k < l->count; k++)
+        rest += t->nodes[l->kids[k]].value;
+      out_printf(o, "       %5.1f%%  %*s(%zu other caller%s)\n", 100 * rest / whole, 2 * level, "",
+                 l->count - l->shown, l->count - l->shown == 1 ? "" : "s");
+    }
+    free(l->kids);
+    depth--;
   }
-  if (n > shown) {
-    double rest = 0;
-    for (size_t k = shown; k < n; k++)
-      rest += t->nodes[kids[k]].value;
-    out_printf(o, "       %5.1f%%  %*s(%zu other caller%s)\n", 100 * rest / whole, 2 * level, "",
-               n - shown, n - shown == 1 ? "" : "s");
-  }
-  free(kids);
+  free(levels);
 }
 
 /* JSON: [{"frame", "value", "callers": [...]}], every caller. */
-static void callers_json(cli_out *o, const mt_analysis *a, const caller_tree *t, uint32_t node) {
-  size_t n;
-  uint32_t *kids = callers_sorted(a, t, node, &n);
+static void callers_json(cli_out *o, const mt_analysis *a, const caller_tree *t) {
+  caller_level *levels = NULL;
+  size_t depth = 0, cap = 0;
   out_str(o, "[");
-  for (size_t k = 0; k < n; k++) {
-    out_str(o, k ? ",{\"frame\":" : "{\"frame\":");
-    an_json_frame(o, mt_analysis_frame(a, t->nodes[kids[k]].frame));
-    out_printf(o, ",\"value\":%.17g,\"callers\":", t->nodes[kids[k]].value);
-    callers_json(o, a, t, kids[k]);
-    out_str(o, "}");
+  if (!caller_push(&levels, &depth, &cap, a, t, 0, false))
+    out_str(o, "]");
+  while (depth) {
+    caller_level *l = &levels[depth - 1];
+    if (l->next < l->count) {
+      uint32_t kid = l->kids[l->next];
+      out_str(o, l->next++ ? ",{\"frame\":" : "{\"frame\":");
+      an_json_frame(o, mt_analysis_frame(a, t->nodes[kid].frame));
+      out_printf(o, ",\"value\":%.17g,\"callers\":[", t->nodes[kid].value);
+      if (!caller_push(&levels, &depth, &cap, a, t, kid, false))
+        out_str(o, "]}");
+      continue;
+    }
+    free(l->kids);
+    out_str(o, --depth ? "]}" : "]");
   }
-  out_str(o, "]");
-  free(kids);
+  free(levels);
 }
 
 /* keyed_stacks of only the stacks through a function matching `focus` (*matched of them); NULL
@@ -419,7 +466,7 @@ int mt_cmd_top(int argc, char **argv) {
       an_json_stack(&o, a, g->top_stack, inverted);
       if (inverted && (built = callers_build(&tree, a, ks, nks, g->key, metric, (size_t)depth))) {
         out_str(&o, ",\"callers\":");
-        callers_json(&o, a, &tree, 0);
+        callers_json(&o, a, &tree);
       }
       out_str(&o, "}");
     }
@@ -466,7 +513,7 @@ int mt_cmd_top(int argc, char **argv) {
         out_printf(&o, "     callers, from the allocation point out (%% of this %s):\n",
                    group_names[by]);
         if ((built = callers_build(&tree, a, ks, nks, g->key, metric, (size_t)depth)))
-          callers_print(&o, a, &tree, 0, 0);
+          callers_print(&o, a, &tree);
       } else {
         out_str(&o, "     heaviest backtrace:\n");
         an_print_stack(&o, a, g->top_stack, false, (size_t)depth, "       ");

@@ -277,20 +277,19 @@ static void folded_has_one_line_per_stack_of_names(void **state) {
   }
 }
 
-/* A backtrace far deeper than the stack holds: two functions calling each other (not folded), a few
- * bytes of trace per 256 frames. The SVG flame graph draws every frame, one row each. */
-static void flame_svg_draws_a_backtrace_deeper_than_the_call_stack(void **state) {
-  (void)state;
-  enum { DEPTH = 60000 };
-  uint64_t *stack = malloc(DEPTH * sizeof *stack);
+/* A trace of one allocation whose backtrace is far deeper than the call stack holds: two functions
+ * calling each other (not folded), a few bytes of trace per 256 frames. */
+enum { DEEP = 60000, DEEPER = 300000 };
+static const char *deep_trace(size_t depth) {
+  uint64_t *stack = malloc(depth * sizeof *stack);
   assert_non_null(stack);
-  for (size_t i = 0; i < DEPTH; i++) /* innermost first; codes 3 and 6 have one frame each */
-    stack[i] = i == DEPTH - 1 ? 9 : i % 2 ? 3 : 6;
+  for (size_t i = 0; i < depth; i++) /* innermost first; codes 3 and 6 have one frame each */
+    stack[i] = i == depth - 1 ? 9 : i % 2 ? 3 : 6;
   int fd;
   mt_writer *w = tg_writer(3, 1.0, &fd);
   mt_error err;
   int64_t id;
-  if (mt_writer_put_alloc(w, TG_START + 10, 4, 4, MT_SOURCE_EXTERNAL, stack, DEPTH, tg_resolve,
+  if (mt_writer_put_alloc(w, TG_START + 10, 4, 4, MT_SOURCE_EXTERNAL, stack, depth, tg_resolve,
                           NULL, &id, &err))
     fail_msg("writing: %s", err.message);
   free(stack);
@@ -298,15 +297,43 @@ static void flame_svg_draws_a_backtrace_deeper_than_the_call_stack(void **state)
   uint8_t *data = tg_finish(w, fd, &size);
   const char *path = known_trace_file("deep.ctf", data, size);
   free(data);
+  return path;
+}
+
+static size_t occurrences(const char *text, const char *needle) {
+  size_t n = 0;
+  for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+    n++;
+  return n;
+}
+
+/* The SVG flame graph draws every frame of the deep trace, one row each. */
+static void flame_svg_draws_a_backtrace_deeper_than_the_call_stack(void **state) {
+  (void)state;
   char *out, *errs;
-  assert_int_equal(tu_run_cli(&out, NULL, &errs, "flame", "--svg", path, NULL), 0);
+  assert_int_equal(tu_run_cli(&out, NULL, &errs, "flame", "--svg", deep_trace(DEEP), NULL), 0);
   free(errs);
-  size_t rows = 0;
-  for (const char *p = strstr(out, "<g>"); p; p = strstr(p + 1, "<g>"))
-    rows++;
-  assert_int_equal(rows, DEPTH + 1); /* and the root */
+  assert_int_equal(occurrences(out, "<g>"), DEEP + 1); /* and the root */
   const char *end = "</svg>\n";
   assert_string_equal(out + strlen(out) - strlen(end), end);
+  free(out);
+}
+
+/* top --inverted --depth 0 lists every level of callers of the deep trace's allocation point (as
+ * JSON: the text indents each level further, its size grows with the depth squared). */
+static void top_lists_callers_deeper_than_the_call_stack(void **state) {
+  (void)state;
+  char *out, *errs;
+  assert_int_equal(tu_run_cli(&out, NULL, &errs, "top", "--json", "--inverted", "--depth", "0",
+                              deep_trace(DEEPER), NULL),
+                   0);
+  free(errs);
+  /* The group's list, then one per frame: the allocation point first (the whole group). */
+  assert_int_equal(occurrences(out, "\"callers\":["), DEEPER + 1);
+  /* Nested that deep, the JSON is checked for balance, not with the recursive validator. */
+  assert_int_equal(occurrences(out, "["), occurrences(out, "]"));
+  assert_int_equal(occurrences(out, "{"), occurrences(out, "}"));
+  assert_string_equal(out + strlen(out) - 5, "]}]}\n");
   free(out);
 }
 
@@ -376,6 +403,7 @@ int main(void) {
       cmocka_unit_test(folded_has_one_line_per_stack_of_names),
       cmocka_unit_test(chrome_counter_is_stamped_where_its_value_holds),
       cmocka_unit_test(flame_svg_draws_a_backtrace_deeper_than_the_call_stack),
+      cmocka_unit_test(top_lists_callers_deeper_than_the_call_stack),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
