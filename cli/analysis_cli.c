@@ -291,7 +291,10 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
   const mt_index_use *use = mt_analysis_index_use(a);
   if (use->resumed && use->resumed_time > read_to)
     read_to = use->resumed_time;
-  if (options.from != MT_TIME_UNBOUNDED && options.from > read_to) {
+  /* A pass that stopped at the window's end (--to) read no further: the trace goes on past it,
+   * and so past a start before it, however long ago the last event read was. */
+  bool stopped_at_to = options.to != MT_TIME_UNBOUNDED && s->to == options.to && !damage;
+  if (options.from != MT_TIME_UNBOUNDED && options.from > read_to && !stopped_at_to) {
     *status = cli_usage_error(
         cmd, "the window starts at %.6f s, after the %s (%.6f s)", (double)options.from / 1e6,
         damage ? "last event read before the damage" : "trace's end", (double)read_to / 1e6);

@@ -1095,6 +1095,34 @@ static void a_window_past_the_end_is_refused_and_an_end_past_it_clamped(void **s
   free(out);
 }
 
+/* A window inside a gap between two events: the pass stops at the first event past --to, so the
+ * last event it read is before the window's start, yet the trace goes on (it once refused
+ * `--from 20% --to 60%` of a 1 ms trace as "after the trace's end (0.000010 s)"). */
+static void a_window_inside_a_gap_between_events_is_accepted(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  mt_error err;
+  uint64_t stack[] = {101};
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 10, 4, 4, MT_SOURCE_EXTERNAL, stack, 1,
+                                       tg_resolve, NULL, NULL, &err),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1000, 8, 8, MT_SOURCE_EXTERNAL, stack, 1,
+                                       tg_resolve, NULL, NULL, &err),
+                   MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  const char *path = known_trace_file("gap.ctf", data, size);
+  free(data);
+  char *out;
+  RUN_OK(out, "summary", "--json", "--from", "20%", "--to", "60%", path);
+  assert_true(tu_json_number(strstr(out, "\"window\":"), "from_s") == 0.0002);
+  assert_true(tu_json_number(strstr(out, "\"window\":"), "to_s") == 0.0006);
+  free(out);
+  RUN_OK(out, "top", "--from", "0.0003", "--to", "0.0005", path);
+  free(out);
+}
+
 static void hide_patterns_add_up(void **state) {
   (void)state;
   char *both, *joined, *one;
@@ -1349,6 +1377,7 @@ int main(void) {
       cmocka_unit_test(every_command_has_help_and_rejects_bad_options),
       cmocka_unit_test(analyses_of_a_damaged_trace_print_what_was_read_warn_and_exit_2),
       cmocka_unit_test(a_window_past_the_end_is_refused_and_an_end_past_it_clamped),
+      cmocka_unit_test(a_window_inside_a_gap_between_events_is_accepted),
       cmocka_unit_test(hide_patterns_add_up),
       cmocka_unit_test(export_options_are_honoured_or_refused),
       cmocka_unit_test(counts_take_any_size_and_say_what_is_wrong),
