@@ -107,6 +107,15 @@ int mt_transcode_with(mt_reader *r, mt_writer *w, const mt_transcode_options *op
     } else {
       rc = mt_writer_put_collect_in(w, ev.domain, ev.time, mapped_id(&t, ev.obj_id, true), err);
     }
+    if (rc == MT_E_INVALID) {
+      /* The writer refuses an object no allocation read so far made (a reader skips packets it
+       * cannot trust, a flipped pid among them): the input's fault, said at its byte. */
+      rc = mt_fail(err, MT_E_MALFORMED, ev.offset,
+                   "malformed trace at byte %lld: %s of object %lld, which no allocation read "
+                   "before it made (was its packet skipped?)",
+                   (long long)ev.offset, ev.kind == MT_EVENT_PROMOTE ? "promote" : "collect",
+                   (long long)ev.obj_id);
+    }
     if (rc)
       break;
   }

@@ -232,6 +232,27 @@ static void analyses_and_copy_stop_at_an_undescribed_code(void **state) {
   expect(0, "ok: 1 event", NULL, "check", copied, NULL);
 }
 
+/* demo_v2.ctf with one bit of a packet's pid flipped: the reader skips that packet as another
+ * process's, which check accepts, but an object it allocated is collected later. copy blamed its
+ * output ("OUT: object id 1530 was not allocated by domain 0") with no byte of the input; it
+ * names the input's byte, and keeps the copy of every event before it. */
+static void copy_names_the_input_byte_of_a_collect_no_allocation_made(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = tu_read_file(tu_testdata("memtrace/demo_v2.ctf"), &size);
+  assert_true(size > 29278);
+  data[29278] ^= 1; /* the packet at byte 29244: its pid */
+  const char *path = tu_temp_path("demo_v2_foreign_packet.ctf");
+  tu_write_file(path, data, size);
+  free(data);
+  expect(0, "1 packets of other processes skipped", NULL, "check", path, NULL);
+  const char *copied = tu_temp_path("demo_v2_foreign_packet_copy.ctf");
+  expect(1, NULL,
+         "demo_v2_foreign_packet.ctf: malformed trace at byte 58940: collect of object 1530",
+         "copy", path, copied, NULL);
+  expect(0, "ok:", NULL, "check", copied, NULL);
+}
+
 /* --- JSON strings: bytes that are not UTF-8 come out as \udcXX (docs/cli.md) --------------- */
 
 /* Invalid UTF-8 of every kind, then valid multibyte UTF-8 and JSON's mandatory escapes:
@@ -844,6 +865,7 @@ int main(void) {
       cmocka_unit_test(check_reports_writer_built_traces_as_well_formed),
       cmocka_unit_test(check_finds_an_undescribed_code_after_a_common_prefix),
       cmocka_unit_test(analyses_and_copy_stop_at_an_undescribed_code),
+      cmocka_unit_test(copy_names_the_input_byte_of_a_collect_no_allocation_made),
       cmocka_unit_test(json_output_escapes_invalid_utf8_reversibly),
       cmocka_unit_test(every_command_fails_when_its_output_cannot_be_written),
       cmocka_unit_test(every_output_that_is_an_input_is_refused),
