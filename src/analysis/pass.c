@@ -346,7 +346,7 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   const mt_trace_info *info = mt_reader_info(r);
   if (!(info->sample_rate > 0 && info->sample_rate <= 1))
     return mt_fail(err, MT_E_INVALID, -1,
-                   "the trace's sampling rate %g is outside (0, 1]: no estimate can be made",
+                   "the trace's sampling rate %.17g is outside (0, 1]: no estimate can be made",
                    info->sample_rate);
   if (!isfinite(info->word_size / 8.0 / info->sample_rate))
     return mt_fail(err, MT_E_INVALID, -1,

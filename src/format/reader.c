@@ -197,7 +197,7 @@ static int parse_trace_info(mt_reader *r) {
   uint8_t word_size;
   const char *s[4];
   size_t len[4];
-  int64_t field = mt_rbuf_offset(b);
+  int64_t field = mt_rbuf_offset(b), rate_at = field;
   if (!mt_rbuf_u64(b, &rate_bits) || !mt_rbuf_u8(b, &word_size))
     return mt_reader_malformed(r, field, "trace_info ends inside its sample rate or word size");
   for (int i = 0; i < 3; i++) {
@@ -226,6 +226,8 @@ static int parse_trace_info(mt_reader *r) {
     uint64_t u;
     double f;
   } rate = {.u = rate_bits};
+  if (!(rate.f > 0 && rate.f <= 1)) /* FORMAT.md §2: 0 < λ <= 1 (NaN included) */
+    return mt_reader_malformed(r, rate_at, "the sample rate %.17g is outside (0, 1]", rate.f);
   r->info = (mt_trace_info){.version = r->header.version,
                             .start_time = r->header.time_begin,
                             .sample_rate = rate.f,

@@ -241,6 +241,20 @@ static void packet_0_must_hold_exactly_trace_info_at_its_start_time(void **state
   base_trace cut = {.data = data, .size = MT_HEADER_SIZE_V3 + 4 + 5};
   mt_store_u32(data + 4, (uint32_t)cut.size * 8);
   expect_malformed(&cut, false, event + 4, "trace_info ends inside its sample rate or word size");
+  /* The sample rate is a probability (FORMAT.md §2: 0 < rate <= 1), said with every digit: a
+   * flipped low bit of 1.0 once passed check and then failed every analysis as "rate 1". */
+  t.size = hand_info_packet(data, mt_event_header(MT_CODE_TRACE_INFO, TG_START), 0);
+  const double bad[] = {1.0000000000000002, 0, -0.5, 2, __builtin_nan("")};
+  const char *said[] = {"1.0000000000000002 is outside (0, 1]", "0 is outside", "-0.5 is outside",
+                        "2 is outside", "nan is outside"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    uint64_t bits;
+    memcpy(&bits, &bad[i], sizeof bits);
+    uint64_t saved = mt_load_u64(data + event + 4);
+    mt_store_u64(data + event + 4, bits);
+    expect_malformed(&t, false, event + 4, said[i]);
+    mt_store_u64(data + event + 4, saved);
+  }
 }
 
 /* A one-packet trace after packet 0 holding `events`. */
