@@ -59,6 +59,24 @@ static bool check_mode;
 static _Atomic uint64_t checked, identical, fell_back, differ;
 static _Atomic int shown;
 
+/* libunwind is not reentrant: its one-time set-up runs under pthread_once (and its lookups take
+ * the loader's lock), so a signal handler that allocates while its thread is inside libunwind
+ * would wait for itself for ever. A walk on a thread already inside libunwind goes without it:
+ * a fallback records no stack (flagged, as before libunwind is loaded), and the check mode skips
+ * the comparison. The set-up itself is done once in the constructor. */
+static __thread uint32_t in_libunwind __attribute__((tls_model("initial-exec")));
+
+static int libunwind_walk(void **buf, int max) {
+  if (in_libunwind)
+    return -1;
+  in_libunwind = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  int got = backtrace_fn(buf, max);
+  atomic_signal_fence(memory_order_seq_cst);
+  in_libunwind = 0;
+  return got;
+}
+
 void mt_tracer_unwind_load(void) {
   if (backtrace_fn)
     return;
@@ -69,6 +87,10 @@ void mt_tracer_unwind_load(void) {
   if (!h)
     return;
   backtrace_fn = (int (*)(void **, int))dlsym(h, "unw_backtrace");
+  if (backtrace_fn) { /* its one-time set-up now, in the constructor, not in a program's walk */
+    void *warm[4];
+    libunwind_walk(warm, 4);
+  }
   const char *check = mt_shim_getenv(NULL, "MEMTAP_TEST_UNWIND_CHECK");
   check_mode = backtrace_fn && check && check[0] == '1' && !check[1];
 }
@@ -122,7 +144,7 @@ static void show_stack(const char *who, const uint64_t *pcs, size_t n) {
 
 /* libunwind's walk of this stack, the shim's frames removed: what the fallback would give. */
 static size_t reference_walk(uint64_t *pcs, size_t max, bool *truncated) {
-  int got = backtrace_fn((void **)pcs, (int)(max + MT_UNWIND_SLACK));
+  int got = libunwind_walk((void **)pcs, (int)(max + MT_UNWIND_SLACK));
   size_t n = 0;
   uintptr_t low = mt_shim.text_low, span = mt_shim.text_high - mt_shim.text_low;
   *truncated = (size_t)got == max + MT_UNWIND_SLACK;
@@ -133,6 +155,8 @@ static size_t reference_walk(uint64_t *pcs, size_t max, bool *truncated) {
 }
 
 static void check_walk(const uint64_t *pcs, size_t n, bool complete, bool truncated) {
+  if (in_libunwind)
+    return; /* a handler interrupted libunwind on this thread: nothing to compare with */
   uint64_t ref[MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
   bool ref_truncated;
   size_t m = reference_walk(ref, MT_TRACER_MAX_FRAMES, &ref_truncated);
@@ -232,7 +256,7 @@ static __attribute__((noinline)) size_t unwind_rest(long walked, uint64_t *pcs, 
    * the same 8 bytes as a uint64_t here; the shim's frames are then squeezed out in place. One
    * buffer on the stack instead of two: the program's thread may have a small stack. */
   _Static_assert(sizeof(void *) == sizeof(uint64_t), "x86-64");
-  int got = backtrace_fn((void **)pcs, (int)(max + MT_UNWIND_SLACK));
+  int got = libunwind_walk((void **)pcs, (int)(max + MT_UNWIND_SLACK));
   if (got <= 0) {
     *flags |= MT_TRACER_FLAG_NO_STACK;
     return 0;
