@@ -11,6 +11,7 @@
  * mappings are read from /proc/self/maps with system calls into a buffer on the stack. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -41,14 +42,19 @@ typedef struct vma {
   uint64_t start, end;
   unsigned major, minor;
   uint64_t inode;
+  const char *path; /* the rest of the line ("" for anonymous memory) */
+  size_t path_length;
 } vma;
 
 typedef struct own_ranges {
   uint64_t start[OWN_MAX], end[OWN_MAX];
   unsigned count;
-  bool ring_file; /* mappings of the ring file (its device and inode) are the shim's too */
+  /* Mappings of the ring file are the shim's too (the consumer's, in process): known by device
+   * and inode, or by path (a file system may show /proc/self/maps another device than stat). */
+  bool ring_file;
   unsigned major, minor;
   uint64_t inode;
+  const char *path;
 } own_ranges;
 
 static void own_add(own_ranges *o, const void *p, uint64_t bytes) {
@@ -75,14 +81,29 @@ static bool own_regions(own_ranges *o) {
     o->major = major(s->dev);
     o->minor = minor(s->dev);
     o->inode = (uint64_t)s->ino;
+    o->path = s->path;
   }
   own_add_set(o, &mt_shim.set);
   own_add_set(o, &mt_shim.internal);
   return o->count > 0;
 }
 
+/* Whether the mapping's path is `path`, as maps shows it (" (deleted)" after an unlink). */
+static bool same_path(const vma *v, const char *path) {
+  size_t n = 0;
+  while (path[n])
+    n++;
+  if (!n || v->path_length < n)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (v->path[i] != path[i])
+      return false;
+  return v->path_length == n || v->path[n] == ' ';
+}
+
 static bool is_own(const own_ranges *o, const vma *v) {
-  if (o->ring_file && v->inode == o->inode && v->major == o->major && v->minor == o->minor)
+  if (o->ring_file && ((v->inode == o->inode && v->major == o->major && v->minor == o->minor) ||
+                       same_path(v, o->path)))
     return true;
   for (unsigned i = 0; i < o->count; i++)
     if (v->start < o->end[i] && v->end > o->start[i])
@@ -131,6 +152,10 @@ static bool parse_vma(const char *p, const char *end, vma *v) {
   v->inode = 0;
   for (; p < end && *p >= '0' && *p <= '9'; p++)
     v->inode = v->inode * 10 + (uint64_t)(*p - '0');
+  while (p < end && *p == ' ')
+    p++;
+  v->path = p;
+  v->path_length = (size_t)(end - p);
   v->major = (unsigned)major_;
   v->minor = (unsigned)minor_;
   return v->end > v->start;
@@ -143,8 +168,8 @@ static bool for_each_program_vma(const own_ranges *o, void (*each)(const vma *, 
   int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return false;
-  char buf[4096], line[160];
-  size_t kept = 0; /* the start of the line being read (its first 160 bytes are enough) */
+  char buf[2048], line[160 + PATH_MAX];
+  size_t kept = 0; /* the line being read (a longer path than PATH_MAX is no ring file's) */
   long n;
   while ((n = syscall(SYS_read, fd, buf, sizeof buf)) > 0) {
     for (long i = 0; i < n; i++) {
