@@ -69,11 +69,8 @@ static void no_writer_needed(void *user) {
   (void)user;
 }
 
-static void open_fixture(fixture *f, const char *name) {
-  memset(f, 0, sizeof *f);
-  f->path = tu_temp_path(name);
-  f->fd = open(f->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  assert_true(f->fd >= 0);
+/* The trace's writer, on the fixture's file. */
+static void open_output(fixture *f) {
   mt_trace_info info = {.start_time = BASE_NS / 1000,
                         .sample_rate = 1,
                         .executable_name = "t",
@@ -81,6 +78,14 @@ static void open_fixture(fixture *f, const char *name) {
                         .ocaml_runtime_params = "",
                         .context = ""};
   assert_int_equal(rec_output_open(&f->out, f->fd, false, &info, 3), MT_OK);
+}
+
+static void open_fixture(fixture *f, const char *name) {
+  memset(f, 0, sizeof *f);
+  f->path = tu_temp_path(name);
+  f->fd = open(f->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  assert_true(f->fd >= 0);
+  open_output(f);
   assert_true(rec_order_init(&f->order, 1000 * 1000, 1000 * 1000 * 1000));
   f->symboliser = rec_symboliser_new(true, false);
   f->sink = (rec_sink){.out = &f->out,
@@ -115,15 +120,20 @@ static void feed(fixture *f, uint32_t type, uint64_t source, int64_t us, uint64_
   feed_ns(f, type, source, us * 1000, addr);
 }
 
-static void close_fixture(fixture *f, rr_trace *t) {
+/* Writes what is held, closes the trace and frees the fixture; false if the writer failed. */
+static bool finish_fixture(fixture *f) {
   rec_order_expire(&f->order, &f->sink, INT64_MAX, true);
   rec_output_close(&f->out);
-  assert_false(f->out.failed);
   rec_order_free(&f->order);
   rec_symboliser_free(f->symboliser);
   rec_sites_free(&f->sites);
   rec_modules_free(&f->modules);
   close(f->fd);
+  return !f->out.failed;
+}
+
+static void close_fixture(fixture *f, rr_trace *t) {
+  assert_true(finish_fixture(f));
   rr_read(f->path, t);
 }
 
@@ -159,13 +169,7 @@ static void allocation_at_a_live_address_waits_for_the_late_free(void **state) {
  * the first event written. */
 static void writer_on_first_event(void *user) {
   fixture *f = user;
-  mt_trace_info info = {.start_time = BASE_NS / 1000,
-                        .sample_rate = 1,
-                        .executable_name = "t",
-                        .host_name = "h",
-                        .ocaml_runtime_params = "",
-                        .context = ""};
-  assert_int_equal(rec_output_open(&f->out, f->fd, false, &info, 3), MT_OK);
+  open_output(f);
   f->sink.start_us = BASE_NS / 1000;
   f->sink.resolution_us = 1000;
 }
@@ -547,15 +551,8 @@ static void records_given_up_for_memory_are_counted_lost(void **state) {
     rec_order_expire(&f.order, &f.sink, INT64_MAX, true);
     fail_one_in = 0;
     uint64_t lost = f.order.lost_nomem;
-    rec_output_close(&f.out);
-    bool wrote = !f.out.failed; /* the writer's own failure: the trace stops, and says so */
-    rec_order_free(&f.order);
-    rec_symboliser_free(f.symboliser);
-    rec_sites_free(&f.sites);
-    rec_modules_free(&f.modules);
-    close(f.fd);
-    if (!wrote)
-      continue;
+    if (!finish_fixture(&f))
+      continue; /* the writer's own failure: the trace stops, and says so */
     seeds_checked++;
     bool whole = f.stats.frees == allocs && !f.stats.unknown_frees && !f.stats.implied_frees;
     if (!whole && !lost)
