@@ -11,6 +11,7 @@
 #include "analysis/views.h"
 #include "analysis_cli.h"
 #include "cli.h"
+#include "common/grow.h"
 #include "functions_view.h"
 
 static const char usage[] =
@@ -197,14 +198,8 @@ typedef struct caller_level {
  * `print`); false when memory runs out (nothing pushed). */
 static bool caller_push(caller_level **levels, size_t *depth, size_t *cap, const mt_analysis *a,
                         const caller_tree *t, uint32_t node, bool print) {
-  if (*depth == *cap) {
-    size_t grown = *cap ? 2 * *cap : 64;
-    caller_level *p = realloc(*levels, grown * sizeof *p);
-    if (!p)
-      return false;
-    *levels = p;
-    *cap = grown;
-  }
+  if (!MT_GROW(*levels, *cap, *depth + 1))
+    return false;
   caller_level *l = &(*levels)[(*depth)++];
   l->kids = callers_sorted(a, t, node, &l->count);
   l->shown = l->count;
