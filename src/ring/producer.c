@@ -133,12 +133,12 @@ static bool session_open(void) {
   return !(mt_load_acquire(&mt_ring_session.epoch) & 1);
 }
 
-static void fork_prepare(void) {
+void mt_ring_fork_prepare(void) {
   if (session_open())
     pending_fork_number = mt_add_relaxed(&mt_ring_session.header->forks, 1) + 1;
 }
 
-static void fork_parent(void) {
+void mt_ring_fork_parent(void) {
   if (session_open()) {
     uint64_t payload[1] = {pending_fork_number};
     mt_ring_write_transport(MT_RING_TYPE_LIFECYCLE, MT_RING_LIFECYCLE_FORK_PARENT, payload, 1);
@@ -188,7 +188,7 @@ static void private_copy(void *base, uint64_t size, int fd, bool busy) {
 /* In the child, only the forking thread exists. It may even be inside a signal handler that
  * interrupted a write: that write will finish when the handler returns, through pointers into
  * the parent's mapping, so the mapping is then replaced by a private copy instead of removed. */
-static void fork_child(void) {
+void mt_ring_fork_child(void) {
   struct mt_ring *s = &mt_ring_session;
   if (!session_open())
     return;
@@ -226,18 +226,6 @@ static void fork_child(void) {
   }
   /* else: tracing stays off in this child. */
   errno = saved_errno;
-}
-
-void mt_ring_fork_prepare(void) {
-  fork_prepare();
-}
-
-void mt_ring_fork_parent(void) {
-  fork_parent();
-}
-
-void mt_ring_fork_child(void) {
-  fork_child();
 }
 
 static void at_exit(void) {
@@ -281,7 +269,8 @@ static int open_session(struct mt_ring *s, const mt_ring_options *opts, mt_error
   s->options = o;
 
   if (!handlers_registered) {
-    if (mt_ring_thread_init_key() != 0 || pthread_atfork(fork_prepare, fork_parent, fork_child))
+    if (mt_ring_thread_init_key() != 0 ||
+        pthread_atfork(mt_ring_fork_prepare, mt_ring_fork_parent, mt_ring_fork_child))
       return mt_fail(err, MT_E_NOMEM, -1, "cannot register the thread-exit and fork handlers");
     atexit(at_exit);
     handlers_registered = true;
