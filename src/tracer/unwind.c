@@ -16,7 +16,7 @@
 #include "tracer/unwind_cfi.h"
 
 /* Each thread's memo of its previous walk (mt_cfi_unwind_memo: a stack that shares its outer part
- * with the previous one is re-checked, not walked again). About 18 KiB, so not in static TLS (a
+ * with the previous one is re-checked, not walked again). About 28 KiB, so not in static TLS (a
  * program's threads may have small stacks, which hold static TLS): mmap'd at the thread's
  * MEMO_AFTER-th walk, so that threads that record once or twice do not pay for one, and unmapped
  * at thread exit (mt_tracer_unwind_thread_done). A thread that exits without passing through the

@@ -473,6 +473,7 @@ static void repeat_keep(mt_cfi_memo *m, const emitter *em, uintptr_t lo, unsigne
   e->checks = c;
   __builtin_memcpy(e->pcs, em->pcs, em->n * sizeof em->pcs[0]);
   e->n = (unsigned)em->n;
+  m->repeat_last = m->repeat_next;
   m->repeat_next = (m->repeat_next + 1) % MT_CFI_REPEATS;
 }
 

@@ -791,6 +791,67 @@ __attribute__((noinline)) static size_t via_b(uint64_t *plain, size_t *n_plain, 
   return n;
 }
 
+/* Twelve callers of one middle function that calls the leaf: the walks start with the same
+ * registers and read the same first two return addresses (into leaf_walks, into mid_walks); only
+ * the third tells them apart. More callers than the memo keeps recent walks of, taken in turn. */
+__attribute__((noinline)) static size_t mid_walks(uint64_t *plain, size_t *n_plain,
+                                                  uint64_t *memoed, unsigned *mflags) {
+  size_t n = leaf_walks(plain, n_plain, memoed, mflags);
+  sink = sink + 1;
+  return n;
+}
+
+#define VIA_MID(k)                                                                                 \
+  __attribute__((noinline)) static size_t via_mid_##k(uint64_t *plain, size_t *n_plain,            \
+                                                      uint64_t *memoed, unsigned *mflags) {        \
+    size_t n = mid_walks(plain, n_plain, memoed, mflags);                                          \
+    sink = sink + k;                                                                               \
+    return n;                                                                                      \
+  }
+VIA_MID(0)
+VIA_MID(1)
+VIA_MID(2)
+VIA_MID(3)
+VIA_MID(4)
+VIA_MID(5)
+VIA_MID(6)
+VIA_MID(7)
+VIA_MID(8)
+VIA_MID(9)
+VIA_MID(10)
+VIA_MID(11)
+
+static void memo_tells_apart_more_callers_in_turn_than_it_keeps_walks_of(void **state) {
+  (void)state;
+  typedef size_t via_fn(uint64_t *, size_t *, uint64_t *, unsigned *);
+  static via_fn *const vias[] = {via_mid_0, via_mid_1, via_mid_2,  via_mid_3,
+                                 via_mid_4, via_mid_5, via_mid_6,  via_mid_7,
+                                 via_mid_8, via_mid_9, via_mid_10, via_mid_11};
+  enum { CALLERS = sizeof vias / sizeof vias[0] };
+  _Static_assert(CALLERS > MT_CFI_REPEATS, "more callers than repeats kept");
+  static uint64_t plain[MAX_FRAMES], memoed[MAX_FRAMES];
+  uint64_t ret[CALLERS] = {0};
+  /* In turn over 2, 5, 8 (as many as kept) and 12 callers, then in a scrambled order. */
+  static const int periods[] = {2, 5, MT_CFI_REPEATS, CALLERS, 0};
+  for (int phase = 0; phase < 5; phase++) {
+    for (int i = 0; i < 1500; i++) {
+      int k = periods[phase] ? i % periods[phase] : (i * 7919 / 3) % CALLERS;
+      size_t n_plain;
+      unsigned mflags;
+      via_fn *volatile via = vias[k];
+      size_t n = via(plain, &n_plain, memoed, &mflags);
+      assert_int_equal(n, n_plain);
+      assert_true(n > 4);
+      assert_memory_equal(plain + 1, memoed + 1, (n - 1) * sizeof plain[0]);
+      assert_true(ret[k] == 0 || ret[k] == plain[2]); /* into via_mid_k, always the same */
+      ret[k] = plain[2];
+    }
+  }
+  for (int k = 0; k < CALLERS; k++)
+    for (int j = 0; j < k; j++)
+      assert_true(ret[k] && ret[k] != ret[j]); /* every caller seen, each its own */
+}
+
 static void memo_tells_callers_apart_when_the_walk_starts_with_the_same_registers(void **state) {
   (void)state;
   static uint64_t plain[MAX_FRAMES], memoed[MAX_FRAMES];
@@ -887,6 +948,7 @@ int main(void) {
                              setup),
       cmocka_unit_test_setup(memo_tells_callers_apart_when_the_walk_starts_with_the_same_registers,
                              setup),
+      cmocka_unit_test_setup(memo_tells_apart_more_callers_in_turn_than_it_keeps_walks_of, setup),
       cmocka_unit_test_setup(frames_in_a_module_without_unwind_tables_stop_the_walk, setup),
       cmocka_unit_test_setup(memo_is_reused_on_the_same_stack_and_dropped_when_modules_change,
                              setup),
