@@ -101,11 +101,58 @@ static void random_churn_matches_a_plain_model(void **state) {
   free(model);
 }
 
+/* Tables grown through the sizes mapped with huge pages asked for (8 to 64 MiB), one ending
+ * there and one past them, then thinned by frees and rebuilt: every block is found with its id at
+ * every size, and the table is released whichever way it came. */
+static void large_tables_keep_every_block_through_every_size(void **state) {
+  (void)state;
+  static const uint64_t sizes[] = {300000, 1100000};
+  for (int t = 0; t < 2; t++) {
+    const uint64_t live = sizes[t], base = 0x7f0000000000;
+    rec_addrmap m = {.seed = 7};
+    bool saw_mapped = false;
+    for (uint64_t i = 1; i <= live; i++) {
+      rec_live l = entry(base + i * 48, (int64_t)i);
+      assert_true(rec_addrmap_put(&m, &l));
+      saw_mapped |= m.mapped;
+      if (i % 49999 == 0) /* the blocks put so far, at this size */
+        for (uint64_t j = 1; j <= i; j += 997)
+          assert_int_equal(rec_addrmap_get(&m, base + j * 48)->id, (int64_t)j);
+    }
+    size_t bytes = (m.mask + 1) * sizeof(rec_live);
+    assert_true(saw_mapped);
+    assert_int_equal(m.mapped, bytes >= REC_ADDRMAP_HUGE_MIN && bytes <= REC_ADDRMAP_HUGE_MAX);
+    assert_int_equal(m.mapped, t == 0);
+    assert_int_equal(m.count, live);
+    for (uint64_t i = 1; i <= live; i++) {
+      rec_live *s = rec_addrmap_get(&m, base + i * 48);
+      assert_non_null(s);
+      assert_int_equal(s->id, (int64_t)i);
+      if (i % 4)
+        rec_addrmap_remove(&m, s);
+    }
+    assert_int_equal(m.count, live / 4);
+    assert_true(rec_addrmap_rebuild(&m)); /* the tombstones dropped, into a new table */
+    assert_int_equal(m.used, live / 4);
+    for (uint64_t i = 1; i <= live; i++) {
+      rec_live *s = rec_addrmap_get(&m, base + i * 48);
+      if (i % 4)
+        assert_null(s);
+      else
+        assert_true(s && s->id == (int64_t)i);
+    }
+    rec_addrmap_free(&m);
+    assert_null(m.slots);
+    assert_false(m.mapped);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(freed_address_is_absent_and_its_tombstone_is_reused),
       cmocka_unit_test(tombstones_of_addresses_never_reused_are_dropped_on_rebuild),
       cmocka_unit_test(random_churn_matches_a_plain_model),
+      cmocka_unit_test(large_tables_keep_every_block_through_every_size),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
