@@ -54,7 +54,8 @@ static const char usage[] =
     "Without an option the environment decides (MEMTAP_FULL, MEMTAP_SAMPLE_INTERVAL, MEMTAP_RATE,\n"
     "MEMTRACE_RATE, MEMTAP_TIME_RESOLUTION). Ctrl-C reaches the program; memtap then writes\n"
     "the trace. A program that execs another (sh -c 'exec prog') is traced as the program it\n"
-    "became. Statically linked, set-user-ID and sanitizer-built programs are refused with the\n"
+    "became; if the tracer cannot enter that one, memtap says so and the trace ends at the exec.\n"
+    "Statically linked, set-user-ID and sanitizer-built programs are refused with the\n"
     "reason. The rings live in a private directory under $TMPDIR (or /tmp), removed at the end;\n"
     "one that a killed memtap left behind is removed by a later memtap record once its program\n"
     "has ended.\n"
@@ -134,6 +135,7 @@ typedef struct traced {
   char *path;
   bool finished;
   mt_recorder_stats stats;
+  char *exe; /* the program it ran when last looked at (/proc/PID/exe), or NULL */
 } traced;
 
 typedef struct session {
@@ -417,6 +419,65 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
   t->ino = st->st_ino;
 }
 
+/* --- an exec into a program the tracer did not start in -------------------------------------
+ * A traced process that execs a set-user-ID, statically linked or sanitizer-built program, or
+ * one whose environment lost LD_PRELOAD (env -i), goes on untraced, and its trace ends at the
+ * exec. memtap notes the program each traced process runs at every directory scan and, at the
+ * end, compares the last one with the program its trace describes. A program that ran and ended
+ * between two scans (SCAN_US, or a sampling nap of up to NAP_MAX_US) is not seen. */
+
+/* The program `pid` runs now, in buf; false when it cannot be read (the process has ended). The
+ * " (deleted)" the kernel appends when the file was replaced meanwhile is not part of the name. */
+static bool running_program(int pid, char *buf, size_t size) {
+  char link[64];
+  snprintf(link, sizeof link, "/proc/%d/exe", pid);
+  ssize_t n = readlink(link, buf, size - 1);
+  if (n <= 0 || (size_t)n == size - 1)
+    return false;
+  buf[n] = 0;
+  static const char deleted[] = " (deleted)";
+  size_t len = (size_t)n, tail = sizeof deleted - 1;
+  if (len > tail && strcmp(buf + len - tail, deleted) == 0)
+    buf[len - tail] = 0;
+  return true;
+}
+
+static void note_programs(session *s) {
+  for (size_t i = 0; i < s->count; i++) {
+    traced *t = &s->procs[i];
+    char exe[PATH_MAX];
+    if (!t->rec || t->finished || !running_program(t->pid, exe, sizeof exe))
+      continue;
+    if (!t->exe || strcmp(t->exe, exe) != 0) {
+      char *copy = strdup(exe);
+      if (copy) {
+        free(t->exe);
+        t->exe = copy;
+      }
+    }
+  }
+}
+
+/* After the program ended: says so when the last program `t` was seen running is not the one its
+ * trace describes, with the reason when memtap can tell it. */
+static void say_untraced_exec(const traced *t) {
+  const char *described = t->rec ? mt_recorder_executable(t->rec) : NULL;
+  if (!t->exe || !described || strcmp(t->exe, described) == 0)
+    return;
+  mt_error err = {0};
+  int rc = mt_record_check_program(t->exe, &err);
+  if (rc == MT_E_UNSUPPORTED)
+    fprintf(stderr,
+            "memtap: %s: warning: process %d exec'd %s, which the tracer cannot enter (%s): "
+            "the trace describes %s up to that exec\n",
+            t->path, t->pid, t->exe, err.message, described);
+  else if (rc == MT_OK)
+    fprintf(stderr,
+            "memtap: %s: warning: process %d exec'd %s and the tracer did not start in it (was "
+            "LD_PRELOAD taken out of its environment?): the trace describes %s up to that exec\n",
+            t->path, t->pid, t->exe, described);
+}
+
 static void scan(session *s) {
   DIR *d = opendir(s->dir);
   if (!d)
@@ -478,11 +539,13 @@ static void finish(session *s, traced *t) {
 static void summary(const traced *t) {
   char size[32];
   out_format_bytes((double)t->stats.bytes, size); /* the IEC style of every other output */
+  const mt_recorder_stats *st = &t->stats;
   fprintf(stderr,
-          "memtap: %s: %s, %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64
-          " unknown frees, %" PRIu64 " lost records; look at it with: memtap top %s\n",
-          t->path, size, t->stats.allocations, t->stats.frees, t->stats.unknown_frees,
-          t->stats.lost_records, t->path);
+          "memtap: %s: %s, %" PRIu64 " allocation%s, %" PRIu64 " free%s, %" PRIu64
+          " unknown free%s, %" PRIu64 " lost record%s; look at it with: memtap top %s\n",
+          t->path, size, st->allocations, out_plural((double)st->allocations), st->frees,
+          out_plural((double)st->frees), st->unknown_frees, out_plural((double)st->unknown_frees),
+          st->lost_records, out_plural((double)st->lost_records), t->path);
 }
 
 static char *join_command_line(char **argv) {
@@ -804,6 +867,7 @@ int mt_cmd_record(int argc, char **argv) {
       /* Reading the directory is a few system calls: not at every poll of a busy ring. */
       if (idle_us || now - scanned_at >= SCAN_US) {
         scan(&s);
+        note_programs(&s);
         scanned_at = now;
       }
       bool progress = poll_all(&s);
@@ -855,6 +919,7 @@ int mt_cmd_record(int argc, char **argv) {
   for (size_t i = 0; i < s.count; i++) {
     traced *t = &s.procs[i];
     if (t->rec) {
+      say_untraced_exec(t);
       if (!t->stats.failed)
         summary(t);
       wrote = true;
@@ -874,6 +939,7 @@ int mt_cmd_record(int argc, char **argv) {
     if (t->fd >= 0)
       close(t->fd);
     free(t->path);
+    free(t->exe);
   }
   free(s.procs);
   free(s.context);

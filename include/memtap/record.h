@@ -113,6 +113,11 @@ int mt_recorder_finish(mt_recorder *r, mt_error *err);
 
 void mt_recorder_stats_get(const mt_recorder *r, mt_recorder_stats *out);
 
+/* The executable of the traced process as its tracer named it in the ring (its /proc/self/exe
+ * when tracing started), or NULL before that entry was read. Valid until the recorder is
+ * destroyed. */
+const char *mt_recorder_executable(const mt_recorder *r);
+
 /* Frees the recorder (closing its cursors: a lossless producer then degrades). Writes nothing
  * more if finish was not called. Safe on NULL. */
 void mt_recorder_destroy(mt_recorder *r);

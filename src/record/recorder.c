@@ -889,6 +889,10 @@ void mt_recorder_stats_get(const mt_recorder *r, mt_recorder_stats *out) {
   out->error = r->out.error;
 }
 
+const char *mt_recorder_executable(const mt_recorder *r) {
+  return r->have_process ? r->process_exe : NULL;
+}
+
 void mt_recorder_destroy(mt_recorder *r) {
   if (!r)
     return;

@@ -105,6 +105,7 @@ set(_tracer_tests
     full_clone_child_gets_its_own_trace
     full_double_fork_daemon_followed
     full_exec_wrapper_traces_the_execd_program
+    exec_into_a_program_the_tracer_cannot_enter_is_said
     full_dlopen_dlclose_library_allocations
     full_signal_handler_mallocs_raise
     full_signal_handler_mallocs_inside_malloc
