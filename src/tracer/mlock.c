@@ -15,6 +15,7 @@
 #include <linux/capability.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -90,14 +91,9 @@ static bool own_regions(own_ranges *o) {
 
 /* Whether the mapping's path is `path`, as maps shows it (" (deleted)" after an unlink). */
 static bool same_path(const vma *v, const char *path) {
-  size_t n = 0;
-  while (path[n])
-    n++;
-  if (!n || v->path_length < n)
+  size_t n = strlen(path);
+  if (!n || v->path_length < n || memcmp(v->path, path, n) != 0)
     return false;
-  for (size_t i = 0; i < n; i++)
-    if (v->path[i] != path[i])
-      return false;
   return v->path_length == n || v->path[n] == ' ';
 }
 
