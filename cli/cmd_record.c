@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "output.h"
 #include "record_dir.h"
+#include "record_untraced.h"
 #include "memtap/record.h"
 #include "memtap/ring.h"
 #include "ring/clock.h"
@@ -55,6 +56,8 @@ static const char usage[] =
     "MEMTRACE_RATE, MEMTAP_TIME_RESOLUTION). Ctrl-C reaches the program; memtap then writes\n"
     "the trace. A program that execs another (sh -c 'exec prog') is traced as the program it\n"
     "became; if the tracer cannot enter that one, memtap says so and the trace ends at the exec.\n"
+    "Processes the program starts (gcc's cc1, a shell's commands) are traced only with\n"
+    "--follow-fork; without it memtap says how many went untraced and which programs they ran.\n"
     "Statically linked, set-user-ID and sanitizer-built programs are refused with the\n"
     "reason. The rings live in a private directory under $TMPDIR (or /tmp), removed at the end;\n"
     "one that a killed memtap left behind is removed by a later memtap record once its program\n"
@@ -148,6 +151,7 @@ typedef struct session {
   const char *main_output;
   traced *procs;
   size_t count;
+  record_untraced untraced; /* descendants that went untraced (without --follow-fork) */
   bool failed;
 } session;
 
@@ -486,7 +490,7 @@ static void scan(session *s) {
   while ((e = readdir(d))) {
     struct stat st;
     if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
-        !S_ISREG(st.st_mode))
+        !S_ISREG(st.st_mode) || record_untraced_take(&s->untraced, dirfd(d), e->d_name))
       continue;
     found_ring(s, e->d_name, &st);
   }
@@ -925,6 +929,9 @@ int mt_cmd_record(int argc, char **argv) {
       wrote = true;
     }
   }
+  if (wrote)
+    record_untraced_say(&s.untraced, program, s.main_output);
+  record_untraced_free(&s.untraced);
   if (!wrote && n != (ssize_t)sizeof exec_errno) {
     cli_error(program, "the tracer did not start in the program (no ring file appeared): no "
                        "trace written");

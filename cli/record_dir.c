@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "memtap/ring.h"
+#include "record_untraced.h"
 #include "ring/process.h"
 
 #define PREFIX "memtap-record-"
@@ -111,11 +112,12 @@ static bool parse_name(const char *name, int *pid, uint64_t *start) {
 }
 
 /* Whether the entry `name` of a swept directory is one of ours to delete: a regular file of our
- * user, a ring file whose producer is gone. */
+ * user, either a ring file whose producer is gone or an untraced process's note
+ * (record_untraced.h), which nothing reads once its recorder is gone. */
 static bool abandoned_entry(int dfd, const char *name, uid_t uid) {
   struct stat st;
   return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-         st.st_uid == uid && mt_ring_file_abandoned(dfd, name);
+         st.st_uid == uid && (record_untraced_is_note(name) || mt_ring_file_abandoned(dfd, name));
 }
 
 /* Deletes the abandoned ring files of the directory open (and locked) at `dfd`, if it holds

@@ -4,6 +4,7 @@
  * fails. Runs with the calling thread's depth raised, so that what it calls (getenv, the ring,
  * dl_iterate_phdr, pthread_atfork) allocates straight from the next allocator. */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -54,6 +55,38 @@ static void register_process(int64_t parent_pid) {
   mt_ring_register(mt_shim.ring, MT_TRACER_REGISTRY_PROCESS, 0, &buf, sizeof buf.h + (size_t)n);
 }
 
+/* A process of `memtap record` that the shim does not trace (a forked or exec'd descendant without
+ * --follow-fork) leaves `<pid>.untraced` in the ring directory, holding the program it runs, so
+ * that memtap can say which processes went untraced. System calls only (no allocation, no
+ * stdio): it runs in a fork child, where only async-signal-safe calls are allowed. Best effort:
+ * a failure changes nothing for the program. */
+static void note_untraced_process(void) {
+  const char *dir = mt_shim_getenv(NULL, "MEMTAP_RING_DIR");
+  if (!mt_shim.config.record || !dir || dir[0] != '/')
+    return;
+  char path[4096], digits[24];
+  size_t len = strlen(dir), nd = 0;
+  for (unsigned long pid = (unsigned long)getpid(); pid || !nd; pid /= 10)
+    digits[nd++] = (char)('0' + pid % 10);
+  static const char suffix[] = ".untraced";
+  if (len + 1 + nd + sizeof suffix > sizeof path)
+    return;
+  memcpy(path, dir, len);
+  path[len++] = '/';
+  while (nd)
+    path[len++] = digits[--nd];
+  memcpy(path + len, suffix, sizeof suffix);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return;
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe);
+  if (n > 0 && write(fd, exe, (size_t)n) < 0) {
+    /* an empty note still counts the process */
+  }
+  close(fd);
+}
+
 /* Fork handlers (registered after the ring's, so that in a followed child the ring's handler
  * has created the child's file before this one registers the child's process entry). */
 void mt_shim_fork_child(void) {
@@ -64,8 +97,10 @@ void mt_shim_fork_child(void) {
     /* The ring's handler (fork_untraced) closed the session without creating a file. A child of
      * `memtap record` stays untraced; one of a process tracing itself may start its own trace. */
     mt_shim_set_mode(MT_SHIM_OFF);
-    if (mt_shim.config.record)
+    if (mt_shim.config.record) {
       atomic_store(&mt_shim.never, true);
+      note_untraced_process();
+    }
     return;
   }
   if (atomic_load(&mt_ring_session.epoch) & 1) {
@@ -226,6 +261,7 @@ static int start(void) {
   bool inprocess = !c->record;
   if (c->record && c->trace_pid && c->trace_pid != getpid() && !c->follow_fork) {
     atomic_store(&mt_shim.never, true);
+    note_untraced_process();
     return MT_SHIM_OFF; /* an exec'd descendant that inherited the environment */
   }
   if (inprocess && !c->output)

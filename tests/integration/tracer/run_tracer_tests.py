@@ -131,7 +131,8 @@ def record(trace, argv, options=("--full",), env=None, timeout=240, cwd=None):
 
 def no_rings_left():
     """memtap record removes its ring directory (under $TMPDIR) when it is done."""
-    left = glob.glob(os.path.join(WORK, "tmp", "**", "*.memtap-ring"), recursive=True)
+    left = [path for pattern in ("*.memtap-ring", "*.untraced")
+            for path in glob.glob(os.path.join(WORK, "tmp", "**", pattern), recursive=True)]
     expect(not left, f"ring files left behind: {left[:5]}")
 
 
@@ -642,6 +643,16 @@ def test_full_fork_without_follow_traces_parent_only():
     verify_trace(trace)
     f = facts(trace, ["procs.c", "alloc_patterns.c"])
     check_sites(f, ["procs.c"], "parent", "procs all (parent)")
+    # The four children (fork, fork-exec, vfork-exec, spawn) went untraced: memtap says so once,
+    # with the programs they ran, and points at --follow-fork.
+    notes = [line for line in traced.stderr.splitlines() if "not traced" in line]
+    expect(len(notes) == 1 and "4 processes that procs started were not traced" in notes[0]
+           and "procs" in notes[0].split("(", 1)[-1] and "alloc_patterns" in notes[0]
+           and f"--follow-fork traces each into {trace}.<pid>" in notes[0],
+           f"expected one note of the 4 untraced children, got:\n{traced.stderr[-2000:]}")
+    followed = record(trace, argv, ("--full", "--follow-fork"))
+    expect("not traced" not in followed.stderr,
+           f"with --follow-fork no process goes untraced:\n{followed.stderr[-2000:]}")
 
 
 def test_full_fork_exec_vfork_spawn_with_follow_fork():

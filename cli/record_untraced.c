@@ -1,0 +1,99 @@
+/* Notes of untraced descendants in memtap record's ring directory (record_untraced.h). */
+#include "record_untraced.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char note_suffix[] = ".untraced";
+
+/* The pid a note's name gives, or 0 if `name` is not `<pid>.untraced`. */
+static long note_pid(const char *name) {
+  long pid = 0;
+  const char *p = name;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    pid = pid * 10 + (*p - '0');
+    if (pid > 0x7fffffff)
+      return 0;
+  }
+  return p != name && strcmp(p, note_suffix) == 0 ? pid : 0;
+}
+
+bool record_untraced_is_note(const char *name) {
+  return note_pid(name) > 0;
+}
+
+static void add_name(record_untraced *u, const char *exe) {
+  const char *slash = strrchr(exe, '/');
+  const char *base = slash ? slash + 1 : exe;
+  if (!*base)
+    return;
+  for (size_t i = 0; i < u->name_count; i++)
+    if (strcmp(u->names[i], base) == 0)
+      return;
+  if (u->name_count == RECORD_UNTRACED_NAMES) {
+    u->more_names = true;
+    return;
+  }
+  char *copy = strdup(base);
+  if (copy)
+    u->names[u->name_count++] = copy;
+}
+
+bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
+  long pid = note_pid(name);
+  if (pid <= 0)
+    return false;
+  char exe[4096];
+  ssize_t n = 0;
+  int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd >= 0) {
+    n = read(fd, exe, sizeof exe - 1);
+    close(fd);
+  }
+  /* Removed before it is counted: a note rewritten meanwhile (the child exec'd) comes back. */
+  unlinkat(dir_fd, name, 0);
+  if (!u->pids.seed)
+    u->pids.seed = mt_hashmap_random_seed(); /* pids are chosen by the program: seeded */
+  mt_hashmap_put(&u->pids, pid, 1);
+  if (n > 0) {
+    exe[n] = 0;
+    static const char deleted[] = " (deleted)";
+    size_t len = (size_t)n, tail = sizeof deleted - 1;
+    if (len > tail && strcmp(exe + len - tail, deleted) == 0)
+      exe[len - tail] = 0;
+    add_name(u, exe);
+  }
+  return true;
+}
+
+void record_untraced_say(const record_untraced *u, const char *program, const char *output) {
+  if (!u->pids.count)
+    return;
+  const char *slash = strrchr(program, '/');
+  char names[1024] = "";
+  size_t used = 0;
+  for (size_t i = 0; i < u->name_count && used < sizeof names; i++) {
+    int w = snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", u->names[i]);
+    if (w < 0)
+      break;
+    used += (size_t)w;
+  }
+  if (u->more_names && used < sizeof names)
+    snprintf(names + used, sizeof names - used, ", ...");
+  fprintf(stderr,
+          "memtap: note: %zu process%s that %s started %s not traced%s%s%s; --follow-fork traces "
+          "each into %s.<pid>\n",
+          u->pids.count, u->pids.count == 1 ? "" : "es", slash ? slash + 1 : program,
+          u->pids.count == 1 ? "was" : "were", names[0] ? " (" : "", names, names[0] ? ")" : "",
+          output);
+}
+
+void record_untraced_free(record_untraced *u) {
+  mt_hashmap_free(&u->pids);
+  for (size_t i = 0; i < u->name_count; i++)
+    free(u->names[i]);
+  memset(u, 0, sizeof *u);
+}

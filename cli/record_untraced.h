@@ -1,0 +1,40 @@
+/* The processes of a `memtap record` run that went untraced: without --follow-fork, each forked
+ * or exec'd descendant of the traced program leaves a note, `<pid>.untraced`, in the ring
+ * directory (the shim writes it: src/tracer/state.c), holding the program it runs. memtap
+ * collects the notes at each directory scan (removing them, so that a program forking by the
+ * thousand leaves no pile of files) and says at the end how many processes went untraced and
+ * which programs they ran, pointing at --follow-fork (docs/record.md §8). */
+#ifndef MEMTAP_CLI_RECORD_UNTRACED_H
+#define MEMTAP_CLI_RECORD_UNTRACED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/hashmap.h"
+
+/* The names kept for the message; the count goes on past them. */
+#define RECORD_UNTRACED_NAMES 6
+
+typedef struct record_untraced {
+  mt_hashmap pids;                    /* every process noted (pid -> 1) */
+  char *names[RECORD_UNTRACED_NAMES]; /* distinct program names, in the order first noted */
+  size_t name_count;
+  bool more_names; /* a distinct name past RECORD_UNTRACED_NAMES */
+} record_untraced;
+
+/* Whether `name`, an entry of the ring directory open at `dir_fd`, is such a note; if so, it is
+ * read, counted and removed. */
+bool record_untraced_take(record_untraced *u, int dir_fd, const char *name);
+
+/* After the run: one line on stderr when any process went untraced, e.g. `memtap: note: 3 processes
+ * that gcc started were not traced (cc1, as, collect2); --follow-fork traces each into
+ * T.ctf.<pid>`. `program` is the traced command, `output` the main trace. */
+void record_untraced_say(const record_untraced *u, const char *program, const char *output);
+
+void record_untraced_free(record_untraced *u);
+
+/* Whether `name` is the name of such a note (for the sweep of abandoned ring directories). */
+bool record_untraced_is_note(const char *name);
+
+#endif
