@@ -7,11 +7,12 @@
  * table of 1024 live blocks (--live N), each step freeing a random slot's block and
  * allocating 16..255 bytes in its place from one call site, addresses reused LIFO per 16-byte class
  * as glibc's tcache does. Options change the number of writing threads, of distinct call stacks and
- * their depth.
+ * their depth. With --threads T, T new threads write each batch (each a new source for the merge);
+ * with --same-threads, T threads write every batch of a pass, as a program's long-lived threads do.
  *
- * Usage: bench_record [--events N] [--threads T] [--sites S] [--depth D] [--compress]
- *                     [--level L] [--v2] [--symbols] [--out FILE] [--batch B] [--repeat R]
- *                     [--lag MS] [--live N]
+ * Usage: bench_record [--events N] [--threads T] [--same-threads] [--sites S] [--depth D]
+ *                     [--compress] [--level L] [--v2] [--symbols] [--out FILE] [--batch B]
+ *                     [--repeat R] [--lag MS] [--live N]
  * Prints one line per pass (wall and CPU time of the consumer) and the best pass by CPU time, a
  * line ending in events/s: records read per second of the process's CPU time while it polled. */
 #include <elf.h>
@@ -39,8 +40,9 @@ typedef struct config {
   int threads, sites, depth, repeat;
   size_t batch; /* records per thread between two rounds of polling */
   bool compress, v2, symbols;
-  int level;     /* zstd level with --compress (0: the recorder's default) */
-  int lag;       /* mt_recorder_options.merge_lag_ms (0: the recorder's default) */
+  bool same_threads; /* the same T threads write every batch (else T new ones per batch) */
+  int level;         /* zstd level with --compress (0: the recorder's default) */
+  int lag;           /* mt_recorder_options.merge_lag_ms (0: the recorder's default) */
   uint64_t live; /* blocks in each writer's churn table: the address map holds about that many */
   const char *out;
 } config;
@@ -257,6 +259,32 @@ static void *batch_thread(void *arg) {
   return NULL;
 }
 
+/* --same-threads: a pool of writers that live for the whole pass. Each batch starts when the main
+ * thread joins `start` (with `steps` set, 0 to end) and is written when it joins `done`; in between
+ * the main thread waits, and during the polls the writers wait, blocked, using no CPU. */
+typedef struct pool {
+  pthread_barrier_t start, done;
+  uint64_t steps;
+  writer *w;
+} pool;
+
+typedef struct pool_job {
+  pool *p;
+  int index;
+} pool_job;
+
+static void *pool_thread(void *arg) {
+  pool_job *job = arg;
+  pool *p = job->p;
+  for (;;) {
+    pthread_barrier_wait(&p->start);
+    if (!p->steps)
+      return NULL;
+    churn_batch(&p->w[job->index], p->steps);
+    pthread_barrier_wait(&p->done);
+  }
+}
+
 /* --- one pass ------------------------------------------------------------------------------ */
 
 typedef struct result {
@@ -315,12 +343,30 @@ static result run_pass(const config *cfg, const char *dir, int pass) {
   uint64_t total_steps = cfg->events / 2, done = 0;
   double timed = 0, cpu = 0;
   uint64_t per_batch = cfg->batch / 2;
+  pool pl = {.w = ws};
+  pthread_t pool_tid[64];
+  pool_job pool_jobs[64];
+  bool pooled = cfg->same_threads && cfg->threads > 1;
+  if (pooled) {
+    if (pthread_barrier_init(&pl.start, NULL, (unsigned)cfg->threads + 1) ||
+        pthread_barrier_init(&pl.done, NULL, (unsigned)cfg->threads + 1))
+      die("pthread_barrier_init", NULL);
+    for (int t = 0; t < cfg->threads; t++) {
+      pool_jobs[t] = (pool_job){&pl, t};
+      if (pthread_create(&pool_tid[t], NULL, pool_thread, &pool_jobs[t]))
+        die("pthread_create", NULL);
+    }
+  }
   while (done < total_steps) {
     uint64_t steps = total_steps - done < per_batch * (uint64_t)cfg->threads
                          ? (total_steps - done) / (uint64_t)cfg->threads + 1
                          : per_batch;
     if (cfg->threads == 1) {
       churn_batch(&ws[0], steps);
+    } else if (pooled) {
+      pl.steps = steps;
+      pthread_barrier_wait(&pl.start);
+      pthread_barrier_wait(&pl.done);
     } else {
       pthread_t tid[64];
       batch_job jobs[64];
@@ -337,6 +383,14 @@ static result run_pass(const config *cfg, const char *dir, int pass) {
     for (int t = 0; t < cfg->threads; t++)
       written += ws[t].records;
     poll_until(rec, written, &timed, &cpu);
+  }
+  if (pooled) {
+    pl.steps = 0;
+    pthread_barrier_wait(&pl.start);
+    for (int t = 0; t < cfg->threads; t++)
+      pthread_join(pool_tid[t], NULL);
+    pthread_barrier_destroy(&pl.start);
+    pthread_barrier_destroy(&pl.done);
   }
   mt_ring_close(ring);
   double t0 = now_s(), c0 = cpu_s();
@@ -387,7 +441,8 @@ int main(int argc, char **argv) {
     O_REPEAT,
     O_LEVEL,
     O_LAG,
-    O_LIVE
+    O_LIVE,
+    O_SAME_THREADS
   };
   static const struct option options[] = {{"events", required_argument, NULL, O_EVENTS},
                                           {"threads", required_argument, NULL, O_THREADS},
@@ -402,6 +457,7 @@ int main(int argc, char **argv) {
                                           {"level", required_argument, NULL, O_LEVEL},
                                           {"lag", required_argument, NULL, O_LAG},
                                           {"live", required_argument, NULL, O_LIVE},
+                                          {"same-threads", no_argument, NULL, O_SAME_THREADS},
                                           {0}};
   int c;
   while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -419,10 +475,11 @@ int main(int argc, char **argv) {
     case O_LEVEL: cfg.level = atoi(optarg); break;
     case O_LAG: cfg.lag = atoi(optarg); break;
     case O_LIVE: cfg.live = strtoull(optarg, NULL, 10); break;
+    case O_SAME_THREADS: cfg.same_threads = true; break;
     default:
-      fprintf(stderr, "usage: bench_record [--events N] [--threads T] [--sites S] [--depth D] "
-                      "[--compress] [--level L] [--v2] [--symbols] [--out FILE] [--batch B] "
-                      "[--repeat R] [--lag MS] [--live N]\n");
+      fprintf(stderr, "usage: bench_record [--events N] [--threads T] [--same-threads] [--sites S] "
+                      "[--depth D] [--compress] [--level L] [--v2] [--symbols] [--out FILE] "
+                      "[--batch B] [--repeat R] [--lag MS] [--live N]\n");
       return 64;
     }
   }
@@ -451,9 +508,10 @@ int main(int argc, char **argv) {
     }
   }
   rmdir(d);
-  printf("bench_record: threads %d, sites %d, depth %d%s: best %.3f s cpu for %llu records, %.2f "
+  printf("bench_record: threads %d%s, sites %d, depth %d%s: best %.3f s cpu for %llu records, %.2f "
          "B/event, %.0f events/s (cpu)\n",
-         cfg.threads, cfg.sites, cfg.depth, cfg.compress ? ", compressed" : "", keep.cpu,
-         (unsigned long long)keep.records, (double)keep.bytes / (double)keep.events, best);
+         cfg.threads, cfg.same_threads && cfg.threads > 1 ? " (the same)" : "", cfg.sites,
+         cfg.depth, cfg.compress ? ", compressed" : "", keep.cpu, (unsigned long long)keep.records,
+         (double)keep.bytes / (double)keep.events, best);
   return 0;
 }
