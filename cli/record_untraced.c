@@ -53,6 +53,11 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
     n = read(fd, exe, sizeof exe - 1);
     close(fd);
   }
+  if (n <= 0) { /* the shim leaves a long path out: the process may still be there to ask */
+    char link[64];
+    snprintf(link, sizeof link, "/proc/%ld/exe", pid);
+    n = readlink(link, exe, sizeof exe - 1);
+  }
   /* Removed before it is counted: a note rewritten meanwhile (the child exec'd) comes back. */
   unlinkat(dir_fd, name, 0);
   if (!u->pids.seed)

@@ -109,9 +109,59 @@ static void drain_pending(void) {
   q->draining = 0;
 }
 
-/* At thread exit: what still waits, then the buffer. */
+/* A record built outside the ring (a REALLOC, a MAP, an ALLOC the in-place path did not take) is
+ * built in a scratch buffer of the thread: with 256 frames it is over 2 KiB, too much for the
+ * stack of a program whose threads have small ones, and too much for static TLS, which glibc
+ * carves out of every thread's stack too. A signal handler runs with the thread's depth at 0 and
+ * may record while the code it interrupted builds a record, so the buffers are levels: a record
+ * takes the next level for as long as it is built. A level is one page, mmap'd the first time the
+ * thread reaches it, and unmapped at the thread's exit. Without one (handlers nested deeper than
+ * MT_SCRATCH_LEVELS, no memory, after the thread's exit handler) the record is built on the stack
+ * with at most MT_SMALL_FRAMES frames, marked truncated if the stack was deeper. */
+#define MT_SCRATCH_WORDS (5 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK)
+#define MT_SCRATCH_BYTES ((MT_SCRATCH_WORDS * sizeof(uint64_t) + 4095) & ~(size_t)4095)
+#define MT_SCRATCH_LEVELS 4u
+#define MT_SMALL_FRAMES 32u
+static __thread uint64_t *scratch[MT_SCRATCH_LEVELS] __attribute__((tls_model("initial-exec")));
+static __thread uint32_t scratch_taken __attribute__((tls_model("initial-exec")));
+static __thread bool scratch_gone __attribute__((tls_model("initial-exec")));
+
+/* The next level's buffer, taken until scratch_give; NULL (nothing taken) when there is none. The
+ * level is taken before its buffer is looked at: a handler meanwhile takes the one after it. */
+static uint64_t *scratch_take(void) {
+  uint32_t level = scratch_taken;
+  if (level >= MT_SCRATCH_LEVELS || scratch_gone)
+    return NULL;
+  scratch_taken = level + 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  uint64_t *b = scratch[level];
+  if (MT_UNLIKELY(!b)) {
+    void *p =
+        mmap(NULL, MT_SCRATCH_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      scratch_taken = level;
+      return NULL;
+    }
+    scratch[level] = b = p;
+  }
+  return b;
+}
+
+static void scratch_give(void) {
+  atomic_signal_fence(memory_order_seq_cst);
+  scratch_taken--;
+}
+
+/* At thread exit: what still waits, then the buffers. */
 void mt_record_thread_done(void) {
   mt_tracer_unwind_thread_done();
+  scratch_gone = true; /* what the thread still records is built on the stack */
+  if (!scratch_taken)  /* else a handler interrupted a record: the pages are left mapped */
+    for (unsigned i = 0; i < MT_SCRATCH_LEVELS; i++)
+      if (scratch[i]) {
+        munmap(scratch[i], MT_SCRATCH_BYTES);
+        scratch[i] = NULL;
+      }
   if (pending_waits() && !mt_ring_self.busy && !pending.draining)
     drain_pending();
   if (pending.buf && !pending_waits()) {
@@ -181,12 +231,14 @@ void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t
     mt_shim_stop();
 }
 
-/* [head words..., frames...] with the stack of the code that called into the shim. */
+/* [head words..., frames...] with the stack of the code that called into the shim, at most `max`
+ * frames (buf has room for head + max + MT_UNWIND_SLACK words). */
 static inline __attribute__((always_inline)) void write_with_stack(const mt_cfi_regs *from,
                                                                    unsigned type, uint64_t *buf,
-                                                                   size_t head, unsigned kind) {
+                                                                   size_t head, size_t max,
+                                                                   unsigned kind) {
   unsigned flags = 0;
-  size_t n = mt_tracer_unwind(from, buf + head, MT_TRACER_MAX_FRAMES, &flags);
+  size_t n = mt_tracer_unwind(from, buf + head, max, &flags);
   /* Frames the cached walker found rules for are in registered modules: only a pending dlopen
    * needs checking then. */
   if (flags & MT_UNWIND_KNOWN)
@@ -202,24 +254,40 @@ static inline __attribute__((always_inline)) void write_with_stack(const mt_cfi_
  * unless `walked` (frames of a walk that was not every frame known, still in the reserved ring
  * words: copied before the reservation is given up) is given. Out of line: the usual ALLOC sets
  * up no buffer. */
+/* write_with_stack of a record of `head` words (head[0..nhead)) without a scratch buffer: on the
+ * stack, with at most MT_SMALL_FRAMES frames. */
+static __attribute__((noinline)) void write_small(const mt_cfi_regs *from, unsigned type,
+                                                  const uint64_t *head, size_t nhead,
+                                                  unsigned kind) {
+  uint64_t buf[5 + MT_SMALL_FRAMES + MT_UNWIND_SLACK];
+  memcpy(buf, head, nhead * sizeof *head);
+  write_with_stack(from, type, buf, nhead, MT_SMALL_FRAMES, kind);
+}
+
 static __attribute__((noinline)) void alloc_general(const mt_cfi_regs *from, void *p, size_t size,
                                                     uint64_t nsamples, unsigned kind,
                                                     const uint64_t *walked, size_t n,
                                                     unsigned flags) {
-  uint64_t buf[4 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
-  buf[0] = (uintptr_t)p;
-  buf[1] = size;
-  buf[2] = nsamples;
-  if (!walked) {
-    write_with_stack(from, MT_TRACER_REC_ALLOC, buf, 4, kind);
+  uint64_t *buf = scratch_take();
+  uint64_t head[4] = {(uintptr_t)p, size, nsamples, 0};
+  if (MT_UNLIKELY(!buf)) {
+    if (walked)
+      mt_ring_cancel_fast();
+    write_small(from, MT_TRACER_REC_ALLOC, head, 4, kind);
     return;
   }
-  memcpy(buf + 4, walked, n * sizeof *walked);
-  mt_ring_cancel_fast();
-  buf[3] = kind | flags;
-  mt_modules_check(buf + 4, n);
-  if (!record_fast(MT_TRACER_REC_ALLOC, (unsigned)n, buf, 4 + n))
-    mt_record_write(MT_TRACER_REC_ALLOC, (unsigned)n, buf, 4 + n);
+  memcpy(buf, head, sizeof head);
+  if (!walked) {
+    write_with_stack(from, MT_TRACER_REC_ALLOC, buf, 4, MT_TRACER_MAX_FRAMES, kind);
+  } else {
+    memcpy(buf + 4, walked, n * sizeof *walked);
+    mt_ring_cancel_fast();
+    buf[3] = kind | flags;
+    mt_modules_check(buf + 4, n);
+    if (!record_fast(MT_TRACER_REC_ALLOC, (unsigned)n, buf, 4 + n))
+      mt_record_write(MT_TRACER_REC_ALLOC, (unsigned)n, buf, 4 + n);
+  }
+  scratch_give();
 }
 
 /* The usual ALLOC, built in place in the ring: room reserved for the deepest record, the frames
@@ -285,12 +353,16 @@ void mt_record_realloc_from(const mt_cfi_regs *from, void *old, void *p, size_t 
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   int saved_errno = errno;
-  uint64_t buf[5 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
-  buf[0] = (uintptr_t)old;
-  buf[1] = (uintptr_t)p;
-  buf[2] = size;
-  buf[3] = nsamples;
-  write_with_stack(from, MT_TRACER_REC_REALLOC, buf, 5, MT_TRACER_KIND_REALLOC);
+  uint64_t head[5] = {(uintptr_t)old, (uintptr_t)p, size, nsamples, 0};
+  uint64_t *buf = scratch_take();
+  if (MT_LIKELY(buf)) {
+    memcpy(buf, head, sizeof head);
+    write_with_stack(from, MT_TRACER_REC_REALLOC, buf, 5, MT_TRACER_MAX_FRAMES,
+                     MT_TRACER_KIND_REALLOC);
+    scratch_give();
+  } else {
+    write_small(from, MT_TRACER_REC_REALLOC, head, 5, MT_TRACER_KIND_REALLOC);
+  }
   errno = saved_errno;
   t->depth--;
 }
@@ -299,11 +371,16 @@ void mt_record_map(void *p, size_t length, int prot, int flags, unsigned kind) {
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   int saved_errno = errno;
-  uint64_t buf[4 + MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
-  buf[0] = (uintptr_t)p;
-  buf[1] = length;
-  buf[2] = (uint64_t)(uint32_t)prot | ((uint64_t)(uint32_t)flags << 32);
-  write_with_stack(NULL, MT_TRACER_REC_MAP, buf, 4, kind);
+  uint64_t head[4] = {(uintptr_t)p, length,
+                      (uint64_t)(uint32_t)prot | ((uint64_t)(uint32_t)flags << 32), 0};
+  uint64_t *buf = scratch_take();
+  if (MT_LIKELY(buf)) {
+    memcpy(buf, head, sizeof head);
+    write_with_stack(NULL, MT_TRACER_REC_MAP, buf, 4, MT_TRACER_MAX_FRAMES, kind);
+    scratch_give();
+  } else {
+    write_small(NULL, MT_TRACER_REC_MAP, head, 4, kind);
+  }
   errno = saved_errno;
   t->depth--;
 }

@@ -36,7 +36,9 @@ const char *mt_shim_getenv(void *user, const char *name) {
 }
 
 static void register_process(int64_t parent_pid) {
-  struct {
+  /* Static, not on the stack (which may be a small thread's in a fork child): its callers run
+   * alone, the start-up under mt_shim.init and a fork child in its only thread. */
+  static struct {
     mt_tracer_process h;
     char path[4096];
   } buf;
@@ -56,32 +58,34 @@ static void register_process(int64_t parent_pid) {
 }
 
 /* A process of `memtap record` that the shim does not trace (a forked or exec'd descendant without
- * --follow-fork) leaves `<pid>.untraced` in the ring directory, holding the program it runs, so
- * that memtap can say which processes went untraced. System calls only (no allocation, no
- * stdio): it runs in a fork child, where only async-signal-safe calls are allowed. Best effort:
- * a failure changes nothing for the program. */
+ * --follow-fork) leaves `<pid>.untraced` in the ring directory, holding the program it runs (or
+ * nothing when its path is long: memtap then reads /proc/PID/exe itself), so that memtap can say
+ * which processes went untraced. System calls only (no allocation, no stdio): it runs in a fork
+ * child, where only async-signal-safe calls are allowed; and in a few hundred bytes of stack, as
+ * the forking thread's stack may be small. Best effort: a failure changes nothing for the
+ * program. */
 static void note_untraced_process(void) {
   const char *dir = mt_shim_getenv(NULL, "MEMTAP_RING_DIR");
   if (!mt_shim.config.record || !dir || dir[0] != '/')
     return;
-  char path[4096], digits[24];
-  size_t len = strlen(dir), nd = 0;
+  static const char suffix[] = ".untraced";
+  char name[24 + sizeof suffix], digits[24];
+  size_t len = 0, nd = 0;
   for (unsigned long pid = (unsigned long)getpid(); pid || !nd; pid /= 10)
     digits[nd++] = (char)('0' + pid % 10);
-  static const char suffix[] = ".untraced";
-  if (len + 1 + nd + sizeof suffix > sizeof path)
-    return;
-  memcpy(path, dir, len);
-  path[len++] = '/';
   while (nd)
-    path[len++] = digits[--nd];
-  memcpy(path + len, suffix, sizeof suffix);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    name[len++] = digits[--nd];
+  memcpy(name + len, suffix, sizeof suffix);
+  int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return;
+  int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  close(dfd);
   if (fd < 0)
     return;
-  char exe[4096];
+  char exe[256];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe);
-  if (n > 0 && write(fd, exe, (size_t)n) < 0) {
+  if (n > 0 && n < (ssize_t)sizeof exe && write(fd, exe, (size_t)n) < 0) {
     /* an empty note still counts the process */
   }
   close(fd);

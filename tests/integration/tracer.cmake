@@ -57,7 +57,7 @@ function(memtap_tracer_program output compiler source)
 endfunction()
 
 foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
-           sampled jemalloc_probe rust_shims address_space mlock_all)
+           sampled jemalloc_probe rust_shims address_space mlock_all small_stack)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
@@ -80,6 +80,12 @@ set(_lib_sanitized "")
 if(MEMTAP_SANITIZE OR MEMTAP_FUZZ)
   set(_lib_sanitized --lib-sanitized)
 endif()
+# The stack the tracer may need beyond what a program's calls need untraced (small_stack): its
+# frames are larger unoptimised.
+set(_stack_allowance 1024)
+if(CMAKE_BUILD_TYPE STREQUAL "" OR CMAKE_BUILD_TYPE STREQUAL "Debug")
+  set(_stack_allowance 3072)
+endif()
 set(_tracer_tests
     full_alloc_patterns_exact_per_site
     full_v2_compressed_same_sites
@@ -100,6 +106,7 @@ set(_tracer_tests
     record_without_a_ring_directory_says_so_and_runs_nothing
     program_inherits_ignored_signals
     full_lifecycle_constructor_atexit_destructor
+    small_stack_thread_allocates_near_its_end
     full_fork_without_follow_traces_parent_only
     full_fork_exec_vfork_spawn_with_follow_fork
     full_clone_child_gets_its_own_trace
@@ -135,7 +142,8 @@ foreach(_t IN LISTS _tracer_tests)
   add_test(NAME tracer_${_t}
            COMMAND ${Python3_EXECUTABLE} ${_driver} --memtap $<TARGET_FILE:memtap_cli>
                    --shim $<TARGET_FILE:memtap_preload> --facts $<TARGET_FILE:memtap_trace_facts>
-                   --programs ${_out} --sources ${_src} ${_lib_sanitized} ${_t})
+                   --programs ${_out} --sources ${_src} --stack-allowance ${_stack_allowance}
+                   ${_lib_sanitized} ${_t})
   set_tests_properties(tracer_${_t} PROPERTIES LABELS "integration;tracer" SKIP_RETURN_CODE 77
                                                TIMEOUT 300)
 endforeach()

@@ -630,6 +630,47 @@ def test_full_lifecycle_constructor_atexit_destructor():
     full_program("lifecycle")
 
 
+def test_small_stack_thread_allocates_near_its_end():
+    # small_stack recurses on a 64 KiB thread stack until MARGIN bytes are left, then calls every
+    # allocation function the shim records, and forks. First the smallest margin that works
+    # untraced (in steps of 64 bytes), then every tracing mode must work with --stack-allowance
+    # more: a program that fits its stacks tightly must not die of a stack overflow because it is
+    # traced. (A record used to be built in a 2 KiB buffer on the stack.) The tracer's records of
+    # up to 256 frames are built in a per-thread page; what is left is its call chain, which in
+    # the optimised builds runs beside glibc's deepest paths, not below them (1 KiB allowed); an
+    # unoptimised build's frames are larger (3 KiB allowed).
+    argv = [program("small_stack")]
+    fits = lambda margin, env=None: run(argv + [str(margin)], env=env or base_env())
+    low, high = 0, 16384
+    expect(fits(high).returncode == 0, f"small_stack fails untraced with {high} bytes to spare")
+    while high - low > 64:
+        mid = (low + high) // 2
+        if fits(mid).returncode == 0:
+            high = mid
+        else:
+            low = mid
+    margin = str(high + A.stack_allowance)
+    directory = os.path.join(WORK, "out")
+    os.mkdir(directory)
+    trace = os.path.join(directory, "small_stack.ctf")
+    for options in (("--full",), ("--sample-interval", "8"), ("--full", "--follow-fork")):
+        traced = record(trace, argv + [margin], options)
+        expect(traced.returncode == 0 and traced.stdout == "ok\n",
+               f"small_stack with {margin} bytes of stack to spare (untraced: {high}) under "
+               f"memtap record {' '.join(options)}: exit {traced.returncode}, stdout "
+               f"{traced.stdout!r}\nstderr:\n{traced.stderr[-2000:]}")
+        verify_trace(trace)
+        for path in trace_files(directory):
+            os.unlink(path)
+    if not A.lib_sanitized:
+        inproc = run(argv + [margin], env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace,
+                                                     "MEMTAP_FULL": "1"}))
+        expect(inproc.returncode == 0 and inproc.stdout == "ok\n",
+               f"small_stack with {margin} bytes to spare, tracing itself: exit "
+               f"{inproc.returncode}\nstderr:\n{inproc.stderr[-2000:]}")
+        verify_trace(trace)
+
+
 def test_full_fork_without_follow_traces_parent_only():
     directory = os.path.join(WORK, "out")
     os.mkdir(directory)
@@ -1560,6 +1601,8 @@ def main():
     parser.add_argument("--programs", required=True)
     parser.add_argument("--sources", required=True)
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--stack-allowance", type=int, default=1024,
+                        help="bytes of stack the tracer may need beyond the program's calls")
     parser.add_argument("--lib-sanitized", action="store_true",
                         help="libmemtap.so is a sanitizer build: in-process mode cannot start")
     parser.add_argument("test", choices=sorted(tests))
