@@ -250,10 +250,6 @@ static inline __attribute__((always_inline)) void write_with_stack(const mt_cfi_
     mt_record_write(type, (unsigned)n, buf, head + n);
 }
 
-/* An ALLOC the in-place path (alloc_in_place) did not publish: through a buffer, walking the stack
- * unless `walked` (frames of a walk that was not every frame known, still in the reserved ring
- * words: copied before the reservation is given up) is given. Out of line: the usual ALLOC sets
- * up no buffer. */
 /* write_with_stack of a record of `head` words (head[0..nhead)) without a scratch buffer: on the
  * stack, with at most MT_SMALL_FRAMES frames. */
 static __attribute__((noinline)) void write_small(const mt_cfi_regs *from, unsigned type,
@@ -264,6 +260,10 @@ static __attribute__((noinline)) void write_small(const mt_cfi_regs *from, unsig
   write_with_stack(from, type, buf, nhead, MT_SMALL_FRAMES, kind);
 }
 
+/* An ALLOC the in-place path (alloc_in_place) did not publish: through a buffer, walking the stack
+ * unless `walked` (frames of a walk that was not every frame known, still in the reserved ring
+ * words: copied before the reservation is given up) is given. Out of line: the usual ALLOC sets
+ * up no buffer. */
 static __attribute__((noinline)) void alloc_general(const mt_cfi_regs *from, void *p, size_t size,
                                                     uint64_t nsamples, unsigned kind,
                                                     const uint64_t *walked, size_t n,
