@@ -25,11 +25,17 @@ bool record_untraced_is_note(const char *name) {
   return note_pid(name) > 0;
 }
 
-static void add_name(record_untraced *u, const char *exe) {
-  const char *slash = strrchr(exe, '/');
-  const char *base = slash ? slash + 1 : exe;
+/* Notes the program name `exe` (a path) is a basename of. The note is the traced program's to
+ * write (it knows the directory), and file names may hold any byte: control characters become
+ * '?', so that what is printed cannot drive the user's terminal. */
+static void add_name(record_untraced *u, char *exe) {
+  char *slash = strrchr(exe, '/');
+  char *base = slash ? slash + 1 : exe;
   if (!*base)
     return;
+  for (char *c = base; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f)
+      *c = '?';
   for (size_t i = 0; i < u->name_count; i++)
     if (strcmp(u->names[i], base) == 0)
       return;

@@ -694,6 +694,13 @@ def test_full_fork_without_follow_traces_parent_only():
     followed = record(trace, argv, ("--full", "--follow-fork"))
     expect("not traced" not in followed.stderr,
            f"with --follow-fork no process goes untraced:\n{followed.stderr[-2000:]}")
+    # A note is the traced program's to write: what it holds is printed without its control
+    # characters, which could otherwise drive the user's terminal.
+    forged = record(trace, ["sh", "-c", 'printf "/bin/ev\\033[31mil\\n" > '
+                            '"$MEMTAP_RING_DIR/4242.untraced"'], ("--full",))
+    notes = [line for line in forged.stderr.splitlines() if "not traced" in line]
+    expect(len(notes) == 1 and "(ev?[31mil?)" in notes[0] and "\x1b" not in forged.stderr,
+           f"a forged note's control characters reach the terminal:\n{forged.stderr!r}")
 
 
 def test_full_fork_exec_vfork_spawn_with_follow_fork():
