@@ -125,12 +125,13 @@ static void drain_pending(void) {
 static __thread uint64_t *scratch[MT_SCRATCH_LEVELS] __attribute__((tls_model("initial-exec")));
 static __thread uint32_t scratch_taken __attribute__((tls_model("initial-exec")));
 static __thread bool scratch_gone __attribute__((tls_model("initial-exec")));
+bool mt_record_no_scratch;
 
 /* The next level's buffer, taken until scratch_give; NULL (nothing taken) when there is none. The
  * level is taken before its buffer is looked at: a handler meanwhile takes the one after it. */
 static uint64_t *scratch_take(void) {
   uint32_t level = scratch_taken;
-  if (level >= MT_SCRATCH_LEVELS || scratch_gone)
+  if (level >= MT_SCRATCH_LEVELS || scratch_gone || MT_UNLIKELY(mt_record_no_scratch))
     return NULL;
   scratch_taken = level + 1;
   atomic_signal_fence(memory_order_seq_cst);
@@ -250,14 +251,29 @@ static inline __attribute__((always_inline)) void write_with_stack(const mt_cfi_
     mt_record_write(type, (unsigned)n, buf, head + n);
 }
 
-/* write_with_stack of a record of `head` words (head[0..nhead)) without a scratch buffer: on the
- * stack, with at most MT_SMALL_FRAMES frames. */
+/* A record of `head` words (head[0..nhead), the last one the kind and flags) without a scratch
+ * buffer: on the stack, with at most MT_SMALL_FRAMES frames, the innermost of `walked` (n frames
+ * an in-place walk found, `flags` its flags) when given, else of a walk of its own. */
 static __attribute__((noinline)) void write_small(const mt_cfi_regs *from, unsigned type,
-                                                  const uint64_t *head, size_t nhead,
-                                                  unsigned kind) {
+                                                  const uint64_t *head, size_t nhead, unsigned kind,
+                                                  const uint64_t *walked, size_t n,
+                                                  unsigned flags) {
   uint64_t buf[5 + MT_SMALL_FRAMES + MT_UNWIND_SLACK];
   memcpy(buf, head, nhead * sizeof *head);
-  write_with_stack(from, type, buf, nhead, MT_SMALL_FRAMES, kind);
+  if (!walked) {
+    write_with_stack(from, type, buf, nhead, MT_SMALL_FRAMES, kind);
+    return;
+  }
+  if (n > MT_SMALL_FRAMES) {
+    n = MT_SMALL_FRAMES;
+    flags |= MT_TRACER_FLAG_TRUNCATED;
+  }
+  memcpy(buf + nhead, walked, n * sizeof *walked);
+  mt_ring_cancel_fast();
+  buf[nhead - 1] = kind | flags;
+  mt_modules_check(buf + nhead, n);
+  if (!record_fast(type, (unsigned)n, buf, nhead + n))
+    mt_record_write(type, (unsigned)n, buf, nhead + n);
 }
 
 /* An ALLOC the in-place path (alloc_in_place) did not publish: through a buffer, walking the stack
@@ -271,9 +287,7 @@ static __attribute__((noinline)) void alloc_general(const mt_cfi_regs *from, voi
   uint64_t *buf = scratch_take();
   uint64_t head[4] = {(uintptr_t)p, size, nsamples, 0};
   if (MT_UNLIKELY(!buf)) {
-    if (walked)
-      mt_ring_cancel_fast();
-    write_small(from, MT_TRACER_REC_ALLOC, head, 4, kind);
+    write_small(from, MT_TRACER_REC_ALLOC, head, 4, kind, walked, n, flags);
     return;
   }
   memcpy(buf, head, sizeof head);
@@ -361,7 +375,7 @@ void mt_record_realloc_from(const mt_cfi_regs *from, void *old, void *p, size_t 
                      MT_TRACER_KIND_REALLOC);
     scratch_give();
   } else {
-    write_small(from, MT_TRACER_REC_REALLOC, head, 5, MT_TRACER_KIND_REALLOC);
+    write_small(from, MT_TRACER_REC_REALLOC, head, 5, MT_TRACER_KIND_REALLOC, NULL, 0, 0);
   }
   errno = saved_errno;
   t->depth--;
@@ -379,7 +393,7 @@ void mt_record_map(void *p, size_t length, int prot, int flags, unsigned kind) {
     write_with_stack(NULL, MT_TRACER_REC_MAP, buf, 4, MT_TRACER_MAX_FRAMES, kind);
     scratch_give();
   } else {
-    write_small(NULL, MT_TRACER_REC_MAP, head, 4, kind);
+    write_small(NULL, MT_TRACER_REC_MAP, head, 4, kind, NULL, 0, 0);
   }
   errno = saved_errno;
   t->depth--;

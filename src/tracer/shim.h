@@ -181,6 +181,9 @@ MT_HIDDEN void mt_record_unmap(void *p, size_t length);
 MT_HIDDEN void mt_record_thread(unsigned type, uint64_t tid, uint64_t low, uint64_t high);
 /* At thread exit: writes the records a signal handler left waiting, frees their buffer. */
 MT_HIDDEN void mt_record_thread_done(void);
+/* MEMTAP_TEST_NO_SCRATCH=1 (tests only): records built outside the ring never get a scratch page,
+ * as when mmap fails, and take the fallback on the stack (record.c). */
+extern MT_HIDDEN bool mt_record_no_scratch;
 /* Writes a raw record; on a failure that means the consumer is gone, stops tracing. */
 MT_HIDDEN void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t words);
 /* Whether this thread is inside a ring write or draining deferred records: what a signal handler

@@ -278,6 +278,8 @@ static int start(void) {
   const char *delay = mt_shim_getenv(NULL, "MEMTAP_TEST_PUBLISH_DELAY");
   if (delay && *delay && strcmp(delay, "0") != 0)
     mt_ring_test_before_publish = publish_delay;
+  const char *no_scratch = mt_shim_getenv(NULL, "MEMTAP_TEST_NO_SCRATCH");
+  mt_record_no_scratch = no_scratch && *no_scratch && strcmp(no_scratch, "0") != 0;
   int mode = mt_shim_open_session(inprocess, &err);
   if (mode == MT_SHIM_OFF) {
     say_not_tracing(&err);

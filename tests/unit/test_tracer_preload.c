@@ -213,6 +213,13 @@ static const record *find_alloc(const records *rs, uint64_t size) {
   return NULL;
 }
 
+static const record *find_realloc(const records *rs, uint64_t size) {
+  for (size_t i = 0; i < rs->count; i++)
+    if (rs->r[i].type == MT_TRACER_REC_REALLOC && rs->r[i].payload[2] == size)
+      return &rs->r[i];
+  return NULL;
+}
+
 /* Every ALLOC of `size` has a FREE of its address later in the same file. */
 static size_t freed_allocs(const records *rs, uint64_t size) {
   size_t freed = 0;
@@ -611,10 +618,50 @@ static void stack_deeper_than_256_frames_keeps_the_innermost_and_says_truncated(
   assert_int_equal(a->id, MT_TRACER_MAX_FRAMES);
   assert_int_equal(a->words, 4 + MT_TRACER_MAX_FRAMES);
   assert_true(a->payload[3] & MT_TRACER_FLAG_TRUNCATED);
+  const record *g = find_realloc(&rs, 7777); /* built in the thread's scratch page */
+  assert_non_null(g);
+  assert_int_equal(g->id, MT_TRACER_MAX_FRAMES);
+  assert_true(g->payload[4] & MT_TRACER_FLAG_TRUNCATED);
   /* A shallow stack is not marked. */
   for (size_t i = 0; i < rs.count; i++)
     if (rs.r[i].type == MT_TRACER_REC_ALLOC && rs.r[i].id < 100)
       assert_false(rs.r[i].payload[3] & MT_TRACER_FLAG_TRUNCATED);
+  free(rs.r);
+  run_result_free(&traced);
+}
+
+/* Without a scratch page (mmap failing; MEMTAP_TEST_NO_SCRATCH), a record built outside the ring
+ * is built on the stack with the innermost SMALL_FRAMES frames (record.c's MT_SMALL_FRAMES),
+ * marked truncated: the REALLOC, and the ALLOC too, which leaves the ring when its walk is cut at
+ * 256 frames (the frames it walked are kept, not walked again). */
+#define SMALL_FRAMES 32
+static void without_a_scratch_page_records_keep_their_innermost_frames(void **state) {
+  (void)state;
+  char *argv[] = {TRACER_PROG_PATH, "deep", NULL};
+  const char *env[32];
+  const char *const extra[] = {"MEMTAP_FULL=1", "MEMTAP_TEST_NO_SCRATCH=1", NULL};
+  traced_env(env, 32, extra);
+  run_result traced;
+  run(&traced, argv, env);
+  assert_int_equal(traced.status, 0);
+  assert_string_equal(traced.out, "depth 300\n");
+  records rs;
+  read_ring(traced.pid, &rs);
+  const record *a = find_alloc(&rs, 8888);
+  assert_non_null(a);
+  assert_int_equal(a->id, SMALL_FRAMES);
+  assert_true(a->payload[3] & MT_TRACER_FLAG_TRUNCATED);
+  const record *g = find_realloc(&rs, 7777);
+  assert_non_null(g);
+  assert_int_equal(g->id, SMALL_FRAMES);
+  assert_int_equal(g->words, 5 + SMALL_FRAMES);
+  assert_true(g->payload[4] & MT_TRACER_FLAG_TRUNCATED);
+  /* The frames kept are the innermost: the realloc's caller recurse(0), then recurse(1)... as in
+   * the ALLOC's walk, whose innermost frame is site() and whose next one is recurse(0) at the call
+   * of site (as far as this reader keeps payload words). */
+  for (int i = 1; 5 + i < 12; i++)
+    assert_int_equal(g->payload[5 + i], a->payload[4 + i + 1]);
+  assert_int_equal(count(&rs, MT_TRACER_REC_REALLOC, 7777), 1);
   free(rs.r);
   run_result_free(&traced);
 }
@@ -707,6 +754,7 @@ int main(void) {
       cmocka_unit_test(spawned_and_vforked_children_of_other_pids_are_not_traced),
       cmocka_unit_test(exec_descendants_trace_under_follow_fork_despite_trace_pid),
       cmocka_unit_test(stack_deeper_than_256_frames_keeps_the_innermost_and_says_truncated),
+      cmocka_unit_test(without_a_scratch_page_records_keep_their_innermost_frames),
       cmocka_unit_test(early_allocations_from_racing_threads_are_recorded),
       cmocka_unit_test(regions_follow_map_fixed_partial_unmap_and_mremap),
   };

@@ -177,10 +177,13 @@ static int loading(const char *library) {
   return 0;
 }
 
-/* 300 frames of recursion, then an allocation: deeper than the 256 frames a record keeps. */
+/* 300 frames of recursion, then an allocation and a realloc: deeper than the 256 frames a record
+ * keeps. */
 __attribute__((noinline)) static int recurse(int depth) {
   if (depth == 0) {
     free(site(8888));
+    char *grown = realloc(site(16), 7777);
+    free(grown);
     return 0;
   }
   int r = recurse(depth - 1);
