@@ -15,6 +15,18 @@ void out_init(cli_out *o, int fd) {
   o->fd = fd;
   o->failed = false;
   o->error = 0;
+  o->terminal = isatty(fd) == 1;
+}
+
+/* On a terminal: the control characters of buf[from..len) become '?' (output.h). */
+static void defuse(cli_out *o, size_t from) {
+  if (!o->terminal)
+    return;
+  for (size_t i = from; i < o->len; i++) {
+    unsigned char c = (unsigned char)o->buf[i];
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+      o->buf[i] = '?';
+  }
 }
 
 /* Writes all `n` bytes unless a write fails, which marks the output failed. */
@@ -49,12 +61,21 @@ void out_bytes(cli_out *o, const void *data, size_t n) {
   if (o->len + n > sizeof o->buf) {
     out_flush(o);
     if (n > sizeof o->buf) {
+      if (o->terminal) { /* through the buffer, a part at a time, to be defused */
+        for (size_t done = 0; done < n; done += sizeof o->buf) {
+          size_t part = n - done < sizeof o->buf ? n - done : sizeof o->buf;
+          out_bytes(o, (const char *)data + done, part);
+          out_flush(o);
+        }
+        return;
+      }
       write_fully(o, data, n);
       return;
     }
   }
   memcpy(o->buf + o->len, data, n);
   o->len += n;
+  defuse(o, o->len - n);
 }
 
 void out_str(cli_out *o, const char *s) {
@@ -72,6 +93,7 @@ void out_printf(cli_out *o, const char *fmt, ...) {
     return;
   if ((size_t)n < sizeof o->buf - o->len) {
     o->len += (size_t)n;
+    defuse(o, o->len - (size_t)n);
     return;
   }
   char big[8192];

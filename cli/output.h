@@ -12,9 +12,15 @@ typedef struct cli_out {
   char buf[1 << 16];
   size_t len;
   int fd;
-  bool failed; /* a write failed (EPIPE, disk full): the command should stop */
-  int error;   /* errno of the write that failed */
+  bool failed;   /* a write failed (EPIPE, disk full): the command should stop */
+  int error;     /* errno of the write that failed */
+  bool terminal; /* fd is a terminal: control characters are written as '?' */
 } cli_out;
+
+/* Names in a trace (functions, files, the executable) are whatever its writer put there, escape
+ * sequences included. Written to a terminal, a control character other than newline and tab (and
+ * DEL) is written as '?', as ls does, so that a crafted trace cannot drive the user's terminal;
+ * written to a file or a pipe, every byte is kept. */
 
 void out_init(cli_out *o, int fd);
 void out_bytes(cli_out *o, const void *data, size_t n);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -189,6 +190,49 @@ int tu_run_cli_to_file(const char *out_path, char **err, const char *arg0, ...) 
     fail_msg("cannot create %s: %s", out_path, strerror(errno));
   int status = run_cli_argv(out_fd, err, args);
   close(out_fd);
+  return status;
+}
+
+int tu_run_cli_on_terminal(char **out, const char *arg0, ...) {
+  const char *args[64];
+  va_list ap;
+  va_start(ap, arg0);
+  collect_args(args, arg0, ap);
+  va_end(ap);
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  assert_true(master >= 0);
+  assert_int_equal(grantpt(master), 0);
+  assert_int_equal(unlockpt(master), 0);
+  const char *name = ptsname(master);
+  assert_non_null(name);
+  int slave = open(name, O_RDWR | O_NOCTTY);
+  assert_true(slave >= 0);
+  struct termios raw;
+  assert_int_equal(tcgetattr(slave, &raw), 0);
+  cfmakeraw(&raw); /* bytes as written: no "\n" -> "\r\n" */
+  assert_int_equal(tcsetattr(slave, TCSANOW, &raw), 0);
+  int status = run_cli_argv(slave, NULL, args);
+  close(slave);
+  /* What the program wrote waits in the terminal's buffer; then reads fail (EIO). */
+  size_t len = 0, cap = 4096;
+  char *data = malloc(cap + 1);
+  assert_non_null(data);
+  int flags = fcntl(master, F_GETFL);
+  fcntl(master, F_SETFL, flags | O_NONBLOCK);
+  for (;;) {
+    if (len == cap) {
+      cap *= 2;
+      data = realloc(data, cap + 1);
+      assert_non_null(data);
+    }
+    ssize_t n = read(master, data + len, cap - len);
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+  }
+  data[len] = 0;
+  close(master);
+  *out = data;
   return status;
 }
 

@@ -56,6 +56,46 @@ static const char *group_of(const char *json, const char *function) {
   return at;
 }
 
+/* A location whose names carry escape sequences (a crafted trace). */
+static int escaping_resolve(void *user, uint64_t code, const mt_location **entries, size_t *count) {
+  (void)user;
+  (void)code;
+  static const mt_location loc = {
+      .filename = "f\033]0;owned\007.c", .defname = "evil\033[2Jname", .line = 7};
+  *entries = &loc;
+  *count = 1;
+  return MT_OK;
+}
+
+/* Names are whatever the trace's writer put there: on a terminal their control characters print
+ * as '?', so that a crafted trace cannot clear the screen or retitle the window; into a pipe every
+ * byte is kept, for scripts. */
+static void names_with_control_characters_are_defused_on_a_terminal(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t code = 0x1000;
+  mt_error err = {0};
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 10, 4, 1, MT_SOURCE_EXTERNAL, &code, 1,
+                                       escaping_resolve, NULL, NULL, &err),
+                   MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  const char *path = known_trace_file("escapes.ctf", data, size);
+  free(data);
+  char *shown;
+  assert_int_equal(tu_run_cli_on_terminal(&shown, "top", path, NULL), 0);
+  assert_non_null(strstr(shown, "evil?[2Jname"));
+  assert_non_null(strstr(shown, "f?]0;owned?.c"));
+  assert_null(strchr(shown, '\033'));
+  assert_null(strchr(shown, '\007'));
+  free(shown);
+  char *piped;
+  RUN_OK(piped, "top", path);
+  assert_non_null(strstr(piped, "evil\033[2Jname"));
+  free(piped);
+}
+
 static void summary_json_gives_exact_numbers(void **state) {
   (void)state;
   char *out, *err;
@@ -1355,6 +1395,7 @@ static void one_is_singular(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(summary_json_gives_exact_numbers),
+      cmocka_unit_test(names_with_control_characters_are_defused_on_a_terminal),
       cmocka_unit_test(window_in_seconds_and_percent),
       cmocka_unit_test(top_ranks_sites_and_refuses_temporary_on_sampled_traces),
       cmocka_unit_test(leaks_on_demo_v3_match_the_known_sites),
