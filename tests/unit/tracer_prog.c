@@ -183,6 +183,7 @@ __attribute__((noinline)) static int recurse(int depth) {
   if (depth == 0) {
     free(site(8888));
     char *grown = realloc(site(16), 7777);
+    sink = grown; /* used: a compiler may delete a realloc whose block is only freed */
     free(grown);
     return 0;
   }
