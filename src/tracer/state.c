@@ -4,6 +4,7 @@
  * fails. Runs with the calling thread's depth raised, so that what it calls (getenv, the ring,
  * dl_iterate_phdr, pthread_atfork) allocates straight from the next allocator. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
@@ -76,19 +77,21 @@ static void note_untraced_process(void) {
   while (nd)
     name[len++] = digits[--nd];
   memcpy(name + len, suffix, sizeof suffix);
+  int saved_errno = errno; /* the program's, in the child fork returns to */
   int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0)
-    return;
-  int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  close(dfd);
-  if (fd < 0)
-    return;
-  char exe[256];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe);
-  if (n > 0 && n < (ssize_t)sizeof exe && write(fd, exe, (size_t)n) < 0) {
-    /* an empty note still counts the process */
+  int fd =
+      dfd < 0 ? -1 : openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (dfd >= 0)
+    close(dfd);
+  if (fd >= 0) {
+    char exe[256];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe);
+    if (n > 0 && n < (ssize_t)sizeof exe && write(fd, exe, (size_t)n) < 0) {
+      /* an empty note still counts the process */
+    }
+    close(fd);
   }
-  close(fd);
+  errno = saved_errno;
 }
 
 /* Fork handlers (registered after the ring's, so that in a followed child the ring's handler
