@@ -1,6 +1,7 @@
 /* mt_export's dispatch and what every exporter shares: rounding values to integers whose total is
  * exact, JSON and XML text escaping. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,18 +50,29 @@ static int by_fraction_desc(const void *p, const void *q) {
   return (x->index > y->index) - (x->index < y->index);
 }
 
+/* Values beyond this are clamped to it: no real trace estimates 2^50 objects or bytes at one stack,
+ * and a crafted one's (1e157 from a huge sample count) must neither overflow the integers nor
+ * make the fix-up below run for ever. */
+#define APPORTION_MAX 0x1p50
+
 void mt_apportion(const double *values, size_t count, int64_t total, int64_t *out) {
   int64_t sum = 0;
+  bool summed = true; /* the floors' sum fits */
   share_rest *r = malloc((count ? count : 1) * sizeof *r);
   for (size_t i = 0; i < count; i++) {
-    double v = values[i] > 0 ? values[i] : 0;
+    double v = values[i] > 0 ? values[i] : 0; /* NaN too */
+    if (v > APPORTION_MAX)
+      v = APPORTION_MAX;
     out[i] = (int64_t)floor(v);
-    sum += out[i];
+    summed = summed && !__builtin_add_overflow(sum, out[i], &sum);
     if (r)
       r[i] = (share_rest){v - (double)out[i], i};
   }
-  int64_t left = total - sum;
-  if (!r || count == 0)
+  int64_t left;
+  /* Inputs that are no rounding error away from the total (more units off than four per value)
+   * keep their floors: the total is then not met, but no loop runs through a nonsense gap. */
+  if (!r || count == 0 || !summed || __builtin_sub_overflow(total, sum, &left) ||
+      left > (int64_t)(4 * count + 1024) || left < -(int64_t)(4 * count + 1024))
     return free(r);
   qsort(r, count, sizeof *r, by_fraction_desc);
   /* Hand out the missing units to the largest remainders (round-robin if inputs were off by
@@ -114,7 +126,8 @@ static int64_t *apportioned(const mt_analysis *a, const bool *keep,
     v[i] = keep && !keep[i] ? 0 : value(a, mt_analysis_stack_stats(a, i), m);
     kept += v[i] > 0 ? v[i] : 0;
   }
-  mt_apportion(v, n, llround(keep ? kept : whole), out);
+  double total = keep ? kept : whole;
+  mt_apportion(v, n, total > 0 ? llround(total < 0x1p62 ? total : 0x1p62) : 0, out);
   free(v);
   return out;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "analysis_known_trace.h"
+#include "memtap/export.h"
 #include "testutil.h"
 #include "tracegen.h"
 
@@ -355,6 +356,27 @@ static double known_live_before(int64_t t) {
   return live;
 }
 
+/* Rounding values to integers with an exact total: the usual case, and a crafted trace's estimates
+ * (fuzz_cli_args found 1e157 at one stack, which overflowed the conversion to an integer). */
+static void apportioned_values_add_up_and_absurd_ones_are_clamped(void **state) {
+  (void)state;
+  const double usual[] = {1.5, 2.25, 0.25, 3.0};
+  int64_t out[4];
+  mt_apportion(usual, 4, 7, out);
+  assert_int_equal(out[0] + out[1] + out[2] + out[3], 7);
+  assert_int_equal(out[3], 3);
+  for (int i = 0; i < 3; i++)
+    assert_true(out[i] == (int64_t)usual[i] || out[i] == (int64_t)usual[i] + 1);
+  const double absurd[] = {1.07262e157, 2.0, -5.0, 1e300, 0.5};
+  int64_t got[5];
+  mt_apportion(absurd, 5, INT64_MAX, got); /* a total far from the clamped values: floors kept */
+  assert_int_equal(got[0], (int64_t)1 << 50);
+  assert_int_equal(got[1], 2);
+  assert_int_equal(got[2], 0);
+  assert_int_equal(got[3], (int64_t)1 << 50);
+  assert_int_equal(got[4], 0);
+}
+
 static void chrome_counter_is_stamped_where_its_value_holds(void **state) {
   (void)state;
   size_t size;
@@ -399,6 +421,7 @@ static void chrome_counter_is_stamped_where_its_value_holds(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(apportioned_values_add_up_and_absurd_ones_are_clamped),
       cmocka_unit_test(report_caps_rows_and_backtraces_without_losing_anything),
       cmocka_unit_test(report_merges_the_lightest_sites_when_sites_exceed_the_cap),
       cmocka_unit_test(report_prunes_the_lightest_branches_into_smaller_callees),
