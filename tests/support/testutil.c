@@ -213,24 +213,11 @@ int tu_run_cli_on_terminal(char **out, const char *arg0, ...) {
   assert_int_equal(tcsetattr(slave, TCSANOW, &raw), 0);
   int status = run_cli_argv(slave, NULL, args);
   close(slave);
-  /* What the program wrote waits in the terminal's buffer; then reads fail (EIO). */
-  size_t len = 0, cap = 4096;
-  char *data = malloc(cap + 1);
-  assert_non_null(data);
+  /* What the program wrote waits in the terminal's buffer; then reads fail (EIO), or find it
+   * empty (EAGAIN). */
   int flags = fcntl(master, F_GETFL);
   fcntl(master, F_SETFL, flags | O_NONBLOCK);
-  for (;;) {
-    if (len == cap) {
-      cap *= 2;
-      data = realloc(data, cap + 1);
-      assert_non_null(data);
-    }
-    ssize_t n = read(master, data + len, cap - len);
-    if (n <= 0)
-      break;
-    len += (size_t)n;
-  }
-  data[len] = 0;
+  char *data = slurp_fd(master, NULL);
   close(master);
   *out = data;
   return status;

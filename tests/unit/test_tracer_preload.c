@@ -602,17 +602,23 @@ static void exec_descendants_trace_under_follow_fork_despite_trace_pid(void **st
   run_result_free(&traced);
 }
 
-static void stack_deeper_than_256_frames_keeps_the_innermost_and_says_truncated(void **state) {
-  (void)state;
+/* tracer_prog deep (an ALLOC of 8888 bytes and a REALLOC to 7777 at 300 frames) traced with
+ * `extra`; its records in *rs, the run in *traced. */
+static void run_deep(const char *const *extra, records *rs, run_result *traced) {
   char *argv[] = {TRACER_PROG_PATH, "deep", NULL};
   const char *env[32];
-  traced_env(env, 32, full);
-  run_result traced;
-  run(&traced, argv, env);
-  assert_int_equal(traced.status, 0);
-  assert_string_equal(traced.out, "depth 300\n");
+  traced_env(env, 32, extra);
+  run(traced, argv, env);
+  assert_int_equal(traced->status, 0);
+  assert_string_equal(traced->out, "depth 300\n");
+  read_ring(traced->pid, rs);
+}
+
+static void stack_deeper_than_256_frames_keeps_the_innermost_and_says_truncated(void **state) {
+  (void)state;
   records rs;
-  read_ring(traced.pid, &rs);
+  run_result traced;
+  run_deep(full, &rs, &traced);
   const record *a = find_alloc(&rs, 8888);
   assert_non_null(a);
   assert_int_equal(a->id, MT_TRACER_MAX_FRAMES);
@@ -637,16 +643,10 @@ static void stack_deeper_than_256_frames_keeps_the_innermost_and_says_truncated(
 #define SMALL_FRAMES 32
 static void without_a_scratch_page_records_keep_their_innermost_frames(void **state) {
   (void)state;
-  char *argv[] = {TRACER_PROG_PATH, "deep", NULL};
-  const char *env[32];
   const char *const extra[] = {"MEMTAP_FULL=1", "MEMTAP_TEST_NO_SCRATCH=1", NULL};
-  traced_env(env, 32, extra);
-  run_result traced;
-  run(&traced, argv, env);
-  assert_int_equal(traced.status, 0);
-  assert_string_equal(traced.out, "depth 300\n");
   records rs;
-  read_ring(traced.pid, &rs);
+  run_result traced;
+  run_deep(extra, &rs, &traced);
   const record *a = find_alloc(&rs, 8888);
   assert_non_null(a);
   assert_int_equal(a->id, SMALL_FRAMES);
