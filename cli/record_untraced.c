@@ -22,6 +22,16 @@ static long note_pid(const char *name) {
 }
 
 bool record_untraced_is_note(const char *name) {
+  static const char part[] = ".part";
+  size_t n = strlen(name), k = sizeof part - 1;
+  if (n > k && strcmp(name + n - k, part) == 0) { /* one the shim was writing */
+    char whole[64];
+    if (n - k >= sizeof whole)
+      return false;
+    memcpy(whole, name, n - k);
+    whole[n - k] = 0;
+    return note_pid(whole) > 0;
+  }
   return note_pid(name) > 0;
 }
 

@@ -34,7 +34,8 @@ void record_untraced_say(const record_untraced *u, const char *program, const ch
 
 void record_untraced_free(record_untraced *u);
 
-/* Whether `name` is the name of such a note (for the sweep of abandoned ring directories). */
+/* Whether `name` is the name of such a note, or of one being written (`<pid>.untraced.part`, which
+ * the shim renames when whole): for the sweep of abandoned ring directories. */
 bool record_untraced_is_note(const char *name);
 
 #endif

@@ -69,20 +69,23 @@ static void note_untraced_process(void) {
   const char *dir = mt_shim_getenv(NULL, "MEMTAP_RING_DIR");
   if (!mt_shim.config.record || !dir || dir[0] != '/')
     return;
-  static const char suffix[] = ".untraced";
-  char name[24 + sizeof suffix], digits[24];
+  static const char suffix[] = ".untraced", part[] = ".part";
+  char name[24 + sizeof suffix + sizeof part], digits[24];
   size_t len = 0, nd = 0;
   for (unsigned long pid = (unsigned long)getpid(); pid || !nd; pid /= 10)
     digits[nd++] = (char)('0' + pid % 10);
   while (nd)
     name[len++] = digits[--nd];
   memcpy(name + len, suffix, sizeof suffix);
+  /* Written as <pid>.untraced.part and renamed: memtap never reads a note half-written. */
+  char partial[sizeof name];
+  memcpy(partial, name, len + sizeof suffix - 1);
+  memcpy(partial + len + sizeof suffix - 1, part, sizeof part);
   int saved_errno = errno; /* the program's, in the child fork returns to */
   int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  int fd =
-      dfd < 0 ? -1 : openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (dfd >= 0)
-    close(dfd);
+  int fd = dfd < 0
+               ? -1
+               : openat(dfd, partial, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd >= 0) {
     char exe[256];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe);
@@ -90,7 +93,11 @@ static void note_untraced_process(void) {
       /* an empty note still counts the process */
     }
     close(fd);
+    if (renameat(dfd, partial, dfd, name) != 0)
+      unlinkat(dfd, partial, 0);
   }
+  if (dfd >= 0)
+    close(dfd);
   errno = saved_errno;
 }
 
