@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/address_space_limit.h"
+#include "ring/process.h"
 #include "ring/producer.h"
 #include "tracer/shim.h"
 
@@ -69,18 +70,14 @@ static void note_untraced_process(void) {
   const char *dir = mt_shim_getenv(NULL, "MEMTAP_RING_DIR");
   if (!mt_shim.config.record || !dir || dir[0] != '/')
     return;
-  static const char suffix[] = ".untraced", part[] = ".part";
-  char name[24 + sizeof suffix + sizeof part], digits[24];
-  size_t len = 0, nd = 0;
-  for (unsigned long pid = (unsigned long)getpid(); pid || !nd; pid /= 10)
-    digits[nd++] = (char)('0' + pid % 10);
-  while (nd)
-    name[len++] = digits[--nd];
-  memcpy(name + len, suffix, sizeof suffix);
   /* Written as <pid>.untraced.part and renamed: memtap never reads a note half-written. */
-  char partial[sizeof name];
-  memcpy(partial, name, len + sizeof suffix - 1);
-  memcpy(partial + len + sizeof suffix - 1, part, sizeof part);
+  static const char suffix[] = ".untraced.part";
+  char partial[24 + sizeof suffix], name[sizeof partial];
+  size_t len = (size_t)mt_format_decimal(partial, (uint64_t)getpid());
+  memcpy(partial + len, suffix, sizeof suffix);
+  len += sizeof ".untraced" - 1;
+  memcpy(name, partial, len);
+  name[len] = 0;
   int saved_errno = errno; /* the program's, in the child fork returns to */
   int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   int fd = dfd < 0
