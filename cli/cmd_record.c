@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "output.h"
+#include "process_program.h"
 #include "record_dir.h"
 #include "record_untraced.h"
 #include "memtap/record.h"
@@ -430,27 +431,11 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
  * end, compares the last one with the program its trace describes. A program that ran and ended
  * between two scans (SCAN_US, or a sampling nap of up to NAP_MAX_US) is not seen. */
 
-/* The program `pid` runs now, in buf; false when it cannot be read (the process has ended). The
- * " (deleted)" the kernel appends when the file was replaced meanwhile is not part of the name. */
-static bool running_program(int pid, char *buf, size_t size) {
-  char link[64];
-  snprintf(link, sizeof link, "/proc/%d/exe", pid);
-  ssize_t n = readlink(link, buf, size - 1);
-  if (n <= 0 || (size_t)n == size - 1)
-    return false;
-  buf[n] = 0;
-  static const char deleted[] = " (deleted)";
-  size_t len = (size_t)n, tail = sizeof deleted - 1;
-  if (len > tail && strcmp(buf + len - tail, deleted) == 0)
-    buf[len - tail] = 0;
-  return true;
-}
-
 static void note_programs(session *s) {
   for (size_t i = 0; i < s->count; i++) {
     traced *t = &s->procs[i];
     char exe[PATH_MAX];
-    if (!t->rec || t->finished || !running_program(t->pid, exe, sizeof exe))
+    if (!t->rec || t->finished || !process_program(t->pid, exe, sizeof exe))
       continue;
     if (!t->exe || strcmp(t->exe, exe) != 0) {
       char *copy = strdup(exe);

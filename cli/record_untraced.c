@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "process_program.h"
+
 static const char note_suffix[] = ".untraced";
 
 /* The pid a note's name gives, or 0 if `name` is not `<pid>.untraced`. */
@@ -69,24 +71,21 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
     n = read(fd, exe, sizeof exe - 1);
     close(fd);
   }
-  if (n <= 0) { /* the shim leaves a long path out: the process may still be there to ask */
-    char link[64];
-    snprintf(link, sizeof link, "/proc/%ld/exe", pid);
-    n = readlink(link, exe, sizeof exe - 1);
+  /* The shim leaves a long path out (and an empty note is read as such): the process may still be
+   * there to ask. */
+  if (n > 0) {
+    exe[n] = 0;
+    process_program_undeleted(exe);
+  } else if (!process_program(pid, exe, sizeof exe)) {
+    exe[0] = 0;
   }
   /* Removed before it is counted: a note rewritten meanwhile (the child exec'd) comes back. */
   unlinkat(dir_fd, name, 0);
   if (!u->pids.seed)
     u->pids.seed = mt_hashmap_random_seed(); /* pids are chosen by the program: seeded */
   mt_hashmap_put(&u->pids, pid, 1);
-  if (n > 0) {
-    exe[n] = 0;
-    static const char deleted[] = " (deleted)";
-    size_t len = (size_t)n, tail = sizeof deleted - 1;
-    if (len > tail && strcmp(exe + len - tail, deleted) == 0)
-      exe[len - tail] = 0;
+  if (exe[0])
     add_name(u, exe);
-  }
   return true;
 }
 

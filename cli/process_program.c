@@ -1,0 +1,24 @@
+/* /proc/PID/exe, read and cleaned (process_program.h). */
+#include "process_program.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+void process_program_undeleted(char *path) {
+  static const char deleted[] = " (deleted)";
+  size_t len = strlen(path), tail = sizeof deleted - 1;
+  if (len > tail && strcmp(path + len - tail, deleted) == 0)
+    path[len - tail] = 0;
+}
+
+bool process_program(long pid, char *buf, size_t size) {
+  char link[64];
+  snprintf(link, sizeof link, "/proc/%ld/exe", pid);
+  ssize_t n = readlink(link, buf, size - 1);
+  if (n <= 0 || (size_t)n == size - 1)
+    return false;
+  buf[n] = 0;
+  process_program_undeleted(buf);
+  return true;
+}

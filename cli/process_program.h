@@ -1,0 +1,17 @@
+/* The program a process runs, as /proc names it: for memtap record's checks of what its traced
+ * process exec'd and of the processes it did not trace. */
+#ifndef MEMTAP_CLI_PROCESS_PROGRAM_H
+#define MEMTAP_CLI_PROCESS_PROGRAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Drops the " (deleted)" the kernel appends to a program's path when the file was replaced or
+ * removed since it was started. */
+void process_program_undeleted(char *path);
+
+/* The program `pid` runs now (/proc/PID/exe, undeleted) into buf of `size` bytes; false when it
+ * cannot be read (the process has ended) or does not fit. */
+bool process_program(long pid, char *buf, size_t size);
+
+#endif
