@@ -25,6 +25,10 @@
 /* Records read per attachment per poll, so that writing and flushes keep up. */
 #define POLL_MAX_PER_CALL (1u << 18)
 #define MERGE_MAX_QUEUED (1u << 20)
+/* While merging, a poll drains the merge between two cursor calls once this many events wait:
+ * the rings are read in time order (mt_cursor_set_time_order), so what is older than every ring's
+ * newest record can go, and the queue stays small enough for the caches. */
+#define MERGE_DRAIN_QUEUED (1u << 12)
 #define DIRECT_BATCH 16
 /* The address map's slots are prefetched only once the map is larger than this (1 MiB of
  * slots): a smaller one stays in the caches, and hashing every address twice would cost more. */
@@ -720,7 +724,39 @@ int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *c, mt_error *err) {
   cb.registry = on_registry;
   mt_cursor_set_callbacks(c, &cb, r);
   mt_cursor_set_run_callback(c, on_run);
+  mt_cursor_set_time_order(c, true);
   return MT_OK;
+}
+
+static void drain_merge(mt_recorder *r, int64_t frontier_ns, bool all) {
+  if (r->batched)
+    direct_flush(r);
+  /* Past MERGE_MAX_QUEUED events the oldest go out whatever the frontier: memory stays bounded
+   * and order.c repairs whatever arrives older. In batches, processed as direct records are
+   * (their addresses prefetched, no call per event). */
+  int64_t limit = all ? INT64_MAX : frontier_ns;
+  while ((r->batched =
+              rec_merge_pop_many(&r->merge, limit, MERGE_MAX_QUEUED, r->batch, DIRECT_BATCH)) > 0)
+    direct_flush(r);
+  rec_order_expire(&r->order, &r->sink, frontier_ns, all);
+}
+
+/* Between two cursor calls of a poll (one attachment: another's rings are unread yet), what is
+ * older than both bounds can be written: the newest record read from each ring read in this poll
+ * (the frontier's low-water mark) and the oldest record still unread in any ring. The merge's lag
+ * is not waited for: a thread idle in this poll has nothing in its ring older than the
+ * frontier's low-water mark but a record stamped and not yet published, which order.c repairs. */
+static void drain_within_poll(mt_recorder *r, attachment *a) {
+  uint64_t stamp;
+  if (a->tsc && !a->calibrated)
+    return; /* a stamp only peeked at must not become the calibration's first */
+  int64_t frontier = rec_merge_low_water(&r->merge, r->poll_now_ns, INT64_MAX);
+  if (mt_cursor_oldest_unread(a->cursor, &stamp)) {
+    int64_t unread = absolute_ns(a, stamp);
+    if (unread < frontier)
+      frontier = unread;
+  }
+  drain_merge(r, frontier, false);
 }
 
 /* Reads every attachment until nothing is left (or the per-call cap). *caught_up: every ring was
@@ -749,6 +785,8 @@ static int read_rings(mt_recorder *r, bool *progress, bool *caught_up, bool to_e
         return mt_fail(err, code, -1, "out of memory while reading the rings");
       }
       total += got;
+      if (r->merging && r->natt == 1 && r->merge.queued >= MERGE_DRAIN_QUEUED)
+        drain_within_poll(r, &r->att[i]);
     } while (got && (to_end || total < POLL_MAX_PER_CALL));
     if (got && caught_up)
       *caught_up = false;
@@ -758,19 +796,6 @@ static int read_rings(mt_recorder *r, bool *progress, bool *caught_up, bool to_e
   r->current = NULL;
   direct_flush(r);
   return status;
-}
-
-static void drain_merge(mt_recorder *r, int64_t frontier_ns, bool all) {
-  if (r->batched)
-    direct_flush(r);
-  /* Past MERGE_MAX_QUEUED events the oldest go out whatever the frontier: memory stays bounded
-   * and order.c repairs whatever arrives older. In batches, processed as direct records are
-   * (their addresses prefetched, no call per event). */
-  int64_t limit = all ? INT64_MAX : frontier_ns;
-  while ((r->batched =
-              rec_merge_pop_many(&r->merge, limit, MERGE_MAX_QUEUED, r->batch, DIRECT_BATCH)) > 0)
-    direct_flush(r);
-  rec_order_expire(&r->order, &r->sink, frontier_ns, all);
 }
 
 int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
@@ -810,8 +835,8 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
     /* Behind on some ring (the poll hit its cap): what is still unread in a ring read in this
      * poll is stamped at or after the newest record read from it, so those threads bound the
      * frontier, however far behind one is (a busy thread's ring covers less time per record read).
-     * Threads idle in this poll do not (an idle thread would stall the trace): their late
-     * records, if any, are repaired by order.c. */
+     * Threads idle in this poll do not (an idle thread would stall the trace): their late records,
+     * if any, are repaired by order.c. */
     if (!caught_up) {
       int64_t low = rec_merge_low_water(&r->merge, now, INT64_MAX);
       if (low < frontier)

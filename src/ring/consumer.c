@@ -67,6 +67,7 @@ struct mt_cursor {
   mt_cursor_run_fn run; /* consumer.h; NULL: one callback per record */
   void *user;
   uint32_t next_ring;
+  bool time_order; /* mt_cursor_set_time_order */
   _Atomic int busy;
   uint64_t lost_total;
   uint64_t lapped_copies; /* batches found overwritten after they were copied */
@@ -307,6 +308,10 @@ void mt_cursor_set_callbacks(mt_cursor *c, const mt_cursor_callbacks *callbacks,
 
 void mt_cursor_set_run_callback(mt_cursor *c, mt_cursor_run_fn fn) {
   c->run = fn;
+}
+
+void mt_cursor_set_time_order(mt_cursor *c, bool on) {
+  c->time_order = on;
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -818,6 +823,76 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
   return rc;
 }
 
+/* The stamp of the record at ring `ring`'s read position, read from the file without copying it:
+ * only which ring to read next depends on it, so a word the producer is overwriting meanwhile
+ * costs order, not correctness. 0 (read it first) for a padding record or a position too close
+ * to the ring's end to hold a stamp. */
+static uint64_t next_stamp(const mt_cursor *c, uint32_t ring) {
+  const _Atomic uint64_t *data = mt_ring_data_at(c->base, &c->geo, ring);
+  uint64_t off = c->rings[ring].pos & (c->geo.ring_words - 1);
+  if (off + 1 >= c->geo.ring_words ||
+      mt_ring_header_type(mt_load_relaxed(&data[off])) == MT_RING_TYPE_PADDING)
+    return 0;
+  return mt_load_relaxed(&data[off + 1]);
+}
+
+bool mt_cursor_oldest_unread(mt_cursor *c, uint64_t *stamp) {
+  uint32_t n = rings_used(c);
+  bool any = false;
+  for (uint32_t ring = 0; ring < n; ring++) {
+    struct ring_state *rs = &c->rings[ring];
+    uint64_t tail = mt_load_acquire(&block(c, ring)->tail);
+    if (c->end_set && tail > rs->end)
+      tail = rs->end;
+    if (rs->broken || rs->pos >= tail)
+      continue;
+    uint64_t t = next_stamp(c, ring);
+    if (!any || t < *stamp)
+      *stamp = t;
+    any = true;
+  }
+  return any;
+}
+
+/* A time-ordered poll (mt_cursor_set_time_order): chunks of TIME_ORDER_CHUNK records, each from
+ * the ring whose next unread record is the oldest, so that the rings' read positions stay close
+ * in time, until the budget is spent or every ring is read to its tail. */
+#define TIME_ORDER_CHUNK 1024
+#define TIME_ORDER_MAX_RINGS 64
+static int poll_in_time_order(mt_cursor *c, uint32_t n, size_t budget, size_t *got, bool *stopped,
+                              mt_error *err) {
+  uint64_t tails[TIME_ORDER_MAX_RINGS];
+  while (*got < budget) {
+    uint32_t best = n;
+    uint64_t best_stamp = 0;
+    for (uint32_t ring = 0; ring < n; ring++) {
+      struct ring_state *rs = &c->rings[ring];
+      if (rs->broken)
+        continue;
+      uint64_t tail = mt_load_acquire(&block(c, ring)->tail);
+      if (c->end_set && tail > rs->end)
+        tail = rs->end;
+      tails[ring] = tail;
+      if (rs->pos >= tail)
+        continue;
+      uint64_t stamp = next_stamp(c, ring);
+      if (best == n || stamp < best_stamp) {
+        best = ring;
+        best_stamp = stamp;
+      }
+    }
+    /* The registry after the tails, as in mt_cursor_poll. */
+    int rc = poll_registry(c, err);
+    if (rc != MT_OK || best == n)
+      return rc;
+    size_t chunk = budget - *got < TIME_ORDER_CHUNK ? budget : *got + TIME_ORDER_CHUNK;
+    rc = drain(c, best, tails[best], chunk, got, stopped, err);
+    if (rc != MT_OK || *stopped)
+      return rc;
+  }
+  return MT_OK;
+}
+
 int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error *err) {
   if (delivered)
     *delivered = 0;
@@ -829,6 +904,19 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
   uint32_t n = rings_used(c);
   int rc = MT_OK;
   bool stopped = false;
+  if (c->time_order && n > 1 && n <= TIME_ORDER_MAX_RINGS) {
+    rc = poll_in_time_order(c, n, budget, &got, &stopped, err);
+    /* Rings at their end: finished and their losses reported, as the round below does. */
+    for (uint32_t ring = 0; ring < n && rc == MT_OK && !stopped && got < budget; ring++)
+      if (!c->rings[ring].broken) {
+        finish_at_end(c, &c->rings[ring]);
+        report_lost(c, ring, &c->rings[ring]);
+      }
+    if (delivered)
+      *delivered = got;
+    atomic_store(&c->busy, 0);
+    return rc;
+  }
   uint32_t first = n ? c->next_ring % n : 0;
   for (uint32_t k = 0; k < n && rc == MT_OK; k++) {
     uint32_t ring = (first + k) % n;

@@ -48,6 +48,17 @@ static inline uint32_t mt_cursor_run_record(const uint64_t *rec, size_t words, u
              : 0;
 }
 void mt_cursor_set_run_callback(mt_cursor *cursor, mt_cursor_run_fn fn);
+/* Polls read the rings in time order (on) instead of in turn (off, the default): in chunks of up
+ * to 1024 records, each from the ring whose next unread record is stamped earliest, so that a
+ * reader that merges the rings' records by time holds about one chunk back rather than whatever
+ * separates the rings' read positions. Only for files with 2 to 64 rings in use; with more,
+ * polls read the rings in turn. */
+void mt_cursor_set_time_order(mt_cursor *cursor, bool on);
+/* The stamp of the oldest record published but not yet read, over every ring: true and *stamp,
+ * or false when every ring is read to its tail. Read from the file without copying, so in
+ * overwrite mode a record being overwritten may give a wrong stamp: a hint for ordering, never
+ * for what is delivered. */
+bool mt_cursor_oldest_unread(mt_cursor *cursor, uint64_t *stamp);
 
 extern void (*mt_cursor_test_after_copy)(void *user, uint32_t ring, uint64_t *copy,
                                          const _Atomic uint64_t *live, size_t words);

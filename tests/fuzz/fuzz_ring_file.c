@@ -2,8 +2,10 @@
  * bytes are opened as a ring file in memory, and if the header is accepted every ring and the
  * registry are polled to the end, every record's payload and bytes touched, every registry entry
  * looked up. Inputs of odd size are read up to an end set after the first poll
- * (mt_cursor_set_end), as `memtap ring-dump` does. Nothing may crash, hang, leak or read outside
- * the input. */
+ * (mt_cursor_set_end), as `memtap ring-dump` does; inputs whose size is 2 or 3 modulo 4 in time
+ * order (mt_cursor_set_time_order, as `memtap record` reads), the oldest unread stamp asked for
+ * before each poll. Nothing may crash, hang, leak or read outside the input. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +60,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cb.lost = lost;
     cb.registry = registry;
     mt_cursor_set_callbacks(c, &cb, c);
+    bool time_order = size % 4 >= 2;
+    mt_cursor_set_time_order(c, time_order);
     for (int round = 0; round < 64; round++) {
       size_t got = 0;
+      uint64_t stamp = 0;
+      if (time_order && mt_cursor_oldest_unread(c, &stamp))
+        sink += stamp;
       int rc = mt_cursor_poll(c, 1000, &got, &err);
       if (rc == MT_OK && got == 0 && mt_cursor_drained(c))
         break;

@@ -1,12 +1,15 @@
 /* The consumer's guarantees under a racing producer: an end set on a live file (one-shot reads),
  * registry entries reported before the records that need them even while another thread is
  * still registering, and, through fault injection between the copy and the head re-check, a
- * batch overwritten after it was copied skipped and counted as lost, never delivered torn. */
+ * batch overwritten after it was copied skipped and counted as lost, never delivered torn. And
+ * polls in time order (mt_cursor_set_time_order): the rings read oldest record first. */
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ring_testlib.h"
@@ -409,6 +412,110 @@ static void copy_lapped_entirely_is_dropped_and_counted(void **state) {
   run_lapped_copy(100, 300);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * mt_cursor_set_time_order, mt_cursor_oldest_unread
+ * ------------------------------------------------------------------------------------------- */
+
+#define PHASE_RECORDS 4096
+
+typedef struct phases {
+  mt_ring *ring;
+  sem_t go[2], done[2];
+} phases;
+
+static void write_phase(mt_ring *r, uint32_t id) {
+  for (uint64_t i = 0; i < PHASE_RECORDS; i++)
+    assert_int_equal(mt_ring_write_counter(r, id, i), MT_OK);
+  struct timespec pause = {0, 1000000}; /* stamps of two phases never meet */
+  nanosleep(&pause, NULL);
+}
+
+/* Thread A: its ring gets phase 1, then (after thread B's phase 2) phase 3. */
+static void *thread_a(void *arg) {
+  phases *p = arg;
+  write_phase(p->ring, 1);
+  sem_post(&p->done[0]);
+  sem_wait(&p->go[1]);
+  write_phase(p->ring, 3);
+  return NULL;
+}
+
+static void *thread_b(void *arg) {
+  phases *p = arg;
+  sem_wait(&p->go[0]);
+  write_phase(p->ring, 2);
+  sem_post(&p->done[1]);
+  return NULL;
+}
+
+/* Phases 1 and 3 in one ring, phase 2 between them in time in another. Each time-ordered poll
+ * starts at the oldest record unread in any ring (a poll in turn starts at the next ring, and the
+ * first ring's phase 3 would come before phase 2 ends), so that phase 3 begins only after
+ * phase 2 is read but for at most one poll's worth; every record comes once, in its ring's
+ * order. */
+static void time_ordered_polls_read_the_ring_with_the_oldest_record_first(void **state) {
+  (void)state;
+  phases p = {.ring = rt_open(MT_RING_LOSSLESS, 1u << 20, 4, false)};
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(sem_init(&p.go[i], 0, 0) | sem_init(&p.done[i], 0, 0), 0);
+  pthread_t a, b;
+  assert_int_equal(pthread_create(&a, NULL, thread_a, &p), 0);
+  assert_int_equal(pthread_create(&b, NULL, thread_b, &p), 0);
+  sem_wait(&p.done[0]);
+  sem_post(&p.go[0]);
+  sem_wait(&p.done[1]);
+  sem_post(&p.go[1]);
+  assert_int_equal(pthread_join(a, NULL) | pthread_join(b, NULL), 0);
+
+  mt_cursor *c = rt_cursor(-1);
+  mt_cursor_set_time_order(c, true);
+  rt_collector col = {.keep = true};
+  rt_collector_attach(c, &col);
+  enum { BUDGET = 100 };
+  size_t got = 0, polls = 0;
+  do {
+    size_t before = col.count;
+    uint64_t oldest = 0;
+    bool any = mt_cursor_oldest_unread(c, &oldest);
+    mt_error err = {0};
+    assert_int_equal(mt_cursor_poll(c, BUDGET, &got, &err), MT_OK);
+    assert_true(got <= BUDGET);
+    assert_int_equal(any, got > 0);
+    if (got)
+      assert_int_equal(col.records[before].timestamp, oldest);
+    polls++;
+  } while (got);
+  assert_true(polls > 3 * PHASE_RECORDS / BUDGET);
+
+  /* Each phase whole and in order; phase 3 before the end of phase 2 at most one poll's worth. */
+  size_t count[4] = {0}, third_before_second_ends = 0;
+  uint32_t ring_of[4] = {0};
+  for (size_t i = 0; i < col.count; i++) {
+    const rt_record *rec = &col.records[i];
+    if (rec->type != MT_RING_TYPE_COUNTER)
+      continue;
+    assert_true(rec->id >= 1 && rec->id <= 3);
+    assert_int_equal(rec->payload[0], count[rec->id]);
+    if (!count[rec->id]++)
+      ring_of[rec->id] = rec->ring;
+    if (rec->id == 3 && count[2] < PHASE_RECORDS)
+      third_before_second_ends++;
+  }
+  for (int k = 1; k <= 3; k++)
+    assert_int_equal(count[k], PHASE_RECORDS);
+  assert_true(third_before_second_ends <= BUDGET);
+  assert_int_equal(ring_of[1], ring_of[3]);
+  assert_int_not_equal(ring_of[1], ring_of[2]);
+  assert_int_equal(col.lost, 0);
+  mt_cursor_close(c);
+  rt_collector_free(&col);
+  mt_ring_close(p.ring);
+  for (int i = 0; i < 2; i++) {
+    sem_destroy(&p.go[i]);
+    sem_destroy(&p.done[i]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cursor_end_delivers_only_what_was_published_before_it),
@@ -418,6 +525,7 @@ int main(void) {
       cmocka_unit_test(registry_entries_of_racing_threads_are_known_before_their_records),
       cmocka_unit_test(copy_lapped_in_its_middle_skips_and_counts_the_overwritten_part),
       cmocka_unit_test(copy_lapped_entirely_is_dropped_and_counted),
+      cmocka_unit_test(time_ordered_polls_read_the_ring_with_the_oldest_record_first),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
