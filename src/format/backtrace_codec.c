@@ -4,13 +4,6 @@
  * reader's event loop (reader.c), where it runs for every allocation. */
 #include "format/backtrace_codec.h"
 
-static inline unsigned hash1(uint64_t code) {
-  return (unsigned)((code * 0x4983723u) >> 11) & MT_CACHE_MASK;
-}
-static inline unsigned hash2(uint64_t code) {
-  return (unsigned)((code * 0xFDEA731u) >> 21) & MT_CACHE_MASK;
-}
-
 static void emit_hit(mt_wbuf *out, unsigned bucket, unsigned n) {
   if (n == 0) {
     mt_wbuf_u16(out, (uint16_t)(bucket << 2));
@@ -29,7 +22,7 @@ long mt_backtrace_encode(mt_backtrace_encoder *enc, mt_wbuf *out, const uint64_t
   unsigned predictor = 0;
   while (pos >= 0 && out->len <= limit) {
     uint64_t code = stack[pos];
-    unsigned h1 = hash1(code), h2 = hash2(code), hit;
+    unsigned h1 = mt_backtrace_hash1(code), h2 = mt_backtrace_hash2(code), hit;
     if (enc->loc[h1] == code) {
       hit = h1;
     } else if (enc->loc[h2] == code) {

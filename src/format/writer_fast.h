@@ -105,26 +105,35 @@ static inline __attribute__((always_inline)) uint8_t *mt_writer_vint_at(mt_wbuf 
   return b->data + b->len;
 }
 
+/* Frames outside the common prefix that the fast path encodes itself. */
+#define MT_WRITER_FAST_NEW_FRAMES 8
+
 /* The common allocation, written without the general path's bookkeeping: the current domain, no
- * flush due, and a call stack that is a prefix of the previous stack counted from the outermost
- * end (the same stack as the previous allocation's, or its outermost frame: the whole stack is
- * the common prefix, nothing to encode). Writes the same bytes as mt_writer_put_alloc_in; false
- * when the general path must take it. */
+ * flush due, and a call stack that shares all but at most MT_WRITER_FAST_NEW_FRAMES frames with
+ * the previous stack, counted from the outermost end, those frames valid codes already in the
+ * backtrace cache (so that no location is staged: the same stack again, a sibling call site, a
+ * loop calling from a few places). Writes the same bytes as mt_writer_put_alloc_in; false when
+ * the general path must take it, having changed nothing. */
 static inline __attribute__((always_inline)) bool
 mt_writer_alloc_fast(mt_writer *w, int64_t time, int64_t length, int64_t nsamples, mt_source source,
                      const uint64_t *callstack, size_t callstack_length, bool same,
                      int64_t *obj_id) {
   domain_writer *d = w->current;
-  size_t n = callstack_length;
-  if (n == 0 || n > 252 || n > d->prev_len) /* 252: the prefix is a one-byte vint */
+  size_t n = callstack_length, prefix = n;
+  if (n == 0 || n > 252) /* 252: the prefix is a one-byte vint */
     return false;
-  if (!same || n != d->prev_len) { /* same: the caller knows the stack is the previous one */
-    /* The innermost frame first: another stack differs there almost always, and usually after
-     * a long common outer part. */
-    if (d->prev[n - 1] != callstack[0])
+  if (__builtin_expect(!same || n != d->prev_len, 0)) { /* same: the previous stack again */
+    if (n > d->prev_cap)
       return false;
-    for (size_t i = 0; i < n - 1; i++)
-      if (d->prev[i] != callstack[n - 1 - i])
+    size_t common = n < d->prev_len ? n : d->prev_len;
+    prefix = 0;
+    while (prefix < common && d->prev[prefix] == callstack[n - 1 - prefix])
+      prefix++;
+    if (n - prefix > MT_WRITER_FAST_NEW_FRAMES)
+      return false;
+    for (size_t i = 0; i < n - prefix; i++)
+      if (!callstack[i] || (uint64_t)mt_code63(callstack[i]) != callstack[i] ||
+          !mt_backtrace_cached(&d->cache, callstack[i]))
         return false;
   }
   if (mt_writer_forked_since(w->file) || w->failed || length < 0 || nsamples < 1 ||
@@ -136,23 +145,36 @@ mt_writer_alloc_fast(mt_writer *w, int64_t time, int64_t length, int64_t nsample
   /* begin_event without a flush; MT_WRITER_HEADROOM leaves room for all of this event. */
   bool short_form = length >= 1 && length <= 16 && source == MT_SOURCE_MINOR && nsamples == 1;
   d->t1 = time;
-  uint8_t *o = d->buf.data + d->buf.len;
+  uint8_t *o = d->buf.data + d->buf.len, *count_at;
   mt_store_u32(o, mt_event_header(short_form ? (unsigned)(100 + length) : MT_CODE_ALLOC, time));
   o += 4;
   if (short_form) {
-    o[0] = (uint8_t)n; /* the prefix */
-    o[1] = 0;          /* no new code words */
+    o[0] = (uint8_t)prefix;
+    o[1] = 0; /* no new code words, unless some are written below */
+    count_at = o + 1;
     o += 2;
   } else {
     o = mt_writer_vint_at(&d->buf, o, length);
     o = mt_writer_vint_at(&d->buf, o, nsamples);
     o[0] = (uint8_t)source;
-    o[1] = (uint8_t)n; /* the prefix */
+    o[1] = (uint8_t)prefix;
     mt_store_u16(o + 2, 0);
+    count_at = o + 2;
     o += 4;
   }
+  int64_t id = d->next++;
+  if (prefix < n) {
+    unsigned codewords =
+        mt_backtrace_encode_cached(&d->cache, o, callstack, (long)(n - prefix) - 1, id, &o);
+    if (short_form)
+      count_at[0] = (uint8_t)codewords;
+    else
+      mt_store_u16(count_at, (uint16_t)codewords);
+    for (size_t i = prefix; i < n; i++)
+      d->prev[i] = callstack[n - 1 - i];
+  }
   d->buf.len = (size_t)(o - d->buf.data);
-  *obj_id = d->next++;
+  *obj_id = id;
   d->prev_len = n;
   return true;
 }

@@ -1,7 +1,8 @@
 /* The writer's packetisation and flush rules (FORMAT.md §2.9-2.10), checked on the bytes it writes
  * and through the reader: memtrace's own tiny trace rebuilt bit for bit, 25-bit time wrap inside a
  * packet, empty packets, the 30 s rule on a 45 s gap, interleaved domains with id chunks, fork, and
- * the arguments it refuses. */
+ * the arguments it refuses; and its inline fast path (format/writer_fast.h) writing the general
+ * path's bytes. */
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "format/packet.h"
+#include "format/writer_fast.h"
 #include "testutil.h"
 #include "tracegen.h"
 
@@ -474,6 +476,89 @@ static void a_write_error_stops_the_writer_with_an_io_error(void **state) {
   close(pipefd[1]);
 }
 
+static int any_resolve(void *user, uint64_t code, const mt_location **entries, size_t *count) {
+  (void)user;
+  (void)code;
+  static const mt_location site = {"a.c", "f", 1, 0, 0};
+  *entries = &site;
+  *count = 1;
+  return MT_OK;
+}
+
+/* The next pseudo-random number of `state` (xorshift64). */
+static uint64_t next_random(uint64_t *state) {
+  *state ^= *state << 13;
+  *state ^= *state >> 7;
+  *state ^= *state << 17;
+  return *state;
+}
+
+/* One stream of allocations and collects written twice: through mt_writer_put_alloc (its fast path
+ * takes every allocation whose stack shares all but a few frames with the last one, those frames
+ * in the backtrace cache) and through the general path alone. 60,000 distinct codes keep the
+ * cache's 16,384 buckets evicting, so that the buckets' dates decide where misses go; stacks
+ * change by a few frames at a time, mostly from a hot set, as a program's do. The files must be
+ * the same bytes. */
+static void fast_path_writes_the_general_paths_bytes_under_cache_pressure(void **state) {
+  (void)state;
+  const int64_t start = 1700000000000000LL;
+  mt_trace_info info = {.start_time = start,
+                        .sample_rate = 1,
+                        .word_size = 64,
+                        .executable_name = "pressure",
+                        .host_name = "h",
+                        .ocaml_runtime_params = "",
+                        .pid = 7,
+                        .context = ""};
+  uint8_t *bytes[2];
+  size_t sizes[2];
+  for (int general = 0; general < 2; general++) {
+    int fd = memfd_create("pressure", 0);
+    mt_writer *w;
+    assert_int_equal(mt_writer_create(&w, fd, &info, NULL, NULL), MT_OK);
+    uint64_t rng = 0x9E3779B97F4A7C15ull, stack[64]; /* innermost first */
+    size_t depth = 0;
+    int64_t ids[256] = {0};
+    size_t live = 0;
+    for (int64_t i = 0; i < 200000; i++) {
+      /* Keep an outer part of the stack, then push 0 to 5 frames: hot ones mostly. */
+      size_t keep = depth ? (size_t)(next_random(&rng) % (depth + 1)) : 0;
+      size_t push = (size_t)(next_random(&rng) % 6);
+      if (keep + push == 0)
+        push = 1;
+      if (keep + push > 60)
+        keep = 60 - push;
+      memmove(stack + push, stack + depth - keep, keep * sizeof *stack);
+      for (size_t k = 0; k < push; k++) {
+        uint64_t r = next_random(&rng);
+        uint64_t pick = r % 10 < 8 ? r % 200 : 200 + r % 60000;
+        stack[k] = 0x10000 + pick * 0x40;
+      }
+      depth = keep + push;
+      uint64_t r = next_random(&rng);
+      int64_t length = 1 + (int64_t)(r % 24), nsamples = r % 7 == 0 ? 2 : 1;
+      mt_source source = r % 11 == 0 ? MT_SOURCE_MAJOR : MT_SOURCE_MINOR;
+      int64_t t = start + i, id;
+      int rc = general ? mt_writer_put_alloc_general(w, t, length, nsamples, source, stack, depth,
+                                                     any_resolve, NULL, &id, NULL)
+                       : mt_writer_put_alloc(w, t, length, nsamples, source, stack, depth,
+                                             any_resolve, NULL, &id, NULL);
+      assert_int_equal(rc, MT_OK);
+      if (live == 256) {
+        size_t victim = (size_t)(r >> 32) % live;
+        assert_int_equal(mt_writer_put_collect(w, t, ids[victim], NULL), MT_OK);
+        ids[victim] = ids[--live];
+      }
+      ids[live++] = id;
+    }
+    bytes[general] = tg_finish(w, fd, &sizes[general]);
+  }
+  assert_int_equal(sizes[0], sizes[1]);
+  assert_memory_equal(bytes[0], bytes[1], sizes[0]);
+  free(bytes[0]);
+  free(bytes[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(rebuilds_memtraces_tiny_trace_bit_for_bit),
@@ -489,6 +574,7 @@ int main(void) {
       cmocka_unit_test(refuses_codes_that_63_bit_readers_would_read_as_other_codes),
       cmocka_unit_test(a_failing_resolver_stops_the_writer_after_the_events_before_it),
       cmocka_unit_test(a_write_error_stops_the_writer_with_an_io_error),
+      cmocka_unit_test(fast_path_writes_the_general_paths_bytes_under_cache_pressure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
