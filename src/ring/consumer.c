@@ -856,41 +856,44 @@ bool mt_cursor_oldest_unread(mt_cursor *c, uint64_t *stamp) {
 
 /* A time-ordered poll (mt_cursor_set_time_order): chunks of TIME_ORDER_CHUNK records, each from
  * the ring whose next unread record is the oldest, so that the rings' read positions stay close
- * in time, until the budget is spent or every ring is read to its tail. */
+ * in time, until the budget is spent or every ring is read to where it stood at the start. Each
+ * ring's tail is loaded once per poll (a line its producer keeps writing) and its next stamp read
+ * again only after a chunk of it: a poll of many rings holding a few records each costs one
+ * pass over them, not one per chunk. */
 #define TIME_ORDER_CHUNK 1024
 #define TIME_ORDER_MAX_RINGS 64
 static int poll_in_time_order(mt_cursor *c, uint32_t n, size_t budget, size_t *got, bool *stopped,
                               mt_error *err) {
-  uint64_t tails[TIME_ORDER_MAX_RINGS];
-  while (*got < budget) {
+  uint64_t tails[TIME_ORDER_MAX_RINGS], stamps[TIME_ORDER_MAX_RINGS];
+  bool unread[TIME_ORDER_MAX_RINGS];
+  for (uint32_t ring = 0; ring < n; ring++) {
+    struct ring_state *rs = &c->rings[ring];
+    uint64_t tail = mt_load_acquire(&block(c, ring)->tail);
+    if (c->end_set && tail > rs->end)
+      tail = rs->end;
+    tails[ring] = tail;
+    unread[ring] = !rs->broken && rs->pos < tail;
+    if (unread[ring])
+      stamps[ring] = next_stamp(c, ring);
+  }
+  /* The registry after the tails, as in mt_cursor_poll. */
+  int rc = poll_registry(c, err);
+  while (rc == MT_OK && *got < budget) {
     uint32_t best = n;
-    uint64_t best_stamp = 0;
-    for (uint32_t ring = 0; ring < n; ring++) {
-      struct ring_state *rs = &c->rings[ring];
-      if (rs->broken)
-        continue;
-      uint64_t tail = mt_load_acquire(&block(c, ring)->tail);
-      if (c->end_set && tail > rs->end)
-        tail = rs->end;
-      tails[ring] = tail;
-      if (rs->pos >= tail)
-        continue;
-      uint64_t stamp = next_stamp(c, ring);
-      if (best == n || stamp < best_stamp) {
+    for (uint32_t ring = 0; ring < n; ring++)
+      if (unread[ring] && (best == n || stamps[ring] < stamps[best]))
         best = ring;
-        best_stamp = stamp;
-      }
-    }
-    /* The registry after the tails, as in mt_cursor_poll. */
-    int rc = poll_registry(c, err);
-    if (rc != MT_OK || best == n)
-      return rc;
+    if (best == n)
+      break;
     size_t chunk = budget - *got < TIME_ORDER_CHUNK ? budget : *got + TIME_ORDER_CHUNK;
     rc = drain(c, best, tails[best], chunk, got, stopped, err);
     if (rc != MT_OK || *stopped)
-      return rc;
+      break;
+    unread[best] = c->rings[best].pos < tails[best];
+    if (unread[best])
+      stamps[best] = next_stamp(c, best);
   }
-  return MT_OK;
+  return rc;
 }
 
 int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error *err) {
