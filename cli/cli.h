@@ -25,7 +25,9 @@ int mt_cli_run(int argc, char **argv);
 #include "commands.def"
 #undef MT_COMMAND
 
-/* Prints "memtap: <file>: <message>" to stderr; `file` may be NULL. */
+/* Prints "memtap: <file>: <message>" to stderr; `file` may be NULL. On a terminal, control
+ * characters other than newline and tab become '?' (as cli_out does on stdout), here and in the
+ * other messages below. */
 void cli_error(const char *file, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prints "memtap: <file>: <err->message>" to stderr. */

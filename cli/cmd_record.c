@@ -455,16 +455,17 @@ static void say_untraced_exec(const traced *t) {
     return;
   mt_error err = {0};
   int rc = mt_record_check_program(t->exe, &err);
+  /* The paths are the traced program's to choose: cli_error defuses them on a terminal. */
   if (rc == MT_E_UNSUPPORTED)
-    fprintf(stderr,
-            "memtap: %s: warning: process %d exec'd %s, which the tracer cannot enter (%s): "
-            "the trace describes %s up to that exec\n",
-            t->path, t->pid, t->exe, err.message, described);
+    cli_error(t->path,
+              "warning: process %d exec'd %s, which the tracer cannot enter (%s): the trace "
+              "describes %s up to that exec",
+              t->pid, t->exe, err.message, described);
   else if (rc == MT_OK)
-    fprintf(stderr,
-            "memtap: %s: warning: process %d exec'd %s and the tracer did not start in it (was "
-            "LD_PRELOAD taken out of its environment?): the trace describes %s up to that exec\n",
-            t->path, t->pid, t->exe, described);
+    cli_error(t->path,
+              "warning: process %d exec'd %s and the tracer did not start in it (was LD_PRELOAD "
+              "taken out of its environment?): the trace describes %s up to that exec",
+              t->pid, t->exe, described);
 }
 
 static void scan(session *s) {

@@ -1,22 +1,51 @@
-/* Helpers shared by the subcommands (cli.h): error and warning printing in the house style, option
- * parsing with one-line messages, trace opening, integer parsing. */
+/* Helpers shared by the subcommands (cli.h): error and warning printing in the house style (control
+ * characters defused on a terminal), option parsing with one-line messages, trace opening, integer
+ * parsing. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "go_input.h"
 
-void cli_error(const char *file, const char *fmt, ...) {
-  fflush(stdout);
-  fputs("memtap: ", stderr);
-  if (file)
-    fprintf(stderr, "%s: ", file);
+/* Prints fmt to stderr as one piece. On a terminal its control characters other than newline and
+ * tab (and DEL) become '?', as cli_out does on standard output (output.h): messages quote names a
+ * traced program or a trace chose (program paths, file names), which must not drive the user's
+ * terminal. Into a file or a pipe every byte is kept. */
+static void vprint_stderr(const char *fmt, va_list ap) {
+  char *text = NULL;
+  if (vasprintf(&text, fmt, ap) < 0) {
+    fputs("memtap: out of memory for a message\n", stderr);
+    return;
+  }
+  if (isatty(STDERR_FILENO))
+    for (char *c = text; *c; c++)
+      if (((unsigned char)*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7f)
+        *c = '?';
+  fputs(text, stderr);
+  free(text);
+}
+
+static void print_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void print_stderr(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  vprint_stderr(fmt, ap);
+  va_end(ap);
+}
+
+void cli_error(const char *file, const char *fmt, ...) {
+  fflush(stdout);
+  if (file)
+    print_stderr("memtap: %s: ", file);
+  else
+    fputs("memtap: ", stderr);
+  va_list ap;
+  va_start(ap, fmt);
+  vprint_stderr(fmt, ap);
   va_end(ap);
   fputc('\n', stderr);
 }
@@ -30,7 +59,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
   fprintf(stderr, "memtap %s: ", cmd);
   va_list ap;
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  vprint_stderr(fmt, ap);
   va_end(ap);
   fprintf(stderr, " (see memtap %s --help)\n", cmd);
   return MT_EXIT_USAGE;
@@ -138,7 +167,7 @@ int cli_bad_option(const char *cmd) {
 void cli_print_warning(void *user, int64_t offset, const char *message) {
   (void)offset;
   fflush(stdout);
-  fprintf(stderr, "memtap: %s: warning: %s\n", (const char *)user, message);
+  print_stderr("memtap: %s: warning: %s\n", (const char *)user, message);
 }
 
 mt_reader *cli_open_trace(const char *path, bool backtraces) {

@@ -115,7 +115,9 @@ static char *slurp_fd(int fd, size_t *size) {
   return data;
 }
 
-static int run_cli_argv(int out_fd, char **err, const char **args) {
+/* Runs the CLI with stdout on out_fd and stderr on err_fd, or (err_fd < 0) on a temporary file
+ * whose text goes to *err if err is given. */
+static int run_cli_argv_to(int out_fd, int err_fd, char **err, const char **args) {
   const char *cli = getenv("MEMTAP_CLI");
   if (!cli || !*cli)
     fail_msg("MEMTAP_CLI is not set (run the tests through ctest)");
@@ -127,10 +129,13 @@ static int run_cli_argv(int out_fd, char **err, const char **args) {
     argv[argc++] = *args;
   }
   argv[argc] = NULL;
-  char err_tmpl[] = "/tmp/memtap-cli-err-XXXXXX";
-  int err_fd = mkstemp(err_tmpl);
-  assert_true(err_fd >= 0);
-  unlink(err_tmpl);
+  bool own_err = err_fd < 0;
+  if (own_err) {
+    char err_tmpl[] = "/tmp/memtap-cli-err-XXXXXX";
+    err_fd = mkstemp(err_tmpl);
+    assert_true(err_fd >= 0);
+    unlink(err_tmpl);
+  }
   fflush(NULL);
   pid_t pid = fork();
   assert_true(pid >= 0);
@@ -145,12 +150,18 @@ static int run_cli_argv(int out_fd, char **err, const char **args) {
   int status;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (err)
-    *err = slurp_fd(err_fd, NULL);
-  close(err_fd);
+  if (own_err) {
+    if (err)
+      *err = slurp_fd(err_fd, NULL);
+    close(err_fd);
+  }
   if (WIFSIGNALED(status))
     return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
+}
+
+static int run_cli_argv(int out_fd, char **err, const char **args) {
+  return run_cli_argv_to(out_fd, -1, err, args);
 }
 
 static void collect_args(const char **args, const char *arg0, va_list ap) {
@@ -211,7 +222,7 @@ int tu_run_cli_on_terminal(char **out, const char *arg0, ...) {
   assert_int_equal(tcgetattr(slave, &raw), 0);
   cfmakeraw(&raw); /* bytes as written: no "\n" -> "\r\n" */
   assert_int_equal(tcsetattr(slave, TCSANOW, &raw), 0);
-  int status = run_cli_argv(slave, NULL, args);
+  int status = run_cli_argv_to(slave, slave, NULL, args);
   close(slave);
   /* What the program wrote waits in the terminal's buffer; then reads fail (EIO), or find it
    * empty (EAGAIN). */

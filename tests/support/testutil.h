@@ -34,8 +34,9 @@ int tu_run_cli(char **out, size_t *out_size, char **err, const char *arg0, ...);
 /* The same with stdout written to `out_path` (for outputs of hundreds of MB). */
 int tu_run_cli_to_file(const char *out_path, char **err, const char *arg0, ...);
 
-/* The same with stdout a terminal (a pseudo-terminal in raw mode; its output must fit the
- * terminal's buffer, a few KiB). *out receives what was written to it. */
+/* The same with stdout and stderr on a terminal, as in an interactive session (a pseudo-terminal
+ * in raw mode; its output must fit the terminal's buffer, a few KiB). *out receives what was
+ * written to it, both streams. */
 int tu_run_cli_on_terminal(char **out, const char *arg0, ...);
 
 /* Lowercase hex sha256 of bytes, or of a file read in chunks (65-byte buffer). */

@@ -96,6 +96,27 @@ static void names_with_control_characters_are_defused_on_a_terminal(void **state
   free(piped);
 }
 
+/* Messages on stderr quote names too (paths, options): on a terminal their control characters
+ * become '?' as well; into a pipe every byte is kept. */
+static void messages_with_control_characters_are_defused_on_a_terminal(void **state) {
+  (void)state;
+  const char *missing = "/nonexistent/evil\033[2Jtrace.ctf";
+  char *shown;
+  assert_int_equal(tu_run_cli_on_terminal(&shown, "info", missing, NULL), 1);
+  assert_non_null(strstr(shown, "/nonexistent/evil?[2Jtrace.ctf"));
+  assert_null(strchr(shown, '\033'));
+  free(shown);
+  assert_int_equal(tu_run_cli_on_terminal(&shown, "top", "--x\007y", NULL), 64);
+  assert_non_null(strstr(shown, "unknown option '--x?y'"));
+  assert_null(strchr(shown, '\007'));
+  free(shown);
+  char *out, *err;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "info", missing, NULL), 1);
+  assert_non_null(strstr(err, "/nonexistent/evil\033[2Jtrace.ctf"));
+  free(out);
+  free(err);
+}
+
 static void summary_json_gives_exact_numbers(void **state) {
   (void)state;
   char *out, *err;
@@ -1396,6 +1417,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(summary_json_gives_exact_numbers),
       cmocka_unit_test(names_with_control_characters_are_defused_on_a_terminal),
+      cmocka_unit_test(messages_with_control_characters_are_defused_on_a_terminal),
       cmocka_unit_test(window_in_seconds_and_percent),
       cmocka_unit_test(top_ranks_sites_and_refuses_temporary_on_sampled_traces),
       cmocka_unit_test(leaks_on_demo_v3_match_the_known_sites),
