@@ -94,7 +94,12 @@ int64_t an_trace_duration(const char *path, bool use_index) {
     cli_report(path, &err);
     return -1;
   }
-  return last - start;
+  /* Event times are the trace's to choose: one before the start is a trace of length 0, and a
+   * difference past 63 bits is the longest trace there is. */
+  int64_t duration;
+  if (last <= start)
+    return 0;
+  return __builtin_sub_overflow(last, start, &duration) ? INT64_MAX : duration;
 }
 
 typedef struct progress {
