@@ -56,19 +56,14 @@ int mt_cmd_check(int argc, char **argv) {
   int rc, status = MT_EXIT_OK;
   while ((rc = mt_reader_next(r, &ev, &err)) > 0) {
     events++;
-    /* Only the frames after the common prefix are new: the others were the domain's previous
-     * backtrace, checked then (when the prefix is longer, the reader kept that backtrace whole).
-     * Checking every frame again would cost the whole backtrace per event, and a 10-byte event
-     * can repeat a backtrace of millions of frames. */
-    size_t first = ev.common_prefix < (int64_t)ev.backtrace_length ? (size_t)ev.common_prefix
-                                                                   : ev.backtrace_length;
-    size_t j = ev.backtrace_run_count; /* the first run that reaches past the prefix */
-    while (j > 0 && ev.backtrace_runs[j - 1].start + (size_t)ev.backtrace_runs[j - 1].count > first)
-      j--;
-    for (; j < ev.backtrace_run_count; j++) {
+    /* Only the runs after those the reader found equal to the domain's previous backtrace's
+     * (common_runs) can hold codes not checked then. Checking every frame again would cost the
+     * whole backtrace per event, and a 10-byte event can repeat a backtrace of millions of
+     * frames. */
+    for (size_t j = ev.common_runs; j < ev.backtrace_run_count; j++) {
       const mt_backtrace_run *run = &ev.backtrace_runs[j];
       int64_t code = run->code;
-      size_t i = run->start > first ? run->start : first;
+      size_t i = run->start;
       int64_t *memo = &recent[((uint64_t)code * UINT64_C(0x9E3779B97F4A7C15)) >> 54];
       if (*memo == code)
         continue;
