@@ -45,10 +45,12 @@ int mt_cmd_check(int argc, char **argv) {
   mt_reader_set_runs_only(r, true, NULL); /* a code repeated by recursion is checked once */
   /* Codes already checked against the location table; seeded, since the trace chooses them. */
   mt_hashmap known = {.seed = mt_hashmap_random_seed()};
-  /* In front of it, the codes checked last, direct-mapped: the same few codes recur (INT64_MIN,
-   * no 63-bit code, marks a free entry). */
-  int64_t recent[1024];
-  for (size_t i = 0; i < 1024; i++)
+  /* In front of it, the codes checked last, direct-mapped: the same codes recur (INT64_MIN, no
+   * 63-bit code, marks a free entry). 8192 entries hold the few thousand codes of a compiler's
+   * trace: with 1024, ocamlopt_v1 replayed 60 times took 8% longer in the map. */
+  enum { RECENT = 8192 };
+  int64_t recent[RECENT];
+  for (size_t i = 0; i < RECENT; i++)
     recent[i] = INT64_MIN;
   uint64_t events = 0;
   mt_event ev;
@@ -64,7 +66,7 @@ int mt_cmd_check(int argc, char **argv) {
       const mt_backtrace_run *run = &ev.backtrace_runs[j];
       int64_t code = run->code;
       size_t i = run->start;
-      int64_t *memo = &recent[((uint64_t)code * UINT64_C(0x9E3779B97F4A7C15)) >> 54];
+      int64_t *memo = &recent[((uint64_t)code * UINT64_C(0x9E3779B97F4A7C15)) >> 51]; /* 13 bits */
       if (*memo == code)
         continue;
       if (mt_hashmap_get(&known, code, NULL)) {
