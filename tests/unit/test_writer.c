@@ -501,21 +501,11 @@ static uint64_t next_random(uint64_t *state) {
  * the same bytes. */
 static void fast_path_writes_the_general_paths_bytes_under_cache_pressure(void **state) {
   (void)state;
-  const int64_t start = 1700000000000000LL;
-  mt_trace_info info = {.start_time = start,
-                        .sample_rate = 1,
-                        .word_size = 64,
-                        .executable_name = "pressure",
-                        .host_name = "h",
-                        .ocaml_runtime_params = "",
-                        .pid = 7,
-                        .context = ""};
   uint8_t *bytes[2];
   size_t sizes[2];
   for (int general = 0; general < 2; general++) {
-    int fd = memfd_create("pressure", 0);
-    mt_writer *w;
-    assert_int_equal(mt_writer_create(&w, fd, &info, NULL, NULL), MT_OK);
+    int fd;
+    mt_writer *w = tg_writer(3, 1.0, &fd);
     uint64_t rng = 0x9E3779B97F4A7C15ull, stack[64]; /* innermost first */
     size_t depth = 0;
     int64_t ids[256] = {0};
@@ -538,7 +528,7 @@ static void fast_path_writes_the_general_paths_bytes_under_cache_pressure(void *
       uint64_t r = next_random(&rng);
       int64_t length = 1 + (int64_t)(r % 24), nsamples = r % 7 == 0 ? 2 : 1;
       mt_source source = r % 11 == 0 ? MT_SOURCE_MAJOR : MT_SOURCE_MINOR;
-      int64_t t = start + i, id;
+      int64_t t = TG_START + i, id;
       int rc = general ? mt_writer_put_alloc_general(w, t, length, nsamples, source, stack, depth,
                                                      any_resolve, NULL, &id, NULL)
                        : mt_writer_put_alloc(w, t, length, nsamples, source, stack, depth,
