@@ -93,6 +93,13 @@ static mt_ring_block *block(const mt_cursor *c, uint32_t ring) {
   return mt_ring_block_at(c->base, &c->geo, ring);
 }
 
+/* Where ring `ring` can be read up to now: its published tail, or the end mt_cursor_set_end set
+ * before it. */
+static uint64_t readable_tail(const mt_cursor *c, uint32_t ring) {
+  uint64_t tail = mt_load_acquire(&block(c, ring)->tail);
+  return c->end_set && tail > c->rings[ring].end ? c->rings[ring].end : tail;
+}
+
 static int64_t record_offset(const mt_cursor *c, uint32_t ring, uint64_t pos) {
   return (int64_t)(c->geo.data_offset + (uint64_t)ring * c->geo.ring_words * 8 +
                    (pos & (c->geo.ring_words - 1)) * 8);
@@ -840,11 +847,7 @@ bool mt_cursor_oldest_unread(mt_cursor *c, uint64_t *stamp) {
   uint32_t n = rings_used(c);
   bool any = false;
   for (uint32_t ring = 0; ring < n; ring++) {
-    struct ring_state *rs = &c->rings[ring];
-    uint64_t tail = mt_load_acquire(&block(c, ring)->tail);
-    if (c->end_set && tail > rs->end)
-      tail = rs->end;
-    if (rs->broken || rs->pos >= tail)
+    if (c->rings[ring].broken || c->rings[ring].pos >= readable_tail(c, ring))
       continue;
     uint64_t t = next_stamp(c, ring);
     if (!any || t < *stamp)
@@ -867,12 +870,8 @@ static int poll_in_time_order(mt_cursor *c, uint32_t n, size_t budget, size_t *g
   uint64_t tails[TIME_ORDER_MAX_RINGS], stamps[TIME_ORDER_MAX_RINGS];
   bool unread[TIME_ORDER_MAX_RINGS];
   for (uint32_t ring = 0; ring < n; ring++) {
-    struct ring_state *rs = &c->rings[ring];
-    uint64_t tail = mt_load_acquire(&block(c, ring)->tail);
-    if (c->end_set && tail > rs->end)
-      tail = rs->end;
-    tails[ring] = tail;
-    unread[ring] = !rs->broken && rs->pos < tail;
+    tails[ring] = readable_tail(c, ring);
+    unread[ring] = !c->rings[ring].broken && c->rings[ring].pos < tails[ring];
     if (unread[ring])
       stamps[ring] = next_stamp(c, ring);
   }
@@ -925,9 +924,7 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
     uint32_t ring = (first + k) % n;
     if (c->rings[ring].broken)
       continue;
-    uint64_t tail = mt_load_acquire(&block(c, ring)->tail);
-    if (c->end_set && tail > c->rings[ring].end)
-      tail = c->rings[ring].end;
+    uint64_t tail = readable_tail(c, ring);
     /* The registry is read after the tail: a record is never delivered before the entries its
      * writer registered before writing it. */
     int reg = poll_registry(c, err);
@@ -982,11 +979,7 @@ void mt_cursor_set_end(mt_cursor *c) {
 
 bool mt_cursor_drained(const mt_cursor *c) {
   for (uint32_t i = 0, n = rings_used(c); i < n; i++) {
-    const struct ring_state *rs = &c->rings[i];
-    uint64_t tail = mt_load_acquire(&block(c, i)->tail);
-    if (c->end_set && tail > rs->end)
-      tail = rs->end;
-    if (!rs->broken && rs->pos < tail)
+    if (!c->rings[i].broken && c->rings[i].pos < readable_tail(c, i))
       return false;
   }
   return true;
