@@ -18,15 +18,18 @@ void out_init(cli_out *o, int fd) {
   o->terminal = isatty(fd) == 1;
 }
 
+void out_defuse(char *text, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)text[i];
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+      text[i] = '?';
+  }
+}
+
 /* On a terminal: the control characters of buf[from..len) become '?' (output.h). */
 static void defuse(cli_out *o, size_t from) {
-  if (!o->terminal)
-    return;
-  for (size_t i = from; i < o->len; i++) {
-    unsigned char c = (unsigned char)o->buf[i];
-    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
-      o->buf[i] = '?';
-  }
+  if (o->terminal)
+    out_defuse(o->buf + from, o->len - from);
 }
 
 /* Writes all `n` bytes unless a write fails, which marks the output failed. */

@@ -22,6 +22,10 @@ typedef struct cli_out {
  * DEL) is written as '?', as ls does, so that a crafted trace cannot drive the user's terminal;
  * written to a file or a pipe, every byte is kept. */
 
+/* That rule on `n` bytes of `text`, in place: for text bound for a terminal (output.c, and the
+ * messages on stderr, util.c). */
+void out_defuse(char *text, size_t n);
+
 void out_init(cli_out *o, int fd);
 void out_bytes(cli_out *o, const void *data, size_t n);
 void out_str(cli_out *o, const char *s);

@@ -10,11 +10,12 @@
 
 #include "cli.h"
 #include "go_input.h"
+#include "output.h"
 
-/* Prints fmt to stderr as one piece. On a terminal its control characters other than newline and
- * tab (and DEL) become '?', as cli_out does on standard output (output.h): messages quote names a
- * traced program or a trace chose (program paths, file names), which must not drive the user's
- * terminal. Into a file or a pipe every byte is kept. */
+/* Prints fmt to stderr as one piece. On a terminal its control characters become '?' by cli_out's
+ * rule (out_defuse, output.h): messages quote names a traced program or a trace chose (program
+ * paths, file names), which must not drive the user's terminal. Into a file or a pipe every byte
+ * is kept. */
 static void vprint_stderr(const char *fmt, va_list ap) {
   char *text = NULL;
   if (vasprintf(&text, fmt, ap) < 0) {
@@ -22,9 +23,7 @@ static void vprint_stderr(const char *fmt, va_list ap) {
     return;
   }
   if (isatty(STDERR_FILENO))
-    for (char *c = text; *c; c++)
-      if (((unsigned char)*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7f)
-        *c = '?';
+    out_defuse(text, strlen(text));
   fputs(text, stderr);
   free(text);
 }
