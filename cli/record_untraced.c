@@ -89,7 +89,8 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
   return true;
 }
 
-void record_untraced_say(const record_untraced *u, const char *program, const char *output) {
+void record_untraced_say(const record_untraced *u, const char *program, const char *output,
+                         bool follow_fork) {
   if (!u->pids.count)
     return;
   const char *slash = strrchr(program, '/');
@@ -103,12 +104,14 @@ void record_untraced_say(const record_untraced *u, const char *program, const ch
   }
   if (u->more_names && used < sizeof names)
     snprintf(names + used, sizeof names - used, ", ...");
-  fprintf(stderr,
-          "memtap: note: %zu process%s that %s started %s not traced%s%s%s; --follow-fork traces "
-          "each into %s.<pid>\n",
-          u->pids.count, u->pids.count == 1 ? "" : "es", slash ? slash + 1 : program,
-          u->pids.count == 1 ? "was" : "were", names[0] ? " (" : "", names, names[0] ? ")" : "",
-          output);
+  fprintf(stderr, "memtap: note: %zu process%s that %s started %s not traced%s%s%s", u->pids.count,
+          u->pids.count == 1 ? "" : "es", slash ? slash + 1 : program,
+          u->pids.count == 1 ? "was" : "were", names[0] ? " (" : "", names, names[0] ? ")" : "");
+  /* Followed, only a copy made by the clone system call without fork handlers goes untraced. */
+  if (follow_fork)
+    fprintf(stderr, ": made by the clone system call, which runs no fork handler\n");
+  else
+    fprintf(stderr, "; --follow-fork traces each into %s.<pid>\n", output);
 }
 
 void record_untraced_free(record_untraced *u) {

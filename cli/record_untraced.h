@@ -1,5 +1,6 @@
 /* The processes of a `memtap record` run that went untraced: without --follow-fork, each forked
- * or exec'd descendant of the traced program leaves a note, `<pid>.untraced`, in the ring
+ * or exec'd descendant of the traced program (with it, only a copy made by the clone system call
+ * without fork handlers) leaves a note, `<pid>.untraced`, in the ring
  * directory (the shim writes it: src/tracer/state.c), holding the program it runs. memtap
  * collects the notes at each directory scan (removing them, so that a program forking by the
  * thousand leaves no pile of files) and says at the end how many processes went untraced and
@@ -29,8 +30,11 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name);
 
 /* After the run: one line on stderr when any process went untraced, e.g. `memtap: note: 3 processes
  * that gcc started were not traced (cc1, as, collect2); --follow-fork traces each into
- * T.ctf.<pid>`. `program` is the traced command, `output` the main trace. */
-void record_untraced_say(const record_untraced *u, const char *program, const char *output);
+ * T.ctf.<pid>`. `program` is the traced command, `output` the main trace. Under --follow-fork
+ * (`follow_fork`) the only processes left untraced are copies the clone system call made without
+ * fork handlers (src/ring/producer.h), and the line says so instead. */
+void record_untraced_say(const record_untraced *u, const char *program, const char *output,
+                         bool follow_fork);
 
 void record_untraced_free(record_untraced *u);
 

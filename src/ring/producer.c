@@ -133,6 +133,41 @@ static bool session_open(void) {
   return !(mt_load_acquire(&mt_ring_session.epoch) & 1);
 }
 
+/* The owner page (producer.h): made at the first open. Where the kernel cannot wipe it (before
+ * Linux 4.14) or no page can be had, a static word stands in, and copies go undetected. */
+static _Atomic uint32_t owner_fallback;
+
+static void arm_owner(struct mt_ring *s) {
+  if (!s->owner) {
+    long page = sysconf(_SC_PAGESIZE);
+    size_t size = page > 0 ? (size_t)page : 4096;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED && madvise(p, size, MADV_WIPEONFORK) != 0) {
+      munmap(p, size);
+      p = MAP_FAILED;
+    }
+    s->owner = p == MAP_FAILED ? &owner_fallback : p;
+  }
+  mt_store_relaxed(s->owner, 1);
+}
+
+uint32_t mt_ring_leave_copy(struct mt_ring *s, uint32_t epoch) {
+  /* Only the thread that cloned exists in the copy, but a signal handler may race it here. */
+  if (atomic_compare_exchange_strong(&s->epoch, &epoch, epoch + 1)) {
+    /* Private memory over the parent's mapping, as mt_ring_close leaves: a write cut short by
+     * the clone (a handler's) finishes there, unseen. The parent's file is not unlinked. */
+    mmap(s->base, s->map_size, PROT_READ | PROT_WRITE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    return epoch + 1;
+  }
+  return epoch; /* the value found: odd, someone closed it */
+}
+
+bool mt_ring_is_copy(void) {
+  _Atomic uint32_t *owner = mt_ring_session.owner;
+  return owner && !mt_load_relaxed(owner);
+}
+
 void mt_ring_fork_prepare(void) {
   if (session_open())
     pending_fork_number = mt_add_relaxed(&mt_ring_session.header->forks, 1) + 1;
@@ -190,6 +225,8 @@ static void private_copy(void *base, uint64_t size, int fd, bool busy) {
  * the parent's mapping, so the mapping is then replaced by a private copy instead of removed. */
 void mt_ring_fork_child(void) {
   struct mt_ring *s = &mt_ring_session;
+  if (s->owner)
+    mt_store_relaxed(s->owner, 1); /* made with the handlers: not a copy (its page was wiped) */
   if (!session_open())
     return;
   int saved_errno = errno;
@@ -294,6 +331,7 @@ static int open_session(struct mt_ring *s, const mt_ring_options *opts, mt_error
   rc = mt_ring_file_create(s, 0, 0, err);
   if (rc != MT_OK)
     return rc;
+  arm_owner(s);
   mt_store_relaxed(&s->paused, 0);
   mt_store_release(&s->header->magic, MT_RING_MAGIC);
   return MT_OK;

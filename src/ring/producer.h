@@ -18,7 +18,8 @@
 struct mt_ring {
   _Atomic uint32_t epoch;
   _Atomic uint32_t paused;
-  uint8_t reserved0[MT_RING_LINE - 8];
+  _Atomic uint32_t *owner; /* the owner page's word (producer.c): 0 in a copy of the process */
+  uint8_t reserved0[MT_RING_LINE - 8 - sizeof(void *)];
 
   /* Everything below is set while no thread can be using it (before the epoch is published). */
   dev_t dev;
@@ -50,6 +51,26 @@ void mt_ring_set_future_locked(bool on);
 void mt_ring_fork_prepare(void);
 void mt_ring_fork_parent(void);
 void mt_ring_fork_child(void);
+
+/* A process made from this one without fork handlers (the clone system call without CLONE_VM,
+ * called directly: glibc's clone() is interposed by the shim, fork() runs the handlers) has a copy
+ * of this memory and the file's shared mapping, with its ring positions: its writes would go into
+ * rings that its parent's threads own. The owner page tells it: private memory the kernel zeroes
+ * in every child (MADV_WIPEONFORK) and the fork handler sets again. Such a copy closes the
+ * session in its own memory, without a word written to the file (mt_ring_leave_copy). */
+uint32_t mt_ring_leave_copy(struct mt_ring *s, uint32_t epoch);
+
+/* The session's epoch as a writer must take it: odd (closed) while no file is open, and in a copy
+ * of the process made without fork handlers, whose session it closes on the way. */
+static inline uint32_t mt_ring_writer_epoch(struct mt_ring *s) {
+  uint32_t epoch = mt_load_acquire(&s->epoch);
+  if (!(epoch & 1) && __builtin_expect(!mt_load_relaxed(s->owner), 0))
+    epoch = mt_ring_leave_copy(s, epoch);
+  return epoch;
+}
+
+/* Whether this process is a copy made without fork handlers of one whose session was open. */
+bool mt_ring_is_copy(void);
 
 /* Thread status. */
 enum {

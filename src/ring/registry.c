@@ -19,7 +19,7 @@ int mt_ring_register(mt_ring *ring, unsigned kind, uint64_t id, const void *byte
   if (ring != s || kind == 0 || kind > MT_RING_REGISTRY_MAX_KIND ||
       length > MT_RING_REGISTRY_MAX_BYTES || (length && !bytes))
     return MT_E_INVALID;
-  if (mt_load_acquire(&s->epoch) & 1)
+  if (mt_ring_writer_epoch(s) & 1)
     return MT_E_STATE;
   mt_ring_file_header *h = s->header;
   uint64_t words = mt_registry_entry_words(length);

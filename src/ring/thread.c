@@ -33,7 +33,7 @@ static void thread_exit(void *value) {
   int saved_errno = errno;
   t->busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
-  if (t->status == MT_THREAD_CLAIMED && t->epoch == mt_load_acquire(&mt_ring_session.epoch))
+  if (t->status == MT_THREAD_CLAIMED && t->epoch == mt_ring_writer_epoch(&mt_ring_session))
     mt_ring_thread_release(t);
   atomic_signal_fence(memory_order_seq_cst);
   t->busy = 0;

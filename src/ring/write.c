@@ -317,7 +317,7 @@ int mt_ring_append_internal(struct mt_ring_thread *t, unsigned type, unsigned id
 
 static int nested_write(struct mt_ring_thread *t) {
   struct mt_ring *s = &mt_ring_session;
-  uint32_t epoch = mt_load_relaxed(&s->epoch);
+  uint32_t epoch = mt_ring_writer_epoch(s);
   if (epoch & 1)
     return MT_E_STATE;
   if (t->status == MT_THREAD_CLAIMED && t->epoch == epoch)
@@ -332,7 +332,7 @@ static int nested_write(struct mt_ring_thread *t) {
 static int write_slow(struct mt_ring_thread *t, unsigned type, unsigned id, SOURCE, size_t words,
                       bool transport) {
   struct mt_ring *s = &mt_ring_session;
-  uint32_t epoch = mt_load_acquire(&s->epoch);
+  uint32_t epoch = mt_ring_writer_epoch(s);
   if (epoch & 1)
     return MT_E_STATE;
   if (!transport && mt_load_relaxed(&s->paused))
@@ -380,7 +380,7 @@ static __attribute__((noinline)) int write_record(mt_ring *ring, unsigned type, 
   t->busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
   int rc;
-  if (LIKELY(t->epoch == mt_load_relaxed(&ring->epoch) &&
+  if (LIKELY(t->epoch == mt_load_relaxed(&ring->epoch) && mt_load_relaxed(ring->owner) &&
              (transport || !mt_load_relaxed(&ring->paused))))
     rc = append_fast(t, type, id, SOURCE_ARGS, words);
   else

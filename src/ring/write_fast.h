@@ -1,7 +1,8 @@
 /* The producer's fast path (docs/ring.md §4), inline so that a caller inside the library that
  * writes records it built itself (the preload shim) pays for no call and no argument checks:
  * the record fits before the end of the ring, in free space, inside the current sixteenth, the
- * clock is the TSC (all four in one bound, `limit`), nothing is paused or nested. Anything else is
+ * clock is the TSC (all four in one bound, `limit`), nothing is paused or nested, the process is
+ * not a copy made without fork handlers (producer.h). Anything else is
  * left to mt_ring_write, which has the same semantics. write.c's mt_ring_write is this, after its
  * argument checks. */
 #ifndef MEMTAP_SRC_RING_WRITE_FAST_H
@@ -37,6 +38,7 @@ static inline __attribute__((always_inline)) bool mt_ring_reserve_fast(size_t ma
   uint64_t tail = t->tail;
   /* One bound for the end of the ring, the free space, the next mark and the clock. */
   if (__builtin_expect(t->epoch != mt_load_relaxed(&mt_ring_session.epoch) ||
+                           !mt_load_relaxed(mt_ring_session.owner) ||
                            mt_load_relaxed(&mt_ring_session.paused) ||
                            tail + max_words + 2 > t->limit || mt_ring_test_before_publish != NULL,
                        0)) {

@@ -219,8 +219,11 @@ void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t
     if (type != MT_TRACER_REC_THREAD_START)
       lazy_thread_start();
   }
-  if (mt_ring_write(mt_shim.ring, type, id, payload, words) != MT_OK)
+  if (mt_ring_write(mt_shim.ring, type, id, payload, words) != MT_OK) {
     atomic_fetch_add_explicit(&mt_shim.records_failed, 1, memory_order_relaxed);
+    if (MT_UNLIKELY(mt_ring_is_copy()))
+      mt_shim_leave_copy();
+  }
   if (MT_UNLIKELY(pending_waits()))
     drain_pending();
   /* A lossless file degrades when its consumer is gone (or never came): tracing stops. The

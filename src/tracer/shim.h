@@ -155,6 +155,10 @@ MT_HIDDEN void mt_shim_stop(void);
 /* The shim's fork handler in the child (after the ring's): registered with pthread_atfork, and
  * called by the clone interposer (clone.c) for a child glibc gives no handlers. */
 MT_HIDDEN void mt_shim_fork_child(void);
+/* In a copy of the process made without any fork handler (the clone system call called directly,
+ * src/ring/producer.h), whose ring session closed at its first write: tracing stops here for good,
+ * as in a fork child that is not followed, and memtap record is left a note. Async-signal-safe. */
+MT_HIDDEN void mt_shim_leave_copy(void);
 /* Opens a tracing session with mt_shim.config: the ring file (lossless for `memtap record`, a
  * flight recorder for a consumer thread of this process), the process entry, every loaded module.
  * Returns the mode to publish, or MT_SHIM_OFF with `err` filled. Called with depth raised, once

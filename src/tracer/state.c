@@ -126,6 +126,16 @@ void mt_shim_fork_child(void) {
   mt_shim_self.depth--;
 }
 
+void mt_shim_leave_copy(void) {
+  if (atomic_load(&mt_shim.mode) == MT_SHIM_OFF)
+    return;
+  mt_shim_set_mode(MT_SHIM_OFF);
+  if (mt_shim.config.record) {
+    atomic_store(&mt_shim.never, true);
+    note_untraced_process();
+  }
+}
+
 /* The shim's own code: frames inside it are removed from every stack. */
 static int find_own_text(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;

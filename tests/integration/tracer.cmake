@@ -110,6 +110,7 @@ set(_tracer_tests
     full_fork_without_follow_traces_parent_only
     full_fork_exec_vfork_spawn_with_follow_fork
     full_clone_child_gets_its_own_trace
+    raw_clone_child_runs_untraced_and_is_said
     full_double_fork_daemon_followed
     full_exec_wrapper_traces_the_execd_program
     exec_into_a_program_the_tracer_cannot_enter_is_said

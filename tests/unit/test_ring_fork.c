@@ -1,10 +1,15 @@
 /* fork: the child gets its own ring file, with the parent's registry; the parent's file never
  * sees a record of the child, and the other way round. With fork_untraced, the child gets no
- * file at all and its writes are dropped. */
+ * file at all and its writes are dropped. A copy of the process made by the clone system call
+ * without fork handlers writes nothing into its parent's file either. */
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include "ring/producer.h"
 
 #include "ring_testlib.h"
 #include "testutil.h"
@@ -140,10 +145,51 @@ static void untraced_fork_child_creates_no_file_and_leaves_the_parent_alone(void
   rt_collector_free(&parent);
 }
 
+/* The clone system call called directly, as fork makes a process but with no fork handler run:
+ * the child has the parent's memory (the ring's positions of the writing thread included) and
+ * the file's shared mapping. Before the owner page its writes went into the ring the parent's
+ * thread owns, interleaved with the parent's. */
+static void raw_clone_copy_writes_nothing_into_its_parents_file(void **state) {
+  (void)state;
+  mt_ring *r = rt_open(MT_RING_FLIGHT_RECORDER, 0, 4, true);
+  for (int i = 0; i < 10; i++)
+    mt_ring_write_counter(r, PARENT_BEFORE, (uint64_t)i);
+  assert_false(mt_ring_is_copy());
+  fflush(NULL);
+  pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)SIGCHLD, NULL, NULL, NULL, NULL);
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int bad = !mt_ring_is_copy();
+    for (int i = 0; i < 50; i++)
+      bad |= (mt_ring_write_counter(r, CHILD, (uint64_t)i) != MT_E_STATE) << 1;
+    bad |= (mt_ring_register_name(r, 2, "child only") != MT_E_STATE) << 2;
+    bad |= (mt_ring_close(r) != MT_E_STATE) << 3;
+    struct stat st;
+    bad |= (stat(mt_ring_path(r), &st) != 0) << 4; /* the parent's file stays */
+    _exit(bad ? 64 + bad : 0);
+  }
+  assert_int_equal(rt_wait_child(pid), 0);
+  for (int i = 0; i < 20; i++)
+    mt_ring_write_counter(r, PARENT_AFTER, (uint64_t)i);
+  assert_false(mt_ring_is_copy());
+  mt_ring_close(r);
+
+  mt_cursor *pc = rt_cursor(getpid());
+  rt_collector parent = {.keep = true};
+  rt_collector_attach(pc, &parent);
+  rt_drain(pc, true);
+  assert_int_equal(count_counter(&parent, PARENT_BEFORE), 10);
+  assert_int_equal(count_counter(&parent, PARENT_AFTER), 20);
+  assert_int_equal(count_counter(&parent, CHILD), 0);
+  mt_cursor_close(pc);
+  rt_collector_free(&parent);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(parent_and_child_each_write_their_own_file),
       cmocka_unit_test(untraced_fork_child_creates_no_file_and_leaves_the_parent_alone),
+      cmocka_unit_test(raw_clone_copy_writes_nothing_into_its_parents_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

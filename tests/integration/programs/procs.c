@@ -9,7 +9,10 @@
  *   daemon      double fork: the child forks a grandchild and exits at once; the grandchild,
  *               re-parented, allocates after its parent is gone (argv[2] unused)
  *   clone       glibc's clone() without CLONE_VM (a process that no fork handler sees): the
- *               child allocates while the parent does (argv[2] unused) */
+ *               child allocates while the parent does (argv[2] unused)
+ *   raw-clone   the same through the clone system call called directly, as fork does it (the
+ *               child goes on from the call on a copy of the stack), which nothing can interpose
+ *               (argv[2] unused) */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +68,14 @@ static int clone_child_work(void *arg) {
 static void clone_parent_work(void) {
   for (int i = 0; i < 20000; i++) {
     void *p = malloc(184); // @expect[clone-parent] allocs=20000 frees=20000 words=460000
+    KEEP(p);
+    free(p);
+  }
+}
+
+static void raw_clone_child_work(void) {
+  for (int i = 0; i < 20000; i++) {
+    void *p = malloc(200); // @expect[raw-clone] allocs=20000 frees=20000 words=500000
     KEEP(p);
     free(p);
   }
@@ -124,19 +136,31 @@ static int run(const char *mode, char *prog) {
     clone_parent_work(); /* at the same time as the child */
     return wait_for(pid, mode);
   }
+  if (strcmp(mode, "raw-clone") == 0) {
+    pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)SIGCHLD, NULL, NULL, NULL, NULL);
+    if (pid == 0) {
+      raw_clone_child_work();
+      fflush(stdout);
+      _exit(0);
+    }
+    clone_parent_work(); /* at the same time as the child */
+    return wait_for(pid, mode);
+  }
   if (strcmp(mode, "spawn") == 0) {
     pid_t pid = -1;
     if (posix_spawn(&pid, prog, NULL, NULL, args, environ) != 0)
       pid = -1;
     return wait_for(pid, mode);
   }
-  fprintf(stderr, "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone PROGRAM\n");
+  fprintf(stderr,
+          "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone PROGRAM\n");
   return 64;
 }
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone PROGRAM\n");
+    fprintf(stderr,
+            "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone PROGRAM\n");
     return 64;
   }
   parent_work();

@@ -793,6 +793,39 @@ def test_full_clone_child_gets_its_own_trace():
                        f"the clone child's trace at {site}: {have}, expected {want}")
 
 
+def test_raw_clone_child_runs_untraced_and_is_said():
+    # The clone system call called directly (no CLONE_VM) makes a copy of the process that no
+    # fork handler sees and no interposer can catch: the child went on writing into the ring its
+    # parent's thread owned. Under --full the two processes hung for ever (two writers on one
+    # lossless ring). The shim's owner page, wiped by the kernel in such a child, now tells it:
+    # the child runs untraced, its allocations stay out of the parent's trace, memtap says so.
+    argv = [program("procs"), "raw-clone", "unused"]
+    plain = untraced(argv)
+    child_lines = [site for site in expectations(["procs.c"], "raw-clone")
+                   if site not in expectations(["procs.c"], "clone-parent")]
+    for options in (("--full",), ("--full", "--follow-fork"), ("--sample-interval", "8")):
+        directory = os.path.join(WORK, "raw-clone" + "".join(options).replace("-", "_"))
+        os.mkdir(directory)
+        trace = os.path.join(directory, "procs.ctf")
+        traced = record(trace, argv, options, timeout=60)
+        same_behaviour(plain, traced, f"procs raw-clone {options}")
+        files = trace_files(directory)
+        expect(files == [trace], f"procs raw-clone {options}: traces {files}")
+        if options[0] == "--full":
+            check_sites(facts(trace, ["procs.c"]), ["procs.c"], "clone-parent",
+                        f"procs raw-clone {options} (parent)")
+        sites = facts(trace, ["procs.c"])["sites"]
+        leaked = {site: sites[site]["allocs"] for site in child_lines if site in sites}
+        expect(not leaked, f"procs raw-clone {options}: the child's allocations are in the "
+                           f"parent's trace: {leaked}")
+        said = ("made by the clone system call" if "--follow-fork" in options
+                else "--follow-fork traces each")
+        expect("1 process that procs started was not traced (procs)" in traced.stderr and
+               said in traced.stderr,
+               f"procs raw-clone {options}: no note of the untraced child:\n"
+               f"{traced.stderr[-2000:]}")
+
+
 def test_full_double_fork_daemon_followed():
     directory = os.path.join(WORK, "out")
     os.mkdir(directory)
