@@ -90,6 +90,8 @@ int mt_cmd_copy(int argc, char **argv) {
   cli_output_file of;
   if (!cli_output_file_open(&of, out, &in, 1))
     return MT_EXIT_FAILURE;
+  if (!cli_output_file_binary(&of, "copy", "a trace"))
+    return MT_EXIT_USAGE;
   mt_reader *r = cli_open_trace(in, true);
   if (!r) {
     cli_output_file_close(&of, false);

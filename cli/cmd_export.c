@@ -91,6 +91,8 @@ int mt_cmd_export(int argc, char **argv) {
   cli_output_file out; /* before reading the trace: a bad output is found at once */
   if (!cli_output_file_open(&out, output, &path, 1))
     return MT_EXIT_FAILURE;
+  if (format == MT_EXPORT_PPROF && !cli_output_file_binary(&out, "export", "a pprof profile"))
+    return MT_EXIT_USAGE;
   int64_t to = MT_TIME_UNBOUNDED;
   if (at && !strcmp(at, "peak")) {
     eo.inuse_at_peak = true;

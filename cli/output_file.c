@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "output.h"
 
 /* --- the temporary file, and its removal on a signal ------------------------------------------ */
 
@@ -142,6 +143,7 @@ bool cli_output_file_open(cli_output_file *o, const char *path, const char *cons
         (input = same_as_input(&st, inputs, ninputs)) >= 0)
       return refuse_input(o, NULL, inputs[input]);
     o->fd = STDOUT_FILENO;
+    o->terminal = isatty(STDOUT_FILENO) == 1;
     return true;
   }
   o->name = path;
@@ -191,7 +193,33 @@ bool cli_output_file_open(cli_output_file *o, const char *path, const char *cons
   return true;
 }
 
+/* The terminal stream's writer: what stdio hands it goes out a piece at a time, defused. */
+static ssize_t write_defused(void *cookie, const char *buf, size_t size) {
+  (void)cookie;
+  char piece[4096];
+  size_t done = 0;
+  while (done < size) {
+    size_t n = size - done < sizeof piece ? size - done : sizeof piece;
+    memcpy(piece, buf + done, n);
+    out_defuse(piece, n);
+    for (size_t off = 0; off < n;) {
+      ssize_t w = write(STDOUT_FILENO, piece + off, n - off);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0)
+        return done + off ? (ssize_t)(done + off) : -1;
+      off += (size_t)w;
+    }
+    done += n;
+  }
+  return (ssize_t)done;
+}
+
 FILE *cli_output_file_stream(cli_output_file *o) {
+  if (!o->stream && o->terminal) {
+    fflush(stdout); /* what the command printed before stays before */
+    o->stream = fopencookie(NULL, "w", (cookie_io_functions_t){.write = write_defused});
+  }
   if (!o->stream)
     o->stream = o->is_stdout ? stdout : fdopen(o->fd, "wb");
   if (!o->stream)
@@ -199,11 +227,22 @@ FILE *cli_output_file_stream(cli_output_file *o) {
   return o->stream;
 }
 
+bool cli_output_file_binary(cli_output_file *o, const char *command, const char *what) {
+  if (!o->terminal)
+    return true;
+  cli_output_file_close(o, false);
+  cli_usage_error(command,
+                  "not writing %s to a terminal: give an output file or redirect "
+                  "standard output",
+                  what);
+  return false;
+}
+
 bool cli_output_file_close(cli_output_file *o, bool keep) {
   bool ok = true;
   int error = 0;
   if (o->stream) {
-    if (o->is_stdout ? fflush(o->stream) != 0 : fclose(o->stream) != 0)
+    if (o->stream == stdout ? fflush(o->stream) != 0 : fclose(o->stream) != 0)
       ok = false, error = errno;
   } else if (!o->is_stdout && o->fd >= 0 && close(o->fd) != 0) {
     ok = false, error = errno;

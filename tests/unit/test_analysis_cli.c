@@ -70,8 +70,8 @@ static int escaping_resolve(void *user, uint64_t code, const mt_location **entri
 /* Names are whatever the trace's writer put there: on a terminal their control characters print
  * as '?', so that a crafted trace cannot clear the screen or retitle the window; into a pipe every
  * byte is kept, for scripts. */
-static void names_with_control_characters_are_defused_on_a_terminal(void **state) {
-  (void)state;
+/* A trace of one allocation whose function and file names carry terminal escape sequences. */
+static const char *escaping_trace(void) {
   int fd;
   mt_writer *w = tg_writer(3, 1.0, &fd);
   uint64_t code = 0x1000;
@@ -83,6 +83,12 @@ static void names_with_control_characters_are_defused_on_a_terminal(void **state
   uint8_t *data = tg_finish(w, fd, &size);
   const char *path = known_trace_file("escapes.ctf", data, size);
   free(data);
+  return path;
+}
+
+static void names_with_control_characters_are_defused_on_a_terminal(void **state) {
+  (void)state;
+  const char *path = escaping_trace();
   char *shown;
   assert_int_equal(tu_run_cli_on_terminal(&shown, "top", path, NULL), 0);
   assert_non_null(strstr(shown, "evil?[2Jname"));
@@ -92,6 +98,37 @@ static void names_with_control_characters_are_defused_on_a_terminal(void **state
   free(shown);
   char *piped;
   RUN_OK(piped, "top", path);
+  assert_non_null(strstr(piped, "evil\033[2Jname"));
+  free(piped);
+}
+
+/* Exports written to standard output: text on a terminal is defused like any text output (the
+ * folded stacks and the SVG name functions), binary output (a pprof profile, a trace) is refused
+ * there with a usage error; into a pipe every byte is written as it is. */
+static void exports_on_a_terminal_are_defused_and_binary_ones_refused(void **state) {
+  (void)state;
+  const char *path = escaping_trace();
+  char *shown;
+  assert_int_equal(
+      tu_run_cli_on_terminal(&shown, "export", "--format", "folded", "-o", "-", path, NULL), 0);
+  assert_non_null(strstr(shown, "evil?[2Jname"));
+  assert_null(strchr(shown, '\033'));
+  free(shown);
+  assert_int_equal(tu_run_cli_on_terminal(&shown, "flame", "--svg", path, NULL), 0);
+  assert_non_null(strstr(shown, "</svg>"));
+  assert_null(strchr(shown, '\033'));
+  free(shown);
+  assert_int_equal(
+      tu_run_cli_on_terminal(&shown, "export", "--format", "pprof", "-o", "-", path, NULL), 64);
+  assert_non_null(strstr(shown, "memtap export: not writing a pprof profile to a terminal"));
+  assert_null(strstr(shown, "\x1f\x8b")); /* no gzip stream */
+  free(shown);
+  assert_int_equal(tu_run_cli_on_terminal(&shown, "copy", path, "-", NULL), 64);
+  assert_non_null(strstr(shown, "memtap copy: not writing a trace to a terminal"));
+  assert_null(strstr(shown, "\xc1\x1f\xfc\xc1")); /* no packet magic */
+  free(shown);
+  char *piped;
+  RUN_OK(piped, "export", "--format", "folded", "-o", "-", path);
   assert_non_null(strstr(piped, "evil\033[2Jname"));
   free(piped);
 }
@@ -1418,6 +1455,7 @@ int main(void) {
       cmocka_unit_test(summary_json_gives_exact_numbers),
       cmocka_unit_test(names_with_control_characters_are_defused_on_a_terminal),
       cmocka_unit_test(messages_with_control_characters_are_defused_on_a_terminal),
+      cmocka_unit_test(exports_on_a_terminal_are_defused_and_binary_ones_refused),
       cmocka_unit_test(window_in_seconds_and_percent),
       cmocka_unit_test(top_ranks_sites_and_refuses_temporary_on_sampled_traces),
       cmocka_unit_test(leaks_on_demo_v3_match_the_known_sites),
