@@ -129,8 +129,11 @@ static const char *default_dir(void) {
  * Fork and exit
  * -------------------------------------------------------------------------------------------- */
 
+/* Whether this process has a file open; never in a copy made without fork handlers (producer.h),
+ * whose session closes here: close, pause and the fork handlers must not touch the parent's file
+ * (its header, its path) either. */
 static bool session_open(void) {
-  return !(mt_load_acquire(&mt_ring_session.epoch) & 1);
+  return !(mt_ring_writer_epoch(&mt_ring_session) & 1);
 }
 
 /* The owner page (producer.h): made at the first open. Where the kernel cannot wipe it (before
