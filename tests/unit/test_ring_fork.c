@@ -31,6 +31,22 @@ static const rt_record *find_lifecycle(const rt_collector *c, unsigned id) {
   return NULL;
 }
 
+/* This process's file, closed: 10 PARENT_BEFORE and 20 PARENT_AFTER counters and not one of a
+ * child's, and the FORK_PARENT record when `forked` (a fork through the handlers). */
+static void parent_file_holds_only_its_own(bool forked) {
+  mt_cursor *pc = rt_cursor(getpid());
+  rt_collector parent = {.keep = true};
+  rt_collector_attach(pc, &parent);
+  rt_drain(pc, true);
+  assert_int_equal(count_counter(&parent, PARENT_BEFORE), 10);
+  assert_int_equal(count_counter(&parent, PARENT_AFTER), 20);
+  assert_int_equal(count_counter(&parent, CHILD), 0);
+  if (forked)
+    assert_non_null(find_lifecycle(&parent, MT_RING_LIFECYCLE_FORK_PARENT));
+  mt_cursor_close(pc);
+  rt_collector_free(&parent);
+}
+
 static void parent_and_child_each_write_their_own_file(void **state) {
   (void)state;
   mt_ring *r = rt_open(MT_RING_FLIGHT_RECORDER, 0, 4, true);
@@ -133,17 +149,7 @@ static void untraced_fork_child_creates_no_file_and_leaves_the_parent_alone(void
   struct stat st;
   assert_int_not_equal(stat(child_path, &st), 0);
   mt_ring_close(r);
-
-  mt_cursor *pc = rt_cursor(getpid());
-  rt_collector parent = {.keep = true};
-  rt_collector_attach(pc, &parent);
-  rt_drain(pc, true);
-  assert_int_equal(count_counter(&parent, PARENT_BEFORE), 10);
-  assert_int_equal(count_counter(&parent, PARENT_AFTER), 20);
-  assert_int_equal(count_counter(&parent, CHILD), 0);
-  assert_non_null(find_lifecycle(&parent, MT_RING_LIFECYCLE_FORK_PARENT));
-  mt_cursor_close(pc);
-  rt_collector_free(&parent);
+  parent_file_holds_only_its_own(true);
 }
 
 /* The clone system call called directly, as fork makes a process but with no fork handler run:
@@ -192,16 +198,7 @@ static void raw_clone_copy_writes_nothing_into_its_parents_file(void **state) {
     assert_int_equal(mt_ring_write_counter(r, PARENT_AFTER, (uint64_t)i), MT_OK);
   assert_false(mt_ring_is_copy());
   mt_ring_close(r);
-
-  mt_cursor *pc = rt_cursor(getpid());
-  rt_collector parent = {.keep = true};
-  rt_collector_attach(pc, &parent);
-  rt_drain(pc, true);
-  assert_int_equal(count_counter(&parent, PARENT_BEFORE), 10);
-  assert_int_equal(count_counter(&parent, PARENT_AFTER), 20);
-  assert_int_equal(count_counter(&parent, CHILD), 0);
-  mt_cursor_close(pc);
-  rt_collector_free(&parent);
+  parent_file_holds_only_its_own(false);
 }
 
 int main(void) {
