@@ -1,12 +1,14 @@
 /* longjmp out of a signal handler (docs/tracer.md, "Signals"). A handler that interrupted this
  * thread's ring write (or its draining of deferred records) defers its own records until the
  * write ends; if it leaves by longjmp the write never ends, and without this every later record of
- * the thread would be deferred until the buffer overflowed. The shim interposes longjmp, _longjmp,
- * siglongjmp and __longjmp_chk: a jump from inside such a handler (the trampoline noted its frame)
- * to a frame above it abandons the interrupted write, whose record was never published, before
- * jumping. A jump that stays inside the handler leaves the write alone. The target's stack pointer
- * is read from the jump buffer as glibc stores it on x86-64 (mangled with the thread's pointer
- * guard); elsewhere the jump is only passed on. */
+ * the thread would be deferred until the buffer overflowed. Likewise a record being built in a
+ * scratch level would keep its level taken for good, and after four such jumps every later
+ * REALLOC and MAP record of the thread would be cut to 32 frames. The shim interposes longjmp,
+ * _longjmp, siglongjmp and __longjmp_chk: a jump from inside such a handler (the trampoline noted
+ * its frame) to a frame above it abandons the interrupted write, whose record was never published,
+ * before jumping. A jump that stays inside the handler leaves the write alone. The target's stack
+ * pointer is read from the jump buffer as glibc stores it on x86-64 (mangled with the thread's
+ * pointer guard); elsewhere the jump is only passed on. */
 #include <setjmp.h>
 
 #include "tracer/shim.h"
@@ -35,6 +37,9 @@ static void leaving(const struct __jmp_buf_tag *env) {
   if (__builtin_expect(frame != 0, 0) && target_sp(env) > frame) {
     t->handler_frame = 0;
     mt_record_abandon_write();
+    /* The shim code the handler interrupted was called from code that held no level (a handler
+     * that interrupted shim code holding one would be the outermost). */
+    mt_record_abandon_scratch(0);
   }
 }
 #else

@@ -153,6 +153,16 @@ static void scratch_give(void) {
   scratch_taken--;
 }
 
+uint32_t mt_record_scratch_level(void) {
+  return scratch_taken;
+}
+
+void mt_record_abandon_scratch(uint32_t level) {
+  if (level < scratch_taken)
+    scratch_taken = level;
+  atomic_signal_fence(memory_order_seq_cst);
+}
+
 /* At thread exit: what still waits, then the buffers. */
 void mt_record_thread_done(void) {
   mt_tracer_unwind_thread_done();

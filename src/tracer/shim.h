@@ -104,8 +104,9 @@ typedef struct mt_shim_thread {
   uint64_t stack_low, stack_high;
   int *errno_at; /* this thread's errno (&errno), once asked: a record keeps it without a call */
   /* The frame of the outermost signal handler (its trampoline's) that interrupted this thread
-   * inside a ring write or while it drained deferred records, until that handler returns; else 0.
-   * A longjmp from it to a frame above abandons what it interrupted (longjmp.c). */
+   * inside a ring write, while it drained deferred records or while it built a record in a
+   * scratch level, until that handler returns; else 0. A longjmp from it to a frame above
+   * abandons what it interrupted (longjmp.c), scratch levels included. */
   uintptr_t handler_frame;
 } mt_shim_thread;
 
@@ -196,6 +197,12 @@ MT_HIDDEN bool mt_record_in_write(void);
 /* The interrupted ring write (or draining) will never resume: a handler is leaving it by longjmp.
  * Its record was not published (the tail moves last) and is given up; writing goes on. */
 MT_HIDDEN void mt_record_abandon_write(void);
+/* The scratch levels this thread has taken (record.c): non-zero while it builds a record outside
+ * the ring. */
+MT_HIDDEN uint32_t mt_record_scratch_level(void);
+/* The records being built in levels `level` and above will never be finished (a handler is
+ * leaving them by longjmp): the levels are free again. Lowers the level only. */
+MT_HIDDEN void mt_record_abandon_scratch(uint32_t level);
 
 /* modules.c */
 /* Registers every loaded module not registered yet and writes MODULE_UNLOAD for vanished ones. */

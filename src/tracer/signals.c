@@ -29,9 +29,11 @@ static void trampoline(int sig, siginfo_t *info, void *context) {
   mt_shim_thread *t = &mt_shim_self;
   uint32_t depth = t->depth, in_allocator = t->in_allocator;
   uintptr_t handler_frame = t->handler_frame;
-  /* The outermost handler that interrupts a ring write: a longjmp out of it (longjmp.c) abandons
-   * the write, which would otherwise keep the thread's records deferred for good. */
-  if (!handler_frame && mt_record_in_write())
+  /* The outermost handler that interrupts a ring write or a record being built: a longjmp out of
+   * it (longjmp.c) abandons the write, which would otherwise keep the thread's records deferred
+   * for good, and the record's scratch level, which would otherwise stay taken. */
+  uint32_t scratch = mt_record_scratch_level();
+  if (!handler_frame && (scratch || mt_record_in_write()))
     t->handler_frame = (uintptr_t)__builtin_frame_address(0);
   t->depth = 0;
   t->in_allocator = 0;
@@ -45,6 +47,9 @@ static void trampoline(int sig, siginfo_t *info, void *context) {
   t->depth = depth;
   t->in_allocator = in_allocator;
   t->handler_frame = handler_frame;
+  /* A handler's own records give their levels back, unless a longjmp inside it left one: the
+   * record it interrupted is never finished. */
+  mt_record_abandon_scratch(scratch);
 }
 
 static int (*real_sigaction(void))(int, const struct sigaction *, struct sigaction *) {

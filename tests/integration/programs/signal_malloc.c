@@ -12,8 +12,10 @@
  *   longjmp the same timer, but a handler that finds it interrupted the tracer's own code (the
  *           interrupted PC in libmemtap-preload.so) leaves by siglongjmp, abandoning whatever the
  *           tracer was doing (never glibc's malloc, which could not survive it), until 100 such
- *           jumps; then 20000 allocations that must all be in the trace. Untraced, there is no
- *           tracer to interrupt and the jumping part is skipped. Prints "longjmp: J jumps". */
+ *           jumps; then 20000 allocations that must all be in the trace, and 50 reallocs 60 calls
+ *           deep whose backtraces must be whole (main included): the jumps also leave records
+ *           being built outside the ring. Untraced, there is no tracer to interrupt and the
+ *           jumping part is skipped. Prints "longjmp: J jumps". */
 #define _GNU_SOURCE
 #include <link.h>
 #include <setjmp.h>
@@ -33,6 +35,8 @@
 #define ASYNC_HANDLED 300
 #define JUMPS 100
 #define AFTER_JUMPS 20000
+#define DEEP_CALLS 60
+#define DEEP_REALLOCS 50
 
 #ifndef sigev_notify_thread_id /* glibc before 2.35 names the field only by its inner name */
 #define sigev_notify_thread_id _sigev_un._tid
@@ -92,6 +96,22 @@ static void jumper(int sig, siginfo_t *info, void *context) {
   }
 }
 
+/* DEEP_REALLOCS reallocs from `depth` calls down (not a tail call: the frames stay). */
+static __attribute__((noinline)) int deep_reallocs(int depth) {
+  if (depth > 0) {
+    int below = deep_reallocs(depth - 1);
+    __asm__ volatile("" : "+r"(below)); /* no accumulator loop: the call stays a call */
+    return below + 1;
+  }
+  for (int i = 0; i < DEEP_REALLOCS; i++) {
+    void *p = malloc(56);      // @expect[longjmp] allocs=50 frees=50 words=350
+    void *q = realloc(p, 120); // @expect[longjmp] allocs=50 frees=50 words=750
+    KEEP(q);
+    free(q);
+  }
+  return 0;
+}
+
 static int jump_out_of_the_tracer(void) {
   dl_iterate_phdr(find_tracer, NULL);
   struct sigaction sa;
@@ -107,8 +127,9 @@ static int jump_out_of_the_tracer(void) {
   sigsetjmp(jump_back, 1);
   while (tracer_high && jumps < JUMPS) {
     void *p = malloc(24); // @expect[longjmp] top=no (a jump may leave it unrecorded or unfreed)
-    KEEP(p);
-    free(p);
+    void *q = realloc(p, 200); // @expect[longjmp] top=no (its record is built outside the ring)
+    KEEP(q);
+    free(q);
   }
   timer_delete(timer);
   for (int i = 0; i < AFTER_JUMPS; i++) {
@@ -116,6 +137,8 @@ static int jump_out_of_the_tracer(void) {
     KEEP(p);
     free(p);
   }
+  if (deep_reallocs(DEEP_CALLS) != DEEP_CALLS)
+    return 1;
   fprintf(stderr, "longjmp: %d jumps\n", (int)jumps);
   return 0;
 }

@@ -945,6 +945,22 @@ def test_full_signal_handler_longjmps_out_of_the_tracer():
     m = re.search(r"longjmp: (\d+) jumps", traced.stderr)
     expect(m and int(m.group(1)) == 100,
            f"signal_malloc longjmp did not jump out of the tracer 100 times\n{traced.stderr[-2000:]}")
+    # The jumps also leave records being built in the thread's scratch levels (a REALLOC's): the
+    # levels must come back, or after four such jumps every later REALLOC is built on the stack
+    # and cut to its 32 innermost frames (an outermost "<truncated>" frame). The reallocs 60
+    # calls deep after the jumps keep their whole stack, main included.
+    trace = os.path.join(WORK, "signal_malloc.ctf")
+    site = next(site for site, want in expectations(["signal_malloc.c"], "longjmp").items()
+                if want.get("words") == 750)
+    dump = run([A.memtap, "dump", trace])
+    expect(dump.returncode == 0, f"memtap dump {trace}: exit {dump.returncode}\n{dump.stderr}")
+    deep = [line for line in dump.stdout.splitlines()
+            if " alloc" in line and line.rstrip().split(" ")[-1].startswith("deep_reallocs@")
+            and f"{site}:" in line.rstrip().split(" ")[-1]]
+    whole = [line for line in deep if "<truncated>" not in line and " main@" in line]
+    expect(len(deep) == 50 and len(whole) == 50,
+           f"of the {len(deep)} reallocs 60 calls deep after the jumps, {len(deep) - len(whole)} "
+           f"lost their outer frames:\n" + "\n".join(l[:300] + " ..." for l in deep[:2]))
 
 
 def test_full_ctrl_c_reaches_program_and_trace_is_written():
