@@ -193,32 +193,21 @@ bool cli_output_file_open(cli_output_file *o, const char *path, const char *cons
   return true;
 }
 
-/* The terminal stream's writer: what stdio hands it goes out a piece at a time, defused. */
-static ssize_t write_defused(void *cookie, const char *buf, size_t size) {
+/* The terminal stream's writer: what stdio hands it goes through a cli_out on standard output,
+ * which defuses it on a terminal (output.h). One at a time: a command has one output. */
+static cli_out terminal_out;
+
+static ssize_t write_to_terminal(void *cookie, const char *buf, size_t size) {
   (void)cookie;
-  char piece[4096];
-  size_t done = 0;
-  while (done < size) {
-    size_t n = size - done < sizeof piece ? size - done : sizeof piece;
-    memcpy(piece, buf + done, n);
-    out_defuse(piece, n);
-    for (size_t off = 0; off < n;) {
-      ssize_t w = write(STDOUT_FILENO, piece + off, n - off);
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w <= 0)
-        return done + off ? (ssize_t)(done + off) : -1;
-      off += (size_t)w;
-    }
-    done += n;
-  }
-  return (ssize_t)done;
+  out_bytes(&terminal_out, buf, size);
+  return out_flush(&terminal_out) ? (ssize_t)size : -1;
 }
 
 FILE *cli_output_file_stream(cli_output_file *o) {
   if (!o->stream && o->terminal) {
     fflush(stdout); /* what the command printed before stays before */
-    o->stream = fopencookie(NULL, "w", (cookie_io_functions_t){.write = write_defused});
+    out_init(&terminal_out, STDOUT_FILENO);
+    o->stream = fopencookie(NULL, "w", (cookie_io_functions_t){.write = write_to_terminal});
   }
   if (!o->stream)
     o->stream = o->is_stdout ? stdout : fdopen(o->fd, "wb");
