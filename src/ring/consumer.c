@@ -830,6 +830,13 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
   return rc;
 }
 
+/* A ring read to where it stands: losses at an end mt_cursor_set_end set are counted, and every
+ * loss not yet reported is. */
+static void ring_at_end(mt_cursor *c, uint32_t ring) {
+  finish_at_end(c, &c->rings[ring]);
+  report_lost(c, ring, &c->rings[ring]);
+}
+
 /* The stamp of the record at ring `ring`'s read position, read from the file without copying it:
  * only which ring to read next depends on it, so a word the producer is overwriting meanwhile
  * costs order, not correctness. 0 (read it first) for a padding record or a position too close
@@ -895,6 +902,39 @@ static int poll_in_time_order(mt_cursor *c, uint32_t n, size_t budget, size_t *g
   return rc;
 }
 
+/* A poll that reads the rings in turn, from the one after the ring the last poll stopped in. */
+static int poll_in_turn(mt_cursor *c, uint32_t n, size_t budget, size_t *got, bool *stopped,
+                        mt_error *err) {
+  int rc = MT_OK;
+  uint32_t first = n ? c->next_ring % n : 0;
+  for (uint32_t k = 0; k < n && rc == MT_OK; k++) {
+    uint32_t ring = (first + k) % n;
+    if (c->rings[ring].broken)
+      continue;
+    uint64_t tail = readable_tail(c, ring);
+    /* The registry is read after the tail: a record is never delivered before the entries its
+     * writer registered before writing it. */
+    rc = poll_registry(c, err);
+    if (rc != MT_OK)
+      break;
+    if (c->rings[ring].pos < tail)
+      rc = drain(c, ring, tail, budget, got, stopped, err);
+    else
+      ring_at_end(c, ring);
+    if (*stopped) {
+      c->next_ring = ring;
+      break;
+    }
+    if (*got >= budget) {
+      c->next_ring = (ring + 1) % n;
+      break;
+    }
+  }
+  if (rc == MT_OK && !*stopped && *got < budget)
+    rc = poll_registry(c, err);
+  return rc;
+}
+
 int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error *err) {
   if (delivered)
     *delivered = 0;
@@ -904,51 +944,17 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
   /* Only rings some thread ever claimed (rings_high, stored before a claim's first record): a
    * file planned for thousands of threads costs a poll what the program's threads use. */
   uint32_t n = rings_used(c);
-  int rc = MT_OK;
+  int rc;
   bool stopped = false;
   if (c->time_order && n > 1 && n <= TIME_ORDER_MAX_RINGS) {
     rc = poll_in_time_order(c, n, budget, &got, &stopped, err);
-    /* Rings at their end: finished and their losses reported, as the round below does. */
+    /* Rings at their end: finished and their losses reported, as a poll in turn does. */
     for (uint32_t ring = 0; ring < n && rc == MT_OK && !stopped && got < budget; ring++)
-      if (!c->rings[ring].broken) {
-        finish_at_end(c, &c->rings[ring]);
-        report_lost(c, ring, &c->rings[ring]);
-      }
-    if (delivered)
-      *delivered = got;
-    atomic_store(&c->busy, 0);
-    return rc;
+      if (!c->rings[ring].broken)
+        ring_at_end(c, ring);
+  } else {
+    rc = poll_in_turn(c, n, budget, &got, &stopped, err);
   }
-  uint32_t first = n ? c->next_ring % n : 0;
-  for (uint32_t k = 0; k < n && rc == MT_OK; k++) {
-    uint32_t ring = (first + k) % n;
-    if (c->rings[ring].broken)
-      continue;
-    uint64_t tail = readable_tail(c, ring);
-    /* The registry is read after the tail: a record is never delivered before the entries its
-     * writer registered before writing it. */
-    int reg = poll_registry(c, err);
-    if (reg != MT_OK) {
-      rc = reg;
-      break;
-    }
-    if (c->rings[ring].pos < tail) {
-      rc = drain(c, ring, tail, budget, &got, &stopped, err);
-    } else {
-      finish_at_end(c, &c->rings[ring]);
-      report_lost(c, ring, &c->rings[ring]);
-    }
-    if (stopped) {
-      c->next_ring = ring;
-      break;
-    }
-    if (got >= budget) {
-      c->next_ring = (ring + 1) % n;
-      break;
-    }
-  }
-  if (rc == MT_OK && !stopped && got < budget)
-    rc = poll_registry(c, err);
   if (delivered)
     *delivered = got;
   atomic_store(&c->busy, 0);
