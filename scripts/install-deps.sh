@@ -15,9 +15,11 @@ packages=(
   g++                                                    # C++ test programs of the tracer (new/delete, exceptions)
   libunwind-dev                                          # the tracer's baseline unwinder
   libdw-dev libelf-dev                                   # symbolisation (elfutils): functions, lines, inlined frames
+  libiberty-dev                                          # demangling C++ and Rust names (binutils' demangler)
   libdeflate0                                            # inflates compressed debug sections ~3x faster than zlib (dlopen'd; zlib if absent)
   libjemalloc2                                           # test: a program's own allocator is kept under the shim
   sqlite3 git                                            # real programs the tracer tests record
+  rustc                                                  # a Rust test program: its names must come out demangled
   heaptrack                                              # the yardstick in bench/tracer (never run by tests)
 )
 

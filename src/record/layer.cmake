@@ -18,6 +18,7 @@ add_library(memtap_record OBJECT
   record/settings.c
   record/program.c
   record/recorder.c)
-target_link_libraries(memtap_record PRIVATE PkgConfig::LIBDW PkgConfig::ZSTD ZLIB::ZLIB)
+target_link_libraries(memtap_record PRIVATE PkgConfig::LIBDW PkgConfig::ZSTD ZLIB::ZLIB
+                                            memtap_libiberty)
 list(APPEND MEMTAP_LAYERS memtap_record)
-list(APPEND MEMTAP_LAYER_LIBS PkgConfig::LIBDW ${CMAKE_DL_LIBS})
+list(APPEND MEMTAP_LAYER_LIBS PkgConfig::LIBDW memtap_libiberty ZLIB::ZLIB ${CMAKE_DL_LIBS})

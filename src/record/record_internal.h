@@ -352,8 +352,8 @@ bool rec_symboliser_is_wrapper(rec_symboliser *s, rec_module *m, uint64_t vaddr)
 /* The location list of a code (mt_resolve_fn contract: valid until the next call). */
 int rec_symboliser_resolve(rec_symboliser *s, const rec_modules *ms, const rec_sites *sites,
                            uint64_t code, const mt_location **entries, size_t *count);
-/* Demangles a C++ symbol through libstdc++'s __cxa_demangle, loaded on first use; malloc'd, or
- * NULL when it is not a mangled name or no demangler is available. */
+/* Demangles a C++ or Rust (legacy or v0) symbol name: malloc'd, without Rust's hash suffix, or
+ * NULL when it is not a mangled name (or memory ran out). */
 char *rec_demangle(const char *name);
 /* Cuts a location list to fit one location event (FORMAT.md §2.6: 4 KiB, 255 entries): long
  * names are shortened into `scratch` (room for count * 2 * 1024 bytes), and inner-middle entries

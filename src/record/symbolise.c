@@ -6,11 +6,11 @@
  * .symtab/.dynsym names a function only when the address is inside the symbol's size, else the code
  * is `libfoo.so+0x1234`. A file whose build-id differs from the one the process loaded is not read
  * at all. */
-#include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <inttypes.h>
+#include <libiberty/demangle.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,31 +103,21 @@ void rec_symboliser_free(rec_symboliser *s) {
 
 /* --- demangling ---------------------------------------------------------------------------- */
 
-/* elfutils has no demangler, and C has no __cxa_demangle of its own: libstdc++'s is loaded at run
- * time, on the first mangled name, so that memtap (a C program) does not link libstdc++ and still
- * demangles when it is installed (it always is where C++ programs run). */
-typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
-
+/* elfutils has no demangler: libiberty's (the one binutils and gdb use) reads C++ (Itanium ABI)
+ * and both Rust manglings, legacy (`_ZN...17h<hash>E`, which a C++ demangler reads only halfway:
+ * `$LT$` escapes and the hash left in) and v0 (`_R...`, which Rust's standard library uses). Its
+ * two demanglers are called directly: cplus_demangle() would pull in libiberty's xmalloc, which
+ * exits the process when memory runs out. Both keep to their default recursion limit, so a crafted
+ * name in a traced program's symbol table cannot overflow memtap's stack. */
 char *rec_demangle(const char *name) {
-  static demangle_fn demangle;
-  static bool tried;
-  if (!name || name[0] != '_' || name[1] != 'Z')
+  if (!name || name[0] != '_')
     return NULL;
-  if (!tried) {
-    tried = true;
-    void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
-    if (h)
-      *(void **)&demangle = dlsym(h, "__cxa_demangle");
-  }
-  if (!demangle)
+  if (name[1] == 'R')
+    return rust_demangle(name, DMGL_PARAMS | DMGL_ANSI);
+  if (name[1] != 'Z')
     return NULL;
-  int status = 0;
-  char *out = demangle(name, NULL, NULL, &status);
-  if (status != 0) {
-    free(out);
-    return NULL;
-  }
-  return out;
+  char *rust = rust_demangle(name, DMGL_PARAMS | DMGL_ANSI); /* NULL unless it has a Rust hash */
+  return rust ? rust : cplus_demangle_v3(name, DMGL_PARAMS | DMGL_ANSI);
 }
 
 /* --- files --------------------------------------------------------------------------------- */

@@ -92,6 +92,7 @@ set(_tracer_tests
     full_time_resolution_rounds_times_and_keeps_every_event
     full_cxx_new_delete_and_exception_exact_per_site
     full_rust_allocator_shims_are_not_sites
+    rust_program_names_are_demangled
     full_threads_free_each_others_blocks
     full_64_threads
     full_600_threads_at_once_lose_nothing

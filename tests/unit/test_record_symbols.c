@@ -143,14 +143,62 @@ static void module_whose_build_id_differs_is_not_symbolised(void **state) {
   rr_trace_free(&t);
 }
 
-static void cxx_names_are_demangled(void **state) {
-  (void)state;
-  char *d = rec_demangle("_ZN3foo3barEi");
-  if (!d)
-    skip(); /* no libstdc++ on this machine */
-  assert_string_equal(d, "foo::bar(int)");
+static void expect_demangled(const char *mangled, const char *want) {
+  char *d = rec_demangle(mangled);
+  if (!want) {
+    assert_null(d);
+    return;
+  }
+  assert_non_null(d);
+  assert_string_equal(d, want);
   free(d);
-  assert_null(rec_demangle("plain_c_name"));
+}
+
+static void cxx_and_rust_names_are_demangled(void **state) {
+  (void)state;
+  expect_demangled("_ZN3foo3barEi", "foo::bar(int)");
+  expect_demangled("_ZNSt6vectorIiSaIiEE9push_backERKi",
+                   "std::vector<int, std::allocator<int> >::push_back(int const&)");
+  /* Rust, legacy: escapes decoded, the hash dropped, an LLVM suffix too. */
+  expect_demangled("_ZN1m15Holder$LT$T$GT$4keep17hc8ac8bcf66233699E", "m::Holder<T>::keep");
+  expect_demangled("_ZN3std2rt10lang_start28_$u7b$$u7b$closure$u7d$$u7d$17h168e94e611939a97E",
+                   "std::rt::lang_start::{{closure}}");
+  expect_demangled("_ZN9hashbrown3raw21RawTable$LT$T$C$A$GT$14reserve_rehash17h7b523149617e8425E"
+                   ".llvm.11186703069621298206",
+                   "hashbrown::raw::RawTable<T,A>::reserve_rehash");
+  /* Rust, v0. */
+  expect_demangled(
+      "_RNvMs4_NtCslNYArtu3iFV_5alloc7raw_vecNtB5_11RawVecInner11finish_growCsjrHSEGnQ3l9_3std",
+      "<alloc::raw_vec::RawVecInner>::finish_grow");
+  expect_demangled("_RNvNtCsjrHSEGnQ3l9_3std2rt19lang_start_internal",
+                   "std::rt::lang_start_internal");
+  /* Not mangled, or not well formed: NULL, and the name is shown as it is. */
+  expect_demangled("plain_c_name", NULL);
+  expect_demangled("_Zgarbage", NULL);
+  expect_demangled("_RNvC", NULL);
+  expect_demangled("_", NULL);
+  expect_demangled("", NULL);
+  assert_null(rec_demangle(NULL));
+}
+
+/* A crafted name in a traced program's symbol table (types nested 100,000 deep) must not
+ * overflow memtap's stack: the demangler's recursion limit refuses it. */
+static void deeply_nested_names_are_refused_not_followed(void **state) {
+  (void)state;
+  size_t depth = 100000;
+  char *name = malloc(depth + 16);
+  assert_non_null(name);
+  memcpy(name, "_Z1f", 4);
+  memset(name + 4, 'P', depth);
+  memcpy(name + 4 + depth, "i", 2);
+  char *d = rec_demangle(name);
+  assert_null(d);
+  name[1] = 'R';
+  memcpy(name, "_RNvC", 5);
+  memset(name + 5, 'B', depth - 1);
+  d = rec_demangle(name);
+  assert_null(d);
+  free(name);
 }
 
 static void long_location_lists_are_cut_to_fit_one_event(void **state) {
@@ -181,7 +229,8 @@ int main(void) {
       cmocka_unit_test(operator_new_is_dropped_from_the_top_of_the_stack),
       cmocka_unit_test(dynsym_names_a_function_only_inside_its_size),
       cmocka_unit_test(module_whose_build_id_differs_is_not_symbolised),
-      cmocka_unit_test(cxx_names_are_demangled),
+      cmocka_unit_test(cxx_and_rust_names_are_demangled),
+      cmocka_unit_test(deeply_nested_names_are_refused_not_followed),
       cmocka_unit_test(long_location_lists_are_cut_to_fit_one_event),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -393,6 +393,37 @@ def test_full_rust_allocator_shims_are_not_sites():
     full_program("rust_shims")
 
 
+RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+
+
+def test_rust_program_names_are_demangled():
+    # A real Rust program, built both ways rustc mangles: legacy (the default) and v0.
+    rustc = need("rustc", "rustc")
+    for mangling in ("legacy", "v0"):
+        exe = os.path.join(WORK, "rust_names_" + mangling)
+        flags = ["-C", "symbol-mangling-version=v0"] if mangling == "v0" else []
+        p = run([rustc, "-g", "-O", *flags, "-o", exe, source("rust_names.rs")], timeout=600)
+        expect(p.returncode == 0, f"rustc ({mangling}) failed:\n{p.stderr[-2000:]}")
+        plain = untraced([exe])
+        trace = os.path.join(WORK, mangling + ".ctf")
+        traced = record(trace, [exe])
+        same_behaviour(plain, traced, "rust_names " + mangling)
+        verify_trace(trace)
+        folded = run([A.memtap, "export", "--format", "folded", "-o", "-", trace])
+        expect(folded.returncode == 0, f"export folded: {folded.stderr}")
+        names = {frame for line in folded.stdout.splitlines()
+                 for frame in line.rsplit(" ", 1)[0].split(";")}
+        bad = sorted(n for n in names
+                     if RUST_HASH.search(n) or "$LT$" in n or "$u7b$" in n or "$C$" in n
+                     or n.startswith("_ZN") or n.startswith("_R"))
+        expect(not bad, f"{mangling}: names left mangled: {bad[:8]}")
+        expect("rust_names::make_boxes" in names,
+               f"{mangling}: no frame rust_names::make_boxes among {sorted(names)[:40]}")
+        expect(any("rust_names::Holder<" in n and n.endswith(">::keep") or
+                   n.endswith("rust_names::Holder<T>::keep") for n in names),
+               f"{mangling}: no frame of Holder<...>::keep among {sorted(names)[:40]}")
+
+
 def test_full_threads_free_each_others_blocks():
     full_program("threads", ["cross"], mode="cross")
 
