@@ -1,11 +1,15 @@
 /* Mapped regions (docs/tracer.md, "Regions"): anonymous mmap, munmap and mremap made by the
  * program itself. A region is an anonymous mapping that is not PROT_NONE (a reservation is not
- * memory in use); mappings made inside an allocator call (the next allocator's own arenas) are
- * not regions. MAP_FIXED over an existing range and a partial munmap are written as an UNMAP of
- * the range (before the call, as a FREE) followed, for MAP_FIXED, by the MAP (after it). mremap
- * is written after it succeeds as an UNMAP of the old range and a MAP of the new one. */
+ * memory in use); mappings made inside an allocator call (the next allocator's own arenas) or by
+ * the shim's own code are not regions. Ranges are written as the kernel takes them, in whole
+ * pages. A munmap is written as an UNMAP of the range before the call (as a FREE: once the range
+ * is unmapped another thread may map it again), and not at all when the kernel would refuse it
+ * outright (an unaligned address, length 0). MAP_FIXED over an existing range is written after a
+ * successful call, as an UNMAP of the range followed by the MAP; so is mremap, as an UNMAP of the
+ * old range and a MAP of the new one. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,7 +27,24 @@ static bool untraced(const void *caller) {
       atomic_load_explicit(&mt_shim.mode, memory_order_relaxed) == MT_SHIM_OFF)
     return true;
   uintptr_t c = (uintptr_t)caller;
-  return c - mt_shim_allocator_low < mt_shim_allocator_high - mt_shim_allocator_low;
+  /* The shim's own calls (the ring's mappings at close, outside any record) bind to these
+   * definitions too. */
+  return c - mt_shim_allocator_low < mt_shim_allocator_high - mt_shim_allocator_low ||
+         c - mt_shim.text_low < mt_shim.text_high - mt_shim.text_low;
+}
+
+/* The length of [addr, addr + length) as the kernel maps or unmaps it (whole pages), or 0 when
+ * it refuses the range outright: an address not on a page, length 0, or past the address
+ * space's end. */
+static size_t kernel_length(const void *addr, size_t length) {
+  static size_t page;
+  if (!page)
+    page = (size_t)sysconf(_SC_PAGESIZE);
+  uintptr_t a = (uintptr_t)addr;
+  if (!length || (a & (page - 1)) || length > SIZE_MAX - (page - 1))
+    return 0;
+  size_t rounded = (length + page - 1) & ~(page - 1);
+  return a + rounded < a ? 0 : rounded;
 }
 
 static void *real_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
@@ -38,11 +59,14 @@ static inline void *traced_mmap(void *caller, void *addr, size_t length, int pro
                                 int fd, off_t offset) {
   if (untraced(caller))
     return real_mmap(addr, length, prot, flags, fd, offset);
-  if (flags & MAP_FIXED)
-    mt_record_unmap(addr, length);
   void *p = real_mmap(addr, length, prot, flags, fd, offset);
-  if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && prot != PROT_NONE)
-    mt_record_map(p, length, prot, flags, MT_TRACER_KIND_MMAP);
+  size_t mapped = p == MAP_FAILED ? 0 : kernel_length(p, length);
+  if (!mapped)
+    return p;
+  if (flags & MAP_FIXED) /* whatever was there is gone; a failed call replaced nothing */
+    mt_record_unmap(p, mapped);
+  if ((flags & MAP_ANONYMOUS) && prot != PROT_NONE)
+    mt_record_map(p, mapped, prot, flags, MT_TRACER_KIND_MMAP);
   return p;
 }
 
@@ -63,8 +87,11 @@ static int real_munmap(void *addr, size_t length) {
 }
 
 MT_EXPORT int munmap(void *addr, size_t length) {
-  if (!untraced(__builtin_return_address(0)))
-    mt_record_unmap(addr, length);
+  if (!untraced(__builtin_return_address(0))) {
+    size_t unmapped = kernel_length(addr, length);
+    if (unmapped)
+      mt_record_unmap(addr, unmapped);
+  }
   return real_munmap(addr, length);
 }
 
@@ -86,9 +113,11 @@ MT_EXPORT void *mremap(void *old, size_t old_length, size_t new_length, int flag
   }
   if (trace && p != MAP_FAILED) {
     int saved = errno;
-    mt_record_unmap(old, old_length);
-    if (new_length)
-      mt_record_map(p, new_length, 0, flags, MT_TRACER_KIND_MREMAP);
+    size_t old_mapped = kernel_length(old, old_length), new_mapped = kernel_length(p, new_length);
+    if (old_mapped) /* 0: a copy of a shared mapping, which leaves the old one in place */
+      mt_record_unmap(old, old_mapped);
+    if (new_mapped)
+      mt_record_map(p, new_mapped, 0, flags, MT_TRACER_KIND_MREMAP);
     errno = saved;
   }
   return p;

@@ -708,8 +708,11 @@ static void regions_follow_map_fixed_partial_unmap_and_mremap(void **state) {
   } want[] = {
       {MT_TRACER_REC_MAP, 0, 2 << 20, MT_TRACER_KIND_MMAP},
       {MT_TRACER_REC_UNMAP, 1 << 20, 65536, 0}, /* MAP_FIXED replaces the range... */
-      {MT_TRACER_REC_MAP, 1 << 20, 65536, MT_TRACER_KIND_MMAP},      /* ...with a new region */
-      {MT_TRACER_REC_UNMAP, 0, 4096, 0},                             /* partial munmap */
+      {MT_TRACER_REC_MAP, 1 << 20, 65536, MT_TRACER_KIND_MMAP}, /* ...with a new region */
+      {MT_TRACER_REC_UNMAP, 0, 4096, 0},                        /* partial munmap */
+      {MT_TRACER_REC_UNMAP, 8192, 4096, 0},                     /* munmap of 10 bytes: the page */
+      {MT_TRACER_REC_MAP, -1, 4096, MT_TRACER_KIND_MMAP},       /* mmap of 100 bytes: a page */
+      {MT_TRACER_REC_UNMAP, -1, 4096, 0},
       {MT_TRACER_REC_UNMAP, 1 << 20, 65536, 0},                      /* mremap: the old range... */
       {MT_TRACER_REC_MAP, INT64_MIN, 131072, MT_TRACER_KIND_MREMAP}, /* ...and the new one */
       {MT_TRACER_REC_UNMAP, -1, 4096, 0}, /* the file mapping's munmap (no MAP before it) */
@@ -722,7 +725,7 @@ static void regions_follow_map_fixed_partial_unmap_and_mremap(void **state) {
     if (x->type != MT_TRACER_REC_MAP && x->type != MT_TRACER_REC_UNMAP)
       continue;
     if (x->payload[1] < 4096)
-      continue; /* not one of the program's (none are smaller) */
+      continue; /* not one of the program's, nor a whole number of pages */
     assert_true(k < sizeof want / sizeof want[0]);
     assert_int_equal(x->type, want[k].type);
     assert_int_equal(x->payload[1], want[k].length);

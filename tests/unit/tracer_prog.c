@@ -198,7 +198,17 @@ static int regions(void) {
   char *r = mmap(NULL, 2 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   char *fixed = mmap(r + (1 << 20), 65536, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  /* Calls the kernel refuses change nothing: an unaligned or empty munmap, a MAP_FIXED at an
+   * unaligned address or of a descriptor that is not open. */
+  int refused = munmap(r + 1, 4096) == -1 && munmap(r, 0) == -1 &&
+                mmap(r + 100, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                     -1, 0) == MAP_FAILED &&
+                mmap(r, 8192, PROT_READ, MAP_SHARED | MAP_FIXED, 12345, 0) == MAP_FAILED;
   munmap(r, 4096);
+  munmap(r + 8192, 10); /* the kernel unmaps the whole page */
+  char *small = mmap(NULL, 100, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (small != MAP_FAILED)
+    munmap(small, 100);
   char *moved = mremap(fixed, 65536, 131072, MREMAP_MAYMOVE);
   FILE *self = fopen("/proc/self/exe", "r");
   void *file = self ? mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fileno(self), 0) : MAP_FAILED;
@@ -209,7 +219,8 @@ static int regions(void) {
   munmap(moved, 131072);
   munmap(r + 4096, (2 << 20) - 4096);
   fprintf(stderr, "region %p moved %p\n", (void *)r, (void *)moved);
-  printf("regions %d\n", fixed == r + (1 << 20) && moved != MAP_FAILED && file != MAP_FAILED);
+  printf("regions %d\n", fixed == r + (1 << 20) && refused && small != MAP_FAILED &&
+                             moved != MAP_FAILED && file != MAP_FAILED);
   return 0;
 }
 
