@@ -4,10 +4,12 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -114,6 +116,19 @@ static int check_elf(const char *path, const image *im, mt_error *err) {
   return MT_OK;
 }
 
+/* Whether exec'ing the file changes the process's effective user or group, which is when the
+ * kernel starts it in secure mode (AT_SECURE): a set-user-ID bit of a file owned by someone other
+ * than the real user (a set-user-ID-root program run by root is not), the same for set-group-ID,
+ * and neither on a file system mounted nosuid, where the bits are ignored. */
+static bool changes_ids(int fd, const struct stat *st) {
+  bool uid = (st->st_mode & S_ISUID) && st->st_uid != getuid();
+  bool gid = (st->st_mode & S_ISGID) && (st->st_mode & S_IXGRP) && st->st_gid != getgid();
+  if (!uid && !gid)
+    return false;
+  struct statvfs fs;
+  return fstatvfs(fd, &fs) != 0 || !(fs.f_flag & ST_NOSUID);
+}
+
 static int check(const char *path, int depth, mt_error *err) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -123,11 +138,11 @@ static int check(const char *path, int depth, mt_error *err) {
     close(fd);
     return mt_fail_io(err, "reading the program");
   }
-  if (st.st_mode & (S_ISUID | S_ISGID)) {
+  if (changes_ids(fd, &st)) {
     close(fd);
     return mt_fail(err, MT_E_UNSUPPORTED, -1,
-                   "set-user-ID or set-group-ID: the loader runs it in secure mode and ignores "
-                   "LD_PRELOAD, so the tracer cannot be loaded");
+                   "set-user-ID or set-group-ID to another owner: the loader runs it in secure "
+                   "mode and ignores LD_PRELOAD, so the tracer cannot be loaded");
   }
   if (fgetxattr(fd, "security.capability", NULL, 0) > 0) {
     close(fd);

@@ -90,6 +90,10 @@ static void setuid_copy_is_refused_with_the_reason(void **state) {
   uint8_t *bytes = tu_read_file("/bin/true", &size);
   tu_write_file(bin, bytes, size);
   free(bytes);
+  /* Secure mode needs an owner other than the real user: only root can give the copy one. */
+  if (geteuid() != 0)
+    skip();
+  assert_int_equal(chown(bin, 65534, 65534), 0);
   assert_int_equal(chmod(bin, 04755), 0);
   char *err = NULL;
   const char *out = tu_temp_path("setuid.ctf");

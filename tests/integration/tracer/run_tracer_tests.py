@@ -1677,6 +1677,17 @@ def test_fault_setuid_program_refused():
     expect(re.search(r"setuid|set-user-ID|secure", p.stderr, re.I),
            f"memtap record does not say the program is setuid:\n{p.stderr[-2000:]}")
     expect(not os.path.exists(trace), "a trace was written for a program that was not traced")
+    # Set-user-ID to the user who runs it changes no id: no secure mode, and it is traced.
+    own = os.path.join(directory, "setuid_own_worker")
+    shutil.copy(program("slow_worker"), own)
+    os.chmod(own, 0o4755)
+    plain = untraced([own, "1"])
+    trace = os.path.join(WORK, "setuid_own.ctf")
+    traced = record(trace, [own, "1"])
+    same_behaviour(plain, traced, "setuid_own_worker 1")
+    expect(traced.returncode == 0, f"a set-user-ID program of its own user was refused:\n"
+                                   f"{traced.stderr[-2000:]}")
+    verify_trace(trace)
 
 
 # ---------------------------------------------------------------------------------------------
