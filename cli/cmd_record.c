@@ -916,7 +916,7 @@ int mt_cmd_record(int argc, char **argv) {
     }
   }
   if (wrote)
-    record_untraced_say(&s.untraced, program, s.main_output, set.follow_fork);
+    record_untraced_say(&s.untraced, program, s.main_output);
   record_untraced_free(&s.untraced);
   if (!wrote && n != (ssize_t)sizeof exec_errno) {
     cli_error(program, "the tracer did not start in the program (no ring file appeared): no "

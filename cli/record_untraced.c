@@ -73,6 +73,9 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
   }
   /* The shim leaves a long path out (and an empty note is read as such): the process may still be
    * there to ask. */
+  bool clone_copy = n > 0 && exe[0] == '+';
+  if (clone_copy)
+    memmove(exe, exe + 1, (size_t)--n);
   if (n > 0) {
     exe[n] = 0;
     process_program_undeleted(exe);
@@ -83,14 +86,16 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
   unlinkat(dir_fd, name, 0);
   if (!u->pids.seed)
     u->pids.seed = mt_hashmap_random_seed(); /* pids are chosen by the program: seeded */
+  uint64_t was = 0;
+  if (clone_copy && !mt_hashmap_get(&u->pids, pid, &was))
+    u->clones++;
   mt_hashmap_put(&u->pids, pid, 1);
   if (exe[0])
     add_name(u, exe);
   return true;
 }
 
-void record_untraced_say(const record_untraced *u, const char *program, const char *output,
-                         bool follow_fork) {
+void record_untraced_say(const record_untraced *u, const char *program, const char *output) {
   if (!u->pids.count)
     return;
   const char *slash = strrchr(program, '/');
@@ -107,9 +112,14 @@ void record_untraced_say(const record_untraced *u, const char *program, const ch
   fprintf(stderr, "memtap: note: %zu process%s that %s started %s not traced%s%s%s", u->pids.count,
           u->pids.count == 1 ? "" : "es", slash ? slash + 1 : program,
           u->pids.count == 1 ? "was" : "were", names[0] ? " (" : "", names, names[0] ? ")" : "");
-  /* Followed, only a copy made by the clone system call without fork handlers goes untraced. */
-  if (follow_fork)
+  size_t clones = u->clones < u->pids.count ? u->clones : u->pids.count;
+  if (clones == u->pids.count) /* --follow-fork would not help */
     fprintf(stderr, ": made by the clone system call, which runs no fork handler\n");
+  else if (clones)
+    fprintf(stderr,
+            "; --follow-fork traces each into %s.<pid>, but for %zu made by the clone "
+            "system call, which runs no fork handler\n",
+            output, clones);
   else
     fprintf(stderr, "; --follow-fork traces each into %s.<pid>\n", output);
 }

@@ -1,10 +1,11 @@
 /* The processes of a `memtap record` run that went untraced: without --follow-fork, each forked
- * or exec'd descendant of the traced program (with it, only a copy made by the clone system call
- * without fork handlers) leaves a note, `<pid>.untraced`, in the ring
- * directory (the shim writes it: src/tracer/state.c), holding the program it runs. memtap
- * collects the notes at each directory scan (removing them, so that a program forking by the
- * thousand leaves no pile of files) and says at the end how many processes went untraced and
- * which programs they ran, pointing at --follow-fork (docs/record.md §8). */
+ * or exec'd descendant of the traced program, and with or without it, each copy made by the clone
+ * system call without fork handlers, leaves a note, `<pid>.untraced`, in the ring directory (the
+ * shim writes it: src/tracer/state.c), holding the program it runs, after a `+` for a clone copy.
+ * memtap collects the notes at each directory scan (removing them, so that a program forking by
+ * the thousand leaves no pile of files) and says at the end how many processes went untraced,
+ * which programs they ran and why, pointing at --follow-fork where it would help (docs/record.md
+ * §8). */
 #ifndef MEMTAP_CLI_RECORD_UNTRACED_H
 #define MEMTAP_CLI_RECORD_UNTRACED_H
 
@@ -22,6 +23,7 @@ typedef struct record_untraced {
   char *names[RECORD_UNTRACED_NAMES]; /* distinct program names, in the order first noted */
   size_t name_count;
   bool more_names; /* a distinct name past RECORD_UNTRACED_NAMES */
+  size_t clones;   /* notes of clone copies, which --follow-fork cannot trace */
 } record_untraced;
 
 /* Whether `name`, an entry of the ring directory open at `dir_fd`, is such a note; if so, it is
@@ -30,11 +32,10 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name);
 
 /* After the run: one line on stderr when any process went untraced, e.g. `memtap: note: 3 processes
  * that gcc started were not traced (cc1, as, collect2); --follow-fork traces each into
- * T.ctf.<pid>`. `program` is the traced command, `output` the main trace. Under --follow-fork
- * (`follow_fork`) the only processes left untraced are copies the clone system call made without
- * fork handlers (src/ring/producer.h), and the line says so instead. */
-void record_untraced_say(const record_untraced *u, const char *program, const char *output,
-                         bool follow_fork);
+ * T.ctf.<pid>`. `program` is the traced command, `output` the main trace. Copies made by the
+ * clone system call without fork handlers (src/ring/producer.h) are said to be such, since
+ * --follow-fork cannot trace them either. */
+void record_untraced_say(const record_untraced *u, const char *program, const char *output);
 
 void record_untraced_free(record_untraced *u);
 

@@ -60,13 +60,14 @@ static void register_process(int64_t parent_pid) {
 }
 
 /* A process of `memtap record` that the shim does not trace (a forked or exec'd descendant without
- * --follow-fork) leaves `<pid>.untraced` in the ring directory, holding the program it runs (or
- * nothing when its path is long: memtap then reads /proc/PID/exe itself), so that memtap can say
- * which processes went untraced. System calls only (no allocation, no stdio): it runs in a fork
- * child, where only async-signal-safe calls are allowed; and in a few hundred bytes of stack, as
- * the forking thread's stack may be small. Best effort: a failure changes nothing for the
- * program. */
-static void note_untraced_process(void) {
+ * --follow-fork, or a copy made by the clone system call without fork handlers: `clone_copy`)
+ * leaves `<pid>.untraced` in the ring directory, holding the program it runs (or nothing when its
+ * path is long: memtap then reads /proc/PID/exe itself), after a `+` for a clone copy, so that
+ * memtap can say which processes went untraced and why. System calls only (no allocation, no
+ * stdio): it runs in a fork child, where only async-signal-safe calls are allowed; and in a few
+ * hundred bytes of stack, as the forking thread's stack may be small. Best effort: a failure
+ * changes nothing for the program. */
+static void note_untraced_process(bool clone_copy) {
   const char *dir = mt_shim_getenv(NULL, "MEMTAP_RING_DIR");
   if (!mt_shim.config.record || !dir || dir[0] != '/')
     return;
@@ -84,10 +85,12 @@ static void note_untraced_process(void) {
                ? -1
                : openat(dfd, partial, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd >= 0) {
-    char exe[256];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe);
-    if (n > 0 && n < (ssize_t)sizeof exe && write(fd, exe, (size_t)n) < 0) {
-      /* an empty note still counts the process */
+    char exe[257] = "+";
+    ssize_t n = readlink("/proc/self/exe", exe + 1, sizeof exe - 1);
+    if (n <= 0 || n >= (ssize_t)sizeof exe - 1)
+      n = 0; /* an empty note (or a lone `+`) still counts the process */
+    if (write(fd, clone_copy ? exe : exe + 1, (size_t)n + clone_copy) < 0) {
+      /* as empty */
     }
     close(fd);
     if (renameat(dfd, partial, dfd, name) != 0)
@@ -110,7 +113,7 @@ void mt_shim_fork_child(void) {
     mt_shim_set_mode(MT_SHIM_OFF);
     if (mt_shim.config.record) {
       atomic_store(&mt_shim.never, true);
-      note_untraced_process();
+      note_untraced_process(false);
     }
     return;
   }
@@ -132,7 +135,7 @@ void mt_shim_leave_copy(void) {
   mt_shim_set_mode(MT_SHIM_OFF);
   if (mt_shim.config.record) {
     atomic_store(&mt_shim.never, true);
-    note_untraced_process();
+    note_untraced_process(true);
   }
 }
 
@@ -282,7 +285,7 @@ static int start(void) {
   bool inprocess = !c->record;
   if (c->record && c->trace_pid && c->trace_pid != getpid() && !c->follow_fork) {
     atomic_store(&mt_shim.never, true);
-    note_untraced_process();
+    note_untraced_process(false);
     return MT_SHIM_OFF; /* an exec'd descendant that inherited the environment */
   }
   if (inprocess && !c->output)
