@@ -114,6 +114,13 @@ enum {
 #define NAP_BUSY_US 1000
 #define NAP_MAX_US 100000
 
+/* What `kill` sends to memtap alone is passed on to the program, as if memtap were not there:
+ * termination (the program exits with it and memtap writes the whole trace) and the signals a
+ * user sends to ask a program something (dd's progress on SIGUSR1, a server reopening its logs);
+ * left unhandled, any of them would kill memtap and leave the program running without it. */
+static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
+#define FORWARDED_COUNT (sizeof forwarded_signals / sizeof forwarded_signals[0])
+
 /* The process being traced, for the signal forwarder. */
 static volatile sig_atomic_t forward_pid;
 
@@ -818,14 +825,14 @@ int mt_cmd_record(int argc, char **argv) {
   }
 
   struct sigaction ignore = {.sa_handler = SIG_IGN}, forward = {.sa_handler = forward_signal};
-  struct sigaction old_int, old_quit, old_term, old_hup, old_xfsz;
+  struct sigaction old_int, old_quit, old_forwarded[FORWARDED_COUNT], old_xfsz;
   sigemptyset(&forward.sa_mask);
   forward.sa_flags = SA_RESTART;
   forward_pid = child;
   sigaction(SIGINT, &ignore, &old_int); /* the terminal sends it to the program too */
   sigaction(SIGQUIT, &ignore, &old_quit);
-  sigaction(SIGTERM, &forward, &old_term); /* sent to memtap alone: pass it on */
-  sigaction(SIGHUP, &forward, &old_hup);
+  for (size_t i = 0; i < FORWARDED_COUNT; i++) /* sent to memtap alone: pass them on */
+    sigaction(forwarded_signals[i], &forward, &old_forwarded[i]);
   /* Past a file size limit (ulimit -f) a write fails (EFBIG, said as a write error) rather than
    * killing memtap while the program runs: the writers also stop short of it. */
   sigaction(SIGXFSZ, &ignore, &old_xfsz);
@@ -900,8 +907,8 @@ int mt_cmd_record(int argc, char **argv) {
     finish(&s, &s.procs[i]);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGQUIT, &old_quit, NULL);
-  sigaction(SIGTERM, &old_term, NULL);
-  sigaction(SIGHUP, &old_hup, NULL);
+  for (size_t i = 0; i < FORWARDED_COUNT; i++)
+    sigaction(forwarded_signals[i], &old_forwarded[i], NULL);
   sigaction(SIGXFSZ, &old_xfsz, NULL);
   forward_pid = 0;
 

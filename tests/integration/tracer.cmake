@@ -120,6 +120,7 @@ set(_tracer_tests
     full_signal_handler_mallocs_inside_malloc
     full_signal_handler_longjmps_out_of_the_tracer
     full_ctrl_c_reaches_program_and_trace_is_written
+    signals_sent_to_memtap_reach_the_program
     leaks_names_file_and_line
     recount_project_programs_match_glibc_mtrace
     recount_sqlite3_matches_glibc_mtrace

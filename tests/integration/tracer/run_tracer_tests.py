@@ -1008,6 +1008,31 @@ def test_full_ctrl_c_reaches_program_and_trace_is_written():
     expect(f["allocs"] >= 400, f"the trace holds {f['allocs']} allocations; 4 rounds made 400")
 
 
+def test_signals_sent_to_memtap_reach_the_program():
+    # `kill` aimed at memtap alone: termination and the signals that ask a program something are
+    # passed on, so the program gets them as if untraced, and memtap ends with it, trace whole.
+    # Unhandled, SIGUSR1 killed memtap and left the program running without it.
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
+        trace = os.path.join(WORK, f"signalled-{sig.name}.ctf")
+        p = subprocess.Popen(record_command(trace, [program("slow_worker"), "1000"]),
+                             env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+        wait_for_line(p, "round 3")
+        os.kill(p.pid, sig)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            fail(f"{sig.name} to memtap record: the program did not end")
+        expect(p.returncode == 128 + sig,
+               f"{sig.name} to memtap record: exit {p.returncode}, expected {128 + sig} (the "
+               f"program killed by it)\n{err[-2000:]}")
+        f = verify_trace(trace)
+        expect(f["allocs"] >= 400, f"{sig.name}: the trace holds {f['allocs']} allocations; "
+                                   f"4 rounds made 400")
+
+
 def test_leaks_names_file_and_line():
     full_program("leaky")
     trace = os.path.join(WORK, "leaky.ctf")
