@@ -133,6 +133,10 @@ static void ensure_writer(void *user) {
     snprintf(params + at, sizeof params - (size_t)at, ",time_resolution_us=%lld",
              (long long)r->opt.time_resolution_us);
   int64_t start_ns = r->natt ? r->att[0].created_realtime_ns : real_ns();
+  /* A forked child's ring file keeps its parent's clock base, and so its creation time: its trace
+   * starts at the fork, when the child registered, not with its parent's life before it. */
+  if (r->have_process && r->process.parent_pid > 0 && r->process.start_realtime_ns > start_ns)
+    start_ns = r->process.start_realtime_ns;
   mt_trace_info info = {
       .version = r->opt.version,
       .start_time = start_ns / 1000,

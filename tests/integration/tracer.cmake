@@ -113,6 +113,7 @@ set(_tracer_tests
     full_clone_child_gets_its_own_trace
     raw_clone_child_runs_untraced_and_is_said
     full_double_fork_daemon_followed
+    forked_child_trace_starts_at_its_fork
     full_exec_wrapper_traces_the_execd_program
     exec_into_a_program_the_tracer_cannot_enter_is_said
     full_dlopen_dlclose_library_allocations

@@ -887,6 +887,36 @@ def test_full_double_fork_daemon_followed():
                             f"{files}\nrecord's stderr:\n{traced.stderr[-2000:]}")
 
 
+def test_forked_child_trace_starts_at_its_fork():
+    # A forked child's ring file keeps its parent's clock base; its trace used to start with its
+    # parent's (duration, timeline and times counted the parent's life before the fork).
+    directory = os.path.join(WORK, "late-fork")
+    os.mkdir(directory)
+    code = ("import os, time\n"
+            "time.sleep(0.4)\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    kept = [bytearray(1000) for _ in range(100)]\n"
+            "    os._exit(0)\n"
+            "os.waitpid(pid, 0)\n")
+    trace = os.path.join(directory, "py.ctf")
+    record(trace, [sys.executable, "-c", code], ("--full", "--follow-fork"))
+    infos = {}
+    for path in trace_files(directory):
+        verify_trace(path)
+        p = run([A.memtap, "info", "--json", path])
+        expect(p.returncode == 0, f"info {path}: {p.stderr}")
+        infos[path] = json.loads(p.stdout)
+    children = [path for path in infos if path != trace]
+    expect(trace in infos and len(children) == 1, f"traces: {sorted(infos)}")
+    parent, child = infos[trace], infos[children[0]]
+    late = (child["start_time"] - parent["start_time"]) / 1e6
+    expect(late >= 0.35, f"the child's trace starts {late:.3f} s after its parent's, not at its "
+                         f"fork 0.4 s in")
+    expect(child["duration_s"] < 0.35,
+           f"the child lived a few ms, its trace lasts {child['duration_s']} s")
+
+
 def test_full_exec_wrapper_traces_the_execd_program():
     prog = program("alloc_patterns")
     plain = untraced([prog])
