@@ -145,10 +145,10 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   /* Within the file size limit: sizing the file past it would raise SIGXFSZ in the program.
    * Known before a file is made (or a previous image's, before exec, replaced). */
   uint64_t limit = mt_file_size_limit();
-  /* Under an address-space limit, an eighth of the room left at most: the rest is the program's
-   * (and, in process, the consumer's second mapping of the file). */
+  /* Under an address-space limit, a sixteenth of the room left at most: the rest is the
+   * program's (and, in process, the consumer's second mapping of the file). */
   uint64_t room = mt_address_space_room();
-  while ((s->geo.file_size > limit || s->geo.file_size > room / 8) && plan_smaller(&s->geo)) {
+  while ((s->geo.file_size > limit || s->geo.file_size > room / 16) && plan_smaller(&s->geo)) {
   }
   if (s->geo.file_size > limit)
     return mt_fail(err, MT_E_IO, -1,

@@ -196,11 +196,11 @@ void mt_shim_find_own_text(void) {
  * (the blocks it remembers were sampled for a trace that is finished). */
 static int prepare_sets(const mt_tracer_config *c) {
   if (!c->full) {
-    /* 2^22 slots, 32 MiB reserved; under an address-space limit a sixteenth of the room left at
-     * most (down to 2^16 slots), which the program would otherwise run out of. */
+    /* 2^22 slots, 32 MiB reserved; under an address-space limit a thirty-second of the room left
+     * at most (down to 2^16 slots), which the program would otherwise run out of. */
     unsigned slot_bits = 22;
     uint64_t room = mt_address_space_room();
-    while (slot_bits > 16 && (sizeof(uintptr_t) << slot_bits) > room / 16)
+    while (slot_bits > 16 && (sizeof(uintptr_t) << slot_bits) > room / 32)
       slot_bits--;
     if (mt_shim.set.filter)
       mt_sampled_set_clear(&mt_shim.set);
