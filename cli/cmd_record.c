@@ -160,6 +160,12 @@ typedef struct session {
   traced *procs;
   size_t count;
   record_untraced untraced; /* descendants that went untraced (without --follow-fork) */
+  /* Module files deleted or replaced while the program ran (mt_recorder_options.module_gone). */
+  struct gone_module {
+    char *path;
+    bool from_process; /* its symbols were read from the running process */
+  } gone[16];
+  size_t gone_count;
   bool failed;
 } session;
 
@@ -338,6 +344,40 @@ static const char *debug_cache_dir(char *out, size_t size) {
   return out;
 }
 
+/* mt_recorder_options.module_gone: noted once per path, for the end of the run. */
+static void note_module_gone(void *user, const char *path, bool from_process) {
+  session *s = user;
+  for (size_t i = 0; i < s->gone_count; i++)
+    if (!strcmp(s->gone[i].path, path)) {
+      s->gone[i].from_process &= from_process;
+      return;
+    }
+  if (s->gone_count == sizeof s->gone / sizeof s->gone[0])
+    return;
+  char *copy = strdup(path);
+  if (copy)
+    s->gone[s->gone_count++] = (struct gone_module){copy, from_process};
+}
+
+/* After the run: what those modules' frames are. */
+static void say_modules_gone(session *s) {
+  for (size_t i = 0; i < s->gone_count; i++) {
+    const char *path = s->gone[i].path, *slash = strrchr(path, '/');
+    if (s->gone[i].from_process)
+      cli_error(NULL,
+                "note: %s was deleted or replaced while the program ran: its symbols were "
+                "read from the running program's mapping of it",
+                path);
+    else
+      cli_error(NULL,
+                "warning: %s was deleted or replaced while the program ran, and could not "
+                "be read from the program: its frames have no symbols (%s+0x...)",
+                path, slash ? slash + 1 : path);
+    free(s->gone[i].path);
+  }
+  s->gone_count = 0;
+}
+
 static mt_recorder *new_recorder(session *s, traced *t) {
   char cache[PATH_MAX];
   mt_recorder_options o = {
@@ -347,6 +387,8 @@ static mt_recorder *new_recorder(session *s, traced *t) {
       .debuginfod = s->set->debuginfod,
       .debug_cache_dir = s->set->no_debug_cache ? NULL : debug_cache_dir(cache, sizeof cache),
       .time_resolution_us = (int64_t)s->set->sampling.time_resolution_us,
+      .module_gone = note_module_gone,
+      .module_gone_user = s,
   };
   mt_recorder *rec;
   mt_error err = {0};
@@ -922,6 +964,7 @@ int mt_cmd_record(int argc, char **argv) {
       wrote = true;
     }
   }
+  say_modules_gone(&s);
   if (wrote)
     record_untraced_say(&s.untraced, program, s.main_output);
   record_untraced_free(&s.untraced);

@@ -67,6 +67,12 @@ typedef struct mt_recorder_options {
    * compressor see repeated events as repeated bytes (docs/record.md §7). Larger values make
    * mt_recorder_create fail. */
   int64_t time_resolution_us;
+  /* Told once per module (executable or library) whose file was not on disk as the process loaded
+   * it, deleted or replaced (another build-id) while the program ran: `from_process` when its
+   * symbols were read from the running process's mapping of it instead (/proc/PID/map_files, or
+   * /proc/PID/exe), false when its frames stay module+offset. NULL: not told. */
+  void (*module_gone)(void *user, const char *path, bool from_process);
+  void *module_gone_user;
 } mt_recorder_options;
 
 /* Counts so far (final after mt_recorder_finish). */

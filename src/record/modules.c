@@ -4,6 +4,7 @@
  * the loaded instances sorted by address. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/grow.h"
 #include "memtap/tracer.h"
@@ -51,6 +52,7 @@ int rec_modules_add(rec_modules *ms, uint64_t serial, const void *bytes, size_t 
   if (!m)
     return MT_E_NOMEM;
   m->serial = serial;
+  m->mapped_fd = -1;
   m->load_bias = h.load_bias;
   m->low = h.low;
   m->high = h.high;
@@ -120,6 +122,8 @@ rec_module *rec_modules_find(const rec_modules *ms, uint64_t pc) {
 
 void rec_modules_free(rec_modules *ms) {
   for (size_t i = 0; i < ms->count; i++) {
+    if (ms->all[i]->mapped_fd >= 0)
+      close(ms->all[i]->mapped_fd);
     free(ms->all[i]->build_id);
     free(ms->all[i]->path);
     free(ms->all[i]);

@@ -247,6 +247,7 @@ typedef struct rec_module {
   char *path;
   bool unloaded;
   struct rec_elf *elf; /* the symboliser's view of the file, opened on first use */
+  int mapped_fd;       /* the process's mapping of a file gone from disk, opened early, or -1 */
 } rec_module;
 
 typedef struct rec_modules {
@@ -345,6 +346,16 @@ typedef struct rec_symboliser rec_symboliser;
 /* `debuginfod`: separate debug info may be fetched from $DEBUGINFOD_URLS (else local files only).
  */
 rec_symboliser *rec_symboliser_new(bool no_symbols, bool debuginfod);
+/* Told, once per module file, that it was not on disk as the process loaded it (deleted, or
+ * replaced: another build-id) and whether it was read from the live process instead. */
+typedef void (*rec_symboliser_gone_fn)(void *user, const char *path, bool from_process);
+/* The traced process: a module file gone from disk is read from its mappings while it lives. */
+void rec_symboliser_set_process(rec_symboliser *s, int64_t pid, rec_symboliser_gone_fn gone,
+                                void *user);
+/* A module just registered by process `pid` (started at `since_ns`, CLOCK_REALTIME): if its file
+ * is gone from disk or was changed since, its mapping is opened now, while the process is likely
+ * still there to read it from (symbolisation comes later, at a flush). */
+void rec_symboliser_watch_module(rec_symboliser *s, rec_module *m, int64_t pid, int64_t since_ns);
 void rec_symboliser_free(rec_symboliser *s);
 /* Whether the symbol at `vaddr` (an ELF address) in `m` is an allocator wrapper (operator new,
  * new[] and their aligned and nothrow variants). */

@@ -594,7 +594,12 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
 static void on_registry(void *user, unsigned kind, uint64_t id, const void *bytes, size_t length) {
   mt_recorder *r = user;
   if (kind == MT_TRACER_REGISTRY_MODULE) {
-    rec_modules_add(&r->modules, id, bytes, length);
+    /* The ring file was created when the shim started in the process: a module file changed
+     * since then is not the one the process loaded. */
+    if (rec_modules_add(&r->modules, id, bytes, length) == MT_OK && r->natt)
+      rec_symboliser_watch_module(r->symboliser, rec_modules_by_serial(&r->modules, id),
+                                  r->have_process ? r->process.pid : r->stats.pid,
+                                  r->att[0].created_realtime_ns);
   } else if (kind == MT_TRACER_REGISTRY_PROCESS && length >= sizeof(mt_tracer_process) &&
              !r->writer_tried) {
     /* A forked child's ring starts with a copy of its parent's registry, so the parent's entry
@@ -609,6 +614,7 @@ static void on_registry(void *user, unsigned kind, uint64_t id, const void *byte
     r->process_exe = strndup((const char *)bytes + sizeof h, h.exe_length);
     r->process = h;
     r->have_process = true;
+    rec_symboliser_set_process(r->symboliser, h.pid, r->opt.module_gone, r->opt.module_gone_user);
     r->order.main_tid = h.pid;
     if (!r->writer_tried) {
       r->order.rate = trace_rate(r);

@@ -9,12 +9,14 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <libiberty/demangle.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/arena.h"
 #include "common/hashmap.h"
@@ -59,6 +61,10 @@ typedef struct cached_list {
 
 struct rec_symboliser {
   bool no_symbols;
+  int64_t pid;    /* the traced process, whose mappings may still hold a file gone from disk */
+  size_t watched; /* descriptors rec_symboliser_watch_module opened */
+  rec_symboliser_gone_fn gone; /* told of each module found only that way, or not at all */
+  void *gone_user;
   const Dwfl_Callbacks *callbacks; /* where separate debug info is looked for */
   mt_hashmap cache;                /* code -> cached_list * */
   mt_arena arena;                  /* the cached lists and their strings */
@@ -79,6 +85,13 @@ rec_symboliser *rec_symboliser_new(bool no_symbols, bool debuginfod) {
     s->cache.seed = mt_hashmap_random_seed();
   }
   return s;
+}
+
+void rec_symboliser_set_process(rec_symboliser *s, int64_t pid, rec_symboliser_gone_fn gone,
+                                void *user) {
+  s->pid = pid;
+  s->gone = gone;
+  s->gone_user = user;
 }
 
 void rec_symboliser_free(rec_symboliser *s) {
@@ -122,6 +135,83 @@ char *rec_demangle(const char *name) {
 
 /* --- files --------------------------------------------------------------------------------- */
 
+/* Reports the module's file (`fd` >= 0: that descriptor, which libdwfl then owns; else `path`)
+ * into a new Dwfl of `e`: usable when libdwfl reads it, a mismatch when its build-id is not the
+ * one the process loaded. */
+static void report_file(rec_symboliser *s, rec_elf *e, const rec_module *m, const char *path,
+                        int fd) {
+  if (!(e->dwfl = dwfl_begin(s->callbacks))) {
+    if (fd >= 0)
+      close(fd);
+    return;
+  }
+  dwfl_report_begin(e->dwfl);
+  e->mod = dwfl_report_elf(e->dwfl, m->path, path, fd, 0, false);
+  if (!e->mod && fd >= 0)
+    close(fd); /* consumed only on success */
+  dwfl_report_end(e->dwfl, NULL, NULL);
+  if (e->mod && dwfl_module_getelf(e->mod, &e->bias)) {
+    e->unusable = false;
+    const unsigned char *bits;
+    GElf_Addr vaddr;
+    int n = dwfl_module_build_id(e->mod, &bits, &vaddr);
+    if (m->build_id_length &&
+        (n != (int)m->build_id_length || memcmp(bits, m->build_id, m->build_id_length)))
+      e->mismatch = true;
+  }
+}
+
+/* A descriptor of the file the process `pid` maps as module `m`, read through its mappings
+ * (/proc/PID/map_files, for root) or, for the executable, /proc/PID/exe; -1 when the process is
+ * gone or neither can be opened. The caller checks the build-id: the pid may be another
+ * process's by now. */
+static int open_mapped_copy(int64_t pid, const rec_module *m) {
+  char path[128];
+  snprintf(path, sizeof path, "/proc/%lld/maps", (long long)pid);
+  FILE *maps = fopen(path, "re");
+  if (!maps)
+    return -1;
+  char line[4096 + 128];
+  int fd = -1;
+  bool mapped = false;
+  size_t n = strlen(m->path);
+  while (fd < 0 && fgets(line, sizeof line, maps)) {
+    unsigned long long lo, hi, offset;
+    int name_at = 0;
+    if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &lo, &hi, &offset, &name_at) != 3 ||
+        !name_at || lo < m->low || lo >= m->high || offset != 0)
+      continue;
+    const char *name = line + name_at;
+    if (strncmp(name, m->path, n) != 0 || (name[n] != '\n' && strcmp(name + n, " (deleted)\n")))
+      continue;
+    snprintf(path, sizeof path, "/proc/%lld/map_files/%llx-%llx", (long long)pid, lo, hi);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    mapped = true; /* /proc/PID/exe is worth a try if map_files is refused (not root) */
+  }
+  fclose(maps);
+  if (fd < 0 && mapped) {
+    snprintf(path, sizeof path, "/proc/%lld/exe", (long long)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC); /* the build-id check tells whether it is this module */
+  }
+  return fd;
+}
+
+/* Early descriptors kept at most: a program dlopen'ing fresh plugins by the thousand must not
+ * use up memtap's descriptors. */
+#define WATCHED_MAX 64
+
+void rec_symboliser_watch_module(rec_symboliser *s, rec_module *m, int64_t pid, int64_t since_ns) {
+  if (s->no_symbols || !m || m->mapped_fd >= 0 || !m->build_id_length || pid <= 0 ||
+      m->path[0] != '/' || s->watched == WATCHED_MAX)
+    return;
+  struct stat st;
+  if (stat(m->path, &st) == 0 && S_ISREG(st.st_mode) &&
+      (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec < since_ns)
+    return; /* unchanged since the process started: the file it loaded */
+  m->mapped_fd = open_mapped_copy(pid, m);
+  s->watched += m->mapped_fd >= 0;
+}
+
 static rec_elf *open_elf(rec_symboliser *s, rec_module *m) {
   if (m->elf)
     return m->elf;
@@ -145,20 +235,32 @@ static rec_elf *open_elf(rec_symboliser *s, rec_module *m) {
   e->unusable = true;
   /* Regular files only: the path comes from the traced process, and opening a FIFO would block. */
   struct stat st;
-  if (m->path[0] == '/' && stat(m->path, &st) == 0 && S_ISREG(st.st_mode) &&
-      (e->dwfl = dwfl_begin(s->callbacks))) {
-    dwfl_report_begin(e->dwfl);
-    e->mod = dwfl_report_elf(e->dwfl, m->path, m->path, -1, 0, false);
-    dwfl_report_end(e->dwfl, NULL, NULL);
-    if (e->mod && dwfl_module_getelf(e->mod, &e->bias)) {
-      e->unusable = false;
-      const unsigned char *bits;
-      GElf_Addr vaddr;
-      int n = dwfl_module_build_id(e->mod, &bits, &vaddr);
-      if (m->build_id_length &&
-          (n != (int)m->build_id_length || memcmp(bits, m->build_id, m->build_id_length)))
-        e->mismatch = true;
+  bool on_disk = m->path[0] == '/' && stat(m->path, &st) == 0 && S_ISREG(st.st_mode);
+  if (on_disk)
+    report_file(s, e, m, m->path, -1);
+  if (e->unusable || e->mismatch) {
+    /* Deleted or replaced while the program ran (rebuilt, upgraded): the process, while it
+     * lives, still maps the file it loaded. */
+    bool from_process = false;
+    if (m->build_id_length && s->pid > 0) {
+      int fd = m->mapped_fd >= 0 ? m->mapped_fd : open_mapped_copy(s->pid, m);
+      m->mapped_fd = -1; /* handed over */
+      if (fd >= 0) {
+        rec_elf copy = *e;
+        copy.dwfl = NULL, copy.mod = NULL, copy.unusable = true, copy.mismatch = false;
+        report_file(s, &copy, m, m->path, fd);
+        if (!copy.unusable && !copy.mismatch) {
+          if (e->dwfl)
+            dwfl_end(e->dwfl);
+          *e = copy;
+          from_process = true;
+        } else if (copy.dwfl) {
+          dwfl_end(copy.dwfl);
+        }
+      }
     }
+    if (s->gone && (from_process || !on_disk || e->mismatch))
+      s->gone(s->gone_user, m->path, from_process);
   }
   e->next = s->elves;
   s->elves = e;

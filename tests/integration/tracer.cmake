@@ -57,7 +57,7 @@ function(memtap_tracer_program output compiler source)
 endfunction()
 
 foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
-           sampled jemalloc_probe rust_shims address_space mlock_all small_stack)
+           sampled jemalloc_probe rust_shims address_space mlock_all small_stack self_replace)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
@@ -114,6 +114,7 @@ set(_tracer_tests
     raw_clone_child_runs_untraced_and_is_said
     full_double_fork_daemon_followed
     forked_child_trace_starts_at_its_fork
+    program_deleted_or_replaced_while_traced_keeps_its_names
     full_exec_wrapper_traces_the_execd_program
     exec_into_a_program_the_tracer_cannot_enter_is_said
     full_dlopen_dlclose_library_allocations

@@ -917,6 +917,30 @@ def test_forked_child_trace_starts_at_its_fork():
            f"the child lived a few ms, its trace lasts {child['duration_s']} s")
 
 
+def test_program_deleted_or_replaced_while_traced_keeps_its_names():
+    # Rebuilt or deleted while traced: the file on disk is gone or another build, and its frames
+    # read module+offset with a note to install debug symbols. The running process still maps the
+    # file it loaded; memtap reads it there and says so.
+    for how in ("deleted", "replaced"):
+        copy = os.path.join(WORK, "self_replace_" + how)
+        shutil.copy(program("self_replace"), copy)
+        args = [copy]
+        if how == "replaced":
+            other = os.path.join(WORK, "other_build")
+            shutil.copy(program("slow_worker"), other)
+            args.append(other)
+        trace = os.path.join(WORK, how + ".ctf")
+        traced = record(trace, args)
+        expect(traced.returncode == 0 and traced.stdout == how + "\n",
+               f"self_replace {how}: exit {traced.returncode}, stdout {traced.stdout!r}")
+        verify_trace(trace)
+        check_sites(facts(trace, ["self_replace.c"]), ["self_replace.c"], "all",
+                    f"self_replace {how}")
+        expect(f"{copy} was deleted or replaced while the program ran: its symbols were read "
+               "from the running program" in traced.stderr,
+               f"self_replace {how}: no note of it:\n{traced.stderr[-2000:]}")
+
+
 def test_full_exec_wrapper_traces_the_execd_program():
     prog = program("alloc_patterns")
     plain = untraced([prog])
