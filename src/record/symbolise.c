@@ -4,8 +4,8 @@
  * innermost, each with the file and line where it calls the next (the innermost: the line of the
  * instruction). DWARF comes from the file or its separate debug info (debuginfo.c); without it,
  * .symtab/.dynsym names a function only when the address is inside the symbol's size, else the code
- * is `libfoo.so+0x1234`. A file whose build-id differs from the one the process loaded is not read
- * at all. */
+ * is `libfoo.so+0x1234`. A file deleted, or whose build-id differs from the one the process loaded,
+ * is read from the process's mapping of the file it loaded while it lives, else not at all. */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -259,7 +259,7 @@ static rec_elf *open_elf(rec_symboliser *s, rec_module *m) {
         }
       }
     }
-    if (s->gone && (from_process || !on_disk || e->mismatch))
+    if (s->gone && m->path[0] == '/' && (from_process || !on_disk || e->mismatch))
       s->gone(s->gone_user, m->path, from_process);
   }
   e->next = s->elves;
