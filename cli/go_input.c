@@ -15,13 +15,18 @@
 #include "memtap/import.h"
 
 bool cli_is_go_trace(const char *path) {
-  if (!strcmp(path, "-"))
+  /* Only a regular file can be looked at first and read again from its start: opening a FIFO
+   * would let its writer in (and kill it by SIGPIPE at the close), and the bytes read from a pipe
+   * or a terminal (`<(...)`, /dev/stdin) would be gone for the reader. Those are read as
+   * memtrace traces, as `-` is. */
+  struct stat st;
+  if (!strcmp(path, "-") || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
     return false;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return false;
   unsigned char head[16];
-  ssize_t n = read(fd, head, sizeof head);
+  ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, head, sizeof head, 0) : -1;
   close(fd);
   return n == (ssize_t)sizeof head && mt_go_trace_detect(head, sizeof head);
 }

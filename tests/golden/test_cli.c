@@ -854,6 +854,50 @@ static void sampling_rates_print_in_plain_decimal(void **state) {
          NULL);
 }
 
+/* A trace read through a pipe given by its path (a FIFO, `<(...)`, /dev/stdin) is read whole:
+ * looking at its first bytes for a Go trace's header once consumed them, and every command said
+ * "not a CTF packet" at byte 0. */
+static void a_trace_through_a_pipe_given_by_path_is_read_whole(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = tu_read_file(tu_testdata("memtrace/demo_v3.ctf"), &size);
+  const char *commands[] = {"check", "summary"};
+  for (size_t i = 0; i < 2; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "pipe%zu.ctf", i);
+    const char *fifo = tu_temp_path(name);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    fflush(NULL);
+    pid_t writer = fork();
+    assert_true(writer >= 0);
+    if (writer == 0) {
+      int fd = open(fifo, O_WRONLY);
+      size_t done = 0;
+      while (fd >= 0 && done < size) {
+        ssize_t n = write(fd, data + done, size - done);
+        if (n <= 0)
+          break;
+        done += (size_t)n;
+      }
+      _exit(done == size ? 0 : 1);
+    }
+    const char *args[] = {commands[i], fifo, NULL};
+    spawn_options o = {0};
+    char *out, *err;
+    alarm(120); /* a reader left waiting for a writer that is gone: fail, not hang */
+    int status = run(&o, &out, NULL, &err, args);
+    alarm(0);
+    int written;
+    assert_int_equal(waitpid(writer, &written, 0), writer);
+    if (status != 0)
+      fail_msg("memtap %s FIFO: exit %d, stderr: %s", commands[i], status, err);
+    assert_non_null(strstr(out, i == 0 ? "ok: 12,102 events" : "executable:"));
+    free(out);
+    free(err);
+  }
+  free(data);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_command_has_help),
@@ -877,6 +921,7 @@ int main(void) {
       cmocka_unit_test(an_unknown_option_is_one_line_naming_it_in_every_command),
       cmocka_unit_test(help_command_prints_that_commands_help),
       cmocka_unit_test(sampling_rates_print_in_plain_decimal),
+      cmocka_unit_test(a_trace_through_a_pipe_given_by_path_is_read_whole),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
