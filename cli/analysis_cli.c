@@ -94,12 +94,8 @@ int64_t an_trace_duration(const char *path, bool use_index) {
     cli_report(path, &err);
     return -1;
   }
-  /* Event times are the trace's to choose: one before the start is a trace of length 0, and a
-   * difference past 63 bits is the longest trace there is. */
-  int64_t duration;
-  if (last <= start)
-    return 0;
-  return __builtin_sub_overflow(last, start, &duration) ? INT64_MAX : duration;
+  /* Event times are the trace's to choose: counted as every analysis counts them. */
+  return mt_analysis_elapsed(last, start);
 }
 
 typedef struct progress {
@@ -170,7 +166,7 @@ static void warn_damage(const char *path, const mt_analysis *a, const mt_error *
           "%s%s read before it, events up to %.6f s. memtrace traces carry no checksums, so "
           "events just before the damage may already be wrong\n",
           path, at, what, read, share,
-          (double)(int64_t)((uint64_t)s->end_time - (uint64_t)s->info.start_time) / 1e6);
+          (double)mt_analysis_elapsed(s->end_time, s->info.start_time) / 1e6);
 }
 
 bool an_regex_valid(const char *cmd, const char *option, const char *regex) {
@@ -292,7 +288,7 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
   if (damage)
     warn_damage(path, a, damage, trace_size);
   /* The last event read; a pass resumed from a checkpoint may have read none after it. */
-  int64_t read_to = (int64_t)((uint64_t)s->end_time - (uint64_t)s->info.start_time);
+  int64_t read_to = mt_analysis_elapsed(s->end_time, s->info.start_time);
   const mt_index_use *use = mt_analysis_index_use(a);
   if (use->resumed && use->resumed_time > read_to)
     read_to = use->resumed_time;
@@ -366,10 +362,11 @@ const char *an_metric_cell(mt_metric metric, double value, char buf[48]) {
 }
 
 void an_json_amount(cli_out *o, const mt_analysis *a, const mt_amount *m) {
-  out_printf(o, "{\"objects\":%llu,\"samples\":%llu,\"bytes\":%lld,\"objects_estimated\":%lld}",
+  /* Whole numbers printed from the double: a crafted trace's sums may pass 2^63, where llround's
+   * result is unspecified. */
+  out_printf(o, "{\"objects\":%llu,\"samples\":%llu,\"bytes\":%.0f,\"objects_estimated\":%.0f}",
              (unsigned long long)m->objects, (unsigned long long)m->samples,
-             (long long)llround(mt_analysis_bytes(a, m->samples)),
-             (long long)llround(m->objects_estimated));
+             round(mt_analysis_bytes(a, m->samples)), round(m->objects_estimated));
 }
 
 void an_print_frame(cli_out *o, mt_frame f) {

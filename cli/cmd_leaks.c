@@ -78,7 +78,7 @@ int mt_cmd_leaks(int argc, char **argv) {
   }
   const mt_summary *s = mt_analysis_summary(a);
   double leaked = mt_analysis_bytes(a, s->live_end.samples);
-  bool windowed = s->to < (int64_t)((uint64_t)s->end_time - (uint64_t)s->info.start_time) || ao.to;
+  bool windowed = s->to < mt_analysis_elapsed(s->end_time, s->info.start_time) || ao.to;
   const char *where = windowed ? "the window" : "the trace";
   size_t shown = limit && (size_t)limit < n ? (size_t)limit : n;
   cli_out o;

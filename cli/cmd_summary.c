@@ -93,7 +93,7 @@ int mt_cmd_summary(int argc, char **argv) {
   }
   static const char *src_keys[] = {"minor", "major", "external"};
   /* The last event read: the trace's length, unless --to stopped the reading early. */
-  double duration = (double)(s->end_time - s->info.start_time) / 1e6;
+  double duration = (double)mt_analysis_elapsed(s->end_time, s->info.start_time) / 1e6;
   double from_s = (double)s->from / 1e6, to_s = (double)s->to / 1e6;
   cli_out o;
   out_init(&o, STDOUT_FILENO);
@@ -169,7 +169,8 @@ int mt_cmd_summary(int argc, char **argv) {
     char b1[32];
     out_printf(&o, "trace:           %s\n", path);
     out_printf(&o, "executable:      %s\n", s->info.executable_name);
-    if (ao.to && s->to != s->end_time - s->info.start_time) /* not clamped to the end */
+    if (ao.to &&
+        s->to != mt_analysis_elapsed(s->end_time, s->info.start_time)) /* not clamped to the end */
       out_printf(&o, "last event read: %.6f s (the trace after the window is not read)\n",
                  duration);
     else

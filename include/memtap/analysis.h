@@ -134,6 +134,13 @@ int64_t mt_size_class_limit(int i);
 /* Upper bound in µs of lifetime class i; the class MT_LIFETIME_CLASSES-1 is "not freed". */
 int64_t mt_lifetime_class_limit(int i);
 
+/* The longest time an analysis counts, in µs (2^53, about 285 years): exact in a double, and far
+ * enough from INT64_MAX that sums of times and widths cannot overflow. */
+#define MT_ANALYSIS_TIME_MAX ((int64_t)1 << 53)
+/* µs from `start` to `time` as analyses count them: 0 for a time before the start, at most
+ * MT_ANALYSIS_TIME_MAX. A damaged or crafted trace's times may be anything. */
+int64_t mt_analysis_elapsed(int64_t time, int64_t start);
+
 typedef struct mt_summary {
   mt_trace_info info;      /* strings owned by the analysis */
   int64_t end_time;        /* the last event read, µs since the epoch (start_time if none) */

@@ -170,7 +170,7 @@ bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double o
       .samples = o->samples,
       .objects_est = objects_est,
       .stack = o->stack,
-      .size_class = (uint8_t)mt_size_class_of(o->words * (int64_t)a->word_bytes),
+      .size_class = (uint8_t)mt_size_class_of_words(o->words, a->word_bytes),
       .lifetime_class = (uint8_t)(free_time < 0 ? MT_LIFETIME_CLASSES - 1
                                                 : mt_lifetime_class_of(free_time - o->time)),
       .before = o->before};

@@ -52,6 +52,13 @@ int mt_size_class_of(int64_t bytes) {
   return i;
 }
 
+int mt_size_class_of_words(int64_t words, int64_t word_bytes) {
+  int64_t bytes;
+  if (words < 0 || __builtin_mul_overflow(words, word_bytes, &bytes))
+    bytes = words < 0 ? 0 : INT64_MAX; /* a crafted length: the largest class */
+  return mt_size_class_of(bytes);
+}
+
 int mt_lifetime_class_of(int64_t us) {
   int i = 0;
   while (i < MT_LIFETIME_CLASSES - 2 && us > lifetime_limits[i])

@@ -202,6 +202,8 @@ double mt_estimate_objects(const mt_analysis *a, int64_t words, mt_source source
  * summary's totals, each rounded once (the one rounding rule). False when memory runs out. */
 bool mt_estimates_round(mt_analysis *a);
 int mt_size_class_of(int64_t bytes);
+/* The size class of `words` words of `word_bytes` bytes, without overflow. */
+int mt_size_class_of_words(int64_t words, int64_t word_bytes);
 int mt_lifetime_class_of(int64_t us);
 void mt_amount_add(mt_amount *to, uint64_t objects, uint64_t samples, double objects_est);
 void mt_amount_sub(mt_amount *to, uint64_t objects, uint64_t samples, double objects_est);

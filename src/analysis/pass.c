@@ -273,7 +273,7 @@ static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err
   amount_add(&s->stats.live, samples, est);
   amount_add(&a->summary.allocated, samples, est);
   amount_add(&a->summary.allocated_by_source[ev->source], samples, est);
-  amount_add(&a->summary.sizes[mt_size_class_of(words * (int64_t)a->word_bytes)], samples, est);
+  amount_add(&a->summary.sizes[mt_size_class_of_words(words, a->word_bytes)], samples, est);
   amount_add(&a->summary.live_end, samples, est);
   a->live_samples += samples;
   mark_dirty(a, stack);
@@ -284,6 +284,13 @@ static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err
   if (a->want_cells && !mt_cells_reach(a, t))
     return mt_fail(err, MT_E_NOMEM, ev->offset, "out of memory");
   return MT_OK;
+}
+
+int64_t mt_analysis_elapsed(int64_t time, int64_t start) {
+  int64_t elapsed;
+  if (time <= start || __builtin_sub_overflow(time, start, &elapsed))
+    return time <= start ? 0 : MT_ANALYSIS_TIME_MAX;
+  return elapsed < MT_ANALYSIS_TIME_MAX ? elapsed : MT_ANALYSIS_TIME_MAX;
 }
 
 static const char *keep(mt_analysis *a, const char *s) {
@@ -407,8 +414,7 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   while ((rc = mt_reader_next(r, &ev, err)) > 0) {
     if (options->progress && (++n & 0x3FFFF) == 0)
       options->progress(options->progress_user, mt_reader_position(r), size);
-    /* Wrapping, not overflowing, on a damaged trace's times (as dump does). */
-    int64_t t = (int64_t)((uint64_t)ev.time - (uint64_t)info->start_time);
+    int64_t t = mt_analysis_elapsed(ev.time, info->start_time);
     if (t > to)
       break;
     if (t > last)

@@ -593,8 +593,8 @@ static void write_summary(FILE *out, const mt_analysis *a) {
           ",\"from_us\":%" PRId64 ",\"to_us\":%" PRId64 ",\"peak_time_us\":%" PRId64
           ",\"backtraces\":%" PRIu64 ",\"sites\":%" PRIu64 ",\"allocated\":",
           s->info.sample_rate, s->bytes_per_sample,
-          (int64_t)((uint64_t)s->end_time - (uint64_t)s->info.start_time), s->from, s->to,
-          s->peak_time, s->distinct_backtraces, s->sites);
+          mt_analysis_elapsed(s->end_time, s->info.start_time), s->from, s->to, s->peak_time,
+          s->distinct_backtraces, s->sites);
   json_amount(out, &s->allocated);
   fputs(",\"freed\":", out);
   json_amount(out, &s->freed);
