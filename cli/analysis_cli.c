@@ -312,7 +312,8 @@ int an_fail(const char *path, const mt_error *err, mt_analysis *a) {
 }
 
 int an_status(const mt_analysis *a, int status) {
-  return status == MT_EXIT_OK && a && mt_analysis_damage(a) ? MT_EXIT_PARTIAL : status;
+  bool partial = a && (mt_analysis_damage(a) || mt_analysis_summary(a)->truncated);
+  return status == MT_EXIT_OK && partial ? MT_EXIT_PARTIAL : status;
 }
 
 const char *an_size(double bytes, char buf[32]) {

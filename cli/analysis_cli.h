@@ -83,7 +83,7 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
 int an_fail(const char *path, const mt_error *err, mt_analysis *a);
 
 /* A command's exit status once it has printed `a`: MT_EXIT_PARTIAL instead of MT_EXIT_OK when
- * the trace was damaged part-way (an_load printed the warning). */
+ * the trace was damaged part-way or cut mid-packet (the reader or an_load printed the warning). */
 int an_status(const mt_analysis *a, int status);
 
 /* The end of a trace in µs since its start: from its checkpoint index when `use_index` and that

@@ -231,6 +231,8 @@ int mt_cmd_info(int argc, char **argv) {
     if (status == MT_EXIT_OK)
       status = MT_EXIT_PARTIAL;
   }
+  if (truncated && status == MT_EXIT_OK) /* the figures cover what was written before the cut */
+    status = MT_EXIT_PARTIAL;
   mt_reader_close(r);
   return status;
 }

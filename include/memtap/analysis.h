@@ -142,9 +142,10 @@ int64_t mt_lifetime_class_limit(int i);
 int64_t mt_analysis_elapsed(int64_t time, int64_t start);
 
 typedef struct mt_summary {
-  mt_trace_info info;      /* strings owned by the analysis */
-  int64_t end_time;        /* the last event read, µs since the epoch (start_time if none) */
-  int64_t from, to;        /* the window actually analysed, µs since the trace start */
+  mt_trace_info info; /* strings owned by the analysis */
+  int64_t end_time;   /* the last event read, µs since the epoch (start_time if none) */
+  bool truncated;     /* read to its end, which was cut mid-packet: the rest of it is missing */
+  int64_t from, to;   /* the window actually analysed, µs since the trace start */
   double bytes_per_sample; /* word_size / 8 / rate */
   mt_amount allocated;     /* in the window */
   mt_amount allocated_by_source[3];

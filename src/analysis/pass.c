@@ -448,6 +448,8 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
     rc = MT_OK;
   }
   bool read_all = rc == 0 && !damaged;
+  /* Read to a cut end: the analysis covers the trace up to its last whole packet. */
+  sum->truncated = read_all && mt_reader_truncated(r, NULL);
   bool stopped_at_to = rc > 0;
   if (rc > 0)
     rc = MT_OK; /* stopped at the window's end */

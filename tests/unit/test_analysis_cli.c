@@ -1167,6 +1167,40 @@ static void analyses_of_a_damaged_trace_print_what_was_read_warn_and_exit_2(void
   }
 }
 
+/* A trace cut mid-packet (a recording killed before its last flush) is read up to its last whole
+ * packet with a warning: what the analyses print is whole but covers only that part, so they
+ * exit 2, as check does (they exited 0). */
+static void analyses_of_a_truncated_trace_warn_and_exit_2(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = tu_read_file(tu_testdata("memtrace/demo_v3.ctf"), &size);
+  const char *path = tu_temp_path("cut_demo.ctf");
+  tu_write_file(path, data, size * 2 / 3);
+  free(data);
+  const char *commands[][6] = {
+      {"summary", path},
+      {"top", path},
+      {"leaks", path},
+      {"timeline", path},
+      {"flame", path},
+      {"info", path},
+      {"export", "--format", "pprof", "-o", "-", path},
+  };
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    const char *const *c = commands[i];
+    char *out, *err;
+    int status = tu_run_cli(&out, NULL, &err, c[0], c[1], c[2], c[3], c[4], c[5], NULL);
+    if (status != 2 || !out[0] || !strstr(err, "warning:"))
+      fail_msg("memtap %s on a truncated trace: exit %d, %zu bytes out, stderr: %s", c[0], status,
+               strlen(out), err);
+    free(out);
+    free(err);
+  }
+  char *err;
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "check", path, NULL), 2);
+  free(err);
+}
+
 /* --- options that were silently wrong -------------------------------------------------------- */
 
 static void a_window_past_the_end_is_refused_and_an_end_past_it_clamped(void **state) {
@@ -1477,6 +1511,7 @@ int main(void) {
       cmocka_unit_test(report_is_one_self_contained_file),
       cmocka_unit_test(every_command_has_help_and_rejects_bad_options),
       cmocka_unit_test(analyses_of_a_damaged_trace_print_what_was_read_warn_and_exit_2),
+      cmocka_unit_test(analyses_of_a_truncated_trace_warn_and_exit_2),
       cmocka_unit_test(a_window_past_the_end_is_refused_and_an_end_past_it_clamped),
       cmocka_unit_test(a_window_inside_a_gap_between_events_is_accepted),
       cmocka_unit_test(hide_patterns_add_up),
