@@ -287,6 +287,15 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
   const mt_error *damage = mt_analysis_damage(a);
   if (damage)
     warn_damage(path, a, damage, trace_size);
+  if (s->cut_backtraces) {
+    char n[32], depth[32];
+    cli_error(path,
+              "warning: %s allocation%s a backtrace deeper than %s shown frames (after folding "
+              "direct recursion): only the outermost %s are shown",
+              out_format_count((double)s->cut_backtraces, n),
+              s->cut_backtraces == 1 ? " has" : "s have",
+              out_format_count(MT_ANALYSIS_SHOWN_DEPTH_MAX, depth), depth);
+  }
   /* The last event read; a pass resumed from a checkpoint may have read none after it. */
   int64_t read_to = mt_analysis_elapsed(s->end_time, s->info.start_time);
   const mt_index_use *use = mt_analysis_index_use(a);

@@ -137,6 +137,9 @@ int64_t mt_lifetime_class_limit(int i);
 /* The longest time an analysis counts, in µs (2^53, about 285 years): exact in a double, and far
  * enough from INT64_MAX that sums of times and widths cannot overflow. */
 #define MT_ANALYSIS_TIME_MAX ((int64_t)1 << 53)
+/* The shown frames of one backtrace at most (after folding direct recursion): a crafted trace's
+ * prediction runs can spell millions of frames in a few bytes. */
+#define MT_ANALYSIS_SHOWN_DEPTH_MAX 65536
 /* µs from `start` to `time` as analyses count them: 0 for a time before the start, at most
  * MT_ANALYSIS_TIME_MAX. A damaged or crafted trace's times may be anything. */
 int64_t mt_analysis_elapsed(int64_t time, int64_t start);
@@ -145,7 +148,10 @@ typedef struct mt_summary {
   mt_trace_info info; /* strings owned by the analysis */
   int64_t end_time;   /* the last event read, µs since the epoch (start_time if none) */
   bool truncated;     /* read to its end, which was cut mid-packet: the rest of it is missing */
-  int64_t from, to;   /* the window actually analysed, µs since the trace start */
+  /* Allocations whose backtrace has more than MT_ANALYSIS_SHOWN_DEPTH_MAX shown frames (after
+   * folding): only the outermost that many are shown. */
+  uint64_t cut_backtraces;
+  int64_t from, to;        /* the window actually analysed, µs since the trace start */
   double bytes_per_sample; /* word_size / 8 / rate */
   mt_amount allocated;     /* in the window */
   mt_amount allocated_by_source[3];

@@ -242,6 +242,11 @@ static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err
       ev->domain < a->ndomains ? &a->domains[ev->domain] : mt_domain_of(a, ev->domain);
   uint32_t code_node = d && a->keep_checkpoints ? mt_index_track(a, d, ev) : 0;
   uint32_t stack = d && code_node != UINT32_MAX ? mt_stacks_intern(a, d, ev) : UINT32_MAX;
+  if (stack == UINT32_MAX && a->over_budget)
+    return mt_fail(err, MT_E_MALFORMED, ev->offset,
+                   "the backtraces expand to more than %zu distinct frames (crafted prediction "
+                   "runs?): no analysis goes further",
+                   a->fnodes_budget);
   if (stack == UINT32_MAX && a->undescribed)
     return mt_fail(err, MT_E_MALFORMED, ev->offset, "invalid location code 0x%" PRIx64,
                    (uint64_t)a->undescribed_code);
@@ -411,6 +416,9 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   mt_event ev;
   uint64_t n = 0;
   int64_t size = mt_reader_size(r);
+  /* Distinct shown frames grow with the trace, a few per new backtrace: a generous bound that a
+   * crafted trace's backtraces (dozens of frames per byte) meet long before memory runs out. */
+  a->fnodes_budget = (size_t)(8 << 20) + (size > 0 ? 4 * (size_t)size : (size_t)56 << 20);
   while ((rc = mt_reader_next(r, &ev, err)) > 0) {
     if (options->progress && (++n & 0x3FFFF) == 0)
       options->progress(options->progress_user, mt_reader_position(r), size);
@@ -450,6 +458,7 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   bool read_all = rc == 0 && !damaged;
   /* Read to a cut end: the analysis covers the trace up to its last whole packet. */
   sum->truncated = read_all && mt_reader_truncated(r, NULL);
+  sum->cut_backtraces = a->cut_stacks;
   bool stopped_at_to = rc > 0;
   if (rc > 0)
     rc = MT_OK; /* stopped at the window's end */

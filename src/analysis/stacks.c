@@ -32,6 +32,7 @@ int mt_stacks_init(mt_analysis *a, const mt_analysis_options *options, mt_error 
   for (size_t i = 0; i < MT_RUN_STEPS; i++)
     a->run_steps[i].to = UINT32_MAX; /* empty */
   a->nfnodes = 1;
+  a->fnodes_budget = SIZE_MAX; /* the pass sets it from the trace's size */
   return MT_OK;
 }
 
@@ -148,10 +149,16 @@ static bool frames_of_code(mt_analysis *a, int64_t code, size_t *offset, size_t 
 }
 
 static uint32_t fnode_child(mt_analysis *a, uint32_t parent, uint32_t frame, bool inlined) {
+  if (a->fnodes[parent].depth >= MT_SHOWN_DEPTH_MAX)
+    return parent; /* deeper frames are dropped: the outermost ones are kept */
   uint64_t item = frame | (uint64_t)inlined << 32;
   uint32_t child = mt_pairmap_get(&a->fnode_children, parent, item);
   if (child != UINT32_MAX)
     return child;
+  if (a->nfnodes >= a->fnodes_budget) {
+    a->over_budget = true;
+    return UINT32_MAX;
+  }
   if (a->nfnodes >= UINT32_MAX - 1 || !MT_GROW(a->fnodes, a->fnodes_cap, a->nfnodes + 1))
     return UINT32_MAX;
   child = (uint32_t)a->nfnodes;
@@ -254,6 +261,7 @@ uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
     d->runs[i] = (struct shown_run){.run = runs[i], .fnode = fnode};
   }
   d->nruns = n;
+  a->cut_stacks += a->fnodes[fnode].depth >= MT_SHOWN_DEPTH_MAX; /* (or exactly that deep) */
   uint32_t stack = a->fnodes[fnode].stack;
   return stack != UINT32_MAX ? stack : mt_stacks_of_fnode(a, fnode);
 }

@@ -76,10 +76,63 @@ static void results_do_not_depend_on_the_readers_mode(void **state) {
   }
 }
 
+/* Mutual recursion A -> B -> A ... spelled by prediction runs costs the format 3 bytes per 256
+ * frames: a crafted trace of 200 KB made the analyses take gigabytes and minutes (10,000
+ * backtraces sharing a prefix of millions of frames, each walked whole). Shown backtraces stop at
+ * MT_ANALYSIS_SHOWN_DEPTH_MAX frames, outermost kept, and the summary counts the cut ones. */
+static void backtraces_deeper_than_the_limit_are_cut_and_counted(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  size_t depth = 3 * (size_t)MT_ANALYSIS_SHOWN_DEPTH_MAX; /* beyond the limit, within 4 KiB */
+  uint64_t *stack = malloc((depth + 1) * sizeof *stack);
+  assert_non_null(stack);
+  for (size_t i = 0; i < depth; i++)
+    stack[depth - 1 - i] = i % 2 ? 0x2000 : 0x1000; /* outermost last: A B A B ... */
+  mt_error err;
+  enum { EVENTS = 300 };
+  for (int k = 0; k < EVENTS; k++) {
+    stack[0] = 0x3000 + (uint64_t)k; /* a distinct innermost frame per event */
+    assert_int_equal(mt_writer_put_alloc(w, TG_START + k, 2, 2, MT_SOURCE_MINOR, stack, depth,
+                                         tg_resolve, NULL, NULL, &err),
+                     MT_OK);
+  }
+  /* And one shallow allocation, which stays whole. */
+  uint64_t shallow[3] = {0x4000, 0x1000, 0x2000};
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + EVENTS, 2, 2, MT_SOURCE_MINOR, shallow, 3,
+                                       tg_resolve, NULL, NULL, &err),
+                   MT_OK);
+  free(stack);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  assert_true(size < 64 * 1024); /* the trace itself is small */
+  mt_reader *r = tg_open_memory(data, size, true);
+  mt_analysis *a;
+  assert_int_equal(mt_analysis_run(&a, r, NULL, &err), MT_OK);
+  const mt_summary *s = mt_analysis_summary(a);
+  assert_int_equal(s->cut_backtraces, EVENTS);
+  assert_int_equal(s->allocated.objects, EVENTS + 1);
+  size_t deepest = 0, whole = 0;
+  for (size_t k = 0; k < mt_analysis_stack_count(a); k++) {
+    size_t d;
+    assert_non_null(mt_analysis_stack_frames(a, k, &d, NULL));
+    deepest = d > deepest ? d : deepest;
+    whole += d < 10;
+  }
+  assert_int_equal(deepest, MT_ANALYSIS_SHOWN_DEPTH_MAX);
+  assert_int_equal(whole, 1);
+  /* The deep ones differ past the limit only: they are one stack, walked once. */
+  assert_int_equal(mt_analysis_stack_count(a), 2);
+  mt_analysis_free(a);
+  mt_reader_close(r);
+  free(data);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(the_reader_comes_back_flat_after_a_window),
       cmocka_unit_test(results_do_not_depend_on_the_readers_mode),
+      cmocka_unit_test(backtraces_deeper_than_the_limit_are_cut_and_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
