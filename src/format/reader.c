@@ -3,6 +3,7 @@
  * time), the event loop (backtraces are decoded by reader_backtrace.c), and the tolerant end:
  * packets with a foreign pid, a truncated last packet and a cut header are warnings, not errors. */
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -200,6 +201,11 @@ static int parse_trace_info(mt_reader *r) {
   int64_t field = mt_rbuf_offset(b), rate_at = field;
   if (!mt_rbuf_u64(b, &rate_bits) || !mt_rbuf_u8(b, &word_size))
     return mt_reader_malformed(r, field, "trace_info ends inside its sample rate or word size");
+  /* Sizes are words of this many bits: a trace whose words are not whole bytes describes no
+   * memory (OCaml writes 64, or 32). */
+  if (!word_size || word_size % 8)
+    return mt_reader_malformed(r, field + 8, "the word size %u bits is not a whole number of bytes",
+                               (unsigned)word_size);
   for (int i = 0; i < 3; i++) {
     field = mt_rbuf_offset(b);
     if (!mt_rbuf_string(b, &s[i], &len[i]))
@@ -228,6 +234,11 @@ static int parse_trace_info(mt_reader *r) {
   } rate = {.u = rate_bits};
   if (!(rate.f > 0 && rate.f <= 1)) /* FORMAT.md §2: 0 < λ <= 1 (NaN included) */
     return mt_reader_malformed(r, rate_at, "the sample rate %.17g is outside (0, 1]", rate.f);
+  if (!isfinite(word_size / 8.0 / rate.f)) /* a denormal λ: a sample's bytes overflow a double */
+    return mt_reader_malformed(r, rate_at,
+                               "the sample rate %g is too small: one sample would stand for more "
+                               "bytes than a double holds",
+                               rate.f);
   r->info = (mt_trace_info){.version = r->header.version,
                             .start_time = r->header.time_begin,
                             .sample_rate = rate.f,

@@ -255,6 +255,23 @@ static void packet_0_must_hold_exactly_trace_info_at_its_start_time(void **state
     expect_malformed(&t, false, event + 4, said[i]);
     mt_store_u64(data + event + 4, saved);
   }
+  /* A rate so small that a sample's bytes overflow a double, and a word size that is not whole
+   * bytes: check passed them, and every analysis then refused the trace without saying where. */
+  double denormal = 5e-324;
+  uint64_t bits, saved = mt_load_u64(data + event + 4);
+  memcpy(&bits, &denormal, sizeof bits);
+  mt_store_u64(data + event + 4, bits);
+  expect_malformed(&t, false, event + 4, "is too small: one sample would stand for more bytes");
+  mt_store_u64(data + event + 4, saved);
+  const uint8_t words[] = {0, 65, 7};
+  const char *words_said[] = {"the word size 0 bits", "the word size 65 bits",
+                              "the word size 7 bits is not a whole number of bytes"};
+  for (size_t i = 0; i < sizeof words; i++) {
+    uint8_t kept = data[event + 12];
+    data[event + 12] = words[i];
+    expect_malformed(&t, false, event + 12, words_said[i]);
+    data[event + 12] = kept;
+  }
 }
 
 /* A one-packet trace after packet 0 holding `events`. */
