@@ -15,9 +15,7 @@ static double estimate(double rate, double w) {
 }
 
 double mt_estimate_objects(const mt_analysis *a, int64_t words, mt_source source) {
-  /* An OCaml block carries its header word, which the runtime samples too (FORMAT.md §3.1);
-   * external blocks are sampled over their length only (§3.2). */
-  int64_t w = words + (source == MT_SOURCE_EXTERNAL ? 0 : 1);
+  int64_t w = mt_sampled_words(words, source);
   if (w < 1)
     w = 1;
   if (w >= MT_ESTIMATE_CACHE)

@@ -205,6 +205,13 @@ void mt_index_end(mt_analysis *a, bool write, int64_t trace_end);
 domain_state *mt_domain_of(mt_analysis *a, uint16_t domain);
 bool mt_live_insert(mt_analysis *a, int64_t id, const live_obj *o);
 
+/* The words a block was sampled over: an OCaml block carries its header word, which the runtime
+ * samples too (FORMAT.md §3.1); external blocks are sampled over their length only (§3.2). A
+ * crafted length of INT64_MAX stays that. */
+static inline int64_t mt_sampled_words(int64_t words, mt_source source) {
+  return words + (source != MT_SOURCE_EXTERNAL && words < INT64_MAX);
+}
+
 /* estimate.c */
 double mt_estimate_objects(const mt_analysis *a, int64_t words, mt_source source);
 /* At the end of a pass: every stack's object estimates made whole numbers that add up to the

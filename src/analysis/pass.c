@@ -26,7 +26,7 @@ static inline void amount_sub(mt_amount *to, uint64_t samples, double objects_es
 }
 
 static inline double estimate_objects(mt_analysis *a, int64_t words, mt_source source) {
-  int64_t w = words + (source == MT_SOURCE_EXTERNAL ? 0 : 1);
+  int64_t w = mt_sampled_words(words, source);
   if (w >= 1 && w < MT_ESTIMATE_CACHE && a->estimates[w] != 0)
     return a->estimates[w];
   return mt_estimate_objects(a, words, source);
