@@ -263,17 +263,16 @@ static void rate_outside_zero_one_is_an_error(void **state) {
     assert_non_null(strstr(err.message, "(0, 1]"));
     mt_reader_close(r);
   }
-  /* In (0, 1] but so small that one sample stands for more bytes than a double holds. */
+  /* In (0, 1] but so small that one sample stands for more bytes than a double holds: the
+   * reader refuses it at the rate's offset, so that check and the analyses agree. */
   double tiny = 1e-320;
   memcpy(data + 72, &tiny, sizeof tiny);
   mt_reader_options ro = {.backtraces = true};
   mt_reader *r;
   mt_error err;
-  assert_int_equal(mt_reader_open_memory(&r, data, size, &ro, &err), MT_OK);
-  mt_analysis *a = NULL;
-  assert_int_equal(mt_analysis_run(&a, r, NULL, &err), MT_E_INVALID);
-  assert_non_null(strstr(err.message, "too small for an estimate"));
-  mt_reader_close(r);
+  assert_int_equal(mt_reader_open_memory(&r, data, size, &ro, &err), MT_E_MALFORMED);
+  assert_int_equal(err.offset, 72);
+  assert_non_null(strstr(err.message, "too small"));
   free(data);
 }
 
