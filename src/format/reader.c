@@ -125,6 +125,10 @@ static int read_packet(mt_reader *r) {
   if (got == 0)
     return 0;
   mt_packet_header *h = &r->header;
+  if (got >= 5 && r->packet_offset == 0 && !memcmp(p, "go 1.", 5)) /* come through a pipe */
+    return mt_reader_malformed(r, 0,
+                               "not a CTF packet: a Go execution trace, which memtap reads from a "
+                               "regular file (or converts with memtap import-go)");
   if (got >= 4 && mt_load_u32(p) != MT_CTF_MAGIC) /* garbage is garbage, even when short */
     return mt_reader_malformed(r, r->packet_offset,
                                "not a CTF packet (magic 0x%08x, expected 0x%08x)", mt_load_u32(p),

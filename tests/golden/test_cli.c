@@ -896,6 +896,15 @@ static void a_trace_through_a_pipe_given_by_path_is_read_whole(void **state) {
     free(err);
   }
   free(data);
+  /* A Go trace through standard input is read as memtrace: said so, with where it is read. */
+  const char *go = tu_testdata("go/allocfree.trace");
+  spawn_options from_go = {.stdin_path = go};
+  const char *args[] = {"summary", "-", NULL};
+  char *err;
+  assert_int_equal(run(&from_go, NULL, NULL, &err, args), 1);
+  if (!strstr(err, "a Go execution trace, which memtap reads from a regular file"))
+    fail_msg("memtap summary - < a Go trace: %s", err);
+  free(err);
 }
 
 int main(void) {
