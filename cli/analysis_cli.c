@@ -69,8 +69,12 @@ static char *index_path_of(const char *path) {
   return idx;
 }
 
+/* The trace an_load read was a Go trace damaged part-way (converted up to the damage). */
+static bool go_damaged;
+
 int64_t an_trace_duration(const char *path, bool use_index) {
-  mt_reader *r = cli_open_trace(path, false);
+  bool damaged = false; /* said again when the analysis converts it */
+  mt_reader *r = cli_open_trace_partial(path, false, &damaged);
   if (!r)
     return -1;
   /* A checkpoint index that saw the whole trace knows its duration: no pass needed. */
@@ -255,7 +259,8 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
   options.hide = hide;
   options.partial = true;
   *status = MT_EXIT_FAILURE;
-  mt_reader *r = cli_open_trace(path, true);
+  go_damaged = false;
+  mt_reader *r = cli_open_trace_partial(path, true, &go_damaged);
   if (!r) {
     free(hide);
     return NULL;
@@ -321,7 +326,7 @@ int an_fail(const char *path, const mt_error *err, mt_analysis *a) {
 }
 
 int an_status(const mt_analysis *a, int status) {
-  bool partial = a && (mt_analysis_damage(a) || mt_analysis_summary(a)->truncated);
+  bool partial = a && (mt_analysis_damage(a) || mt_analysis_summary(a)->truncated || go_damaged);
   return status == MT_EXIT_OK && partial ? MT_EXIT_PARTIAL : status;
 }
 

@@ -54,6 +54,11 @@ void cli_print_warning(void *user, int64_t offset, const char *message);
  * failure. */
 mt_reader *cli_open_trace(const char *path, bool backtraces);
 
+/* cli_open_trace for the analyses: a Go trace damaged or cut after its first generation is
+ * converted up to the damage, with a warning, and *damaged set (a memtrace trace's damage is met
+ * while reading it, by the analysis pass). */
+mt_reader *cli_open_trace_partial(const char *path, bool backtraces, bool *damaged);
+
 /* Parses a whole decimal integer in [min, max]; false if `text` is not one. */
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);
 

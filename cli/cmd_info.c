@@ -64,7 +64,8 @@ int mt_cmd_info(int argc, char **argv) {
   if (optind != argc - 1)
     return cli_usage_error("info", "expected exactly one TRACE");
   const char *path = argv[optind];
-  mt_reader *r = cli_open_trace(path, false);
+  bool go_damaged = false;
+  mt_reader *r = cli_open_trace_partial(path, false, &go_damaged);
   if (!r)
     return MT_EXIT_FAILURE;
   const mt_trace_info *info = mt_reader_info(r);
@@ -231,7 +232,7 @@ int mt_cmd_info(int argc, char **argv) {
     if (status == MT_EXIT_OK)
       status = MT_EXIT_PARTIAL;
   }
-  if (truncated && status == MT_EXIT_OK) /* the figures cover what was written before the cut */
+  if ((truncated || go_damaged) && status == MT_EXIT_OK) /* the figures cover what came before */
     status = MT_EXIT_PARTIAL;
   mt_reader_close(r);
   return status;

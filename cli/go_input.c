@@ -46,7 +46,7 @@ static int temporary_file(void) {
   return fd;
 }
 
-mt_reader *cli_open_go_trace(const char *path, const mt_reader_options *options) {
+mt_reader *cli_open_go_trace(const char *path, const mt_reader_options *options, bool *damaged) {
   int in = open(path, O_RDONLY | O_CLOEXEC);
   if (in < 0) {
     cli_error(path, "cannot open: %s", strerror(errno));
@@ -66,6 +66,15 @@ mt_reader *cli_open_go_trace(const char *path, const mt_reader_options *options)
   mt_error err;
   int rc = mt_go_import_fd(in, out, &o, NULL, &err);
   close(in);
+  /* Damaged after a whole generation (a program killed while tracing): the generations before it
+   * were converted into a readable trace. Damaged in the first, nothing was written: that stays
+   * a failure. */
+  if (damaged && rc == MT_E_MALFORMED && lseek(out, 0, SEEK_END) > 0) {
+    cli_error(path, "warning: %s; the analysis covers the generations converted before it",
+              err.message);
+    *damaged = true;
+    rc = MT_OK;
+  }
   mt_reader *r = NULL;
   if (rc == MT_OK) {
     char self[64];

@@ -170,10 +170,14 @@ void cli_print_warning(void *user, int64_t offset, const char *message) {
 }
 
 mt_reader *cli_open_trace(const char *path, bool backtraces) {
+  return cli_open_trace_partial(path, backtraces, NULL);
+}
+
+mt_reader *cli_open_trace_partial(const char *path, bool backtraces, bool *damaged) {
   mt_reader_options options = {
       .backtraces = backtraces, .on_warning = cli_print_warning, .warning_user = (void *)path};
   if (cli_is_go_trace(path)) /* a Go execution trace: converted first (docs/go.md) */
-    return cli_open_go_trace(path, &options);
+    return cli_open_go_trace(path, &options, damaged);
   mt_reader *r;
   mt_error err;
   int rc = strcmp(path, "-") ? mt_reader_open(&r, path, &options, &err)

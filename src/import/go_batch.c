@@ -110,6 +110,14 @@ int go_framer_next(go_framer *f, go_generation *g, mt_error *err) {
   g->nbatches = 0;
   g->number = 0;
   g->min_time = 0;
+  g->damaged = false;
+  if (f->deferred) {
+    int rc = f->deferred;
+    f->deferred = 0;
+    if (err)
+      *err = f->deferred_error;
+    return rc;
+  }
   if (f->have_spill) {
     f->have_spill = false;
     if (!go_bytes_reserve(&g->data, f->spill_data.len))
@@ -130,6 +138,14 @@ int go_framer_next(go_framer *f, go_generation *g, mt_error *err) {
     int64_t header_offset;
     size_t mark = g->data.len;
     int rc = read_batch(f, &b, &gen, &g->data, &header_offset, err);
+    if (rc < 0 && g->nbatches && rc == MT_E_MALFORMED) {
+      f->deferred = rc;
+      f->deferred_error = err ? *err : (mt_error){0};
+      f->deferred_error.code = rc;
+      g->data.len = mark;
+      g->damaged = true;
+      return 1;
+    }
     if (rc < 0)
       return rc;
     if (rc == 0) {

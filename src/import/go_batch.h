@@ -44,6 +44,7 @@ typedef struct go_generation {
   size_t nbatches, cap;
   uint64_t min_time;   /* the earliest batch base time */
   int64_t file_offset; /* where its first batch starts */
+  bool damaged;        /* the trace is damaged after these batches (go_framer_next) */
 } go_generation;
 
 typedef struct go_framer {
@@ -55,6 +56,10 @@ typedef struct go_framer {
   uint64_t spill_generation;
   go_bytes spill_data;
   int64_t spill_header_offset;
+  /* Damage met after a generation's batches: that generation is handed over first (it may be
+   * whole), the damage at the next call. */
+  int deferred;
+  mt_error deferred_error;
 } go_framer;
 
 /* Reads the header of `in` (which stays the caller's) and sets up the framer. */
@@ -62,7 +67,9 @@ int go_framer_init(go_framer *f, struct mt_input *in, mt_error *err);
 void go_framer_free(go_framer *f);
 
 /* Replaces `g`'s contents by the next generation's batches. Returns 1 when it read one, 0 at the
- * end of the trace, or a negative status (a batch cut by the end of the file is MT_E_MALFORMED). */
+ * end of the trace, or a negative status (a batch cut by the end of the file is MT_E_MALFORMED).
+ * Damage met after some batches of a generation returns those first (1, with `g->damaged` set:
+ * the generation is whole if the damage lies in the next one), and the damage at the next call. */
 int go_framer_next(go_framer *f, go_generation *g, mt_error *err);
 
 void go_generation_free(go_generation *g);

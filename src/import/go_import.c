@@ -134,6 +134,13 @@ static int run(importer *im, struct mt_input *in, mt_error *err) {
     if (rc < 0)
       break;
   }
+  /* A generation handed over before damage that it could not do without (its tables come last):
+   * the damage is what to say. */
+  if (rc < 0 && im->g.damaged && im->f.deferred) {
+    rc = im->f.deferred;
+    if (err)
+      *err = im->f.deferred_error;
+  }
   if (rc == 0 && !im->w)
     rc = create_writer(im, im->o.start_time, err); /* no generation: an empty trace */
   return rc;

@@ -709,6 +709,38 @@ static void analysis_commands_read_go_traces_directly(void **state) {
   free(err);
 }
 
+/* A Go trace damaged in a later generation (a program killed while tracing) is analysed up to
+ * it: the generations converted before are a readable trace, the damage a warning, exit 2 as for
+ * a damaged memtrace trace. check still fails with the damage. */
+static void
+analyses_of_a_go_trace_damaged_in_a_later_generation_cover_the_ones_before(void **state) {
+  (void)state;
+  gt_bytes f = {0};
+  gt_header(&f, 23);
+  one_generation(&f, 23, 1, two_gen_events_1);
+  size_t first = f.n;
+  gt_batch b;
+  gt_batch_start(&b, 2000000);
+  gt_event(&b, 133, 2000100, 1, object_id(200, 0));
+  gt_event(&b, 132, 2000200, 2, object_id(200, 64), (uint64_t)9);
+  gt_batch_end(&f, &b, 0, 2, 1);
+  const char *path = tu_temp_path("killed.trace");
+  tu_write_file(path, f.d, first + (f.n - first) / 2); /* cut inside generation 2's batch */
+  char *out, *err;
+  int rc = tu_run_cli(&out, NULL, &err, "summary", "--json", path, NULL);
+  if (rc != 2 || !strstr(err, "warning: malformed Go trace at byte") ||
+      !strstr(err, "the analysis covers the generations converted before it"))
+    fail_msg("summary of a Go trace cut in generation 2: exit %d, stderr: %s", rc, err);
+  assert_true(tu_json_valid(out, NULL));
+  assert_true(tu_json_number(strstr(out, "\"allocated\":"), "objects") >= 1);
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "check", path, NULL), 1);
+  assert_non_null(strstr(err, "malformed Go trace at byte"));
+  free(err);
+  free(f.d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(allocfree_trace_imports_to_the_readme_counts),
@@ -723,6 +755,7 @@ int main(void) {
       cmocka_unit_test(reuse_before_a_late_free_frees_the_old_object_once),
       cmocka_unit_test(frees_of_one_tick_come_before_allocations),
       cmocka_unit_test(objects_live_across_generations),
+      cmocka_unit_test(analyses_of_a_go_trace_damaged_in_a_later_generation_cover_the_ones_before),
       cmocka_unit_test(format_rules_are_checked),
       cmocka_unit_test(only_objects_writes_only_objects),
       cmocka_unit_test(cli_imports_and_refuses_its_input_as_output),
