@@ -20,9 +20,6 @@
 #define MT_TIMELINE_BUCKETS 1024
 #define MT_ESTIMATE_CACHE 4096
 #define MT_RUN_STEPS 1024 /* the memo of frame trie steps by runs (stacks.c) */
-/* Shown frames of one backtrace at most, after folding (stacks.c): real ones are far shallower
- * (ocamlopt's deepest has 406), a crafted trace's may spell millions in a few bytes. */
-#define MT_SHOWN_DEPTH_MAX MT_ANALYSIS_SHOWN_DEPTH_MAX
 
 typedef struct frame_node {
   uint32_t parent;
@@ -145,10 +142,9 @@ struct mt_analysis {
   /* stacks.c: a backtrace met a code no location event described (FORMAT.md §6), this one. */
   bool undescribed;
   int64_t undescribed_code;
-  /* Bounds on what backtraces may cost (a crafted trace's prediction runs spell millions of
-   * frames in a few bytes): shown frames past MT_SHOWN_DEPTH_MAX are dropped (cut_stacks counts
-   * the backtraces cut), and past fnodes_budget frame trie nodes the analysis stops. */
-  uint64_t cut_stacks;
+  /* What backtraces may cost (a crafted trace's prediction runs spell millions of frames in a
+   * few bytes): shown frames past MT_ANALYSIS_SHOWN_DEPTH_MAX are dropped (summary.cut_backtraces
+   * counts the backtraces cut), and past fnodes_budget frame trie nodes the analysis stops. */
   size_t fnodes_budget;
   bool over_budget;
 };

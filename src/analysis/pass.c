@@ -356,20 +356,8 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   if (!options)
     options = &defaults;
   const mt_trace_info *info = mt_reader_info(r);
-  if (!(info->sample_rate > 0 && info->sample_rate <= 1))
-    return mt_fail(err, MT_E_INVALID, -1,
-                   "the trace's sampling rate %.17g is outside (0, 1]: no estimate can be made",
-                   info->sample_rate);
-  if (!isfinite(info->word_size / 8.0 / info->sample_rate))
-    return mt_fail(err, MT_E_INVALID, -1,
-                   "the trace's sampling rate %g is too small for an estimate: one sample would "
-                   "stand for more bytes than a double holds",
-                   info->sample_rate);
-  if (info->word_size <= 0 || info->word_size % 8)
-    return mt_fail(err, MT_E_INVALID, -1,
-                   "the trace's word size %d bits is not a whole number "
-                   "of bytes",
-                   info->word_size);
+  /* The reader refused a rate outside (0, 1] or too small to estimate with, and a word size that
+   * is not whole bytes (reader.c): estimates are finite from here on. */
   int64_t from = options->from == MT_TIME_UNBOUNDED || options->from < 0 ? 0 : options->from;
   bool bounded_to = options->to != MT_TIME_UNBOUNDED;
   int64_t to = bounded_to ? options->to : INT64_MAX;
@@ -458,7 +446,6 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   bool read_all = rc == 0 && !damaged;
   /* Read to a cut end: the analysis covers the trace up to its last whole packet. */
   sum->truncated = read_all && mt_reader_truncated(r, NULL);
-  sum->cut_backtraces = a->cut_stacks;
   bool stopped_at_to = rc > 0;
   if (rc > 0)
     rc = MT_OK; /* stopped at the window's end */

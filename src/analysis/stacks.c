@@ -149,7 +149,7 @@ static bool frames_of_code(mt_analysis *a, int64_t code, size_t *offset, size_t 
 }
 
 static uint32_t fnode_child(mt_analysis *a, uint32_t parent, uint32_t frame, bool inlined) {
-  if (a->fnodes[parent].depth >= MT_SHOWN_DEPTH_MAX)
+  if (a->fnodes[parent].depth >= MT_ANALYSIS_SHOWN_DEPTH_MAX)
     return parent; /* deeper frames are dropped: the outermost ones are kept */
   uint64_t item = frame | (uint64_t)inlined << 32;
   uint32_t child = mt_pairmap_get(&a->fnode_children, parent, item);
@@ -261,7 +261,8 @@ uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev) {
     d->runs[i] = (struct shown_run){.run = runs[i], .fnode = fnode};
   }
   d->nruns = n;
-  a->cut_stacks += a->fnodes[fnode].depth >= MT_SHOWN_DEPTH_MAX; /* (or exactly that deep) */
+  /* (or exactly that deep) */
+  a->summary.cut_backtraces += a->fnodes[fnode].depth >= MT_ANALYSIS_SHOWN_DEPTH_MAX;
   uint32_t stack = a->fnodes[fnode].stack;
   return stack != UINT32_MAX ? stack : mt_stacks_of_fnode(a, fnode);
 }

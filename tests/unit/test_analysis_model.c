@@ -250,18 +250,15 @@ static void rate_outside_zero_one_is_an_error(void **state) {
   size_t size;
   uint8_t *data = known_trace(&size);
   double bad[] = {0.0, -1.0, 2.0, NAN};
+  /* The reader refuses them at the rate's offset: no analysis ever divides by one. */
   for (int i = 0; i < 4; i++) {
     memcpy(data + 72, &bad[i], sizeof bad[i]);
     mt_reader_options ro = {.backtraces = true};
     mt_reader *r;
     mt_error err;
-    if (mt_reader_open_memory(&r, data, size, &ro, &err))
-      continue; /* the reader may refuse it already: also not a division */
-    mt_analysis *a = NULL;
-    assert_int_equal(mt_analysis_run(&a, r, NULL, &err), MT_E_INVALID);
-    assert_null(a);
+    assert_int_equal(mt_reader_open_memory(&r, data, size, &ro, &err), MT_E_MALFORMED);
+    assert_int_equal(err.offset, 72);
     assert_non_null(strstr(err.message, "(0, 1]"));
-    mt_reader_close(r);
   }
   /* In (0, 1] but so small that one sample stands for more bytes than a double holds: the
    * reader refuses it at the rate's offset, so that check and the analyses agree. */
