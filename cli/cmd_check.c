@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "common/hashmap.h"
 #include "output.h"
 
 static const char usage[] =
@@ -42,55 +41,14 @@ int mt_cmd_check(int argc, char **argv) {
   mt_reader *r = cli_open_trace(path, true);
   if (!r)
     return MT_EXIT_FAILURE;
-  mt_reader_set_runs_only(r, true, NULL); /* a code repeated by recursion is checked once */
-  /* Codes already checked against the location table; seeded, since the trace chooses them. */
-  mt_hashmap known = {.seed = mt_hashmap_random_seed()};
-  /* In front of it, the codes checked last, direct-mapped: the same codes recur (INT64_MIN, no
-   * 63-bit code, marks a free entry). 8192 entries hold the few thousand codes of a compiler's
-   * trace: with 1024, ocamlopt_v1 replayed 60 times took 8% longer in the map. */
-  enum { RECENT = 8192 };
-  int64_t recent[RECENT];
-  for (size_t i = 0; i < RECENT; i++)
-    recent[i] = INT64_MIN;
+  mt_reader_set_runs_only(r, true, NULL); /* a code repeated by recursion is handed out once */
+  mt_reader_set_check_codes(r, true);     /* every code described, checked as it enters */
   uint64_t events = 0;
   mt_event ev;
   mt_error err;
   int rc, status = MT_EXIT_OK;
-  while ((rc = mt_reader_next(r, &ev, &err)) > 0) {
+  while ((rc = mt_reader_next(r, &ev, &err)) > 0)
     events++;
-    /* Only the runs after those the reader found equal to the domain's previous backtrace's
-     * (common_runs) can hold codes not checked then. Checking every frame again would cost the
-     * whole backtrace per event, and a 10-byte event can repeat a backtrace of millions of
-     * frames. */
-    for (size_t j = ev.common_runs; j < ev.backtrace_run_count; j++) {
-      const mt_backtrace_run *run = &ev.backtrace_runs[j];
-      int64_t code = run->code;
-      size_t i = run->start;
-      int64_t *memo = &recent[((uint64_t)code * UINT64_C(0x9E3779B97F4A7C15)) >> 51]; /* 13 bits */
-      if (*memo == code)
-        continue;
-      if (mt_hashmap_get(&known, code, NULL)) {
-        *memo = code;
-        continue;
-      }
-      const mt_location *locs;
-      size_t n;
-      if (!mt_reader_lookup_location(r, code, &locs, &n)) {
-        cli_error(path,
-                  "malformed trace at byte %lld: invalid location code 0x%" PRIx64
-                  " (frame %zu of the allocation's backtrace was never described)",
-                  (long long)ev.offset, (uint64_t)code, i);
-        status = MT_EXIT_FAILURE;
-        goto done;
-      }
-      if (!mt_hashmap_put(&known, code, 1)) {
-        cli_error(path, "out of memory");
-        status = MT_EXIT_FAILURE;
-        goto done;
-      }
-      *memo = code;
-    }
-  }
   if (rc < 0) {
     cli_report(path, &err);
     status = MT_EXIT_FAILURE;
@@ -120,7 +78,6 @@ int mt_cmd_check(int argc, char **argv) {
       status = MT_EXIT_FAILURE;
   }
 done:
-  mt_hashmap_free(&known);
   mt_reader_close(r);
   return status;
 }

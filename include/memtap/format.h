@@ -247,6 +247,15 @@ int mt_reader_next(mt_reader *r, mt_event *event, mt_error *err);
 int mt_reader_set_runs_only(mt_reader *r, bool runs_only, mt_error *err);
 bool mt_reader_runs_only(const mt_reader *r);
 
+/* With backtraces: from the next event on, fail with MT_E_MALFORMED ("invalid location code", at
+ * the allocation) on a backtrace holding a code the trace has not described by then (FORMAT.md
+ * §2.10: every cache miss is described by a location event before the events packet that holds
+ * it). Codes are looked up where they enter the decoder's cache, and code 0 (a bucket no miss has
+ * filled) where it is handed out, not at every use: this costs little more than reading. Codes
+ * handed out before the switch are not checked again. Off by default. */
+void mt_reader_set_check_codes(mt_reader *r, bool check);
+bool mt_reader_check_codes(const mt_reader *r);
+
 /* Calls `fn` for every remaining event; stops early when fn returns non-zero, and returns that
  * value. Returns MT_OK at the end of the trace, or the negative status of a reading error. */
 typedef int (*mt_event_fn)(void *user, const mt_event *event);

@@ -97,6 +97,49 @@ static int too_long(mt_reader *r, const uint8_t *at) {
                              MAX_BACKTRACE_FRAMES);
 }
 
+/* For a reader that checks codes (mt_reader_set_check_codes): whether the code a cache miss at
+ * `at` stores, frame `frame` of the allocation at `event_offset`, was described; if not, the
+ * reader fails. Out of line: misses are the codewords that cost most already. */
+static __attribute__((noinline)) bool miss_described(mt_reader *r, int64_t event_offset,
+                                                     int64_t code, size_t frame) {
+  const mt_location *entries;
+  size_t count;
+  if (mt_location_table_lookup(r->locations, code, &entries, &count))
+    return true;
+  mt_reader_malformed(r, event_offset,
+                      "invalid location code 0x%llx (frame %zu of the allocation's backtrace was "
+                      "never described)",
+                      (unsigned long long)code, frame);
+  return false;
+}
+
+/* For a reader that checks codes: whether code 0, which a hit on a bucket no miss has filled
+ * hands out, is described; if not, the reader fails naming `frame`. */
+static __attribute__((noinline)) bool zero_described(mt_reader *r, int64_t event_offset,
+                                                     size_t frame) {
+  return miss_described(r, event_offset, 0, frame);
+}
+
+/* The first of frames[from, to) (flat) or of the runs [from, to) holding code 0, as a frame index;
+ * SIZE_MAX when none does. */
+static size_t first_zero(bool flat, const int64_t *frames, const mt_backtrace_run *runs,
+                         size_t from, size_t to) {
+  for (size_t i = from; i < to; i++)
+    if (flat ? frames[i] == 0 : runs[i].code == 0)
+      return flat ? i : runs[i].start;
+  return SIZE_MAX;
+}
+
+/* For a reader that checks codes, after decoding into frames[from, to) or runs[from, to): fails
+ * if one holds code 0 while the trace has not described it. */
+static int check_zero(mt_reader *r, const mt_event *ev, bool flat, const int64_t *frames,
+                      const mt_backtrace_run *runs, size_t from, size_t to) {
+  size_t frame = first_zero(flat, frames, runs, from, to);
+  if (frame == SIZE_MAX || zero_described(r, ev->offset, frame))
+    return MT_OK;
+  return r->failed;
+}
+
 /* An output buffer: flat frames or runs, with its capacity; `*used` frames or runs hold already. */
 typedef struct sink {
   mt_backtrace_run **runs;
@@ -111,8 +154,9 @@ static bool grow_sink(const sink *s, bool flat, size_t need) {
 /* Decodes `count` codewords (FORMAT.md §2.7 reader algorithm) after the *n frames (and *m runs)
  * in `s`. `checked`: whether to check room and input per codeword. Callers pass constants for
  * `flat` and `checked`, so that each use compiles to its own loop. */
-static inline __attribute__((always_inline)) int codewords(mt_reader *r, const sink *s, size_t *pm,
-                                                           size_t *pn, unsigned count, bool flat,
+static inline __attribute__((always_inline)) int codewords(mt_reader *r, const mt_event *ev,
+                                                           const sink *s, size_t *pm, size_t *pn,
+                                                           unsigned count, bool flat,
                                                            bool checked) {
   mt_backtrace_decoder *c = r->domain->cache;
   const uint8_t *p = r->content.p, *end = r->content.end;
@@ -176,6 +220,8 @@ static inline __attribute__((always_inline)) int codewords(mt_reader *r, const s
       if (checked && end - p < 10)
         return ends_inside(r, p);
       c->loc[bucket] = mt_code63(mt_load_u64(p + 2));
+      if (__builtin_expect(r->check_codes, 0) && !miss_described(r, ev->offset, c->loc[bucket], n))
+        return r->failed;
       p += 10;
       emit(flat, runs, frames, &m, &n, c->loc[bucket], 1);
       pred = bucket;
@@ -190,15 +236,16 @@ static inline __attribute__((always_inline)) int codewords(mt_reader *r, const s
 
 /* The codewords into `s`, without checks per codeword when the packet holds their largest
  * possible size and room is made for what they may yield. */
-static inline __attribute__((always_inline)) int decode(mt_reader *r, const sink *s, size_t *m,
-                                                        size_t *n, unsigned count, bool flat) {
+static inline __attribute__((always_inline)) int decode(mt_reader *r, const mt_event *ev,
+                                                        const sink *s, size_t *m, size_t *n,
+                                                        unsigned count, bool flat) {
   /* Bounds for any count up to ROOMY_CODEWORDS, constants all: codewords are at most 10 bytes. */
   size_t used = flat ? *n : *m, room = ROOMY_CODEWORDS * CODEWORD_FRAMES + FILL_SLACK;
   if (count <= ROOMY_CODEWORDS && r->content.end - r->content.p >= ROOMY_CODEWORDS * 10 &&
       *n <= MAX_BACKTRACE_FRAMES - ROOMY_CODEWORDS * CODEWORD_FRAMES &&
       (*s->cap - used >= room || grow_sink(s, flat, used + room)))
-    return codewords(r, s, m, n, count, flat, false);
-  return codewords(r, s, m, n, count, flat, true);
+    return codewords(r, ev, s, m, n, count, flat, false);
+  return codewords(r, ev, s, m, n, count, flat, true);
 }
 
 /* The previous backtrace was cut shorter than `prefix` (FORMAT.md §2.7 step 3): only the cache
@@ -210,7 +257,7 @@ static __attribute__((noinline)) int decode_after_cut(mt_reader *r, mt_event *ev
   sink s = {.runs = &d->scratch, .cap = &d->scratch_cap};
   if (!grow_runs(&d->scratch, &d->scratch_cap, 1))
     return mt_reader_out_of_memory(r, ev->offset, "a backtrace");
-  int rc = decode(r, &s, &m, &n, count, false);
+  int rc = decode(r, ev, &s, &m, &n, count, false);
   if (rc)
     return rc;
   bool runs_only = r->options.runs_only;
@@ -235,7 +282,9 @@ static int decode_flat(mt_reader *r, mt_event *ev, size_t prefix, unsigned count
   domain_state *d = r->domain;
   size_t m = 0, n = prefix;
   sink s = {.frames = &d->backtrace, .cap = &d->backtrace_cap};
-  int rc = decode(r, &s, &m, &n, count, true);
+  int rc = decode(r, ev, &s, &m, &n, count, true);
+  if (!rc && r->check_codes)
+    rc = check_zero(r, ev, true, d->backtrace, NULL, prefix, n);
   if (rc)
     return rc;
   d->depth = n;
@@ -304,7 +353,9 @@ static int decode_any(mt_reader *r, mt_event *ev, int64_t prefix, unsigned count
     common = m - 1;
   }
   sink s = {.runs = &d->runs, .cap = &d->runs_cap};
-  if ((rc = decode(r, &s, &m, &n, count, false)))
+  if ((rc = decode(r, ev, &s, &m, &n, count, false)))
+    return rc;
+  if (r->check_codes && (rc = check_zero(r, ev, false, NULL, d->runs, kept, m)))
     return rc;
   if ((d->runs + kept)[-1].count != kept_count)
     common = kept - 1; /* the new frames went on in the last kept run */
@@ -371,10 +422,23 @@ kept_runs(mt_backtrace_run *runs, size_t nruns, size_t depth, size_t prefix) {
   return last;
 }
 
+/* The code in cache bucket `b`. `check` (a constant): a reader that checks codes notes in *zero a
+ * 0, which comes from a bucket no miss has filled. */
+static inline __attribute__((always_inline)) int64_t hit(const mt_backtrace_decoder *c, unsigned b,
+                                                         bool check, bool *zero) {
+  int64_t code = c->loc[b];
+  if (check)
+    *zero |= code == 0;
+  return code;
+}
+
 /* Runs only, the usual case (mt_reader_next_alloc's conditions): the kept runs and the codewords'
- * without a check per codeword, the last run and its code in registers. */
-static inline __attribute__((always_inline)) int
-decode_runs(mt_reader *r, mt_event *ev, domain_state *d, size_t prefix, unsigned count) {
+ * without a check per codeword, the last run and its code in registers. `check` (a constant):
+ * mt_reader_set_check_codes's checks, at each miss and on a 0 handed out. */
+static inline __attribute__((always_inline)) int decode_runs(mt_reader *r, mt_event *ev,
+                                                             mt_error *err, domain_state *d,
+                                                             size_t prefix, unsigned count,
+                                                             bool check) {
   mt_backtrace_decoder *c = d->cache;
   mt_backtrace_run *runs = d->runs;
   /* The runs of the first `prefix` frames, the last one possibly shortened. A sentinel (start 0,
@@ -391,20 +455,21 @@ decode_runs(mt_reader *r, mt_event *ev, domain_state *d, size_t prefix, unsigned
   uint32_t n = (uint32_t)prefix;
   const uint8_t *p = r->content.p;
   unsigned pred = 0;
+  bool zero = false;
   for (; count > 0; count--) {
     unsigned word = mt_load_u16(p), bucket = word >> 2;
     c->next[pred] = (uint16_t)bucket;
     switch (word & 3) {
     case 0:
       p += 2;
-      add_run(&last, &last_code, &n, c->loc[bucket], 1);
+      add_run(&last, &last_code, &n, hit(c, bucket, check, &zero), 1);
       pred = bucket;
       break;
     case 1:
       p += 2;
-      add_run(&last, &last_code, &n, c->loc[bucket], 1);
+      add_run(&last, &last_code, &n, hit(c, bucket, check, &zero), 1);
       pred = c->next[bucket];
-      add_run(&last, &last_code, &n, c->loc[pred], 1);
+      add_run(&last, &last_code, &n, hit(c, pred, check, &zero), 1);
       break;
     case 2: {
       unsigned predictions = p[2];
@@ -412,34 +477,43 @@ decode_runs(mt_reader *r, mt_event *ev, domain_state *d, size_t prefix, unsigned
       pred = bucket;
       if (c->next[bucket] == bucket) {
         /* Direct recursion (a bucket predicting itself): the codeword is one run. */
-        add_run(&last, &last_code, &n, c->loc[bucket], 1 + predictions);
+        add_run(&last, &last_code, &n, hit(c, bucket, check, &zero), 1 + predictions);
         break;
       }
-      add_run(&last, &last_code, &n, c->loc[bucket], 1);
+      add_run(&last, &last_code, &n, hit(c, bucket, check, &zero), 1);
       for (unsigned k = 0; k < predictions; k++) {
         unsigned following = c->next[pred];
         if (following == pred) {
-          add_run(&last, &last_code, &n, c->loc[pred], predictions - k);
+          add_run(&last, &last_code, &n, hit(c, pred, check, &zero), predictions - k);
           break;
         }
         pred = following;
-        add_run(&last, &last_code, &n, c->loc[pred], 1);
+        add_run(&last, &last_code, &n, hit(c, pred, check, &zero), 1);
       }
       break;
     }
     default:
       c->loc[bucket] = mt_code63(mt_load_u64(p + 2));
+      if (check && !miss_described(r, ev->offset, c->loc[bucket], n))
+        goto failed;
       p += 10;
-      add_run(&last, &last_code, &n, c->loc[bucket], 1);
+      add_run(&last, &last_code, &n, hit(c, bucket, check, &zero), 1);
       pred = bucket;
       break;
     }
   }
   r->content.p = p;
+  if (check && zero &&
+      check_zero(r, ev, false, NULL, runs, (size_t)(kept + 1 - runs), (size_t)(last + 1 - runs)))
+    goto failed;
   if (kept->count != kept_count)
     common = (size_t)(kept - runs); /* the new frames went on in the last kept run */
   hand_out_runs(d, ev, (size_t)(last + 1 - runs), n, common);
   return 1;
+failed:
+  if (err)
+    *err = r->failure;
+  return r->failed;
 }
 
 int mt_reader_next_alloc(mt_reader *r, mt_event *ev, mt_error *err, const uint8_t *p, unsigned code,
@@ -462,7 +536,9 @@ int mt_reader_next_alloc(mt_reader *r, mt_event *ev, mt_error *err, const uint8_
                            count <= ROOMY_CODEWORDS && r->content.end - q >= ROOMY_CODEWORDS * 10 &&
                            d->depth <= MAX_BACKTRACE_FRAMES - ROOMY_CODEWORDS * CODEWORD_FRAMES,
                        1))
-    return decode_runs(r, ev, d, (size_t)prefix, count);
+    return __builtin_expect(r->check_codes, 0)
+               ? decode_runs(r, ev, err, d, (size_t)prefix, count, true)
+               : decode_runs(r, ev, err, d, (size_t)prefix, count, false);
   return decode_other(r, ev, prefix, count, err);
 }
 
@@ -506,4 +582,12 @@ int mt_reader_set_runs_only(mt_reader *r, bool runs_only, mt_error *err) {
 
 bool mt_reader_runs_only(const mt_reader *r) {
   return r->options.runs_only;
+}
+
+void mt_reader_set_check_codes(mt_reader *r, bool check) {
+  r->check_codes = check;
+}
+
+bool mt_reader_check_codes(const mt_reader *r) {
+  return r->check_codes;
 }

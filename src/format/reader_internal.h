@@ -45,6 +45,7 @@ typedef struct domain_state {
 struct mt_reader {
   mt_input *source;
   mt_reader_options options;
+  bool check_codes; /* mt_reader_set_check_codes */
   mt_trace_info info;
   mt_location_table *locations;
   domain_state **domains;

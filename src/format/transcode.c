@@ -54,10 +54,13 @@ int mt_transcode_with(mt_reader *r, mt_writer *w, const mt_transcode_options *op
   int64_t start = mt_reader_info(r)->start_time;
   /* The writer takes flat backtraces: a reader handing out runs is switched to flat arrays for the
    * copy and back to runs after it. */
-  bool was_runs_only = mt_reader_runs_only(r);
+  bool was_runs_only = mt_reader_runs_only(r), was_checking = mt_reader_check_codes(r);
   int rc;
   if (was_runs_only && (rc = mt_reader_set_runs_only(r, false, err)) != MT_OK)
     return rc;
+  /* A code no location event described makes the trace malformed (FORMAT.md §6), as check and
+   * dump say: the copy stops there rather than describe it as a frame without location. */
+  mt_reader_set_check_codes(r, true);
   transcode t = {.reader = r, .ids = {.seed = mt_hashmap_random_seed()}}; /* ids: the trace's */
   mt_event ev;
   while ((rc = mt_reader_next(r, &ev, err)) > 0) {
@@ -73,22 +76,6 @@ int mt_transcode_with(mt_reader *r, mt_writer *w, const mt_transcode_options *op
         t.stack = grown;
         t.stack_cap = cap;
       }
-      /* A code no location event described makes the trace malformed (FORMAT.md §6), as check and
-       * dump say: the copy stops there rather than describe it as a frame without location. The
-       * frames in the common prefix were checked with the domain's previous allocation. */
-      size_t fresh = ev.common_prefix < 0 ? 0 : (size_t)ev.common_prefix;
-      const mt_location *entries;
-      size_t count;
-      for (size_t i = fresh; i < ev.backtrace_length; i++)
-        if (!mt_reader_lookup_location(r, ev.backtrace[i], &entries, &count)) {
-          rc = mt_fail(err, MT_E_MALFORMED, ev.offset,
-                       "malformed trace at byte %lld: invalid location code 0x%llx (frame %zu of "
-                       "the allocation's backtrace was never described)",
-                       (long long)ev.offset, (unsigned long long)ev.backtrace[i], i);
-          break;
-        }
-      if (rc < 0)
-        break;
       for (size_t i = 0; i < ev.backtrace_length; i++)
         t.stack[i] = (uint64_t)ev.backtrace[ev.backtrace_length - 1 - i];
       int64_t id;
@@ -121,6 +108,7 @@ int mt_transcode_with(mt_reader *r, mt_writer *w, const mt_transcode_options *op
   }
   mt_hashmap_free(&t.ids);
   free(t.stack);
+  mt_reader_set_check_codes(r, was_checking);
   if (was_runs_only) {
     mt_error ignored;
     int back = mt_reader_set_runs_only(r, true, rc < 0 ? &ignored : err);

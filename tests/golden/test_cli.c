@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "format/backtrace_codec.h"
+#include "format/buf.h"
 #include "testutil.h"
 #include "tracegen.h"
 
@@ -216,6 +218,86 @@ static const char *undescribed_trace(void) {
 static void check_finds_an_undescribed_code_after_a_common_prefix(void **state) {
   (void)state;
   expect(1, NULL, "invalid location code 0x3 (frame 2", "check", undescribed_trace(), NULL);
+}
+
+/* Buckets the codewords of the long-form allocation at `event` fill: all misses. */
+static void filled_buckets(const uint8_t *data, size_t size, size_t event, bool *filled) {
+  mt_rbuf b;
+  mt_rbuf_init(&b, data + event + 4, size - event - 4, 0);
+  int64_t v;
+  uint8_t source;
+  uint16_t count = 0, word = 0;
+  uint64_t code;
+  assert_true(mt_rbuf_vint(&b, &v) && mt_rbuf_vint(&b, &v) && mt_rbuf_u8(&b, &source) &&
+              mt_rbuf_vint(&b, &v) && mt_rbuf_u16(&b, &count));
+  for (unsigned i = 0; i < count; i++) {
+    assert_true(mt_rbuf_u16(&b, &word) && (word & 3) == 3 && mt_rbuf_u64(&b, &code));
+    filled[word >> 2] = true;
+  }
+}
+
+/* A hit on a bucket no miss has filled hands out code 0, which no location event describes here:
+ * check must still find it, though it looks codes up only where they enter the cache. The trace:
+ * one allocation 10,000 distinct frames deep (so that the reader's runs are large enough for its
+ * fast path), then frames 1, 2 and 1 again, whose codeword is a hit (a 2-byte word, no code), then
+ * enough allocations that the hit is read far from the packet's end. The hit is pointed at an
+ * empty bucket. */
+static void check_finds_a_hit_on_a_bucket_no_miss_filled(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  enum { DEEP = 10000 };
+  uint64_t *deep = malloc(DEEP * sizeof *deep), frames[] = {1, 2, 1};
+  for (size_t i = 0; i < DEEP; i++)
+    deep[i] = 1000 + i;
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1, 4, 1, MT_SOURCE_MINOR, deep, DEEP,
+                                       tg_resolve, NULL, NULL, NULL),
+                   MT_OK);
+  free(deep);
+  for (int i = 0; i < 3 + 100; i++)
+    assert_int_equal(mt_writer_put_alloc(w, TG_START + 2 + i, 4, 1, MT_SOURCE_MINOR,
+                                         &frames[i < 3 ? i : 1], 1, tg_resolve, NULL, NULL, NULL),
+                     MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  /* Allocations 2 to 4 are short: header, length (one byte), codeword count, codewords. */
+  size_t at[4], n = 0;
+  mt_reader *r;
+  mt_reader_options opt = {.backtraces = true};
+  assert_int_equal(mt_reader_open_memory(&r, data, size, &opt, NULL), MT_OK);
+  mt_event ev;
+  while (mt_reader_next(r, &ev, NULL) > 0)
+    if (ev.kind == MT_EVENT_ALLOC && n < 4) {
+      if (n > 0) {
+        assert_true(ev.short_form);
+        assert_int_equal(data[ev.offset + 5], 1); /* one codeword */
+      }
+      at[n] = (size_t)ev.offset + (n > 0 ? 6 : 0);
+      n++;
+    }
+  mt_reader_close(r);
+  assert_int_equal(n, 4);
+  bool *filled = calloc(MT_CACHE_BUCKETS, sizeof *filled);
+  filled_buckets(data, size, at[0], filled);
+  uint16_t miss1 = mt_load_u16(data + at[1]), miss2 = mt_load_u16(data + at[2]);
+  uint16_t hit = mt_load_u16(data + at[3]);
+  assert_int_equal(miss1 & 3, 3);
+  assert_int_equal(hit & 3, 0);
+  assert_int_equal(hit >> 2, miss1 >> 2);
+  filled[miss1 >> 2] = filled[miss2 >> 2] = true;
+  unsigned empty = 0;
+  while (filled[empty])
+    empty++;
+  free(filled);
+  mt_store_u16(data + at[3], (uint16_t)(empty << 2));
+  const char *path = tu_temp_path("zero_hit.ctf");
+  tu_write_file(path, data, size);
+  free(data);
+  char where[80];
+  snprintf(where, sizeof where, "malformed trace at byte %zu: invalid location code 0x0 (frame 0",
+           at[3] - 6);
+  expect(1, NULL, where, "check", path, NULL);
+  expect(1, NULL, where, "copy", path, tu_temp_path("zero_hit_copy.ctf"), NULL);
 }
 
 /* An undescribed code is damage like any broken rule (docs/cli.md, "Damaged traces"): the analyses
@@ -917,6 +999,7 @@ int main(void) {
       cmocka_unit_test(copy_converts_a_piped_trace_to_v2),
       cmocka_unit_test(check_reports_writer_built_traces_as_well_formed),
       cmocka_unit_test(check_finds_an_undescribed_code_after_a_common_prefix),
+      cmocka_unit_test(check_finds_a_hit_on_a_bucket_no_miss_filled),
       cmocka_unit_test(analyses_and_copy_stop_at_an_undescribed_code),
       cmocka_unit_test(copy_names_the_input_byte_of_a_collect_no_allocation_made),
       cmocka_unit_test(json_output_escapes_invalid_utf8_reversibly),
