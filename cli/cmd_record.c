@@ -38,8 +38,8 @@ static const char usage[] =
     "frees as a memtrace trace, symbolised (functions, files, lines, inlined frames).\n"
     "\n"
     "  -o, --output FILE        the trace (default: PROGRAM.PID.ctf, .ctf.zst with --compress)\n"
-    "      --rate R             samples per 8-byte word, 0 < R <= 1 (memtrace's MEMTRACE_RATE)\n"
-    "      --sample-interval N  mean bytes between samples, e.g. 64K (default 512K)\n"
+    "      --rate R             samples per 8-byte word, 7.2e-15 to 1 (memtrace's MEMTRACE_RATE)\n"
+    "      --sample-interval N  mean bytes between samples, 8 to 1P, e.g. 64K (default 512K)\n"
     "      --full               record every allocation (lossless: the program waits for memtap)\n"
     "      --follow-fork        trace forked children too, each into FILE.PID\n"
     "      --v2                 write memtrace format version 2 (readable by memtrace 0.2.x)\n"
@@ -180,8 +180,13 @@ static bool find_program(const char *name, char *out, size_t size, int *error) {
       return false;
     }
     strcpy(out, name);
-    if (access(out, F_OK)) {
+    struct stat st;
+    if (stat(out, &st)) {
       *error = errno;
+      return false;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      *error = EISDIR;
       return false;
     }
     return true;
@@ -295,6 +300,20 @@ static void run_child(const session *s, const char *shim, const char *resolved, 
     setenv("MEMTAP_RING_SIZE", s->set->sampling.full ? FULL_RING_SIZE : SAMPLED_RING_SIZE, 1);
   execv(resolved, argv);
   int e = errno;
+  if (e == ENOEXEC) {
+    /* A script without "#!": the shell runs it, as execvp (env, nice, timeout) and shells do. */
+    size_t n = 0;
+    while (argv[n])
+      n++;
+    char **sh_argv = calloc(n + 2, sizeof *sh_argv);
+    if (sh_argv) {
+      static char sh[] = "sh";
+      sh_argv[0] = sh;
+      sh_argv[1] = (char *)resolved;
+      memcpy(sh_argv + 2, argv + 1, n * sizeof *argv); /* argv[1..n), then the NULL */
+      execv("/bin/sh", sh_argv);
+    }
+  }
   if (write(status_fd, &e, sizeof e) < 0) {
     /* nothing more to say */
   }
@@ -323,9 +342,24 @@ static int open_output(session *s, traced *t) {
   }
   if (!t->path)
     return -1;
-  t->fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  t->fd = open(t->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (t->fd < 0) {
     cli_error(t->path, "cannot create the trace: %s", strerror(errno));
+    s->failed = true;
+    return -1;
+  }
+  /* A regular file is locked before it is emptied, so that two recorders given one name do not
+   * both write it: the second stops (the lock is the one in-process tracing takes). A device or
+   * a pipe is written as it is. */
+  struct stat st;
+  struct flock whole = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  if (fstat(t->fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      (fcntl(t->fd, F_OFD_SETLK, &whole) != 0 || ftruncate(t->fd, 0) != 0)) {
+    int e = errno;
+    cli_error(t->path, "cannot write the trace: %s",
+              e == EAGAIN || e == EACCES ? "another process is writing it" : strerror(e));
+    close(t->fd);
+    t->fd = -1;
     s->failed = true;
     return -1;
   }
@@ -627,34 +661,44 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
   mt_ring_options ro;
   if (mt_ring_options_init(&ro, &err))
     return cli_usage_error("record", "%s", err.message);
-  int chosen = 0, c;
-  optind = 1;
+  unsigned chosen = 0; /* the sampling options given, one bit each */
+  int c;
+  /* 0, not 1: glibc's getopt then starts afresh and honours the '+' (stop at the program's name,
+   * whose arguments are its own), instead of keeping the order of the last initialisation. */
+  optind = 0;
   while ((c = cli_getopt(argc, argv, "+o:h", options)) != -1) {
+    if (c == OPT_RATE || c == OPT_INTERVAL || c == OPT_FULL) {
+      unsigned bit = c == OPT_RATE ? 1 : c == OPT_INTERVAL ? 2 : 4;
+      if (chosen & bit)
+        return cli_usage_error("record", "%s given twice",
+                               c == OPT_RATE       ? "--rate"
+                               : c == OPT_INTERVAL ? "--sample-interval"
+                                                   : "--full");
+      chosen |= bit;
+    }
     switch (c) {
     case 'o': set->output = optarg; break;
     case OPT_RATE: {
       double rate;
       if (mt_record_parse_rate(optarg, &rate))
-        return cli_usage_error("record", "--rate %s is not a rate in (0, 1]", optarg);
+        return cli_usage_error(
+            "record", "--rate %s is not a rate in (0, 1] of at least 8 per 2^50 bytes", optarg);
       set->sampling.full = false;
       set->sampling.rate = rate;
-      chosen++;
       break;
     }
     case OPT_INTERVAL: {
       uint64_t interval;
       if (mt_record_parse_interval(optarg, &interval))
         return cli_usage_error(
-            "record", "--sample-interval %s is not a size from 8 to 1T (e.g. 512K)", optarg);
+            "record", "--sample-interval %s is not a size from 8 to 1P (e.g. 512K)", optarg);
       set->sampling.full = false;
       set->sampling.rate = 8.0 / (double)interval;
-      chosen++;
       break;
     }
     case OPT_FULL:
       set->sampling.full = true;
       set->sampling.rate = 1;
-      chosen++;
       break;
     case OPT_FOLLOW: set->follow_fork = true; break;
     case OPT_V2: set->v2 = true; break;
@@ -670,7 +714,7 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
     default: return cli_bad_option("record");
     }
   }
-  if (chosen > 1)
+  if (chosen & (chosen - 1))
     return cli_usage_error("record", "--rate, --sample-interval and --full exclude each other");
   if (optind >= argc)
     return cli_usage_error("record", "no program to run (memtap record -- PROGRAM ARGS...)");
@@ -768,7 +812,9 @@ int mt_cmd_record(int argc, char **argv) {
   char resolved[PATH_MAX];
   int error = 0;
   if (!find_program(program, resolved, sizeof resolved, &error)) {
-    cli_error(program, "%s", error == ENOENT ? "command not found" : strerror(error));
+    /* "command not found" only for a name looked up in PATH, as shells say. */
+    cli_error(program, "%s",
+              error == ENOENT && !strchr(program, '/') ? "command not found" : strerror(error));
     return error == ENOENT ? 127 : 126;
   }
   mt_error err = {0};
@@ -878,6 +924,10 @@ int mt_cmd_record(int argc, char **argv) {
   /* Past a file size limit (ulimit -f) a write fails (EFBIG, said as a write error) rather than
    * killing memtap while the program runs: the writers also stop short of it. */
   sigaction(SIGXFSZ, &ignore, &old_xfsz);
+  /* A standard error that is a closed pipe (memtap record ... 2>&1 | head -1) must not kill us
+   * with SIGPIPE at the closing line: the exit status is the program's. Not restored: the rest
+   * of the command only writes messages. The child keeps its own disposition (set before). */
+  signal(SIGPIPE, SIG_IGN);
 
   char byte = 1;
   if (write(go[1], &byte, 1) != 1) {

@@ -27,7 +27,12 @@ int mt_record_parse_time_resolution(const char *text, uint64_t *out_us) {
 }
 
 int mt_record_parse_rate(const char *text, double *out) {
-  return text && mt_tracer_parse_rate(text, out) ? MT_OK : MT_E_INVALID;
+  double rate;
+  /* The shim's bound (config.c): a mean interval of at most MT_TRACER_MAX_INTERVAL bytes. */
+  if (!text || !mt_tracer_parse_rate(text, &rate) || 8.0 / rate > (double)MT_TRACER_MAX_INTERVAL)
+    return MT_E_INVALID;
+  *out = rate;
+  return MT_OK;
 }
 
 static const char *lookup(void *user, const char *name) {

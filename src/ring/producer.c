@@ -82,8 +82,15 @@ int mt_ring_options_parse(mt_ring_options *opts, mt_ring_env_fn lookup, void *us
   const char *v;
   if ((v = lookup(user, "MEMTAP_RING_DIR")) && *v)
     opts->dir = v;
-  if ((v = lookup(user, "MEMTAP_RING_SIZE")) && *v && !parse_size(v, &opts->ring_size))
-    rc = mt_fail(err, MT_E_INVALID, -1, "MEMTAP_RING_SIZE=%s is not a size (like 65536 or 1M)", v);
+  uint64_t size;
+  if ((v = lookup(user, "MEMTAP_RING_SIZE")) && *v) {
+    if (parse_size(v, &size) && size >= MT_RING_MIN_SIZE && size / 8 <= MT_RING_MAX_WORDS)
+      opts->ring_size = size;
+    else
+      rc = mt_fail(err, MT_E_INVALID, -1,
+                   "MEMTAP_RING_SIZE=%s is not a size from %uK to %lluG (like 65536 or 1M)", v,
+                   MT_RING_MIN_SIZE >> 10, (unsigned long long)(MT_RING_MAX_WORDS * 8 >> 30));
+  }
   uint64_t threads;
   if ((v = lookup(user, "MEMTAP_RING_THREADS")) && *v) {
     if (parse_size(v, &threads) && threads >= 1 && threads <= MT_RING_MAX_RINGS)

@@ -41,6 +41,10 @@ bool mt_tracer_parse_size(const char *text, uint64_t *out) {
   case 'M': shift = 20; break;
   case 'g':
   case 'G': shift = 30; break;
+  case 't':
+  case 'T': shift = 40; break;
+  case 'p':
+  case 'P': shift = 50; break;
   default: break;
   }
   if (shift) {

@@ -56,7 +56,7 @@ static bool set(const char *v) {
 /* The documented syntax of a size: decimal digits, then optionally K, M or G (any case) for 2^10,
  * 2^20, 2^30, which may be followed by i and then by B ("64K", "1MiB", "2gb"). Read here with
  * 128-bit arithmetic, so that every value that fits in 64 bits is found. */
-static bool reference_size(const char *s, uint64_t *out, bool *near_max) {
+static bool reference_size(const char *s, uint64_t *out) {
   unsigned __int128 v = 0;
   const char *p = s;
   if (*p < '0' || *p > '9')
@@ -82,9 +82,6 @@ static bool reference_size(const char *s, uint64_t *out, bool *near_max) {
   if (v > UINT64_MAX)
     return false;
   *out = (uint64_t)v;
-  /* The library stops reading digits once the value passes (2^64 - 10) / 10, so that it never
-   * overflows: it may refuse the ten largest 64-bit values. */
-  *near_max = shift == 0 && v > (UINT64_MAX - 9) / 10 * 10 + 9;
   return true;
 }
 
@@ -106,14 +103,11 @@ static void check_options(environment *env) {
 
   v = env->value[SIZE_VAR];
   uint64_t want;
-  bool near_max = false;
   if (!set(v)) {
     CHECK(o.ring_size == 1u << 20);
-  } else if (reference_size(v, &want, &near_max)) {
-    if (o.ring_size != want) {
-      CHECK(near_max && o.ring_size == 1u << 20);
-      invalid = true;
-    }
+  } else if (reference_size(v, &want) && want >= MT_RING_MIN_SIZE &&
+             want <= MT_RING_MAX_WORDS * 8) {
+    CHECK(o.ring_size == want);
   } else {
     CHECK(o.ring_size == 1u << 20);
     invalid = true;
@@ -122,7 +116,7 @@ static void check_options(environment *env) {
   v = env->value[THREADS_VAR];
   if (!set(v)) {
     CHECK(o.max_rings == MT_RING_DEFAULT_RINGS);
-  } else if (reference_size(v, &want, &near_max) && want >= 1 && want <= MT_RING_MAX_RINGS) {
+  } else if (reference_size(v, &want) && want >= 1 && want <= MT_RING_MAX_RINGS) {
     CHECK(o.max_rings == want);
   } else {
     CHECK(o.max_rings == MT_RING_DEFAULT_RINGS);

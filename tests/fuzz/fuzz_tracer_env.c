@@ -85,8 +85,9 @@ static bool reference_size(const char *s, unsigned __int128 *out) {
       return false;
   }
   unsigned shift = 0;
-  if (*p && strchr("kKmMgG", *p)) {
-    shift = *p == 'k' || *p == 'K' ? 10 : *p == 'm' || *p == 'M' ? 20 : 30;
+  const char *suffixes = "kKmMgGtTpP", *suffix = *p ? strchr(suffixes, *p) : NULL;
+  if (suffix) {
+    shift = 10 * (unsigned)(1 + (suffix - suffixes) / 2);
     p++;
     if (*p == 'i' || *p == 'I')
       p++;

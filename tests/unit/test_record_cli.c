@@ -31,7 +31,13 @@ static void missing_program_exits_127(void **state) {
   assert_non_null(strstr(err, "command not found"));
   assert_false(exists(out));
   free(err);
+  /* A path is not looked up: it is missing, as a shell says, not "not found". */
   assert_int_equal(record(&err, out, "/nonexistent/prog", NULL), 127);
+  assert_non_null(strstr(err, "/nonexistent/prog: No such file or directory"));
+  free(err);
+  assert_int_equal(record(&err, out, "/tmp", NULL), 126);
+  assert_non_null(strstr(err, "/tmp: Is a directory"));
+  assert_false(exists(out));
   free(err);
 }
 
@@ -171,6 +177,24 @@ static void malformed_options_and_variables_exit_64(void **state) {
                               "/bin/true", (char *)NULL),
                    64);
   free(err);
+  /* The same option twice is said to be given twice, not to exclude itself. */
+  assert_int_equal(
+      tu_run_cli(NULL, NULL, &err, "record", "--full", "--full", "--", "/bin/true", (char *)NULL),
+      64);
+  assert_non_null(strstr(err, "--full given twice"));
+  free(err);
+  /* What the shim would refuse is refused here, before the program runs: a rate under 8 samples
+   * per 2^50 bytes, a ring size out of range. */
+  assert_int_equal(
+      tu_run_cli(NULL, NULL, &err, "record", "--rate", "1e-15", "--", "/bin/true", (char *)NULL),
+      64);
+  assert_non_null(strstr(err, "--rate 1e-15"));
+  free(err);
+  setenv("MEMTAP_RING_SIZE", "1", 1);
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "--", "/bin/true", (char *)NULL), 64);
+  assert_non_null(strstr(err, "MEMTAP_RING_SIZE=1 is not a size from 8K to 1G"));
+  free(err);
+  unsetenv("MEMTAP_RING_SIZE");
   setenv("MEMTAP_RATE", "banana", 1);
   assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "--", "/bin/true", (char *)NULL), 64);
   assert_non_null(strstr(err, "MEMTAP_RATE"));
@@ -318,6 +342,112 @@ static void ctrl_c_reaches_the_program_and_the_trace_is_written(void **state) {
   rr_trace_free(&t);
 }
 
+/* Without "--", the options after the program's name are the program's: `memtap record gcc -o
+ * foo foo.c` must not take "-o foo" as the trace's name (it would write the trace over foo). */
+static void options_after_the_program_are_the_programs(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char *out = NULL, *err = NULL;
+  const char *trace = tu_temp_path("echo-args.ctf"), *victim = tu_temp_path("victim");
+  tu_write_file(victim, "keep", 4);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "record", "-o", trace, "/bin/echo", "hi", "-o",
+                              victim, "--full", (char *)NULL),
+                   0);
+  char expected[4200];
+  snprintf(expected, sizeof expected, "hi -o %s --full\n", victim);
+  assert_string_equal(out, expected);
+  size_t size;
+  uint8_t *kept = tu_read_file(victim, &size);
+  assert_int_equal(size, 4);
+  assert_memory_equal(kept, "keep", 4);
+  free(kept);
+  rr_trace t;
+  rr_read(trace, &t); /* sampled: the program's --full is not memtap's */
+  assert_true(mt_reader_info(t.reader)->sample_rate < 1);
+  rr_trace_free(&t);
+  free(out);
+  free(err);
+}
+
+/* A script without "#!" runs through /bin/sh, as execvp and shells run it. */
+static void script_without_interpreter_line_runs_through_the_shell(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  const char *script = tu_temp_path("no-shebang.sh");
+  const char *text = "echo \"from script: $1\"; exit 3\n";
+  tu_write_file(script, text, strlen(text));
+  assert_int_equal(chmod(script, 0755), 0);
+  char *out = NULL, *err = NULL;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "record", "-o", tu_temp_path("no-shebang.ctf"),
+                              "--", script, "arg", (char *)NULL),
+                   3);
+  assert_string_equal(out, "from script: arg\n");
+  free(out);
+  free(err);
+}
+
+/* memtap's standard error a pipe that closes after the program's first line: memtap must not die
+ * of SIGPIPE at its closing line; its exit status stays the program's. */
+static void closed_pipe_on_stderr_keeps_the_programs_exit_status(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd,
+           "'%s' record -o '%s' -- /bin/sh -c 'echo line1; sleep 0.2; exit 3' 2>&1 | head -1 "
+           ">/dev/null; exit ${PIPESTATUS[0]}",
+           getenv("MEMTAP_CLI"), tu_temp_path("pipe.ctf"));
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    execl("/bin/bash", "bash", "-c", cmd, (char *)NULL);
+    _exit(99);
+  }
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 3);
+}
+
+/* Two recorders given one output: the second refuses before running its program, instead of both
+ * writing the file. */
+static void a_trace_being_written_is_not_written_by_another_recorder(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char trace[4096], ready[4096], marker[4096], script[8192];
+  snprintf(trace, sizeof trace, "%s", tu_temp_path("shared.ctf"));
+  snprintf(ready, sizeof ready, "%s", tu_temp_path("first-ready"));
+  snprintf(marker, sizeof marker, "%s", tu_temp_path("second-ran"));
+  snprintf(script, sizeof script, "touch '%s'; sleep 1", ready);
+  pid_t first = fork();
+  assert_true(first >= 0);
+  if (first == 0) {
+    int null_fd = open("/dev/null", O_WRONLY);
+    dup2(null_fd, 2);
+    execl(getenv("MEMTAP_CLI"), "memtap", "record", "-o", trace, "--", "/bin/sh", "-c", script,
+          (char *)NULL);
+    _exit(99);
+  }
+  while (access(ready, F_OK) != 0) {
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  char *err = NULL;
+  assert_int_equal(record(&err, trace, "/usr/bin/touch", marker), 1);
+  assert_non_null(strstr(err, "another process is writing it"));
+  assert_false(exists(marker));
+  free(err);
+  int status;
+  assert_int_equal(waitpid(first, &status, 0), first);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  rr_trace t;
+  rr_read(trace, &t); /* the first recorder's trace, whole */
+  rr_trace_free(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(missing_program_exits_127),
@@ -328,6 +458,10 @@ int main(void) {
       cmocka_unit_test(sanitizer_build_is_refused_with_the_reason),
       cmocka_unit_test(script_is_judged_by_its_interpreter),
       cmocka_unit_test(malformed_options_and_variables_exit_64),
+      cmocka_unit_test(options_after_the_program_are_the_programs),
+      cmocka_unit_test(script_without_interpreter_line_runs_through_the_shell),
+      cmocka_unit_test(closed_pipe_on_stderr_keeps_the_programs_exit_status),
+      cmocka_unit_test(a_trace_being_written_is_not_written_by_another_recorder),
       cmocka_unit_test(true_is_traced_into_a_readable_trace),
       cmocka_unit_test(exec_in_the_traced_process_traces_the_final_program),
       cmocka_unit_test(follow_fork_writes_one_trace_per_process_and_lists_them),

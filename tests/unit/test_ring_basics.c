@@ -103,10 +103,18 @@ static void settings_come_from_environment(void **state) {
   assert_int_equal(access(own_path(), F_OK), 0); /* preserved */
   unlink(own_path());
 
+  /* Sizes out of range are refused with the variable, naming the bounds (memtap record refuses
+   * them before the program runs); a size passed in the options, at the ring's creation. */
   setenv("MEMTAP_RING_SIZE", "4K", 1);
   mt_ring_options o;
+  assert_int_equal(mt_ring_options_init(&o, &err), MT_E_INVALID);
+  assert_non_null(strstr(err.message, "MEMTAP_RING_SIZE=4K is not a size from 8K to 1G"));
+  setenv("MEMTAP_RING_SIZE", "2G", 1);
+  assert_int_equal(mt_ring_options_init(&o, &err), MT_E_INVALID);
+  unsetenv("MEMTAP_RING_SIZE");
   assert_int_equal(mt_ring_options_init(&o, &err), MT_OK);
   o.dir = tu_temp_dir();
+  o.ring_size = 4096;
   assert_int_equal(mt_ring_open(&r, &o, &err), MT_E_INVALID);
   assert_non_null(strstr(err.message, "8192"));
   setenv("MEMTAP_RING_SIZE", "lots", 1);

@@ -173,6 +173,9 @@ static void sizes_take_binary_suffixes(void **state) {
   assert_true(mt_tracer_parse_size("512K", &v) && v == 512 * 1024);
   assert_true(mt_tracer_parse_size("1MiB", &v) && v == 1 << 20);
   assert_true(mt_tracer_parse_size("2g", &v) && v == 2ull << 30);
+  assert_true(mt_tracer_parse_size("1T", &v) && v == 1ull << 40);
+  assert_true(mt_tracer_parse_size("1PiB", &v) && v == 1ull << 50);
+  assert_false(mt_tracer_parse_size("16384P", &v));
   assert_true(mt_tracer_parse_size("18446744073709551615", &v) && v == UINT64_MAX);
   assert_false(mt_tracer_parse_size("18446744073709551616", &v));
   assert_false(mt_tracer_parse_size("17179869184G", &v));
