@@ -56,14 +56,18 @@ static bool parse_kinds(const char *text, unsigned *kinds) {
   return *kinds != 0;
 }
 
+/* One kind's line adds up: allocated + in the snapshot - freed = live at the end. Snapshot
+ * entries written only; frees written only (those of known memory, and one per reallocation over
+ * live memory). The second line says what was left out. */
 static void print_counts(const char *what, const mt_go_counts *c) {
   printf("%-17s %8" PRIu64 " allocated %8" PRIu64 " in the start snapshot %8" PRIu64
          " freed %8" PRIu64 " live at the end\n",
-         what, c->allocated, c->snapshot, c->frees, c->live_end);
-  if (c->unknown_frees || c->replaced || c->duplicates)
+         what, c->allocated, c->snapshot - c->duplicates - c->empty, c->freed, c->live_end);
+  if (c->unknown_frees || c->replaced || c->duplicates || c->empty)
     printf("%-17s %8" PRIu64 " frees of unknown memory (left out) %8" PRIu64
-           " reallocated while live %8" PRIu64 " snapshotted twice\n",
-           "", c->unknown_frees, c->replaced, c->duplicates);
+           " reallocated while live %8" PRIu64 " snapshotted twice %8" PRIu64
+           " snapshotted without memory\n",
+           "", c->unknown_frees, c->replaced, c->duplicates, c->empty);
 }
 
 int mt_cmd_import_go(int argc, char **argv) {

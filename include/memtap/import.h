@@ -69,6 +69,8 @@ typedef struct mt_go_counts {
                            * the known free events, plus one per `replaced` */
   uint64_t unknown_frees; /* free events of something never seen: counted, not written */
   uint64_t duplicates;    /* snapshot entries of something already live: not written */
+  uint64_t empty;         /* snapshot entries of nothing: a goroutine whose stack was freed
+                           * (size 0) still has a record when tracing starts; not written */
   uint64_t replaced;      /* allocations over something live: its free is written first (a
                            * goroutine reusing a dead one's stack; a slot reused before the
                            * other thread's free event) */

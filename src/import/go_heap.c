@@ -441,10 +441,17 @@ __attribute__((noinline)) static int stack_event(go_heap *h, const go_event *ev,
     n->freed++;
     return put_collect(h, time, (int64_t)obj, err);
   }
-  if (ev->type == GO_EV_GOROUTINE_STACK)
+  /* The runtime writes a stack's size as its bit length: size = 2^(order-1). */
+  uint64_t order = ev->args[2];
+  if (ev->type == GO_EV_GOROUTINE_STACK) {
     n->snapshot++;
-  else
+    if (order == 0) { /* a dead goroutine's record, its stack freed: no memory, and no id */
+      n->empty++;
+      return MT_OK;
+    }
+  } else {
     n->allocated++;
+  }
   if (live) {
     if (ev->type == GO_EV_GOROUTINE_STACK) {
       n->duplicates++;
@@ -457,8 +464,6 @@ __attribute__((noinline)) static int stack_event(go_heap *h, const go_event *ev,
     if (rc)
       return rc;
   }
-  /* The runtime writes a stack's size as its bit length: size = 2^(order-1). */
-  uint64_t order = ev->args[2];
   if (order == 0 || order > 48)
     return go_fail(err, ev->offset, "goroutine stack of order %llu", (unsigned long long)order);
   int64_t mobj;

@@ -152,6 +152,12 @@ static void allocfree_trace_imports_to_the_readme_counts(void **state) {
   assert_int_equal(st.spans.unknown_frees, 0);
   assert_int_equal(st.stacks.unknown_frees, 2);
   assert_int_equal(st.stacks.replaced, 1);
+  assert_int_equal(st.stacks.empty, 0);
+  /* What was written adds up to what is live at the end (the line import-go prints). */
+  assert_int_equal(st.stacks.freed, 1); /* the one replaced: both real frees were unknown */
+  assert_int_equal(st.stacks.allocated + st.stacks.snapshot - st.stacks.freed, st.stacks.live_end);
+  assert_int_equal(st.objects.allocated + st.objects.snapshot - st.objects.freed,
+                   st.objects.live_end);
   assert_int_equal(st.objects_outside_spans, 0);
   assert_int_equal(nwarnings, 1);
   assert_non_null(strstr(warnings[0], "2 frees of memory the trace never showed allocated"));

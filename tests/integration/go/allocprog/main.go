@@ -3,7 +3,8 @@
 // traced, has two goroutines each allocate -n 64-byte nodes (a list dropped every 64 nodes, so
 // the garbage collector frees them) and a 40 KiB []byte every 512 nodes (too large for the
 // stack, and for a small size class: each gets its own span), then runs the GC. It prints what
-// it allocated while tracing as "key value" lines.
+// it allocated while tracing as "key value" lines. With -finished N, N goroutines run and end
+// before tracing starts.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"runtime/trace"
 	"sync"
+	"time"
 )
 
 // node fills a 64-byte size class slot exactly, and holds a pointer, so it has a type.
@@ -25,6 +27,8 @@ var (
 	early []*node // made before tracing: in the trace's start snapshot
 	sink  [][]byte
 	mu    sync.Mutex
+	// sinkByte keeps the finished goroutines' allocations from being optimised away.
+	sinkByte []byte
 )
 
 func work(n int, lists *int, slices *int) {
@@ -52,9 +56,33 @@ func work(n int, lists *int, slices *int) {
 func main() {
 	n := flag.Int("n", 4000, "nodes per goroutine")
 	out := flag.String("o", "allocprog.trace", "the execution trace to write")
+	finished := flag.Int("finished", 0, "goroutines that run and end before tracing starts")
 	flag.Parse()
 	for i := 0; i < 1000; i++ {
 		early = append(early, &node{})
+	}
+	// Goroutines that ended before tracing: after a GC their stacks are freed, and the start
+	// snapshot still lists each one, with a stack of size 0.
+	// They all live at once (each waits for the last to start), so that each has its own g:
+	// dead gs beyond what the Ps keep for reuse go to the scheduler's list, whose stacks the GC
+	// frees.
+	var done sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < *finished; i++ {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			<-start
+			mu.Lock()
+			sinkByte = make([]byte, 64)
+			mu.Unlock()
+		}()
+	}
+	close(start)
+	done.Wait()
+	if *finished > 0 {
+		time.Sleep(20 * time.Millisecond) // Done comes before a goroutine's exit
+		runtime.GC()
 	}
 	f, err := os.Create(*out)
 	if err != nil {
