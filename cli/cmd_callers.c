@@ -79,7 +79,7 @@ static void json_edges(cli_out *o, const mt_analysis *a, mt_metric metric, const
       out_json_string(o, e[i].key.function);
     else
       out_str(o, "null");
-    out_printf(o, ",\"value\":%.17g,\"backtraces\":%zu}",
+    out_printf(o, ",\"value\":%.0f,\"backtraces\":%zu}",
                mt_analysis_metric(a, &e[i].stats, metric), e[i].stacks);
   }
   out_str(o, "]");
@@ -146,7 +146,7 @@ int mt_cmd_callers(int argc, char **argv) {
     out_printf(&o,
                "{\"schema\":\"memtap.callers/1\",\"by\":\"%s\",\"regex\":", an_metric_name(metric));
     out_json_string(&o, regex);
-    out_printf(&o, ",\"total\":%.17g", whole);
+    out_printf(&o, ",\"total\":%.0f", whole);
     an_json_window(&o, &ao, a);
     out_printf(&o, ",\"functions_total\":%zu,\"functions\":[", n);
     for (size_t i = 0; i < shown; i++) {
@@ -154,7 +154,7 @@ int mt_cmd_callers(int argc, char **argv) {
       out_str(&o, i ? ",{\"function\":" : "{\"function\":");
       out_json_string(&o, p->key.function);
       out_printf(&o,
-                 ",\"cum\":%.17g,\"flat\":%.17g,\"cum_backtraces\":%zu,\"flat_backtraces\":%zu,"
+                 ",\"cum\":%.0f,\"flat\":%.0f,\"cum_backtraces\":%zu,\"flat_backtraces\":%zu,"
                  "\"callers\":",
                  mt_analysis_metric(a, &p->cum, metric), mt_analysis_metric(a, &p->flat, metric),
                  p->cum_stacks, p->flat_stacks);

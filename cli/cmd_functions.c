@@ -41,7 +41,7 @@ static void print_key(cli_out *o, mt_group_by by, mt_frame key) {
 
 static void json_side(cli_out *o, const mt_analysis *a, const char *name, const mt_stats *s,
                       size_t stacks, mt_metric metric) {
-  out_printf(o, ",\"%s\":{\"value\":%.17g,\"backtraces\":%zu,\"allocated\":", name,
+  out_printf(o, ",\"%s\":{\"value\":%.0f,\"backtraces\":%zu,\"allocated\":", name,
              mt_analysis_metric(a, s, metric), stacks);
   an_json_amount(o, a, &s->allocated);
   out_str(o, ",\"live\":");
@@ -113,14 +113,14 @@ int functions_view_run(const char *cmd, const char *path, const an_options *ao,
     size_t shown = v->limit && v->limit < n ? v->limit : n;
     out_printf(&o,
                "{\"schema\":\"memtap.functions/1\",\"by\":\"%s\",\"group\":\"%s\",\"sort\":\"%s\","
-               "\"total\":%.17g",
+               "\"total\":%.0f",
                an_metric_name(v->metric), group_names[v->by], v->by_flat ? "flat" : "cum", whole);
     an_json_window(&o, ao, a);
     out_str(&o, ",\"focus\":");
     if (v->focus) {
       out_str(&o, "{\"regex\":");
       out_json_string(&o, v->focus);
-      out_printf(&o, ",\"backtraces\":%zu,\"value\":%.17g}", focused, focused_value);
+      out_printf(&o, ",\"backtraces\":%zu,\"value\":%.0f}", focused, focused_value);
     } else {
       out_str(&o, "null");
     }

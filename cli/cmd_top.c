@@ -257,7 +257,7 @@ static void callers_json(cli_out *o, const mt_analysis *a, const caller_tree *t)
       uint32_t kid = l->kids[l->next];
       out_str(o, l->next++ ? ",{\"frame\":" : "{\"frame\":");
       an_json_frame(o, mt_analysis_frame(a, t->nodes[kid].frame));
-      out_printf(o, ",\"value\":%.17g,\"callers\":[", t->nodes[kid].value);
+      out_printf(o, ",\"value\":%.0f,\"callers\":[", t->nodes[kid].value);
       if (!caller_push(&levels, &depth, &cap, a, t, kid, false))
         out_str(o, "]}");
       continue;
@@ -431,7 +431,7 @@ int mt_cmd_top(int argc, char **argv) {
   cli_out o;
   out_init(&o, STDOUT_FILENO);
   if (ao.json) {
-    out_printf(&o, "{\"schema\":\"memtap.top/1\",\"by\":\"%s\",\"group\":\"%s\",\"total\":%.17g,",
+    out_printf(&o, "{\"schema\":\"memtap.top/1\",\"by\":\"%s\",\"group\":\"%s\",\"total\":%.0f,",
                an_metric_name(metric), group_names[by], whole);
     if (focus) { /* only the backtraces through the focus: the groups say so */
       out_str(&o, "\"focus\":{\"regex\":");
@@ -443,7 +443,7 @@ int mt_cmd_top(int argc, char **argv) {
       const mt_group *g = &groups[i];
       out_str(&o, i ? ",{\"key\":" : "{\"key\":");
       an_json_frame(&o, g->key);
-      out_printf(&o, ",\"value\":%.17g,\"stacks\":%zu,\"allocated\":",
+      out_printf(&o, ",\"value\":%.0f,\"stacks\":%zu,\"allocated\":",
                  mt_analysis_metric(a, &g->stats, metric), g->stacks);
       an_json_amount(&o, a, &g->stats.allocated);
       out_str(&o, ",\"freed\":");

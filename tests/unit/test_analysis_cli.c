@@ -438,6 +438,54 @@ static void top_ranks_sites_and_refuses_temporary_on_sampled_traces(void **state
   free(err);
 }
 
+/* Whether every number after `key` in `json` is written as a whole number (no point, no
+ * exponent); the count of them in *n. */
+static bool whole_numbers_after(const char *json, const char *key, size_t *n) {
+  *n = 0;
+  for (const char *p = json; (p = strstr(p, key)); p += strlen(key)) {
+    const char *v = p + strlen(key);
+    if (*v == '{' || *v == 'n') /* an object or null, not a figure */
+      continue;
+    size_t len = strspn(v, "-0123456789.eE+");
+    if (len == 0 || memchr(v, '.', len) || memchr(v, 'e', len) || memchr(v, 'E', len))
+      return false;
+    ++*n;
+  }
+  return true;
+}
+
+/* On a sampled trace every figure is an estimate: JSON gives whole numbers (the ones the text
+ * output shows), not sums of doubles (ocamlopt_v2's total read 670399999.99999988 and, by count,
+ * 19652678.860344794 where the text says ~19,652,679). */
+static void json_figures_of_a_sampled_trace_are_whole_numbers(void **state) {
+  (void)state;
+  const char *ocaml = tu_testdata("memtrace/ocamlopt_v2.ctf");
+  const char *runs[][6] = {{"top", "--json", "-n", "3", ocaml, NULL},
+                           {"top", "--json", "--by", "count", ocaml, NULL},
+                           {"functions", "--json", "-n", "3", ocaml, NULL},
+                           {"callers", "--json", "Stdlib__set.Make.bal", ocaml, NULL, NULL}};
+  const char *keys[] = {"\"total\":", "\"value\":", "\"cum\":", "\"flat\":"};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    char *out, *err;
+    int rc = tu_run_cli(&out, NULL, &err, runs[i][0], runs[i][1], runs[i][2], runs[i][3],
+                        runs[i][4], runs[i][5], NULL);
+    if (rc != 0 || !tu_json_valid(out, NULL))
+      fail_msg("%s: exit %d: %s", runs[i][0], rc, err);
+    size_t figures = 0;
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+      size_t n;
+      if (!whole_numbers_after(out, keys[k], &n))
+        fail_msg("%s %s: %s is not a whole number: %.300s", runs[i][0], runs[i][1], keys[k], out);
+      figures += n;
+    }
+    assert_true(figures >= 2);
+    if (i == 1)
+      assert_non_null(strstr(out, "\"total\":19652679,"));
+    free(out);
+    free(err);
+  }
+}
+
 /* The backtraces of the known trace's sites, outermost first (tg_resolve: 300 -> fn_300_0; 200 ->
  * fn_200_0..2; 101 -> fn_101_0..2, inlined; 102 -> fn_102_0). */
 #define KNOWN_ROOT                                                                                 \
@@ -1492,6 +1540,7 @@ int main(void) {
       cmocka_unit_test(exports_on_a_terminal_are_defused_and_binary_ones_refused),
       cmocka_unit_test(window_in_seconds_and_percent),
       cmocka_unit_test(top_ranks_sites_and_refuses_temporary_on_sampled_traces),
+      cmocka_unit_test(json_figures_of_a_sampled_trace_are_whole_numbers),
       cmocka_unit_test(leaks_on_demo_v3_match_the_known_sites),
       cmocka_unit_test(leaks_fail_above_sets_exit_status_3),
       cmocka_unit_test(diff_normalises_and_orders_by_change),
