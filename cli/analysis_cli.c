@@ -26,8 +26,14 @@ bool an_option(an_options *o, int c, const char *arg) {
     return true;
   case AN_OPT_NO_FOLD: o->no_fold = true; return true;
   case AN_OPT_JSON: o->json = true; return true;
-  case AN_OPT_INDEX: o->index = AN_INDEX_ON; return true;
-  case AN_OPT_NO_INDEX: o->index = AN_INDEX_OFF; return true;
+  case AN_OPT_INDEX:
+    o->index_both |= o->index == AN_INDEX_OFF;
+    o->index = AN_INDEX_ON;
+    return true;
+  case AN_OPT_NO_INDEX:
+    o->index_both |= o->index == AN_INDEX_ON;
+    o->index = AN_INDEX_OFF;
+    return true;
   default: return false;
   }
 }
@@ -217,6 +223,10 @@ static bool hide_pattern(const char *cmd, const an_options *o, char **out) {
 mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, bool cells,
                      int64_t to_override, int *status) {
   *status = MT_EXIT_USAGE;
+  if (o->index_both) {
+    cli_usage_error(cmd, "--index and --no-index exclude each other");
+    return NULL;
+  }
   mt_analysis_options options = mt_analysis_default_options();
   options.no_fold = o->no_fold;
   options.cells = cells;

@@ -33,6 +33,7 @@ typedef struct an_options {
   bool no_fold;
   bool json;
   an_index_mode index;
+  bool index_both; /* --index and --no-index both given: refused */
 } an_options;
 
 /* getopt_long entries for the shared options; their codes are the AN_OPT_* values. */

@@ -82,6 +82,11 @@ int mt_cmd_export(int argc, char **argv) {
   if (at && !strcmp(at, "peak") && format != MT_EXPORT_PPROF && format != MT_EXPORT_SPEEDSCOPE)
     return cli_usage_error("export", "--at peak is for pprof and speedscope%s",
                            format == MT_EXPORT_FOLDED ? " (folded: --by peak)" : "");
+  if (at && strcmp(at, "peak") && ao.to) /* --at peak --to T: the peak inside the window */
+    return cli_usage_error("export",
+                           "--at %s and --to exclude each other: --at T ends the window "
+                           "at T",
+                           at);
   if (eo.focus && format == MT_EXPORT_CHROME)
     return cli_usage_error("export", "--focus is for pprof, speedscope and folded: the Chrome "
                                      "trace's heap counter is the whole heap's");

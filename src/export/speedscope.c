@@ -1,7 +1,9 @@
 /* speedscope's file format (https://www.speedscope.app/file-format-schema.json): shared frames and
- * two "sampled" profiles, bytes allocated and bytes live at the end (or at the peak, with
- * inuse_at_peak), each sample a stack of frame indices from the root inward with its weight. */
+ * two "sampled" profiles, bytes allocated and bytes live at the end, named with its time (or at
+ * the peak, with inuse_at_peak), each sample a stack of frame indices from the root inward with
+ * its weight. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/error.h"
@@ -78,7 +80,10 @@ int mt_export_speedscope(const mt_analysis *a, FILE *out, const mt_export_option
   fputs("]},\"profiles\":[", out);
   profile(out, a, "bytes allocated", allocated);
   fputs(",", out);
-  profile(out, a, o->inuse_at_peak ? "bytes live at the peak" : "bytes live at the end", live);
+  /* The end of the window analysed: the trace's, or --to's and --at's. */
+  char live_name[64];
+  snprintf(live_name, sizeof live_name, "bytes live at the end (%.6f s)", (double)s->to / 1e6);
+  profile(out, a, o->inuse_at_peak ? "bytes live at the peak" : live_name, live);
   fputs("]}\n", out);
   free(allocated);
   free(live);

@@ -1349,6 +1349,37 @@ static void export_options_are_honoured_or_refused(void **state) {
   RUN_OK(out, "export", "--format", "folded", "--by", "count", "-o", "-", known_path());
   assert_non_null(strstr(out, "fn_102_0 2\n"));
   free(out);
+  /* --at T is the window ending at T: with --to as well, one of them would be dropped. The peak
+   * inside a window is fine. speedscope names the time its live profile is taken at. */
+  char *err;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "export", "--format", "pprof", "--at", "0.00005",
+                              "--to", "0.00004", "-o", "-", known_path(), NULL),
+                   64);
+  assert_non_null(strstr(err, "--at 0.00005 and --to exclude each other"));
+  assert_string_equal(out, "");
+  free(out);
+  free(err);
+  RUN_OK(out, "export", "--format", "speedscope", "--at", "peak", "--to", "0.00004", "-o", "-",
+         known_path());
+  free(out);
+  RUN_OK(out, "export", "--format", "speedscope", "--at", "0.00005", "-o", "-", known_path());
+  assert_non_null(strstr(out, "\"name\":\"bytes live at the end (0.000050 s)\""));
+  free(out);
+}
+
+/* Options that contradict each other are refused, whatever their order, not settled by the last
+ * one given. */
+static void contradictory_index_options_are_refused(void **state) {
+  (void)state;
+  const char *orders[][2] = {{"--index", "--no-index"}, {"--no-index", "--index"}};
+  for (size_t i = 0; i < 2; i++) {
+    char *err;
+    assert_int_equal(
+        tu_run_cli(NULL, NULL, &err, "summary", orders[i][0], orders[i][1], known_path(), NULL),
+        64);
+    assert_non_null(strstr(err, "--index and --no-index exclude each other"));
+    free(err);
+  }
 }
 
 static void counts_take_any_size_and_say_what_is_wrong(void **state) {
@@ -1565,6 +1596,7 @@ int main(void) {
       cmocka_unit_test(a_window_inside_a_gap_between_events_is_accepted),
       cmocka_unit_test(hide_patterns_add_up),
       cmocka_unit_test(export_options_are_honoured_or_refused),
+      cmocka_unit_test(contradictory_index_options_are_refused),
       cmocka_unit_test(counts_take_any_size_and_say_what_is_wrong),
       cmocka_unit_test(standard_input_size_and_diff_of_stdin_twice),
       cmocka_unit_test(one_rounding_rule_for_object_counts),
