@@ -3,10 +3,12 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <unistd.h>
 
 #include "cli.h"
+#include "go_input.h"
 #include "output.h"
 
 static const char usage[] =
@@ -67,9 +69,21 @@ int mt_cmd_check(int argc, char **argv) {
     out_init(&o, STDOUT_FILENO);
     char n1[32], n2[32], n3[32];
     int64_t bytes = mt_reader_position(r);
-    out_printf(&o, "%s: ok: %s event%s, %s byte%s (%s)", path, out_format_count((double)events, n1),
-               out_plural((double)events), out_format_count((double)bytes, n2),
-               out_plural((double)bytes), out_format_bytes((double)bytes, n3));
+    struct stat st;
+    if (cli_is_go_trace(path) && stat(path, &st) == 0) { /* the file, not what it became */
+      char n4[32];
+      out_printf(&o,
+                 "%s: ok: %s event%s, a Go execution trace of %s byte%s (%s) read as %s of "
+                 "memtrace",
+                 path, out_format_count((double)events, n1), out_plural((double)events),
+                 out_format_count((double)st.st_size, n2), out_plural((double)st.st_size),
+                 out_format_bytes((double)st.st_size, n3), out_format_bytes((double)bytes, n4));
+    } else {
+      out_printf(&o, "%s: ok: %s event%s, %s byte%s (%s)", path,
+                 out_format_count((double)events, n1), out_plural((double)events),
+                 out_format_count((double)bytes, n2), out_plural((double)bytes),
+                 out_format_bytes((double)bytes, n3));
+    }
     uint64_t skipped = mt_reader_warning_count(r);
     if (skipped)
       out_printf(&o, ", %" PRIu64 " packets of other processes skipped", skipped);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "go_input.h"
 #include "output.h"
 
 static const char usage[] =
@@ -106,6 +107,7 @@ int mt_cmd_info(int argc, char **argv) {
     mt_reader_close(r);
     return MT_EXIT_FAILURE;
   }
+  bool go = cli_is_go_trace(path); /* converted first: the reader saw memtrace */
   /* Standard input that is a pipe has no size: what was read from it is. */
   struct stat st;
   bool piped = !strcmp(path, "-");
@@ -133,9 +135,10 @@ int mt_cmd_info(int argc, char **argv) {
     out_str(&o, "{\"schema\":\"memtap.info/1\",\"file\":");
     out_json_string(&o, path);
     out_printf(&o,
-               ",\"file_size\":%lld,\"version\":%d,\"start_time\":%lld,\"start_time_utc\":\"%s\","
-               "\"duration_s\":%.6f,\"executable\":",
-               file_size, info->version, (long long)info->start_time, start, duration);
+               ",\"file_size\":%lld,\"source\":\"%s\",\"version\":%d,\"start_time\":%lld,"
+               "\"start_time_utc\":\"%s\",\"duration_s\":%.6f,\"executable\":",
+               file_size, go ? "go" : "memtrace", info->version, (long long)info->start_time, start,
+               duration);
     out_json_string(&o, info->executable_name);
     out_str(&o, ",\"host\":");
     out_json_string(&o, info->host_name);
@@ -169,7 +172,14 @@ int mt_cmd_info(int argc, char **argv) {
     out_printf(&o, "file:           %s (%s, %s byte%s%s)\n", path,
                out_format_bytes((double)file_size, n1), out_format_count((double)file_size, n2),
                out_plural((double)file_size), stat_rc == 0 ? "" : " read");
-    out_printf(&o, "format:         memtrace v%d\n", info->version);
+    if (go) { /* what the file is, then what memtap read it as */
+      const char *f = strstr(info->ocaml_runtime_params, "format=");
+      int flen = f ? (int)strcspn(f + 7, ",") : 0;
+      out_printf(&o, "format:         Go execution trace%s%.*s%s, read as memtrace v%d\n",
+                 f ? " (" : "", flen, f ? f + 7 : "", f ? ")" : "", info->version);
+    } else {
+      out_printf(&o, "format:         memtrace v%d\n", info->version);
+    }
     out_printf(&o, "start time:     %s\n", start);
     out_printf(&o, "duration:       %.6f s\n", duration);
     out_printf(&o, "executable:     %s\n", info->executable_name);

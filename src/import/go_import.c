@@ -160,6 +160,11 @@ static void warn(const importer *im, const char *fmt, ...) {
 
 static void final_warnings(const importer *im) {
   const mt_go_import_stats *s = im->stats;
+  if (s->generations == 0) { /* Go writes a generation at least, even when stopped at once */
+    warn(im, "the Go trace holds nothing after its header: it was cut short (or its program "
+             "ended before the trace was first written out): no allocations imported");
+    return;
+  }
   if (!s->experiment) {
     warn(im, "the Go trace has no alloc/free events (it was not recorded with "
              "GODEBUG=traceallocfree=1 under Go 1.23 or later): no allocations imported");

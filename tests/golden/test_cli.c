@@ -987,6 +987,20 @@ static void a_trace_through_a_pipe_given_by_path_is_read_whole(void **state) {
   if (!strstr(err, "a Go execution trace, which memtap reads from a regular file"))
     fail_msg("memtap summary - < a Go trace: %s", err);
   free(err);
+  /* info and check given a Go trace describe the file, then what it was read as. */
+  char *out;
+  const char *info[] = {"info", go, NULL}, *check[] = {"check", go, NULL};
+  assert_int_equal(run(&(spawn_options){0}, &out, NULL, &err, info), 0);
+  if (!strstr(out, "224,645 bytes") ||
+      !strstr(out, "format:         Go execution trace (go1.23), read as memtrace v3"))
+    fail_msg("memtap info on a Go trace: %s", out);
+  free(out);
+  free(err);
+  assert_int_equal(run(&(spawn_options){0}, &out, NULL, &err, check), 0);
+  if (!strstr(out, "ok: 18,359 events, a Go execution trace of 224,645 bytes (219 KiB) read as"))
+    fail_msg("memtap check on a Go trace: %s", out);
+  free(out);
+  free(err);
 }
 
 int main(void) {
