@@ -145,6 +145,7 @@ typedef struct traced {
   int fd;
   char *path;
   bool finished;
+  bool regular; /* the trace is a regular file (not a device or a pipe) */
   mt_recorder_stats stats;
   char *exe; /* the program it ran when last looked at (/proc/PID/exe), or NULL */
 } traced;
@@ -353,8 +354,8 @@ static int open_output(session *s, traced *t) {
    * a pipe is written as it is. */
   struct stat st;
   struct flock whole = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-  if (fstat(t->fd, &st) == 0 && S_ISREG(st.st_mode) &&
-      (fcntl(t->fd, F_OFD_SETLK, &whole) != 0 || ftruncate(t->fd, 0) != 0)) {
+  t->regular = fstat(t->fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (t->regular && (fcntl(t->fd, F_OFD_SETLK, &whole) != 0 || ftruncate(t->fd, 0) != 0)) {
     int e = errno;
     cli_error(t->path, "cannot write the trace: %s",
               e == EAGAIN || e == EACCES ? "another process is writing it" : strerror(e));
@@ -609,16 +610,47 @@ static void finish(session *s, traced *t) {
   }
 }
 
+/* `path` as one shell word: as it is when it needs no quoting, else in single quotes. NULL when
+ * out of memory. */
+static char *shell_word(const char *path) {
+  size_t n = strlen(path), quotes = 0;
+  bool plain = n > 0 && path[0] != '-';
+  for (const char *p = path; *p; p++) {
+    plain &= strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:@%+=,-",
+                    *p) != NULL;
+    quotes += *p == '\'';
+  }
+  char *word = malloc(n + 3 * quotes + 5);
+  if (!word || plain)
+    return word ? strcpy(word, path) : NULL;
+  char *w = word;
+  if (path[0] == '-') /* not an option: ./-name */
+    w = stpcpy(w, "./");
+  *w++ = '\'';
+  for (const char *p = path; *p; p++)
+    w = *p == '\'' ? stpcpy(w, "'\\''") : (*w = *p, w + 1);
+  *w++ = '\'';
+  *w = 0;
+  return word;
+}
+
+/* The closing line of one trace. Through cli_error: names a program chose (the default trace
+ * name is the program's) are defused on a terminal. A device or a pipe has no size to give and
+ * nothing to look at afterwards. */
 static void summary(const traced *t) {
-  char size[32];
-  out_format_bytes((double)t->stats.bytes, size); /* the IEC style of every other output */
+  char size[32], head[64] = "";
   const mt_recorder_stats *st = &t->stats;
-  fprintf(stderr,
-          "memtap: %s: %s, %" PRIu64 " allocation%s, %" PRIu64 " free%s, %" PRIu64
-          " unknown free%s, %" PRIu64 " lost record%s; look at it with: memtap top %s\n",
-          t->path, size, st->allocations, out_plural((double)st->allocations), st->frees,
-          out_plural((double)st->frees), st->unknown_frees, out_plural((double)st->unknown_frees),
-          st->lost_records, out_plural((double)st->lost_records), t->path);
+  if (t->regular) /* the IEC style of every other output */
+    snprintf(head, sizeof head, "%s, ", out_format_bytes((double)st->bytes, size));
+  char *word = t->regular ? shell_word(t->path) : NULL;
+  cli_error(t->path,
+            "%s%" PRIu64 " allocation%s, %" PRIu64 " free%s, %" PRIu64 " unknown free%s, %" PRIu64
+            " lost record%s%s%s",
+            head, st->allocations, out_plural((double)st->allocations), st->frees,
+            out_plural((double)st->frees), st->unknown_frees, out_plural((double)st->unknown_frees),
+            st->lost_records, out_plural((double)st->lost_records),
+            word ? "; look at it with: memtap top " : "", word ? word : "");
+  free(word);
 }
 
 static char *join_command_line(char **argv) {
@@ -720,6 +752,8 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
     return cli_usage_error("record", "no program to run (memtap record -- PROGRAM ARGS...)");
   if (set->output && !*set->output)
     return cli_usage_error("record", "-o needs a file name");
+  if (set->output && !strcmp(set->output, "-"))
+    return cli_usage_error("record", "-o -: standard output is the program's; give a file name");
   *first_arg = optind;
   return 0;
 }

@@ -448,6 +448,34 @@ static void a_trace_being_written_is_not_written_by_another_recorder(void **stat
   rr_trace_free(&t);
 }
 
+/* The closing line: a name that needs quoting is quoted in the command it suggests; a device has
+ * no size and nothing to look at afterwards; "-o -" is refused (standard output is the
+ * program's). */
+static void closing_line_quotes_the_trace_and_says_nothing_of_devices(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char *err = NULL;
+  char odd[4096];
+  snprintf(odd, sizeof odd, "%s/it's here.ctf", tu_temp_dir());
+  assert_int_equal(record(&err, odd, "/bin/true", NULL), 0);
+  char expected[8300];
+  snprintf(expected, sizeof expected, "look at it with: memtap top '%s/it'\\''s here.ctf'\n",
+           tu_temp_dir());
+  if (!strstr(err, expected))
+    fail_msg("closing line: %s", err);
+  free(err);
+  assert_int_equal(record(&err, "/dev/null", "/bin/true", NULL), 0);
+  assert_non_null(strstr(err, "memtap: /dev/null: 0 allocations"));
+  assert_null(strstr(err, "look at it"));
+  assert_null(strstr(err, " B,"));
+  free(err);
+  assert_int_equal(record(&err, "-", "/bin/true", NULL), 64);
+  assert_non_null(strstr(err, "standard output is the program's"));
+  assert_false(exists("-"));
+  free(err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(missing_program_exits_127),
@@ -462,6 +490,7 @@ int main(void) {
       cmocka_unit_test(script_without_interpreter_line_runs_through_the_shell),
       cmocka_unit_test(closed_pipe_on_stderr_keeps_the_programs_exit_status),
       cmocka_unit_test(a_trace_being_written_is_not_written_by_another_recorder),
+      cmocka_unit_test(closing_line_quotes_the_trace_and_says_nothing_of_devices),
       cmocka_unit_test(true_is_traced_into_a_readable_trace),
       cmocka_unit_test(exec_in_the_traced_process_traces_the_final_program),
       cmocka_unit_test(follow_fork_writes_one_trace_per_process_and_lists_them),
