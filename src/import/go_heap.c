@@ -82,7 +82,7 @@ int go_heap_resolve(void *user, uint64_t code, const mt_location **entries, size
   else if (code == GO_CODE_SPAN_CLASS)
     name = "[span large]";
   else if (code > GO_CODE_SPAN_CLASS && code < GO_CODE_SPAN_CLASS + GO_SIZE_CLASSES)
-    snprintf(h->label, sizeof h->label, "[span class %u (%u B)]",
+    snprintf(h->label, sizeof h->label, "[span class %u, %u B]",
              (unsigned)(code - GO_CODE_SPAN_CLASS), class_size[code - GO_CODE_SPAN_CLASS]);
   else
     return MT_E_INVALID;

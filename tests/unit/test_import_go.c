@@ -219,7 +219,7 @@ static void allocfree_types_are_sized_by_their_slots(void **state) {
   assert_int_equal(large->source, MT_SOURCE_MAJOR);
   assert_int_equal(large->allocs, 4);
   assert_int_equal(large->bytes, 2 * 131072 + 2 * 1048576);
-  per_name *c6 = find_name(&s, "[span class 6 (64 B)]");
+  per_name *c6 = find_name(&s, "[span class 6, 64 B]");
   assert_non_null(c6);
   assert_int_equal(c6->allocs, 73);
   assert_int_equal(c6->bytes, 73 * 8192);
@@ -404,8 +404,8 @@ static void objects_take_the_slot_of_their_span(void **state) {
   assert_int_equal(st.stacks.unknown_frees, 1);
   assert_non_null(find_name(&s, "[span large]"));
   assert_int_equal(find_name(&s, "[span large]")->bytes, 5 * 8192);
-  assert_non_null(find_name(&s, "[span class 41 (3072 B)]"));
-  assert_non_null(find_name(&s, "[span class 6 (64 B)]"));
+  assert_non_null(find_name(&s, "[span class 41, 3072 B]"));
+  assert_non_null(find_name(&s, "[span class 6, 64 B]"));
   assert_int_equal(nwarnings, 2);
   /* Times: ticks of 64 ns from the generation's first batch (tick 1, the tables' batches). */
   assert_int_equal(s.start, TG_START);
