@@ -36,6 +36,10 @@ void cli_report(const char *file, const mt_error *err);
 /* Prints "memtap <cmd>: <message> (see memtap <cmd> --help)", one line; returns MT_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The usage error of a command given no TRACE, or more than one, after its options were parsed
+ * (optind): it names the word an option took as its value when that left no TRACE. */
+int cli_one_trace_expected(const char *cmd, int argc, char **argv);
+
 /* getopt_long for the subcommands, without getopt's own messages: an unknown or ambiguous option,
  * a missing argument or an argument given to an option that takes none return '?', and
  * cli_bad_option then says which. `shortopts` is as getopt_long's (a leading '+' allowed). */

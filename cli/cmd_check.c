@@ -38,7 +38,7 @@ int mt_cmd_check(int argc, char **argv) {
     }
   }
   if (optind != argc - 1)
-    return cli_usage_error("check", "expected exactly one TRACE");
+    return cli_one_trace_expected("check", argc, argv);
   const char *path = argv[optind];
   mt_reader *r = cli_open_trace(path, true);
   if (!r)

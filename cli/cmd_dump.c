@@ -205,7 +205,7 @@ int mt_cmd_dump(int argc, char **argv) {
     }
   }
   if (optind != argc - 1)
-    return cli_usage_error("dump", "expected exactly one TRACE");
+    return cli_one_trace_expected("dump", argc, argv);
   if (json && no_domain)
     return cli_usage_error("dump", "--json and --no-domain do not go together");
   /* Codes come from the trace: a seeded map, so they cannot be chosen to collide. */

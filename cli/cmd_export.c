@@ -55,7 +55,7 @@ int mt_cmd_export(int argc, char **argv) {
     }
   }
   if (optind != argc - 1)
-    return cli_usage_error("export", "expected exactly one TRACE");
+    return cli_one_trace_expected("export", argc, argv);
   if (!format_name || !output)
     return cli_usage_error("export", "--format and -o are required");
   static const struct {

@@ -59,7 +59,7 @@ int mt_cmd_flame(int argc, char **argv) {
   if (folded && svg)
     return cli_usage_error("flame", "--folded and --svg are two outputs: give one");
   if (optind != argc - 1)
-    return cli_usage_error("flame", "expected exactly one TRACE");
+    return cli_one_trace_expected("flame", argc, argv);
   if (eo.focus && !an_regex_valid("flame", "--focus ", eo.focus))
     return MT_EXIT_USAGE;
   const char *path = argv[optind];

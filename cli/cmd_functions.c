@@ -184,6 +184,6 @@ int mt_cmd_functions(int argc, char **argv) {
     }
   }
   if (optind != argc - 1)
-    return cli_usage_error("functions", "expected exactly one TRACE");
+    return cli_one_trace_expected("functions", argc, argv);
   return functions_view_run("functions", argv[optind], &ao, &v);
 }

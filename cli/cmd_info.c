@@ -63,7 +63,7 @@ int mt_cmd_info(int argc, char **argv) {
     }
   }
   if (optind != argc - 1)
-    return cli_usage_error("info", "expected exactly one TRACE");
+    return cli_one_trace_expected("info", argc, argv);
   const char *path = argv[optind];
   bool go_damaged = false;
   mt_reader *r = cli_open_trace_partial(path, false, &go_damaged);

@@ -64,7 +64,7 @@ int mt_cmd_leaks(int argc, char **argv) {
     }
   }
   if (optind != argc - 1)
-    return cli_usage_error("leaks", "expected exactly one TRACE");
+    return cli_one_trace_expected("leaks", argc, argv);
   const char *path = argv[optind];
   int status;
   mt_analysis *a = an_load("leaks", path, &ao, false, MT_TIME_UNBOUNDED, &status);

@@ -48,7 +48,7 @@ int mt_cmd_report(int argc, char **argv) {
     }
   }
   if (optind != argc - 1)
-    return cli_usage_error("report", "expected exactly one TRACE");
+    return cli_one_trace_expected("report", argc, argv);
   if (!output)
     return cli_usage_error("report", "-o FILE is required");
   const char *paths[2] = {argv[optind], diff};

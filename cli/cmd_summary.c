@@ -64,7 +64,7 @@ int mt_cmd_summary(int argc, char **argv) {
     return cli_bad_option("summary");
   }
   if (optind != argc - 1)
-    return cli_usage_error("summary", "expected exactly one TRACE");
+    return cli_one_trace_expected("summary", argc, argv);
   const char *path = argv[optind];
   int status;
   mt_analysis *a = an_load("summary", path, &ao, false, MT_TIME_UNBOUNDED, &status);

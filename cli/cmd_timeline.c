@@ -68,7 +68,7 @@ int mt_cmd_timeline(int argc, char **argv) {
   if (csv && ao.json)
     return cli_usage_error("timeline", "--csv and --json are alternatives: give one");
   if (optind != argc - 1)
-    return cli_usage_error("timeline", "expected exactly one TRACE");
+    return cli_one_trace_expected("timeline", argc, argv);
   const char *path = argv[optind];
   int status;
   mt_analysis *a = an_load("timeline", path, &ao, true, MT_TIME_UNBOUNDED, &status);

@@ -379,7 +379,7 @@ int mt_cmd_top(int argc, char **argv) {
     }
   }
   if (optind != argc - 1)
-    return cli_usage_error("top", "expected exactly one TRACE");
+    return cli_one_trace_expected("top", argc, argv);
   const char *path = argv[optind];
   if (inclusive && inverted)
     return cli_usage_error("top", "--inclusive and --inverted are different views: give one");

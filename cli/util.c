@@ -64,6 +64,16 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
   return MT_EXIT_USAGE;
 }
 
+int cli_one_trace_expected(const char *cmd, int argc, char **argv) {
+  /* No word left for TRACE because the last one went to an option that takes a value
+   * (`summary --from T.ctf`): say so, rather than only that TRACE is missing. */
+  if (optind == argc && argc >= 3 && argv[argc - 2][0] == '-' && strcmp(argv[argc - 2], "--") &&
+      argv[argc - 1][0] != '-')
+    return cli_usage_error(cmd, "expected exactly one TRACE ('%s' was taken as the value of %s)",
+                           argv[argc - 1], argv[argc - 2]);
+  return cli_usage_error(cmd, "expected exactly one TRACE");
+}
+
 /* What cli_getopt last saw: the option's name as written ("--from", "-n") and, when it refused
  * it, why. */
 static struct {

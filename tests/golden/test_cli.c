@@ -85,6 +85,9 @@ static void usage_errors_exit_64_and_point_to_help(void **state) {
          "--time-resolution", "5", "a", "b");
   expect(64, NULL, "--folded and --svg are two outputs", "flame", "--svg", "--folded", "t.ctf",
          NULL);
+  /* The trace taken as an option's value: said, not only that TRACE is missing. */
+  expect(64, NULL, "expected exactly one TRACE ('t.ctf' was taken as the value of --from)",
+         "summary", "--from", "t.ctf", NULL);
 }
 
 static void errors_name_the_file_and_the_problem(void **state) {
