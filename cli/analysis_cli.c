@@ -534,6 +534,14 @@ int an_export_to(const mt_analysis *a, mt_export_format format, const mt_export_
   static char buffer[1 << 16];
   setvbuf(f, buffer, _IOFBF, sizeof buffer);
   mt_error err;
+  /* A focus nothing goes through gives an empty profile: valid, but said. */
+  bool *keep = NULL;
+  size_t matched = 1;
+  if (eo->focus && mt_stacks_through(a, eo->focus, &keep, &matched, &err) == MT_OK && !matched)
+    cli_error(path, "warning: no backtrace goes through a function matching '%s' (--focus): the "
+                    "output is empty",
+              eo->focus);
+  free(keep);
   int rc = mt_export(a, format, f, eo, &err);
   if (rc)
     cli_report(rc == MT_E_IO ? out->name : path, &err);

@@ -1367,6 +1367,34 @@ static void export_options_are_honoured_or_refused(void **state) {
   free(out);
 }
 
+/* A --focus no backtrace goes through gives an empty output (valid, exit 0) with a warning; one
+ * that matches gives none. */
+static void a_focus_that_matches_nothing_is_said(void **state) {
+  (void)state;
+  const char *runs[][6] = {{"flame", "--focus", "nomatch", NULL},
+                           {"export", "--format", "folded", "--focus", "nomatch", "-o"}};
+  for (size_t i = 0; i < 2; i++) {
+    char *out, *err;
+    int rc = i == 0 ? tu_run_cli(&out, NULL, &err, runs[i][0], runs[i][1], runs[i][2], known_path(),
+                                 NULL)
+                    : tu_run_cli(&out, NULL, &err, runs[i][0], runs[i][1], runs[i][2], runs[i][3],
+                                 runs[i][4], runs[i][5], "-", known_path(), NULL);
+    assert_int_equal(rc, 0);
+    assert_string_equal(out, "");
+    if (!strstr(err, "warning: no backtrace goes through a function matching 'nomatch'"))
+      fail_msg("%s --focus nomatch: %s", runs[i][0], err);
+    free(out);
+    free(err);
+  }
+  char *out, *err;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "flame", "--focus", "fn_102_0", known_path(), NULL),
+                   0);
+  assert_non_null(strstr(out, "fn_102_0"));
+  assert_null(strstr(err, "warning"));
+  free(out);
+  free(err);
+}
+
 /* Options that contradict each other are refused, whatever their order, not settled by the last
  * one given. */
 static void contradictory_index_options_are_refused(void **state) {
@@ -1597,6 +1625,7 @@ int main(void) {
       cmocka_unit_test(hide_patterns_add_up),
       cmocka_unit_test(export_options_are_honoured_or_refused),
       cmocka_unit_test(contradictory_index_options_are_refused),
+      cmocka_unit_test(a_focus_that_matches_nothing_is_said),
       cmocka_unit_test(counts_take_any_size_and_say_what_is_wrong),
       cmocka_unit_test(standard_input_size_and_diff_of_stdin_twice),
       cmocka_unit_test(one_rounding_rule_for_object_counts),
