@@ -630,9 +630,12 @@ static void flame_and_export_focus_keep_only_the_backtraces_through_the_match(vo
                               "\"weights\":[80,16]}"));
   assert_non_null(strstr(out, "\"endValue\":16,\"samples\":[[0,3,1]],\"weights\":[16]}"));
   free(out);
-  out = RUN(0, NULL, "flame", "--focus", "zzz", rec_path());
+  char *err;
+  out = RUN(0, &err, "flame", "--focus", "zzz", rec_path());
   assert_string_equal(out, "");
+  assert_non_null(strstr(err, "no backtrace goes through a function matching 'zzz'"));
   free(out);
+  free(err);
 }
 
 static const char *known_file(void) {
