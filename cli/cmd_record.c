@@ -418,7 +418,9 @@ static mt_recorder *new_recorder(session *s, traced *t) {
   mt_recorder_options o = {
       .version = s->set->v2 ? 2 : 3,
       .compress = s->set->compress,
-      .context = s->context,
+      /* A followed child's: its own command line, which its ring gives (NULL), not the one
+       * memtap started. */
+      .context = t->pid == s->main_pid ? s->context : NULL,
       .debuginfod = s->set->debuginfod,
       .debug_cache_dir = s->set->no_debug_cache ? NULL : debug_cache_dir(cache, sizeof cache),
       .time_resolution_us = (int64_t)s->set->sampling.time_resolution_us,
@@ -427,7 +429,8 @@ static mt_recorder *new_recorder(session *s, traced *t) {
   };
   mt_recorder *rec;
   mt_error err = {0};
-  if (mt_recorder_create(&rec, t->fd, &o, &err)) {
+  int rc = mt_recorder_create(&rec, t->fd, &o, &err);
+  if (rc) {
     cli_report(t->path, &err);
     return NULL;
   }

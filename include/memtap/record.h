@@ -45,7 +45,7 @@ typedef struct mt_recorder_options {
   int64_t hold_bound_us;
   bool no_symbols; /* write location lists naming module+offset only (tests, speed) */
   /* trace_info fields; NULL: from the traced process's own description in its ring (its
-   * executable path), or "" */
+   * executable path; its command line, arguments joined by spaces), or "" */
   const char *executable_name;
   const char *context; /* the command line */
   /* Used only when the ring carries no process description: the sampling rate (0 means 1). */

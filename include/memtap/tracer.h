@@ -92,7 +92,10 @@ enum {
    * of path (no NUL). Registered before any record whose frames point into the module. */
   MT_TRACER_REGISTRY_MODULE = 16,
   /* id 0. bytes: a mt_tracer_process header followed by exe_length bytes of the executable's
-   * path. Registered once, when tracing starts, before the first allocation record. */
+   * path, then the process's command line as /proc/self/cmdline gives it (its arguments, each
+   * ended by a NUL; at most 4096 bytes, cut there; none if it could not be read): the rest of the
+   * entry. Registered once, when tracing starts (and in a traced fork child), before the first
+   * allocation record. */
   MT_TRACER_REGISTRY_PROCESS = 17,
 };
 

@@ -69,6 +69,7 @@ struct mt_recorder {
   bool have_process;
   mt_tracer_process process;
   char *process_exe;
+  char *process_command; /* its command line, arguments joined by spaces, or NULL */
   uint64_t arrival;
   int64_t last_flush_ns; /* consumer clock */
   uint64_t flushed_at;   /* events written at the last flush */
@@ -148,7 +149,9 @@ static void ensure_writer(void *user) {
       .host_name = host,
       .ocaml_runtime_params = params,
       .pid = r->have_process ? r->process.pid : r->stats.pid,
-      .context = r->context ? r->context : "",
+      .context = r->context           ? r->context
+                 : r->process_command ? r->process_command
+                                      : "",
   };
   r->sink.start_us = info.start_time;
   r->sink.resolution_us = r->opt.time_resolution_us;
@@ -612,6 +615,18 @@ static void on_registry(void *user, unsigned kind, uint64_t id, const void *byte
       return;
     free(r->process_exe);
     r->process_exe = strndup((const char *)bytes + sizeof h, h.exe_length);
+    /* The command line after the path (NUL-separated arguments), if the shim wrote one. */
+    const char *command = (const char *)bytes + sizeof h + h.exe_length;
+    size_t command_length = length - sizeof h - h.exe_length;
+    while (command_length > 0 && command[command_length - 1] == 0)
+      command_length--;
+    free(r->process_command);
+    r->process_command = command_length ? malloc(command_length + 1) : NULL;
+    if (r->process_command) { /* not strndup: the arguments are NUL-separated */
+      for (size_t i = 0; i < command_length; i++)
+        r->process_command[i] = command[i] ? command[i] : ' ';
+      r->process_command[command_length] = 0;
+    }
     r->process = h;
     r->have_process = true;
     rec_symboliser_set_process(r->symboliser, h.pid, r->opt.module_gone, r->opt.module_gone_user);
@@ -944,6 +959,7 @@ void mt_recorder_destroy(mt_recorder *r) {
   free(r->exe);
   free(r->context);
   free(r->process_exe);
+  free(r->process_command);
   free(r->direct_frames);
   for (size_t i = 0; i < DIRECT_BATCH; i++)
     free(r->batch[i]);

@@ -42,12 +42,22 @@ static void register_process(int64_t parent_pid) {
    * alone, the start-up under mt_shim.init and a fork child in its only thread. */
   static struct {
     mt_tracer_process h;
-    char path[4096];
+    char path[4096 + 4096]; /* the executable's path, then the command line */
   } buf;
   memset(&buf.h, 0, sizeof buf.h);
-  ssize_t n = readlink("/proc/self/exe", buf.path, sizeof buf.path);
+  ssize_t n = readlink("/proc/self/exe", buf.path, 4096);
   if (n < 0)
     n = 0;
+  ssize_t command = 0;
+  int saved_errno = errno; /* the program's, in the child fork returns to */
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    for (ssize_t got; command < 4096; command += got)
+      if ((got = read(fd, buf.path + n + command, 4096 - (size_t)command)) <= 0)
+        break;
+    close(fd);
+  }
+  errno = saved_errno;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   buf.h.sample_rate = mt_shim.config.full ? 1.0 : mt_shim.config.rate;
@@ -56,7 +66,8 @@ static void register_process(int64_t parent_pid) {
   buf.h.pid = getpid();
   buf.h.parent_pid = parent_pid;
   buf.h.start_realtime_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-  mt_ring_register(mt_shim.ring, MT_TRACER_REGISTRY_PROCESS, 0, &buf, sizeof buf.h + (size_t)n);
+  mt_ring_register(mt_shim.ring, MT_TRACER_REGISTRY_PROCESS, 0, &buf,
+                   sizeof buf.h + (size_t)n + (size_t)command);
 }
 
 /* A process of `memtap record` that the shim does not trace (a forked or exec'd descendant without

@@ -289,6 +289,8 @@ static void follow_fork_writes_one_trace_per_process_and_lists_them(void **state
   rr_trace t;
   rr_read(child, &t);
   assert_true(ends_with(mt_reader_info(t.reader)->executable_name, "true"));
+  /* Its own command line, not the shell's that memtap started. */
+  assert_string_equal(mt_reader_info(t.reader)->context, "/bin/true");
   rr_trace_free(&t);
   free(err);
 }

@@ -478,14 +478,55 @@ static void handoffs_between_threads_read_poll_by_poll_match_every_free(void **s
   rr_trace_free(&tr);
 }
 
-static void register_process(mt_ring *r, int64_t pid, const char *exe) {
-  uint8_t buf[sizeof(mt_tracer_process) + 64];
+/* A process entry: its executable, then `command` (`command_length` bytes: NUL-separated
+ * arguments, as /proc/PID/cmdline), which may be empty. */
+static void register_process_with(mt_ring *r, int64_t pid, const char *exe, const char *command,
+                                  size_t command_length) {
+  uint8_t buf[sizeof(mt_tracer_process) + 128];
   size_t n = strlen(exe);
+  assert_true(n + command_length <= 128);
   mt_tracer_process p = {
       .sample_rate = 1, .flags = MT_TRACER_PROCESS_FULL, .exe_length = (uint32_t)n, .pid = pid};
   memcpy(buf, &p, sizeof p);
   memcpy(buf + sizeof p, exe, n);
-  assert_int_equal(mt_ring_register(r, MT_TRACER_REGISTRY_PROCESS, 0, buf, sizeof p + n), MT_OK);
+  memcpy(buf + sizeof p + n, command, command_length);
+  assert_int_equal(
+      mt_ring_register(r, MT_TRACER_REGISTRY_PROCESS, 0, buf, sizeof p + n + command_length),
+      MT_OK);
+}
+
+static void register_process(mt_ring *r, int64_t pid, const char *exe) {
+  register_process_with(r, pid, exe, "", 0);
+}
+
+/* The trace's context: the command line the process entry carries (arguments joined by spaces),
+ * unless the recorder was given one; "" when neither says. */
+static void context_is_the_command_line_the_process_gives(void **state) {
+  (void)state;
+  static const char command[] = "/usr/bin/prog\0-x\0two words\0";
+  mt_recorder_stats st;
+  rr_trace t;
+  mt_ring *r = rr_open(true, 1);
+  register_process_with(r, getpid(), "/usr/bin/prog", command, sizeof command - 1);
+  rr_alloc(r, 0x1000, 8, NULL, 0);
+  rr_read(rr_record(r, "ctx1.ctf", NULL, &st), &t);
+  assert_string_equal(mt_reader_info(t.reader)->context, "/usr/bin/prog -x two words");
+  rr_trace_free(&t);
+
+  r = rr_open(true, 1);
+  register_process_with(r, getpid(), "/usr/bin/prog", command, sizeof command - 1);
+  rr_alloc(r, 0x1000, 8, NULL, 0);
+  mt_recorder_options given = {.context = "what memtap ran"};
+  rr_read(rr_record(r, "ctx2.ctf", &given, &st), &t);
+  assert_string_equal(mt_reader_info(t.reader)->context, "what memtap ran");
+  rr_trace_free(&t);
+
+  r = rr_open(true, 1);
+  register_process(r, getpid(), "/usr/bin/prog"); /* an older shim's entry: no command line */
+  rr_alloc(r, 0x1000, 8, NULL, 0);
+  rr_read(rr_record(r, "ctx3.ctf", NULL, &st), &t);
+  assert_string_equal(mt_reader_info(t.reader)->context, "");
+  rr_trace_free(&t);
 }
 
 static void forked_child_trace_describes_the_child_not_the_copied_parent(void **state) {
@@ -556,6 +597,7 @@ int main(void) {
       cmocka_unit_test(small_regions_in_sampled_mode_are_estimated_without_bias),
       cmocka_unit_test(handoffs_between_threads_read_poll_by_poll_match_every_free),
       cmocka_unit_test(forked_child_trace_describes_the_child_not_the_copied_parent),
+      cmocka_unit_test(context_is_the_command_line_the_process_gives),
       cmocka_unit_test(unwritable_output_is_reported_and_rings_still_drained),
       cmocka_unit_test(compression_level_is_used_and_checked),
   };
