@@ -73,8 +73,8 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
   }
   /* The shim leaves a long path out (and an empty note is read as such): the process may still be
    * there to ask. */
-  bool clone_copy = n > 0 && exe[0] == '+';
-  if (clone_copy)
+  bool clone_copy = n > 0 && exe[0] == '+', ring_failed = n > 0 && exe[0] == '!';
+  if (clone_copy || ring_failed)
     memmove(exe, exe + 1, (size_t)--n);
   if (n > 0) {
     exe[n] = 0;
@@ -87,8 +87,10 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
   if (!u->pids.seed)
     u->pids.seed = mt_hashmap_random_seed(); /* pids are chosen by the program: seeded */
   uint64_t was = 0;
-  if (clone_copy && !mt_hashmap_get(&u->pids, pid, &was))
-    u->clones++;
+  if (!mt_hashmap_get(&u->pids, pid, &was)) {
+    u->clones += clone_copy;
+    u->ring_failures += ring_failed;
+  }
   mt_hashmap_put(&u->pids, pid, 1);
   if (exe[0])
     add_name(u, exe);
@@ -113,13 +115,21 @@ void record_untraced_say(const record_untraced *u, const char *program, const ch
           u->pids.count == 1 ? "" : "es", slash ? slash + 1 : program,
           u->pids.count == 1 ? "was" : "were", names[0] ? " (" : "", names, names[0] ? ")" : "");
   size_t clones = u->clones < u->pids.count ? u->clones : u->pids.count;
-  if (clones == u->pids.count) /* --follow-fork would not help */
+  size_t failed =
+      u->ring_failures < u->pids.count - clones ? u->ring_failures : u->pids.count - clones;
+  const char *no_ring = "could not make its ring file (a file size, open-file or disk limit?)";
+  if (failed == u->pids.count)
+    fprintf(stderr, ": %s%s\n", u->pids.count == 1 ? "it " : "each ", no_ring);
+  else if (clones + failed == u->pids.count && !failed) /* --follow-fork would not help */
     fprintf(stderr, ": made by the clone system call, which runs no fork handler\n");
-  else if (clones)
+  else if (clones + failed == u->pids.count)
+    fprintf(stderr, ": %zu made by the clone system call, which runs no fork handler; %zu %s\n",
+            clones, failed, no_ring);
+  else if (clones || failed)
     fprintf(stderr,
             "; --follow-fork traces each into %s.<pid>, but for %zu made by the clone "
-            "system call, which runs no fork handler\n",
-            output, clones);
+            "system call, which runs no fork handler, and %zu that %s\n",
+            output, clones, failed, no_ring);
   else
     fprintf(stderr, "; --follow-fork traces each into %s.<pid>\n", output);
 }

@@ -1,7 +1,8 @@
 /* The processes of a `memtap record` run that went untraced: without --follow-fork, each forked
  * or exec'd descendant of the traced program, and with or without it, each copy made by the clone
  * system call without fork handlers, leaves a note, `<pid>.untraced`, in the ring directory (the
- * shim writes it: src/tracer/state.c), holding the program it runs, after a `+` for a clone copy.
+ * shim writes it: src/tracer/state.c), holding the program it runs, after a `+` for a clone copy
+ * or a `!` for a process whose ring file could not be made (a limit of the program's).
  * memtap collects the notes at each directory scan (removing them, so that a program forking by
  * the thousand leaves no pile of files) and says at the end how many processes went untraced,
  * which programs they ran and why, pointing at --follow-fork where it would help (docs/record.md
@@ -22,8 +23,9 @@ typedef struct record_untraced {
   mt_hashmap pids;                    /* every process noted (pid -> 1) */
   char *names[RECORD_UNTRACED_NAMES]; /* distinct program names, in the order first noted */
   size_t name_count;
-  bool more_names; /* a distinct name past RECORD_UNTRACED_NAMES */
-  size_t clones;   /* notes of clone copies, which --follow-fork cannot trace */
+  bool more_names;      /* a distinct name past RECORD_UNTRACED_NAMES */
+  size_t clones;        /* notes of clone copies, which --follow-fork cannot trace */
+  size_t ring_failures; /* notes of processes whose ring file could not be made */
 } record_untraced;
 
 /* Whether `name`, an entry of the ring directory open at `dir_fd`, is such a note; if so, it is

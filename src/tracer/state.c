@@ -73,12 +73,13 @@ static void register_process(int64_t parent_pid) {
 /* A process of `memtap record` that the shim does not trace (a forked or exec'd descendant without
  * --follow-fork, or a copy made by the clone system call without fork handlers: `clone_copy`)
  * leaves `<pid>.untraced` in the ring directory, holding the program it runs (or nothing when its
- * path is long: memtap then reads /proc/PID/exe itself), after a `+` for a clone copy, so that
- * memtap can say which processes went untraced and why. System calls only (no allocation, no
+ * path is long: memtap then reads /proc/PID/exe itself), after `why`: 0, `+` for a clone copy, `!`
+ * for a followed child whose ring file could not be made, so that memtap can say which processes
+ * went untraced and why. System calls only (no allocation, no
  * stdio): it runs in a fork child, where only async-signal-safe calls are allowed; and in a few
  * hundred bytes of stack, as the forking thread's stack may be small. Best effort: a failure
  * changes nothing for the program. */
-static void note_untraced_process(bool clone_copy) {
+static void note_untraced_process(char why) {
   const char *dir = mt_shim_getenv(NULL, "MEMTAP_RING_DIR");
   if (!mt_shim.config.record || !dir || dir[0] != '/')
     return;
@@ -96,11 +97,11 @@ static void note_untraced_process(bool clone_copy) {
                ? -1
                : openat(dfd, partial, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd >= 0) {
-    char exe[257] = "+";
+    char exe[257] = {why};
     ssize_t n = readlink("/proc/self/exe", exe + 1, sizeof exe - 1);
     if (n <= 0 || n >= (ssize_t)sizeof exe - 1)
-      n = 0; /* an empty note (or a lone `+`) still counts the process */
-    if (write(fd, clone_copy ? exe : exe + 1, (size_t)n + clone_copy) < 0) {
+      n = 0; /* an empty note (or a lone mark) still counts the process */
+    if (write(fd, why ? exe : exe + 1, (size_t)n + (why != 0)) < 0) {
       /* as empty */
     }
     close(fd);
@@ -124,13 +125,18 @@ void mt_shim_fork_child(void) {
     mt_shim_set_mode(MT_SHIM_OFF);
     if (mt_shim.config.record) {
       atomic_store(&mt_shim.never, true);
-      note_untraced_process(false);
+      note_untraced_process(0);
     }
     return;
   }
   if (atomic_load(&mt_ring_session.epoch) & 1) {
-    /* The ring could not create the child's file: this child runs untraced. */
+    /* The ring could not create the child's file (a file size or descriptor limit of the
+     * program's, a full disk): this child runs untraced, and memtap is told why. */
     mt_shim_set_mode(MT_SHIM_OFF);
+    if (mt_shim.config.record) {
+      atomic_store(&mt_shim.never, true);
+      note_untraced_process('!');
+    }
     return;
   }
   mt_shim_self.depth++;
@@ -146,7 +152,7 @@ void mt_shim_leave_copy(void) {
   mt_shim_set_mode(MT_SHIM_OFF);
   if (mt_shim.config.record) {
     atomic_store(&mt_shim.never, true);
-    note_untraced_process(true);
+    note_untraced_process('+');
   }
 }
 
@@ -296,7 +302,7 @@ static int start(void) {
   bool inprocess = !c->record;
   if (c->record && c->trace_pid && c->trace_pid != getpid() && !c->follow_fork) {
     atomic_store(&mt_shim.never, true);
-    note_untraced_process(false);
+    note_untraced_process(0);
     return MT_SHIM_OFF; /* an exec'd descendant that inherited the environment */
   }
   if (inprocess && !c->output)

@@ -478,6 +478,39 @@ static void closing_line_quotes_the_trace_and_says_nothing_of_devices(void **sta
   free(err);
 }
 
+/* A followed child whose ring file cannot be made (the program lowered its file size limit below
+ * the ring's size before forking) runs untraced, as it would untraced, and memtap says why. */
+static void followed_child_without_a_ring_file_is_said(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char bin[4096];
+  snprintf(bin, sizeof bin, "%s", tu_temp_path("fsize-fork"));
+  if (!build("#include <stdio.h>\n#include <stdlib.h>\n#include <sys/resource.h>\n"
+             "#include <sys/wait.h>\n#include <unistd.h>\n"
+             "int main(void) {\n"
+             "  struct rlimit r = {100000, RLIM_INFINITY};\n"
+             "  setrlimit(RLIMIT_FSIZE, &r);\n"
+             "  pid_t c = fork();\n"
+             "  if (c == 0) { free(malloc(100)); _exit(4); }\n"
+             "  int st; waitpid(c, &st, 0);\n"
+             "  printf(\"child %d\\n\", WEXITSTATUS(st));\n"
+             "  return 0;\n"
+             "}\n",
+             "", bin))
+    skip();
+  char *out = NULL, *err = NULL;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "record", "--full", "--follow-fork", "-o",
+                              tu_temp_path("fsize.ctf"), "--", bin, (char *)NULL),
+                   0);
+  assert_string_equal(out, "child 4\n");
+  if (!strstr(err, "1 process that fsize-fork started was not traced (fsize-fork): it could not "
+                   "make its ring file"))
+    fail_msg("memtap's note: %s", err);
+  free(out);
+  free(err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(missing_program_exits_127),
@@ -493,6 +526,7 @@ int main(void) {
       cmocka_unit_test(closed_pipe_on_stderr_keeps_the_programs_exit_status),
       cmocka_unit_test(a_trace_being_written_is_not_written_by_another_recorder),
       cmocka_unit_test(closing_line_quotes_the_trace_and_says_nothing_of_devices),
+      cmocka_unit_test(followed_child_without_a_ring_file_is_said),
       cmocka_unit_test(true_is_traced_into_a_readable_trace),
       cmocka_unit_test(exec_in_the_traced_process_traces_the_final_program),
       cmocka_unit_test(follow_fork_writes_one_trace_per_process_and_lists_them),
