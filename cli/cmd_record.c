@@ -872,6 +872,13 @@ int mt_cmd_record(int argc, char **argv) {
                 i ? "the tracer's library" : "the program", precious[i]);
       return MT_EXIT_FAILURE;
     }
+  /* Nor over a file the program is given (`memtap record -o in.txt -- sort in.txt`): the program
+   * would read the trace, and the file would be lost. */
+  for (char **arg = prog_argv + 1; set.output && *arg; arg++)
+    if (same_file(set.output, *arg)) {
+      cli_error(set.output, "is the program's argument '%s'; refusing to overwrite it", *arg);
+      return MT_EXIT_FAILURE;
+    }
 
   session s = {.set = &set, .program = program};
   const char *tmp = getenv("TMPDIR");

@@ -72,6 +72,18 @@ static void output_that_is_the_program_is_refused_and_the_program_kept(void **st
   assert_memory_equal(kept, bytes, size);
   free(kept);
   free(bytes);
+  /* Nor over one of the program's arguments: it would read the trace, and the file be lost. */
+  const char *input = tu_temp_path("input.txt");
+  tu_write_file(input, "data\n", 5);
+  char *arg_err = NULL;
+  assert_int_equal(record(&arg_err, input, "/bin/cat", input), 1);
+  assert_non_null(strstr(arg_err, "is the program's argument"));
+  size_t arg_kept_size;
+  uint8_t *arg_kept = tu_read_file(input, &arg_kept_size);
+  assert_int_equal(arg_kept_size, 5);
+  assert_memory_equal(arg_kept, "data\n", 5);
+  free(arg_kept);
+  free(arg_err);
 }
 
 static void static_binary_is_refused_with_the_reason(void **state) {
