@@ -1,6 +1,7 @@
 /* libFuzzer target for the trace reader: any bytes, read with and without backtrace decoding, every
- * backtrace code looked up, and every event copied through the writer (to /dev/null), which must
- * either accept it or refuse it with a status. Backtraces handed out as runs (runs_only, switched
+ * backtrace code looked up (and checked by the reader itself, mt_reader_set_check_codes, against
+ * those lookups), and every event copied through the writer (to /dev/null), which must either
+ * accept it or refuse it with a status. Backtraces handed out as runs (runs_only, switched
  * on and off along the way as the first byte says) must expand to exactly the flat backtraces of a
  * second reader on the same bytes, with the same events and the same end. Nothing may crash, hang
  * or leak. */
@@ -131,6 +132,45 @@ static void runs_against_flat(const uint8_t *data, size_t size) {
   mt_reader_close(runs);
 }
 
+/* mt_reader_set_check_codes against looking every handed-out code up: a reader that checks codes
+ * (runs, as memtap check reads) reads the same events as one that does not (flat), until it
+ * fails; and it has failed by the time the other hands out a code no location event described.
+ * (It may fail earlier: a miss never handed out is checked too.) */
+static void checked_codes_against_lookups(const uint8_t *data, size_t size) {
+  mt_reader_options flat_options = {.backtraces = true};
+  mt_reader_options runs_options = {.backtraces = true, .runs_only = true};
+  mt_reader *flat, *checked;
+  int a = mt_reader_open_memory(&flat, data, size, &flat_options, NULL);
+  int b = mt_reader_open_memory(&checked, data, size, &runs_options, NULL);
+  if ((a == MT_OK) != (b == MT_OK))
+    abort();
+  if (a != MT_OK)
+    return;
+  mt_reader_set_check_codes(checked, true);
+  mt_event f, c;
+  mt_error err;
+  for (;;) {
+    int rf = mt_reader_next(flat, &f, NULL), rc = mt_reader_next(checked, &c, &err);
+    bool undescribed = false;
+    for (size_t i = 0; rf > 0 && i < f.backtrace_length && !undescribed; i++) {
+      const mt_location *locs;
+      size_t n;
+      undescribed = !mt_reader_lookup_location(flat, f.backtrace[i], &locs, &n);
+    }
+    if (rc < 0 && strstr(err.message, "invalid location code"))
+      break; /* at this event or before the flat reader meets an undescribed code */
+    if (undescribed || rf != rc)
+      abort();
+    if (rf <= 0)
+      break;
+    if (f.kind != c.kind || f.obj_id != c.obj_id || f.time != c.time || f.offset != c.offset ||
+        f.backtrace_length != c.backtrace_length)
+      abort();
+  }
+  mt_reader_close(flat);
+  mt_reader_close(checked);
+}
+
 static void transcode(const uint8_t *data, size_t size) {
   mt_reader_options options = {.backtraces = true};
   mt_reader *r;
@@ -152,6 +192,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   read_all(data, size, false);
   read_all(data, size, true);
   runs_against_flat(data, size);
+  checked_codes_against_lookups(data, size);
   transcode(data, size);
   return 0;
 }
