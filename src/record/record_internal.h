@@ -356,6 +356,12 @@ void rec_symboliser_set_process(rec_symboliser *s, int64_t pid, rec_symboliser_g
  * is gone from disk or was changed since, its mapping is opened now, while the process is likely
  * still there to read it from (symbolisation comes later, at a flush). */
 void rec_symboliser_watch_module(rec_symboliser *s, rec_module *m, int64_t pid, int64_t since_ns);
+/* A module registered by a relative path (LD_LIBRARY_PATH=., dlopen("./plugin.so")) gets its
+ * absolute path: the one the kernel shows for the mapping at the module's address in process
+ * `pid` (/proc/PID/maps) while it lives, else the file at that path from memtap's own working
+ * directory, if there is one (the build-id check then says whether it is the one loaded). Names
+ * with no file (the vDSO's) stay as they are. Nothing with no_symbols. */
+void rec_symboliser_resolve_path(rec_symboliser *s, rec_module *m, int64_t pid);
 void rec_symboliser_free(rec_symboliser *s);
 /* Whether the symbol at `vaddr` (an ELF address) in `m` is an allocator wrapper (operator new,
  * new[] and their aligned and nothrow variants). */

@@ -599,10 +599,13 @@ static void on_registry(void *user, unsigned kind, uint64_t id, const void *byte
   if (kind == MT_TRACER_REGISTRY_MODULE) {
     /* The ring file was created when the shim started in the process: a module file changed
      * since then is not the one the process loaded. */
-    if (rec_modules_add(&r->modules, id, bytes, length) == MT_OK && r->natt)
-      rec_symboliser_watch_module(r->symboliser, rec_modules_by_serial(&r->modules, id),
-                                  r->have_process ? r->process.pid : r->stats.pid,
-                                  r->att[0].created_realtime_ns);
+    int64_t pid = r->have_process ? r->process.pid : r->stats.pid;
+    if (rec_modules_add(&r->modules, id, bytes, length) != MT_OK)
+      return;
+    rec_module *m = rec_modules_by_serial(&r->modules, id);
+    rec_symboliser_resolve_path(r->symboliser, m, pid);
+    if (r->natt)
+      rec_symboliser_watch_module(r->symboliser, m, pid, r->att[0].created_realtime_ns);
   } else if (kind == MT_TRACER_REGISTRY_PROCESS && length >= sizeof(mt_tracer_process) &&
              !r->writer_tried) {
     /* A forked child's ring starts with a copy of its parent's registry, so the parent's entry

@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <libiberty/demangle.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -194,6 +195,48 @@ static int open_mapped_copy(int64_t pid, const rec_module *m) {
     fd = open(path, O_RDONLY | O_CLOEXEC); /* the build-id check tells whether it is this module */
   }
   return fd;
+}
+
+/* The absolute path of the file mapped at `address` in process `pid`, if its name ends with
+ * `base` (malloc'd), else NULL. */
+static char *mapped_path(int64_t pid, uint64_t address, const char *base) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%lld/maps", (long long)pid);
+  FILE *maps = fopen(path, "re");
+  if (!maps)
+    return NULL;
+  char line[4096 + 128], *found = NULL;
+  size_t b = strlen(base);
+  while (!found && fgets(line, sizeof line, maps)) {
+    unsigned long long lo, hi;
+    int name_at = 0;
+    if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &lo, &hi, &name_at) != 2 || !name_at ||
+        address < lo || address >= hi || line[name_at] != '/')
+      continue;
+    char *name = line + name_at, *end = name + strcspn(name, "\n");
+    *end = 0;
+    size_t n = (size_t)(end - name);
+    if (n > b && name[n - b - 1] == '/' && !strcmp(name + n - b, base))
+      found = strdup(name);
+  }
+  fclose(maps);
+  return found;
+}
+
+void rec_symboliser_resolve_path(rec_symboliser *s, rec_module *m, int64_t pid) {
+  if (s->no_symbols || !m || !m->path[0] || m->path[0] == '/')
+    return;
+  const char *slash = strrchr(m->path, '/');
+  char *found = pid > 0 ? mapped_path(pid, m->low, slash ? slash + 1 : m->path) : NULL;
+  char resolved[PATH_MAX];
+  struct stat st;
+  if (!found && slash && realpath(m->path, resolved) && stat(resolved, &st) == 0 &&
+      S_ISREG(st.st_mode))
+    found = strdup(resolved);
+  if (found) {
+    free(m->path);
+    m->path = found;
+  }
 }
 
 /* Early descriptors kept at most: a program dlopen'ing fresh plugins by the thousand must not

@@ -523,6 +523,48 @@ static void followed_child_without_a_ring_file_is_said(void **state) {
   free(err);
 }
 
+/* A library loaded by a relative path (dlopen("./libplug.so") after a chdir, as LD_LIBRARY_PATH=.
+ * does too) has its symbols: memtap finds its absolute path from the process's mappings, though
+ * memtap runs in another directory. */
+static void library_loaded_by_a_relative_path_has_its_symbols(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char dir[4096], lib[4200], flags[8400], bin[4200];
+  snprintf(dir, sizeof dir, "%s/plugdir", tu_temp_dir());
+  mkdir(dir, 0755);
+  snprintf(lib, sizeof lib, "%s/libplug.so", dir);
+  snprintf(bin, sizeof bin, "%s/dl-relative", dir);
+  const char *plug =
+      "#include <stdlib.h>\n"
+      "void *kept[4];\n"
+      "void plug_alloc(void) { for (int i = 0; i < 4; i++) kept[i] = malloc(333); }\n";
+  if (!build(plug, "-g -O0 -shared -fPIC", lib))
+    skip();
+  snprintf(flags, sizeof flags, "-g -O0 -DDIR='\"%s\"' -ldl", dir);
+  if (!build("#include <dlfcn.h>\n#include <unistd.h>\n"
+             "int main(void) {\n"
+             "  if (chdir(DIR)) return 1;\n"
+             "  void *h = dlopen(\"./libplug.so\", RTLD_NOW);\n"
+             "  if (!h) return 2;\n"
+             "  ((void (*)(void))dlsym(h, \"plug_alloc\"))();\n"
+             "  usleep(300000); /* alive while memtap reads its registry */\n"
+             "  return 0;\n"
+             "}\n",
+             flags, bin))
+    skip();
+  const char *trace = tu_temp_path("dl-relative.ctf");
+  char *out = NULL, *err = NULL;
+  assert_int_equal(
+      tu_run_cli(NULL, NULL, &err, "record", "--full", "-o", trace, "--", bin, (char *)NULL), 0);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "leaks", trace, (char *)NULL), 0);
+  if (!strstr(out, "plug_alloc") || strstr(err, "no symbols for ./libplug.so"))
+    fail_msg("leaks: %s\nstderr: %s", out, err);
+  free(out);
+  free(err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(missing_program_exits_127),
@@ -539,6 +581,7 @@ int main(void) {
       cmocka_unit_test(a_trace_being_written_is_not_written_by_another_recorder),
       cmocka_unit_test(closing_line_quotes_the_trace_and_says_nothing_of_devices),
       cmocka_unit_test(followed_child_without_a_ring_file_is_said),
+      cmocka_unit_test(library_loaded_by_a_relative_path_has_its_symbols),
       cmocka_unit_test(true_is_traced_into_a_readable_trace),
       cmocka_unit_test(exec_in_the_traced_process_traces_the_final_program),
       cmocka_unit_test(follow_fork_writes_one_trace_per_process_and_lists_them),
