@@ -826,11 +826,13 @@
     $(st.id + "-more").hidden = rows.length <= 100;
     document.body.dataset[st.id + "Rows"] = String(shown.length);
   }
-  // A change B - A, "~" when within twice its sampling noise: a side's bytes are samples times
-  // its bytes per sample, Poisson-distributed, so its variance is bytes x bytes-per-sample.
+  // A change B - A, "~" when within twice its sampling noise, as memtap diff says it: a side's
+  // bytes are samples times its bytes per sample, its samples a thinning at rate λ of its
+  // objects, so its variance is bytes x bytes-per-sample x (1 - λ): none at λ = 1 (--full).
+  const spread = (t) => t.bps * Math.max(0, 1 - t.S.sample_rate);
   function fmtChange(_, r) {
     const x = r.bytes - r.a;
-    const noise = DIFF ? 2 * Math.sqrt(r.a * T[0].bps + r.bytes * T[1].bps) : 0;
+    const noise = DIFF ? 2 * Math.sqrt(r.a * spread(T[0]) + r.bytes * spread(T[1])) : 0;
     return (Math.abs(x) < noise ? "~" : "") + (x > 0 ? "+" : "") + fmtBytes(x);
   }
   const bytesCol = (label, get, title) => ({label, num: true, get, fmt: fmtBytes, title});

@@ -24,6 +24,9 @@
   check_report.py diff MEMTAP A B        `report A --diff B` renders both traces' totals and
                                          per-site values equal to `top --json` of each, in
                                          `memtap diff`'s order with its sampling-noise marks
+  check_report.py diff-full MEMTAP       the same on two traces recorded with --full (awk filling
+                                         arrays of two sizes): every allocation recorded, so no
+                                         change is within sampling noise and none is marked `~`
 
 A missing tool or test file skips (exit 77) unless CI=true, where it fails."""
 import json
@@ -440,7 +443,7 @@ def parse_number(text):
     return v * units[parts[1]] if len(parts) > 1 else v
 
 
-def check_diff(memtap, a, b_trace, tmp):
+def check_diff(memtap, a, b_trace, tmp, every_sample=False):
     html = os.path.join(tmp, "diff.html")
     run([memtap, "report", a, "--diff", b_trace, "-o", html])
     _, data = report_data(html)
@@ -474,6 +477,8 @@ def check_diff(memtap, a, b_trace, tmp):
         marks = [(r[0], r[3].startswith("~")) for r in rows[:20]]
         if any(noisy[name] != mark for name, mark in marks):
             fail(f"diff noise marks {marks[:8]} differ from `memtap diff`'s within_noise")
+        if every_sample and any(mark for _, mark in marks):
+            fail(f"--full traces, yet changes marked as sampling noise: {marks[:8]}")
         sel = b.evaluate("document.getElementById('selection').textContent")
         if "A:" not in sel or "change" not in sel:
             fail(f"diff summary {sel!r}")
@@ -485,14 +490,28 @@ def check_diff(memtap, a, b_trace, tmp):
         b.close()
 
 
+def record_full_pair(memtap, tmp):
+    """Two --full traces of awk filling arrays of 2000 and 3000 strings."""
+    traces = []
+    for n in (2000, 3000):
+        trace = os.path.join(tmp, f"awk{n}.ctf")
+        program = f"BEGIN {{ for (i = 0; i < {n}; i++) a[i] = \"item \" i }}"
+        run([memtap, "record", "--full", "-o", trace, "--", "awk", program])
+        traces.append(trace)
+    return traces
+
+
 def main():
-    modes = {"mass": 1, "range": 1, "page": 1, "diff": 2}
-    if len(sys.argv) < 4 or sys.argv[1] not in modes or len(sys.argv) != 3 + modes[sys.argv[1]]:
+    modes = {"mass": 1, "range": 1, "page": 1, "diff": 2, "diff-full": 0}
+    if len(sys.argv) < 3 or sys.argv[1] not in modes or len(sys.argv) != 3 + modes[sys.argv[1]]:
         sys.exit(__doc__)
     mode, memtap, traces = sys.argv[1], sys.argv[2], sys.argv[3:]
     need_files(traces)
     with tempfile.TemporaryDirectory() as tmp:
-        if mode == "mass":
+        if mode == "diff-full":
+            a, b = record_full_pair(memtap, tmp)
+            check_diff(memtap, a, b, tmp, every_sample=True)
+        elif mode == "mass":
             check_mass(memtap, traces[0], tmp)
         elif mode == "range":
             check_range(memtap, traces[0], tmp)
