@@ -17,12 +17,19 @@
                   "#ff9da7", "#9c755f"];
 
   // --- formatting -----------------------------------------------------------------------------
-  function fmtBytes(b) { // IEC units, as the command line prints them
-    const u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  // v >= 0 to a whole number as C's printf("%.0f") does: a tie goes to the even neighbour
+  // (toFixed would take the larger). A tie to one decimal cannot be exact in binary: toFixed(1)
+  // already agrees with printf there.
+  function fixed0(v) {
+    const f = Math.floor(v), d = v - f;
+    return String(d > 0.5 || (d === 0.5 && f % 2 !== 0) ? f + 1 : f);
+  }
+  function fmtBytes(b) { // IEC units, exactly as the command line prints them (out_format_bytes)
+    const u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let i = 0, v = Math.abs(b);
     while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
-    const s = i === 0 ? v.toFixed(0) : v.toFixed(v < 10 ? 2 : v < 100 ? 1 : 0);
-    return (b < 0 ? "-" : "") + s + " " + u[i];
+    const s = i === 0 || v >= 99.95 ? fixed0(v) : v.toFixed(1);
+    return (b < 0 && s !== "0" ? "-" : "") + s + " " + u[i];
   }
   function fmtCount(n) {
     const a = Math.abs(n);
@@ -331,8 +338,9 @@
     const parts = T.map((t, k) => {
       const S = t.S;
       return (DIFF ? (k ? "B: " : "A: ") + S.executable + ", " : "") + fmtSec(S.duration_us) +
-             ", " + fmtBytes(S.allocated.samples * t.bps) + " allocated in ~" +
-             fmtCount(S.allocated.objects_estimated) + " objects, peak " +
+             ", " + fmtBytes(S.allocated.samples * t.bps) + " allocated in " +
+             (S.sample_rate === 1 ? "" : "~") + fmtCount(S.allocated.objects_estimated) +
+             " objects, peak " +
              fmtBytes(S.peak.samples * t.bps) + " at " + fmtSec(S.peak_time_us) + ", " +
              fmtBytes(S.live_end.samples * t.bps) + " never freed; one sample stands for " +
              fmtBytes(t.bps) + " (rate " + S.sample_rate + ")";
@@ -348,8 +356,11 @@
     const range = snap.whole ? "over the whole trace"
                              : "from " + fmtSec(snap.from) + " to " + fmtSec(snap.to);
     const total = F.show === "live" ? S.live_end.samples * t.bps : S.allocated.samples * t.bps;
+    // Every allocation recorded (rate 1): the objects are counted, not estimated.
+    const counted = S.sample_rate === 1;
     let text = fmtBytes(v.bytes) + " " + what + (F.show === "live" ? "" : " " + range) +
-               " in ~" + fmtCount(v.est) + " objects (" + v.objects + " sampled)";
+               (counted ? " in " + fmtCount(v.objects) + " objects"
+                        : " in ~" + fmtCount(v.est) + " objects (" + v.objects + " sampled)");
     if (F.show === "alloc") text += ", " + fmtBytes(v.stillLive) + " of it still live at " +
                                     (snap.toEnd ? "the end" : "the range's end");
     if (snap.whole && F.show === "alloc" || F.show === "live" && snap.toEnd)

@@ -443,6 +443,14 @@ def parse_number(text):
     return v * units[parts[1]] if len(parts) > 1 else v
 
 
+def resolution(text):
+    """Half a unit of the last digit a table cell shows ('7.9 MiB': 0.05 MiB), the error its
+    rounding allows."""
+    t = text.replace(",", "").strip().rstrip("%").split()
+    decimals = len(t[0].split(".")[1]) if "." in t[0] else 0
+    return parse_number("0.5 " + t[1] if len(t) > 1 else "0.5") / 10 ** decimals
+
+
 def check_diff(memtap, a, b_trace, tmp, every_sample=False):
     html = os.path.join(tmp, "diff.html")
     run([memtap, "report", a, "--diff", b_trace, "-o", html])
@@ -465,7 +473,7 @@ def check_diff(memtap, a, b_trace, tmp, every_sample=False):
             for side, col in ((0, 1), (1, 2)):
                 v = want[side].get(r[0], 0)
                 shown = parse_number(r[col])
-                if abs(shown - v) > max(0.006 * v, 1):
+                if abs(shown - v) > resolution(r[col]) * 1.0001 + 1:
                     fail(f"diff row {r}: {'AB'[side]} shows {shown}, top says {v}")
             checked += 1
         # The same order (largest change first) and the same "~" marks as `memtap diff`.
