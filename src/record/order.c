@@ -51,9 +51,11 @@ static inline __attribute__((always_inline)) int64_t out_time(rec_order *o, rec_
 
 static int resolve(void *user, uint64_t code, const mt_location **entries, size_t *count) {
   rec_sink *sink = user;
-  if (code == REC_CODE_THREAD_STACK) {
-    static const mt_location thread_stack = {.filename = "", .defname = "<thread stack>"};
-    *entries = &thread_stack;
+  if (code == REC_CODE_THREAD_STACK || code == REC_CODE_START_UP) {
+    static const mt_location thread_stack = {.filename = "", .defname = "<thread stack>"},
+                             start_up = {.filename = "",
+                                         .defname = "<start-up, before backtraces>"};
+    *entries = code == REC_CODE_START_UP ? &start_up : &thread_stack;
     *count = 1;
     return MT_OK;
   }
@@ -134,10 +136,16 @@ static inline __attribute__((always_inline)) int64_t write_block(rec_order *o, r
   const uint64_t *codes = NULL;
   long n;
   bool same = false;
+  static const uint64_t start_up = REC_CODE_START_UP;
   const rec_stack_entry *last =
-      rec_sites_repeat(sink->sites, sink->modules, e->nframes, e->stack_hash, e->stack_serial,
-                       (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0);
-  if (last) { /* rec_sites_stack_codes's fast path, knowing it was taken */
+      e->nframes || !(e->kind & MT_TRACER_FLAG_NO_STACK)
+          ? rec_sites_repeat(sink->sites, sink->modules, e->nframes, e->stack_hash, e->stack_serial,
+                             (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0)
+          : NULL;
+  if (!e->nframes && (e->kind & MT_TRACER_FLAG_NO_STACK)) { /* before the shim could unwind */
+    codes = &start_up;
+    n = 1;
+  } else if (last) { /* rec_sites_stack_codes's fast path, knowing it was taken */
     codes = last->frames + e->nframes;
     n = last->ncodes;
     same = o->wrote_last_codes;

@@ -274,6 +274,10 @@ void rec_modules_free(rec_modules *ms);
 
 /* The location code of the synthetic site of thread stacks, `<thread stack>`. */
 #define REC_CODE_THREAD_STACK (REC_CODE_SYNTHETIC + (1ull << 60))
+/* The one frame of an allocation the shim could not unwind, made before it was ready (the
+ * loader's and early constructors' allocations: MT_TRACER_FLAG_NO_STACK), `<start-up, before
+ * backtraces>`, where an empty backtrace would read `<no backtrace>`. */
+#define REC_CODE_START_UP (REC_CODE_THREAD_STACK + 1)
 
 /* One stack's codes, cached (direct-mapped by the stack's hash) for as long as the modules do
  * not change: a stack met again costs one comparison of its return addresses. */

@@ -24,7 +24,7 @@ static uint64_t synthetic_code(rec_sites *s, uint64_t pc) {
 }
 
 bool rec_sites_synthetic_pc(const rec_sites *s, uint64_t code, uint64_t *pc) {
-  if (code < REC_CODE_SYNTHETIC || code == REC_CODE_THREAD_STACK)
+  if (code < REC_CODE_SYNTHETIC || code == REC_CODE_THREAD_STACK || code == REC_CODE_START_UP)
     return false;
   uint64_t index = code - REC_CODE_SYNTHETIC;
   if (index == 0) {

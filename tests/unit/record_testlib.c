@@ -125,11 +125,16 @@ static void write_record(mt_ring *r, unsigned type, const uint64_t *payload, siz
   assert_int_equal(mt_ring_write(r, type, id, payload, words), MT_OK);
 }
 
-void rr_alloc(mt_ring *r, uint64_t addr, uint64_t size, const uint64_t *frames, size_t nframes) {
-  uint64_t p[4 + 64] = {addr, size, size ? (size + 7) / 8 : 1, MT_TRACER_KIND_MALLOC};
+void rr_alloc_kind(mt_ring *r, uint64_t addr, uint64_t size, const uint64_t *frames, size_t nframes,
+                   uint64_t kind) {
+  uint64_t p[4 + 64] = {addr, size, size ? (size + 7) / 8 : 1, kind};
   if (nframes)
     memcpy(p + 4, frames, nframes * sizeof *frames);
   write_record(r, MT_TRACER_REC_ALLOC, p, 4 + nframes, (unsigned)nframes);
+}
+
+void rr_alloc(mt_ring *r, uint64_t addr, uint64_t size, const uint64_t *frames, size_t nframes) {
+  rr_alloc_kind(r, addr, size, frames, nframes, MT_TRACER_KIND_MALLOC);
 }
 
 void rr_free(mt_ring *r, uint64_t addr) {

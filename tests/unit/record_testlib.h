@@ -23,6 +23,9 @@ void rr_module_self(mt_ring *r, uint64_t serial);
 void rr_module_of(mt_ring *r, uint64_t serial, const void *address);
 
 void rr_alloc(mt_ring *r, uint64_t addr, uint64_t size, const uint64_t *frames, size_t nframes);
+/* rr_alloc with the record's kind and flags word (MT_TRACER_KIND_*, MT_TRACER_FLAG_*). */
+void rr_alloc_kind(mt_ring *r, uint64_t addr, uint64_t size, const uint64_t *frames, size_t nframes,
+                   uint64_t kind);
 void rr_free(mt_ring *r, uint64_t addr);
 void rr_realloc(mt_ring *r, uint64_t old_addr, uint64_t new_addr, uint64_t size);
 void rr_map(mt_ring *r, uint64_t addr, uint64_t length);

@@ -499,6 +499,27 @@ static void register_process(mt_ring *r, int64_t pid, const char *exe) {
   register_process_with(r, pid, exe, "", 0);
 }
 
+/* An allocation the shim could not unwind (made before it was ready: MT_TRACER_FLAG_NO_STACK)
+ * reads `<start-up, before backtraces>`, not `<no backtrace>`; one with an empty stack for
+ * another reason keeps an empty backtrace. */
+static void allocations_before_the_tracer_could_unwind_are_named(void **state) {
+  (void)state;
+  mt_ring *r = rr_open(true, 1);
+  rr_alloc_kind(r, 0x1000, 72704, NULL, 0, MT_TRACER_KIND_MALLOC | MT_TRACER_FLAG_NO_STACK);
+  rr_alloc(r, 0x2000, 16, NULL, 0);
+  mt_recorder_stats st;
+  rr_trace t;
+  rr_read(rr_record(r, "start-up.ctf", NULL, &st), &t);
+  assert_int_equal(t.count, 2);
+  assert_int_equal(t.events[0].depth, 1);
+  size_t n;
+  const mt_location *loc = rr_locations(&t, t.events[0].codes[0], &n);
+  assert_int_equal(n, 1);
+  assert_string_equal(loc[0].defname, "<start-up, before backtraces>");
+  assert_int_equal(t.events[1].depth, 0);
+  rr_trace_free(&t);
+}
+
 /* The trace's context: the command line the process entry carries (arguments joined by spaces),
  * unless the recorder was given one; "" when neither says. */
 static void context_is_the_command_line_the_process_gives(void **state) {
@@ -598,6 +619,7 @@ int main(void) {
       cmocka_unit_test(handoffs_between_threads_read_poll_by_poll_match_every_free),
       cmocka_unit_test(forked_child_trace_describes_the_child_not_the_copied_parent),
       cmocka_unit_test(context_is_the_command_line_the_process_gives),
+      cmocka_unit_test(allocations_before_the_tracer_could_unwind_are_named),
       cmocka_unit_test(unwritable_output_is_reported_and_rings_still_drained),
       cmocka_unit_test(compression_level_is_used_and_checked),
   };
