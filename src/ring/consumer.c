@@ -37,6 +37,10 @@ struct ring_state {
   bool gap;            /* pos jumped forward over overwritten records */
   bool generation_known;
   bool broken;
+  /* A time-ordered poll's view of the ring: its tail at the poll's start, the stamp of its next
+   * unread record (valid while unread). */
+  uint64_t poll_tail, poll_stamp;
+  bool poll_unread;
 };
 
 struct registry_entry {
@@ -68,6 +72,7 @@ struct mt_cursor {
   void *user;
   uint32_t next_ring;
   bool time_order; /* mt_cursor_set_time_order */
+  uint32_t *order; /* a time-ordered poll's heap of rings with records unread, oldest first */
   _Atomic int busy;
   uint64_t lost_total;
   uint64_t lapped_copies; /* batches found overwritten after they were copied */
@@ -152,8 +157,9 @@ static int init_cursor(mt_cursor *c, mt_error *err) {
   if (rc != MT_OK)
     return rc;
   c->rings = calloc(c->geo.ring_count, sizeof *c->rings);
+  c->order = malloc(c->geo.ring_count * sizeof *c->order);
   c->buf = malloc(BATCH_WORDS * sizeof *c->buf);
-  if (!c->rings || !c->buf)
+  if (!c->rings || !c->order || !c->buf)
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory for a cursor on %u rings",
                    c->geo.ring_count);
   for (uint32_t i = 0, n = rings_used(c); i < n; i++)
@@ -868,36 +874,62 @@ bool mt_cursor_oldest_unread(mt_cursor *c, uint64_t *stamp) {
  * the ring whose next unread record is the oldest, so that the rings' read positions stay close
  * in time, until the budget is spent or every ring is read to where it stood at the start. Each
  * ring's tail is loaded once per poll (a line its producer keeps writing) and its next stamp read
- * again only after a chunk of it: a poll of many rings holding a few records each costs one
- * pass over them, not one per chunk. */
+ * again only after a chunk of it. The rings with records unread are kept in a heap by that stamp:
+ * a program whose threads come and go uses rings by the hundred (a ring is claimed again only
+ * once read), and picking the oldest costs log(rings) per chunk, so that a poll of many rings
+ * holding a few records each costs about one pass over them. */
 #define TIME_ORDER_CHUNK 1024
-#define TIME_ORDER_MAX_RINGS 64
+
+static inline bool ring_older(const mt_cursor *c, uint32_t a, uint32_t b) {
+  return c->rings[a].poll_stamp < c->rings[b].poll_stamp;
+}
+
+static void order_sift_down(mt_cursor *c, uint32_t count, uint32_t i) {
+  uint32_t ring = c->order[i];
+  for (;;) {
+    uint32_t child = 2 * i + 1;
+    if (child >= count)
+      break;
+    if (child + 1 < count && ring_older(c, c->order[child + 1], c->order[child]))
+      child++;
+    if (!ring_older(c, c->order[child], ring))
+      break;
+    c->order[i] = c->order[child];
+    i = child;
+  }
+  c->order[i] = ring;
+}
+
 static int poll_in_time_order(mt_cursor *c, uint32_t n, size_t budget, size_t *got, bool *stopped,
                               mt_error *err) {
-  uint64_t tails[TIME_ORDER_MAX_RINGS], stamps[TIME_ORDER_MAX_RINGS];
-  bool unread[TIME_ORDER_MAX_RINGS];
+  uint32_t count = 0;
   for (uint32_t ring = 0; ring < n; ring++) {
-    tails[ring] = readable_tail(c, ring);
-    unread[ring] = !c->rings[ring].broken && c->rings[ring].pos < tails[ring];
-    if (unread[ring])
-      stamps[ring] = next_stamp(c, ring);
+    struct ring_state *rs = &c->rings[ring];
+    rs->poll_tail = readable_tail(c, ring);
+    rs->poll_unread = !rs->broken && rs->pos < rs->poll_tail;
+    if (rs->poll_unread) {
+      rs->poll_stamp = next_stamp(c, ring);
+      c->order[count++] = ring;
+    }
   }
+  for (uint32_t i = count / 2; i-- > 0;)
+    order_sift_down(c, count, i);
   /* The registry after the tails, as in mt_cursor_poll. */
   int rc = poll_registry(c, err);
-  while (rc == MT_OK && *got < budget) {
-    uint32_t best = n;
-    for (uint32_t ring = 0; ring < n; ring++)
-      if (unread[ring] && (best == n || stamps[ring] < stamps[best]))
-        best = ring;
-    if (best == n)
-      break;
+  while (rc == MT_OK && *got < budget && count > 0) {
+    uint32_t best = c->order[0];
+    struct ring_state *rs = &c->rings[best];
     size_t chunk = budget - *got < TIME_ORDER_CHUNK ? budget : *got + TIME_ORDER_CHUNK;
-    rc = drain(c, best, tails[best], chunk, got, stopped, err);
+    rc = drain(c, best, rs->poll_tail, chunk, got, stopped, err);
     if (rc != MT_OK || *stopped)
       break;
-    unread[best] = c->rings[best].pos < tails[best];
-    if (unread[best])
-      stamps[best] = next_stamp(c, best);
+    rs->poll_unread = rs->pos < rs->poll_tail;
+    if (rs->poll_unread)
+      rs->poll_stamp = next_stamp(c, best);
+    else
+      c->order[0] = c->order[--count];
+    if (count > 0)
+      order_sift_down(c, count, 0);
   }
   return rc;
 }
@@ -946,7 +978,7 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
   uint32_t n = rings_used(c);
   int rc;
   bool stopped = false;
-  if (c->time_order && n > 1 && n <= TIME_ORDER_MAX_RINGS) {
+  if (c->time_order && n > 1) {
     rc = poll_in_time_order(c, n, budget, &got, &stopped, err);
     /* Rings at their end: finished and their losses reported, as a poll in turn does. */
     for (uint32_t ring = 0; ring < n && rc == MT_OK && !stopped && got < budget; ring++)
@@ -1068,6 +1100,7 @@ void mt_cursor_close(mt_cursor *c) {
   free(c->pending);
   free(c->index);
   free(c->rings);
+  free(c->order);
   free(c->buf);
   free(c);
 }
