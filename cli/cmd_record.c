@@ -646,12 +646,20 @@ static void summary(const traced *t) {
   if (t->regular) /* the IEC style of every other output */
     snprintf(head, sizeof head, "%s, ", out_format_bytes((double)st->bytes, size));
   char *word = t->regular ? shell_word(t->path) : NULL;
+  /* Lost records have a cause the user can act on: say it. */
+  const char *why = !st->lost_records ? ""
+                    : st->claims_failed_space
+                        ? " (threads found no room for their rings: the ring directory's file "
+                          "system is full; set TMPDIR to one with room)"
+                    : st->claims_failed_full
+                        ? " (more threads at once than rings: raise MEMTAP_RING_THREADS)"
+                        : "";
   cli_error(t->path,
             "%s%" PRIu64 " allocation%s, %" PRIu64 " free%s, %" PRIu64 " unknown free%s, %" PRIu64
-            " lost record%s%s%s",
+            " lost record%s%s%s%s",
             head, st->allocations, out_plural((double)st->allocations), st->frees,
             out_plural((double)st->frees), st->unknown_frees, out_plural((double)st->unknown_frees),
-            st->lost_records, out_plural((double)st->lost_records),
+            st->lost_records, out_plural((double)st->lost_records), why,
             word ? "; look at it with: memtap top " : "", word ? word : "");
   free(word);
 }

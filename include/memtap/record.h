@@ -84,12 +84,15 @@ typedef struct mt_recorder_stats {
                              old object was collected when the new one was written */
   uint64_t lost_records;  /* records the producer overwrote or dropped before we read them, and
                              records given up when the recorder ran out of memory */
-  uint64_t records;       /* tracer records read */
-  uint64_t reordered;     /* records that arrived after later-stamped ones had been written */
-  uint64_t bytes;         /* bytes written to the descriptor */
-  int64_t pid;            /* the traced process, from its ring file (0 before any attach) */
-  bool failed;            /* writing the trace failed: the rings are still drained */
-  mt_error error;         /* what failed, when `failed` */
+  /* Why a thread of the traced process had no ring, and dropped its records: its ring's space
+   * could not be reserved in the ring file (the file system is full), every ring was taken. */
+  uint64_t claims_failed_space, claims_failed_full;
+  uint64_t records;   /* tracer records read */
+  uint64_t reordered; /* records that arrived after later-stamped ones had been written */
+  uint64_t bytes;     /* bytes written to the descriptor */
+  int64_t pid;        /* the traced process, from its ring file (0 before any attach) */
+  bool failed;        /* writing the trace failed: the rings are still drained */
+  mt_error error;     /* what failed, when `failed` */
 } mt_recorder_stats;
 
 /* Creates a recorder writing to `fd` (which stays the caller's). Nothing is written until the

@@ -65,7 +65,8 @@ struct mt_recorder {
   bool writer_tried;
   rec_sink sink;
   mt_recorder_stats stats;
-  uint64_t lost_final; /* after finish */
+  uint64_t lost_final;                                          /* after finish */
+  uint64_t claims_failed_space_final, claims_failed_full_final; /* after finish */
   bool have_process;
   mt_tracer_process process;
   char *process_exe;
@@ -895,6 +896,17 @@ bool mt_recorder_done(const mt_recorder *r) {
   return true;
 }
 
+/* Ring claims that failed in the attached files: for want of disk space, for want of a ring. */
+static void failed_claims(const mt_recorder *r, uint64_t *space, uint64_t *full) {
+  *space = *full = 0;
+  for (size_t i = 0; i < r->natt; i++) {
+    mt_ring_file_info info;
+    mt_cursor_info(r->att[i].cursor, &info);
+    *space += info.claims_failed_space;
+    *full += info.claims_failed_full;
+  }
+}
+
 static uint64_t lost_now(const mt_recorder *r) {
   uint64_t lost = r->order.lost_nomem;
   for (size_t i = 0; i < r->natt; i++) {
@@ -919,6 +931,7 @@ int mt_recorder_finish(mt_recorder *r, mt_error *err) {
   rec_output_close(&r->out);
   r->finished = true;
   r->lost_final = lost_now(r);
+  failed_claims(r, &r->claims_failed_space_final, &r->claims_failed_full_final);
   if (r->out.failed) {
     if (err)
       *err = r->out.error;
@@ -932,6 +945,12 @@ int mt_recorder_finish(mt_recorder *r, mt_error *err) {
 void mt_recorder_stats_get(const mt_recorder *r, mt_recorder_stats *out) {
   *out = r->stats;
   out->lost_records = r->finished ? r->lost_final : lost_now(r);
+  if (r->finished) {
+    out->claims_failed_space = r->claims_failed_space_final;
+    out->claims_failed_full = r->claims_failed_full_final;
+  } else {
+    failed_claims(r, &out->claims_failed_space, &out->claims_failed_full);
+  }
   out->bytes = r->out.bytes;
   if (!r->finished && !r->opt.compress && r->out.writer && r->out.start_offset >= 0) {
     off_t end = lseek(r->fd, 0, SEEK_CUR);

@@ -539,6 +539,37 @@ static void handoffs_across_a_hundred_rings_are_read_in_time_order(void **state)
   assert_int_equal(st.reordered, 0);
 }
 
+static void *write_one_alloc(void *arg) {
+  uint64_t a[4] = {0x5000, 16, 2, MT_TRACER_KIND_MALLOC};
+  mt_ring_write(arg, MT_TRACER_REC_ALLOC, 0, a, 4);
+  return NULL;
+}
+
+/* A thread that found every ring taken drops its records: the stats count them lost and say why
+ * (memtap record's closing line names the cause). */
+static void records_lost_for_want_of_a_ring_are_said_why(void **state) {
+  (void)state;
+  mt_ring_options o;
+  assert_int_equal(mt_ring_options_init(&o, NULL), MT_OK);
+  o.dir = tu_temp_dir();
+  o.ring_size = 64u << 10;
+  o.max_rings = 1;
+  o.preserve = true;
+  mt_ring *r;
+  assert_int_equal(mt_ring_open(&r, &o, NULL), MT_OK);
+  uint64_t a[4] = {0x4000, 16, 2, MT_TRACER_KIND_MALLOC};
+  mt_ring_write(r, MT_TRACER_REC_ALLOC, 0, a, 4); /* this thread takes the only ring */
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, write_one_alloc, r), 0);
+  pthread_join(t, NULL);
+  mt_recorder_stats st;
+  rr_record(r, "no-ring.ctf", NULL, &st);
+  assert_int_equal(st.allocations, 1);
+  assert_true(st.lost_records >= 1);
+  assert_true(st.claims_failed_full >= 1);
+  assert_int_equal(st.claims_failed_space, 0);
+}
+
 static void register_process_with(mt_ring *r, int64_t pid, const char *exe, const char *command,
                                   size_t command_length) {
   uint8_t buf[sizeof(mt_tracer_process) + 128];
@@ -677,6 +708,7 @@ int main(void) {
       cmocka_unit_test(small_regions_in_sampled_mode_are_estimated_without_bias),
       cmocka_unit_test(handoffs_between_threads_read_poll_by_poll_match_every_free),
       cmocka_unit_test(handoffs_across_a_hundred_rings_are_read_in_time_order),
+      cmocka_unit_test(records_lost_for_want_of_a_ring_are_said_why),
       cmocka_unit_test(forked_child_trace_describes_the_child_not_the_copied_parent),
       cmocka_unit_test(context_is_the_command_line_the_process_gives),
       cmocka_unit_test(allocations_before_the_tracer_could_unwind_are_named),
