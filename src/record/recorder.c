@@ -870,6 +870,17 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
       int64_t low = rec_merge_low_water(&r->merge, now, INT64_MAX);
       if (low < frontier)
         frontier = low;
+      /* Nor past a record some ring still holds unread: one not read at all in this poll (its
+       * next record was never the oldest before the cap) is in no low-water mark. */
+      for (size_t i = 0; i < r->natt; i++) {
+        attachment *b = &r->att[i];
+        uint64_t stamp;
+        if ((!b->tsc || b->calibrated) && mt_cursor_oldest_unread(b->cursor, &stamp)) {
+          int64_t unread = absolute_ns(b, stamp);
+          if (unread < frontier)
+            frontier = unread;
+        }
+      }
     }
     drain_merge(r, frontier, false);
   }
