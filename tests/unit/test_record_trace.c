@@ -422,24 +422,25 @@ static void *handoff_thread(void *arg) {
   return NULL;
 }
 
-static void handoffs_between_threads_read_poll_by_poll_match_every_free(void **state) {
-  (void)state;
-  /* 640 000 records from 4 threads: more than one poll reads (256 K), so the recorder works
-   * behind, and the threads' rings are read at different speeds; the merge is drained within
-   * polls as well as after them. */
-  mt_ring_options o;
-  assert_int_equal(mt_ring_options_init(&o, NULL), MT_OK);
-  o.dir = tu_temp_dir();
-  o.ring_size = 16u << 20;
-  o.max_rings = HANDOFF_THREADS + 1;
-  o.registry_size = 64 * 1024;
-  o.preserve = true;
-  assert_int_equal(mt_ring_open(&handoff_ring, &o, NULL), MT_OK);
-  pthread_t t[HANDOFF_THREADS];
-  for (uintptr_t i = 0; i < HANDOFF_THREADS; i++)
+/* Runs `threads` handoff threads of `rounds` each on a new ring file made with `o` (its
+ * directory the test's), frees what the slots still hold, then records the file poll by poll,
+ * after the run, with merge lag `lag_ms` (0: the default) into `name`. Returns the recorder's
+ * stats; *polls the polls it took. */
+static mt_recorder_stats handoff_record(mt_ring_options *o, int threads, int rounds,
+                                        uint32_t lag_ms, const char *name, size_t *polls) {
+  o->dir = tu_temp_dir();
+  o->registry_size = 64 * 1024;
+  o->preserve = true;
+  assert_int_equal(mt_ring_open(&handoff_ring, o, NULL), MT_OK);
+  handoff_rounds = rounds;
+  pthread_t *t = malloc((size_t)threads * sizeof *t);
+  assert_non_null(t);
+  for (uintptr_t i = 0; i < (uintptr_t)threads; i++)
     assert_int_equal(pthread_create(&t[i], NULL, handoff_thread, (void *)(i + 1)), 0);
-  for (int i = 0; i < HANDOFF_THREADS; i++)
+  for (int i = 0; i < threads; i++)
     pthread_join(t[i], NULL);
+  free(t);
+  handoff_rounds = HANDOFF_ROUNDS;
   for (int i = 0; i < 64; i++) {
     uint64_t old = atomic_exchange(&handoff_slots[i], 0);
     if (old) {
@@ -450,24 +451,37 @@ static void handoffs_between_threads_read_poll_by_poll_match_every_free(void **s
   char ring_path[4096];
   snprintf(ring_path, sizeof ring_path, "%s", mt_ring_path(handoff_ring));
   assert_int_equal(mt_ring_close(handoff_ring), MT_OK);
-
-  const char *out = tu_temp_path("handoff.ctf");
-  int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(tu_temp_path(name), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   mt_recorder *rec;
   mt_error err = {0};
-  mt_recorder_options ro = {.merge_lag_ms = 1};
+  mt_recorder_options ro = {.merge_lag_ms = lag_ms};
   assert_int_equal(mt_recorder_create(&rec, fd, &ro, &err), MT_OK);
   assert_int_equal(mt_recorder_attach(rec, ring_path, false, &err), MT_OK);
-  size_t polls = 0;
-  for (bool progress = true; progress; polls++)
+  *polls = 0;
+  for (bool progress = true; progress; ++*polls)
     assert_int_equal(mt_recorder_poll(rec, &progress, &err), MT_OK);
-  assert_true(polls > 2);
   assert_int_equal(mt_recorder_finish(rec, &err), MT_OK);
   mt_recorder_stats st;
   mt_recorder_stats_get(rec, &st);
   mt_recorder_destroy(rec);
   close(fd);
   unlink(ring_path);
+  return st;
+}
+
+static void handoffs_between_threads_read_poll_by_poll_match_every_free(void **state) {
+  (void)state;
+  /* 640 000 records from 4 threads: more than one poll reads (256 K), so the recorder works
+   * behind, and the threads' rings are read at different speeds; the merge is drained within
+   * polls as well as after them. */
+  mt_ring_options o;
+  assert_int_equal(mt_ring_options_init(&o, NULL), MT_OK);
+  o.ring_size = 16u << 20;
+  o.max_rings = HANDOFF_THREADS + 1;
+  size_t polls;
+  mt_recorder_stats st =
+      handoff_record(&o, HANDOFF_THREADS, HANDOFF_ROUNDS, 1, "handoff.ctf", &polls);
+  assert_true(polls > 2);
   assert_int_equal(st.allocations, HANDOFF_THREADS * HANDOFF_ROUNDS);
   assert_int_equal(st.frees, HANDOFF_THREADS * HANDOFF_ROUNDS); /* every block, each once */
   assert_int_equal(st.unknown_frees, 0);
@@ -476,12 +490,10 @@ static void handoffs_between_threads_read_poll_by_poll_match_every_free(void **s
    * whenever the merge drains (between two cursor calls of a poll too), none late. */
   assert_int_equal(st.reordered, 0);
   rr_trace tr;
-  rr_read(out, &tr); /* collects only of live objects, times in order */
+  rr_read(tu_temp_path("handoff.ctf"), &tr); /* collects only of live objects, times in order */
   rr_trace_free(&tr);
 }
 
-/* A process entry: its executable, then `command` (`command_length` bytes: NUL-separated
- * arguments, as /proc/PID/cmdline), which may be empty. */
 /* 96 threads at once, each writing its own ring (more than the 64 a time-ordered poll once
  * handled: past them the rings were read in turn), blocks passing from thread to thread, 1.2 M
  * records in all: more than the merge may hold (MERGE_MAX_QUEUED), so a reading out of time
@@ -496,47 +508,14 @@ static void handoffs_across_a_hundred_rings_are_read_in_time_order(void **state)
   enum { THREADS = 96, ROUNDS = 6500 };
   mt_ring_options o;
   assert_int_equal(mt_ring_options_init(&o, NULL), MT_OK);
-  o.dir = tu_temp_dir();
   /* Nothing reads while the threads run: a ring must hold whatever its threads write (a thread
    * that ended gives its ring to the next, unread; 16 MiB is 17 threads' records), or the
    * oldest would be overwritten. */
   o.ring_size = 16u << 20;
   o.max_rings = THREADS + 1;
-  o.registry_size = 64 * 1024;
   o.mode = MT_RING_LOSSLESS;
-  o.preserve = true;
-  assert_int_equal(mt_ring_open(&handoff_ring, &o, NULL), MT_OK);
-  handoff_rounds = ROUNDS;
-  pthread_t t[THREADS];
-  for (uintptr_t i = 0; i < THREADS; i++)
-    assert_int_equal(pthread_create(&t[i], NULL, handoff_thread, (void *)(i + 1)), 0);
-  for (int i = 0; i < THREADS; i++)
-    pthread_join(t[i], NULL);
-  handoff_rounds = HANDOFF_ROUNDS;
-  for (int i = 0; i < 64; i++) {
-    uint64_t old = atomic_exchange(&handoff_slots[i], 0);
-    if (old) {
-      mt_ring_write(handoff_ring, MT_TRACER_REC_FREE, 0, &old, 1);
-      free((void *)(uintptr_t)old);
-    }
-  }
-  char ring_path[4096];
-  snprintf(ring_path, sizeof ring_path, "%s", mt_ring_path(handoff_ring));
-  assert_int_equal(mt_ring_close(handoff_ring), MT_OK);
-  const char *out = tu_temp_path("hundred.ctf");
-  int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  mt_recorder *rec;
-  mt_error err = {0};
-  assert_int_equal(mt_recorder_create(&rec, fd, NULL, &err), MT_OK);
-  assert_int_equal(mt_recorder_attach(rec, ring_path, false, &err), MT_OK);
-  for (bool progress = true; progress;)
-    assert_int_equal(mt_recorder_poll(rec, &progress, &err), MT_OK);
-  assert_int_equal(mt_recorder_finish(rec, &err), MT_OK);
-  mt_recorder_stats st;
-  mt_recorder_stats_get(rec, &st);
-  mt_recorder_destroy(rec);
-  close(fd);
-  unlink(ring_path);
+  size_t polls;
+  mt_recorder_stats st = handoff_record(&o, THREADS, ROUNDS, 0, "hundred.ctf", &polls);
   assert_int_equal(st.lost_records, 0);
   assert_int_equal(st.allocations, THREADS * ROUNDS);
   assert_int_equal(st.frees, THREADS * ROUNDS);
@@ -576,6 +555,8 @@ static void records_lost_for_want_of_a_ring_are_said_why(void **state) {
   assert_int_equal(st.claims_failed_space, 0);
 }
 
+/* A process entry: its executable, then `command` (`command_length` bytes: NUL-separated
+ * arguments, as /proc/PID/cmdline), which may be empty. */
 static void register_process_with(mt_ring *r, int64_t pid, const char *exe, const char *command,
                                   size_t command_length) {
   uint8_t buf[sizeof(mt_tracer_process) + 128];
