@@ -45,7 +45,7 @@ static void missing_program_exits_127(void **state) {
 static bool build(const char *source, const char *flags, const char *binary) {
   const char *src = tu_temp_path("prog.c");
   tu_write_file(src, source, strlen(source));
-  char cmd[8192];
+  char cmd[32768]; /* flags and paths of up to a few pages each */
   snprintf(cmd, sizeof cmd, "cc %s -o '%s' '%s' 2>/dev/null", flags, binary, src);
   return system(cmd) == 0;
 }
