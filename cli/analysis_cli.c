@@ -538,8 +538,9 @@ int an_export_to(const mt_analysis *a, mt_export_format format, const mt_export_
   bool *keep = NULL;
   size_t matched = 1;
   if (eo->focus && mt_stacks_through(a, eo->focus, &keep, &matched, &err) == MT_OK && !matched)
-    cli_error(path, "warning: no backtrace goes through a function matching '%s' (--focus): the "
-                    "output is empty",
+    cli_error(path,
+              "warning: no backtrace goes through a function matching '%s' (--focus): the "
+              "output is empty",
               eo->focus);
   free(keep);
   int rc = mt_export(a, format, f, eo, &err);

@@ -79,8 +79,8 @@ static void json_edges(cli_out *o, const mt_analysis *a, mt_metric metric, const
       out_json_string(o, e[i].key.function);
     else
       out_str(o, "null");
-    out_printf(o, ",\"value\":%.0f,\"backtraces\":%zu}",
-               mt_analysis_metric(a, &e[i].stats, metric), e[i].stacks);
+    out_printf(o, ",\"value\":%.0f,\"backtraces\":%zu}", mt_analysis_metric(a, &e[i].stats, metric),
+               e[i].stacks);
   }
   out_str(o, "]");
 }
