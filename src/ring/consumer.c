@@ -875,9 +875,9 @@ bool mt_cursor_oldest_unread(mt_cursor *c, uint64_t *stamp) {
  * in time, until the budget is spent or every ring is read to where it stood at the start. Each
  * ring's tail is loaded once per poll (a line its producer keeps writing) and its next stamp read
  * again only after a chunk of it. The rings with records unread are kept in a heap by that stamp:
- * a program whose threads come and go uses rings by the hundred (a ring is claimed again only
- * once read), and picking the oldest costs log(rings) per chunk, so that a poll of many rings
- * holding a few records each costs about one pass over them. */
+ * a program whose threads come and go uses rings by the hundred, and picking the oldest costs
+ * log(rings) per chunk, so that a poll of many rings holding a few records each costs about one
+ * pass over them. */
 #define TIME_ORDER_CHUNK 1024
 
 static inline bool ring_older(const mt_cursor *c, uint32_t a, uint32_t b) {
