@@ -114,8 +114,7 @@ static void traced_program_import_agrees_with_program_and_go_tool_trace(void **s
   need_go();
   mkdir(work, 0755);
   run("'%s' build -o allocprog '%s/main.go'", go, MEMTAP_GO_PROG_DIR);
-  run("GODEBUG=traceallocfree=1 ./allocprog -n 20000 -finished 400 -o allocprog.trace > "
-      "allocprog.out");
+  run("GODEBUG=traceallocfree=1 ./allocprog -n 20000 -o allocprog.trace > allocprog.out");
   run("'%s' tool trace -d=1 allocprog.trace > allocprog.d1 2>&1", go);
   char path[8192];
   snprintf(path, sizeof path, "%s/allocprog.out", work);
@@ -149,11 +148,6 @@ static void traced_program_import_agrees_with_program_and_go_tool_trace(void **s
   assert_int_equal(st.stacks.allocated, d1_count(d1, size, "GoroutineStackAlloc"));
   assert_int_equal(st.stacks.snapshot, d1_count(d1, size, "GoroutineStack"));
   assert_int_equal(st.stacks.frees, d1_count(d1, size, "GoroutineStackFree"));
-  /* The goroutines that ended before tracing are in the snapshot without a stack (order 0):
-   * left out, not an error. */
-  uint64_t stackless = d1_count_args(d1, size, "GoroutineStack", " 0]");
-  assert_true(stackless >= 1);
-  assert_int_equal(st.stacks.empty, stackless);
   assert_int_equal(st.stacks.allocated + st.stacks.snapshot - st.stacks.duplicates -
                        st.stacks.empty - st.stacks.freed,
                    st.stacks.live_end);
@@ -219,9 +213,46 @@ static void traced_program_import_agrees_with_program_and_go_tool_trace(void **s
   assert_true(untyped64.objects >= (uint64_t)early);
 }
 
+/* A trace started after goroutines ended and a GC ran (any trace taken late in a program's life):
+ * the runtime's start snapshot lists each ended goroutine with a stack of size 0 (order 0). The
+ * import leaves them out, counted, instead of refusing the trace. (A separate run: the GC just
+ * before tracing may leave a free the snapshot did not show, which the first test's strict count
+ * of unknown frees would not allow.) */
+static void goroutines_ended_before_tracing_are_read_not_refused(void **state) {
+  (void)state;
+  need_go();
+  mkdir(work, 0755);
+  run("'%s' build -o allocprog '%s/main.go'", go, MEMTAP_GO_PROG_DIR);
+  run("GODEBUG=traceallocfree=1 ./allocprog -n 2000 -finished 400 -o late.trace > late.out");
+  run("'%s' tool trace -d=1 late.trace > late.d1 2>&1", go);
+  char path[8192];
+  snprintf(path, sizeof path, "%s/late.trace", work);
+  int in = open(path, O_RDONLY);
+  assert_true(in >= 0);
+  int out = memfd_create("ctf", 0);
+  mt_go_import_stats st;
+  mt_error err;
+  if (mt_go_import_fd(in, out, NULL, &st, &err))
+    fail_msg("import: %s", err.message);
+  close(in);
+  close(out);
+  snprintf(path, sizeof path, "%s/late.d1", work);
+  size_t size;
+  char *d1 = (char *)tu_read_file(path, &size);
+  uint64_t stackless = d1_count_args(d1, size, "GoroutineStack", " 0]");
+  assert_true(stackless >= 1);
+  assert_int_equal(st.stacks.snapshot, d1_count(d1, size, "GoroutineStack"));
+  assert_int_equal(st.stacks.empty, stackless);
+  assert_int_equal(st.stacks.allocated + st.stacks.snapshot - st.stacks.duplicates -
+                       st.stacks.empty - st.stacks.freed,
+                   st.stacks.live_end);
+  free(d1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(traced_program_import_agrees_with_program_and_go_tool_trace),
+      cmocka_unit_test(goroutines_ended_before_tracing_are_read_not_refused),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
