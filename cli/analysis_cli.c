@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "analysis/views.h"
+#include "common/regex_bound.h"
 #include "cli.h"
 
 bool an_option(an_options *o, int c, const char *arg) {
@@ -180,6 +181,13 @@ static void warn_damage(const char *path, const mt_analysis *a, const mt_error *
 }
 
 bool an_regex_valid(const char *cmd, const char *option, const char *regex) {
+  if (mt_regex_expansion(regex) > MT_REGEX_EXPANSION_MAX) {
+    cli_usage_error(cmd,
+                    "bad %sregular expression '%s': its repetitions expand to more than %u "
+                    "atoms",
+                    option, regex, MT_REGEX_EXPANSION_MAX);
+    return false;
+  }
   regex_t re;
   int rc = regcomp(&re, regex, REG_EXTENDED | REG_NOSUB);
   if (rc) {

@@ -11,10 +11,15 @@
 #include "common/error.h"
 #include "common/grow.h"
 #include "common/hashmap.h"
+#include "common/regex_bound.h"
 
 #define NONE UINT32_MAX
 
 static int compile(regex_t *re, const char *regex, mt_error *err) {
+  if (mt_regex_expansion(regex) > MT_REGEX_EXPANSION_MAX)
+    return mt_fail(err, MT_E_INVALID, -1,
+                   "bad regular expression '%s': its repetitions expand to more than %u atoms",
+                   regex, MT_REGEX_EXPANSION_MAX);
   int rc = regcomp(re, regex, REG_EXTENDED | REG_NOSUB);
   if (rc) {
     char why[128];

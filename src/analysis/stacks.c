@@ -13,10 +13,16 @@
 #include "analysis/model.h"
 #include "common/error.h"
 #include "common/grow.h"
+#include "common/regex_bound.h"
 
 int mt_stacks_init(mt_analysis *a, const mt_analysis_options *options, mt_error *err) {
   a->fold = !options->no_fold;
   if (options->hide && *options->hide) {
+    if (mt_regex_expansion(options->hide) > MT_REGEX_EXPANSION_MAX)
+      return mt_fail(err, MT_E_INVALID, -1,
+                     "bad --hide regular expression '%s': its repetitions expand to more than %u "
+                     "atoms",
+                     options->hide, MT_REGEX_EXPANSION_MAX);
     int rc = regcomp(&a->hide, options->hide, REG_EXTENDED | REG_NOSUB);
     if (rc) {
       char why[128];

@@ -1395,6 +1395,28 @@ static void a_focus_that_matches_nothing_is_said(void **state) {
   free(err);
 }
 
+/* A pattern whose repetitions expand past what regcomp can hold ("o++++..." made regcomp take
+ * gigabytes: a fuzzing find) is refused as a bad command line; ordinary repetition is not. */
+static void patterns_that_expand_beyond_bounds_are_refused(void **state) {
+  (void)state;
+  char stacked[128] = "o";
+  memset(stacked + 1, '+', 100);
+  const char *bad[][3] = {{"top", "--hide", stacked},
+                          {"top", "--hide", "((a{99}){99}){99}"},
+                          {"flame", "--focus", "(x{1000}){1000}"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char *err;
+    assert_int_equal(
+        tu_run_cli(NULL, NULL, &err, bad[i][0], bad[i][1], bad[i][2], known_path(), NULL), 64);
+    if (!strstr(err, "its repetitions expand to more than 100000 atoms"))
+      fail_msg("%s %s %s: %s", bad[i][0], bad[i][1], bad[i][2], err);
+    free(err);
+  }
+  char *out;
+  RUN_OK(out, "top", "--hide", "fn_10[12]_[0-9]+|x{1,3}", known_path());
+  free(out);
+}
+
 /* Options that contradict each other are refused, whatever their order, not settled by the last
  * one given. */
 static void contradictory_index_options_are_refused(void **state) {
@@ -1625,6 +1647,7 @@ int main(void) {
       cmocka_unit_test(hide_patterns_add_up),
       cmocka_unit_test(export_options_are_honoured_or_refused),
       cmocka_unit_test(contradictory_index_options_are_refused),
+      cmocka_unit_test(patterns_that_expand_beyond_bounds_are_refused),
       cmocka_unit_test(a_focus_that_matches_nothing_is_said),
       cmocka_unit_test(counts_take_any_size_and_say_what_is_wrong),
       cmocka_unit_test(standard_input_size_and_diff_of_stdin_twice),
