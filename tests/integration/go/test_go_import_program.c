@@ -69,25 +69,10 @@ static long value_of(const char *text, const char *key) {
   return strtol(p + strlen(k), NULL, 10);
 }
 
-/* Lines of `go tool trace -d=1` (`size` bytes) naming experimental event `name`. Bounded
- * searches only: ASan's strchr measures the whole rest of the string on every call, which made
- * this quadratic in the dump's size (minutes under ASan). */
-static uint64_t d1_count(const char *d1, size_t size, const char *name) {
-  char pattern[64];
-  snprintf(pattern, sizeof pattern, " Name=%s ", name);
-  uint64_t n = 0;
-  for (const char *line = d1, *stop = d1 + size; line < stop;) {
-    const char *end = memchr(line, '\n', (size_t)(stop - line));
-    size_t len = end ? (size_t)(end - line) : (size_t)(stop - line);
-    const char *exp = memmem(line, len, "Experimental Time=", 18);
-    if (exp && memmem(exp, len - (size_t)(exp - line), pattern, strlen(pattern)))
-      n++;
-    line += len + 1;
-  }
-  return n;
-}
-
-/* Lines of d1_count's whose arguments end with `args_end` (e.g. " 0]": a last argument of 0). */
+/* Lines of `go tool trace -d=1` (`size` bytes) naming experimental event `name` whose arguments
+ * end with `args_end` (e.g. " 0]": a last argument of 0; "" for any). Bounded searches only:
+ * ASan's strchr measures the whole rest of the string on every call, which made this quadratic in
+ * the dump's size (minutes under ASan). */
 static uint64_t d1_count_args(const char *d1, size_t size, const char *name, const char *args_end) {
   char pattern[64];
   snprintf(pattern, sizeof pattern, " Name=%s ", name);
@@ -105,40 +90,55 @@ static uint64_t d1_count_args(const char *d1, size_t size, const char *name, con
   return n;
 }
 
+static uint64_t d1_count(const char *d1, size_t size, const char *name) {
+  return d1_count_args(d1, size, name, "");
+}
+
+/* Builds allocprog, runs it traced with `args` into NAME.trace (its output in NAME.out), dumps
+ * the trace with `go tool trace -d=1` into *d1 (*d1_size bytes, malloc'd) and imports it: the
+ * import's stats, the memtrace bytes in the memfd returned. */
+static int traced_import(const char *args, const char *name, mt_go_import_stats *st, char **d1,
+                         size_t *d1_size) {
+  need_go();
+  mkdir(work, 0755);
+  run("'%s' build -o allocprog '%s/main.go'", go, MEMTAP_GO_PROG_DIR);
+  run("GODEBUG=traceallocfree=1 ./allocprog %s -o %s.trace > %s.out", args, name, name);
+  run("'%s' tool trace -d=1 %s.trace > %s.d1 2>&1", go, name, name);
+  char path[8192];
+  snprintf(path, sizeof path, "%s/%s.trace", work, name);
+  int in = open(path, O_RDONLY);
+  assert_true(in >= 0);
+  int out = memfd_create("ctf", 0);
+  mt_error err;
+  if (mt_go_import_fd(in, out, NULL, st, &err))
+    fail_msg("import: %s", err.message);
+  close(in);
+  snprintf(path, sizeof path, "%s/%s.d1", work, name);
+  *d1 = (char *)tu_read_file(path, d1_size);
+  return out;
+}
+
 typedef struct kind_count {
   uint64_t objects, bytes, collects;
 } kind_count;
 
 static void traced_program_import_agrees_with_program_and_go_tool_trace(void **state) {
   (void)state;
-  need_go();
-  mkdir(work, 0755);
-  run("'%s' build -o allocprog '%s/main.go'", go, MEMTAP_GO_PROG_DIR);
-  run("GODEBUG=traceallocfree=1 ./allocprog -n 20000 -o allocprog.trace > allocprog.out");
-  run("'%s' tool trace -d=1 allocprog.trace > allocprog.d1 2>&1", go);
+  mt_go_import_stats st;
+  size_t size;
+  char *d1;
+  int out = traced_import("-n 20000", "allocprog", &st, &d1, &size);
   char path[8192];
   snprintf(path, sizeof path, "%s/allocprog.out", work);
-  size_t size;
-  char *said = (char *)tu_read_file(path, &size);
+  size_t said_size;
+  char *said = (char *)tu_read_file(path, &said_size);
   long nodes = value_of(said, "nodes"), slices = value_of(said, "slices"),
        early = value_of(said, "early");
   free(said);
   assert_int_equal(nodes, 40000);
   assert_true(slices >= 2);
 
-  snprintf(path, sizeof path, "%s/allocprog.trace", work);
-  int in = open(path, O_RDONLY);
-  assert_true(in >= 0);
-  int out = memfd_create("ctf", 0);
-  mt_go_import_stats st;
-  mt_error err;
-  if (mt_go_import_fd(in, out, NULL, &st, &err))
-    fail_msg("import: %s", err.message);
-  close(in);
-
   /* The import and go tool trace -d=1 see the same experimental events. */
-  snprintf(path, sizeof path, "%s/allocprog.d1", work);
-  char *d1 = (char *)tu_read_file(path, &size);
   assert_int_equal(st.objects.allocated, d1_count(d1, size, "HeapObjectAlloc"));
   assert_int_equal(st.objects.snapshot, d1_count(d1, size, "HeapObject"));
   assert_int_equal(st.objects.frees, d1_count(d1, size, "HeapObjectFree"));
@@ -162,6 +162,7 @@ static void traced_program_import_agrees_with_program_and_go_tool_trace(void **s
   close(out);
   mt_reader_options ro = {.backtraces = true};
   mt_reader *r;
+  mt_error err;
   if (mt_reader_open_memory(&r, ctf, ctf_size, &ro, &err))
     fail_msg("%s", err.message);
   kind_count node = {0}, slice = {0}, untyped64 = {0};
@@ -220,25 +221,10 @@ static void traced_program_import_agrees_with_program_and_go_tool_trace(void **s
  * of unknown frees would not allow.) */
 static void goroutines_ended_before_tracing_are_read_not_refused(void **state) {
   (void)state;
-  need_go();
-  mkdir(work, 0755);
-  run("'%s' build -o allocprog '%s/main.go'", go, MEMTAP_GO_PROG_DIR);
-  run("GODEBUG=traceallocfree=1 ./allocprog -n 2000 -finished 400 -o late.trace > late.out");
-  run("'%s' tool trace -d=1 late.trace > late.d1 2>&1", go);
-  char path[8192];
-  snprintf(path, sizeof path, "%s/late.trace", work);
-  int in = open(path, O_RDONLY);
-  assert_true(in >= 0);
-  int out = memfd_create("ctf", 0);
   mt_go_import_stats st;
-  mt_error err;
-  if (mt_go_import_fd(in, out, NULL, &st, &err))
-    fail_msg("import: %s", err.message);
-  close(in);
-  close(out);
-  snprintf(path, sizeof path, "%s/late.d1", work);
   size_t size;
-  char *d1 = (char *)tu_read_file(path, &size);
+  char *d1;
+  close(traced_import("-n 2000 -finished 400", "late", &st, &d1, &size));
   uint64_t stackless = d1_count_args(d1, size, "GoroutineStack", " 0]");
   assert_true(stackless >= 1);
   assert_int_equal(st.stacks.snapshot, d1_count(d1, size, "GoroutineStack"));
