@@ -114,24 +114,26 @@ void record_untraced_say(const record_untraced *u, const char *program, const ch
   fprintf(stderr, "memtap: note: %zu process%s that %s started %s not traced%s%s%s", u->pids.count,
           u->pids.count == 1 ? "" : "es", slash ? slash + 1 : program,
           u->pids.count == 1 ? "was" : "were", names[0] ? " (" : "", names, names[0] ? ")" : "");
-  size_t clones = u->clones < u->pids.count ? u->clones : u->pids.count;
-  size_t failed =
-      u->ring_failures < u->pids.count - clones ? u->ring_failures : u->pids.count - clones;
-  const char *no_ring = "could not make its ring file (a file size, open-file or disk limit?)";
-  if (failed == u->pids.count)
-    fprintf(stderr, ": %s%s\n", u->pids.count == 1 ? "it " : "each ", no_ring);
-  else if (clones + failed == u->pids.count && !failed) /* --follow-fork would not help */
-    fprintf(stderr, ": made by the clone system call, which runs no fork handler\n");
-  else if (clones + failed == u->pids.count)
-    fprintf(stderr, ": %zu made by the clone system call, which runs no fork handler; %zu %s\n",
-            clones, failed, no_ring);
-  else if (clones || failed)
-    fprintf(stderr,
-            "; --follow-fork traces each into %s.<pid>, but for %zu made by the clone "
-            "system call, which runs no fork handler, and %zu that %s\n",
-            output, clones, failed, no_ring);
+  /* Why: --follow-fork, where it would trace them (the plain notes); the clone copies and the
+   * children whose ring file could not be made, which it cannot. */
+  size_t count = u->pids.count;
+  size_t clones = u->clones < count ? u->clones : count;
+  size_t failed = u->ring_failures < count - clones ? u->ring_failures : count - clones;
+  if (count > clones + failed)
+    fprintf(stderr, "; --follow-fork traces each into %s.<pid>%s", output,
+            clones || failed ? ", but for " : "");
   else
-    fprintf(stderr, "; --follow-fork traces each into %s.<pid>\n", output);
+    fputs(": ", stderr);
+  if (clones == count)
+    fputs("made by the clone system call, which runs no fork handler", stderr);
+  else if (clones)
+    fprintf(stderr, "%zu made by the clone system call, which runs no fork handler", clones);
+  const char *no_ring = "could not make its ring file (a file size, open-file or disk limit?)";
+  if (failed == count)
+    fprintf(stderr, "%s%s", count == 1 ? "it " : "each ", no_ring);
+  else if (failed)
+    fprintf(stderr, "%s%zu that %s", clones ? "; " : "", failed, no_ring);
+  fputc('\n', stderr);
 }
 
 void record_untraced_free(record_untraced *u) {
