@@ -97,10 +97,10 @@ static int too_long(mt_reader *r, const uint8_t *at) {
                              MAX_BACKTRACE_FRAMES);
 }
 
-/* For a reader that checks codes (mt_reader_set_check_codes): whether the code a cache miss at
- * `at` stores, frame `frame` of the allocation at `event_offset`, was described; if not, the
- * reader fails. Out of line: misses are the codewords that cost most already. */
-static __attribute__((noinline)) bool miss_described(mt_reader *r, int64_t event_offset,
+/* For a reader that checks codes (mt_reader_set_check_codes): whether `code`, frame `frame` of
+ * the allocation at `event_offset` (stored by a cache miss, or 0 from a bucket none filled), was
+ * described; if not, the reader fails. Out of line: misses are the codewords that cost most. */
+static __attribute__((noinline)) bool code_described(mt_reader *r, int64_t event_offset,
                                                      int64_t code, size_t frame) {
   const mt_location *entries;
   size_t count;
@@ -111,13 +111,6 @@ static __attribute__((noinline)) bool miss_described(mt_reader *r, int64_t event
                       "never described)",
                       (unsigned long long)code, frame);
   return false;
-}
-
-/* For a reader that checks codes: whether code 0, which a hit on a bucket no miss has filled
- * hands out, is described; if not, the reader fails naming `frame`. */
-static __attribute__((noinline)) bool zero_described(mt_reader *r, int64_t event_offset,
-                                                     size_t frame) {
-  return miss_described(r, event_offset, 0, frame);
 }
 
 /* The first of frames[from, to) (flat) or of the runs [from, to) holding code 0, as a frame index;
@@ -135,7 +128,7 @@ static size_t first_zero(bool flat, const int64_t *frames, const mt_backtrace_ru
 static int check_zero(mt_reader *r, const mt_event *ev, bool flat, const int64_t *frames,
                       const mt_backtrace_run *runs, size_t from, size_t to) {
   size_t frame = first_zero(flat, frames, runs, from, to);
-  if (frame == SIZE_MAX || zero_described(r, ev->offset, frame))
+  if (frame == SIZE_MAX || code_described(r, ev->offset, 0, frame))
     return MT_OK;
   return r->failed;
 }
@@ -220,7 +213,7 @@ static inline __attribute__((always_inline)) int codewords(mt_reader *r, const m
       if (checked && end - p < 10)
         return ends_inside(r, p);
       c->loc[bucket] = mt_code63(mt_load_u64(p + 2));
-      if (__builtin_expect(r->check_codes, 0) && !miss_described(r, ev->offset, c->loc[bucket], n))
+      if (__builtin_expect(r->check_codes, 0) && !code_described(r, ev->offset, c->loc[bucket], n))
         return r->failed;
       p += 10;
       emit(flat, runs, frames, &m, &n, c->loc[bucket], 1);
@@ -494,7 +487,7 @@ static inline __attribute__((always_inline)) int decode_runs(mt_reader *r, mt_ev
     }
     default:
       c->loc[bucket] = mt_code63(mt_load_u64(p + 2));
-      if (check && !miss_described(r, ev->offset, c->loc[bucket], n))
+      if (check && !code_described(r, ev->offset, c->loc[bucket], n))
         goto failed;
       p += 10;
       add_run(&last, &last_code, &n, hit(c, bucket, check, &zero), 1);

@@ -136,14 +136,14 @@ static inline __attribute__((always_inline)) int64_t write_block(rec_order *o, r
   const uint64_t *codes = NULL;
   long n;
   bool same = false;
-  static const uint64_t start_up = REC_CODE_START_UP;
+  static const uint64_t start_up_code = REC_CODE_START_UP;
+  bool start_up = !e->nframes && (e->kind & MT_TRACER_FLAG_NO_STACK); /* before it could unwind */
   const rec_stack_entry *last =
-      e->nframes || !(e->kind & MT_TRACER_FLAG_NO_STACK)
-          ? rec_sites_repeat(sink->sites, sink->modules, e->nframes, e->stack_hash, e->stack_serial,
-                             (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0)
-          : NULL;
-  if (!e->nframes && (e->kind & MT_TRACER_FLAG_NO_STACK)) { /* before the shim could unwind */
-    codes = &start_up;
+      start_up ? NULL
+               : rec_sites_repeat(sink->sites, sink->modules, e->nframes, e->stack_hash,
+                                  e->stack_serial, (e->kind & MT_TRACER_FLAG_TRUNCATED) != 0);
+  if (start_up) {
+    codes = &start_up_code;
     n = 1;
   } else if (last) { /* rec_sites_stack_codes's fast path, knowing it was taken */
     codes = last->frames + e->nframes;

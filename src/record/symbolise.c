@@ -12,8 +12,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libiberty/demangle.h>
-#include <stdio.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -162,28 +162,42 @@ static void report_file(rec_symboliser *s, rec_elf *e, const rec_module *m, cons
   }
 }
 
+/* One line of /proc/PID/maps: its range, file offset and file name (its newline cut; "" for an
+ * anonymous mapping). */
+static bool maps_line(char *line, unsigned long long *lo, unsigned long long *hi,
+                      unsigned long long *offset, char **name) {
+  int name_at = 0;
+  if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", lo, hi, offset, &name_at) != 3 || !name_at)
+    return false;
+  *name = line + name_at;
+  (*name)[strcspn(*name, "\n")] = 0;
+  return true;
+}
+
+static FILE *open_maps(int64_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%lld/maps", (long long)pid);
+  return fopen(path, "re");
+}
+
 /* A descriptor of the file the process `pid` maps as module `m`, read through its mappings
  * (/proc/PID/map_files, for root) or, for the executable, /proc/PID/exe; -1 when the process is
  * gone or neither can be opened. The caller checks the build-id: the pid may be another
  * process's by now. */
 static int open_mapped_copy(int64_t pid, const rec_module *m) {
-  char path[128];
-  snprintf(path, sizeof path, "/proc/%lld/maps", (long long)pid);
-  FILE *maps = fopen(path, "re");
+  FILE *maps = open_maps(pid);
   if (!maps)
     return -1;
-  char line[4096 + 128];
+  char line[4096 + 128], path[128];
   int fd = -1;
   bool mapped = false;
   size_t n = strlen(m->path);
   while (fd < 0 && fgets(line, sizeof line, maps)) {
     unsigned long long lo, hi, offset;
-    int name_at = 0;
-    if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &lo, &hi, &offset, &name_at) != 3 ||
-        !name_at || lo < m->low || lo >= m->high || offset != 0)
+    char *name;
+    if (!maps_line(line, &lo, &hi, &offset, &name) || lo < m->low || lo >= m->high || offset != 0)
       continue;
-    const char *name = line + name_at;
-    if (strncmp(name, m->path, n) != 0 || (name[n] != '\n' && strcmp(name + n, " (deleted)\n")))
+    if (strncmp(name, m->path, n) != 0 || (name[n] && strcmp(name + n, " (deleted)")))
       continue;
     snprintf(path, sizeof path, "/proc/%lld/map_files/%llx-%llx", (long long)pid, lo, hi);
     fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -200,22 +214,18 @@ static int open_mapped_copy(int64_t pid, const rec_module *m) {
 /* The absolute path of the file mapped at `address` in process `pid`, if its name ends with
  * `base` (malloc'd), else NULL. */
 static char *mapped_path(int64_t pid, uint64_t address, const char *base) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%lld/maps", (long long)pid);
-  FILE *maps = fopen(path, "re");
+  FILE *maps = open_maps(pid);
   if (!maps)
     return NULL;
   char line[4096 + 128], *found = NULL;
   size_t b = strlen(base);
   while (!found && fgets(line, sizeof line, maps)) {
-    unsigned long long lo, hi;
-    int name_at = 0;
-    if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &lo, &hi, &name_at) != 2 || !name_at ||
-        address < lo || address >= hi || line[name_at] != '/')
+    unsigned long long lo, hi, offset;
+    char *name;
+    if (!maps_line(line, &lo, &hi, &offset, &name) || address < lo || address >= hi ||
+        name[0] != '/')
       continue;
-    char *name = line + name_at, *end = name + strcspn(name, "\n");
-    *end = 0;
-    size_t n = (size_t)(end - name);
+    size_t n = strlen(name);
     if (n > b && name[n - b - 1] == '/' && !strcmp(name + n - b, base))
       found = strdup(name);
   }
