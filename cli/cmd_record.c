@@ -26,6 +26,7 @@
 #include "record_untraced.h"
 #include "memtap/record.h"
 #include "memtap/ring.h"
+#include "common/empty_file.h"
 #include "ring/clock.h"
 
 static const char usage[] =
@@ -355,7 +356,7 @@ static int open_output(session *s, traced *t) {
   struct stat st;
   struct flock whole = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
   t->regular = fstat(t->fd, &st) == 0 && S_ISREG(st.st_mode);
-  if (t->regular && (fcntl(t->fd, F_OFD_SETLK, &whole) != 0 || ftruncate(t->fd, 0) != 0)) {
+  if (t->regular && (fcntl(t->fd, F_OFD_SETLK, &whole) != 0 || mt_empty_file(t->fd) != 0)) {
     int e = errno;
     cli_error(t->path, "cannot write the trace: %s",
               e == EAGAIN || e == EACCES ? "another process is writing it" : strerror(e));

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/empty_file.h"
 #include "common/file_identity.h"
 #include "memtap/record.h"
 #include "tracer/shim.h"
@@ -123,7 +124,7 @@ MT_HIDDEN int mt_inprocess_prepare(const char *path, mt_error *err) {
     return mt_fail(err, MT_E_IO, -1,
                    "cannot lock the trace file %s (is another process writing it?)", path);
   }
-  if (ftruncate(fd, 0) != 0) {
+  if (mt_empty_file(fd) != 0) {
     /* /dev/null and other devices: nothing to truncate */
   }
   memcpy(inproc.path, path, n + 1);
