@@ -149,6 +149,9 @@ typedef struct traced {
   bool regular; /* the trace is a regular file (not a device or a pipe) */
   mt_recorder_stats stats;
   char *exe; /* the program it ran when last looked at (/proc/PID/exe), or NULL */
+  /* Seen running an image other than the one its tracer started in (mt_recorder_image): an exec,
+   * perhaps of the same program, that the tracer did not follow. */
+  bool image_changed;
 } traced;
 
 typedef struct session {
@@ -510,14 +513,17 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
   t->rec = rec;
   t->dev = st->st_dev;
   t->ino = st->st_ino;
+  t->image_changed = false; /* compared with the image that made this ring from now on */
 }
 
 /* --- an exec into a program the tracer did not start in -------------------------------------
  * A traced process that execs a set-user-ID, statically linked or sanitizer-built program, or
  * one whose environment lost LD_PRELOAD (env -i), goes on untraced, and its trace ends at the
  * exec. memtap notes the program each traced process runs at every directory scan and, at the
- * end, compares the last one with the program its trace describes. A program that ran and ended
- * between two scans (SCAN_US, or a sampling nap of up to NAP_MAX_US) is not seen. */
+ * end, compares the last one with the program its trace describes; an exec of that same program
+ * (a daemon re-executing itself with a clean environment) shows as a change of the process's
+ * image (process_image). A program that ran and ended between two scans (SCAN_US, or a sampling
+ * nap of up to NAP_MAX_US) is not seen. */
 
 static void note_programs(session *s) {
   for (size_t i = 0; i < s->count; i++) {
@@ -525,6 +531,9 @@ static void note_programs(session *s) {
     char exe[PATH_MAX];
     if (!t->rec || t->finished || !process_program(t->pid, exe, sizeof exe))
       continue;
+    uint64_t traced_image = mt_recorder_image(t->rec), image = process_image(t->pid);
+    if (traced_image && image && image != traced_image)
+      t->image_changed = true;
     if (!t->exe || strcmp(t->exe, exe) != 0) {
       char *copy = strdup(exe);
       if (copy) {
@@ -539,8 +548,17 @@ static void note_programs(session *s) {
  * trace describes, with the reason when memtap can tell it. */
 static void say_untraced_exec(const traced *t) {
   const char *described = t->rec ? mt_recorder_executable(t->rec) : NULL;
-  if (!t->exe || !described || strcmp(t->exe, described) == 0)
+  if (!t->exe || !described)
     return;
+  if (strcmp(t->exe, described) == 0) {
+    if (t->image_changed)
+      cli_error(t->path,
+                "warning: process %d exec'd %s again and the tracer did not start in it (was "
+                "LD_PRELOAD taken out of its environment?): the trace describes it up to that "
+                "exec",
+                t->pid, t->exe);
+    return;
+  }
   mt_error err = {0};
   int rc = mt_record_check_program(t->exe, &err);
   /* The paths are the traced program's to choose: cli_error defuses them on a terminal. */

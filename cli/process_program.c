@@ -1,9 +1,11 @@
-/* /proc/PID/exe, read and cleaned (process_program.h). */
+/* /proc/PID/exe, read and cleaned, and /proc/PID/auxv's fingerprint (process_program.h). */
 #include "process_program.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "common/process_image.h"
 
 void process_program_undeleted(char *path) {
   static const char deleted[] = " (deleted)";
@@ -21,4 +23,11 @@ bool process_program(long pid, char *buf, size_t size) {
   buf[n] = 0;
   process_program_undeleted(buf);
   return true;
+}
+
+uint64_t process_image(long pid) {
+  char path[64];
+  uint8_t auxv[4096];
+  snprintf(path, sizeof path, "/proc/%ld/auxv", pid);
+  return mt_process_image(path, auxv, sizeof auxv);
 }

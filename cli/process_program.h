@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Drops the " (deleted)" the kernel appends to a program's path when the file was replaced or
  * removed since it was started. */
@@ -13,5 +14,9 @@ void process_program_undeleted(char *path);
 /* The program `pid` runs now (/proc/PID/exe, undeleted) into buf of `size` bytes; false when it
  * cannot be read (the process has ended) or does not fit. */
 bool process_program(long pid, char *buf, size_t size);
+
+/* The fingerprint of the image `pid` runs now (common/process_image.h), 0 when it cannot be read
+ * (the process has ended or is not ours). */
+uint64_t process_image(long pid);
 
 #endif

@@ -127,6 +127,11 @@ void mt_recorder_stats_get(const mt_recorder *r, mt_recorder_stats *out);
  * destroyed. */
 const char *mt_recorder_executable(const mt_recorder *r);
 
+/* The fingerprint of the image the tracer started in (mt_tracer_process.image), or 0 before that
+ * entry was read or when the tracer could not take it. A process whose fingerprint differs now
+ * has exec'd since, even into the same program. */
+uint64_t mt_recorder_image(const mt_recorder *r);
+
 /* Frees the recorder (closing its cursors: a lossless producer then degrades). Writes nothing
  * more if finish was not called. Safe on NULL. */
 void mt_recorder_destroy(mt_recorder *r);

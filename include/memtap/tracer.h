@@ -113,6 +113,8 @@ typedef struct mt_tracer_process {
   int64_t pid;
   int64_t parent_pid; /* for a traced child (--follow-fork), else 0 */
   int64_t start_realtime_ns;
+  uint64_t image; /* a fingerprint of the image the shim started in, which changes at every exec
+                     (its auxiliary vector, hashed); 0 when unknown */
 } mt_tracer_process;
 
 #define MT_TRACER_PROCESS_FULL 1u /* every allocation is recorded */

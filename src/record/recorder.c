@@ -979,6 +979,10 @@ const char *mt_recorder_executable(const mt_recorder *r) {
   return r->have_process ? r->process_exe : NULL;
 }
 
+uint64_t mt_recorder_image(const mt_recorder *r) {
+  return r->have_process ? r->process.image : 0;
+}
+
 void mt_recorder_destroy(mt_recorder *r) {
   if (!r)
     return;

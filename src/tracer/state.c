@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/address_space_limit.h"
+#include "common/process_image.h"
 #include "ring/process.h"
 #include "ring/producer.h"
 #include "tracer/shim.h"
@@ -45,11 +46,12 @@ static void register_process(int64_t parent_pid) {
     char path[4096 + 4096]; /* the executable's path, then the command line */
   } buf;
   memset(&buf.h, 0, sizeof buf.h);
+  int saved_errno = errno; /* the program's, in the child fork returns to */
+  buf.h.image = mt_process_image("/proc/self/auxv", (uint8_t *)buf.path, sizeof buf.path);
   ssize_t n = readlink("/proc/self/exe", buf.path, 4096);
   if (n < 0)
     n = 0;
   ssize_t command = 0;
-  int saved_errno = errno; /* the program's, in the child fork returns to */
   int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
     for (ssize_t got; command < 4096; command += got)

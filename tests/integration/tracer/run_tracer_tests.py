@@ -976,15 +976,23 @@ def test_exec_into_a_program_the_tracer_cannot_enter_is_said():
     if run([probe, "-u"]).stdout.strip() != str(nobody):
         skip(f"set-user-ID has no effect in {suid_dir} (a nosuid mount?)", even_under_ci=True)
     env_sleep = os.path.realpath(shutil.which("sleep"))
+    python = os.path.realpath("/usr/bin/python3")
+    reexec = ("import os, sys; os.execve(sys.executable, "
+              "[sys.executable, '-c', 'import time; time.sleep(1)'], {})")
     cases = (
         ("set-user-ID", ["sh", "-c", f"exec '{sleeper}' 1"],
          f"exec'd {sleeper}, which the tracer cannot enter (set-user-ID"),
         ("env -i", ["sh", "-c", "exec env -i sleep 1"],
          f"exec'd {env_sleep} and the tracer did not start in it"),
+        # The same program again, as a daemon re-executing itself with a clean environment: the
+        # program's path alone does not tell the images apart.
+        ("itself, env -i", [python, "-c", reexec],
+         f"exec'd {python} again and the tracer did not start in it"),
         ("traceable", ["sh", "-c", "exec sleep 0.3"], None),
+        ("itself, traceable", ["sh", "-c", "exec sh -c 'sleep 0.3'"], None),
     )
     for label, argv, said in cases:
-        trace = os.path.join(WORK, f"exec-{label.replace(' ', '_')}.ctf")
+        trace = os.path.join(WORK, f"exec-{label.replace(' ', '_').replace(',', '')}.ctf")
         p = record(trace, argv, options=())
         expect(p.returncode == 0, f"{label}: exit {p.returncode}\n{p.stderr}")
         verify_trace(trace)
