@@ -267,6 +267,22 @@ int mt_shim_open_session(bool inprocess, mt_error *err) {
   return c->full ? MT_SHIM_FULL : MT_SHIM_SAMPLED;
 }
 
+/* "memtap: warning: ", then `before`, `owner` (a path) and `after`, as one line on the program's
+ * standard error, once at start: what the trace will lack is said rather than left to be guessed.
+ * A line too long for the buffer is cut, keeping its newline. */
+static void say_allocator_warning(const char *before, const char *owner, const char *after) {
+  char line[700];
+  int n = snprintf(line, sizeof line, "memtap: warning: %s%s%s\n", before, owner, after);
+  if (n <= 0)
+    return;
+  if ((size_t)n >= sizeof line) {
+    n = (int)sizeof line - 1;
+    line[n - 1] = '\n';
+  }
+  ssize_t ignored = write(2, line, (size_t)n);
+  (void)ignored;
+}
+
 /* A program (or a library preloaded before the shim) that defines malloc itself binds every
  * malloc call to its own allocator, which LD_PRELOAD cannot come before: the shim sees only what
  * that allocator passes on to the next malloc, often nothing. Said once, so that an empty trace is
@@ -283,15 +299,55 @@ static void warn_if_malloc_is_not_ours(void) {
   if (found && sym && sym->st_shndx == SHN_UNDEF)
     return;
   const char *owner = found && info.dli_fname && info.dli_fname[0] ? info.dli_fname : "the program";
-  char line[600];
-  int n = snprintf(line, sizeof line,
-                   "memtap: warning: malloc is defined by %s, which comes before the tracer: only "
-                   "what that allocator passes on to the next malloc is traced\n",
-                   owner);
-  if (n > 0) {
-    ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-    (void)ignored;
+  say_allocator_warning("malloc is defined by ", owner,
+                        ", which comes before the tracer: only what that allocator passes on to "
+                        "the next malloc is traced");
+}
+
+/* dl_iterate_phdr: whether an object other than `data` (the allocator's path) and the
+ * C++ runtime itself needs the C++ runtime (a DT_NEEDED of libstdc++ or libc++): a C program run
+ * with jemalloc preloaded loads libstdc++ for jemalloc only. */
+static int needs_cxx_runtime(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  if (!strcmp(info->dlpi_name, data) || strstr(info->dlpi_name, "libstdc++") ||
+      strstr(info->dlpi_name, "libc++"))
+    return 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
+      continue;
+    const ElfW(Dyn) *dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    uintptr_t strtab = 0;
+    for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++)
+      if (d->d_tag == DT_STRTAB)
+        strtab = d->d_un.d_ptr < info->dlpi_addr ? info->dlpi_addr + d->d_un.d_ptr : d->d_un.d_ptr;
+    if (!strtab)
+      return 0;
+    for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+      const char *name = (const char *)(strtab + d->d_un.d_val);
+      if (d->d_tag == DT_NEEDED &&
+          (!strncmp(name, "libstdc++.", 10) || !strncmp(name, "libc++.", 7)))
+        return 1;
+    }
   }
+  return 0;
+}
+
+/* An allocator preloaded after the shim that defines C++ operator new itself (Debian's jemalloc,
+ * tcmalloc) allocates inside it without calling malloc: every `new` goes untraced, and a `delete`
+ * that frees through `free` shows as a free of an unknown block. Said once, like the above. */
+static void warn_if_new_bypasses_malloc(void) {
+  void *new_fn = dlsym(RTLD_DEFAULT, "_Znwm"), *next_malloc = (void *)mt_shim_real.malloc;
+  Dl_info by_new, by_malloc;
+  if (!new_fn || !next_malloc || !dladdr(new_fn, &by_new) || !dladdr(next_malloc, &by_malloc) ||
+      !by_new.dli_fname || !by_malloc.dli_fname || strcmp(by_new.dli_fname, by_malloc.dli_fname))
+    return; /* libstdc++'s new, which calls malloc (libc defines no operator new) */
+  if (!dl_iterate_phdr(needs_cxx_runtime, (void *)by_new.dli_fname))
+    return; /* no C++ code but the allocator's own: nothing calls new */
+  say_allocator_warning("C++ operator new is defined by ",
+                        by_new.dli_fname && by_new.dli_fname[0] ? by_new.dli_fname
+                                                                : "the next allocator",
+                        ", the allocator after the tracer, which allocates without calling malloc: "
+                        "memory allocated with new is not traced");
 }
 
 static int start(void) {
@@ -326,6 +382,7 @@ static int start(void) {
       mt_inprocess_finish(&err); /* closes the trace file */
   } else {
     warn_if_malloc_is_not_ours();
+    warn_if_new_bypasses_malloc();
   }
   return mode;
 }

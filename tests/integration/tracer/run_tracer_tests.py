@@ -1488,6 +1488,16 @@ def test_jemalloc_kept_behind_shim():
     f, traced = full_program("jemalloc_probe", env=env)
     expect("jemalloc holds the blocks" in traced.stdout,
            f"under memtap record the blocks are not jemalloc's:\n{traced.stdout}")
+    # Debian's jemalloc defines C++ operator new, which allocates without calling malloc: a C++
+    # program's `new` goes untraced, which memtap says once; a C program calls no new.
+    said = "C++ operator new is defined by " + JEMALLOC
+    expect(said not in traced.stderr, f"a C program was warned about new:\n{traced.stderr}")
+    trace = os.path.join(WORK, "jemalloc_cxx.ctf")
+    p = record(trace, [program("cxx_new")], env=env)
+    expect(p.stderr.count(said) == 1 and "memory allocated with new is not traced" in p.stderr,
+           f"a C++ program under jemalloc: expected one warning about new, got:\n{p.stderr}")
+    p = record(trace, [program("cxx_new")])
+    expect("operator new" not in p.stderr, f"a warning about new under glibc:\n{p.stderr}")
 
 
 # --- faults -----------------------------------------------------------------------------------
