@@ -122,13 +122,29 @@ enum {
 static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
 #define FORWARDED_COUNT (sizeof forwarded_signals / sizeof forwarded_signals[0])
 
-/* The process being traced, for the signal forwarder. */
-static volatile sig_atomic_t forward_pid;
+/* Those signals as memtap received them, counted by number (all are below MT_RING_SIGNALS). The
+ * main loop passes each on (forward_signals) unless the program got it too: a signal sent to the
+ * process group (a supervisor's `kill -TERM -PGID`, a terminal's hangup) reaches both, and a
+ * second delivery would turn a graceful shutdown into a forced one. */
+static volatile sig_atomic_t received[MT_RING_SIGNALS];
 
-static void forward_signal(int sig) {
-  if (forward_pid > 0)
-    kill((pid_t)forward_pid, sig);
+static void count_signal(int sig) {
+  if (sig > 0 && sig < MT_RING_SIGNALS)
+    received[sig]++;
 }
+
+/* How long a received signal waits for the program's handler to show it got the signal too. */
+#define FORWARD_WAIT_US 30000
+
+/* The forwarder's accounts for one signal: memtap's receipts and the program's deliveries
+ * (counted by its tracer, mt_recorder_signals_handled) when it last settled, and since when
+ * unmatched receipts wait. */
+typedef struct forwarding {
+  const mt_recorder *rec; /* whose count `handled` is */
+  sig_atomic_t seen;
+  uint32_t handled;
+  int64_t waiting_since_us; /* 0: nothing waits */
+} forwarding;
 
 typedef struct settings {
   const char *output;
@@ -800,6 +816,49 @@ static int exit_status(int status) {
 
 /* Sleeps `us` microseconds or until a child exits, whichever comes first (SIGCHLD is blocked in
  * the main loop, so one that arrived since the last waitpid ends the sleep at once). */
+/* Passes on to `child` each signal memtap received that its handlers did not get too, once
+ * FORWARD_WAIT_US have shown they did not: a signal the program blocks meanwhile merges with the
+ * one passed on, and one it ignores or dies of has no handler to count it (passing it on changes
+ * nothing then). A program the tracer did not enter counts nothing: every signal is passed on.
+ * True while a signal waits (the caller then naps briefly). */
+static bool forward_signals(session *s, forwarding *f, pid_t child, int64_t now_us) {
+  traced *t = find_traced(s, child);
+  const mt_recorder *rec = t && !t->finished ? t->rec : NULL;
+  bool waiting = false;
+  for (size_t i = 0; i < FORWARDED_COUNT; i++) {
+    int sig = forwarded_signals[i];
+    forwarding *g = &f[sig];
+    /* The program's count before memtap's: a signal landing between the two loads is then in
+     * both or in memtap's alone, never in the program's alone (which would pass it on twice). */
+    uint32_t handled = rec ? mt_recorder_signals_handled(rec, sig) : 0;
+    sig_atomic_t got = received[sig];
+    if (rec != g->rec) { /* a file found (or made by an exec) since: its count starts at 0 */
+      g->rec = rec;
+      g->handled = 0;
+    }
+    if (got == g->seen) {
+      g->handled = handled;
+      continue;
+    }
+    unsigned fresh = (unsigned)(got - g->seen);
+    uint32_t delivered = handled - g->handled;
+    if (delivered < fresh) {
+      if (!g->waiting_since_us)
+        g->waiting_since_us = now_us;
+      if (now_us - g->waiting_since_us < FORWARD_WAIT_US) {
+        waiting = true;
+        continue;
+      }
+      for (unsigned k = delivered; k < fresh; k++)
+        kill(child, sig);
+    }
+    g->seen = got;
+    g->handled = handled;
+    g->waiting_since_us = 0;
+  }
+  return waiting;
+}
+
 static void sleep_us(long us) {
   sigset_t chld;
   sigemptyset(&chld);
@@ -983,11 +1042,10 @@ int mt_cmd_record(int argc, char **argv) {
     return MT_EXIT_FAILURE;
   }
 
-  struct sigaction ignore = {.sa_handler = SIG_IGN}, forward = {.sa_handler = forward_signal};
+  struct sigaction ignore = {.sa_handler = SIG_IGN}, forward = {.sa_handler = count_signal};
   struct sigaction old_int, old_quit, old_forwarded[FORWARDED_COUNT], old_xfsz;
   sigemptyset(&forward.sa_mask);
   forward.sa_flags = SA_RESTART;
-  forward_pid = child;
   sigaction(SIGINT, &ignore, &old_int); /* the terminal sends it to the program too */
   sigaction(SIGQUIT, &ignore, &old_quit);
   for (size_t i = 0; i < FORWARDED_COUNT; i++) /* sent to memtap alone: pass them on */
@@ -1022,6 +1080,7 @@ int mt_cmd_record(int argc, char **argv) {
     int64_t scanned_at = 0, polled_at = monotonic_us();
     uint64_t read_before = 0;
     long idle_us = 0, full_nap = 0;
+    forwarding forwards[MT_RING_SIGNALS] = {{0}};
     for (;;) {
       int64_t now = monotonic_us();
       /* Reading the directory is a few system calls: not at every poll of a busy ring. */
@@ -1048,16 +1107,19 @@ int mt_cmd_record(int argc, char **argv) {
       }
       if (main_done && (!set.follow_fork || no_children))
         break;
+      /* A signal waiting to be passed on keeps the naps short. */
+      long nap_cap =
+          !main_done && forward_signals(&s, forwards, child, now) ? FORWARD_WAIT_US / 6 : LONG_MAX;
       uint64_t read_now = progress ? records_read(&s) : read_before;
       if (!set.sampling.full) {
         idle_us = nap_us(read_now - read_before, now - polled_at, idle_us);
         if (idle_us)
-          sleep_us(idle_us);
+          sleep_us(idle_us < nap_cap ? idle_us : nap_cap);
       } else {
         full_nap = full_nap_us(read_now - read_before, now - polled_at, full_nap, progress);
         idle_us = progress ? 0 : full_nap; /* a nap while records arrive: no directory scan */
         if (full_nap)
-          sleep_us(full_nap);
+          sleep_us(full_nap < nap_cap ? full_nap : nap_cap);
       }
       read_before = read_now;
       polled_at = now;
@@ -1073,7 +1135,6 @@ int mt_cmd_record(int argc, char **argv) {
   for (size_t i = 0; i < FORWARDED_COUNT; i++)
     sigaction(forwarded_signals[i], &old_forwarded[i], NULL);
   sigaction(SIGXFSZ, &old_xfsz, NULL);
-  forward_pid = 0;
 
   bool wrote = false;
   for (size_t i = 0; i < s.count; i++) {

@@ -132,6 +132,10 @@ const char *mt_recorder_executable(const mt_recorder *r);
  * has exec'd since, even into the same program. */
 uint64_t mt_recorder_image(const mt_recorder *r);
 
+/* Deliveries of `sig` to the traced program's signal handlers so far, as its tracer counted them
+ * (mt_cursor_signals_handled of its own ring file); 0 before a file is attached. */
+uint32_t mt_recorder_signals_handled(const mt_recorder *r, int sig);
+
 /* Frees the recorder (closing its cursors: a lossless producer then degrades). Writes nothing
  * more if finish was not called. Safe on NULL. */
 void mt_recorder_destroy(mt_recorder *r);

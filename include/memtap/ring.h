@@ -342,6 +342,15 @@ bool mt_cursor_drained(const mt_cursor *cursor);
 /* Records reported lost to this cursor so far. */
 uint64_t mt_cursor_lost_records(const mt_cursor *cursor);
 
+/* Signals below MT_RING_SIGNALS (SIGHUP .. SIGTERM) whose deliveries to the traced program's own
+ * handlers the tracer counts in its ring file, so that `memtap record` can tell a signal sent to
+ * it alone (which it passes on) from one the program got too (sent to their process group). */
+#define MT_RING_SIGNALS 16
+
+/* Deliveries of `sig` to the producer's signal handlers so far (counted by libmemtap-preload's
+ * trampoline; 0 for a signal it does not count or a process that does not trace). Wraps at 2^32. */
+uint32_t mt_cursor_signals_handled(const mt_cursor *cursor, int sig);
+
 /* Converts a record's raw timestamp to nanoseconds of the producer's CLOCK_MONOTONIC (of
  * CLOCK_REALTIME for a realtime file). */
 int64_t mt_cursor_timestamp_ns(const mt_cursor *cursor, uint64_t timestamp);

@@ -983,6 +983,10 @@ uint64_t mt_recorder_image(const mt_recorder *r) {
   return r->have_process ? r->process.image : 0;
 }
 
+uint32_t mt_recorder_signals_handled(const mt_recorder *r, int sig) {
+  return r->natt ? mt_cursor_signals_handled(r->att[0].cursor, sig) : 0;
+}
+
 void mt_recorder_destroy(mt_recorder *r) {
   if (!r)
     return;

@@ -1031,6 +1031,12 @@ uint64_t mt_cursor_lost_records(const mt_cursor *c) {
   return c->lost_total;
 }
 
+uint32_t mt_cursor_signals_handled(const mt_cursor *c, int sig) {
+  if (sig <= 0 || sig >= MT_RING_SIGNALS)
+    return 0;
+  return mt_load_relaxed(&mt_ring_header_at(c->base)->signals_handled[sig]);
+}
+
 int mt_cursor_info(const mt_cursor *c, mt_ring_file_info *info) {
   memset(info, 0, sizeof *info);
   const mt_ring_geometry *g = &c->geo;

@@ -79,7 +79,12 @@ typedef struct mt_ring_file_header {
    * planned for thousands of threads costs a consumer what the program's threads use). Only
    * grows; a consumer clamps it to ring_count. */
   _Atomic uint32_t rings_high;
-  uint8_t reserved2[MT_RING_LINE - 28];
+  uint32_t reserved_signals;
+  /* Deliveries of signal i (1..15) to the traced program's handlers, counted by the tracer's
+   * signal trampoline: memtap record passes on a signal sent to it alone, not one that reached
+   * the program too (sent to the process group). */
+  _Atomic uint32_t signals_handled[MT_RING_SIGNALS];
+  uint8_t reserved2[MT_RING_LINE - 96];
 
   /* 384: drop counters. */
   _Atomic uint64_t records_no_ring; /* written by a thread that had no ring */
@@ -137,6 +142,7 @@ typedef struct mt_ring_block {
 _Static_assert(sizeof(mt_ring_file_header) == 768, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, state) == 256, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, rings_high) == 280, "file header layout");
+_Static_assert(offsetof(mt_ring_file_header, signals_handled) == 288, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, records_no_ring) == 384, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, registry_used) == 512, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, registry_commits) == 520, "file header layout");

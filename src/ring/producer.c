@@ -178,6 +178,12 @@ bool mt_ring_is_copy(void) {
   return owner && !mt_load_relaxed(owner);
 }
 
+void mt_ring_note_signal(int sig) {
+  mt_ring_file_header *h = mt_ring_session.header;
+  if (h && sig > 0 && sig < MT_RING_SIGNALS && !mt_ring_is_copy())
+    atomic_fetch_add_explicit(&h->signals_handled[sig], 1, memory_order_relaxed);
+}
+
 void mt_ring_fork_prepare(void) {
   if (session_open())
     pending_fork_number = mt_add_relaxed(&mt_ring_session.header->forks, 1) + 1;

@@ -72,6 +72,11 @@ static inline uint32_t mt_ring_writer_epoch(struct mt_ring *s) {
 /* Whether this process is a copy made without fork handlers of one whose session was open. */
 bool mt_ring_is_copy(void);
 
+/* Counts a delivery of `sig` to the program's handler in the file's header (signals_handled),
+ * for a consumer that forwards signals. Async-signal-safe; nothing when no file was ever open or
+ * `sig` is not counted. After a close the header is private memory, so a late count is lost. */
+void mt_ring_note_signal(int sig);
+
 /* Thread status. */
 enum {
   MT_THREAD_NONE = 0, /* no ring yet in the current session */

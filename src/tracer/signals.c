@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "ring/producer.h"
 #include "tracer/shim.h"
 
 #define MT_EXPORT __attribute__((visibility("default")))
@@ -37,6 +38,7 @@ static void trampoline(int sig, siginfo_t *info, void *context) {
     t->handler_frame = (uintptr_t)__builtin_frame_address(0);
   t->depth = 0;
   t->in_allocator = 0;
+  mt_ring_note_signal(sig); /* memtap record forwards only what the program did not get */
   atomic_signal_fence(memory_order_seq_cst);
   const user_handler *h = &handlers[sig][atomic_load_explicit(&current[sig], memory_order_acquire)];
   if (h->flags & SA_SIGINFO)

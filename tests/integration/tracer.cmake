@@ -57,7 +57,8 @@ function(memtap_tracer_program output compiler source)
 endfunction()
 
 foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
-           sampled jemalloc_probe rust_shims address_space mlock_all small_stack self_replace)
+           sampled jemalloc_probe rust_shims address_space mlock_all small_stack self_replace
+           graceful)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
@@ -123,6 +124,7 @@ set(_tracer_tests
     full_signal_handler_longjmps_out_of_the_tracer
     full_ctrl_c_reaches_program_and_trace_is_written
     signals_sent_to_memtap_reach_the_program
+    signals_reach_the_program_once
     leaks_names_file_and_line
     recount_project_programs_match_glibc_mtrace
     recount_sqlite3_matches_glibc_mtrace

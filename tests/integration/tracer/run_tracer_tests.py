@@ -1095,6 +1095,37 @@ def test_signals_sent_to_memtap_reach_the_program():
                                    f"4 rounds made 400")
 
 
+def test_signals_reach_the_program_once():
+    """A signal sent to the process group (a supervisor's `kill -TERM -PGID`, a terminal's hangup)
+    reaches the program itself, and memtap must not pass its own copy on: a second SIGTERM turned
+    graceful's orderly shutdown (exit 0) into a forced one (exit 99), and a SIGHUP was counted
+    twice. One sent to memtap alone is passed on, once."""
+    for options in (("--full",), ()):
+        for target in ("group", "memtap"):
+            label = f"{target}, {' '.join(options) or 'sampled'}"
+            trace = os.path.join(WORK, f"graceful-{target}-{len(options)}.ctf")
+            p = subprocess.Popen(record_command(trace, [program("graceful")], options),
+                                 env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, start_new_session=True)
+            wait_for_line(p, "ready")
+            for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGTERM):
+                if target == "group":
+                    os.killpg(p.pid, sig)
+                else:
+                    os.kill(p.pid, sig)
+                time.sleep(0.2)
+            try:
+                out, err = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate()
+                fail(f"{label}: the program did not end")
+            expect(p.returncode == 0 and "hup=1 usr1=1 term=1" in out,
+                   f"{label}: exit {p.returncode} (99: a second SIGTERM), output {out!r}, "
+                   f"expected each signal once\n{err[-2000:]}")
+            verify_trace(trace)
+
+
 def test_leaks_names_file_and_line():
     full_program("leaky")
     trace = os.path.join(WORK, "leaky.ctf")
