@@ -28,6 +28,7 @@
 #include "memtap/ring.h"
 #include "common/empty_file.h"
 #include "ring/clock.h"
+#include "ring/process.h"
 
 static const char usage[] =
     "usage: memtap record [-o FILE] [--rate R | --sample-interval N | --full] [--follow-fork]\n"
@@ -298,6 +299,14 @@ static void run_child(const session *s, const char *shim, const char *resolved, 
   setenv("MEMTAP_RECORD", "1", 1);
   setenv("MEMTAP_RING_DIR", s->dir, 1);
   setenv(MT_CLOCK_ANCHOR_ENV, anchor, 1);
+  /* memtap, the consumer every traced process waits for: a process that makes its ring file after
+   * memtap was killed then stops tracing at once, where it would wait for a consumer that never
+   * comes for the ring's attach timeout (10 s) with its ring full. */
+  uint64_t memtap_start = 0;
+  char consumer[64];
+  mt_process_stat(getppid(), &memtap_start, NULL);
+  snprintf(consumer, sizeof consumer, "%d:%" PRIu64, (int)getppid(), memtap_start);
+  setenv("MEMTAP_RING_CONSUMER", consumer, 1);
   /* Kept after the producer closes, so that a program faster than our first look is still read;
    * the directory is ours and goes at the end. */
   setenv("MEMTAP_RING_PRESERVE", "1", 1);

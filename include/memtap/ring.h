@@ -123,18 +123,23 @@ enum {
 typedef struct mt_ring mt_ring;
 
 typedef struct mt_ring_options {
-  const char *dir;            /* directory of the file */
-  uint64_t ring_size;         /* bytes per ring: rounded up to a power of two */
-  uint32_t max_rings;         /* rings in the file: threads that can write at the same time */
-  uint64_t registry_size;     /* bytes of the registry region (default 1 MiB) */
-  mt_ring_mode mode;          /* default MT_RING_FLIGHT_RECORDER */
-  mt_ring_clock clock;        /* default MT_RING_CLOCK_AUTO */
-  bool preserve;              /* keep the file when the producer closes */
-  uint32_t attach_timeout_ms; /* lossless: how long a full ring waits for a primary consumer to
-                                 register before the file degrades (default 10000) */
-  bool fork_untraced;         /* a forked child gets no file of its own: the session is closed
-                                 in the child (its writes are dropped) and the parent's file is
-                                 left alone (default false: the child gets its own file) */
+  const char *dir;              /* directory of the file */
+  uint64_t ring_size;           /* bytes per ring: rounded up to a power of two */
+  uint32_t max_rings;           /* rings in the file: threads that can write at the same time */
+  uint64_t registry_size;       /* bytes of the registry region (default 1 MiB) */
+  mt_ring_mode mode;            /* default MT_RING_FLIGHT_RECORDER */
+  mt_ring_clock clock;          /* default MT_RING_CLOCK_AUTO */
+  bool preserve;                /* keep the file when the producer closes */
+  uint32_t attach_timeout_ms;   /* lossless: how long a full ring waits for a primary consumer to
+                                   register before the file degrades (default 10000) */
+  bool fork_untraced;           /* a forked child gets no file of its own: the session is closed
+                                   in the child (its writes are dropped) and the parent's file is
+                                   left alone (default false: the child gets its own file) */
+  int consumer_pid;             /* lossless: the process expected to attach as primary, and its */
+  uint64_t consumer_start_time; /* start time (/proc/PID/stat field 22, 0: any); while no primary
+                                   has attached, a full ring whose expected consumer has died
+                                   degrades at once rather than after attach_timeout_ms (0: none
+                                   expected) */
 } mt_ring_options;
 
 /* Fills `opts` with the defaults, overridden by the MEMTAP_RING_* environment variables. Returns

@@ -115,6 +115,15 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target, uin
           degrade(h);
           break;
         }
+        /* The consumer expected to attach (memtap record, killed before this process's file
+         * appeared) will never come: no use waiting out the timeout. */
+        if (s->options.consumer_pid && ns >= next_check) {
+          next_check = ns + 10000000u;
+          if (!mt_process_alive(s->options.consumer_pid, s->options.consumer_start_time)) {
+            degrade(h);
+            break;
+          }
+        }
       } else if (ns >= next_check) {
         /* A consumer that died (or whose pid now names another process) will never read. One
          * still CLAIMING has not published its start time yet: only its pid is checked. */

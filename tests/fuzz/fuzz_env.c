@@ -1,10 +1,11 @@
 /* libFuzzer target for the environment variables memtap reads: the ring layer's MEMTAP_RING_DIR,
- * MEMTAP_RING_SIZE, MEMTAP_RING_THREADS, MEMTAP_RING_CLOCK and MEMTAP_RING_PRESERVE (ring.h),
+ * MEMTAP_RING_SIZE, MEMTAP_RING_THREADS, MEMTAP_RING_CLOCK, MEMTAP_RING_PRESERVE and
+ * MEMTAP_RING_CONSUMER (ring.h),
  * through mt_ring_options_parse, which is mt_ring_options_init without getenv (setting the real
  * environment per input would leak every value in glibc), and the ring file path built from the
  * directory (mt_ring_file_path).
  *
- * Input: up to five values separated by NUL bytes, in the order above, then (after a sixth NUL)
+ * Input: up to six values separated by NUL bytes, in the order above, then (after a seventh NUL)
  * 4 bytes of pid and 2 bytes of path buffer size. A missing value is an unset variable; an empty
  * one is set but empty, which counts as unset.
  *
@@ -32,9 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
     }                                                                                              \
   } while (0)
 
-static const char *const names[] = {"MEMTAP_RING_DIR", "MEMTAP_RING_SIZE", "MEMTAP_RING_THREADS",
-                                    "MEMTAP_RING_CLOCK", "MEMTAP_RING_PRESERVE"};
-enum { DIR_VAR, SIZE_VAR, THREADS_VAR, CLOCK_VAR, PRESERVE_VAR, NVARS };
+static const char *const names[] = {"MEMTAP_RING_DIR",      "MEMTAP_RING_SIZE",
+                                    "MEMTAP_RING_THREADS",  "MEMTAP_RING_CLOCK",
+                                    "MEMTAP_RING_PRESERVE", "MEMTAP_RING_CONSUMER"};
+enum { DIR_VAR, SIZE_VAR, THREADS_VAR, CLOCK_VAR, PRESERVE_VAR, CONSUMER_VAR, NVARS };
 
 typedef struct environment {
   char *value[NVARS]; /* NULL: unset */
@@ -140,6 +142,26 @@ static void check_options(environment *env) {
 
   v = env->value[PRESERVE_VAR];
   CHECK(o.preserve == (set(v) && strcmp(v, "0") != 0));
+
+  /* <pid>:<start time>: decimal digits only (at most 19 each), the pid 1 to INT32_MAX. */
+  v = env->value[CONSUMER_VAR];
+  if (!set(v)) {
+    CHECK(o.consumer_pid == 0 && o.consumer_start_time == 0);
+  } else {
+    const char *colon = strchr(v, ':');
+    size_t pid_len = colon ? (size_t)(colon - v) : 0, start_len = colon ? strlen(colon + 1) : 0;
+    bool digits = colon && pid_len && start_len && pid_len <= 19 && start_len <= 19 &&
+                  strspn(v, "0123456789") == pid_len &&
+                  strspn(colon + 1, "0123456789") == start_len;
+    uint64_t pid = digits ? strtoull(v, NULL, 10) : 0;
+    if (digits && pid >= 1 && pid <= INT32_MAX) {
+      CHECK(o.consumer_pid == (int)pid);
+      CHECK(o.consumer_start_time == strtoull(colon + 1, NULL, 10));
+    } else {
+      CHECK(o.consumer_pid == 0 && o.consumer_start_time == 0);
+      invalid = true;
+    }
+  }
 
   CHECK((rc == MT_E_INVALID) == invalid);
   if (invalid) {

@@ -140,6 +140,7 @@ set(_tracer_tests
     nopie_program_taking_malloc_address_is_not_said_to_define_it
     fault_program_sigkilled_trace_complete
     fault_record_sigkilled_program_finishes
+    fault_record_sigkilled_before_a_process_starts_does_not_hold_it
     fault_record_sigkilled_ring_directory_swept
     fault_output_on_dev_full
     fault_static_program_refused

@@ -1651,6 +1651,39 @@ def test_fault_record_sigkilled_program_finishes():
                                "not even the first round's (no periodic flush?)")
 
 
+def test_fault_record_sigkilled_before_a_process_starts_does_not_hold_it():
+    """A process whose ring file appears after memtap record was killed (here the traced shell
+    execs python once memtap is gone) fills its lossless ring with no consumer ever to come. It
+    waited out the ring's attach timeout (10 s) before running on untraced; now it sees that the
+    recorder named in MEMTAP_RING_CONSUMER is dead and stops tracing at once."""
+    script = os.path.join(WORK, "late_allocator.py")
+    with open(script, "w") as fh:
+        fh.write("import time\nt = time.monotonic()\nfor i in range(300000):\n"
+                 "    b = bytes(1000)\nprint(f'loop {time.monotonic() - t:.1f} s', flush=True)\n")
+    trace = os.path.join(WORK, "killed_before_exec.ctf")
+    p = subprocess.Popen(record_command(trace, ["sh", "-c", f"sleep 1; exec /usr/bin/python3 "
+                                                            f"'{script}'"]),
+                         env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    time.sleep(0.3)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    deadline = time.monotonic() + 120
+    out = ""
+    while "loop" not in out and time.monotonic() < deadline:
+        ready, _, _ = select.select([p.stdout], [], [], 0.5)
+        if ready:
+            chunk = p.stdout.readline()
+            if not chunk:
+                break
+            out += chunk
+    m = re.search(r"loop ([\d.]+) s", out)
+    expect(m, f"the program printed no loop time after memtap record was killed: {out!r}")
+    # Untraced the loop takes a fraction of a second; waiting for the dead recorder took 10 s.
+    expect(float(m.group(1)) < 8, f"the program's loop took {m.group(1)} s after memtap record "
+                                  f"was killed: it waited for a recorder that was gone")
+
+
 def ring_dirs():
     return set(glob.glob(os.path.join(WORK, "tmp", "memtap-record-*")))
 
