@@ -359,10 +359,16 @@ static traced *find_traced(session *s, int pid) {
   return NULL;
 }
 
+/* Whether two paths name one existing file (device and inode). */
+static bool same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 static int open_output(session *s, traced *t) {
   if (t->fd >= 0)
     return 0;
-  if (t->pid == s->main_pid) {
+  if (t->pid == s->main_pid || same_file(s->main_output, "/dev/null")) {
     t->path = strdup(s->main_output);
   } else {
     size_t len = strlen(s->main_output) + 32;
@@ -926,12 +932,6 @@ static int64_t monotonic_us(void) {
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Whether two paths name one existing file (device and inode). */
-static bool same_file(const char *a, const char *b) {
-  struct stat sa, sb;
-  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 int mt_cmd_record(int argc, char **argv) {
   settings set = {0};
   int first = 0;
@@ -974,6 +974,18 @@ int mt_cmd_record(int argc, char **argv) {
       cli_error(set.output, "is the program's argument '%s'; refusing to overwrite it", *arg);
       return MT_EXIT_FAILURE;
     }
+
+  /* --follow-fork writes each child's trace next to the main one (FILE.PID): a device or a pipe
+   * has no "next to". /dev/null takes them all; anything else is refused before the program runs
+   * (it made /dev/null.PID regular files in /dev). */
+  struct stat out_st;
+  if (set.follow_fork && set.output && stat(set.output, &out_st) == 0 && !S_ISREG(out_st.st_mode) &&
+      !same_file(set.output, "/dev/null")) {
+    cli_error(set.output,
+              "is not a regular file, and --follow-fork writes one trace per process next to "
+              "it (FILE.PID): give a file name, or /dev/null to discard every trace");
+    return MT_EXIT_USAGE;
+  }
 
   session s = {.set = &set, .program = program};
   const char *tmp = getenv("TMPDIR");

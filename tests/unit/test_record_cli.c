@@ -1,6 +1,7 @@
 /* `memtap record` refusals and option checks (no shim needed): a missing program, a statically
  * linked one, a set-user-ID copy, a sanitizer build, malformed options and MEMTAP_* variables;
  * none of them leaves a trace behind. With the shim built, /bin/true is traced for real. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -493,6 +494,28 @@ static void closing_line_quotes_the_trace_and_says_nothing_of_devices(void **sta
   assert_int_equal(record(&err, "-", "/bin/true", NULL), 64);
   assert_non_null(strstr(err, "standard output is the program's"));
   assert_false(exists("-"));
+  free(err);
+  /* --follow-fork names children's traces FILE.PID: /dev/null takes them too (it made regular
+   * files /dev/null.PID in /dev), and a pipe, which has no "next to", is refused. */
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "--follow-fork", "-o", "/dev/null", "--",
+                              "/bin/sh", "-c", "/bin/true; /bin/true", (char *)NULL),
+                   0);
+  free(err);
+  DIR *dev = opendir("/dev");
+  assert_non_null(dev);
+  for (struct dirent *e; (e = readdir(dev));)
+    if (!strncmp(e->d_name, "null.", 5)) {
+      unlinkat(dirfd(dev), e->d_name, 0);
+      fail_msg("--follow-fork -o /dev/null made /dev/%s", e->d_name);
+    }
+  closedir(dev);
+  char fifo[4096];
+  snprintf(fifo, sizeof fifo, "%s/fifo", tu_temp_dir());
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "--follow-fork", "-o", fifo, "--",
+                              "/bin/true", (char *)NULL),
+                   64);
+  assert_non_null(strstr(err, "is not a regular file, and --follow-fork"));
   free(err);
 }
 
