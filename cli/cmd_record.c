@@ -1146,6 +1146,18 @@ int mt_cmd_record(int argc, char **argv) {
       polled_at = now;
     }
     scan(&s); /* a process that exited before we first looked */
+    /* Children the program forked just before it ended (a shell's `sleep 1 & echo hi`) may not
+     * have left their notes yet, and their line would be missing: without --follow-fork, wait
+     * for a note per fork the program made, 100 ms at most. */
+    traced *main_traced = find_traced(&s, child);
+    if (!set.follow_fork && main_traced && main_traced->rec) {
+      mt_recorder_stats st;
+      mt_recorder_stats_get(main_traced->rec, &st);
+      for (int tries = 0; tries < 20 && s.untraced.pids.count < st.forks; tries++) {
+        sleep_us(5000);
+        scan(&s);
+      }
+    }
   }
   sigprocmask(SIG_SETMASK, &old_mask, NULL);
 

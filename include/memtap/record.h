@@ -91,6 +91,7 @@ typedef struct mt_recorder_stats {
   uint64_t reordered; /* records that arrived after later-stamped ones had been written */
   uint64_t bytes;     /* bytes written to the descriptor */
   int64_t pid;        /* the traced process, from its ring file (0 before any attach) */
+  uint64_t forks;     /* fork() calls it made while traced (its ring file's count) */
   bool failed;        /* writing the trace failed: the rings are still drained */
   mt_error error;     /* what failed, when `failed` */
 } mt_recorder_stats;

@@ -347,6 +347,9 @@ bool mt_cursor_drained(const mt_cursor *cursor);
 /* Records reported lost to this cursor so far. */
 uint64_t mt_cursor_lost_records(const mt_cursor *cursor);
 
+/* fork() calls the producer made while its file was open (counted as each starts). */
+uint64_t mt_cursor_forks(const mt_cursor *cursor);
+
 /* Signals below MT_RING_SIGNALS (SIGHUP .. SIGTERM) whose deliveries to the traced program's own
  * handlers the tracer counts in its ring file, so that `memtap record` can tell a signal sent to
  * it alone (which it passes on) from one the program got too (sent to their process group). */

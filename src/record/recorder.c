@@ -973,6 +973,7 @@ void mt_recorder_stats_get(const mt_recorder *r, mt_recorder_stats *out) {
   }
   out->failed = r->out.failed;
   out->error = r->out.error;
+  out->forks = r->natt ? mt_cursor_forks(r->att[0].cursor) : 0;
 }
 
 const char *mt_recorder_executable(const mt_recorder *r) {

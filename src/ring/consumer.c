@@ -1031,6 +1031,10 @@ uint64_t mt_cursor_lost_records(const mt_cursor *c) {
   return c->lost_total;
 }
 
+uint64_t mt_cursor_forks(const mt_cursor *c) {
+  return mt_load_relaxed(&mt_ring_header_at(c->base)->forks);
+}
+
 uint32_t mt_cursor_signals_handled(const mt_cursor *c, int sig) {
   if (sig <= 0 || sig >= MT_RING_SIGNALS)
     return 0;

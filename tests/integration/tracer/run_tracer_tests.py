@@ -736,6 +736,12 @@ def test_full_fork_without_follow_traces_parent_only():
     notes = [line for line in forged.stderr.splitlines() if "not traced" in line]
     expect(len(notes) == 1 and "ev?[31mil?" in notes[0] and "\x1b" not in forged.stderr,
            f"a forged note's control characters reach the terminal:\n{forged.stderr!r}")
+    # A child forked just before the program ends (a shell's background job) has not always
+    # written its note by then: memtap waits for a note per fork (it lost 6 in 10 such lines).
+    for run_number in range(5):
+        background = record(trace, ["sh", "-c", "sleep 1 & echo hi"], ())
+        expect("1 process that sh started was not traced" in background.stderr,
+               f"run {run_number}: the background child went unsaid:\n{background.stderr!r}")
 
 
 def test_full_fork_exec_vfork_spawn_with_follow_fork():
