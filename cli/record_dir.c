@@ -64,15 +64,21 @@ int record_dir_make(const char *tmp, char *dir, size_t size) {
 }
 
 void record_dir_remove(const char *dir, int lock_fd) {
-  DIR *d = opendir(dir);
-  if (d) {
-    struct dirent *e;
-    while ((e = readdir(d)))
-      if (e->d_name[0] != '.')
-        unlinkat(dirfd(d), e->d_name, 0);
-    closedir(d);
+  /* Untraced descendants still running may add a note meanwhile (a background job's exec, while
+   * the ring file's unlink takes milliseconds): emptied again until the directory goes. Once it
+   * is gone their notes fail to be made, harmlessly. */
+  for (int pass = 0; pass < 5; pass++) {
+    DIR *d = opendir(dir);
+    if (d) {
+      struct dirent *e;
+      while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+          unlinkat(dirfd(d), e->d_name, 0);
+      closedir(d);
+    }
+    if (rmdir(dir) == 0 || errno != ENOTEMPTY)
+      break;
   }
-  rmdir(dir);
   if (lock_fd >= 0)
     close(lock_fd);
 }
