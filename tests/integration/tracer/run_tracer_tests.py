@@ -1076,6 +1076,17 @@ def test_full_ctrl_c_reaches_program_and_trace_is_written():
     expect(f["allocs"] >= 400, f"the trace holds {f['allocs']} allocations; 4 rounds made 400")
 
 
+def session_output(p, what, timeout=60):
+    """(stdout, stderr) of `p`, started in a session of its own, once it ends; past `timeout` s
+    the whole session is killed and the test fails."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        fail(f"{what}: the program did not end")
+
+
 def test_signals_sent_to_memtap_reach_the_program():
     # `kill` aimed at memtap alone: termination and the signals that ask a program something are
     # passed on, so the program gets them as if untraced, and memtap ends with it, trace whole.
@@ -1087,12 +1098,7 @@ def test_signals_sent_to_memtap_reach_the_program():
                              text=True, start_new_session=True)
         wait_for_line(p, "round 3")
         os.kill(p.pid, sig)
-        try:
-            out, err = p.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate()
-            fail(f"{sig.name} to memtap record: the program did not end")
+        out, err = session_output(p, f"{sig.name} to memtap record")
         expect(p.returncode == 128 + sig,
                f"{sig.name} to memtap record: exit {p.returncode}, expected {128 + sig} (the "
                f"program killed by it)\n{err[-2000:]}")
@@ -1120,12 +1126,7 @@ def test_signals_reach_the_program_once():
                 else:
                     os.kill(p.pid, sig)
                 time.sleep(0.2)
-            try:
-                out, err = p.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.communicate()
-                fail(f"{label}: the program did not end")
+            out, err = session_output(p, label)
             expect(p.returncode == 0 and "hup=1 usr1=1 term=1" in out,
                    f"{label}: exit {p.returncode} (99: a second SIGTERM), output {out!r}, "
                    f"expected each signal once\n{err[-2000:]}")
