@@ -59,6 +59,10 @@ typedef struct mt_trace_info {
   const char *context; /* "" when absent (v1, or no context) */
 } mt_trace_info;
 
+/* Whether a trace can carry the sample rate `rate` (the reader's rule): 0 < rate <= 1, and the
+ * bytes one sample stands for (word_size / 8 / rate) finite, which a denormal rate overflows. */
+bool mt_sample_rate_is_valid(double rate, int word_size);
+
 typedef enum mt_event_kind {
   MT_EVENT_ALLOC = 0,
   MT_EVENT_PROMOTE = 1,

@@ -238,7 +238,7 @@ static int parse_trace_info(mt_reader *r) {
   } rate = {.u = rate_bits};
   if (!(rate.f > 0 && rate.f <= 1)) /* FORMAT.md §2: 0 < λ <= 1 (NaN included) */
     return mt_reader_malformed(r, rate_at, "the sample rate %.17g is outside (0, 1]", rate.f);
-  if (!isfinite(word_size / 8.0 / rate.f)) /* a denormal λ: a sample's bytes overflow a double */
+  if (!mt_sample_rate_is_valid(rate.f, word_size)) /* a denormal λ: a sample's bytes overflow */
     return mt_reader_malformed(r, rate_at,
                                "the sample rate %g is too small: one sample would stand for more "
                                "bytes than a double holds",

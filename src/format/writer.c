@@ -3,6 +3,7 @@
  * order, and memtrace's multiplexed-domains switching. Byte-identical to memtrace's Trace.Writer.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -28,6 +29,10 @@ static inline void put_vint(mt_wbuf *b, int64_t v) {
     b->data[b->len++] = (uint8_t)v;
   else
     mt_wbuf_vint(b, v);
+}
+
+bool mt_sample_rate_is_valid(double rate, int word_size) {
+  return rate > 0 && rate <= 1 && isfinite(word_size / 8.0 / rate); /* NaN fails the first */
 }
 
 static int fail_writer(mt_writer *w, int code) {
@@ -296,8 +301,9 @@ int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
   if (version != 2 && version != 3)
     return mt_fail(err, MT_E_INVALID, -1, "cannot write trace format version %d (only 2 or 3)",
                    version);
-  if (!(info->sample_rate > 0 && info->sample_rate <= 1))
-    return mt_fail(err, MT_E_INVALID, -1, "sample rate %g is outside (0, 1]", info->sample_rate);
+  if (!mt_sample_rate_is_valid(info->sample_rate, 64))
+    return mt_fail(err, MT_E_INVALID, -1, "sample rate %g is outside (0, 1] or too small",
+                   info->sample_rate);
   mt_writer *w = calloc(1, sizeof *w);
   trace_file *f = calloc(1, sizeof *f);
   if (!w || !f) {

@@ -117,7 +117,7 @@ static int64_t real_ns(void) {
 
 static double trace_rate(const mt_recorder *r) {
   double rate = r->have_process ? r->process.sample_rate : r->opt.sample_rate;
-  return rate > 0 && rate <= 1 ? rate : 1;
+  return mt_sample_rate_is_valid(rate, 64) ? rate : 1; /* a damaged ring file's: full */
 }
 
 static void ensure_writer(void *user) {

@@ -350,6 +350,11 @@ static void refuses_what_the_format_cannot_express(void **state) {
   assert_int_equal(mt_writer_create(&w, fd, &info, NULL, &err), MT_E_INVALID);
   info = tg_info(1.5);
   assert_int_equal(mt_writer_create(&w, fd, &info, NULL, &err), MT_E_INVALID);
+  /* A denormal rate, which the reader refuses (one sample's bytes overflow a double): the
+   * recorder once wrote one from a damaged ring file (fuzz_record). */
+  info = tg_info(5e-324);
+  assert_int_equal(mt_writer_create(&w, fd, &info, NULL, &err), MT_E_INVALID);
+  assert_non_null(strstr(err.message, "too small"));
   mt_writer_options v1 = {.version = 1};
   info = tg_info(0.5);
   assert_int_equal(mt_writer_create(&w, fd, &info, &v1, &err), MT_E_INVALID);
