@@ -2,10 +2,10 @@
 #include "ring/clock.h"
 
 #include <cpuid.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
+
+#include "common/number_pair.h"
 
 bool mt_clock_tsc_invariant(void) {
   unsigned a, b, c, d;
@@ -65,19 +65,7 @@ void mt_clock_anchor_format(char *out, size_t size) {
 }
 
 bool mt_clock_anchor_parse(const char *text, mt_clock_pair *out) {
-  if (!text || *text < '0' || *text > '9')
-    return false;
-  char *end;
-  int saved_errno = errno;
-  errno = 0;
-  out->raw = strtoull(text, &end, 10);
-  bool ok = *end == ':' && end[1] >= '0' && end[1] <= '9';
-  if (ok) {
-    out->monotonic_ns = strtoull(end + 1, &end, 10);
-    ok = *end == 0 && errno == 0; /* errno: ERANGE, a number past 2^64 - 1 */
-  }
-  errno = saved_errno;
-  return ok;
+  return mt_number_pair_parse(text, &out->raw, &out->monotonic_ns);
 }
 
 uint64_t mt_clock_hz_anchored(mt_ring_clock clock, const char *anchor) {

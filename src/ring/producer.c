@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/number_pair.h"
 #include "ring/clock.h"
 #include "ring/process.h"
 #include "ring/producer.h"
@@ -70,20 +71,6 @@ static uint64_t round_up_power_of_two(uint64_t x) {
   return p;
 }
 
-/* The decimal number in [p, end): digits only, at most 19 of them. */
-static bool parse_decimal(const char *p, const char *end, uint64_t *out) {
-  if (p == end || end - p > 19)
-    return false;
-  uint64_t v = 0;
-  for (; p < end; p++) {
-    if (*p < '0' || *p > '9')
-      return false;
-    v = v * 10 + (uint64_t)(*p - '0');
-  }
-  *out = v;
-  return true;
-}
-
 int mt_ring_options_parse(mt_ring_options *opts, mt_ring_env_fn lookup, void *user, mt_error *err) {
   memset(opts, 0, sizeof *opts);
   opts->ring_size = 1u << 20;
@@ -128,9 +115,7 @@ int mt_ring_options_parse(mt_ring_options *opts, mt_ring_env_fn lookup, void *us
     opts->preserve = true;
   if ((v = lookup(user, "MEMTAP_RING_CONSUMER")) && *v) {
     uint64_t pid, start;
-    const char *colon = strchr(v, ':');
-    if (colon && parse_decimal(v, colon, &pid) && pid >= 1 && pid <= INT32_MAX &&
-        parse_decimal(colon + 1, colon + 1 + strlen(colon + 1), &start)) {
+    if (mt_number_pair_parse(v, &pid, &start) && pid >= 1 && pid <= INT32_MAX) {
       opts->consumer_pid = (int)pid;
       opts->consumer_start_time = start;
     } else {

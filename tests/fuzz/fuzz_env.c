@@ -87,6 +87,22 @@ static bool reference_size(const char *s, uint64_t *out) {
   return true;
 }
 
+/* The digits in [p, end), at least one and nothing else, as a number below 2^64. */
+static bool reference_decimal(const char *p, const char *end, uint64_t *out) {
+  unsigned __int128 v = 0;
+  if (p == end)
+    return false;
+  for (; p < end; p++) {
+    if (*p < '0' || *p > '9')
+      return false;
+    v = v * 10 + (unsigned)(*p - '0');
+    if (v > UINT64_MAX)
+      return false;
+  }
+  *out = (uint64_t)v;
+  return true;
+}
+
 static void check_options(environment *env) {
   mt_ring_options o;
   mt_error err;
@@ -143,20 +159,19 @@ static void check_options(environment *env) {
   v = env->value[PRESERVE_VAR];
   CHECK(o.preserve == (set(v) && strcmp(v, "0") != 0));
 
-  /* <pid>:<start time>: decimal digits only (at most 19 each), the pid 1 to INT32_MAX. */
+  /* <pid>:<start time>: decimal digits only on both sides, each below 2^64, the pid 1 to
+   * INT32_MAX (read here with 128-bit arithmetic). */
   v = env->value[CONSUMER_VAR];
   if (!set(v)) {
     CHECK(o.consumer_pid == 0 && o.consumer_start_time == 0);
   } else {
     const char *colon = strchr(v, ':');
-    size_t pid_len = colon ? (size_t)(colon - v) : 0, start_len = colon ? strlen(colon + 1) : 0;
-    bool digits = colon && pid_len && start_len && pid_len <= 19 && start_len <= 19 &&
-                  strspn(v, "0123456789") == pid_len &&
-                  strspn(colon + 1, "0123456789") == start_len;
-    uint64_t pid = digits ? strtoull(v, NULL, 10) : 0;
-    if (digits && pid >= 1 && pid <= INT32_MAX) {
+    uint64_t pid = 0, start = 0;
+    bool pair = colon && reference_decimal(v, colon, &pid) &&
+                reference_decimal(colon + 1, colon + 1 + strlen(colon + 1), &start);
+    if (pair && pid >= 1 && pid <= INT32_MAX) {
       CHECK(o.consumer_pid == (int)pid);
-      CHECK(o.consumer_start_time == strtoull(colon + 1, NULL, 10));
+      CHECK(o.consumer_start_time == start);
     } else {
       CHECK(o.consumer_pid == 0 && o.consumer_start_time == 0);
       invalid = true;
