@@ -829,8 +829,6 @@ static int exit_status(int status) {
   return 1;
 }
 
-/* Sleeps `us` microseconds or until a child exits, whichever comes first (SIGCHLD is blocked in
- * the main loop, so one that arrived since the last waitpid ends the sleep at once). */
 /* Passes on to `child` each signal memtap received that its handlers did not get too, once
  * FORWARD_WAIT_US have shown they did not: a signal the program blocks meanwhile merges with the
  * one passed on, and one it ignores or dies of has no handler to count it (passing it on changes
@@ -874,6 +872,8 @@ static bool forward_signals(session *s, forwarding *f, pid_t child, int64_t now_
   return waiting;
 }
 
+/* Sleeps `us` microseconds or until a child exits, whichever comes first (SIGCHLD is blocked in
+ * the main loop, so one that arrived since the last waitpid ends the sleep at once). */
 static void sleep_us(long us) {
   sigset_t chld;
   sigemptyset(&chld);
