@@ -51,8 +51,8 @@ void mt_cursor_set_run_callback(mt_cursor *cursor, mt_cursor_run_fn fn);
 /* Polls read the rings in time order (on) instead of in turn (off, the default): in chunks of up
  * to 1024 records, each from the ring whose next unread record is stamped earliest, so that a
  * reader that merges the rings' records by time holds about one chunk back rather than whatever
- * separates the rings' read positions. Only for files with 2 to 64 rings in use; with more,
- * polls read the rings in turn. */
+ * separates the rings' read positions. Any number of rings: those with records unread are kept
+ * in a heap by that stamp. */
 void mt_cursor_set_time_order(mt_cursor *cursor, bool on);
 /* The stamp of the oldest record published but not yet read, over every ring: true and *stamp,
  * or false when every ring is read to its tail. Read from the file without copying, so in
