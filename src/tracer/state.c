@@ -344,8 +344,7 @@ static void warn_if_new_bypasses_malloc(void) {
   if (!dl_iterate_phdr(needs_cxx_runtime, (void *)by_new.dli_fname))
     return; /* no C++ code but the allocator's own: nothing calls new */
   say_allocator_warning("C++ operator new is defined by ",
-                        by_new.dli_fname && by_new.dli_fname[0] ? by_new.dli_fname
-                                                                : "the next allocator",
+                        by_new.dli_fname[0] ? by_new.dli_fname : "the next allocator",
                         ", the allocator after the tracer, which allocates without calling malloc: "
                         "memory allocated with new is not traced");
 }
