@@ -626,6 +626,14 @@ static int drain_discarded(void *user, const mt_ring_event *ev) {
   return MT_CURSOR_NEXT;
 }
 
+/* --full: the recorders offer their clock tick while they poll, and withdraw it before an idle
+ * nap (mt_recorder_set_clock_tick). */
+static void offer_clock_ticks(session *s, bool on) {
+  for (size_t i = 0; i < s->count; i++)
+    if (s->procs[i].rec && !s->procs[i].finished)
+      mt_recorder_set_clock_tick(s->procs[i].rec, on);
+}
+
 static bool poll_all(session *s) {
   bool any = false;
   for (size_t i = 0; i < s->count; i++) {
@@ -1110,6 +1118,8 @@ int mt_cmd_record(int argc, char **argv) {
         note_programs(&s);
         scanned_at = now;
       }
+      if (set.sampling.full)
+        offer_clock_ticks(&s, true);
       bool progress = poll_all(&s);
       int status;
       pid_t pid;
@@ -1139,8 +1149,14 @@ int mt_cmd_record(int argc, char **argv) {
       } else {
         full_nap = full_nap_us(read_now - read_before, now - polled_at, full_nap, progress);
         idle_us = progress ? 0 : full_nap; /* a nap while records arrive: no directory scan */
-        if (full_nap)
+        if (full_nap) {
+          /* A nap while records arrive (at most FULL_NAP_MAX_US) keeps the tick: the program's
+           * stamps are then up to that much early. An idle one does not: a program that paused
+           * must not be stamped from before its pause. */
+          if (!progress)
+            offer_clock_ticks(&s, false);
           sleep_us(full_nap < nap_cap ? full_nap : nap_cap);
+        }
       }
       read_before = read_now;
       polled_at = now;

@@ -113,6 +113,13 @@ int mt_recorder_attach(mt_recorder *r, const char *path, bool primary, mt_error 
  * non-NULL) is set when any record was read. */
 int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err);
 
+/* Offers (on) or withdraws (off) the clock tick of every file this recorder is the primary
+ * consumer of, now and for files attached later (mt_cursor_set_clock_tick): a traced process with
+ * one writing thread then stamps its records with the recorder's clock instead of reading its
+ * own, up to one polling period early. For a caller that polls often: withdraw it before any
+ * sleep longer than about a millisecond. Off by default. */
+void mt_recorder_set_clock_tick(mt_recorder *r, bool on);
+
 /* Whether every attached file's producer has closed it and everything in it was read. */
 bool mt_recorder_done(const mt_recorder *r);
 

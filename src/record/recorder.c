@@ -66,6 +66,7 @@ struct mt_recorder {
   rec_symboliser *symboliser;
   rec_output out;
   bool writer_tried;
+  bool clock_tick; /* mt_recorder_set_clock_tick */
   rec_sink sink;
   mt_recorder_stats stats;
   uint64_t lost_final;                                          /* after finish */
@@ -726,6 +727,14 @@ int mt_recorder_attach(mt_recorder *r, const char *path, bool primary, mt_error 
   return rec_recorder_attach_cursor(r, c, err);
 }
 
+void mt_recorder_set_clock_tick(mt_recorder *r, bool on) {
+  if (r->clock_tick == on)
+    return;
+  r->clock_tick = on;
+  for (size_t i = 0; i < r->natt; i++)
+    mt_cursor_set_clock_tick(r->att[i].cursor, on); /* MT_E_STATE for a file read as a secondary */
+}
+
 int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *c, mt_error *err) {
   if (r->finished || !MT_GROW(r->att, r->att_cap, r->natt + 1)) {
     mt_cursor_close(c);
@@ -750,6 +759,8 @@ int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *c, mt_error *err) {
   if (!r->natt)
     r->stats.pid = info.pid;
   r->natt++;
+  if (r->clock_tick)
+    mt_cursor_set_clock_tick(c, true);
   mt_cursor_callbacks cb = {0};
   cb.opaque = on_record;
   cb.lifecycle = on_lifecycle;

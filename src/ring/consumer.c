@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "common/map_unlocked.h"
 #include "ring/atomics.h"
+#include "ring/clock.h"
 #include "ring/consumer.h"
 #include "ring/layout.h"
 #include "ring/process.h"
@@ -64,6 +65,8 @@ struct mt_cursor {
   void *rw_base; /* primary: writable mapping of header and ring blocks */
   uint64_t rw_size;
   bool primary;
+  bool tick;   /* mt_cursor_set_clock_tick: the primary stores a clock tick at every poll */
+  bool ticked; /* one is stored (to withdraw) */
   mt_ring_geometry geo;
   struct ring_state *rings;
   uint64_t *buf;
@@ -973,6 +976,10 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
   if (atomic_exchange(&c->busy, 1))
     return mt_fail(err, MT_E_STATE, -1, "the cursor is already being polled");
   size_t budget = max_records ? max_records : SIZE_MAX, got = 0;
+  if (c->tick) {
+    mt_store_relaxed(&mt_ring_header_at(c->rw_base)->clock_tick, mt_clock_rdtsc());
+    c->ticked = true;
+  }
   /* Only rings some thread ever claimed (rings_high, stored before a claim's first record): a
    * file planned for thousands of threads costs a poll what the program's threads use. */
   uint32_t n = rings_used(c);
@@ -1089,9 +1096,21 @@ int64_t mt_cursor_timestamp_ns(const mt_cursor *c, uint64_t timestamp) {
   return (int64_t)(c->geo.monotonic_base_ns + (uint64_t)ns);
 }
 
+int mt_cursor_set_clock_tick(mt_cursor *c, bool on) {
+  if (on && !c->primary)
+    return MT_E_STATE;
+  c->tick = on && c->geo.clock == MT_RING_CLOCK_TSC;
+  if (!on && c->ticked) {
+    mt_store_relaxed(&mt_ring_header_at(c->rw_base)->clock_tick, 0);
+    c->ticked = false;
+  }
+  return MT_OK;
+}
+
 void mt_cursor_close(mt_cursor *c) {
   if (!c)
     return;
+  mt_cursor_set_clock_tick(c, false);
   if (c->primary) {
     /* Only if we still are the primary (a forked copy of this cursor has another pid). */
     mt_ring_file_header *h = mt_ring_header_at(c->rw_base);

@@ -204,6 +204,7 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   s->geo.start_time = s->start_time;
   mt_ring_layout_write_header(s->header, &s->geo);
   mt_store_relaxed(&s->header->state, MT_RING_STATE_RUNNING);
+  mt_ring_tick_arm(s);
   return MT_OK;
 }
 

@@ -19,7 +19,10 @@ struct mt_ring {
   _Atomic uint32_t epoch;
   _Atomic uint32_t paused;
   _Atomic uint32_t *owner; /* the owner page's word (producer.c): 0 in a copy of the process */
-  uint8_t reserved0[MT_RING_LINE - 8 - sizeof(void *)];
+  /* Where writers read a clock tick (docs/ring.md §5): the file header's clock_tick while this
+   * process has claimed one ring in its file, else mt_ring_no_tick (always 0). */
+  _Atomic uint64_t *_Atomic tick;
+  uint8_t reserved0[MT_RING_LINE - 8 - 2 * sizeof(void *)];
 
   /* Everything below is set while no thread can be using it (before the epoch is published). */
   dev_t dev;
@@ -31,6 +34,7 @@ struct mt_ring {
   mt_ring_options options;    /* dir points into dir_buf */
   mt_ring_clock clock;        /* resolved */
   uint64_t calibration_ticks; /* a CLOCK record per thread at least this often */
+  uint64_t tick_stale_ticks;  /* a clock tick older than this is withdrawn (docs/ring.md §5) */
   uint64_t start_time;        /* of this process */
   char dir_buf[PATH_MAX];
   char path[PATH_MAX];
@@ -38,7 +42,14 @@ struct mt_ring {
   _Atomic uint64_t releases;      /* rings released so far (a ringless thread retries then) */
   _Atomic uint32_t claim_hint;    /* where the next claim starts looking */
   _Atomic uint64_t first_wait_ns; /* lossless: when a write first waited with no primary */
+  _Atomic uint32_t claims;        /* rings claimed in this file: a second ends the clock tick */
 };
+
+extern _Atomic uint64_t mt_ring_no_tick;
+
+/* Points writers at the file's clock tick when the clock is the TSC, else at mt_ring_no_tick;
+ * for a file just made (no claim yet). */
+void mt_ring_tick_arm(struct mt_ring *s);
 
 extern struct mt_ring mt_ring_session;
 
@@ -109,6 +120,7 @@ struct mt_ring_thread {
   uint64_t reserved_end; /* positions below this have disk space (UINT64_MAX: the whole ring) */
   uint64_t last_time;
   uint64_t next_calibration;
+  uint32_t tick_uses;     /* records left to stamp with the clock tick before reading the clock */
   uint32_t epoch;         /* == session epoch when claimed */
   uint32_t session_epoch; /* the session epoch `status` refers to */
   uint32_t ring_index;

@@ -420,6 +420,27 @@ void mt_ring_abandon_write(void) {
   t->busy = 0;
 }
 
+_Atomic uint64_t mt_ring_no_tick;
+
+void mt_ring_tick_arm(struct mt_ring *s) {
+  mt_store_relaxed(&s->claims, 0);
+  s->tick_stale_ticks = s->geo.clock_hz / 500; /* 2 ms */
+  mt_store_relaxed(&s->tick,
+                   s->clock == MT_RING_CLOCK_TSC ? &s->header->clock_tick : &mt_ring_no_tick);
+}
+
+void mt_ring_tick_check(struct mt_ring_thread *t, uint64_t tick, uint64_t ts) {
+  struct mt_ring *s = &mt_ring_session;
+  if ((int64_t)(ts - tick) > (int64_t)s->tick_stale_ticks) {
+    /* The primary stopped polling without withdrawing it (or fell far behind): nobody uses it
+     * until the primary stores a fresh one. */
+    atomic_compare_exchange_strong(mt_load_relaxed(&s->tick), &tick, 0);
+    t->tick_uses = 0;
+  } else {
+    t->tick_uses = MT_RING_TICK_USES;
+  }
+}
+
 int mt_ring_calibrate_due(void) {
   struct mt_ring_thread *t = &mt_ring_self;
   if (t->busy)

@@ -15,6 +15,35 @@
  * `busy`. */
 int mt_ring_calibrate_due(void);
 
+/* How many records a thread stamps with the clock tick between two readings of its own clock
+ * (docs/ring.md §5): the reading checks that the tick still moves. */
+#define MT_RING_TICK_USES 255u
+
+/* write.c: the clock reading that ends a run of tick-stamped records, `ts`, against `tick`: a tick
+ * older than the session's bound is withdrawn for every writer; otherwise the next
+ * MT_RING_TICK_USES records may use it. */
+void mt_ring_tick_check(struct mt_ring_thread *t, uint64_t tick, uint64_t ts);
+
+/* The raw TSC stamp of a fast-path record: the primary consumer's clock tick while it offers one
+ * and this process has one ring (a lower bound of now, within the consumer's polling period), else
+ * the TSC. Never less than the thread's previous stamp. */
+static inline __attribute__((always_inline)) uint64_t mt_ring_stamp_fast(struct mt_ring_thread *t) {
+  uint64_t tick = mt_load_relaxed(mt_load_relaxed(&mt_ring_session.tick));
+  uint64_t ts;
+  if (__builtin_expect(tick != 0 && t->tick_uses != 0, 1)) {
+    t->tick_uses--;
+    ts = tick;
+  } else {
+    ts = mt_clock_rdtsc();
+    if (tick != 0)
+      mt_ring_tick_check(t, tick, ts);
+  }
+  if (__builtin_expect(ts < t->last_time, 0))
+    ts = t->last_time;
+  t->last_time = ts;
+  return ts;
+}
+
 /* A record reserved by mt_ring_reserve_fast: where it goes (its payload 2 words further) and the
  * ring position it starts at. */
 typedef struct mt_ring_slot {
@@ -65,10 +94,7 @@ mt_ring_commit_fast(mt_ring_slot slot, unsigned type, unsigned id, size_t words)
   uint64_t len = words + 2, tail = slot.tail + len;
   _Atomic uint64_t *d = slot.d;
   mt_ring_block *b = t->block;
-  uint64_t ts = mt_clock_rdtsc();
-  if (__builtin_expect(ts < t->last_time, 0))
-    ts = t->last_time;
-  t->last_time = ts;
+  uint64_t ts = mt_ring_stamp_fast(t);
   uint64_t seq = t->seq;
   mt_store_relaxed(&d[0], mt_ring_header_word(len, type, id, seq));
   mt_store_relaxed(&d[1], ts);

@@ -91,6 +91,7 @@ set(_tracer_tests
     full_alloc_patterns_exact_per_site
     full_v2_compressed_same_sites
     full_time_resolution_rounds_times_and_keeps_every_event
+    full_times_show_the_programs_pauses
     full_cxx_new_delete_and_exception_exact_per_site
     full_rust_allocator_shims_are_not_sites
     rust_program_names_are_demangled

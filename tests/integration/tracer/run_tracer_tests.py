@@ -330,6 +330,34 @@ def event_times(trace):
     return [int(line.split(None, 1)[0]) for line in p.stdout.splitlines() if line.strip()]
 
 
+def test_full_times_show_the_programs_pauses():
+    # A single-threaded program stamps its records with the recorder's clock tick while the
+    # recorder polls busily (docs/ring.md §5); the recorder withdraws the tick before it naps, so
+    # that a program that pauses is never stamped with a tick from before its pause. slow_worker:
+    # rounds of 100 blocks allocated and freed, 50 ms of sleep between rounds. In the trace, the
+    # rounds must be 50 ms apart, not bunched at the time the recorder last polled.
+    rounds = 8
+    argv = [program("slow_worker"), str(rounds)]
+    plain = untraced(argv)
+    trace = os.path.join(WORK, "pauses.ctf")
+    traced = record(trace, argv)
+    same_behaviour(plain, traced, "slow_worker")
+    f = verify_trace(trace)
+    check_summary_line(traced.stderr, trace, f)
+    times = event_times(trace)
+    expect(all(a <= b for a, b in zip(times, times[1:])), "event times go backwards")
+    gaps = [(b - a, i) for i, (a, b) in enumerate(zip(times, times[1:])) if b - a >= 40000]
+    expect(len(gaps) == rounds - 1,
+           f"{len(gaps)} gaps of at least 40 ms between events, for {rounds - 1} pauses of 50 ms "
+           f"between rounds: {gaps[:10]} (times {times[:3]} ... {times[-3:]})")
+    # Each gap ends a round: 200 events (100 allocations, 100 frees) between two pauses.
+    ends = [i + 1 for _, i in gaps]
+    lengths = [b - a for a, b in zip([0] + ends, ends + [len(times)])]
+    expect(all(n >= 200 for n in lengths),
+           f"events between the pauses: {lengths}; every round has 200")
+    expect(all(g < 1000000 for g, _ in gaps), f"a pause of 50 ms reads as {max(gaps)[0]} µs")
+
+
 def test_full_time_resolution_rounds_times_and_keeps_every_event():
     # --time-resolution 1ms: every event's time a whole millisecond after the trace's start, in
     # order, said in the trace's parameters; every event and every site's count as at the
