@@ -291,7 +291,7 @@ int mt_cursor_register_primary(mt_cursor *cursor, mt_error *err);
  * its records with the latest tick instead of reading the clock itself, which saves it a clock
  * reading per record (10-20 ns) at the price of times up to one polling period early. Only for a
  * consumer that polls often: withdraw the tick before any longer sleep, since a producer checks a
- * tick against its own clock only once every 256 records (withdrawing one more than 2 ms old).
+ * tick against its own clock only once every 16 records (withdrawing one more than 2 ms old).
  * Files on another clock than the TSC are left alone. MT_E_STATE when turning it on for a cursor
  * that is not the primary. mt_cursor_close withdraws it. */
 int mt_cursor_set_clock_tick(mt_cursor *cursor, bool on);

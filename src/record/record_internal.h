@@ -366,6 +366,9 @@ void rec_symboliser_watch_module(rec_symboliser *s, rec_module *m, int64_t pid, 
  * directory, if there is one (the build-id check then says whether it is the one loaded). Names
  * with no file (the vDSO's) stay as they are. Nothing with no_symbols. */
 void rec_symboliser_resolve_path(rec_symboliser *s, rec_module *m, int64_t pid);
+/* Called before work that may take milliseconds (reading files: ELF, DWARF, /proc), so that the
+ * recorder withdraws what it offered the program only while it polls (its clock tick). */
+void rec_symboliser_set_stall_hook(rec_symboliser *s, void (*hook)(void *user), void *user);
 void rec_symboliser_free(rec_symboliser *s);
 /* Whether the symbol at `vaddr` (an ELF address) in `m` is an allocator wrapper (operator new,
  * new[] and their aligned and nothrow variants). */

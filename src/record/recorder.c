@@ -648,6 +648,8 @@ static void on_registry(void *user, unsigned kind, uint64_t id, const void *byte
 
 /* --- the handle ---------------------------------------------------------------------------- */
 
+static void symboliser_stalls(void *user);
+
 int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *options,
                        mt_error *err) {
   *out = NULL;
@@ -688,6 +690,8 @@ int mt_recorder_create(mt_recorder **out, int fd, const mt_recorder_options *opt
   r->exe = o.executable_name ? strdup(o.executable_name) : NULL;
   r->context = o.context ? strdup(o.context) : NULL;
   r->symboliser = rec_symboliser_new(o.no_symbols, o.debuginfod);
+  if (r->symboliser)
+    rec_symboliser_set_stall_hook(r->symboliser, symboliser_stalls, r);
   rec_debug_cache_use(o.debug_cache_dir);
   r->direct_frames = malloc(DIRECT_FRAMES * sizeof *r->direct_frames);
   bool batch_ok = true;
@@ -725,6 +729,12 @@ int mt_recorder_attach(mt_recorder *r, const char *path, bool primary, mt_error 
     return rc;
   }
   return rec_recorder_attach_cursor(r, c, err);
+}
+
+/* The symboliser is about to read files: a tick stored at this poll's start would go stale while
+ * the program runs on, so it is withdrawn until the caller offers it again. */
+static void symboliser_stalls(void *user) {
+  mt_recorder_set_clock_tick(user, false);
 }
 
 void mt_recorder_set_clock_tick(mt_recorder *r, bool on) {

@@ -66,6 +66,8 @@ struct rec_symboliser {
   size_t watched; /* descriptors rec_symboliser_watch_module opened */
   rec_symboliser_gone_fn gone; /* told of each module found only that way, or not at all */
   void *gone_user;
+  void (*stall)(void *user); /* rec_symboliser_set_stall_hook */
+  void *stall_user;
   const Dwfl_Callbacks *callbacks; /* where separate debug info is looked for */
   mt_hashmap cache;                /* code -> cached_list * */
   mt_arena arena;                  /* the cached lists and their strings */
@@ -75,6 +77,16 @@ struct rec_symboliser {
   size_t owned_count;
   char scratch[MAX_ENTRIES * 2 * NAME_CAP];
 };
+
+void rec_symboliser_set_stall_hook(rec_symboliser *s, void (*hook)(void *user), void *user) {
+  s->stall = hook;
+  s->stall_user = user;
+}
+
+static void stalling(rec_symboliser *s) {
+  if (s->stall)
+    s->stall(s->stall_user);
+}
 
 rec_symboliser *rec_symboliser_new(bool no_symbols, bool debuginfod) {
   rec_symboliser *s = calloc(1, sizeof *s);
@@ -236,6 +248,7 @@ static char *mapped_path(int64_t pid, uint64_t address, const char *base) {
 void rec_symboliser_resolve_path(rec_symboliser *s, rec_module *m, int64_t pid) {
   if (s->no_symbols || !m || !m->path[0] || m->path[0] == '/')
     return;
+  stalling(s);
   const char *slash = strrchr(m->path, '/');
   char *found = pid > 0 ? mapped_path(pid, m->low, slash ? slash + 1 : m->path) : NULL;
   char resolved[PATH_MAX];
@@ -257,6 +270,7 @@ void rec_symboliser_watch_module(rec_symboliser *s, rec_module *m, int64_t pid, 
   if (s->no_symbols || !m || m->mapped_fd >= 0 || !m->build_id_length || pid <= 0 ||
       m->path[0] != '/' || s->watched == WATCHED_MAX)
     return;
+  stalling(s);
   struct stat st;
   if (stat(m->path, &st) == 0 && S_ISREG(st.st_mode) &&
       (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec < since_ns)
@@ -333,6 +347,7 @@ static const char *symbol_at(rec_elf *e, uint64_t vaddr) {
 bool rec_symboliser_is_wrapper(rec_symboliser *s, rec_module *m, uint64_t vaddr) {
   if (s->no_symbols)
     return false; /* no file is opened at all */
+  stalling(s);
   rec_elf *e = open_elf(s, m);
   if (!e || e->unusable || e->mismatch)
     return false;
@@ -580,6 +595,7 @@ int rec_symboliser_resolve(rec_symboliser *s, const rec_modules *ms, const rec_s
     *count = c->count;
     return MT_OK;
   }
+  stalling(s);
   int rc = resolve_uncached(s, ms, sites, code, entries, count);
   if (rc == MT_OK)
     remember(s, code, *entries, *count);

@@ -16,8 +16,9 @@
 int mt_ring_calibrate_due(void);
 
 /* How many records a thread stamps with the clock tick between two readings of its own clock
- * (docs/ring.md §5): the reading checks that the tick still moves. */
-#define MT_RING_TICK_USES 255u
+ * (docs/ring.md §5): the reading checks that the tick still moves, and bounds how many records a
+ * stale tick can stamp (a primary that stalled with its tick up). */
+#define MT_RING_TICK_USES 15u
 
 /* write.c: the clock reading that ends a run of tick-stamped records, `ts`, against `tick`: a tick
  * older than the session's bound is withdrawn for every writer; otherwise the next
