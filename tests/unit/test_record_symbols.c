@@ -2,6 +2,8 @@
  * file, line, inlined frames outermost first), operator new dropped from the top of a stack,
  * .dynsym names only inside a symbol's size, a build-id mismatch, demangling and the 4 KiB cut. */
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include "testutil.h"
 
 #include "record/record_internal.h"
+#include "ring/layout.h"
 
 static bool ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -223,6 +226,63 @@ static void long_location_lists_are_cut_to_fit_one_event(void **state) {
   free(long_name);
 }
 
+/* A field of the ring file's header, as it is now. */
+static uint64_t header_field(const char *ring_path, size_t offset, size_t size) {
+  int fd = open(ring_path, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  uint64_t value = 0;
+  assert_int_equal(pread(fd, &value, size, (off_t)offset), (ssize_t)size);
+  close(fd);
+  return value;
+}
+
+/* The clock tick the file's header holds now (docs/ring.md §5). */
+static uint64_t clock_tick_of(const char *ring_path) {
+  return header_field(ring_path, offsetof(mt_ring_file_header, clock_tick), 8);
+}
+
+/* Symbolising reads files and may take milliseconds while the program runs on: the recorder
+ * withdraws the clock tick it offered before it does (a tick left up would stamp the program's
+ * next records with a time from before). A poll that symbolises nothing new leaves it up. */
+static void symbolising_withdraws_the_clock_tick(void **state) {
+  (void)state;
+  int inner_line = 0, capture_line = 0;
+  uint64_t pc = record_helper_outer(&inner_line, &capture_line);
+  mt_ring *r = rr_open(true, 1);
+  rr_module_self(r, 1);
+  rr_alloc(r, 0x1000, 8, &pc, 1);
+  char ring_path[4096];
+  snprintf(ring_path, sizeof ring_path, "%s", mt_ring_path(r));
+  assert_int_equal(mt_ring_close(r), MT_OK);
+  if (header_field(ring_path, offsetof(mt_ring_file_header, clock), 4) != MT_RING_CLOCK_TSC) {
+    unlink(ring_path);
+    skip(); /* no invariant TSC here: the file's clock has no tick */
+  }
+  int fd = open(tu_temp_path("tick.ctf"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  assert_true(fd >= 0);
+  mt_recorder_options o = {.merge_lag_ms = 1};
+  mt_recorder *rec;
+  mt_error err = {0};
+  assert_int_equal(mt_recorder_create(&rec, fd, &o, &err), MT_OK);
+  assert_int_equal(mt_recorder_attach(rec, ring_path, true, &err), MT_OK);
+  usleep(20000); /* the record is older than the merge lag: the first poll writes it */
+  mt_recorder_set_clock_tick(rec, true);
+  bool progress;
+  assert_int_equal(mt_recorder_poll(rec, &progress, &err), MT_OK);
+  assert_true(progress);
+  mt_recorder_stats st;
+  mt_recorder_stats_get(rec, &st);
+  assert_int_equal(st.allocations, 1);
+  assert_true(clock_tick_of(ring_path) == 0); /* withdrawn to symbolise record_helper_outer */
+  mt_recorder_set_clock_tick(rec, true);
+  assert_int_equal(mt_recorder_poll(rec, &progress, &err), MT_OK);
+  assert_true(clock_tick_of(ring_path) != 0); /* nothing new to symbolise: offered */
+  assert_int_equal(mt_recorder_finish(rec, &err), MT_OK);
+  mt_recorder_destroy(rec);
+  close(fd);
+  unlink(ring_path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(inlined_function_gets_its_own_entry_with_file_and_line),
@@ -232,6 +292,7 @@ int main(void) {
       cmocka_unit_test(cxx_and_rust_names_are_demangled),
       cmocka_unit_test(deeply_nested_names_are_refused_not_followed),
       cmocka_unit_test(long_location_lists_are_cut_to_fit_one_event),
+      cmocka_unit_test(symbolising_withdraws_the_clock_tick),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
