@@ -15,7 +15,7 @@
 #include "ring/process.h"
 #include "ring/producer.h"
 
-struct mt_ring mt_ring_session = {.epoch = 1};
+struct mt_ring mt_ring_session = {.epoch = 1, .tick = &mt_ring_no_tick}; /* never a NULL tick */
 
 static _Atomic int opening;
 static bool handlers_registered;
