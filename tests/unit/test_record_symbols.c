@@ -21,13 +21,20 @@ static bool ends_with(const char *s, const char *suffix) {
   return a >= b && !strcmp(s + a - b, suffix);
 }
 
-static void inlined_function_gets_its_own_entry_with_file_and_line(void **state) {
-  (void)state;
-  int inner_line = 0, capture_line = 0;
-  uint64_t pc = record_helper_outer(&inner_line, &capture_line);
+/* A ring holding one allocation, made at record_helper.c's inlined call (its lines in *inner_line
+ * and *capture_line), of this test program registered as module 1. */
+static mt_ring *one_inlined_allocation(int *inner_line, int *capture_line) {
+  uint64_t pc = record_helper_outer(inner_line, capture_line);
   mt_ring *r = rr_open(true, 1);
   rr_module_self(r, 1);
   rr_alloc(r, 0x1000, 8, &pc, 1);
+  return r;
+}
+
+static void inlined_function_gets_its_own_entry_with_file_and_line(void **state) {
+  (void)state;
+  int inner_line = 0, capture_line = 0;
+  mt_ring *r = one_inlined_allocation(&inner_line, &capture_line);
   mt_recorder_stats st;
   rr_trace t;
   rr_read(rr_record(r, "inline.ctf", NULL, &st), &t);
@@ -247,10 +254,7 @@ static uint64_t clock_tick_of(const char *ring_path) {
 static void symbolising_withdraws_the_clock_tick(void **state) {
   (void)state;
   int inner_line = 0, capture_line = 0;
-  uint64_t pc = record_helper_outer(&inner_line, &capture_line);
-  mt_ring *r = rr_open(true, 1);
-  rr_module_self(r, 1);
-  rr_alloc(r, 0x1000, 8, &pc, 1);
+  mt_ring *r = one_inlined_allocation(&inner_line, &capture_line);
   char ring_path[4096];
   snprintf(ring_path, sizeof ring_path, "%s", mt_ring_path(r));
   assert_int_equal(mt_ring_close(r), MT_OK);
