@@ -186,11 +186,20 @@ int main(int argc, char **argv) {
   /* The timer interrupts the main thread wherever it is, for the whole run. */
   struct itimerval every = {{0, 200}, {0, 200}};
   setitimer(ITIMER_REAL, &every, nullptr);
+  /* The timer's signal is the process's, which the kernel gives to any thread not blocking it:
+   * the threads are created with it blocked. A handler allocating in a thread that exits would
+   * deadlock in glibc whatever the tracer (glibc frees the thread's cache under its arena's lock at
+   * thread exit). */
+  sigset_t timer, before;
+  sigemptyset(&timer);
+  sigaddset(&timer, SIGALRM);
+  pthread_sigmask(SIG_BLOCK, &timer, &before);
   pthread_t t[4];
   for (int i = 0; i < 4; i++)
     if (pthread_create(&t[i], nullptr, thread_main,
                        reinterpret_cast<void *>(static_cast<intptr_t>(rounds / 2))) != 0)
       return 1;
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   int caught = scenarios(rounds);
   for (int i = 0; i < 4; i++) {
     void *r;
