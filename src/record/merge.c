@@ -229,6 +229,19 @@ static inline void settle(rec_merge *m) {
   }
 }
 
+bool rec_merge_new_stack(rec_merge *m, rec_source *s, const uint64_t *frames, uint32_t n) {
+  uint64_t at = reserve_frames(m, s, n);
+  if (at == UINT64_MAX)
+    return false;
+  memcpy(&s->frames[at & s->frame_mask], frames, n * sizeof *frames);
+  s->frames_tail = at + n;
+  s->last_frames_at = at;
+  s->last_hash = rec_stack_hash(frames, n);
+  s->last_serial = rec_merge_new_serial(m);
+  s->last_nframes = n;
+  return true;
+}
+
 void rec_merge_retire(rec_merge *m, uint64_t key) {
   uint64_t index;
   if (!mt_hashmap_get(&m->by_key, (int64_t)key, &index))
@@ -274,15 +287,11 @@ bool rec_merge_push(rec_merge *m, const rec_event *e, int64_t now_ns) {
       slot->stack_hash = s->last_hash;
       slot->stack_serial = s->last_serial;
     } else {
-      uint64_t at = reserve_frames(m, s, n);
-      if (at == UINT64_MAX)
+      if (!rec_merge_new_stack(m, s, e->frames, n))
         return false;
-      memcpy(&s->frames[at & s->frame_mask], e->frames, n * sizeof *e->frames);
-      s->frames_tail = at + n;
-      slot->frames_at = s->last_frames_at = at;
-      slot->stack_hash = s->last_hash = rec_stack_hash(e->frames, n);
-      slot->stack_serial = s->last_serial = rec_merge_new_serial(m);
-      s->last_nframes = n;
+      slot->frames_at = s->last_frames_at;
+      slot->stack_hash = s->last_hash;
+      slot->stack_serial = s->last_serial;
     }
   }
   rec_merge_enqueued(m, s, e, now_ns);
@@ -366,14 +375,90 @@ bool rec_merge_pop_before(rec_merge *m, int64_t limit_ns, size_t max_queued, rec
   return pop_one(m, limit_ns, max_queued, out);
 }
 
+/* The head of the source at heap position `at`, or NULL past the heap's end. */
+static inline const rec_slot *heap_head(const rec_merge *m, size_t at) {
+  return at < m->heap_count ? head_slot(&m->sources[m->heap[at]]) : NULL;
+}
+
 size_t rec_merge_pop_many(rec_merge *m, int64_t limit_ns, size_t max_queued, rec_event *const *out,
                           size_t n) {
   size_t k = 0;
-  /* A pop that emptied a retired source set `pending`: the next one would release the buffers
-   * its event's frames are in, so the batch ends there. */
-  while (k < n && pop_one(m, limit_ns, max_queued, out[k]))
-    if (++k, m->pending)
+  while (k < n) {
+    settle(m);
+    if (!m->heap_count)
       break;
+    /* A run of the oldest source: its events go out while they stay before the heads of the
+     * heap's top's children (the oldest of every other source is one of them), with the source's
+     * fields in locals and no heap step per event. */
+    size_t si = m->heap[0];
+    rec_source *s = &m->sources[si];
+    const rec_slot *a = heap_head(m, 1), *b = heap_head(m, 2);
+    const rec_slot *next = !a ? b : !b ? a : slot_before(b, a) ? b : a;
+    uint64_t head = s->head, mask = s->slot_mask, frames_head = s->frames_head;
+    const rec_slot *slots = s->slots;
+    size_t queued = s->queued, total = m->queued;
+    bool framed = false, limited = false;
+    do {
+      const rec_slot *slot = &slots[head & mask];
+      if (slot->time_ns > limit_ns && total <= max_queued) {
+        limited = true;
+        break;
+      }
+      if (next && !slot_before(slot, next))
+        break;
+      rec_event *o = out[k++];
+      o->time_ns = slot->time_ns;
+      o->order = slot->order;
+      o->source = s->key;
+      o->type = slot->type;
+      o->kind = slot->kind;
+      o->addr = slot->addr;
+      o->addr2 = slot->addr2;
+      o->size = slot->size;
+      o->nsamples = slot->nsamples;
+      o->nframes = slot->nframes;
+      o->stack_hash = slot->stack_hash;
+      o->stack_serial = slot->stack_serial;
+      o->frames = NULL;
+      if (slot->nframes) {
+        /* Words before this stack are free; this one stays until the next push or pop (or a
+         * push of the same stack, which shares it). */
+        o->frames = &s->frames[slot->frames_at & s->frame_mask];
+        frames_head = slot->frames_at;
+        framed = true;
+      }
+      head++;
+      queued--;
+      total--;
+    } while (k < n && queued);
+    size_t took = s->queued - queued;
+    s->head = head;
+    s->frames_head = frames_head;
+    s->queued = queued;
+    m->queued = total;
+    if (framed)
+      m->popped = si + 1;
+    if (!took)
+      break; /* the oldest is past the limit */
+    if (queued) {
+      if (m->heap_count > 1)
+        sift_down(m, 0);
+    } else {
+      s->heap_index = 0;
+      release_slots(m, s);
+      if (--m->heap_count) {
+        place(m, 0, m->heap[m->heap_count]);
+        sift_down(m, 0);
+      }
+      if (s->retired) {
+        /* The next pop would release the buffers its events' frames are in: the batch ends. */
+        m->pending = si + 1;
+        break;
+      }
+    }
+    if (limited)
+      break;
+  }
   return k;
 }
 

@@ -188,6 +188,9 @@ static inline bool rec_merge_push_quick(rec_merge *m, const rec_event *e, int64_
   rec_merge_enqueued(m, s, e, now_ns);
   return true;
 }
+/* Stores `n` frames (n >= 1) in the frame buffer of `s` as its newest stack (last_*), with a new
+ * serial; false out of memory. The events pushed after it with that stack refer to it. */
+bool rec_merge_new_stack(rec_merge *m, rec_source *s, const uint64_t *frames, uint32_t n);
 /* The thread of `key` released its ring (no event of it will come again): its source leaves the
  * merge (m->count, the low-water scan) and gives its memory to the spares once its queue is
  * empty, now or when the pop that empties it is followed by the next push or pop. Events of the

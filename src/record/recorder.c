@@ -471,6 +471,102 @@ static size_t direct_run(mt_recorder *r, attachment *a, uint64_t source, const u
   return k;
 }
 
+/* The usual records at the start of a run while merging, queued straight into their source's
+ * slots, up to `count`; returns how many it consumed and moves *recp past them. Taken only when
+ * the previous push was this source's and left events queued (the source is in the merge's heap,
+ * and a push at its tail moves nothing there); what it does not take goes through decode_fast and
+ * rec_merge_push. What rec_merge_push_quick does per record, with the source's fields, the
+ * recorder's counters and the clock's constants in locals. */
+static size_t merge_run(mt_recorder *r, attachment *a, uint64_t source, const uint64_t **recp,
+                        const uint64_t *end, size_t count, uint32_t *seqp) {
+  rec_merge *m = &r->merge;
+  if (!m->last_index || m->pending || !a->calibrated)
+    return 0;
+  rec_source *s = &m->sources[m->last_index - 1];
+  if (s->key != source || !s->queued)
+    return 0;
+  const uint64_t *rec = *recp;
+  uint32_t seq = *seqp;
+  uint64_t arrival = r->arrival, records = r->stats.records;
+  uint64_t tail = s->tail, room = s->head + s->slot_mask + 1, mask = s->slot_mask;
+  rec_slot *slots = s->slots;
+  int64_t newest = s->newest_ns;
+  const uint64_t *cur = s->last_nframes ? &s->frames[s->last_frames_at & s->frame_mask] : NULL;
+  uint32_t cur_n = s->last_nframes;
+  uint64_t ts0 = a->ts0, q = a->q, frac = a->frac;
+  int64_t abs0 = a->abs0;
+  size_t k = 0, queued = 0;
+  for (; k < count && rec < end && tail < room; k++) {
+    uint64_t h = rec[0];
+    uint32_t len = mt_ring_header_length(h), type = mt_ring_header_type(h);
+    if (len < 2 || len > (size_t)(end - rec) || mt_ring_header_seq(h) != seq)
+      break;
+    uint64_t t = rec[1];
+    if (t < ts0)
+      break;
+    const uint64_t *p = rec + 2;
+    size_t words = len - 2;
+    rec_slot *slot = &slots[tail & mask];
+    if (type == MT_TRACER_REC_FREE && words >= 1) {
+      if (p[0]) {
+        *slot = (rec_slot){.addr = p[0], .type = MT_TRACER_REC_FREE};
+      } else {
+        slot = NULL; /* free(NULL) */
+      }
+    } else if (type == MT_TRACER_REC_ALLOC && words >= 4) {
+      if (p[0]) {
+        int64_t nsamples = (int64_t)p[2];
+        size_t nframes = words - 4;
+        uint32_t n = (uint32_t)(nframes > MT_TRACER_MAX_FRAMES ? MT_TRACER_MAX_FRAMES : nframes);
+        if (n && (n != cur_n || !rec_same_frames(cur, p + 4, n))) {
+          if (!rec_merge_new_stack(m, s, p + 4, n))
+            break; /* out of memory: rec_merge_push says so */
+          cur = &s->frames[s->last_frames_at & s->frame_mask];
+          cur_n = n;
+        }
+        *slot = (rec_slot){
+            .addr = p[0],
+            .size = p[1],
+            .nsamples = nsamples < 0 || nsamples > (int64_t)1 << 56 ? 1 : nsamples,
+            .frames_at = s->last_frames_at,
+            .kind = (uint32_t)p[3],
+            .type = MT_TRACER_REC_ALLOC,
+            .nframes = (uint16_t)n,
+            .stack_hash = n ? s->last_hash : 0,
+            .stack_serial = n ? s->last_serial : 0,
+        };
+      } else {
+        slot = NULL; /* a malloc that failed */
+      }
+    } else {
+      break;
+    }
+    records++;
+    if (slot) {
+      int64_t ns = tsc_ns(abs0, t - ts0, q, frac);
+      slot->time_ns = ns;
+      slot->order = arrival++;
+      if (ns > newest)
+        newest = ns;
+      tail++;
+      queued++;
+    }
+    rec += len;
+    seq++;
+  }
+  s->tail = tail;
+  s->newest_ns = newest;
+  s->queued += queued;
+  m->queued += queued;
+  if (queued)
+    s->seen_at_ns = r->poll_now_ns;
+  r->arrival = arrival;
+  r->stats.records = records;
+  *recp = rec;
+  *seqp = seq;
+  return k;
+}
+
 static inline uint64_t source_key(const attachment *a, uint32_t ring, uint32_t generation) {
   return (uint64_t)a->index << 48 | (uint64_t)(ring & 0xffffff) << 24 | (generation & 0xffffff);
 }
@@ -561,6 +657,10 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
   for (; k < limit; k++) {
     if (direct) {
       k += direct_run(r, a, source, &rec, end, limit - k, &seq);
+      if (k == limit)
+        break;
+    } else if (r->merging && a->tsc) {
+      k += merge_run(r, a, source, &rec, end, limit - k, &seq);
       if (k == limit)
         break;
     }

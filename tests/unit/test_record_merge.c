@@ -240,12 +240,94 @@ static void the_last_popped_events_frames_outlive_their_threads_retirement(void 
   rec_merge_free(&m);
 }
 
+/* The recorder takes events out in batches (rec_merge_pop_many, runs of one thread at a time):
+ * a batch must hold what the same number of single pops would, in the same order, up to the same
+ * limit (or past it while more than max_queued are queued), every event's frames still readable
+ * when the batch is complete, however threads come, go and interleave. */
+static void batches_come_out_as_single_pops_would(void **state) {
+  (void)state;
+  rec_merge one = {0}, many = {0};
+  one.by_key.seed = many.by_key.seed = 5;
+  uint64_t rng = 0xfeed, order = 0, popped = 0, batches = 0, limited = 0;
+  int64_t clock[6] = {0};
+  uint64_t generation[6] = {0};
+  rec_event *batch[16], single;
+  for (int i = 0; i < 16; i++)
+    batch[i] = rec_event_new(0);
+  for (int round = 0; round < 3000; round++) {
+    unsigned burst = (unsigned)(next_random(&rng) % 60);
+    for (unsigned k = 0; k < burst; k++) {
+      unsigned t = (unsigned)(next_random(&rng) % 6);
+      /* threads 0-3 interleave finely, 4 and 5 in runs */
+      unsigned run = t < 4 ? 1 : 1 + (unsigned)(next_random(&rng) % 20);
+      for (unsigned j = 0; j < run; j++) {
+        clock[t] += 1 + (int64_t)(next_random(&rng) % 30);
+        rec_event e;
+        uint64_t frames[3];
+        uint64_t key = 100 + t * 1000 + generation[t];
+        if (next_random(&rng) % 3)
+          make_event(&e, frames, key, clock[t], order);
+        else
+          make_unique_event(&e, frames, key, clock[t], order);
+        if (next_random(&rng) % 4 == 0)
+          e.nframes = 0, e.type = MT_TRACER_REC_FREE;
+        order++;
+        assert_true(rec_merge_push(&one, &e, 0));
+        assert_true(rec_merge_push(&many, &e, 0));
+      }
+      if (t >= 4 && next_random(&rng) % 8 == 0) { /* the thread exits, another takes its ring */
+        rec_merge_retire(&one, 100 + t * 1000 + generation[t]);
+        rec_merge_retire(&many, 100 + t * 1000 + generation[t]);
+        generation[t]++;
+      }
+    }
+    int64_t limit = INT64_MAX;
+    for (unsigned t = 0; t < 6; t++)
+      if (clock[t] - 40 < limit)
+        limit = clock[t] - 40;
+    size_t max_queued = next_random(&rng) % 5 == 0 ? 50 : SIZE_MAX;
+    for (;;) {
+      size_t n = 1 + (size_t)(next_random(&rng) % 16);
+      size_t got = rec_merge_pop_many(&many, limit, max_queued, batch, n);
+      batches++;
+      for (size_t i = 0; i < got; i++) {
+        assert_true(rec_merge_pop_before(&one, limit, max_queued, &single));
+        limited += single.time_ns > limit;
+        assert_int_equal(batch[i]->order, single.order);
+        assert_int_equal(batch[i]->source, single.source);
+        assert_int_equal(batch[i]->time_ns, single.time_ns);
+        assert_int_equal(batch[i]->type, single.type);
+        assert_int_equal(batch[i]->addr, single.addr);
+        assert_int_equal(batch[i]->size, single.size);
+        assert_int_equal(batch[i]->nframes, single.nframes);
+        assert_int_equal(batch[i]->stack_hash, single.stack_hash);
+        if (single.nframes)
+          assert_memory_equal(batch[i]->frames, single.frames, 3 * sizeof *single.frames);
+      }
+      popped += got;
+      if (!got) {
+        assert_false(rec_merge_pop_before(&one, limit, max_queued, &single));
+        break;
+      }
+    }
+    assert_int_equal(many.queued, one.queued);
+  }
+  assert_int_equal(popped + many.queued, order);
+  assert_true(limited > 0);      /* max_queued let events past the limit */
+  assert_true(popped > batches); /* batches of more than one */
+  for (int i = 0; i < 16; i++)
+    free(batch[i]);
+  rec_merge_free(&one);
+  rec_merge_free(&many);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(events_of_many_threads_come_out_in_time_order_with_their_frames),
       cmocka_unit_test(emptied_threads_leave_their_slot_arrays_to_the_spares),
       cmocka_unit_test(exited_threads_leave_the_merge_and_their_frames_are_reused),
       cmocka_unit_test(the_last_popped_events_frames_outlive_their_threads_retirement),
+      cmocka_unit_test(batches_come_out_as_single_pops_would),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

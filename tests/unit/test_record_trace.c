@@ -524,6 +524,89 @@ static void handoffs_across_a_hundred_rings_are_read_in_time_order(void **state)
   assert_int_equal(st.reordered, 0);
 }
 
+/* Threads taking turns at writing runs of records, each allocation from one of its thread's
+ * stacks; the size says which thread and stack. */
+enum { STACK_THREADS = 3, STACK_TURNS = 1500 };
+static mt_ring *stack_ring;
+static _Atomic(unsigned) stack_turn;
+
+/* Stack `s` of thread `t` (innermost first): 0 and 1 differ in the innermost frame only, 2 from
+ * 0 in the outermost only, 3 is deeper. */
+static size_t stack_frames(unsigned t, unsigned s, uint64_t *frames) {
+  size_t n = s == 3 ? 5 : 3;
+  for (size_t i = 0; i < n; i++)
+    frames[i] = 0x10000 + t * 0x1000 + i * 0x10 + (s == 3 ? 0x300 : 0);
+  if (s == 1)
+    frames[0] += 0x100;
+  if (s == 2)
+    frames[n - 1] += 0x200;
+  return n;
+}
+
+static void *stack_thread(void *arg) {
+  unsigned t = (unsigned)(uintptr_t)arg, seed = t + 7, stack = 0;
+  uint64_t addr = 0x1000000 * (t + 1), frames[8];
+  for (unsigned turn = 0; turn < STACK_TURNS; turn++) {
+    while (atomic_load(&stack_turn) % STACK_THREADS != t) {
+    }
+    unsigned run = 1 + (unsigned)rand_r(&seed) % 6;
+    for (unsigned k = 0; k < run; k++) {
+      if (rand_r(&seed) % 3 == 0)
+        stack = (unsigned)rand_r(&seed) % 4;
+      size_t n = stack_frames(t, stack, frames);
+      if (rand_r(&seed) % 11 == 0)
+        rr_alloc(stack_ring, 0, 64, frames, n); /* a malloc that failed */
+      rr_alloc(stack_ring, addr, 8 * (1 + t * 4 + stack), frames, n);
+      if (rand_r(&seed) % 7 == 0)
+        rr_free(stack_ring, 0);
+      rr_free(stack_ring, addr);
+      addr += 16;
+    }
+    atomic_fetch_add(&stack_turn, 1);
+  }
+  return NULL;
+}
+
+/* Threads whose records interleave are merged by stamp (with runs of one thread queued at once):
+ * every allocation keeps its own stack, whichever thread's stack came before it, whether stacks
+ * differ in their innermost frame, their outermost or their depth. */
+static void interleaved_threads_allocations_keep_their_own_stacks(void **state) {
+  (void)state;
+  stack_ring = rr_open(true, 1);
+  atomic_store(&stack_turn, 0);
+  pthread_t th[STACK_THREADS];
+  for (uintptr_t t = 0; t < STACK_THREADS; t++)
+    assert_int_equal(pthread_create(&th[t], NULL, stack_thread, (void *)t), 0);
+  for (int t = 0; t < STACK_THREADS; t++)
+    pthread_join(th[t], NULL);
+  mt_recorder_stats st;
+  rr_trace tr;
+  rr_read(rr_record(stack_ring, "stacks.ctf", NULL, &st), &tr);
+  assert_int_equal(st.unknown_frees, 0);
+  size_t allocs = 0;
+  for (size_t i = 0; i < tr.count; i++) {
+    const rr_event *e = &tr.events[i];
+    if (e->kind != MT_EVENT_ALLOC)
+      continue;
+    allocs++;
+    unsigned t = (unsigned)(e->length - 1) / 4, s = (unsigned)(e->length - 1) % 4;
+    assert_true(t < STACK_THREADS);
+    uint64_t frames[8];
+    size_t n = stack_frames(t, s, frames);
+    assert_int_equal(e->depth, n);
+    for (size_t k = 0; k < n; k++) {
+      size_t count;
+      char want[32];
+      snprintf(want, sizeof want, "0x%llx", (unsigned long long)frames[n - 1 - k] - 1);
+      assert_string_equal(rr_locations(&tr, e->codes[k], &count)->defname, want);
+    }
+  }
+  assert_int_equal(allocs, st.allocations);
+  assert_int_equal(st.frees, st.allocations);
+  assert_true(st.allocations > STACK_THREADS * STACK_TURNS);
+  rr_trace_free(&tr);
+}
+
 static void *write_one_alloc(void *arg) {
   uint64_t a[4] = {0x5000, 16, 2, MT_TRACER_KIND_MALLOC};
   mt_ring_write(arg, MT_TRACER_REC_ALLOC, 0, a, 4);
@@ -690,6 +773,7 @@ int main(void) {
       cmocka_unit_test(module_unloaded_and_another_at_its_address_get_two_codes),
       cmocka_unit_test(pc_in_no_module_and_truncated_stack_have_their_own_codes),
       cmocka_unit_test(same_frames_truncated_or_not_keep_their_own_codes),
+      cmocka_unit_test(interleaved_threads_allocations_keep_their_own_stacks),
       cmocka_unit_test(allocation_after_an_unwritten_region_of_its_stack_keeps_its_codes),
       cmocka_unit_test(compressed_v2_trace_reads_back),
       cmocka_unit_test(small_regions_in_sampled_mode_are_estimated_without_bias),
