@@ -313,66 +313,8 @@ bool rec_merge_pop(rec_merge *m, rec_event *out) {
   return rec_merge_pop_before(m, INT64_MAX, 0, out);
 }
 
-/* rec_merge_pop_before, inline in both of its callers. */
-static inline __attribute__((always_inline)) bool pop_one(rec_merge *m, int64_t limit_ns,
-                                                          size_t max_queued, rec_event *out) {
-  settle(m);
-  if (!m->heap_count)
-    return false;
-  size_t si = m->heap[0];
-  rec_source *s = &m->sources[si];
-  const rec_slot *slot = head_slot(s);
-  if (slot->time_ns > limit_ns && m->queued <= max_queued)
-    return false;
-  out->time_ns = slot->time_ns;
-  out->order = slot->order;
-  out->source = s->key;
-  out->type = slot->type;
-  out->kind = slot->kind;
-  out->addr = slot->addr;
-  out->addr2 = slot->addr2;
-  out->size = slot->size;
-  out->nsamples = slot->nsamples;
-  out->nframes = slot->nframes;
-  out->stack_hash = slot->stack_hash;
-  out->stack_serial = slot->stack_serial;
-  out->frames = NULL;
-  if (slot->nframes) {
-    /* Words before this stack are free; this one stays until the next pop (or a push of the
-     * same stack, which shares it). */
-    out->frames = &s->frames[slot->frames_at & s->frame_mask];
-    s->frames_head = slot->frames_at;
-    m->popped = si + 1;
-  }
-  s->head++;
-  s->queued--;
-  m->queued--;
-  if (s->queued) {
-    if (m->heap_count == 2) {
-      /* Two threads, the usual case of merging: one comparison, no loop. */
-      size_t other = m->heap[1];
-      if (source_before(m, other, m->heap[0])) {
-        place(m, 1, m->heap[0]);
-        place(m, 0, other);
-      }
-    } else if (m->heap_count > 2) {
-      sift_down(m, 0);
-    }
-  } else {
-    s->heap_index = 0;
-    release_slots(m, s); /* `slot` is not read after this */
-    if (--m->heap_count) {
-      place(m, 0, m->heap[m->heap_count]);
-      sift_down(m, 0);
-    }
-    if (s->retired)
-      m->pending = si + 1; /* out->frames may be in its buffer */
-  }
-  return true;
-}
-
 bool rec_merge_pop_before(rec_merge *m, int64_t limit_ns, size_t max_queued, rec_event *out) {
-  return pop_one(m, limit_ns, max_queued, out);
+  return rec_merge_pop_many(m, limit_ns, max_queued, &out, 1) == 1;
 }
 
 /* The head of the source at heap position `at`, or NULL past the heap's end. */
