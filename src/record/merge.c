@@ -383,8 +383,16 @@ size_t rec_merge_pop_many(rec_merge *m, int64_t limit_ns, size_t max_queued, rec
     if (!took)
       break; /* the oldest is past the limit */
     if (queued) {
-      if (m->heap_count > 1)
+      if (m->heap_count == 2) {
+        /* Two threads, the usual case of merging: one comparison, no loop. */
+        size_t other = m->heap[1];
+        if (source_before(m, other, si)) {
+          place(m, 1, si);
+          place(m, 0, other);
+        }
+      } else if (m->heap_count > 2) {
         sift_down(m, 0);
+      }
     } else {
       s->heap_index = 0;
       release_slots(m, s);
