@@ -3,6 +3,7 @@
  * back whole (record_testlib.c checks times, and that collects name live objects only). */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -547,8 +548,8 @@ static void *stack_thread(void *arg) {
   unsigned t = (unsigned)(uintptr_t)arg, seed = t + 7, stack = 0;
   uint64_t addr = 0x1000000 * (t + 1), frames[8];
   for (unsigned turn = 0; turn < STACK_TURNS; turn++) {
-    while (atomic_load(&stack_turn) % STACK_THREADS != t) {
-    }
+    while (atomic_load(&stack_turn) % STACK_THREADS != t)
+      sched_yield(); /* three threads, maybe fewer cores: let the one whose turn it is run */
     unsigned run = 1 + (unsigned)rand_r(&seed) % 6;
     for (unsigned k = 0; k < run; k++) {
       if (rand_r(&seed) % 3 == 0)
