@@ -492,7 +492,8 @@ static size_t merge_run(mt_recorder *r, attachment *a, uint64_t source, const ui
   rec_slot *slots = s->slots;
   int64_t newest = s->newest_ns;
   const uint64_t *cur = s->last_nframes ? &s->frames[s->last_frames_at & s->frame_mask] : NULL;
-  uint32_t cur_n = s->last_nframes;
+  uint32_t cur_n = s->last_nframes, cur_hash = s->last_hash, cur_serial = s->last_serial;
+  uint64_t cur_at = s->last_frames_at;
   uint64_t ts0 = a->ts0, q = a->q, frac = a->frac;
   int64_t abs0 = a->abs0;
   size_t k = 0, queued = 0;
@@ -505,52 +506,42 @@ static size_t merge_run(mt_recorder *r, attachment *a, uint64_t source, const ui
     if (t < ts0)
       break;
     const uint64_t *p = rec + 2;
-    size_t words = len - 2;
-    rec_slot *slot = &slots[tail & mask];
-    if (type == MT_TRACER_REC_FREE && words >= 1) {
-      if (p[0]) {
-        *slot = (rec_slot){.addr = p[0], .type = MT_TRACER_REC_FREE};
-      } else {
-        slot = NULL; /* free(NULL) */
-      }
-    } else if (type == MT_TRACER_REC_ALLOC && words >= 4) {
-      if (p[0]) {
-        int64_t nsamples = (int64_t)p[2];
-        size_t nframes = words - 4;
-        uint32_t n = (uint32_t)(nframes > MT_TRACER_MAX_FRAMES ? MT_TRACER_MAX_FRAMES : nframes);
-        if (n && (n != cur_n || !rec_same_frames(cur, p + 4, n))) {
-          if (!rec_merge_new_stack(m, s, p + 4, n))
-            break; /* out of memory: rec_merge_push says so */
-          cur = &s->frames[s->last_frames_at & s->frame_mask];
-          cur_n = n;
-        }
-        *slot = (rec_slot){
-            .addr = p[0],
-            .size = p[1],
-            .nsamples = nsamples < 0 || nsamples > (int64_t)1 << 56 ? 1 : nsamples,
-            .frames_at = s->last_frames_at,
-            .kind = (uint32_t)p[3],
-            .type = MT_TRACER_REC_ALLOC,
-            .nframes = (uint16_t)n,
-            .stack_hash = n ? s->last_hash : 0,
-            .stack_serial = n ? s->last_serial : 0,
-        };
-      } else {
-        slot = NULL; /* a malloc that failed */
-      }
-    } else {
+    rec_event e; /* decode_usual's fields, kept in registers */
+    int usual = decode_usual(type, p, len - 2, &e);
+    if (usual < 0)
       break;
-    }
-    records++;
-    if (slot) {
+    if (usual) { /* not free(NULL) nor a malloc that failed */
+      uint32_t n = e.nframes;
+      if (n && (n != cur_n || !rec_same_frames(cur, p + 4, n))) {
+        if (!rec_merge_new_stack(m, s, p + 4, n))
+          break; /* out of memory: rec_merge_push says so */
+        cur_at = s->last_frames_at;
+        cur = &s->frames[cur_at & s->frame_mask];
+        cur_n = n;
+        cur_hash = s->last_hash;
+        cur_serial = s->last_serial;
+      }
       int64_t ns = tsc_ns(abs0, t - ts0, q, frac);
+      /* Field by field, from locals: a compound literal was built on the stack and copied, and
+       * the source's fields were loaded again after every store into a slot. */
+      rec_slot *slot = &slots[tail++ & mask];
       slot->time_ns = ns;
       slot->order = arrival++;
+      slot->addr = e.addr;
+      slot->addr2 = 0;
+      slot->size = e.size;
+      slot->nsamples = e.nsamples;
+      slot->frames_at = cur_at; /* read only when nframes > 0 */
+      slot->kind = e.kind;
+      slot->type = (uint16_t)e.type;
+      slot->nframes = (uint16_t)n;
+      slot->stack_hash = n ? cur_hash : 0;
+      slot->stack_serial = n ? cur_serial : 0;
       if (ns > newest)
         newest = ns;
-      tail++;
       queued++;
     }
+    records++;
     rec += len;
     seq++;
   }
