@@ -111,9 +111,66 @@ static void round_amounts(mt_analysis *a, size_t field, const mt_amount *total,
     ((mt_amount *)((char *)&a->stacks[r[k].stack].stats + field))->objects_estimated += 1;
 }
 
+/* Orders cells by stack, then the cells of objects allocated before the window apart from the
+ * others, then the largest remainder first (the earlier cell on a tie). */
+typedef struct cell_remainder {
+  uint32_t stack;
+  bool before;
+  double fraction;
+  size_t cell;
+} cell_remainder;
+
+static int by_stack_then_fraction(const void *p, const void *q) {
+  const cell_remainder *x = p, *y = q;
+  if (x->stack != y->stack)
+    return x->stack < y->stack ? -1 : 1;
+  if (x->before != y->before)
+    return x->before ? 1 : -1;
+  if (x->fraction != y->fraction)
+    return x->fraction < y->fraction ? 1 : -1;
+  return (x->cell > y->cell) - (x->cell < y->cell);
+}
+
+/* The cells' estimates made whole, after round_amounts: the cells of a stack's objects allocated
+ * in the window add up to its allocated estimate, those of objects allocated before it to its
+ * live-at-start estimate, the largest remainders taking the ceilings. The report sums cells, so
+ * it shows every site and stack with the count top, flame and pprof print. */
+static bool round_cells(mt_analysis *a) {
+  size_t n = a->ncells;
+  if (n == 0)
+    return true;
+  cell_remainder *r = malloc(n * sizeof *r);
+  if (!r)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    mt_amount *m = &a->cells[i].amount;
+    double v = m->objects_estimated > 0 ? m->objects_estimated : 0;
+    m->objects_estimated = floor(v);
+    r[i] = (cell_remainder){a->cells[i].stack, a->cells[i].alloc_bucket == MT_CELL_BEFORE,
+                            v - m->objects_estimated, i};
+  }
+  qsort(r, n, sizeof *r, by_stack_then_fraction);
+  for (size_t g = 0, end; g < n; g = end) {
+    double sum = 0;
+    for (end = g; end < n && r[end].stack == r[g].stack && r[end].before == r[g].before; end++)
+      sum += a->cells[r[end].cell].amount.objects_estimated;
+    const mt_stats *st = &a->stacks[r[g].stack].stats;
+    double want = r[g].before ? st->live_start.objects_estimated : st->allocated.objects_estimated;
+    /* Up from the largest remainders; down (only when the additions' rounding made the floors
+     * overshoot) from the smallest cells still positive. */
+    for (size_t k = g; k < end && sum < want; k++, sum++)
+      a->cells[r[k].cell].amount.objects_estimated += 1;
+    for (size_t k = end; k-- > g && sum > want;)
+      if (a->cells[r[k].cell].amount.objects_estimated >= 1)
+        a->cells[r[k].cell].amount.objects_estimated -= 1, sum--;
+  }
+  free(r);
+  return true;
+}
+
 bool mt_estimates_round(mt_analysis *a) {
-  /* top (a site: the sum of its stacks), flame and pprof (each stack) and the summary all show
-   * these integers, so the same site reads the same count everywhere. */
+  /* top (a site: the sum of its stacks), flame and pprof (each stack), the summary and the report
+   * (its cells) all show these integers, so the same site reads the same count everywhere. */
   stack_remainder *r = malloc((a->nstacks ? a->nstacks : 1) * sizeof *r);
   if (!r)
     return false;
@@ -125,7 +182,7 @@ bool mt_estimates_round(mt_analysis *a) {
   round_amounts(a, offsetof(mt_stats, peak), &s->at_peak, r);
   round_amounts(a, offsetof(mt_stats, temporary), &s->temporary, r);
   free(r);
-  return true;
+  return round_cells(a);
 }
 
 const char *mt_analysis_source_name(const mt_analysis *a, mt_source source) {

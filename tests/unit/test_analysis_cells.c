@@ -1,6 +1,7 @@
 /* The report's cells (analysis/cells.c) on a trace of more objects than wait in the cells' log, so
  * that they are counted in several rounds at different step widths: every cell must equal what
  * counting each object once at the final width gives. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,9 +123,84 @@ static void cells_counted_in_rounds_equal_one_count_at_the_final_width(void **st
   free(data);
 }
 
+/* A sampled trace (rate 0.05, so each object stands for a fraction of a whole estimate) of
+ * SAMPLED_OBJECTS objects of 1..37 words at 7 stacks, one allocated every 10 µs, every third freed
+ * 500 µs later. */
+#define SAMPLED_OBJECTS 3000
+static uint8_t *sampled_trace(size_t *size) {
+  int fd;
+  mt_writer *w = tg_writer(3, 0.05, &fd);
+  mt_error err;
+  int64_t *ids = malloc(SAMPLED_OBJECTS * sizeof *ids);
+  for (int64_t k = 0; k < SAMPLED_OBJECTS; k++) {
+    uint64_t stack[] = {102 + 3 * (uint64_t)(k % 7), 200, 300};
+    if (mt_writer_put_alloc(w, TG_START + 10 * k, 1 + k % 37, 1 + k % 3, MT_SOURCE_EXTERNAL, stack,
+                            3, tg_resolve, NULL, &ids[k], &err))
+      fail_msg("alloc: %s", err.message);
+    if (k >= 50 && (k - 50) % 3 == 0 &&
+        mt_writer_put_collect(w, TG_START + 10 * k + 5, ids[k - 50], &err))
+      fail_msg("collect: %s", err.message);
+  }
+  free(ids);
+  return tg_finish(w, fd, size);
+}
+
+/* The report sums cells: for it to show the counts top, flame and pprof print, each stack's cells
+ * must be whole numbers adding up to that stack's rounded estimates (allocated in the window; live
+ * at its start for objects allocated before it), with and without a window. */
+static void cells_estimates_are_whole_and_add_up_to_each_stacks(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = sampled_trace(&size);
+  for (int windowed = 0; windowed < 2; windowed++) {
+    mt_reader_options ro = {.backtraces = true};
+    mt_reader *r;
+    mt_error err;
+    assert_int_equal(mt_reader_open_memory(&r, data, size, &ro, &err), MT_OK);
+    mt_analysis_options o = mt_analysis_default_options();
+    o.cells = true;
+    if (windowed) {
+      o.from = 10 * SAMPLED_OBJECTS / 3;
+      o.to = 10 * SAMPLED_OBJECTS * 2 / 3;
+    }
+    mt_analysis *a;
+    assert_int_equal(mt_analysis_run(&a, r, &o, &err), MT_OK);
+    size_t n, nstacks = mt_analysis_stack_count(a);
+    int64_t width;
+    const mt_cell *cells = mt_analysis_cells(a, &n, &width);
+    assert_true(n > nstacks);
+    double *in = calloc(nstacks, sizeof *in), *before = calloc(nstacks, sizeof *before);
+    bool fractional = false;
+    for (size_t i = 0; i < n; i++) {
+      double v = cells[i].amount.objects_estimated;
+      if (v != floor(v))
+        fractional = true;
+      (cells[i].alloc_bucket == MT_CELL_BEFORE ? before : in)[cells[i].stack] += v;
+    }
+    assert_false(fractional);
+    double allocated = 0;
+    for (size_t i = 0; i < nstacks; i++) {
+      const mt_stats *st = mt_analysis_stack_stats(a, i);
+      assert_true(in[i] == st->allocated.objects_estimated);
+      assert_true(before[i] == st->live_start.objects_estimated);
+      allocated += in[i];
+    }
+    const mt_summary *s = mt_analysis_summary(a);
+    assert_true(allocated == round(s->allocated.objects_estimated));
+    assert_true(s->allocated.objects_estimated != round(s->allocated.objects_estimated));
+    assert_true(windowed ? s->live_start.objects > 0 : s->live_start.objects == 0);
+    free(in);
+    free(before);
+    mt_analysis_free(a);
+    mt_reader_close(r);
+  }
+  free(data);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cells_counted_in_rounds_equal_one_count_at_the_final_width),
+      cmocka_unit_test(cells_estimates_are_whole_and_add_up_to_each_stacks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,9 @@
                                          alone gives the same view; hovering the heap chart
                                          shows values; the layout follows the window's width; no
                                          console message anywhere
+  check_report.py objects MEMTAP TRACE   headless Chromium: every site's estimated objects in the
+                                         page's sites table (whole trace, allocated) equal `memtap
+                                         top`'s (`allocated.objects_estimated`): one rounding rule
   check_report.py diff MEMTAP A B        `report A --diff B` renders both traces' totals and
                                          per-site values equal to `top --json` of each, in
                                          `memtap diff`'s order with its sampling-noise marks
@@ -498,6 +501,36 @@ def check_diff(memtap, a, b_trace, tmp, every_sample=False):
         b.close()
 
 
+def check_objects(memtap, trace, tmp):
+    html = make_report(memtap, trace, tmp)
+    top = json.loads(run([memtap, "top", "--json", "-n", "0", trace]))
+    want = {site_label(g["key"]): g["allocated"]["objects_estimated"] for g in top["groups"]}
+    b = Browser(tmp)
+    try:
+        b.open("file://" + html)
+        head = b.evaluate("[...document.querySelectorAll('#sites th')].map((th) => "
+                          "th.textContent)")
+        rows = b.evaluate("""[...document.querySelectorAll('#sites tbody tr')].map((tr) =>
+            [...tr.cells].map((td) => td.textContent))""")
+        problems = b.problems()
+        if problems:
+            fail("the page logged:\n" + "\n".join(problems))
+    finally:
+        b.close()
+    if "objects" not in head or len(rows) < 5:
+        fail(f"sites table: {head}, {len(rows)} rows")
+    col = head.index("objects")
+    exact = 0
+    for r in rows:
+        shown, v = parse_number(r[col].lstrip("~")), want.get(r[0])
+        if v is None:
+            fail(f"site {r[0]} is on the page but not in `memtap top`")
+        if abs(shown - v) > (resolution(r[col].lstrip("~")) * 1.0001 if "." in r[col] else 0):
+            fail(f"site {r[0]}: the page shows {r[col]} objects, `memtap top` {v}")
+        exact += "." not in r[col]
+    print(f"ok: {len(rows)} sites' estimated objects equal `memtap top`'s ({exact} to the unit)")
+
+
 def record_full_pair(memtap, tmp):
     """Two --full traces of awk filling arrays of 2000 and 3000 strings."""
     traces = []
@@ -510,7 +543,7 @@ def record_full_pair(memtap, tmp):
 
 
 def main():
-    modes = {"mass": 1, "range": 1, "page": 1, "diff": 2, "diff-full": 0}
+    modes = {"mass": 1, "range": 1, "page": 1, "objects": 1, "diff": 2, "diff-full": 0}
     if len(sys.argv) < 3 or sys.argv[1] not in modes or len(sys.argv) != 3 + modes[sys.argv[1]]:
         sys.exit(__doc__)
     mode, memtap, traces = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -525,6 +558,8 @@ def main():
             check_range(memtap, traces[0], tmp)
         elif mode == "page":
             check_page(memtap, traces[0], tmp)
+        elif mode == "objects":
+            check_objects(memtap, traces[0], tmp)
         else:
             check_diff(memtap, traces[0], traces[1], tmp)
     print("1 passed, 0 failed")

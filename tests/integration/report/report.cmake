@@ -20,6 +20,9 @@ add_test(NAME report_dragged_range_matches_cli_window
 add_test(NAME report_page_first_screen_sort_search_callers_url
          COMMAND ${Python3_EXECUTABLE} ${_check} page $<TARGET_FILE:memtap_cli>
                  ${_data}/ocamlopt_v1.ctf)
+add_test(NAME report_site_objects_match_top
+         COMMAND ${Python3_EXECUTABLE} ${_check} objects $<TARGET_FILE:memtap_cli>
+                 ${_data}/lists_and_sets_v1.ctf)
 add_test(NAME report_diff_page_matches_top_of_each_trace
          COMMAND ${Python3_EXECUTABLE} ${_check} diff $<TARGET_FILE:memtap_cli>
                  ${_data}/ocamlopt_v1.ctf ${_data}/ocamlopt_v2.ctf)
@@ -27,6 +30,7 @@ add_test(NAME report_diff_of_full_traces_marks_no_change_as_noise
          COMMAND ${Python3_EXECUTABLE} ${_check} diff-full $<TARGET_FILE:memtap_cli>)
 set_tests_properties(
   report_flame_keeps_mass_and_heaviest_folded_paths report_dragged_range_matches_cli_window
-  report_page_first_screen_sort_search_callers_url report_diff_page_matches_top_of_each_trace
+  report_page_first_screen_sort_search_callers_url report_site_objects_match_top
+  report_diff_page_matches_top_of_each_trace
   report_diff_of_full_traces_marks_no_change_as_noise
   PROPERTIES LABELS "integration;report" SKIP_RETURN_CODE 77 TIMEOUT 300)
