@@ -66,9 +66,10 @@ static const char usage[] =
     "one that a killed memtap left behind is removed by a later memtap record once its program\n"
     "has ended.\n"
     "\n"
-    "Exit status: the program's (128+N when killed by signal N); 1 when the trace could not be\n"
-    "written or the program was refused; 64 bad command line or MEMTAP_* variable; 126 the\n"
-    "program cannot be executed; 127 it was not found.\n";
+    "Exit status: the program's (128+N when killed by signal N, which memtap names, as a shell\n"
+    "would: \"killed by SIGSEGV\"); 1 when the trace could not be written or the program was\n"
+    "refused; 64 bad command line or MEMTAP_* variable; 126 the program cannot be executed; 127\n"
+    "it was not found.\n";
 
 enum {
   OPT_RATE = 256,
@@ -837,6 +838,18 @@ static int exit_status(int status) {
   return 1;
 }
 
+/* A program killed by a signal: the shell that ran memtap sees memtap's exit status, not the
+ * signal, so it prints nothing ("Killed", "Segmentation fault"); memtap says it instead. Not for
+ * SIGINT and SIGPIPE, which shells pass over in silence too. */
+static void say_killed(const char *program, int status) {
+  if (!WIFSIGNALED(status) || WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGPIPE)
+    return;
+  int sig = WTERMSIG(status);
+  const char *name = sigabbrev_np(sig);
+  cli_error(program, "killed by %s%s (%s)%s: its trace ends there", name ? "SIG" : "signal ",
+            name ? name : "", strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "");
+}
+
 /* Passes on to `child` each signal memtap received that its handlers did not get too, once
  * FORWARD_WAIT_US have shown they did not: a signal the program blocks meanwhile merges with the
  * one passed on, and one it ignores or dies of has no handler to count it (passing it on changes
@@ -1185,6 +1198,8 @@ int mt_cmd_record(int argc, char **argv) {
     sigaction(forwarded_signals[i], &old_forwarded[i], NULL);
   sigaction(SIGXFSZ, &old_xfsz, NULL);
 
+  if (n != (ssize_t)sizeof exec_errno)
+    say_killed(program, main_status);
   bool wrote = false;
   for (size_t i = 0; i < s.count; i++) {
     traced *t = &s.procs[i];

@@ -1103,6 +1103,8 @@ def test_full_ctrl_c_reaches_program_and_trace_is_written():
     out, err = p.communicate(timeout=60)
     expect(p.returncode == 128 + signal.SIGINT,
            f"memtap record exited {p.returncode} after Ctrl-C, expected 130\n{err[-2000:]}")
+    expect("killed by" not in err, f"Ctrl-C, which shells pass over in silence, was reported:\n"
+                                   f"{err[-2000:]}")
     f = verify_trace(trace)
     expect(f["allocs"] >= 400, f"the trace holds {f['allocs']} allocations; 4 rounds made 400")
 
@@ -1654,6 +1656,9 @@ def test_fault_program_sigkilled_trace_complete():
     out, err = p.communicate(timeout=60)
     expect(p.returncode == 128 + signal.SIGKILL,
            f"memtap record exited {p.returncode}, expected 137 (program killed)\n{err[-2000:]}")
+    # The shell sees memtap's status, not the signal, and prints no "Killed": memtap says it.
+    expect("slow_worker: killed by SIGKILL (Killed): its trace ends there" in err,
+           f"memtap record did not say the program was killed:\n{err[-2000:]}")
     f = verify_trace(trace)  # complete: memtap check exits 0, not 2
     expect(f["allocs"] >= 400, f"{f['allocs']} allocations in the trace; 4 rounds made 400")
 
