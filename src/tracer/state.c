@@ -179,10 +179,14 @@ static int find_own_text(struct dl_phdr_info *info, size_t size, void *data) {
   return 1;
 }
 
-/* One line on stderr, without stdio (which may allocate or hold its lock around this malloc). */
+/* One line on stderr, without stdio (which may allocate or hold its lock around this malloc). A
+ * full file system gets the way out said: the ring file's directory is $TMPDIR's (under memtap
+ * record, a directory it made there) unless MEMTAP_RING_DIR names another. */
 static void say_not_tracing(const mt_error *err) {
   char line[400];
-  int n = snprintf(line, sizeof line, "memtap: not tracing: %s\n", err->message);
+  bool full = err->sys_errno == ENOSPC || err->sys_errno == EDQUOT;
+  int n = snprintf(line, sizeof line, "memtap: not tracing: %s%s\n", err->message,
+                   full ? " (set TMPDIR to a directory whose file system has room)" : "");
   if (n > 0) {
     ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     (void)ignored;

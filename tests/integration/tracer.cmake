@@ -144,6 +144,7 @@ set(_tracer_tests
     fault_record_sigkilled_before_a_process_starts_does_not_hold_it
     fault_record_sigkilled_ring_directory_swept
     fault_output_on_dev_full
+    fault_full_ring_directory_says_set_tmpdir
     fault_static_program_refused
     fault_setuid_program_refused
     fault_sanitizer_program_refused)

@@ -1841,6 +1841,28 @@ def test_fault_output_on_dev_full():
            f"memtap record does not say what failed:\n{p.stderr[-2000:]}")
 
 
+def test_fault_full_ring_directory_says_set_tmpdir():
+    """$TMPDIR on a file system with no room for the ring file's header: the program runs as
+    untraced, and what to do about it is said (root, for a 256 KiB tmpfs)."""
+    small = os.path.join(WORK, "small")
+    os.mkdir(small)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs",
+                                            small], capture_output=True).returncode != 0:
+        skip("cannot mount a small tmpfs (not root, or no mount permission)", even_under_ci=True)
+    try:
+        argv = [program("slow_worker"), "2"]
+        plain = untraced(argv)
+        trace = os.path.join(WORK, "full_tmpdir.ctf")
+        p = run(record_command(trace, argv), env=base_env({"TMPDIR": small}))
+    finally:
+        subprocess.run(["umount", small])
+    expect(p.stdout == plain.stdout, f"the program's output changed:\n{p.stdout}\n{p.stderr}")
+    expect("No space left on device (set TMPDIR to a directory whose file system has room)"
+           in p.stderr, f"a full ring directory is not said with its way out:\n{p.stderr[-2000:]}")
+    expect(p.returncode == 1 and not os.path.exists(trace),
+           f"exit {p.returncode}, trace written: {os.path.exists(trace)}\n{p.stderr[-2000:]}")
+
+
 def test_fault_static_program_refused():
     trace = os.path.join(WORK, "static.ctf")
     p = run(record_command(trace, [program("static_worker"), "1"]), env=base_env())
