@@ -167,6 +167,7 @@ typedef struct traced {
   bool regular; /* the trace is a regular file (not a device or a pipe) */
   mt_recorder_stats stats;
   char *exe; /* the program it ran when last looked at (/proc/PID/exe), or NULL */
+  long uid;  /* the effective user id it ran as then, or -1 */
   /* Seen running an image other than the one its tracer started in (mt_recorder_image): an exec,
    * perhaps of the same program, that the tracer did not follow. */
   bool image_changed;
@@ -503,7 +504,7 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
       }
       s->procs = grown;
       t = &s->procs[s->count++];
-      *t = (traced){.pid = (int)pid, .fd = -1};
+      *t = (traced){.pid = (int)pid, .fd = -1, .uid = -1};
     } else if (t->discard) {
       mt_cursor_close(t->discard);
     }
@@ -518,7 +519,7 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
       return;
     s->procs = grown;
     t = &s->procs[s->count++];
-    *t = (traced){.pid = (int)pid, .fd = -1};
+    *t = (traced){.pid = (int)pid, .fd = -1, .uid = -1};
   }
   if (open_output(s, t))
     return;
@@ -564,6 +565,7 @@ static void note_programs(session *s) {
     if (!t->rec || t->finished || !process_program(t->pid, exe, sizeof exe))
       continue;
     uint64_t traced_image = mt_recorder_image(t->rec), image = process_image(t->pid);
+    t->uid = process_effective_uid(t->pid);
     if (traced_image && image && image != traced_image)
       t->image_changed = true;
     if (!t->exe || strcmp(t->exe, exe) != 0) {
@@ -576,6 +578,20 @@ static void note_programs(session *s) {
   }
 }
 
+/* Whether `t` was last seen running as another user than memtap: then it could not make its ring
+ * file in memtap's private directory (record_dir.h), whatever its environment. */
+static bool became_another_user(const traced *t) {
+  return t->uid >= 0 && t->uid != (long)geteuid();
+}
+
+static void say_became_another_user(const traced *t, const char *described) {
+  cli_error(t->path,
+            "warning: process %d exec'd %s as user id %ld, who cannot write memtap's ring "
+            "directory, so the tracer did not start in it: the trace describes %s up to that "
+            "exec (to trace that program, run memtap record as that user)",
+            t->pid, t->exe, t->uid, described);
+}
+
 /* After the program ended: says so when the last program `t` was seen running is not the one its
  * trace describes, with the reason when memtap can tell it. */
 static void say_untraced_exec(const traced *t) {
@@ -583,7 +599,9 @@ static void say_untraced_exec(const traced *t) {
   if (!t->exe || !described)
     return;
   if (strcmp(t->exe, described) == 0) {
-    if (t->image_changed)
+    if (t->image_changed && became_another_user(t))
+      say_became_another_user(t, described);
+    else if (t->image_changed)
       cli_error(t->path,
                 "warning: process %d exec'd %s again and the tracer did not start in it (was "
                 "LD_PRELOAD taken out of its environment?): the trace describes it up to that "
@@ -599,6 +617,8 @@ static void say_untraced_exec(const traced *t) {
               "warning: process %d exec'd %s, which the tracer cannot enter (%s): the trace "
               "describes %s up to that exec",
               t->pid, t->exe, err.message, described);
+  else if (rc == MT_OK && became_another_user(t))
+    say_became_another_user(t, described);
   else if (rc == MT_OK)
     cli_error(t->path,
               "warning: process %d exec'd %s and the tracer did not start in it (was LD_PRELOAD "
@@ -1070,7 +1090,7 @@ int mt_cmd_record(int argc, char **argv) {
    * us before the program runs. */
   s.procs = calloc(1, sizeof *s.procs);
   if (s.procs) {
-    s.procs[0] = (traced){.pid = child, .fd = -1};
+    s.procs[0] = (traced){.pid = child, .fd = -1, .uid = -1};
     s.count = 1;
   }
   if (!s.procs || open_output(&s, &s.procs[0])) {

@@ -1,4 +1,5 @@
-/* /proc/PID/exe, read and cleaned, and /proc/PID/auxv's fingerprint (process_program.h). */
+/* /proc/PID/exe, read and cleaned, the effective uid in /proc/PID/status and /proc/PID/auxv's
+ * fingerprint (process_program.h). */
 #include "process_program.h"
 
 #include <stdio.h>
@@ -23,6 +24,20 @@ bool process_program(long pid, char *buf, size_t size) {
   buf[n] = 0;
   process_program_undeleted(buf);
   return true;
+}
+
+long process_effective_uid(long pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%ld/status", pid);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return -1;
+  long real = -1, effective = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "Uid: %ld %ld", &real, &effective) == 2)
+      break;
+  fclose(f);
+  return effective;
 }
 
 uint64_t process_image(long pid) {

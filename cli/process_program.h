@@ -15,6 +15,9 @@ void process_program_undeleted(char *path);
  * cannot be read (the process has ended) or does not fit. */
 bool process_program(long pid, char *buf, size_t size);
 
+/* The effective user id `pid` runs as (/proc/PID/status), or -1 when it cannot be read. */
+long process_effective_uid(long pid);
+
 /* The fingerprint of the image `pid` runs now (common/process_image.h), 0 when it cannot be read
  * (the process has ended or is not ours). */
 uint64_t process_image(long pid);

@@ -995,8 +995,9 @@ def test_full_exec_wrapper_traces_the_execd_program():
 
 
 def test_exec_into_a_program_the_tracer_cannot_enter_is_said():
-    """A traced process that execs a set-user-ID program, or execs with LD_PRELOAD taken out of
-    the environment, goes on untraced: memtap says so, naming the program, instead of writing a
+    """A traced process that execs a set-user-ID program, execs with LD_PRELOAD taken out of the
+    environment, or becomes another user (who cannot write memtap's private ring directory) and
+    execs, goes on untraced: memtap says so, naming the program and why, instead of writing a
     trace of the shell before it as if it were the whole run. An exec the tracer follows says
     nothing."""
     if os.geteuid() != 0:
@@ -1025,6 +1026,9 @@ def test_exec_into_a_program_the_tracer_cannot_enter_is_said():
         # program's path alone does not tell the images apart.
         ("itself, env -i", [python, "-c", reexec],
          f"exec'd {python} again and the tracer did not start in it"),
+        ("another user", ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
+                          "--", "sleep", "1"],
+         f"exec'd {env_sleep} as user id {nobody}, who cannot write memtap's ring directory"),
         ("traceable", ["sh", "-c", "exec sleep 0.3"], None),
         ("itself, traceable", ["sh", "-c", "exec sh -c 'sleep 0.3'"], None),
     )
