@@ -17,6 +17,8 @@ function(memtap_fuzz_target name source)
 endfunction()
 
 memtap_fuzz_target(fuzz_reader fuzz/fuzz_reader.c SEEDS ${MEMTAP_TESTDATA_DEFAULT}/memtrace)
+# The analyses and exports over what the reader accepts (fuzz_analysis.c); any trace is a seed.
+memtap_fuzz_target(fuzz_analysis fuzz/fuzz_analysis.c SEEDS ${MEMTAP_TESTDATA_DEFAULT}/memtrace)
 include(fuzz/ring.cmake OPTIONAL)
 
 # The command line, in process (tests/fuzz/fuzz_cli_args.c: argv from the input, run in an empty
