@@ -152,8 +152,10 @@ static mt_ring *open_ring(const config *cfg, const char *dir) {
   if (mt_ring_options_init(&o, &err))
     die("ring options", err.message);
   o.dir = dir;
-  o.mode = MT_RING_FLIGHT_RECORDER;
-  /* Room for a whole batch of the deepest records: nothing is overwritten before it is read. */
+  /* Lossless, read by the recorder as the primary, as memtap record reads a traced program's file
+   * (in place, ring/consumer.c). Room for a whole batch of the deepest records: a writer never
+   * waits for the poll that follows its batch. */
+  o.mode = MT_RING_LOSSLESS;
   uint64_t need = (uint64_t)cfg->batch * (6 + 4 + (uint64_t)cfg->depth) * 8 * 2;
   o.ring_size = 1u << 20;
   while (o.ring_size < need)
@@ -325,7 +327,7 @@ static result run_pass(const config *cfg, const char *dir, int pass) {
   mt_error err = {0};
   if (mt_recorder_create(&rec, fd, &ro, &err))
     die("mt_recorder_create", err.message);
-  if (mt_recorder_attach(rec, path, false, &err))
+  if (mt_recorder_attach(rec, path, true, &err))
     die("mt_recorder_attach", err.message);
 
   writer *ws = calloc((size_t)cfg->threads, sizeof *ws);

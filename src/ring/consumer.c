@@ -707,6 +707,21 @@ static void copy_words(uint64_t *restrict to, const _Atomic uint64_t *restrict f
     to[k] = mt_load_relaxed(&from[k]);
 }
 
+/* Whether a batch of ring `ring` can be read in place rather than copied out first: in lossless
+ * mode the producer overwrites unread words only once the primary's consumer_pos has passed them
+ * (RING.md, part B), so the primary's unread records hold still while it reads them, as long as
+ * the file is not degraded (then the ring overwrites as a flight recorder does). Only the run
+ * callback reads in place: it takes each record's length once and checks it against the batch,
+ * so words changed under it by a producer that broke the protocol give wrong values, never a read
+ * outside the batch; records for the other callbacks are still copied. */
+bool mt_cursor_test_in_place;
+
+static bool read_in_place(const mt_cursor *c) {
+  return c->run && !mt_cursor_test_after_copy &&
+         (mt_cursor_test_in_place || (c->primary && c->geo.mode == MT_RING_LOSSLESS &&
+                                      !mt_load_relaxed(&mt_ring_header_at(c->base)->degraded)));
+}
+
 /* Reads ring `ring` up to `tail`, delivering at most `budget` records. */
 static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size_t *got,
                  bool *stopped, mt_error *err) {
@@ -734,11 +749,15 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
       n = size - off;
     if (n > BATCH_WORDS)
       n = BATCH_WORDS;
-    copy_words(c->buf, &data[off], n);
-    if (mt_cursor_test_after_copy)
-      mt_cursor_test_after_copy(mt_cursor_test_after_copy_user, ring, c->buf, &data[off], n);
-    mt_fence_acquire();
-    head = mt_load_relaxed(&b->head);
+    bool in_place = read_in_place(c);
+    const uint64_t *batch = in_place ? (const uint64_t *)&data[off] : c->buf;
+    if (!in_place) {
+      copy_words(c->buf, &data[off], n);
+      if (mt_cursor_test_after_copy)
+        mt_cursor_test_after_copy(mt_cursor_test_after_copy_user, ring, c->buf, &data[off], n);
+      mt_fence_acquire();
+      head = mt_load_relaxed(&b->head);
+    }
     uint64_t p = start, end = start + n;
     if (head > start) {
       /* Lapped while copying: what lies before the new head may be torn. */
@@ -749,8 +768,9 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
       p = head;
     }
     while (p < end && *got < budget) {
-      const uint64_t *rec = &c->buf[p - start];
-      uint32_t len = mt_ring_header_length(rec[0]);
+      const uint64_t *rec = &batch[p - start];
+      uint64_t word = rec[0]; /* read once: in place, the words may change under a bad producer */
+      uint32_t len = mt_ring_header_length(word);
       if (len == 0 || len > MT_RING_MAX_RECORD_WORDS || (p & mask) + len > size) {
         rs->pos = p;
         return malformed(c, ring, p, err, "impossible record length");
@@ -762,7 +782,7 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
         }
         break; /* cut by the batch: read it whole next time round */
       }
-      if (mt_ring_header_type(rec[0]) == MT_RING_TYPE_PADDING) {
+      if (mt_ring_header_type(word) == MT_RING_TYPE_PADDING) {
         if ((p & mask) + len != size) {
           rs->pos = p;
           return malformed(c, ring, p, err, "padding record that does not end the ring");
@@ -774,10 +794,10 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
         rs->pos = p;
         return malformed(c, ring, p, err, "record shorter than its header and timestamp");
       }
-      uint32_t type = mt_ring_header_type(rec[0]);
+      uint32_t type = mt_ring_header_type(word);
       if (type >= MT_RING_TYPE_OPAQUE_FIRST && opaque && rs->expected_known && !rs->gap &&
           rs->generation_known && !rs->pending_lost &&
-          mt_ring_header_seq(rec[0]) == (uint32_t)rs->expected) {
+          mt_ring_header_seq(word) == (uint32_t)rs->expected) {
         /* The usual record: an opaque one (no format of the transport's to check), numbered as
          * expected, from the thread already known. What deliver() does, in short. */
         if (c->run) {
@@ -793,7 +813,7 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
           *got += took;
           p += used;
           if (took < limit &&
-              mt_cursor_run_record(&c->buf[p - start], end - p, (uint32_t)rs->expected)) {
+              mt_cursor_run_record(&batch[p - start], end - p, (uint32_t)rs->expected)) {
             rs->pos = p;
             *stopped = true;
             publish_position(c, ring);
@@ -814,6 +834,10 @@ static int drain(mt_cursor *c, uint32_t ring, uint64_t tail, size_t budget, size
         ++*got;
         p += len;
         continue;
+      }
+      if (in_place) { /* a snapshot for the other callbacks, as when the batch is copied */
+        copy_words(c->buf, &data[off + (p - start)], len);
+        rec = c->buf;
       }
       int outcome;
       rc = deliver(c, ring, rec, len, p, &outcome, err);

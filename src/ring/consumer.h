@@ -60,6 +60,9 @@ void mt_cursor_set_time_order(mt_cursor *cursor, bool on);
  * for what is delivered. */
 bool mt_cursor_oldest_unread(mt_cursor *cursor, uint64_t *stamp);
 
+/* Tests only: every cursor with a run callback reads its batches in place (consumer.c,
+ * read_in_place), as a lossless primary does, so that a fuzzer's memory cursor takes that path. */
+extern bool mt_cursor_test_in_place;
 extern void (*mt_cursor_test_after_copy)(void *user, uint32_t ring, uint64_t *copy,
                                          const _Atomic uint64_t *live, size_t words);
 extern void *mt_cursor_test_after_copy_user;

@@ -20,7 +20,27 @@ static struct {
   rt_collector *col;
   size_t runs, through_runs;
   size_t take_at_most; /* 0: the whole run */
+  const char *file;    /* when set, runs_in_file counts the runs handed out inside its mappings */
+  size_t runs_in_file;
 } seen;
+
+/* Whether `p` lies in a mapping of the file `path` (/proc/self/maps). */
+static bool in_mapping_of(const void *p, const char *path) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  assert_non_null(f);
+  char line[4096 + 128];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    int name = 0;
+    if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &name) < 2 || !name)
+      continue;
+    line[strcspn(line, "\n")] = 0;
+    found = strcmp(line + name, path) == 0 && (uintptr_t)p >= lo && (uintptr_t)p < hi;
+  }
+  fclose(f);
+  return found;
+}
 
 static size_t take_run(void *user, uint32_t ring, uint32_t generation, uint64_t first_seq,
                        const uint64_t *rec, size_t words, size_t limit, size_t *used) {
@@ -30,6 +50,8 @@ static size_t take_run(void *user, uint32_t ring, uint32_t generation, uint64_t 
   assert_int_not_equal(mt_cursor_run_record(rec, words, (uint32_t)first_seq), 0);
   size_t take = seen.take_at_most && seen.take_at_most < limit ? seen.take_at_most : limit;
   seen.runs++;
+  if (seen.file && in_mapping_of(rec, seen.file))
+    seen.runs_in_file++;
   const uint64_t *from = rec;
   size_t k = 0;
   for (; k < take; k++) {
@@ -169,11 +191,36 @@ static void run_consumed_in_part_resumes_at_the_first_record_not_consumed(void *
   close_fixture(&f, c);
 }
 
+/* A lossless ring's primary cursor hands its runs out of the ring file itself, without copying
+ * them (its producer overwrites nothing it has not read); a cursor that is not the primary, whose
+ * records the producer may overwrite while it reads them, copies them out first. Both deliver the
+ * same records. */
+static void a_lossless_primary_reads_runs_in_place_and_others_copy_them(void **state) {
+  (void)state;
+  for (int primary = 0; primary < 2; primary++) {
+    fixture f;
+    mt_cursor *c = open_fixture(&f);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", mt_ring_path(f.ring));
+    mt_error err = {0};
+    if (primary)
+      assert_int_equal(mt_cursor_register_primary(c, &err), MT_OK);
+    seen.file = path;
+    mt_cursor_set_run_callback(c, take_run);
+    rt_drain(c, false);
+    check_delivered(&f.col);
+    assert_true(seen.runs > 0);
+    assert_int_equal(seen.runs_in_file, primary ? seen.runs : 0);
+    close_fixture(&f, c);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(runs_and_callbacks_deliver_every_record_once_in_order),
       cmocka_unit_test(poll_budget_counts_records_in_runs),
       cmocka_unit_test(run_consumed_in_part_resumes_at_the_first_record_not_consumed),
+      cmocka_unit_test(a_lossless_primary_reads_runs_in_place_and_others_copy_them),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include "ring_testlib.h"
 #include "testutil.h"
 
+#include "ring/consumer.h"
 #include "ring/layout.h"
 #include "ring/process.h"
 
@@ -68,7 +69,41 @@ static bool check_in_order(const mt_ring_event *ev, void *arg) {
   return true;
 }
 
-static void run_threads(int threads) {
+/* The run callback (a lossless primary reads runs in place, ring/consumer.c): every record of the
+ * run checked as check_in_order checks one, and counted as the collector counts them. */
+static struct {
+  struct order *order;
+  rt_collector *col;
+} run_check;
+
+static size_t check_run(void *user, uint32_t ring, uint32_t generation, uint64_t first_seq,
+                        const uint64_t *rec, size_t words, size_t limit, size_t *used) {
+  (void)user;
+  const uint64_t *from = rec;
+  size_t k = 0;
+  for (; k < limit; k++) {
+    uint32_t len =
+        mt_cursor_run_record(rec, words - (size_t)(rec - from), (uint32_t)(first_seq + k));
+    if (!len)
+      break;
+    mt_ring_event ev = {.ring = ring,
+                        .generation = generation,
+                        .type = mt_ring_header_type(rec[0]),
+                        .id = mt_ring_header_id(rec[0]),
+                        .seq = first_seq + k,
+                        .timestamp = rec[1],
+                        .payload = rec + 2,
+                        .words = len - 2};
+    if (!check_in_order(&ev, run_check.order))
+      run_check.col->failures++;
+    run_check.col->seen++;
+    rec += len;
+  }
+  *used = (size_t)(rec - from);
+  return k;
+}
+
+static void run_threads_reading(int threads, bool runs) {
   tu_temp_dir(); /* created by the parent, before fork */
   rt_pipe ready, go;
   rt_pipe_open(&ready);
@@ -104,6 +139,11 @@ static void run_threads(int threads) {
   memset(&order, 0, sizeof order);
   rt_collector col = {.check = check_in_order, .check_arg = &order};
   rt_collector_attach(c, &col);
+  if (runs) {
+    run_check.order = &order;
+    run_check.col = &col;
+    mt_cursor_set_run_callback(c, check_run);
+  }
   rt_drain(c, true);
   assert_int_equal(rt_wait_child(pid), 0);
   for (int i = 0; i < threads; i++)
@@ -121,6 +161,23 @@ static void run_threads(int threads) {
       assert_false(order.ring[i] == order.ring[j] && order.generation[i] == order.generation[j]);
   mt_cursor_close(c);
   rt_collector_free(&col);
+}
+
+static void run_threads(int threads) {
+  run_threads_reading(threads, false);
+}
+
+/* The same through the run callback, which the primary hands its batches in place: a producer
+ * waiting on a 64 KiB ring for every batch the consumer reads must never overwrite a record the
+ * callback is reading. */
+static void lossless_runs_read_in_place_deliver_every_record_of_1_thread(void **state) {
+  (void)state;
+  run_threads_reading(1, true);
+}
+
+static void lossless_runs_read_in_place_deliver_every_record_of_8_threads(void **state) {
+  (void)state;
+  run_threads_reading(8, true);
 }
 
 static void lossless_delivers_every_record_of_1_thread(void **state) {
@@ -449,6 +506,8 @@ int main(void) {
       cmocka_unit_test(lossless_delivers_every_record_of_2_threads),
       cmocka_unit_test(lossless_delivers_every_record_of_8_threads),
       cmocka_unit_test(lossless_delivers_every_record_of_64_threads),
+      cmocka_unit_test(lossless_runs_read_in_place_deliver_every_record_of_1_thread),
+      cmocka_unit_test(lossless_runs_read_in_place_deliver_every_record_of_8_threads),
       cmocka_unit_test(producer_degrades_and_finishes_when_primary_consumer_is_killed),
       cmocka_unit_test(producer_degrades_when_no_primary_attaches_in_time),
       cmocka_unit_test(closing_the_primary_cursor_degrades_the_producer),
