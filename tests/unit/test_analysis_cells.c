@@ -24,22 +24,38 @@ static int64_t free_time(int64_t k) {
   return step < OBJECTS ? 10 * step + 5 : -1; /* freed by the object allocated at that step */
 }
 
-static uint8_t *objects_trace(size_t *size) {
+/* A trace at `rate` of n objects: object k allocated at 10k µs with words(k) words and as many
+ * samples at the stack of code 102 + 3 (k % stacks), then the object freed_by(k) names (if any)
+ * freed at 10k + 5 µs. */
+static uint8_t *write_trace(double rate, int64_t n, int64_t stacks, int64_t (*words)(int64_t),
+                            int64_t (*freed_by)(int64_t), size_t *size) {
   int fd;
-  mt_writer *w = tg_writer(3, 1.0, &fd);
+  mt_writer *w = tg_writer(3, rate, &fd);
   mt_error err;
-  int64_t *ids = malloc(OBJECTS * sizeof *ids);
-  for (int64_t k = 0; k < OBJECTS; k++) {
-    uint64_t stack[] = {102 + 3 * (uint64_t)(k % STACKS), 200, 300};
-    if (mt_writer_put_alloc(w, TG_START + alloc_time(k), 1 + k % 50, 1 + k % 50, MT_SOURCE_EXTERNAL,
-                            stack, 3, tg_resolve, NULL, &ids[k], &err))
+  int64_t *ids = malloc((size_t)n * sizeof *ids);
+  for (int64_t k = 0; k < n; k++) {
+    uint64_t stack[] = {102 + 3 * (uint64_t)(k % stacks), 200, 300};
+    if (mt_writer_put_alloc(w, TG_START + 10 * k, words(k), words(k), MT_SOURCE_EXTERNAL, stack, 3,
+                            tg_resolve, NULL, &ids[k], &err))
       fail_msg("alloc: %s", err.message);
-    int64_t j = k % 4 == 0 ? k - 52 : k % 4 == 2 ? k - 2000 : -1;
-    if (j >= 0 && mt_writer_put_collect(w, TG_START + free_time(j), ids[j], &err))
+    int64_t j = freed_by(k);
+    if (j >= 0 && mt_writer_put_collect(w, TG_START + 10 * k + 5, ids[j], &err))
       fail_msg("collect: %s", err.message);
   }
   free(ids);
   return tg_finish(w, fd, size);
+}
+
+static int64_t objects_words(int64_t k) {
+  return 1 + k % 50;
+}
+
+static int64_t objects_freed_by(int64_t k) { /* free_time's frees */
+  return k % 4 == 0 ? k - 52 : k % 4 == 2 ? k - 2000 : -1;
+}
+
+static uint8_t *objects_trace(size_t *size) {
+  return write_trace(1.0, OBJECTS, STACKS, objects_words, objects_freed_by, size);
 }
 
 typedef struct expected {
@@ -127,22 +143,16 @@ static void cells_counted_in_rounds_equal_one_count_at_the_final_width(void **st
  * SAMPLED_OBJECTS objects of 1..37 words at 7 stacks, one allocated every 10 µs, every third freed
  * 500 µs later. */
 #define SAMPLED_OBJECTS 3000
+static int64_t sampled_words(int64_t k) {
+  return 1 + k % 37;
+}
+
+static int64_t sampled_freed_by(int64_t k) {
+  return k >= 50 && (k - 50) % 3 == 0 ? k - 50 : -1;
+}
+
 static uint8_t *sampled_trace(size_t *size) {
-  int fd;
-  mt_writer *w = tg_writer(3, 0.05, &fd);
-  mt_error err;
-  int64_t *ids = malloc(SAMPLED_OBJECTS * sizeof *ids);
-  for (int64_t k = 0; k < SAMPLED_OBJECTS; k++) {
-    uint64_t stack[] = {102 + 3 * (uint64_t)(k % 7), 200, 300};
-    if (mt_writer_put_alloc(w, TG_START + 10 * k, 1 + k % 37, 1 + k % 3, MT_SOURCE_EXTERNAL, stack,
-                            3, tg_resolve, NULL, &ids[k], &err))
-      fail_msg("alloc: %s", err.message);
-    if (k >= 50 && (k - 50) % 3 == 0 &&
-        mt_writer_put_collect(w, TG_START + 10 * k + 5, ids[k - 50], &err))
-      fail_msg("collect: %s", err.message);
-  }
-  free(ids);
-  return tg_finish(w, fd, size);
+  return write_trace(0.05, SAMPLED_OBJECTS, 7, sampled_words, sampled_freed_by, size);
 }
 
 /* The report sums cells: for it to show the counts top, flame and pprof print, each stack's cells
