@@ -707,6 +707,8 @@ static void copy_words(uint64_t *restrict to, const _Atomic uint64_t *restrict f
     to[k] = mt_load_relaxed(&from[k]);
 }
 
+bool mt_cursor_test_in_place;
+
 /* Whether a batch of ring `ring` can be read in place rather than copied out first: in lossless
  * mode the producer overwrites unread words only once the primary's consumer_pos has passed them
  * (RING.md, part B), so the primary's unread records hold still while it reads them, as long as
@@ -714,8 +716,6 @@ static void copy_words(uint64_t *restrict to, const _Atomic uint64_t *restrict f
  * callback reads in place: it takes each record's length once and checks it against the batch,
  * so words changed under it by a producer that broke the protocol give wrong values, never a read
  * outside the batch; records for the other callbacks are still copied. */
-bool mt_cursor_test_in_place;
-
 static bool read_in_place(const mt_cursor *c) {
   return c->run && !mt_cursor_test_after_copy &&
          (mt_cursor_test_in_place || (c->primary && c->geo.mode == MT_RING_LOSSLESS &&
