@@ -60,7 +60,7 @@ int mt_cmd_check(int argc, char **argv) {
   if (mt_reader_truncated(r, &cut)) {
     char n1[32];
     cli_error(path,
-              "truncated at byte %lld: the last packet is incomplete; the %s event%s before it "
+              "truncated at byte %lld (the warning above says how): the %s event%s before it "
               "are well-formed",
               (long long)cut, out_format_count((double)events, n1), out_plural((double)events));
     status = 2;

@@ -40,6 +40,8 @@ struct mt_input {
   ZSTD_inBuffer in;
   size_t raw_cap;
   int64_t raw_before; /* compressed bytes of the descriptor read before `raw`'s current contents */
+  size_t zstd_left;   /* the decompressor's last hint: 0 once a frame is whole and flushed */
+  bool zstd_cut;      /* the compressed input ended inside a frame */
   int64_t position;
 };
 
@@ -53,6 +55,7 @@ static int start_zstd(mt_input *s, mt_error *err) {
   if (!s->zstd || !s->buffer)
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory setting up zstd decompression");
   ZSTD_initDStream(s->zstd);
+  s->zstd_left = 1; /* a frame has begun (its magic is there) and is not finished */
   return MT_OK;
 }
 
@@ -133,6 +136,7 @@ int mt_input_open_fd(mt_input **out, int fd, bool own_fd, mt_error *err) {
       return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
     }
     ZSTD_initDStream(s->zstd);
+    s->zstd_left = 1;
     memcpy(s->raw, s->buffer, s->end);
     s->in = (ZSTD_inBuffer){s->raw, s->end, 0};
     s->end = 0;
@@ -175,19 +179,29 @@ static int fill(mt_input *s, size_t want, mt_error *err) {
       s->end += (size_t)r;
       continue;
     }
+    bool no_more_input = false;
     if (s->in.pos == s->in.size) {
-      if (s->fd < 0 || s->mapping || s->eof)
-        return MT_OK; /* no more compressed input */
-      ssize_t r = read_some(s->fd, s->raw, s->raw_cap);
-      if (r < 0)
-        return mt_fail_io(err, "read");
-      if (r == 0) {
-        s->eof = true;
-        return MT_OK;
+      if (s->fd < 0 || s->mapping || s->eof) {
+        no_more_input = true;
+      } else {
+        ssize_t r = read_some(s->fd, s->raw, s->raw_cap);
+        if (r < 0)
+          return mt_fail_io(err, "read");
+        if (r == 0) {
+          s->eof = true;
+          no_more_input = true;
+        } else {
+          s->raw_before += (int64_t)s->in.size;
+          s->in = (ZSTD_inBuffer){s->raw, (size_t)r, 0};
+        }
       }
-      s->raw_before += (int64_t)s->in.size;
-      s->in = (ZSTD_inBuffer){s->raw, (size_t)r, 0};
     }
+    /* With all its input taken, the decompressor may still hold decoded bytes that did not fit
+     * the buffer: they are flushed before the end is declared. A frame still unfinished then
+     * (a .zst file cut short, even by its checksum alone) is a cut input (mt_input_cut). */
+    if (no_more_input && s->zstd_left == 0)
+      return MT_OK;
+    size_t before = s->end;
     ZSTD_outBuffer o = {s->buffer, BUFFER_SIZE, s->end};
     size_t rc = ZSTD_decompressStream(s->zstd, &o, &s->in);
     if (ZSTD_isError(rc)) {
@@ -203,8 +217,17 @@ static int fill(mt_input *s, size_t want, mt_error *err) {
                      (long long)(s->raw_before + (int64_t)s->in.pos));
     }
     s->end = o.pos;
+    s->zstd_left = rc;
+    if (no_more_input && o.pos == before) {
+      s->zstd_cut = rc != 0;
+      return MT_OK;
+    }
   }
   return MT_OK;
+}
+
+bool mt_input_cut(const mt_input *s) {
+  return s->zstd_cut;
 }
 
 const uint8_t *mt_input_peek(mt_input *s, size_t want, size_t *got, mt_error *err) {

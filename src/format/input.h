@@ -31,6 +31,10 @@ int64_t mt_input_position(const mt_input *s);
 int64_t mt_input_size(const mt_input *s);
 bool mt_input_compressed(const mt_input *s);
 
+/* Whether a zstd input ended inside a frame (the compressed file was cut short): the bytes it
+ * gave are good, the rest of the trace is missing. Known once a peek has found the end. */
+bool mt_input_cut(const mt_input *s);
+
 /* Whether the whole (uncompressed) input is in memory, so that the position can be set anywhere
  * (mt_input_seek); false for pipes and zstd streams. */
 bool mt_input_seekable(const mt_input *s);

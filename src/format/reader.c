@@ -122,8 +122,17 @@ static int read_packet(mt_reader *r) {
   const uint8_t *p = mt_input_peek(r->source, MT_HEADER_SIZE_V3, &got, &e);
   if (!p)
     return reader_fail(r, &e);
-  if (got == 0)
+  if (got == 0) {
+    if (mt_input_cut(r->source) && !r->truncated) {
+      r->truncated = true;
+      r->truncated_at = r->packet_offset;
+      warn(r, r->packet_offset,
+           "the zstd stream ends inside a frame at byte %lld of the trace (the compressed file "
+           "was cut short): what follows is missing; reading stops there",
+           (long long)r->packet_offset);
+    }
     return 0;
+  }
   mt_packet_header *h = &r->header;
   if (got >= 5 && r->packet_offset == 0 && !memcmp(p, "go 1.", 5)) /* come through a pipe */
     return mt_reader_malformed(r, 0,

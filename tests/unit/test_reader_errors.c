@@ -1,6 +1,7 @@
 /* The reader's rules (FORMAT.md §2.11) on deliberately broken traces: every malformed field is
  * reported with its absolute byte offset and the rule, never a crash; foreign-pid packets and cut
  * ends are warnings that leave everything before them readable; zstd input reads the same. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -582,6 +583,97 @@ static void zstd_compressed_traces_read_like_plain_ones(void **state) {
   free(t.data);
 }
 
+/* Writes `size` bytes to a pipe from a thread of its own, so that a reader of the other end streams
+ * them (a pipe is never mapped). */
+typedef struct pipe_feed {
+  int fd;
+  const uint8_t *data;
+  size_t size;
+} pipe_feed;
+
+static void *feed_pipe(void *p) {
+  pipe_feed *f = p;
+  for (size_t at = 0; at < f->size;) {
+    ssize_t n = write(f->fd, f->data + at, f->size - at);
+    if (n <= 0)
+      break;
+    at += (size_t)n;
+  }
+  close(f->fd);
+  return NULL;
+}
+
+/* Events read and whether the reader found the trace truncated, from memory or through a pipe. */
+static size_t read_counting(const uint8_t *data, size_t size, bool through_pipe, bool *truncated) {
+  mt_reader_options o = {.backtraces = true};
+  mt_reader *r;
+  mt_error err;
+  int fds[2] = {-1, -1};
+  pthread_t feeder;
+  pipe_feed feed;
+  if (through_pipe) {
+    assert_int_equal(pipe(fds), 0);
+    feed = (pipe_feed){fds[1], data, size};
+    assert_int_equal(pthread_create(&feeder, NULL, feed_pipe, &feed), 0);
+    assert_int_equal(mt_reader_open_fd(&r, fds[0], &o, &err), MT_OK);
+  } else {
+    assert_int_equal(mt_reader_open_memory(&r, data, size, &o, &err), MT_OK);
+  }
+  size_t n = 0;
+  mt_event ev;
+  int rc;
+  while ((rc = mt_reader_next(r, &ev, &err)) > 0)
+    n++;
+  if (rc)
+    fail_msg("%s", err.message);
+  *truncated = mt_reader_truncated(r, NULL);
+  mt_reader_close(r);
+  if (through_pipe) {
+    pthread_join(feeder, NULL);
+    close(fds[0]);
+  }
+  return n;
+}
+
+/* A .zst trace whose last bytes are cut (its checksum, then the end of its last block) gives every
+ * event the decompressor can still produce, the same from memory and through a pipe, and says it
+ * was cut: the frame is incomplete even when every packet is whole. */
+static void a_zstd_trace_cut_in_its_last_bytes_gives_all_it_holds_and_is_cut(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t stack[4];
+  for (uint64_t i = 0; i < 60000; i++) {
+    stack[0] = i * 2654435761u % 1000003 + 1, stack[1] = i % 97 + 1, stack[2] = 5, stack[3] = 9;
+    assert_int_equal(mt_writer_put_alloc(w, TG_START + (int64_t)i, 1, 1, MT_SOURCE_MINOR, stack, 4,
+                                         tg_resolve, NULL, NULL, NULL),
+                     MT_OK);
+  }
+  size_t size;
+  uint8_t *trace = tg_finish(w, fd, &size);
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1)));
+  uint8_t *z = malloc(ZSTD_compressBound(size));
+  size_t zsize = ZSTD_compress2(c, z, ZSTD_compressBound(size), trace, size);
+  ZSTD_freeCCtx(c);
+  assert_false(ZSTD_isError(zsize));
+  bool truncated;
+  for (int pipe_it = 0; pipe_it < 2; pipe_it++) {
+    size_t whole = read_counting(z, zsize, pipe_it, &truncated);
+    assert_false(truncated);
+    assert_int_equal(whole, 60000);
+    for (size_t cut = 1; cut <= 4; cut++) { /* the checksum's 4 bytes: every event is there */
+      assert_int_equal(read_counting(z, zsize - cut, pipe_it, &truncated), whole);
+      assert_true(truncated);
+    }
+    size_t n = read_counting(z, zsize - 5, pipe_it, &truncated); /* into the last block */
+    assert_true(truncated);
+    assert_true(n > 50000 && n < whole);
+  }
+  free(z);
+  free(trace);
+}
+
 /* A zstd frame of `size` bytes without content size, checksum or dictionary: its header is the
  * magic, a zero descriptor byte and the window byte, so its first block header is at byte 6. */
 static size_t compress_plain_frame(const uint8_t *data, size_t size, uint8_t *out, size_t cap) {
@@ -674,6 +766,7 @@ int main(void) {
       cmocka_unit_test(cut_traces_read_up_to_the_last_whole_packet),
       cmocka_unit_test(an_event_cut_inside_a_packet_is_an_error_not_a_crash),
       cmocka_unit_test(zstd_compressed_traces_read_like_plain_ones),
+      cmocka_unit_test(a_zstd_trace_cut_in_its_last_bytes_gives_all_it_holds_and_is_cut),
       cmocka_unit_test(a_corrupt_zstd_stream_is_malformed_at_the_decompressed_offset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
