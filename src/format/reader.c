@@ -227,6 +227,15 @@ static int parse_trace_info(mt_reader *r) {
   field = mt_rbuf_offset(b);
   if (!mt_rbuf_u64(b, &pid))
     return mt_reader_malformed(r, field, "trace_info ends inside its pid");
+  /* A writer puts its one cached pid in both (FORMAT.md §5): when they differ one was damaged,
+   * and every later packet would be skipped as another process's, leaving an empty trace that
+   * reads as whole. */
+  if ((int64_t)pid != r->header.pid)
+    return mt_reader_malformed(r, field,
+                               "the trace_info pid %lld differs from its packet's pid %lld (byte "
+                               "%lld): one of them is damaged",
+                               (long long)pid, (long long)r->header.pid,
+                               (long long)(r->packet_offset + 30));
   s[3] = "";
   len[3] = 0;
   if (r->header.version >= 2) {

@@ -493,6 +493,21 @@ static void foreign_pid_packets_are_skipped_with_a_warning(void **state) {
   free(t.data);
 }
 
+/* The trace-info packet's header and its trace_info event carry the writer's one pid: one of them
+ * damaged would otherwise make every later packet another process's, an empty trace read as
+ * whole. */
+static void a_trace_info_pid_unlike_its_packets_is_malformed(void **state) {
+  (void)state;
+  base_trace t = make_base();
+  mt_store_u64(t.data + t.packet[0] + 30, (uint64_t)TG_PID ^ 0x80);
+  mt_error err;
+  size_t n;
+  assert_int_equal(tg_read_status(t.data, t.size, false, &err, &n, NULL, NULL), MT_E_MALFORMED);
+  assert_non_null(strstr(err.message, "differs from its packet's pid"));
+  assert_non_null(strstr(err.message, "(byte 30)"));
+  free(t.data);
+}
+
 static void cut_traces_read_up_to_the_last_whole_packet(void **state) {
   (void)state;
   base_trace t = make_base();
@@ -767,6 +782,7 @@ int main(void) {
       cmocka_unit_test(an_event_cut_inside_a_packet_is_an_error_not_a_crash),
       cmocka_unit_test(zstd_compressed_traces_read_like_plain_ones),
       cmocka_unit_test(a_zstd_trace_cut_in_its_last_bytes_gives_all_it_holds_and_is_cut),
+      cmocka_unit_test(a_trace_info_pid_unlike_its_packets_is_malformed),
       cmocka_unit_test(a_corrupt_zstd_stream_is_malformed_at_the_decompressed_offset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
