@@ -147,9 +147,9 @@ static int read_packet(mt_reader *r) {
     r->truncated = true;
     r->truncated_at = r->packet_offset;
     warn(r, r->packet_offset,
-         "the trace ends inside a packet header at byte %lld (%zu bytes of it present); "
+         "the trace ends inside a packet header at byte %lld (%zu byte%s of it present); "
          "reading stops there",
-         (long long)r->packet_offset, got);
+         (long long)r->packet_offset, got, got == 1 ? "" : "s");
     return 0;
   }
   r->header_size = hsize;
