@@ -27,8 +27,10 @@ static const char usage[] =
     "               backtrace uses it, then the events (schema: docs/cli.md)\n"
     "  -h, --help   show this help\n"
     "\n"
-    "Exit status: 0 when the whole trace was printed, 1 when it is malformed (the error names the\n"
-    "byte offset; everything before it was printed), 64 for a bad command line.\n";
+    "Exit status: 0 when the whole trace was printed (of a truncated trace, everything before\n"
+    "its incomplete last packet, with a warning, as memtrace's dump does), 1 when it is\n"
+    "malformed (the error names the byte offset; everything before it was printed), 64 for a\n"
+    "bad command line.\n";
 
 typedef struct frame_text {
   size_t len;
