@@ -549,6 +549,22 @@ static void an_event_cut_inside_a_packet_is_an_error_not_a_crash(void **state) {
   free(t.data);
 }
 
+/* A trace of 60,000 allocations at varied stacks: compressed, larger than several zstd blocks
+ * (128 KiB each). */
+#define LARGE_TRACE_EVENTS 60000
+static uint8_t *large_trace(size_t *size) {
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t stack[4];
+  for (uint64_t i = 0; i < LARGE_TRACE_EVENTS; i++) {
+    stack[0] = i * 2654435761u % 1000003 + 1, stack[1] = i % 97 + 1, stack[2] = 5, stack[3] = 9;
+    assert_int_equal(mt_writer_put_alloc(w, TG_START + (int64_t)i, 1, 1, MT_SOURCE_MINOR, stack, 4,
+                                         tg_resolve, NULL, NULL, NULL),
+                     MT_OK);
+  }
+  return tg_finish(w, fd, size);
+}
+
 static void zstd_compressed_traces_read_like_plain_ones(void **state) {
   (void)state;
   base_trace t = make_base();
@@ -567,17 +583,8 @@ static void zstd_compressed_traces_read_like_plain_ones(void **state) {
   }
   /* A compressed trace cut half-way reads as a cut trace: everything in the complete zstd blocks
    * before the cut is there. It needs to be larger than one zstd block (128 KiB). */
-  int fd;
-  mt_writer *w = tg_writer(3, 1.0, &fd);
-  uint64_t stack[4];
-  for (uint64_t i = 0; i < 60000; i++) {
-    stack[0] = i * 2654435761u % 1000003 + 1, stack[1] = i % 97 + 1, stack[2] = 5, stack[3] = 9;
-    assert_int_equal(mt_writer_put_alloc(w, TG_START + (int64_t)i, 1, 1, MT_SOURCE_MINOR, stack, 4,
-                                         tg_resolve, NULL, NULL, NULL),
-                     MT_OK);
-  }
   size_t big_size;
-  uint8_t *big = tg_finish(w, fd, &big_size);
+  uint8_t *big = large_trace(&big_size);
   uint8_t *bz = malloc(ZSTD_compressBound(big_size));
   size_t bz_size = ZSTD_compress(bz, ZSTD_compressBound(big_size), big, big_size, 1);
   assert_false(ZSTD_isError(bz_size));
@@ -589,7 +596,7 @@ static void zstd_compressed_traces_read_like_plain_ones(void **state) {
   if (rc)
     fail_msg("cut zstd trace: %s", err.message);
   assert_true(truncated);
-  assert_true(n > 1000 && n < 60000);
+  assert_true(n > 1000 && n < LARGE_TRACE_EVENTS);
   free(bz);
   free(big);
   tg_free_events(plain, n_plain);
@@ -655,17 +662,8 @@ static size_t read_counting(const uint8_t *data, size_t size, bool through_pipe,
  * was cut: the frame is incomplete even when every packet is whole. */
 static void a_zstd_trace_cut_in_its_last_bytes_gives_all_it_holds_and_is_cut(void **state) {
   (void)state;
-  int fd;
-  mt_writer *w = tg_writer(3, 1.0, &fd);
-  uint64_t stack[4];
-  for (uint64_t i = 0; i < 60000; i++) {
-    stack[0] = i * 2654435761u % 1000003 + 1, stack[1] = i % 97 + 1, stack[2] = 5, stack[3] = 9;
-    assert_int_equal(mt_writer_put_alloc(w, TG_START + (int64_t)i, 1, 1, MT_SOURCE_MINOR, stack, 4,
-                                         tg_resolve, NULL, NULL, NULL),
-                     MT_OK);
-  }
   size_t size;
-  uint8_t *trace = tg_finish(w, fd, &size);
+  uint8_t *trace = large_trace(&size);
   ZSTD_CCtx *c = ZSTD_createCCtx();
   assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1)));
   uint8_t *z = malloc(ZSTD_compressBound(size));
@@ -676,7 +674,7 @@ static void a_zstd_trace_cut_in_its_last_bytes_gives_all_it_holds_and_is_cut(voi
   for (int pipe_it = 0; pipe_it < 2; pipe_it++) {
     size_t whole = read_counting(z, zsize, pipe_it, &truncated);
     assert_false(truncated);
-    assert_int_equal(whole, 60000);
+    assert_int_equal(whole, LARGE_TRACE_EVENTS);
     for (size_t cut = 1; cut <= 4; cut++) { /* the checksum's 4 bytes: every event is there */
       assert_int_equal(read_counting(z, zsize - cut, pipe_it, &truncated), whole);
       assert_true(truncated);
