@@ -865,9 +865,11 @@ static void say_killed(const char *program, int status) {
   if (!WIFSIGNALED(status) || WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGPIPE)
     return;
   int sig = WTERMSIG(status);
-  const char *name = sigabbrev_np(sig);
-  cli_error(program, "killed by %s%s (%s)%s: its trace ends there", name ? "SIG" : "signal ",
-            name ? name : "", strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "");
+  const char *name = sigabbrev_np(sig); /* NULL for real-time signals */
+  char number[32];
+  snprintf(number, sizeof number, "signal %d", sig);
+  cli_error(program, "killed by %s%s (%s)%s: its trace ends there", name ? "SIG" : "",
+            name ? name : number, strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "");
 }
 
 /* Passes on to `child` each signal memtap received that its handlers did not get too, once

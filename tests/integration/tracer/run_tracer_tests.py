@@ -1665,6 +1665,13 @@ def test_fault_program_sigkilled_trace_complete():
            f"memtap record did not say the program was killed:\n{err[-2000:]}")
     f = verify_trace(trace)  # complete: memtap check exits 0, not 2
     expect(f["allocs"] >= 400, f"{f['allocs']} allocations in the trace; 4 rounds made 400")
+    # A signal with no short name (a real-time one) is named by its number.
+    rt = os.path.join(WORK, "killed_rt.ctf")
+    p = run(record_command(rt, ["/usr/bin/python3", "-c", "import os, signal; "
+                                "os.kill(os.getpid(), signal.SIGRTMIN + 3)"]), env=base_env())
+    sig = signal.SIGRTMIN + 3
+    expect(p.returncode == 128 + sig and f"killed by signal {int(sig)} (" in p.stderr,
+           f"a real-time signal: exit {p.returncode}\n{p.stderr[-2000:]}")
 
 
 def test_fault_record_sigkilled_program_finishes():
