@@ -11,6 +11,9 @@
 
 #include "testutil.h"
 
+#include "ring/consumer.h"
+#include "ring/layout.h"
+
 mt_ring *rt_open(mt_ring_mode mode, uint64_t ring_size, uint32_t max_rings, bool preserve) {
   mt_ring_options o;
   mt_error err = {0};
@@ -88,6 +91,36 @@ static void collect_registry(void *user, unsigned kind, uint64_t id, const void 
                              size_t length) {
   (void)kind, (void)id, (void)bytes, (void)length;
   ((rt_collector *)user)->registry_entries++;
+}
+
+size_t rt_collect_run(rt_collector *collector, uint32_t ring, uint32_t generation,
+                      uint64_t first_seq, const uint64_t *rec, size_t words, size_t limit,
+                      size_t *used) {
+  const uint64_t *from = rec;
+  size_t k = 0;
+  for (; k < limit; k++) {
+    uint32_t len =
+        mt_cursor_run_record(rec, words - (size_t)(rec - from), (uint32_t)(first_seq + k));
+    if (!len)
+      break;
+    assert_true(len >= 2);
+    assert_true(mt_ring_header_type(rec[0]) >= MT_RING_TYPE_OPAQUE_FIRST);
+    assert_int_equal(mt_ring_header_seq(rec[0]), (uint32_t)(first_seq + k));
+    mt_ring_event ev = {.ring = ring,
+                        .generation = generation,
+                        .type = mt_ring_header_type(rec[0]),
+                        .id = mt_ring_header_id(rec[0]),
+                        .seq = first_seq + k,
+                        .timestamp = rec[1],
+                        .payload = rec + 2,
+                        .words = len - 2,
+                        .bytes = (const uint8_t *)(rec + 2),
+                        .length = ((size_t)len - 2) * 8};
+    collect(collector, &ev);
+    rec += len;
+  }
+  *used = (size_t)(rec - from);
+  return k;
 }
 
 void rt_collector_attach(mt_cursor *cursor, rt_collector *collector) {

@@ -44,6 +44,13 @@ typedef struct rt_collector {
 
 /* Callbacks that feed `collector` (every record type goes to `other`). */
 void rt_collector_attach(mt_cursor *cursor, rt_collector *collector);
+
+/* A run callback's work (mt_cursor_set_run_callback) for a collector: up to `limit` records of the
+ * run at `rec` (`words` words), each asserted to be the run's (opaque, numbered on from
+ * first_seq) and collected as the callbacks collect one; returns how many, *used their words. */
+size_t rt_collect_run(rt_collector *collector, uint32_t ring, uint32_t generation,
+                      uint64_t first_seq, const uint64_t *rec, size_t words, size_t limit,
+                      size_t *used);
 void rt_collector_free(rt_collector *collector);
 
 /* Polls until the cursor is drained and the producer stopped (or only drained if

@@ -52,32 +52,8 @@ static size_t take_run(void *user, uint32_t ring, uint32_t generation, uint64_t 
   seen.runs++;
   if (seen.file && in_mapping_of(rec, seen.file))
     seen.runs_in_file++;
-  const uint64_t *from = rec;
-  size_t k = 0;
-  for (; k < take; k++) {
-    uint32_t len =
-        mt_cursor_run_record(rec, words - (size_t)(rec - from), (uint32_t)(first_seq + k));
-    if (!len)
-      break;
-    assert_true(len >= 2);
-    assert_true(mt_ring_header_type(rec[0]) >= MT_RING_TYPE_OPAQUE_FIRST);
-    assert_int_equal(mt_ring_header_seq(rec[0]), (uint32_t)(first_seq + k));
-    rt_collector *col = seen.col;
-    if (col->count == col->cap) {
-      col->cap = col->cap ? 2 * col->cap : 64;
-      col->records = realloc(col->records, col->cap * sizeof *col->records);
-      assert_non_null(col->records);
-    }
-    rt_record *r = &col->records[col->count++];
-    memset(r, 0, sizeof *r);
-    r->ring = ring, r->generation = generation, r->type = mt_ring_header_type(rec[0]);
-    r->id = mt_ring_header_id(rec[0]), r->seq = first_seq + k, r->timestamp = rec[1];
-    r->words = len - 2;
-    memcpy(r->payload, rec + 2, (r->words < 8 ? r->words : 8) * 8);
-    seen.through_runs++;
-    rec += len;
-  }
-  *used = (size_t)(rec - from);
+  size_t k = rt_collect_run(seen.col, ring, generation, first_seq, rec, words, take, used);
+  seen.through_runs += k;
   return k;
 }
 

@@ -70,37 +70,10 @@ static bool check_in_order(const mt_ring_event *ev, void *arg) {
 }
 
 /* The run callback (a lossless primary reads runs in place, ring/consumer.c): every record of the
- * run checked as check_in_order checks one, and counted as the collector counts them. */
-static struct {
-  struct order *order;
-  rt_collector *col;
-} run_check;
-
+ * run collected, and so checked, as the callbacks collect one. */
 static size_t check_run(void *user, uint32_t ring, uint32_t generation, uint64_t first_seq,
                         const uint64_t *rec, size_t words, size_t limit, size_t *used) {
-  (void)user;
-  const uint64_t *from = rec;
-  size_t k = 0;
-  for (; k < limit; k++) {
-    uint32_t len =
-        mt_cursor_run_record(rec, words - (size_t)(rec - from), (uint32_t)(first_seq + k));
-    if (!len)
-      break;
-    mt_ring_event ev = {.ring = ring,
-                        .generation = generation,
-                        .type = mt_ring_header_type(rec[0]),
-                        .id = mt_ring_header_id(rec[0]),
-                        .seq = first_seq + k,
-                        .timestamp = rec[1],
-                        .payload = rec + 2,
-                        .words = len - 2};
-    if (!check_in_order(&ev, run_check.order))
-      run_check.col->failures++;
-    run_check.col->seen++;
-    rec += len;
-  }
-  *used = (size_t)(rec - from);
-  return k;
+  return rt_collect_run(user, ring, generation, first_seq, rec, words, limit, used);
 }
 
 static void run_threads_reading(int threads, bool runs) {
@@ -139,11 +112,8 @@ static void run_threads_reading(int threads, bool runs) {
   memset(&order, 0, sizeof order);
   rt_collector col = {.check = check_in_order, .check_arg = &order};
   rt_collector_attach(c, &col);
-  if (runs) {
-    run_check.order = &order;
-    run_check.col = &col;
+  if (runs)
     mt_cursor_set_run_callback(c, check_run);
-  }
   rt_drain(c, true);
   assert_int_equal(rt_wait_child(pid), 0);
   for (int i = 0; i < threads; i++)
