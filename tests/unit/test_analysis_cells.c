@@ -87,18 +87,28 @@ static size_t merge(expected *e, size_t n) {
   return m;
 }
 
+/* The analysis of a trace in memory with cells, over [from, to); *r is its reader, to close after
+ * the analysis is freed. */
+static mt_analysis *analyse_with_cells(const uint8_t *data, size_t size, int64_t from, int64_t to,
+                                       mt_reader **r) {
+  mt_reader_options ro = {.backtraces = true};
+  mt_error err;
+  assert_int_equal(mt_reader_open_memory(r, data, size, &ro, &err), MT_OK);
+  mt_analysis_options o = mt_analysis_default_options();
+  o.cells = true;
+  o.from = from;
+  o.to = to;
+  mt_analysis *a;
+  assert_int_equal(mt_analysis_run(&a, *r, &o, &err), MT_OK);
+  return a;
+}
+
 static void cells_counted_in_rounds_equal_one_count_at_the_final_width(void **state) {
   (void)state;
   size_t size;
   uint8_t *data = objects_trace(&size);
-  mt_reader_options ro = {.backtraces = true};
   mt_reader *r;
-  mt_error err;
-  assert_int_equal(mt_reader_open_memory(&r, data, size, &ro, &err), MT_OK);
-  mt_analysis_options o = mt_analysis_default_options();
-  o.cells = true;
-  mt_analysis *a;
-  assert_int_equal(mt_analysis_run(&a, r, &o, &err), MT_OK);
+  mt_analysis *a = analyse_with_cells(data, size, MT_TIME_UNBOUNDED, MT_TIME_UNBOUNDED, &r);
   size_t n;
   int64_t width;
   const mt_cell *cells = mt_analysis_cells(a, &n, &width);
@@ -163,18 +173,11 @@ static void cells_estimates_are_whole_and_add_up_to_each_stacks(void **state) {
   size_t size;
   uint8_t *data = sampled_trace(&size);
   for (int windowed = 0; windowed < 2; windowed++) {
-    mt_reader_options ro = {.backtraces = true};
     mt_reader *r;
-    mt_error err;
-    assert_int_equal(mt_reader_open_memory(&r, data, size, &ro, &err), MT_OK);
-    mt_analysis_options o = mt_analysis_default_options();
-    o.cells = true;
-    if (windowed) {
-      o.from = 10 * SAMPLED_OBJECTS / 3;
-      o.to = 10 * SAMPLED_OBJECTS * 2 / 3;
-    }
-    mt_analysis *a;
-    assert_int_equal(mt_analysis_run(&a, r, &o, &err), MT_OK);
+    mt_analysis *a = windowed
+                         ? analyse_with_cells(data, size, 10 * SAMPLED_OBJECTS / 3,
+                                              10 * SAMPLED_OBJECTS * 2 / 3, &r)
+                         : analyse_with_cells(data, size, MT_TIME_UNBOUNDED, MT_TIME_UNBOUNDED, &r);
     size_t n, nstacks = mt_analysis_stack_count(a);
     int64_t width;
     const mt_cell *cells = mt_analysis_cells(a, &n, &width);
