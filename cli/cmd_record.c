@@ -730,6 +730,10 @@ static void summary(const traced *t) {
                     : st->claims_failed_space
                         ? " (threads found no room for their rings: the ring directory's file "
                           "system is full; set TMPDIR to one with room)"
+                    : st->claims_failed_limit
+                        ? " (threads found no ring: the program lowered its address-space limit "
+                          "(RLIMIT_AS), and the tracer gave back the rings its threads were not "
+                          "using to keep the program's room)"
                     : st->claims_failed_full
                         ? " (more threads at once than rings: raise MEMTAP_RING_THREADS)"
                         : "";

@@ -85,8 +85,10 @@ typedef struct mt_recorder_stats {
   uint64_t lost_records;  /* records the producer overwrote or dropped before we read them, and
                              records given up when the recorder ran out of memory */
   /* Why a thread of the traced process had no ring, and dropped its records: its ring's space
-   * could not be reserved in the ring file (the file system is full), every ring was taken. */
-  uint64_t claims_failed_space, claims_failed_full;
+   * could not be reserved in the ring file (the file system is full), every ring was taken, or
+   * every ring kept when the program lowered its address-space limit was taken (the others were
+   * given back to make room). */
+  uint64_t claims_failed_space, claims_failed_full, claims_failed_limit;
   uint64_t records;   /* tracer records read */
   uint64_t reordered; /* records that arrived after later-stamped ones had been written */
   uint64_t bytes;     /* bytes written to the descriptor */

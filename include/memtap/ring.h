@@ -345,6 +345,9 @@ typedef struct mt_ring_file_info {
   uint64_t rings_recovered;     /* taken over from threads that vanished without releasing */
   uint64_t claims_failed_full;  /* a thread found every ring taken */
   uint64_t claims_failed_space; /* reserving a ring's disk space failed */
+  uint64_t rings_given_back;    /* the program lowered its address-space limit: free rings the
+                                   producer unmapped and took out of its pool for good */
+  uint64_t claims_failed_limit; /* a thread found no ring free after some were given back */
   uint64_t lost_records;        /* reported lost to this cursor so far */
 } mt_ring_file_info;
 

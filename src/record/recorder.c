@@ -69,8 +69,9 @@ struct mt_recorder {
   bool clock_tick; /* mt_recorder_set_clock_tick */
   rec_sink sink;
   mt_recorder_stats stats;
-  uint64_t lost_final;                                          /* after finish */
-  uint64_t claims_failed_space_final, claims_failed_full_final; /* after finish */
+  uint64_t lost_final; /* after finish */
+  uint64_t claims_failed_space_final, claims_failed_full_final,
+      claims_failed_limit_final; /* after finish */
   bool have_process;
   mt_tracer_process process;
   char *process_exe;
@@ -1022,14 +1023,16 @@ bool mt_recorder_done(const mt_recorder *r) {
   return true;
 }
 
-/* Ring claims that failed in the attached files: for want of disk space, for want of a ring. */
-static void failed_claims(const mt_recorder *r, uint64_t *space, uint64_t *full) {
-  *space = *full = 0;
+/* Ring claims that failed in the attached files: for want of disk space, for want of a ring, for
+ * want of a ring after some were given back under a lowered address-space limit. */
+static void failed_claims(const mt_recorder *r, uint64_t *space, uint64_t *full, uint64_t *limit) {
+  *space = *full = *limit = 0;
   for (size_t i = 0; i < r->natt; i++) {
     mt_ring_file_info info;
     mt_cursor_info(r->att[i].cursor, &info);
     *space += info.claims_failed_space;
     *full += info.claims_failed_full;
+    *limit += info.claims_failed_limit;
   }
 }
 
@@ -1057,7 +1060,8 @@ int mt_recorder_finish(mt_recorder *r, mt_error *err) {
   rec_output_close(&r->out);
   r->finished = true;
   r->lost_final = lost_now(r);
-  failed_claims(r, &r->claims_failed_space_final, &r->claims_failed_full_final);
+  failed_claims(r, &r->claims_failed_space_final, &r->claims_failed_full_final,
+                &r->claims_failed_limit_final);
   if (r->out.failed) {
     if (err)
       *err = r->out.error;
@@ -1074,8 +1078,10 @@ void mt_recorder_stats_get(const mt_recorder *r, mt_recorder_stats *out) {
   if (r->finished) {
     out->claims_failed_space = r->claims_failed_space_final;
     out->claims_failed_full = r->claims_failed_full_final;
+    out->claims_failed_limit = r->claims_failed_limit_final;
   } else {
-    failed_claims(r, &out->claims_failed_space, &out->claims_failed_full);
+    failed_claims(r, &out->claims_failed_space, &out->claims_failed_full,
+                  &out->claims_failed_limit);
   }
   out->bytes = r->out.bytes;
   if (!r->finished && !r->opt.compress && r->out.writer && r->out.start_offset >= 0) {

@@ -1101,6 +1101,8 @@ int mt_cursor_info(const mt_cursor *c, mt_ring_file_info *info) {
   info->claims_failed_full = mt_load_relaxed(&h->claims_failed_full);
   info->claims_failed_space = mt_load_relaxed(&h->claims_failed_space);
   info->rings_recovered = mt_load_relaxed(&h->rings_recovered);
+  info->rings_given_back = mt_load_relaxed(&h->rings_given_back);
+  info->claims_failed_limit = mt_load_relaxed(&h->claims_failed_limit);
   for (uint32_t i = 0, n = rings_used(c); i < n; i++) {
     mt_ring_block *b = block(c, i);
     info->records_written += mt_load_relaxed(&b->next_seq);

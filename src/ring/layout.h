@@ -92,7 +92,12 @@ typedef struct mt_ring_file_header {
   _Atomic uint64_t claims_failed_full;
   _Atomic uint64_t claims_failed_space;
   _Atomic uint64_t rings_recovered; /* claimed from threads that vanished without releasing */
-  uint8_t reserved3[MT_RING_LINE - 40];
+  /* The program lowered its own address-space limit: the producer gave back (unmapped, and took
+   * out of its pool) this many free rings, and a thread later found none of the rest free this
+   * many times. */
+  _Atomic uint64_t rings_given_back;
+  _Atomic uint64_t claims_failed_limit;
+  uint8_t reserved3[MT_RING_LINE - 56];
 
   /* 512: registry allocation (any producer thread). */
   _Atomic uint64_t registry_used;    /* words reserved */

@@ -18,6 +18,22 @@
 struct mt_ring mt_ring_session = {.epoch = 1, .tick = &mt_ring_no_tick}; /* never a NULL tick */
 
 static _Atomic int opening;
+
+bool mt_ring_session_lock(void) {
+  return !atomic_exchange(&opening, 1);
+}
+
+void mt_ring_session_unlock(void) {
+  atomic_store(&opening, 0);
+}
+
+/* Private memory over what is left of the file's mapping (every part but the rings given back,
+ * whose addresses may be the program's now), so that a write cut short finishes there, unseen. */
+static void placeholder_over(const struct mt_ring *s) {
+  for (uint64_t at = 0, length; mt_ring_mapped_span(&s->geo, &at, &length); at += length)
+    mmap((char *)s->base + at, length, PROT_READ | PROT_WRITE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+}
 static bool handlers_registered;
 static uint64_t pending_fork_number;
 
@@ -177,8 +193,7 @@ uint32_t mt_ring_leave_copy(struct mt_ring *s, uint32_t epoch) {
   if (atomic_compare_exchange_strong(&s->epoch, &epoch, epoch + 1)) {
     /* Private memory over the parent's mapping, as mt_ring_close leaves: a write cut short by
      * the clone (a handler's) finishes there, unseen. The parent's file is not unlinked. */
-    mmap(s->base, s->map_size, PROT_READ | PROT_WRITE,
-         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    placeholder_over(s);
     return epoch + 1;
   }
   return epoch; /* the value found: odd, someone closed it */
@@ -232,17 +247,21 @@ static void inherit_registry(struct mt_ring *s, void *old_base, const mt_ring_ge
   mt_store_relaxed(&s->header->registry_used, out);
 }
 
-/* The parent's mapping in a forked child: a private copy of the file at the same addresses when
- * a write is under way (a signal handler interrupted it and will return into it), else nothing.
+/* The parent's mapping (at `base`, of geometry `old`) in a forked child: a private copy of the file
+ * at the same addresses when a write is under way (a signal handler interrupted it and will return
+ * into it), else nothing. Rings given back are left alone: their addresses may be the program's.
  * `fd` (the parent's file, or -1) is closed. */
-static void private_copy(void *base, uint64_t size, int fd, bool busy) {
-  if (busy && fd >= 0)
-    mmap(base, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0);
-  else if (busy) /* the file is gone: zeroed memory rather than a fault */
-    mmap(base, size, PROT_READ | PROT_WRITE,
-         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-  else
-    munmap(base, size);
+static void private_copy(void *base, const mt_ring_geometry *old, int fd, bool busy) {
+  for (uint64_t at = 0, length; mt_ring_mapped_span(old, &at, &length); at += length) {
+    char *p = (char *)base + at;
+    if (busy && fd >= 0)
+      mmap(p, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)at);
+    else if (busy) /* the file is gone: zeroed memory rather than a fault */
+      mmap(p, length, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    else
+      munmap(p, length);
+  }
   if (fd >= 0)
     close(fd);
 }
@@ -258,7 +277,6 @@ void mt_ring_fork_child(void) {
     return;
   int saved_errno = errno;
   void *old_base = s->base;
-  uint64_t old_size = s->map_size;
   /* The parent's file, opened again only when a write is under way (private_copy). */
   int old_fd = mt_ring_self.busy ? mt_ring_file_open(s) : -1;
   mt_ring_geometry old_geo = s->geo;
@@ -269,7 +287,8 @@ void mt_ring_fork_child(void) {
   mt_store_relaxed(&s->epoch, epoch + 1); /* closed while we rebuild */
   if (s->options.fork_untraced) {
     /* The session stays closed in this child; the file is the parent's, so it is not unlinked. */
-    private_copy(old_base, old_size, old_fd, mt_ring_self.busy);
+    private_copy(old_base, &old_geo, old_fd, mt_ring_self.busy);
+    mt_ring_given_back_reset();
     errno = saved_errno;
     return;
   }
@@ -282,7 +301,8 @@ void mt_ring_fork_child(void) {
     mt_store_relaxed(&s->header->paused, mt_load_relaxed(&s->paused));
     mt_store_release(&s->header->magic, MT_RING_MAGIC);
   }
-  private_copy(old_base, old_size, old_fd, mt_ring_self.busy);
+  private_copy(old_base, &old_geo, old_fd, mt_ring_self.busy);
+  mt_ring_given_back_reset(); /* the new file's rings are all there */
   if (rc == MT_OK) {
     mt_store_release(&s->epoch, epoch + 2);
     uint64_t payload[2] = {(uint64_t)parent, fork_number};
@@ -355,6 +375,7 @@ static int open_session(struct mt_ring *s, const mt_ring_options *opts, mt_error
   mt_process_stat(0, &s->start_time, NULL);
   s->first_wait_ns = 0;
   s->claim_hint = 0;
+  mt_ring_given_back_reset();
   rc = mt_ring_file_create(s, 0, 0, err);
   if (rc != MT_OK)
     return rc;
@@ -417,8 +438,7 @@ int mt_ring_close(mt_ring *ring) {
    * mappings (mlockall(MCL_FUTURE)): the kernel would fault in and pin the whole placeholder; the
    * file's mapping stays (its file is gone from the directory) until the process ends. */
   if (!atomic_load(&future_locked))
-    mmap(s->base, s->map_size, PROT_READ | PROT_WRITE,
-         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    placeholder_over(s);
   atomic_store(&opening, 0);
   return MT_OK;
 }

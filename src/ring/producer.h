@@ -175,6 +175,34 @@ int mt_ring_thread_init_key(void);
 /* Test hook: when set, reserving a ring's space fails as on a full disk. */
 extern int mt_ring_test_fail_reserve;
 
+/* give_back.c: rings this process gave back under a lowered address-space limit. */
+/* Unmaps the data of free rings of the open file from this process's mapping, all but `keep` of
+ * them (those a thread has had first), and bars them from this process's claims for the rest of
+ * the file's life; counts them in the header's rings_given_back. Rings held by a thread (or by one
+ * that vanished) stay. Returns how many were given back (0 with no file open, or while another
+ * thread opens or closes it). Malloc-free. */
+uint32_t mt_ring_give_back(uint32_t keep);
+/* Whether this process gave ring `ring` of its open file back (a claim must not take it). */
+bool mt_ring_given_back(uint32_t ring);
+/* Whether this process gave any ring of its open file back. */
+bool mt_ring_given_back_any(void);
+/* Forgets every ring given back: for a new file, once the old mapping is disposed of. */
+void mt_ring_given_back_reset(void);
+/* The next part of a file mapping of geometry `geo` (this process's) still mapped, as offsets
+ * [*at, *at + *length) from the mapping's start, at or after *at; false when none is left. Start
+ * with *at = 0 and add *length after each part. One part, the whole file, until a ring is given
+ * back. */
+bool mt_ring_mapped_span(const mt_ring_geometry *geo, uint64_t *at, uint64_t *length);
+/* Whether [start, end) overlaps what is still mapped of the session's file. */
+bool mt_ring_mapping_overlaps(const struct mt_ring *s, uint64_t start, uint64_t end);
+/* Bytes of ring data the session's mapping still holds (0 with no file open). */
+uint64_t mt_ring_mapped_data_bytes(void);
+
+/* producer.c: the lock that opening, closing and giving rings back take (never waits: false when
+ * another thread holds it). */
+bool mt_ring_session_lock(void);
+void mt_ring_session_unlock(void);
+
 /* registry.c */
 /* Test hook: when set, mt_ring_register calls it after taking an entry's place and before filling
  * and committing the entry, so that a test can hold one entry unfinished while others are

@@ -73,16 +73,24 @@ static bool reserve_space(struct mt_ring *s, uint32_t ring, uint64_t from, uint6
   return ok;
 }
 
+/* A free ring, claimed; -1 if there is none. A ring this process gave back (give_back.c) is never
+ * taken: its data is not mapped here. The bar is checked again once the ring is won, since the
+ * ring may have been barred between the first check and the compare-and-swap. */
 static int find_free(struct mt_ring *s) {
   uint32_t n = s->geo.ring_count;
   uint32_t start = mt_load_relaxed(&s->claim_hint) % n;
   for (uint32_t k = 0; k < n; k++) {
     uint32_t i = (start + k) % n;
+    if (mt_ring_given_back(i))
+      continue;
     mt_ring_block *b = mt_ring_block_at(s->base, &s->geo, i);
     uint32_t expected = MT_RING_FREE;
     if (mt_load_relaxed(&b->owner_state) == MT_RING_FREE &&
-        atomic_compare_exchange_strong(&b->owner_state, &expected, MT_RING_CLAIMED))
-      return (int)i;
+        atomic_compare_exchange_strong(&b->owner_state, &expected, MT_RING_CLAIMED)) {
+      if (!mt_ring_given_back(i))
+        return (int)i;
+      mt_store_release(&b->owner_state, MT_RING_FREE);
+    }
   }
   return -1;
 }
@@ -122,7 +130,8 @@ int mt_ring_thread_claim(struct mt_ring_thread *t, uint32_t epoch) {
   if (ring < 0)
     ring = recover_orphan(s, &orphan_generation);
   if (ring < 0) {
-    mt_add_relaxed(&h->claims_failed_full, 1);
+    /* With rings given back, the pool is short for that reason, not for the file's size. */
+    mt_add_relaxed(mt_ring_given_back_any() ? &h->claims_failed_limit : &h->claims_failed_full, 1);
     mt_add_relaxed(&h->records_no_ring, 1);
     t->status = MT_THREAD_NO_RING;
     t->releases_seen = releases;

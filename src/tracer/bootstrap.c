@@ -134,6 +134,10 @@ void mt_shim_resolve(void) {
   r.longjmp_ = dlsym(RTLD_NEXT, "_longjmp");
   r.siglongjmp = dlsym(RTLD_NEXT, "siglongjmp");
   r.longjmp_chk = dlsym(RTLD_NEXT, "__longjmp_chk");
+  r.setrlimit = dlsym(RTLD_NEXT, "setrlimit");
+  r.setrlimit64 = dlsym(RTLD_NEXT, "setrlimit64");
+  r.prlimit = dlsym(RTLD_NEXT, "prlimit");
+  r.prlimit64 = dlsym(RTLD_NEXT, "prlimit64");
   if (!r.malloc || !r.free || !r.realloc) {
     /* Nothing to forward to: there is no way on; fail loudly rather than corrupt memory. */
     static const char msg[] = "memtap: cannot find the next malloc, free and realloc\n";

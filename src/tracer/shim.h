@@ -46,6 +46,9 @@ typedef struct mt_real {
   void *sigaction; /* int (*)(int, const struct sigaction *, struct sigaction *) */
   /* void (*)(struct __jmp_buf_tag *, int): longjmp, _longjmp, siglongjmp, __longjmp_chk */
   void *longjmp, *longjmp_, *siglongjmp, *longjmp_chk;
+  /* int (*)(int, const struct rlimit *) and int (*)(pid_t, int, const struct rlimit *, struct
+   * rlimit *), and their 64 forms (rlimit.c) */
+  void *setrlimit, *setrlimit64, *prlimit, *prlimit64;
 } mt_real;
 
 extern MT_HIDDEN mt_real mt_shim_real;

@@ -58,7 +58,7 @@ endfunction()
 
 foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
            sampled jemalloc_probe rust_shims address_space mlock_all small_stack self_replace
-           graceful)
+           graceful lowered_limit)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
@@ -104,6 +104,7 @@ set(_tracer_tests
     program_sees_only_its_own_descriptors
     program_under_resource_limits_runs_as_untraced
     program_under_address_space_limit_keeps_its_room
+    program_lowering_its_address_space_limit_keeps_its_room
     program_locking_its_memory_runs_as_untraced
     inprocess_unstarted_trace_leaves_no_file
     record_without_a_ring_directory_says_so_and_runs_nothing

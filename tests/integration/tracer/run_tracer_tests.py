@@ -587,6 +587,60 @@ def test_program_under_address_space_limit_keeps_its_room():
         verify_trace(trace)
 
 
+def test_program_lowering_its_address_space_limit_keeps_its_room():
+    # A program that lowers its own RLIMIT_AS once it runs (to 640 MiB) and then maps 384 MiB
+    # must do so traced too: the ring file, mapped whole at start (16 GiB sampled, 64 GiB with
+    # --full), gives back the rings no thread holds (before, the program's first large malloc
+    # failed). The rings kept (a sixteenth of the room: nine of 4 MiB sampled, two of 16 MiB
+    # --full, one of them the main thread's) trace a thread started afterwards; threads beyond
+    # them run untraced, and memtap says why.
+    name = "lowered_limit"
+    sources = [name + ".c"]
+    worker_line = next(n for n, text in enumerate(open(source(sources[0])), 1)
+                       if "malloc(40)" in text)
+    for call in ("setrlimit", "prlimit"):
+        argv = [program(name), call, "640", "384", "1"]
+        plain = untraced(argv)
+        expect(plain.stdout == "held 384 MiB, 1 threads\n", f"untraced {argv}: {plain.stdout!r}")
+        for options in ((), ("--full",)):
+            trace = os.path.join(WORK, f"lowered-{call}.ctf")
+            traced = record(trace, argv, options)
+            same_behaviour(plain, traced, f"{' '.join(argv)} {options}")
+            verify_trace(trace)
+            if options:
+                f = facts(trace, sources)
+                check_summary_line(traced.stderr, trace, f)
+                check_sites(f, sources, name, f"{call}, --full")
+                got = f["sites"].get(f"{sources[0]}:{worker_line}", {}).get("allocs", 0)
+                expect(got == 1000, f"{call}, --full: the thread started after the limit was "
+                       f"lowered has {got} of its 1000 allocations in the trace")
+    # More threads at once than rings kept: the program runs as untraced, and the lost records
+    # are put down to the lowered limit, not to MEMTAP_RING_THREADS.
+    argv = [program(name), "setrlimit", "640", "384", "6"]
+    plain = untraced(argv)
+    expect(plain.stdout == "held 384 MiB, 6 threads\n", f"untraced {argv}: {plain.stdout!r}")
+    trace = os.path.join(WORK, "lowered-threads.ctf")
+    traced = record(trace, argv)
+    same_behaviour(plain, traced, " ".join(argv))
+    verify_trace(trace)
+    expect("lowered its address-space limit" in traced.stderr and
+           "MEMTAP_RING_THREADS" not in traced.stderr,
+           f"6 threads after a lowered limit: memtap does not say why records were lost:\n"
+           f"{traced.stderr[-2000:]}")
+    # In process: the consumer thread's second mapping of the file gives its unused rings back too.
+    if A.lib_sanitized:
+        return  # libmemtap is sanitized: the shim cannot load it into a plain program
+    argv = [program(name), "setrlimit", "640", "384", "1"]
+    for full in ("0", "1"):
+        trace = os.path.join(WORK, "lowered-inprocess.ctf")
+        p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace, "MEMTAP_FULL": full}))
+        expect(p.stdout == "held 384 MiB, 1 threads\n" and p.returncode == 0,
+               f"in process, MEMTAP_FULL={full}: exit {p.returncode}, {p.stdout!r}\n"
+               f"{p.stderr[-2000:]}")
+        expect("overwritten" not in p.stderr, f"in process, MEMTAP_FULL={full}: {p.stderr}")
+        verify_trace(trace)
+
+
 def test_program_locking_its_memory_runs_as_untraced():
     # mlockall(MCL_CURRENT | MCL_FUTURE) locks every mapping, and needs the whole address space
     # under RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK. The shim's ring file (16 to 64
