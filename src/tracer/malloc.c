@@ -428,8 +428,12 @@ MT_EXPORT void *reallocarray(void *p, size_t count, size_t size) {
  * Aligned allocators
  * ------------------------------------------------------------------------------------------- */
 
+/* real_aligned's *error when the next allocator's own function failed: errno is as it left it
+ * (jemalloc's memalign with an alignment that is no power of two sets none), and stays so. */
+#define MT_ERRNO_AS_LEFT (-1)
+
 /* The next allocator's aligned allocation of the given kind, or an emulation with one it has.
- * Returns the block or NULL with *error set (posix_memalign's convention). */
+ * Returns the block or NULL with *error set (posix_memalign's convention, or MT_ERRNO_AS_LEFT). */
 static void *real_aligned(unsigned kind, size_t align, size_t size, int *error) {
   const mt_real *r = &mt_shim_real;
   void *p = NULL;
@@ -446,28 +450,28 @@ static void *real_aligned(unsigned kind, size_t align, size_t size, int *error) 
       p = r->aligned_alloc(align, size);
     else
       goto emulate;
-    *error = p ? 0 : errno;
+    *error = p ? 0 : MT_ERRNO_AS_LEFT;
     return p;
   case MT_TRACER_KIND_MEMALIGN:
     if (r->memalign)
       p = r->memalign(align, size);
     else
       goto emulate;
-    *error = p ? 0 : errno;
+    *error = p ? 0 : MT_ERRNO_AS_LEFT;
     return p;
   case MT_TRACER_KIND_VALLOC:
     if (r->valloc)
       p = r->valloc(size);
     else
       goto emulate;
-    *error = p ? 0 : errno;
+    *error = p ? 0 : MT_ERRNO_AS_LEFT;
     return p;
   case MT_TRACER_KIND_PVALLOC:
     if (r->pvalloc)
       p = r->pvalloc(size);
     else
       goto emulate;
-    *error = p ? 0 : errno;
+    *error = p ? 0 : MT_ERRNO_AS_LEFT;
     return p;
   default: break;
   }
@@ -520,7 +524,7 @@ MT_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
 static void *aligned_errno(unsigned kind, size_t align, size_t size) {
   int error;
   void *p = aligned(kind, align, size, &error);
-  if (!p)
+  if (!p && error != MT_ERRNO_AS_LEFT)
     errno = error ? error : ENOMEM;
   return p;
 }

@@ -1,9 +1,13 @@
 /* jemalloc_probe: run with libjemalloc.so.2 preloaded, allocates 16 MiB in 64 blocks and asks
  * jemalloc (mallctl "stats.allocated", after an "epoch" refresh) whether it holds those bytes:
  * it prints "jemalloc holds the blocks" only when the blocks came from jemalloc, i.e. when a
- * tracer in front of it passed the calls on to the next allocator instead of glibc's. */
+ * tracer in front of it passed the calls on to the next allocator instead of glibc's. Then it
+ * prints errno after aligned allocations that fail: what jemalloc leaves there (its memalign with
+ * an alignment that is no power of two sets none), a tracer must leave too. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,5 +51,22 @@ int main(void) {
           during, after);
   printf("jemalloc %s the blocks\n", held ? "holds" : "does not hold");
   printf("jemalloc %s them\n", released ? "released" : "did not release");
+  void *p;
+  errno = 0;
+  p = memalign(3, 16); // @expect frees=allocs
+  printf("memalign(3, 16): %s, errno %d\n", p ? "a block" : "NULL", errno);
+  free(p);
+  errno = 0;
+  p = aligned_alloc(3, 16); // @expect frees=allocs
+  printf("aligned_alloc(3, 16): %s, errno %d\n", p ? "a block" : "NULL", errno);
+  free(p);
+  errno = 0;
+  p = memalign(64, SIZE_MAX / 2); // @expect frees=allocs
+  printf("memalign(64, SIZE_MAX / 2): %s, errno %d\n", p ? "a block" : "NULL", errno);
+  free(p);
+  errno = 0;
+  p = valloc(SIZE_MAX / 2); // @expect frees=allocs
+  printf("valloc(SIZE_MAX / 2): %s, errno %d\n", p ? "a block" : "NULL", errno);
+  free(p);
   return held && released ? 0 : 1;
 }
