@@ -37,11 +37,16 @@ static uint64_t address_space_size(void) {
 }
 
 /* The other mappings of the ring file in this process: a consumer in process (inprocess.c) maps
- * it a second time, read-only. */
-#define OTHER_VIEWS 4
+ * it a second time, read-only. After a give-back that view is in pieces, split where rings stayed
+ * mapped; pieces past the first VIEW_PIECES are left as they are (room given back, not lost). */
+#define VIEW_PIECES 32
+typedef struct view_piece {
+  uint64_t start, end, offset;
+} view_piece;
+
 typedef struct other_views {
   const struct mt_ring *s;
-  mt_vma view[OTHER_VIEWS];
+  view_piece view[VIEW_PIECES];
   unsigned count;
 } other_views;
 
@@ -50,8 +55,8 @@ static void note_other_view(const mt_vma *v, void *user) {
   const struct mt_ring *s = o->s;
   uint64_t base = (uint64_t)(uintptr_t)s->base;
   if (v->inode == (uint64_t)s->ino && v->major == major(s->dev) && v->minor == minor(s->dev) &&
-      (v->end <= base || v->start >= base + s->map_size) && o->count < OTHER_VIEWS)
-    o->view[o->count++] = *v;
+      (v->end <= base || v->start >= base + s->map_size) && o->count < VIEW_PIECES)
+    o->view[o->count++] = (view_piece){v->start, v->end, v->offset};
 }
 
 /* Whether ring `i` was given back before any thread had it: nothing was, or will be, written in it,
@@ -62,7 +67,7 @@ static bool never_written(const struct mt_ring *s, uint32_t i) {
 }
 
 /* Unmaps, from the view `v`, file range [from, to). */
-static void unmap_from_view(const mt_vma *v, uint64_t from, uint64_t to) {
+static void unmap_from_view(const view_piece *v, uint64_t from, uint64_t to) {
   uint64_t view_end = v->offset + (v->end - v->start);
   if (from < v->offset)
     from = v->offset;

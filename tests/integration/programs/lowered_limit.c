@@ -1,9 +1,9 @@
 /* lowered_limit: a program that lowers its own address-space limit once it runs, as a test harness
  * or a sandboxing launcher does: to argv[2] MiB (with setrlimit, or with prlimit when argv[1] is
- * "prlimit"), then holds argv[3] blocks of 1 MiB (each its own mapping in glibc), and has argv[4]
- * threads at once allocate and free 1000 small blocks each. Prints "held N MiB, T threads" or
- * "out of memory after N MiB". One malloc arena and small thread stacks keep its own use of the
- * room the same from run to run. */
+ * "prlimit"; "A,B": to A MiB, then to B MiB), then holds argv[3] blocks of 1 MiB (each its own
+ * mapping in glibc), and has argv[4] threads at once allocate and free 1000 small blocks each.
+ * Prints "held N MiB, T threads" or "out of memory after N MiB". One malloc arena and small thread
+ * stacks keep its own use of the room the same from run to run. */
 #define _GNU_SOURCE /* prlimit */
 #include <malloc.h>
 #include <pthread.h>
@@ -30,17 +30,22 @@ static NOINLINE void *worker(void *arg) {
 
 int main(int argc, char **argv) {
   if (argc != 5) {
-    fprintf(stderr, "usage: lowered_limit setrlimit|prlimit LIMIT_MIB HOLD_MIB THREADS\n");
+    fprintf(stderr,
+            "usage: lowered_limit setrlimit|prlimit LIMIT_MIB[,LIMIT_MIB] HOLD_MIB THREADS\n");
     return 2;
   }
   mallopt(M_ARENA_MAX, 1);
-  long limit_mib = atol(argv[2]);
-  int count = atoi(argv[3]), threads = atoi(argv[4]), held = 0;
-  if (limit_mib <= 0 || count < 0 || threads < 0 || threads > 64)
+  char *rest;
+  long limit_mib = strtol(argv[2], &rest, 10), then_mib = *rest == ',' ? atol(rest + 1) : 0;
+  int count = atoi(argv[3]), threads = atoi(argv[4]), held = 0, rc = 0;
+  if (limit_mib <= 0 || then_mib < 0 || count < 0 || threads < 0 || threads > 64)
     return 2;
-  struct rlimit limit = {(rlim_t)limit_mib << 20, (rlim_t)limit_mib << 20};
-  int rc = strcmp(argv[1], "prlimit") == 0 ? prlimit(0, RLIMIT_AS, &limit, NULL)
-                                           : setrlimit(RLIMIT_AS, &limit);
+  long steps[2] = {limit_mib, then_mib};
+  for (int i = 0; i < 2 && steps[i] > 0 && rc == 0; i++) {
+    struct rlimit limit = {(rlim_t)steps[i] << 20, (rlim_t)steps[i] << 20};
+    rc = strcmp(argv[1], "prlimit") == 0 ? prlimit(0, RLIMIT_AS, &limit, NULL)
+                                         : setrlimit(RLIMIT_AS, &limit);
+  }
   if (rc != 0) {
     perror("lowering RLIMIT_AS");
     return 1;
