@@ -37,27 +37,36 @@ bool record_untraced_is_note(const char *name) {
   return note_pid(name) > 0;
 }
 
-/* Notes the program name `exe` (a path) is a basename of. The note is the traced program's to
- * write (it knows the directory), and file names may hold any byte: control characters become
- * '?', so that what is printed cannot drive the user's terminal. */
-static void add_name(record_untraced *u, char *exe) {
+/* The index + 1 in u->names of the program name `exe` (a path) is a basename of, added if new;
+ * 0 when it cannot be kept. The note is the traced program's to write (it knows the directory),
+ * and file names may hold any byte: control characters become '?', so that what is printed
+ * cannot drive the user's terminal. */
+static uint64_t name_index(record_untraced *u, char *exe) {
   char *slash = strrchr(exe, '/');
   char *base = slash ? slash + 1 : exe;
   if (!*base)
-    return;
+    return 0;
   for (char *c = base; *c; c++)
     if ((unsigned char)*c < 0x20 || *c == 0x7f)
       *c = '?';
   for (size_t i = 0; i < u->name_count; i++)
     if (strcmp(u->names[i], base) == 0)
-      return;
-  if (u->name_count == RECORD_UNTRACED_NAMES) {
-    u->more_names = true;
-    return;
+      return i + 1;
+  if (u->name_count == RECORD_UNTRACED_KEPT)
+    return 0;
+  if (u->name_count == u->name_cap) {
+    size_t cap = u->name_cap ? 2 * u->name_cap : 8;
+    char **grown = realloc(u->names, cap * sizeof *grown);
+    if (!grown)
+      return 0;
+    u->names = grown;
+    u->name_cap = cap;
   }
   char *copy = strdup(base);
-  if (copy)
-    u->names[u->name_count++] = copy;
+  if (!copy)
+    return 0;
+  u->names[u->name_count++] = copy;
+  return u->name_count;
 }
 
 bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
@@ -91,9 +100,8 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
     u->clones += clone_copy;
     u->ring_failures += ring_failed;
   }
-  mt_hashmap_put(&u->pids, pid, 1);
-  if (exe[0])
-    add_name(u, exe);
+  uint64_t runs = exe[0] ? name_index(u, exe) : 0;
+  mt_hashmap_put(&u->pids, pid, runs ? runs : was); /* what it runs now */
   return true;
 }
 
@@ -101,15 +109,35 @@ void record_untraced_say(const record_untraced *u, const char *program, const ch
   if (!u->pids.count)
     return;
   const char *slash = strrchr(program, '/');
+  /* The programs the processes ran last, in the order first noted. */
+  bool *named = u->name_count ? calloc(u->name_count, sizeof *named) : NULL;
+  bool unnamed = false;
+  for (size_t i = 0; i < u->pids.cap; i++)
+    if (u->pids.state[i] == 1) {
+      uint64_t name = u->pids.values[i];
+      if (name && named)
+        named[name - 1] = true;
+      else
+        unnamed |= name == 0 && u->name_count == RECORD_UNTRACED_KEPT;
+    }
   char names[1024] = "";
-  size_t used = 0;
-  for (size_t i = 0; i < u->name_count && used < sizeof names; i++) {
-    int w = snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", u->names[i]);
+  size_t used = 0, shown = 0;
+  bool more = unnamed;
+  for (size_t i = 0; named && i < u->name_count && used < sizeof names; i++) {
+    if (!named[i])
+      continue;
+    if (shown == RECORD_UNTRACED_NAMES) {
+      more = true;
+      break;
+    }
+    int w = snprintf(names + used, sizeof names - used, "%s%s", shown ? ", " : "", u->names[i]);
     if (w < 0)
       break;
     used += (size_t)w;
+    shown++;
   }
-  if (u->more_names && used < sizeof names)
+  free(named);
+  if (more && shown && used < sizeof names)
     snprintf(names + used, sizeof names - used, ", ...");
   fprintf(stderr, "memtap: note: %zu process%s that %s started %s not traced%s%s%s", u->pids.count,
           u->pids.count == 1 ? "" : "es", slash ? slash + 1 : program,
@@ -140,5 +168,6 @@ void record_untraced_free(record_untraced *u) {
   mt_hashmap_free(&u->pids);
   for (size_t i = 0; i < u->name_count; i++)
     free(u->names[i]);
+  free(u->names);
   memset(u, 0, sizeof *u);
 }

@@ -16,14 +16,17 @@
 
 #include "common/hashmap.h"
 
-/* The names kept for the message; the count goes on past them. */
+/* The names the message shows; the count goes on past them. */
 #define RECORD_UNTRACED_NAMES 6
+/* The distinct program names kept: a process named by none past them is counted, not named. */
+#define RECORD_UNTRACED_KEPT 256
 
 typedef struct record_untraced {
-  mt_hashmap pids;                    /* every process noted (pid -> 1) */
-  char *names[RECORD_UNTRACED_NAMES]; /* distinct program names, in the order first noted */
-  size_t name_count;
-  bool more_names;      /* a distinct name past RECORD_UNTRACED_NAMES */
+  /* Every process noted: pid -> 1 + the index in `names` of the program it ran last (a process
+   * that exec'd is named by what it became, not by its parent's program), 0 when unknown. */
+  mt_hashmap pids;
+  char **names; /* distinct program names, in the order first noted */
+  size_t name_count, name_cap;
   size_t clones;        /* notes of clone copies, which --follow-fork cannot trace */
   size_t ring_failures; /* notes of processes whose ring file could not be made */
 } record_untraced;
