@@ -71,6 +71,7 @@ static bool bar(struct mt_ring *s, uint32_t i) {
   if (mt_load_relaxed(&b->owner_state) != MT_RING_FREE ||
       !atomic_compare_exchange_strong(&b->owner_state, &expected, MT_RING_CLAIMED))
     return false;
+  atomic_store(&given_back_any, 1); /* before the first bit: readers test it first */
   atomic_fetch_or(&given_back[i / 64], (uint64_t)1 << (i % 64));
   return true;
 }
@@ -113,7 +114,6 @@ uint32_t mt_ring_give_back(uint32_t keep) {
     return 0;
   uint32_t given = 0;
   if (!(mt_ring_writer_epoch(s) & 1)) {
-    atomic_store(&given_back_any, 1);
     /* Rings a thread has had keep their disk space: they are the ones to keep first. */
     given = give_back_pass(s, true, &keep);
     given += give_back_pass(s, false, &keep);

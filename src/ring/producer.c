@@ -273,6 +273,10 @@ void mt_ring_fork_child(void) {
   struct mt_ring *s = &mt_ring_session;
   if (s->owner)
     mt_store_relaxed(s->owner, 1); /* made with the handlers: not a copy (its page was wiped) */
+  /* A thread of the parent that was opening, closing or giving rings back does not exist here:
+   * its lock would stay taken for good (the child's exit could not close its file). The forking
+   * thread itself holds it in none of those. */
+  atomic_store(&opening, 0);
   if (!session_open())
     return;
   int saved_errno = errno;

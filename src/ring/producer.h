@@ -174,6 +174,10 @@ int mt_ring_thread_init_key(void);
 #define MT_RING_FIRST_RESERVE_WORDS 8192u
 /* Test hook: when set, reserving a ring's space fails as on a full disk. */
 extern int mt_ring_test_fail_reserve;
+/* Test hook: when set, a claim calls it with the free ring it is about to take, between its check
+ * of the bar (give_back.c) and its compare-and-swap, so that a test can give the ring back there.
+ * NULL (inert) in normal use. */
+extern void (*mt_ring_test_before_claim)(uint32_t ring);
 
 /* give_back.c: rings this process gave back under a lowered address-space limit. */
 /* Unmaps the data of free rings of the open file from this process's mapping, all but `keep` of

@@ -21,6 +21,7 @@
 #include "ring/producer.h"
 
 int mt_ring_test_fail_reserve;
+void (*mt_ring_test_before_claim)(uint32_t ring);
 
 static pthread_key_t exit_key;
 static bool exit_key_created;
@@ -85,6 +86,8 @@ static int find_free(struct mt_ring *s) {
       continue;
     mt_ring_block *b = mt_ring_block_at(s->base, &s->geo, i);
     uint32_t expected = MT_RING_FREE;
+    if (mt_ring_test_before_claim && mt_load_relaxed(&b->owner_state) == MT_RING_FREE)
+      mt_ring_test_before_claim(i);
     if (mt_load_relaxed(&b->owner_state) == MT_RING_FREE &&
         atomic_compare_exchange_strong(&b->owner_state, &expected, MT_RING_CLAIMED)) {
       if (!mt_ring_given_back(i))

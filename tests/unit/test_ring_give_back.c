@@ -160,13 +160,75 @@ static void claims_racing_a_give_back_never_take_a_ring_given_back(void **state)
   atomic_store(&racing, 0);
   for (int i = 0; i < 3; i++)
     pthread_join(spawners[i], NULL);
-  /* Every ring a thread wrote was mapped (else the writer would have faulted); the ones given
-   * back hold nothing written after they were given back. */
+  /* Every ring a thread wrote was mapped (else the writer would have faulted). With every writer
+   * gone, one more give-back leaves exactly the eight kept and the main thread's (its ring holds
+   * the file's START record). */
+  given += mt_ring_give_back(8);
   mt_cursor *c = rt_cursor(-1);
   mt_ring_file_info info;
   mt_cursor_info(c, &info);
+  assert_int_equal(given, 64 - 8 - 1);
   assert_int_equal(info.rings_given_back, given);
-  assert_true(given >= 64 - 8 - 3 - 1);
+  assert_int_equal(mt_ring_mapped_data_bytes(), 9 * mt_ring_session.geo.ring_words * 8);
+  mt_cursor_close(c);
+  assert_int_equal(mt_ring_close(r), MT_OK);
+}
+
+/* A claim that passed the bar's first check, then lost its ring to a give-back before its
+ * compare-and-swap, must see the bar after winning the ring and put it back. */
+static void give_back_every_ring_once(uint32_t ring) {
+  (void)ring;
+  mt_ring_test_before_claim = NULL;
+  mt_ring_give_back(0);
+}
+
+static void *write_one(void *p) {
+  uint64_t payload[2] = {1, 2};
+  *(int *)p = mt_ring_write(&mt_ring_session, MT_RING_TYPE_OPAQUE_FIRST, 0, payload, 2);
+  return NULL;
+}
+
+static void a_claim_that_loses_its_ring_to_a_give_back_puts_it_back(void **state) {
+  (void)state;
+  mt_ring *r = rt_open(MT_RING_FLIGHT_RECORDER, 64 * 1024, 8, false);
+  mt_ring_test_before_claim = give_back_every_ring_once;
+  int rc = MT_OK;
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, write_one, &rc), 0);
+  pthread_join(t, NULL);
+  mt_ring_test_before_claim = NULL;
+  assert_int_equal(rc, MT_E_NOMEM); /* every free ring was given back: none to claim */
+  assert_false(mt_ring_given_back(0)); /* the main thread's, since the file's START record */
+  for (uint32_t i = 1; i < 8; i++)
+    assert_true(mt_ring_given_back(i));
+  mt_cursor *c = rt_cursor(-1);
+  mt_ring_file_info info;
+  mt_cursor_info(c, &info);
+  assert_int_equal(info.rings_given_back, 7);
+  assert_int_equal(info.claims_failed_limit, 1);
+  assert_int_equal(info.records_no_ring, 1);
+  mt_cursor_close(c);
+  assert_int_equal(mt_ring_close(r), MT_OK);
+}
+
+/* Nothing given back, nothing said: a full pool is put down to the number of rings. */
+static void a_give_back_that_gives_nothing_changes_nothing(void **state) {
+  (void)state;
+  mt_ring *r = rt_open(MT_RING_FLIGHT_RECORDER, 64 * 1024, 1, false);
+  assert_int_equal(mt_ring_write_counter(r, 1, 1), MT_OK); /* the only ring */
+  assert_int_equal(mt_ring_give_back(4), 0);
+  assert_false(mt_ring_given_back_any());
+  int rc = MT_OK;
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, write_one, &rc), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(rc, MT_E_NOMEM);
+  mt_cursor *c = rt_cursor(-1);
+  mt_ring_file_info info;
+  mt_cursor_info(c, &info);
+  assert_int_equal(info.rings_given_back, 0);
+  assert_int_equal(info.claims_failed_limit, 0);
+  assert_int_equal(info.claims_failed_full, 1);
   mt_cursor_close(c);
   assert_int_equal(mt_ring_close(r), MT_OK);
 }
@@ -175,6 +237,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(rings_given_back_are_unmapped_kept_from_claims_and_counted),
       cmocka_unit_test(claims_racing_a_give_back_never_take_a_ring_given_back),
+      cmocka_unit_test(a_claim_that_loses_its_ring_to_a_give_back_puts_it_back),
+      cmocka_unit_test(a_give_back_that_gives_nothing_changes_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -627,18 +627,19 @@ def test_program_lowering_its_address_space_limit_keeps_its_room():
            "MEMTAP_RING_THREADS" not in traced.stderr,
            f"6 threads after a lowered limit: memtap does not say why records were lost:\n"
            f"{traced.stderr[-2000:]}")
-    # In process: the consumer thread's second mapping of the file gives its unused rings back too,
-    # at the first lowering and at a second one, when that mapping is already in pieces.
+    # In process the consumer thread's own view of the file (a second 16 or 64 GiB mapping) is not
+    # given back (its cursor unmaps it whole at the end, which would take what the program mapped
+    # in a hole since): the shim says so once, pointing at memtap record, and the trace is whole.
     if A.lib_sanitized:
         return  # libmemtap is sanitized: the shim cannot load it into a plain program
-    for full, limit in (("0", "640"), ("1", "640"), ("0", "2048,640"), ("1", "4096,640")):
+    for full, limit in (("0", "640"), ("1", "2048,640")):
         argv = [program(name), "setrlimit", limit, "384", "1"]
         trace = os.path.join(WORK, "lowered-inprocess.ctf")
         p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace, "MEMTAP_FULL": full}))
         what = f"in process, MEMTAP_FULL={full}, limits {limit} MiB"
-        expect(p.stdout == "held 384 MiB, 1 threads\n" and p.returncode == 0,
-               f"{what}: exit {p.returncode}, {p.stdout!r}\n{p.stderr[-2000:]}")
-        expect("overwritten" not in p.stderr, f"{what}: {p.stderr}")
+        said = [line for line in p.stderr.splitlines() if "lowered its address-space limit" in line]
+        expect(p.returncode == 0 and len(said) == 1 and "memtap record instead" in said[0],
+               f"{what}: exit {p.returncode}, not said once:\n{p.stderr[-2000:]}")
         verify_trace(trace)
 
 
