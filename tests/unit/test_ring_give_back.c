@@ -28,6 +28,15 @@ static size_t rings_given_back(void) {
   return n;
 }
 
+/* The counters of this process's ring file, as a consumer reads them. */
+static mt_ring_file_info file_info(void) {
+  mt_cursor *c = rt_cursor(-1);
+  mt_ring_file_info info;
+  mt_cursor_info(c, &info);
+  mt_cursor_close(c);
+  return info;
+}
+
 struct holder {
   mt_ring *ring;
   pthread_barrier_t *wrote, *release;
@@ -98,14 +107,11 @@ static void rings_given_back_are_unmapped_kept_from_claims_and_counted(void **st
   pthread_barrier_wait(&release);
   pthread_join(t, NULL);
 
-  mt_cursor *c = rt_cursor(-1);
-  mt_ring_file_info info;
-  mt_cursor_info(c, &info);
+  mt_ring_file_info info = file_info();
   assert_int_equal(info.rings_given_back, RINGS - 5);
   assert_int_equal(info.claims_failed_limit, 1);
   assert_int_equal(info.claims_failed_full, 0);
   assert_int_equal(info.records_no_ring, 1);
-  mt_cursor_close(c);
   assert_int_equal(mt_ring_close(r), MT_OK);
   /* The placeholder left at close covers what was mapped, not the rings given back. */
   for (uint32_t i = 0; i < RINGS; i++)
@@ -164,13 +170,10 @@ static void claims_racing_a_give_back_never_take_a_ring_given_back(void **state)
    * gone, one more give-back leaves exactly the eight kept and the main thread's (its ring holds
    * the file's START record). */
   given += mt_ring_give_back(8);
-  mt_cursor *c = rt_cursor(-1);
-  mt_ring_file_info info;
-  mt_cursor_info(c, &info);
+  mt_ring_file_info info = file_info();
   assert_int_equal(given, 64 - 8 - 1);
   assert_int_equal(info.rings_given_back, given);
   assert_int_equal(mt_ring_mapped_data_bytes(), 9 * mt_ring_session.geo.ring_words * 8);
-  mt_cursor_close(c);
   assert_int_equal(mt_ring_close(r), MT_OK);
 }
 
@@ -197,17 +200,14 @@ static void a_claim_that_loses_its_ring_to_a_give_back_puts_it_back(void **state
   assert_int_equal(pthread_create(&t, NULL, write_one, &rc), 0);
   pthread_join(t, NULL);
   mt_ring_test_before_claim = NULL;
-  assert_int_equal(rc, MT_E_NOMEM); /* every free ring was given back: none to claim */
+  assert_int_equal(rc, MT_E_NOMEM);    /* every free ring was given back: none to claim */
   assert_false(mt_ring_given_back(0)); /* the main thread's, since the file's START record */
   for (uint32_t i = 1; i < 8; i++)
     assert_true(mt_ring_given_back(i));
-  mt_cursor *c = rt_cursor(-1);
-  mt_ring_file_info info;
-  mt_cursor_info(c, &info);
+  mt_ring_file_info info = file_info();
   assert_int_equal(info.rings_given_back, 7);
   assert_int_equal(info.claims_failed_limit, 1);
   assert_int_equal(info.records_no_ring, 1);
-  mt_cursor_close(c);
   assert_int_equal(mt_ring_close(r), MT_OK);
 }
 
@@ -223,13 +223,10 @@ static void a_give_back_that_gives_nothing_changes_nothing(void **state) {
   assert_int_equal(pthread_create(&t, NULL, write_one, &rc), 0);
   pthread_join(t, NULL);
   assert_int_equal(rc, MT_E_NOMEM);
-  mt_cursor *c = rt_cursor(-1);
-  mt_ring_file_info info;
-  mt_cursor_info(c, &info);
+  mt_ring_file_info info = file_info();
   assert_int_equal(info.rings_given_back, 0);
   assert_int_equal(info.claims_failed_limit, 0);
   assert_int_equal(info.claims_failed_full, 1);
-  mt_cursor_close(c);
   assert_int_equal(mt_ring_close(r), MT_OK);
 }
 
