@@ -111,6 +111,9 @@ typedef struct mt_shim_thread {
    * scratch level, until that handler returns; else 0. A longjmp from it to a frame above
    * abandons what it interrupted (longjmp.c), scratch levels included. */
   uintptr_t handler_frame;
+  /* The alternate signal stack [low, high) the running handler is on (signals.c), else 0: a
+   * handler's stack may be a few KiB (SIGSTKSZ), too little for libunwind. */
+  uintptr_t alt_low, alt_high;
 } mt_shim_thread;
 
 extern MT_HIDDEN __thread mt_shim_thread mt_shim_self __attribute__((tls_model("initial-exec")));

@@ -29,7 +29,17 @@ static _Atomic int current[_NSIG];
 static void trampoline(int sig, siginfo_t *info, void *context) {
   mt_shim_thread *t = &mt_shim_self;
   uint32_t depth = t->depth, in_allocator = t->in_allocator;
-  uintptr_t handler_frame = t->handler_frame;
+  uintptr_t handler_frame = t->handler_frame, alt_low = t->alt_low, alt_high = t->alt_high;
+  /* Off the thread's own stack: on the alternate signal stack, whose size the unwinder must
+   * respect (unwind.c). One system call per such delivery. */
+  uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+  if (!t->stack_high || here < t->stack_low || here >= t->stack_high) {
+    stack_t ss;
+    if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK)) {
+      t->alt_low = (uintptr_t)ss.ss_sp;
+      t->alt_high = (uintptr_t)ss.ss_sp + ss.ss_size;
+    }
+  }
   /* The outermost handler that interrupts a ring write or a record being built: a longjmp out of
    * it (longjmp.c) abandons the write, which would otherwise keep the thread's records deferred
    * for good, and the record's scratch level, which would otherwise stay taken. */
@@ -49,6 +59,8 @@ static void trampoline(int sig, siginfo_t *info, void *context) {
   t->depth = depth;
   t->in_allocator = in_allocator;
   t->handler_frame = handler_frame;
+  t->alt_low = alt_low;
+  t->alt_high = alt_high;
   /* A handler's own records give their levels back, unless a longjmp inside it left one: the
    * record it interrupted is never finished. */
   mt_record_abandon_scratch(scratch);

@@ -63,12 +63,28 @@ static _Atomic int shown;
  * the loader's lock), so a signal handler that allocates while its thread is inside libunwind
  * would wait for itself for ever. A walk on a thread already inside libunwind goes without it:
  * a fallback records no stack (flagged, as before libunwind is loaded), and the check mode skips
- * the comparison. (Running the set-up in the constructor instead would cost every traced process
- * about 0.3 ms, and not cover libunwind's other state.) */
+ * the comparison. So does a walk with too little stack left for libunwind (stack_short). (Running
+ * the set-up in the constructor instead would cost every traced process about 0.3 ms, and not cover
+ * libunwind's other state.) */
 static __thread uint32_t in_libunwind __attribute__((tls_model("initial-exec")));
 
+/* Stack libunwind may need below its caller: more than a SIGSTKSZ alternate signal stack holds
+ * (unw_backtrace overflowed one of 8 KiB inside a crash handler that allocated). */
+#define MT_LIBUNWIND_STACK (16u << 10)
+
+/* Whether the stack the thread runs on now has less than MT_LIBUNWIND_STACK left below `sp`, as
+ * far as its bounds are known: the alternate signal stack of a running handler, or the thread's
+ * own. */
+static bool stack_short(const mt_shim_thread *t, uintptr_t sp) {
+  if (t->alt_high && sp >= t->alt_low && sp < t->alt_high)
+    return sp - t->alt_low < MT_LIBUNWIND_STACK;
+  if (t->stack_high && sp >= t->stack_low && sp < t->stack_high)
+    return sp - t->stack_low < MT_LIBUNWIND_STACK;
+  return false;
+}
+
 static int libunwind_walk(void **buf, int max) {
-  if (in_libunwind)
+  if (in_libunwind || stack_short(&mt_shim_self, (uintptr_t)__builtin_frame_address(0)))
     return -1;
   in_libunwind = 1;
   atomic_signal_fence(memory_order_seq_cst);
@@ -152,8 +168,8 @@ static size_t reference_walk(uint64_t *pcs, size_t max, bool *truncated) {
 }
 
 static void check_walk(const uint64_t *pcs, size_t n, bool complete, bool truncated) {
-  if (in_libunwind)
-    return; /* a handler interrupted libunwind on this thread: nothing to compare with */
+  if (in_libunwind || stack_short(&mt_shim_self, (uintptr_t)__builtin_frame_address(0)))
+    return; /* a handler interrupted libunwind on this thread, or too little stack: no reference */
   uint64_t ref[MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
   bool ref_truncated;
   size_t m = reference_walk(ref, MT_TRACER_MAX_FRAMES, &ref_truncated);

@@ -58,7 +58,7 @@ endfunction()
 
 foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
            sampled jemalloc_probe rust_shims address_space mlock_all small_stack self_replace
-           graceful lowered_limit)
+           graceful lowered_limit altstack_malloc)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
@@ -123,6 +123,7 @@ set(_tracer_tests
     full_dlopen_dlclose_library_allocations
     full_signal_handler_mallocs_raise
     full_signal_handler_mallocs_inside_malloc
+    signal_handler_on_a_small_alternate_stack_allocates
     full_signal_handler_longjmps_out_of_the_tracer
     full_ctrl_c_reaches_program_and_trace_is_written
     signals_sent_to_memtap_reach_the_program

@@ -1136,6 +1136,31 @@ def test_full_signal_handler_mallocs_inside_malloc():
            f"handler {handled}")
 
 
+def test_signal_handler_on_a_small_alternate_stack_allocates():
+    # A crash handler's alternate stack is often SIGSTKSZ (8 KiB here). libunwind needs more than a
+    # handler that allocates there has left: it overflowed the stack, and the program died of
+    # SIGSEGV where untraced it ran its handler. Such allocations are recorded without a backtrace
+    # instead; on a 64 KiB alternate stack they keep theirs.
+    source_name = "altstack_malloc.c"
+    for size, mode in (("8192", "small"), ("65536", "big")):
+        argv = [program("altstack_malloc"), size, "10"]
+        plain = untraced(argv)
+        expect(plain.stdout == "handled 10\n" and plain.returncode == 0,
+               f"untraced {argv}: exit {plain.returncode}, {plain.stdout!r}")
+        for options in ((), ("--full",)):
+            trace = os.path.join(WORK, f"altstack-{size}.ctf")
+            traced = record(trace, argv, options)
+            same_behaviour(plain, traced, f"{' '.join(argv)} {options}")
+            verify_trace(trace)
+            if not options:
+                continue
+            f = facts(trace, [source_name])
+            check_summary_line(traced.stderr, trace, f)
+            check_sites(f, [source_name], mode, f"altstack_malloc {size}")
+            expect(f["allocs"] >= 100, f"altstack_malloc {size}: {f['allocs']} allocations in the "
+                   "trace, fewer than the handler's 100")
+
+
 def test_full_signal_handler_longjmps_out_of_the_tracer():
     # A handler that leaves the tracer's code by siglongjmp abandons what it was doing, a ring write
     # included: every allocation after the jumps is still recorded.
