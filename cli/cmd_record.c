@@ -538,10 +538,15 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
     return;
   }
   if (t->rec) {
-    /* The process called exec: the trace describes the program it became, from its start. */
+    /* The process called exec: the trace describes the program it became, from its start. What
+     * the process was last seen running (and as whom) was the image before: a program that ends
+     * before the next scan must not be taken for an exec into an untraced one. */
     mt_recorder_destroy(t->rec);
     if (ftruncate(t->fd, 0) || lseek(t->fd, 0, SEEK_SET) < 0)
       cli_error(t->path, "cannot start the trace over after exec: %s", strerror(errno));
+    free(t->exe);
+    t->exe = NULL;
+    t->uid = -1;
   }
   t->rec = rec;
   t->dev = st->st_dev;

@@ -1056,6 +1056,18 @@ def test_full_exec_wrapper_traces_the_execd_program():
         same_behaviour(plain, traced, label)
         verify_trace(trace)
         check_sites(facts(trace, ["alloc_patterns.c"]), ["alloc_patterns.c"], "all", label)
+        expect("warning" not in traced.stderr, f"{label}: a warning of a followed exec:\n"
+               f"{traced.stderr[-2000:]}")
+    # A program exec'd that ends before memtap looks again: what the process ran before the exec
+    # was taken for the program it last ran, and the exec reported as one the tracer did not
+    # enter, the names the wrong way round (8 to 10 runs in 10).
+    true = shutil.which("true")
+    for run_number in range(5):
+        trace = os.path.join(WORK, "exec-true.ctf")
+        traced = record(trace, ["sh", "-c", f"exec {true}"])
+        expect(traced.returncode == 0 and "warning" not in traced.stderr,
+               f"run {run_number}: sh -c 'exec true': exit {traced.returncode}\n"
+               f"{traced.stderr[-2000:]}")
 
 
 def test_exec_into_a_program_the_tracer_cannot_enter_is_said():
