@@ -211,6 +211,15 @@ int mt_ring_resume(mt_ring *ring);
 /* The file's path (valid until mt_ring_close). */
 const char *mt_ring_path(const mt_ring *ring);
 
+/* Removes the file's name now, once every consumer that will read it has mapped it (a consumer in
+ * the same process): the file then goes with the last mapping, however the process ends (exec,
+ * _exit, a fatal signal), instead of staying in the ring directory. The producer reserves its
+ * rings' disk space through the path (posix_fallocate); without it, it faults the pages in
+ * (MADV_POPULATE_WRITE), so this is refused (MT_E_UNSUPPORTED) on a kernel without that (before
+ * Linux 5.14), and with `preserve`. MT_OK, MT_E_UNSUPPORTED, MT_E_IO (unlink failed), or
+ * MT_E_INVALID / MT_E_STATE for no open file. */
+int mt_ring_unlink(mt_ring *ring);
+
 /* Writes STOP from the calling thread, marks the file stopped and removes it unless `preserve`.
  * Threads still writing afterwards are harmless: their writes are dropped. The address range
  * stays reserved (mapped to private memory) so that a racing writer never faults. Called

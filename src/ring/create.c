@@ -197,6 +197,7 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   s->ino = st.st_ino;
   s->base = base;
   s->map_size = s->geo.file_size;
+  s->unlinked = false;
   s->header = mt_ring_header_at(base);
   s->geo.pid = pid;
   s->geo.parent_pid = parent_pid;

@@ -435,7 +435,7 @@ int mt_ring_close(mt_ring *ring) {
   }
   mt_store_release(&s->header->state, MT_RING_STATE_STOPPED);
   mt_store_release(&s->epoch, mt_load_relaxed(&s->epoch) + 1);
-  if (!s->options.preserve)
+  if (!s->options.preserve && !s->unlinked)
     unlink(s->path);
   /* Threads that were mid-write keep writing through their cached pointers: give them private
    * memory at the same addresses rather than a fault. Not in a process that locks its future
@@ -464,6 +464,27 @@ int mt_ring_pause(mt_ring *ring) {
 
 int mt_ring_resume(mt_ring *ring) {
   return set_paused(ring, 1, 0, MT_RING_LIFECYCLE_RESUME);
+}
+
+int mt_ring_unlink(mt_ring *ring) {
+  struct mt_ring *s = &mt_ring_session;
+  if (ring != s)
+    return MT_E_INVALID;
+  if (!session_open())
+    return MT_E_STATE;
+  if (s->options.preserve)
+    return MT_E_UNSUPPORTED;
+#ifdef MADV_POPULATE_WRITE
+  /* The header's first page is reserved already: this only asks whether the kernel knows it. */
+  if (madvise(s->base, 4096, MADV_POPULATE_WRITE) != 0)
+    return MT_E_UNSUPPORTED;
+#else
+  return MT_E_UNSUPPORTED;
+#endif
+  if (unlink(s->path) != 0)
+    return MT_E_IO;
+  s->unlinked = true;
+  return MT_OK;
 }
 
 const char *mt_ring_path(const mt_ring *ring) {

@@ -43,6 +43,7 @@ struct mt_ring {
   _Atomic uint32_t claim_hint;    /* where the next claim starts looking */
   _Atomic uint64_t first_wait_ns; /* lossless: when a write first waited with no primary */
   _Atomic uint32_t claims;        /* rings claimed in this file: a second ends the clock tick */
+  bool unlinked;                  /* mt_ring_unlink removed the name: close leaves the path */
 };
 
 extern _Atomic uint64_t mt_ring_no_tick;

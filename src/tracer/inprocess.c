@@ -285,6 +285,10 @@ int mt_inprocess_launch(mt_error *err) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (started == 0) {
       leave_program_table();
+      /* Both mappings are made: the ring file needs no name any more, and without one it goes
+       * with the process however it ends (exec, _exit, a fatal signal) instead of staying in
+       * $TMPDIR. Kept where the producer still needs the path (a kernel before 5.14). */
+      mt_ring_unlink(mt_shim.ring);
       inproc.running = true;
       inproc.pid = getpid();
       if (!exit_handler)

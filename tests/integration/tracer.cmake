@@ -107,6 +107,7 @@ set(_tracer_tests
     program_lowering_its_address_space_limit_keeps_its_room
     program_locking_its_memory_runs_as_untraced
     inprocess_unstarted_trace_leaves_no_file
+    inprocess_ring_file_goes_however_the_program_ends
     record_without_a_ring_directory_says_so_and_runs_nothing
     program_inherits_ignored_signals
     full_lifecycle_constructor_atexit_destructor

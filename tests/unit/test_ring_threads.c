@@ -271,11 +271,46 @@ static void ring_of_a_vanished_thread_is_recovered(void **state) {
   rt_collector_free(&col);
 }
 
+/* A file whose name is gone (mt_ring_unlink, once the consumer has mapped it): a new thread still
+ * claims a ring (its space reserved by faulting the pages in, the path being gone), writes, and
+ * the consumer reads what it wrote; close removes nothing else. */
+static void *write_many(void *p) {
+  for (uint64_t i = 0; i < 20000; i++) /* 3 words each: past the first 64 KiB reserved */
+    if (mt_ring_write_counter(p, 4, i) != MT_OK)
+      abort();
+  return NULL;
+}
+
+static void threads_write_after_the_file_lost_its_name(void **state) {
+  (void)state;
+  mt_ring *r = rt_open(MT_RING_LOSSLESS, 1u << 20, 4, false);
+  mt_cursor *c = rt_cursor(-1);
+  rt_collector col = {0};
+  rt_collector_attach(c, &col);
+  char path[4096];
+  snprintf(path, sizeof path, "%s", mt_ring_path(r));
+  assert_int_equal(mt_ring_unlink(r), MT_OK);
+  assert_int_equal(access(path, F_OK), -1);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, write_many, r), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(mt_ring_close(r), MT_OK);
+  rt_drain(c, true);
+  mt_ring_file_info info;
+  mt_cursor_info(c, &info);
+  assert_int_equal(info.claims_failed_space, 0);
+  assert_int_equal(info.records_no_ring, 0);
+  assert_true(col.seen >= 20000);
+  mt_cursor_close(c);
+  rt_collector_free(&col);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(thousand_short_lived_threads_keep_their_identity_and_leak_no_ring),
       cmocka_unit_test(when_every_ring_is_taken_records_are_dropped_and_counted),
       cmocka_unit_test(ring_of_a_vanished_thread_is_recovered),
+      cmocka_unit_test(threads_write_after_the_file_lost_its_name),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

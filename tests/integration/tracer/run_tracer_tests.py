@@ -681,6 +681,30 @@ def test_program_locking_its_memory_runs_as_untraced():
     verify_trace(trace)
 
 
+def test_inprocess_ring_file_goes_however_the_program_ends():
+    # In process the ring file lives in $TMPDIR, and was removed only by a normal exit: every
+    # program that exec'd, called _exit or died of a signal left its 16 GiB sparse file there (116
+    # piled up in one afternoon's runs). Its name now goes once the consumer thread has mapped it.
+    if A.lib_sanitized:
+        skip("libmemtap is sanitized: the shim cannot load it into a plain program")
+    ring_dir = os.path.join(WORK, "inprocess-tmp")
+    os.mkdir(ring_dir)
+    true = shutil.which("true")
+    for label, argv, status in (("exit", [program("alloc_patterns")], 0),
+                                ("_exit", ["sh", "-c", "exit 3"], 3),  # dash's exit is _exit
+                                ("exec", ["sh", "-c", f"exec {true}"], 0),
+                                ("SIGKILL", ["sh", "-c", "kill -9 $$"], -9)):
+        trace = os.path.join(WORK, f"inprocess-{label}.ctf")
+        p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace, "MEMTAP_FULL": "1",
+                                    "TMPDIR": ring_dir}))
+        left = os.listdir(ring_dir)
+        expect(p.returncode == status and not left,
+               f"in process, {label}: exit {p.returncode}, left in $TMPDIR: {left}\n"
+               f"{p.stderr[-2000:]}")
+        if label == "exit":
+            verify_trace(trace)
+
+
 def test_inprocess_unstarted_trace_leaves_no_file():
     # In process (MEMTAP=) under a file size limit below the smallest ring file: the program runs
     # untraced, the shim says why, and the trace file it opened (emptied, as memtrace does) is
