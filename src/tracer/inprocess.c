@@ -70,10 +70,8 @@ static void say(const char *what, const char *detail) {
   char line[600];
   int n = snprintf(line, sizeof line, "memtap: %s%s%s\n", what, detail ? ": " : "",
                    detail ? detail : "");
-  if (n > 0) {
-    ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-    (void)ignored;
-  }
+  if (n > 0)
+    mt_shim_say(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
 /* Empties MEMTAP and MEMTRACE in place (their values become ""), without setenv: this may run

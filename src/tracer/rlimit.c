@@ -71,10 +71,8 @@ static void make_room(uint64_t limit) {
                        "trace it with memtap record instead\n",
                        (unsigned long long)(limit >> 20), (unsigned long long)(s->map_size >> 20),
                        (unsigned long long)(left >> 20));
-      if (n > 0) {
-        ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-        (void)ignored;
-      }
+      if (n > 0)
+        mt_shim_say(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     }
   }
   errno = saved_errno;

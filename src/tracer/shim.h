@@ -229,6 +229,12 @@ MT_HIDDEN void mt_modules_after_fork(void);
 /* For a new ring file (a later session): registers every live module again. */
 MT_HIDDEN void mt_modules_register_again(void);
 
+/* state.c: writes one of the shim's lines (`length` bytes, newline included) to standard error,
+ * only while descriptor 2 names the file it named when the shim started, and never when none was
+ * open then: a program that closed it and opened a file of its own as descriptor 2 must not find
+ * memtap's words in that file. Async-signal-safe, no allocation. */
+MT_HIDDEN void mt_shim_say(const char *line, size_t length);
+
 /* inprocess.c: MEMTAP=path / MEMTRACE=path or mt_tracer_start, a process tracing itself. */
 /* Opens and locks the trace file, empties the variables for children; MT_OK, or an error in
  * `err`. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/address_space_limit.h"
+#include "common/file_identity.h"
 #include "common/process_image.h"
 #include "ring/process.h"
 #include "ring/producer.h"
@@ -187,10 +188,8 @@ static void say_not_tracing(const mt_error *err) {
   bool full = err->sys_errno == ENOSPC || err->sys_errno == EDQUOT;
   int n = snprintf(line, sizeof line, "memtap: not tracing: %s%s\n", err->message,
                    full ? " (set TMPDIR to a directory whose file system has room)" : "");
-  if (n > 0) {
-    ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-    (void)ignored;
-  }
+  if (n > 0)
+    mt_shim_say(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
 /* MEMTAP_TEST_PUBLISH_DELAY (tests only): about one record in 64 waits 20-320 µs between being
@@ -283,8 +282,7 @@ static void say_allocator_warning(const char *before, const char *owner, const c
     n = (int)sizeof line - 1;
     line[n - 1] = '\n';
   }
-  ssize_t ignored = write(2, line, (size_t)n);
-  (void)ignored;
+  mt_shim_say(line, (size_t)n);
 }
 
 /* A program (or a library preloaded before the shim) that defines malloc itself binds every
@@ -390,6 +388,16 @@ static int start(void) {
   return mode;
 }
 
+/* Standard error as the shim found it (mt_shim_say). */
+static mt_file_identity stderr_at_start;
+
+void mt_shim_say(const char *line, size_t length) {
+  if (!stderr_at_start.known || !mt_file_identity_holds(&stderr_at_start, 2))
+    return;
+  ssize_t ignored = write(2, line, length);
+  (void)ignored;
+}
+
 void mt_shim_init(void) {
   if (atomic_load_explicit(&mt_shim.init, memory_order_acquire) == 2)
     return;
@@ -398,6 +406,7 @@ void mt_shim_init(void) {
   int expected = 0;
   if (!atomic_compare_exchange_strong(&mt_shim.init, &expected, 1))
     return; /* another thread is starting: this one passes through until it is done */
+  stderr_at_start = mt_file_identity_of(2);
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   int mode = start();

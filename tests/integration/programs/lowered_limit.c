@@ -3,14 +3,18 @@
  * "prlimit"; "A,B": to A MiB, then to B MiB), then holds argv[3] blocks of 1 MiB (each its own
  * mapping in glibc), and has argv[4] threads at once allocate and free 1000 small blocks each.
  * Prints "held N MiB, T threads" or "out of memory after N MiB". One malloc arena and small thread
- * stacks keep its own use of the room the same from run to run. */
+ * stacks keep its own use of the room the same from run to run. With argv[5], it first closes its
+ * standard error and opens that file in its place (descriptor 2), writing "data" into it, as a
+ * program reusing descriptor numbers for files of its own does. */
 #define _GNU_SOURCE /* prlimit */
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "test_program.h"
 
@@ -29,10 +33,15 @@ static NOINLINE void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 5) {
-    fprintf(stderr,
-            "usage: lowered_limit setrlimit|prlimit LIMIT_MIB[,LIMIT_MIB] HOLD_MIB THREADS\n");
+  if (argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: lowered_limit setrlimit|prlimit LIMIT_MIB[,LIMIT_MIB] HOLD_MIB THREADS "
+                    "[DATA_FILE]\n");
     return 2;
+  }
+  if (argc == 6) {
+    close(2);
+    if (open(argv[5], O_WRONLY | O_CREAT | O_TRUNC, 0600) != 2 || write(2, "data\n", 5) != 5)
+      return 1;
   }
   mallopt(M_ARENA_MAX, 1);
   char *rest;

@@ -641,6 +641,17 @@ def test_program_lowering_its_address_space_limit_keeps_its_room():
         expect(p.returncode == 0 and len(said) == 1 and "memtap record instead" in said[0],
                f"{what}: exit {p.returncode}, not said once:\n{p.stderr[-2000:]}")
         verify_trace(trace)
+    # A program that closed its standard error and opened a file of its own as descriptor 2: the
+    # shim's words must not land in that file (they were appended to it).
+    data = os.path.join(WORK, "data-on-fd2.txt")
+    trace = os.path.join(WORK, "lowered-inprocess-fd2.ctf")
+    argv = [program(name), "setrlimit", "640", "384", "1", data]
+    p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace}))
+    with open(data) as fh:
+        written = fh.read()
+    expect(p.returncode == 0 and written == "data\n",
+           f"in process, descriptor 2 reused: exit {p.returncode}, the file holds {written!r}")
+    verify_trace(trace)
 
 
 def test_program_locking_its_memory_runs_as_untraced():
