@@ -124,15 +124,31 @@ enum {
 static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
 #define FORWARDED_COUNT (sizeof forwarded_signals / sizeof forwarded_signals[0])
 
-/* Those signals as memtap received them, counted by number (all are below MT_RING_SIGNALS). The
- * main loop passes each on (forward_signals) unless the program got it too: a signal sent to the
- * process group (a supervisor's `kill -TERM -PGID`, a terminal's hangup) reaches both, and a
- * second delivery would turn a graceful shutdown into a forced one. */
-static volatile sig_atomic_t received[MT_RING_SIGNALS];
+/* The other signals that would kill memtap, left the program running without it and its trace
+ * empty: the tracer counts the program's deliveries of signals 1 to 15 only, so these are passed
+ * on as they come, and one sent to the whole process group reaches the program twice (better than
+ * memtap dying of it). Real-time signals (SIGRTMIN to SIGRTMAX) too. Not SIGXCPU: memtap's own
+ * CPU limit is not the program's. */
+static const int passed_on_signals[] = {SIGSTKFLT, SIGVTALRM, SIGPROF, SIGIO, SIGPWR, SIGSYS};
+#define PASSED_ON_COUNT (sizeof passed_on_signals / sizeof passed_on_signals[0])
+
+/* Those signals as memtap received them, counted by number. The main loop passes each of the
+ * forwarded ones on (forward_signals) unless the program got it too: a signal sent to the process
+ * group (a supervisor's `kill -TERM -PGID`, a terminal's hangup) reaches both, and a second
+ * delivery would turn a graceful shutdown into a forced one. */
+static volatile sig_atomic_t received[_NSIG];
 
 static void count_signal(int sig) {
-  if (sig > 0 && sig < MT_RING_SIGNALS)
+  if (sig > 0 && sig < _NSIG)
     received[sig]++;
+}
+
+/* Whether memtap passes `sig` on as it comes (passed_on_signals, real-time signals). */
+static bool passed_on(int sig) {
+  for (size_t i = 0; i < PASSED_ON_COUNT; i++)
+    if (passed_on_signals[i] == sig)
+      return true;
+  return sig >= SIGRTMIN && sig <= SIGRTMAX;
 }
 
 /* How long a received signal waits for the program's handler to show it got the signal too. */
@@ -887,6 +903,10 @@ static void say_killed(const char *program, int status) {
  * nothing then). A program the tracer did not enter counts nothing: every signal is passed on.
  * True while a signal waits (the caller then naps briefly). */
 static bool forward_signals(session *s, forwarding *f, pid_t child, int64_t now_us) {
+  static sig_atomic_t passed[_NSIG];
+  for (int sig = 1; sig < _NSIG; sig++)
+    for (; passed_on(sig) && passed[sig] != received[sig]; passed[sig]++)
+      kill(child, sig);
   traced *t = find_traced(s, child);
   const mt_recorder *rec = t && !t->finished ? t->rec : NULL;
   bool waiting = false;
@@ -1117,12 +1137,19 @@ int mt_cmd_record(int argc, char **argv) {
 
   struct sigaction ignore = {.sa_handler = SIG_IGN}, forward = {.sa_handler = count_signal};
   struct sigaction old_int, old_quit, old_forwarded[FORWARDED_COUNT], old_xfsz;
+  bool passing[_NSIG] = {false};
   sigemptyset(&forward.sa_mask);
   forward.sa_flags = SA_RESTART;
   sigaction(SIGINT, &ignore, &old_int); /* the terminal sends it to the program too */
   sigaction(SIGQUIT, &ignore, &old_quit);
   for (size_t i = 0; i < FORWARDED_COUNT; i++) /* sent to memtap alone: pass them on */
     sigaction(forwarded_signals[i], &forward, &old_forwarded[i]);
+  /* Ignored when memtap started, they stay so (and the program inherited that). */
+  for (int sig = 1; sig < _NSIG; sig++) {
+    struct sigaction was;
+    passing[sig] = passed_on(sig) && sigaction(sig, NULL, &was) == 0 && was.sa_handler == SIG_DFL &&
+                   sigaction(sig, &forward, NULL) == 0;
+  }
   /* Past a file size limit (ulimit -f) a write fails (EFBIG, said as a write error) rather than
    * killing memtap while the program runs: the writers also stop short of it. */
   sigaction(SIGXFSZ, &ignore, &old_xfsz);
@@ -1227,6 +1254,10 @@ int mt_cmd_record(int argc, char **argv) {
   sigaction(SIGQUIT, &old_quit, NULL);
   for (size_t i = 0; i < FORWARDED_COUNT; i++)
     sigaction(forwarded_signals[i], &old_forwarded[i], NULL);
+  struct sigaction default_action = {.sa_handler = SIG_DFL};
+  for (int sig = 1; sig < _NSIG; sig++)
+    if (passing[sig])
+      sigaction(sig, &default_action, NULL);
   sigaction(SIGXFSZ, &old_xfsz, NULL);
 
   if (n != (ssize_t)sizeof exec_errno)
