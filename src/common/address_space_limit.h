@@ -10,13 +10,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-/* Bytes the process may still map: the limit less its size now (/proc/self/statm; the limit
- * itself when that cannot be read), or UINT64_MAX when there is no limit. Malloc-free and
- * async-signal-safe. */
-static inline uint64_t mt_address_space_room(void) {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-    return UINT64_MAX;
+/* Bytes the process has mapped now (/proc/self/statm), or 0 when that cannot be read. Malloc-free
+ * and async-signal-safe. */
+static inline uint64_t mt_address_space_size(void) {
   uint64_t pages = 0;
   int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
@@ -26,7 +22,16 @@ static inline uint64_t mt_address_space_room(void) {
     for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
       pages = pages * 10 + (uint64_t)(buf[i] - '0');
   }
-  uint64_t used = pages * (uint64_t)sysconf(_SC_PAGESIZE);
+  return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Bytes the process may still map: the limit less its size now (the limit itself when that cannot
+ * be read), or UINT64_MAX when there is no limit. Malloc-free and async-signal-safe. */
+static inline uint64_t mt_address_space_room(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return UINT64_MAX;
+  uint64_t used = mt_address_space_size();
   return used < (uint64_t)rl.rlim_cur ? (uint64_t)rl.rlim_cur - used : 0;
 }
 

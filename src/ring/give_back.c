@@ -37,21 +37,21 @@ bool mt_ring_mapped_span(const mt_ring_geometry *geo, uint64_t *at, uint64_t *le
   uint64_t ring_bytes = geo->ring_words * 8, end = geo->file_size, from = *at;
   if (from >= end)
     return false;
-  if (atomic_load(&given_back_any) && ring_bytes)
-    while (from < end && from >= geo->data_offset &&
-           mt_ring_given_back((uint32_t)((from - geo->data_offset) / ring_bytes)))
-      from += ring_bytes;
-  if (from >= end)
-    return false;
-  uint64_t to = end;
-  if (atomic_load(&given_back_any) && ring_bytes) {
-    to = from < geo->data_offset ? geo->data_offset : from;
-    while (to < end && !mt_ring_given_back((uint32_t)((to - geo->data_offset) / ring_bytes)))
-      to += ring_bytes;
+  if (!mt_ring_given_back_any() || !ring_bytes) { /* the whole file, one part */
+    *length = end - from;
+    return true;
   }
+  /* Offsets of ring data name their ring; the header, blocks and registry come before it. */
+#define RING_AT(offset) ((uint32_t)(((offset)-geo->data_offset) / ring_bytes))
+  while (from < end && from >= geo->data_offset && mt_ring_given_back(RING_AT(from)))
+    from += ring_bytes;
+  uint64_t to = from < geo->data_offset ? geo->data_offset : from;
+  while (to < end && !mt_ring_given_back(RING_AT(to)))
+    to += ring_bytes;
+#undef RING_AT
   *at = from;
   *length = (to < end ? to : end) - from;
-  return true;
+  return from < end;
 }
 
 bool mt_ring_mapping_overlaps(const struct mt_ring *s, uint64_t start, uint64_t end) {

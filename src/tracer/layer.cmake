@@ -10,7 +10,6 @@ set(MEMTAP_TRACER_SHIM_SOURCES
   tracer/state.c
   tracer/malloc.c
   tracer/mmap.c
-  tracer/maps.c
   tracer/mlock.c
   tracer/rlimit.c
   tracer/threads.c

@@ -10,6 +10,8 @@
  * the shim's later ring mappings are made unlocked (common/map_unlocked.h). No allocation: the
  * mappings are read from /proc/self/maps with system calls into a buffer on the stack. */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,7 +23,6 @@
 #include <unistd.h>
 
 #include "ring/producer.h"
-#include "tracer/maps.h"
 #include "tracer/shim.h"
 
 #define MT_EXPORT __attribute__((visibility("default")))
@@ -36,6 +37,15 @@
 #define PAGE 4096u
 #define USER_END ((uint64_t)1 << 47) /* above: [vsyscall], which is no mapping of the process */
 #define OWN_MAX 6
+
+/* One line of /proc/self/maps, as far as it matters here. */
+typedef struct vma {
+  uint64_t start, end;
+  unsigned major, minor;
+  uint64_t inode;
+  const char *path; /* the rest of the line ("" for anonymous memory) */
+  size_t path_length;
+} vma;
 
 typedef struct own_ranges {
   uint64_t start[OWN_MAX], end[OWN_MAX];
@@ -79,14 +89,14 @@ static bool own_regions(own_ranges *o) {
 }
 
 /* Whether the mapping's path is `path`, as maps shows it (" (deleted)" after an unlink). */
-static bool same_path(const mt_vma *v, const char *path) {
+static bool same_path(const vma *v, const char *path) {
   size_t n = strlen(path);
   if (!n || v->path_length < n || memcmp(v->path, path, n) != 0)
     return false;
   return v->path_length == n || v->path[n] == ' ';
 }
 
-static bool is_own(const own_ranges *o, const mt_vma *v) {
+static bool is_own(const own_ranges *o, const vma *v) {
   if (o->ring_file &&
       ((v->inode == o->inode && v->major == o->major && v->minor == o->minor) ||
        same_path(v, o->path) || mt_ring_mapping_overlaps(&mt_ring_session, v->start, v->end)))
@@ -97,31 +107,88 @@ static bool is_own(const own_ranges *o, const mt_vma *v) {
   return v->start >= USER_END;
 }
 
-typedef struct program_vmas {
-  const own_ranges *own;
-  void (*each)(const mt_vma *, void *);
-  void *user;
-} program_vmas;
+static const char *hex(const char *p, const char *end, uint64_t *out) {
+  uint64_t v = 0;
+  for (; p < end; p++) {
+    unsigned d = *p >= '0' && *p <= '9'   ? (unsigned)(*p - '0')
+                 : *p >= 'a' && *p <= 'f' ? (unsigned)(*p - 'a' + 10)
+                                          : 16u;
+    if (d == 16)
+      break;
+    v = v << 4 | d;
+  }
+  *out = v;
+  return p;
+}
 
-static void if_program(const mt_vma *v, void *user) {
-  program_vmas *p = user;
-  if (!is_own(p->own, v))
-    p->each(v, p->user);
+static const char *skip_field(const char *p, const char *end) {
+  while (p < end && *p != ' ')
+    p++;
+  while (p < end && *p == ' ')
+    p++;
+  return p;
+}
+
+/* "start-end perms offset major:minor inode path": false when the line is not one. */
+static bool parse_vma(const char *p, const char *end, vma *v) {
+  uint64_t major_, minor_;
+  p = hex(p, end, &v->start);
+  if (p >= end || *p != '-')
+    return false;
+  p = hex(p + 1, end, &v->end);
+  while (p < end && *p == ' ')
+    p++;
+  p = skip_field(skip_field(p, end), end); /* perms, offset */
+  p = hex(p, end, &major_);
+  if (p >= end || *p != ':')
+    return false;
+  p = hex(p + 1, end, &minor_);
+  while (p < end && *p == ' ')
+    p++;
+  v->inode = 0;
+  for (; p < end && *p >= '0' && *p <= '9'; p++)
+    v->inode = v->inode * 10 + (uint64_t)(*p - '0');
+  while (p < end && *p == ' ')
+    p++;
+  v->path = p;
+  v->path_length = (size_t)(end - p);
+  v->major = (unsigned)major_;
+  v->minor = (unsigned)minor_;
+  return v->end > v->start;
 }
 
 /* Calls `each` for every mapping of the process that is not the shim's; false when the maps
  * cannot be read. */
-static bool for_each_program_vma(const own_ranges *o, void (*each)(const mt_vma *, void *),
+static bool for_each_program_vma(const own_ranges *o, void (*each)(const vma *, void *),
                                  void *user) {
-  program_vmas p = {o, each, user};
-  return mt_maps_each(if_program, &p);
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  char buf[2048], line[160 + PATH_MAX];
+  size_t kept = 0; /* the line being read (a longer path than PATH_MAX is no ring file's) */
+  long n;
+  while ((n = syscall(SYS_read, fd, buf, sizeof buf)) > 0) {
+    for (long i = 0; i < n; i++) {
+      if (buf[i] != '\n') {
+        if (kept < sizeof line)
+          line[kept++] = buf[i];
+        continue;
+      }
+      vma v;
+      if (parse_vma(line, line + kept, &v) && !is_own(o, &v))
+        each(&v, user);
+      kept = 0;
+    }
+  }
+  syscall(SYS_close, fd);
+  return n == 0;
 }
 
-static void add_pages(const mt_vma *v, void *user) {
+static void add_pages(const vma *v, void *user) {
   *(uint64_t *)user += (v->end - v->start) / PAGE;
 }
 
-static void lock_vma(const mt_vma *v, void *user) {
+static void lock_vma(const vma *v, void *user) {
   int onfault = *(int *)user;
   /* Errors are mlockall's to ignore too: a mapping that cannot be faulted in, or one the
    * program's other threads just unmapped. */

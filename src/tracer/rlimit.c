@@ -10,45 +10,30 @@
  * consumer thread's own view of the file is not given back (its cursor unmaps it whole when it
  * closes, which would take whatever the program had mapped in a hole since): the shim says so. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/address_space_limit.h"
 #include "ring/producer.h"
 #include "tracer/shim.h"
 
 #define MT_EXPORT __attribute__((visibility("default")))
 
-/* The process's address space now (/proc/self/statm's first field), in bytes; 0 if unknown. */
-static uint64_t address_space_size(void) {
-  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return 0;
-  char buf[128];
-  long n = syscall(SYS_read, fd, buf, sizeof buf - 1);
-  syscall(SYS_close, fd);
-  uint64_t pages = 0;
-  for (long i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
-    pages = pages * 10 + (uint64_t)(buf[i] - '0');
-  long page = sysconf(_SC_PAGESIZE);
-  return pages * (uint64_t)(page > 0 ? page : 4096);
-}
-
-/* Makes the ring file's mapping fit under an address-space limit of `limit` bytes: a sixteenth at
- * most of the room the limit leaves beside everything else mapped, the rings of live threads
- * always kept. Only in the process that made the file: a vfork child shares its parent's memory,
- * and a limit it sets is its own. errno is kept. */
+/* Makes the ring file's mapping fit under the address-space limit just set (`limit` bytes): a
+ * sixteenth at most of the room the limit leaves beside everything else mapped, the rings of live
+ * threads always kept. Only in the process that made the file: a vfork child shares its parent's
+ * memory, and a limit it sets is its own. errno is kept. */
 static void make_room(uint64_t limit) {
   const struct mt_ring *s = &mt_ring_session;
   uint64_t rings = mt_ring_mapped_data_bytes();
   if (!rings || s->geo.pid != getpid())
     return; /* not tracing, nothing left to give, or not the file's process */
   int saved_errno = errno;
-  uint64_t size = address_space_size();
+  uint64_t size = mt_address_space_size();
   uint64_t others = size > rings ? size - rings : 0;
-  uint64_t room = limit > others ? limit - others : 0;
+  uint64_t room = limit > others ? limit - others : 0; /* beside everything but the rings */
   if (rings > room / 16) {
     uint64_t ring_bytes = s->geo.ring_words * 8;
     uint64_t fit = ring_bytes ? room / 16 / ring_bytes : 0;
@@ -61,7 +46,7 @@ static void make_room(uint64_t limit) {
     /* In process the consumer's view of the whole file stays: said once when it takes room the
      * program would have untraced. */
     static _Atomic int said;
-    uint64_t now = address_space_size(), left = limit > now ? limit - now : 0;
+    uint64_t left = mt_address_space_room();
     if (mt_inprocess_running() && left < s->map_size && !atomic_exchange(&said, 1)) {
       char line[400];
       int n = snprintf(line, sizeof line,
@@ -78,11 +63,13 @@ static void make_room(uint64_t limit) {
   errno = saved_errno;
 }
 
-/* Whether a call (that succeeded) setting `pid`'s limit `resource` to `limit` set this process's
- * address-space limit to a finite value. */
-static bool lowers_own_limit(pid_t pid, int resource, const struct rlimit *limit) {
-  return limit && resource == RLIMIT_AS && limit->rlim_cur != RLIM_INFINITY &&
-         (pid == 0 || pid == getpid());
+/* After a call setting `pid`'s limit `resource` to `limit` returned `rc`: when it set this
+ * process's address-space limit to a finite value, the ring file is made to fit. Returns `rc`. */
+static int after_setting(int rc, pid_t pid, int resource, const struct rlimit *limit) {
+  if (rc == 0 && limit && resource == RLIMIT_AS && limit->rlim_cur != RLIM_INFINITY &&
+      (pid == 0 || pid == getpid()))
+    make_room(limit->rlim_cur);
+  return rc;
 }
 
 static int next_prlimit(void *next, pid_t pid, int resource, const struct rlimit *limit,
@@ -100,34 +87,27 @@ static int next_setrlimit(void *next, int resource, const struct rlimit *limit) 
 }
 
 MT_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *limit) {
-  int rc = next_setrlimit(mt_shim_real.setrlimit, (int)resource, limit);
-  if (rc == 0 && lowers_own_limit(0, (int)resource, limit))
-    make_room(limit->rlim_cur);
-  return rc;
+  return after_setting(next_setrlimit(mt_shim_real.setrlimit, (int)resource, limit), 0,
+                       (int)resource, limit);
 }
 
 MT_EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *limit) {
   _Static_assert(sizeof(struct rlimit64) == sizeof(struct rlimit), "64-bit limits");
   const struct rlimit *l = (const struct rlimit *)limit;
-  int rc = next_setrlimit(mt_shim_real.setrlimit64, (int)resource, l);
-  if (rc == 0 && lowers_own_limit(0, (int)resource, l))
-    make_room(l->rlim_cur);
-  return rc;
+  return after_setting(next_setrlimit(mt_shim_real.setrlimit64, (int)resource, l), 0, (int)resource,
+                       l);
 }
 
 MT_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *limit,
                       struct rlimit *old) {
-  int rc = next_prlimit(mt_shim_real.prlimit, pid, (int)resource, limit, old);
-  if (rc == 0 && lowers_own_limit(pid, (int)resource, limit))
-    make_room(limit->rlim_cur);
-  return rc;
+  return after_setting(next_prlimit(mt_shim_real.prlimit, pid, (int)resource, limit, old), pid,
+                       (int)resource, limit);
 }
 
 MT_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t resource, const struct rlimit64 *limit,
                         struct rlimit64 *old) {
   const struct rlimit *l = (const struct rlimit *)limit;
-  int rc = next_prlimit(mt_shim_real.prlimit64, pid, (int)resource, l, (struct rlimit *)old);
-  if (rc == 0 && lowers_own_limit(pid, (int)resource, l))
-    make_room(l->rlim_cur);
-  return rc;
+  return after_setting(
+      next_prlimit(mt_shim_real.prlimit64, pid, (int)resource, l, (struct rlimit *)old), pid,
+      (int)resource, l);
 }
