@@ -172,7 +172,14 @@ typedef struct settings {
 
 /* One traced process (or, without --follow-fork, a child whose ring is drained unwritten). */
 typedef struct traced {
-  int pid;
+  int pid; /* in memtap's pid namespace; 0: not known (a process of another namespace, gone) */
+  /* Its ring file's name: the pid in the process's own namespace, and that namespace when it is
+   * not memtap's (else 0). A process that has a dead one's pid (reused, or the same pid in
+   * another namespace) makes a file of the same name: its start time tells it apart. */
+  int ring_pid;
+  uint64_t ring_ns;
+  uint64_t start_time;
+  bool main; /* the process memtap started */
   dev_t dev;
   ino_t ino;
   mt_recorder *rec;
@@ -316,6 +323,14 @@ static void run_child(const session *s, const char *shim, const char *resolved, 
   setenv("LD_PRELOAD", preload, 1);
   setenv("MEMTAP_RECORD", "1", 1);
   setenv("MEMTAP_RING_DIR", s->dir, 1);
+  /* The pids memtap reads file names and /proc by: a process in another pid namespace names its
+   * file after that namespace too, and judges memtap's liveness by a lock, not by its pid. */
+  char namespace[32];
+  snprintf(namespace, sizeof namespace, "%" PRIu64, process_own_namespace());
+  if (strcmp(namespace, "0"))
+    setenv("MEMTAP_RING_PID_NS", namespace, 1);
+  else
+    unsetenv("MEMTAP_RING_PID_NS");
   setenv(MT_CLOCK_ANCHOR_ENV, anchor, 1);
   /* memtap, the consumer every traced process waits for: a process that makes its ring file after
    * memtap was killed then stops tracing at once, where it would wait for a consumer that never
@@ -370,11 +385,24 @@ static void run_child(const session *s, const char *shim, const char *resolved, 
 
 /* --- traced processes ------------------------------------------------------------------------ */
 
-static traced *find_traced(session *s, int pid) {
-  for (size_t i = 0; i < s->count; i++)
-    if (s->procs[i].pid == pid)
+/* The latest process whose ring file has this name. */
+static traced *find_traced(session *s, int ring_pid, uint64_t ring_ns) {
+  for (size_t i = s->count; i-- > 0;)
+    if (s->procs[i].ring_pid == ring_pid && s->procs[i].ring_ns == ring_ns)
       return &s->procs[i];
   return NULL;
+}
+
+static traced *main_traced(session *s) {
+  return s->count ? &s->procs[0] : NULL;
+}
+
+/* Whether another process's trace already has the name `path`. */
+static bool path_taken(const session *s, const traced *t, const char *path) {
+  for (size_t i = 0; i < s->count; i++)
+    if (&s->procs[i] != t && s->procs[i].path && !strcmp(s->procs[i].path, path))
+      return true;
+  return false;
 }
 
 /* Whether two paths name one existing file (device and inode). */
@@ -386,13 +414,18 @@ static bool same_file(const char *a, const char *b) {
 static int open_output(session *s, traced *t) {
   if (t->fd >= 0)
     return 0;
-  if (t->pid == s->main_pid || same_file(s->main_output, "/dev/null")) {
+  if (t->main || same_file(s->main_output, "/dev/null")) {
     t->path = strdup(s->main_output);
   } else {
-    size_t len = strlen(s->main_output) + 32;
+    /* OUTPUT.PID; a pid an earlier process of the run had (reused, or a process of another pid
+     * namespace that memtap cannot see) adds .2, .3, ... */
+    size_t len = strlen(s->main_output) + 48;
     t->path = malloc(len);
+    int pid = t->pid ? t->pid : t->ring_pid;
     if (t->path)
-      snprintf(t->path, len, "%s.%d", s->main_output, t->pid);
+      snprintf(t->path, len, "%s.%d", s->main_output, pid);
+    for (unsigned k = 2; t->path && path_taken(s, t, t->path); k++)
+      snprintf(t->path, len, "%s.%d.%u", s->main_output, pid, k);
   }
   if (!t->path)
     return -1;
@@ -473,7 +506,7 @@ static mt_recorder *new_recorder(session *s, traced *t) {
       .compress = s->set->compress,
       /* A followed child's: its own command line, which its ring gives (NULL), not the one
        * memtap started. */
-      .context = t->pid == s->main_pid ? s->context : NULL,
+      .context = t->main ? s->context : NULL,
       .debuginfod = s->set->debuginfod,
       .debug_cache_dir = s->set->no_debug_cache ? NULL : debug_cache_dir(cache, sizeof cache),
       .time_resolution_us = (int64_t)s->set->sampling.time_resolution_us,
@@ -490,13 +523,58 @@ static mt_recorder *new_recorder(session *s, traced *t) {
   return rec;
 }
 
-/* A ring file `name` (PID.memtap-ring) in the directory: attach it, or notice an exec. */
-static void found_ring(session *s, const char *name, const struct stat *st) {
+/* A ring file's name: PID.memtap-ring for a process of memtap's pid namespace, and
+ * PID-pidnsNS.memtap-ring for one of another namespace (mt_ring_options.pid_namespace). */
+static bool parse_ring_name(const char *name, int *pid, uint64_t *ns) {
+  if (name[0] < '1' || name[0] > '9')
+    return false;
   char *end;
-  long pid = strtol(name, &end, 10);
-  if (pid <= 0 || strcmp(end, ".memtap-ring"))
+  errno = 0;
+  long p = strtol(name, &end, 10);
+  unsigned long long n = 0;
+  if (!strncmp(end, "-pidns", 6) && end[6] >= '1' && end[6] <= '9')
+    n = strtoull(end + 6, &end, 10);
+  if (errno || p <= 0 || p > INT32_MAX || strcmp(end, ".memtap-ring"))
+    return false;
+  *pid = (int)p;
+  *ns = n;
+  return true;
+}
+
+/* The pid and start time of the process that made the ring file at `path`; false while it is
+ * still being made (or is not a ring file). */
+static bool ring_creator(const char *path, int *pid, uint64_t *start_time) {
+  mt_cursor *c;
+  mt_ring_file_info info;
+  if (mt_cursor_open_file(&c, path, NULL))
+    return false;
+  bool ok = mt_cursor_info(c, &info) == MT_OK;
+  mt_cursor_close(c);
+  *pid = info.pid;
+  *start_time = info.start_time;
+  return ok;
+}
+
+static traced *add_traced(session *s, int ring_pid, uint64_t ring_ns) {
+  traced *grown = realloc(s->procs, (s->count + 1) * sizeof *grown);
+  if (!grown)
+    return NULL;
+  s->procs = grown;
+  traced *t = &s->procs[s->count++];
+  /* A process of another namespace is looked at in /proc by its pid in ours, when it can be
+   * found: /proc/PID names another process of ours, or none. */
+  int pid = ring_ns ? (int)process_in_namespace(ring_ns, ring_pid) : ring_pid;
+  *t = (traced){.pid = pid, .ring_pid = ring_pid, .ring_ns = ring_ns, .fd = -1, .uid = -1};
+  return t;
+}
+
+/* A ring file `name` in the directory: attach it, or notice an exec. */
+static void found_ring(session *s, const char *name, const struct stat *st) {
+  int pid;
+  uint64_t ns;
+  if (!parse_ring_name(name, &pid, &ns))
     return;
-  traced *t = find_traced(s, (int)pid);
+  traced *t = find_traced(s, pid, ns);
   if (t && t->dev == st->st_dev && t->ino == st->st_ino)
     return;
   if (t && t->finished)
@@ -504,7 +582,7 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
   char path[PATH_MAX + 256];
   if (snprintf(path, sizeof path, "%s/%s", s->dir, name) >= (int)sizeof path)
     return;
-  bool wanted = pid == s->main_pid || s->set->follow_fork;
+  bool wanted = (!ns && pid == s->main_pid) || s->set->follow_fork;
   mt_error err = {0};
   if (!wanted) {
     /* A child the tracer should not follow made a ring anyway: drain it so it never waits. */
@@ -513,14 +591,11 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
       return;
     mt_cursor_register_primary(c, NULL);
     if (!t) {
-      traced *grown = realloc(s->procs, (s->count + 1) * sizeof *grown);
-      if (!grown) {
+      t = add_traced(s, pid, ns);
+      if (!t) {
         mt_cursor_close(c);
         return;
       }
-      s->procs = grown;
-      t = &s->procs[s->count++];
-      *t = (traced){.pid = (int)pid, .fd = -1, .uid = -1};
     } else if (t->discard) {
       mt_cursor_close(t->discard);
     }
@@ -529,14 +604,18 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
     t->ino = st->st_ino;
     return;
   }
-  if (!t) {
-    traced *grown = realloc(s->procs, (s->count + 1) * sizeof *grown);
-    if (!grown)
-      return;
-    s->procs = grown;
-    t = &s->procs[s->count++];
-    *t = (traced){.pid = (int)pid, .fd = -1, .uid = -1};
-  }
+  /* The same name after an exec (the start time stays), or another process: one that has the
+   * pid of a process traced earlier in the run, or the same pid in another pid namespace of the
+   * same kind (two `unshare --pid --fork`). That one gets a trace of its own. */
+  int creator;
+  uint64_t start_time;
+  if (!ring_creator(path, &creator, &start_time))
+    return; /* still being created: next scan */
+  if (t && t->rec && t->start_time != start_time)
+    t = NULL;
+  if (!t && !(t = add_traced(s, pid, ns)))
+    return;
+  t->start_time = start_time;
   if (open_output(s, t))
     return;
   mt_recorder *rec = new_recorder(s, t);
@@ -583,7 +662,7 @@ static void note_programs(session *s) {
   for (size_t i = 0; i < s->count; i++) {
     traced *t = &s->procs[i];
     char exe[PATH_MAX];
-    if (!t->rec || t->finished || !process_program(t->pid, exe, sizeof exe))
+    if (!t->rec || t->finished || t->pid <= 0 || !process_program(t->pid, exe, sizeof exe))
       continue;
     uint64_t traced_image = mt_recorder_image(t->rec), image = process_image(t->pid);
     t->uid = process_effective_uid(t->pid);
@@ -907,7 +986,7 @@ static bool forward_signals(session *s, forwarding *f, pid_t child, int64_t now_
   for (int sig = 1; sig < _NSIG; sig++)
     for (; passed_on(sig) && passed[sig] != received[sig]; passed[sig]++)
       kill(child, sig);
-  traced *t = find_traced(s, child);
+  traced *t = main_traced(s);
   const mt_recorder *rec = t && !t->finished ? t->rec : NULL;
   bool waiting = false;
   for (size_t i = 0; i < FORWARDED_COUNT; i++) {
@@ -1121,7 +1200,7 @@ int mt_cmd_record(int argc, char **argv) {
    * us before the program runs. */
   s.procs = calloc(1, sizeof *s.procs);
   if (s.procs) {
-    s.procs[0] = (traced){.pid = child, .fd = -1, .uid = -1};
+    s.procs[0] = (traced){.pid = child, .ring_pid = child, .main = true, .fd = -1, .uid = -1};
     s.count = 1;
   }
   if (!s.procs || open_output(&s, &s.procs[0])) {
@@ -1236,10 +1315,10 @@ int mt_cmd_record(int argc, char **argv) {
     /* Children the program forked just before it ended (a shell's `sleep 1 & echo hi`) may not
      * have left their notes yet, and their line would be missing: without --follow-fork, wait
      * for a note per fork the program made, 100 ms at most. */
-    traced *main_traced = find_traced(&s, child);
-    if (!set.follow_fork && main_traced && main_traced->rec) {
+    traced *main = main_traced(&s);
+    if (!set.follow_fork && main && main->rec) {
       mt_recorder_stats st;
-      mt_recorder_stats_get(main_traced->rec, &st);
+      mt_recorder_stats_get(main->rec, &st);
       for (int tries = 0; tries < 20 && s.untraced.pids.count < st.forks; tries++) {
         sleep_us(5000);
         scan(&s);

@@ -1,9 +1,12 @@
-/* /proc/PID/exe, read and cleaned, the effective uid in /proc/PID/status and /proc/PID/auxv's
- * fingerprint (process_program.h). */
+/* /proc/PID/exe, read and cleaned, the effective uid in /proc/PID/status, /proc/PID/auxv's
+ * fingerprint and a process found by its pid in another namespace (process_program.h). */
 #include "process_program.h"
 
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/process_image.h"
@@ -45,4 +48,52 @@ uint64_t process_image(long pid) {
   uint8_t auxv[4096];
   snprintf(path, sizeof path, "/proc/%ld/auxv", pid);
   return mt_process_image(path, auxv, sizeof auxv);
+}
+
+uint64_t process_own_namespace(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* The last pid of /proc/PID/status's NSpid line (the pid in the process's own namespace), or -1. */
+static long innermost_pid(long pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%ld/status", pid);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return -1;
+  long last = -1;
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "NSpid:", 6))
+      continue;
+    for (char *p = line + 6, *end;; p = end) {
+      long v = strtol(p, &end, 10);
+      if (end == p)
+        break;
+      last = v;
+    }
+    break;
+  }
+  fclose(f);
+  return last;
+}
+
+long process_in_namespace(uint64_t namespace, long local_pid) {
+  DIR *d = opendir("/proc");
+  if (!d)
+    return 0;
+  long found = 0;
+  struct dirent *e;
+  while (!found && (e = readdir(d))) {
+    char *end, path[64];
+    long pid = strtol(e->d_name, &end, 10);
+    struct stat st;
+    if (pid <= 0 || *end)
+      continue;
+    snprintf(path, sizeof path, "/proc/%ld/ns/pid", pid);
+    if (stat(path, &st) == 0 && (uint64_t)st.st_ino == namespace && innermost_pid(pid) == local_pid)
+      found = pid;
+  }
+  closedir(d);
+  return found;
 }

@@ -22,4 +22,12 @@ long process_effective_uid(long pid);
  * (the process has ended or is not ours). */
 uint64_t process_image(long pid);
 
+/* The pid, in memtap's own namespace, of the live process whose pid is `local_pid` in the pid
+ * namespace `namespace` (the inode of its /proc/PID/ns/pid), found by a walk of /proc; 0 when no
+ * process there is it (it has ended, or /proc shows another namespace's processes). */
+long process_in_namespace(uint64_t namespace, long local_pid);
+
+/* This process's pid namespace (the inode of /proc/self/ns/pid), 0 when /proc cannot tell. */
+uint64_t process_own_namespace(void);
+
 #endif

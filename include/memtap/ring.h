@@ -140,6 +140,12 @@ typedef struct mt_ring_options {
                                    has attached, a full ring whose expected consumer has died
                                    degrades at once rather than after attach_timeout_ms (0: none
                                    expected) */
+  uint64_t pid_namespace;       /* the pid namespace whose pids name the files in `dir` (the inode
+                                   of /proc/PID/ns/pid of the consumer that reads them; 0: not
+                                   said). A process in another namespace, whose pid may be another
+                                   process's there (unshare --pid, containers), names its file
+                                   `<pid>-pidns<its namespace>.memtap-ring`, and does not judge
+                                   the consumer's liveness by a pid it cannot see */
 } mt_ring_options;
 
 /* Fills `opts` with the defaults, overridden by the MEMTAP_RING_* environment variables. Returns
@@ -147,10 +153,11 @@ typedef struct mt_ring_options {
  * defaults for that setting. */
 int mt_ring_options_init(mt_ring_options *opts, mt_error *err);
 
-/* Creates `<dir>/<pid>.memtap-ring` for the current process (mode 0600, O_EXCL, O_NOFOLLOW; a
- * stale file left by a dead process whose pid we now have is replaced), maps it and writes a
- * START record from the calling thread. `opts` NULL means mt_ring_options_init's. One producer per
- * process: a second open fails with MT_E_STATE until mt_ring_close. A ring size below
+/* Creates `<dir>/<pid>.memtap-ring` (or, in another pid namespace than opts->pid_namespace,
+ * `<dir>/<pid>-pidns<namespace>.memtap-ring`) for the current process (mode 0600, O_EXCL,
+ * O_NOFOLLOW; a stale file left by a dead process whose pid we now have is replaced), maps it and
+ * writes a START record from the calling thread. `opts` NULL means mt_ring_options_init's. One
+ * producer per process: a second open fails with MT_E_STATE until mt_ring_close. A ring size below
  * MT_RING_MIN_SIZE is refused with MT_E_INVALID, naming the minimum. *out is the process's
  * producer handle; it must not be freed. Never calls malloc; registers a pthread key, fork
  * handlers and an exit handler the first time it is called. */

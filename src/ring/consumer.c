@@ -22,6 +22,7 @@
 #include "ring/clock.h"
 #include "ring/consumer.h"
 #include "ring/layout.h"
+#include "ring/liveness.h"
 #include "ring/process.h"
 
 #define BATCH_WORDS 4096u
@@ -65,8 +66,10 @@ struct mt_cursor {
   void *rw_base; /* primary: writable mapping of header and ring blocks */
   uint64_t rw_size;
   bool primary;
-  bool tick;   /* mt_cursor_set_clock_tick: the primary stores a clock tick at every poll */
-  bool ticked; /* one is stored (to withdraw) */
+  int primary_fd; /* primary of a producer in another pid namespace: the file, open while the
+                     cursor lives, holding the primary's lock (mt_ring_primary_lock); else -1 */
+  bool tick;      /* mt_cursor_set_clock_tick: the primary stores a clock tick at every poll */
+  bool ticked;    /* one is stored (to withdraw) */
   mt_ring_geometry geo;
   struct ring_state *rings;
   uint64_t *buf;
@@ -260,10 +263,21 @@ int mt_cursor_register_primary(mt_cursor *c, mt_error *err) {
   uint64_t rw_size = c->geo.registry_offset; /* header and ring blocks */
   struct stat st;
   void *rw = MAP_FAILED;
+  /* A producer in another pid namespace (its file's name says so) cannot see our pid: it judges
+   * us by a lock, which we take before it could find us claiming and keep while the cursor lives
+   * (ring/liveness.h). Any other keeps no descriptor: one per file adds up in a consumer of many
+   * processes, and an in-process consumer's would show in the program's descriptor table. */
+  const char *slash = strrchr(c->path, '/');
+  bool foreign = strstr(slash ? slash + 1 : c->path, "-pidns") != NULL;
+  if (foreign)
+    mt_ring_primary_lock(fd);
   if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= rw_size)
     rw = mt_map_unlocked(rw_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
   int saved = errno;
-  close(fd);
+  if (rw == MAP_FAILED || !foreign) {
+    close(fd);
+    fd = -1;
+  }
   if (rw == MAP_FAILED) {
     errno = saved;
     return mt_fail_io(err, "cannot map the ring file for writing");
@@ -271,6 +285,8 @@ int mt_cursor_register_primary(mt_cursor *c, mt_error *err) {
   /* The file we validated must be the one we just mapped (same header). */
   if (memcmp(rw, c->base, 256) != 0) {
     munmap(rw, rw_size);
+    if (fd >= 0)
+      close(fd);
     return mt_fail(err, MT_E_STATE, -1, "the ring file was replaced since the cursor opened it");
   }
   mt_ring_file_header *h = mt_ring_header_at(rw);
@@ -290,10 +306,14 @@ int mt_cursor_register_primary(mt_cursor *c, mt_error *err) {
     if ((state == MT_RING_PRIMARY_ATTACHED || state == MT_RING_PRIMARY_CLAIMING) && pid != 0 &&
         mt_process_alive(pid, their_start)) {
       munmap(rw, rw_size);
+      if (fd >= 0)
+        close(fd);
       return mt_fail(err, MT_E_STATE, -1, "process %d already is the primary consumer", pid);
     }
     if (attempt == 16) { /* the word keeps changing under us: only a hostile file does that */
       munmap(rw, rw_size);
+      if (fd >= 0)
+        close(fd);
       return mt_fail(err, MT_E_STATE, -1, "the primary consumer keeps changing");
     }
     if (atomic_compare_exchange_strong(&h->primary, &current,
@@ -310,6 +330,7 @@ int mt_cursor_register_primary(mt_cursor *c, mt_error *err) {
   mt_store_release(&h->primary, mt_ring_primary_word(self, MT_RING_PRIMARY_ATTACHED));
   c->rw_base = rw;
   c->rw_size = rw_size;
+  c->primary_fd = fd;
   c->primary = true;
   return MT_OK;
 }
@@ -1144,6 +1165,8 @@ void mt_cursor_close(mt_cursor *c) {
     uint64_t attached = mt_ring_primary_word(self, MT_RING_PRIMARY_ATTACHED);
     atomic_compare_exchange_strong(&h->primary, &attached,
                                    mt_ring_primary_word(self, MT_RING_PRIMARY_DETACHED));
+    if (c->primary_fd >= 0)
+      close(c->primary_fd); /* the lock goes with it */
   }
   if (c->rw_base)
     munmap(c->rw_base, c->rw_size);

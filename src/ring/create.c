@@ -21,17 +21,22 @@
 #include "ring/process.h"
 #include "ring/producer.h"
 
-/* "<dir>/<pid>.memtap-ring" without snprintf (which may allocate). */
-static bool build_path(char *out, size_t size, const char *dir, int pid) {
-  size_t dlen = strlen(dir);
-  char digits[24];
-  int n = mt_format_decimal(digits, (uint64_t)pid);
-  size_t need = dlen + 1 + (size_t)n + sizeof MT_RING_FILE_SUFFIX;
+/* "<dir>/<pid>.memtap-ring", or "<dir>/<pid>-pidns<namespace>.memtap-ring" when `namespace` is
+ * not 0, without snprintf (which may allocate). */
+static bool build_path(char *out, size_t size, const char *dir, int pid, uint64_t namespace) {
+  char name[64];
+  int n = mt_format_decimal(name, (uint64_t)pid);
+  if (namespace) {
+    memcpy(name + n, "-pidns", 6);
+    n += 6;
+    n += mt_format_decimal(name + n, namespace);
+  }
+  size_t dlen = strlen(dir), need = dlen + 1 + (size_t)n + sizeof MT_RING_FILE_SUFFIX;
   if (need > size)
     return false;
   memcpy(out, dir, dlen);
   out[dlen] = '/';
-  memcpy(out + dlen + 1, digits, (size_t)n);
+  memcpy(out + dlen + 1, name, (size_t)n);
   memcpy(out + dlen + 1 + n, MT_RING_FILE_SUFFIX, sizeof MT_RING_FILE_SUFFIX);
   return true;
 }
@@ -140,7 +145,12 @@ static bool plan_smaller(mt_ring_geometry *g) {
 
 int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number, mt_error *err) {
   int pid = getpid();
-  if (!build_path(s->path, sizeof s->path, s->options.dir, pid))
+  /* Looked at for every file: a process that called unshare(CLONE_NEWPID) forks its children
+   * into another namespace than its own. */
+  uint64_t namespace = s->options.pid_namespace ? mt_process_pid_namespace() : 0;
+  s->foreign_namespace = namespace && namespace != s->options.pid_namespace;
+  if (!build_path(s->path, sizeof s->path, s->options.dir, pid,
+                  s->foreign_namespace ? namespace : 0))
     return mt_fail(err, MT_E_INVALID, -1, "ring directory path is too long");
   /* Within the file size limit: sizing the file past it would raise SIGXFSZ in the program.
    * Known before a file is made (or a previous image's, before exec, replaced). */

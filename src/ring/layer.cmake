@@ -4,6 +4,7 @@ add_library(memtap_ring OBJECT
   ring/layout.c
   ring/clock.c
   ring/process.c
+  ring/liveness.c
   ring/create.c
   ring/thread.c
   ring/give_back.c

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int mt_format_decimal(char *out, uint64_t value) {
@@ -77,4 +78,9 @@ bool mt_process_alive(int pid, uint64_t start_time) {
   if (state == 'Z' || state == 'X')
     return false;
   return start_time == 0 || started == start_time;
+}
+
+uint64_t mt_process_pid_namespace(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }

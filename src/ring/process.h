@@ -16,6 +16,10 @@ bool mt_process_stat(int pid, uint64_t *start_time, char *state);
  * cannot inspect for lack of permission counts as alive. */
 bool mt_process_alive(int pid, uint64_t start_time);
 
+/* The calling process's pid namespace: the inode of /proc/self/ns/pid, or 0 when /proc cannot
+ * tell (not mounted, too old a kernel). Two processes in one namespace get the same number. */
+uint64_t mt_process_pid_namespace(void);
+
 /* Writes the decimal digits of `value` at `out` (no NUL) and returns how many. */
 int mt_format_decimal(char *out, uint64_t value);
 

@@ -41,6 +41,22 @@ static uint64_t pending_fork_number;
  * Settings
  * -------------------------------------------------------------------------------------------- */
 
+/* Decimal digits and nothing else, below 2^64. */
+static bool parse_decimal(const char *text, uint64_t *out) {
+  uint64_t v = 0;
+  const char *p = text;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    uint64_t digit = (uint64_t)(*p - '0');
+    if (v > (UINT64_MAX - digit) / 10)
+      return false;
+    v = v * 10 + digit;
+  }
+  if (p == text || *p)
+    return false;
+  *out = v;
+  return true;
+}
+
 static bool parse_size(const char *text, uint64_t *out) {
   uint64_t v = 0;
   const char *p = text;
@@ -138,6 +154,16 @@ int mt_ring_options_parse(mt_ring_options *opts, mt_ring_env_fn lookup, void *us
       rc = mt_fail(err, MT_E_INVALID, -1,
                    "MEMTAP_RING_CONSUMER=%s is not <pid>:<start time> (like 4242:123456)", v);
     }
+  }
+  if ((v = lookup(user, "MEMTAP_RING_PID_NS")) && *v) {
+    uint64_t ns;
+    if (parse_decimal(v, &ns) && ns >= 1)
+      opts->pid_namespace = ns;
+    else
+      rc = mt_fail(err, MT_E_INVALID, -1,
+                   "MEMTAP_RING_PID_NS=%s is not a pid namespace (the inode number of "
+                   "/proc/PID/ns/pid, like 4026531836)",
+                   v);
   }
   return rc;
 }

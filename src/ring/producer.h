@@ -36,6 +36,8 @@ struct mt_ring {
   uint64_t calibration_ticks; /* a CLOCK record per thread at least this often */
   uint64_t tick_stale_ticks;  /* a clock tick older than this is withdrawn (docs/ring.md §5) */
   uint64_t start_time;        /* of this process */
+  bool foreign_namespace;     /* in another pid namespace than options.pid_namespace: pids of
+                                 the consumer's namespace mean nothing here */
   char dir_buf[PATH_MAX];
   char path[PATH_MAX];
 

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "ring/clock.h"
+#include "ring/liveness.h"
 #include "ring/process.h"
 #include "ring/producer.h"
 #include "ring/write_fast.h"
@@ -116,8 +117,9 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target, uin
           break;
         }
         /* The consumer expected to attach (memtap record, killed before this process's file
-         * appeared) will never come: no use waiting out the timeout. */
-        if (s->options.consumer_pid && ns >= next_check) {
+         * appeared) will never come: no use waiting out the timeout. In another pid namespace
+         * its pid names nobody, or another process: the timeout decides there. */
+        if (s->options.consumer_pid && !s->foreign_namespace && ns >= next_check) {
           next_check = ns + 10000000u;
           if (!mt_process_alive(s->options.consumer_pid, s->options.consumer_start_time)) {
             degrade(h);
@@ -126,11 +128,15 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target, uin
         }
       } else if (ns >= next_check) {
         /* A consumer that died (or whose pid now names another process) will never read. One
-         * still CLAIMING has not published its start time yet: only its pid is checked. */
+         * still CLAIMING has not published its start time yet: only its pid is checked. From
+         * another pid namespace, its lock on the file is (ring/liveness.h); a file that lost
+         * its name was made for a consumer in this process. */
         next_check = ns + 10000000u;
         uint64_t start =
             state == MT_RING_PRIMARY_ATTACHED ? mt_load_relaxed(&h->primary_start_time) : 0;
-        if (!mt_process_alive(mt_ring_primary_pid(primary), start)) {
+        if (s->foreign_namespace && !s->unlinked
+                ? !mt_ring_primary_locked(s->path)
+                : !mt_process_alive(mt_ring_primary_pid(primary), start)) {
           degrade(h);
           break;
         }

@@ -1,11 +1,11 @@
 /* libFuzzer target for the environment variables memtap reads: the ring layer's MEMTAP_RING_DIR,
- * MEMTAP_RING_SIZE, MEMTAP_RING_THREADS, MEMTAP_RING_CLOCK, MEMTAP_RING_PRESERVE and
- * MEMTAP_RING_CONSUMER (ring.h),
+ * MEMTAP_RING_SIZE, MEMTAP_RING_THREADS, MEMTAP_RING_CLOCK, MEMTAP_RING_PRESERVE,
+ * MEMTAP_RING_CONSUMER and MEMTAP_RING_PID_NS (ring.h),
  * through mt_ring_options_parse, which is mt_ring_options_init without getenv (setting the real
  * environment per input would leak every value in glibc), and the ring file path built from the
  * directory (mt_ring_file_path).
  *
- * Input: up to six values separated by NUL bytes, in the order above, then (after a seventh NUL)
+ * Input: up to seven values separated by NUL bytes, in the order above, then (after an eighth NUL)
  * 4 bytes of pid and 2 bytes of path buffer size. A missing value is an unset variable; an empty
  * one is set but empty, which counts as unset.
  *
@@ -33,10 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
     }                                                                                              \
   } while (0)
 
-static const char *const names[] = {"MEMTAP_RING_DIR",      "MEMTAP_RING_SIZE",
-                                    "MEMTAP_RING_THREADS",  "MEMTAP_RING_CLOCK",
-                                    "MEMTAP_RING_PRESERVE", "MEMTAP_RING_CONSUMER"};
-enum { DIR_VAR, SIZE_VAR, THREADS_VAR, CLOCK_VAR, PRESERVE_VAR, CONSUMER_VAR, NVARS };
+static const char *const names[] = {
+    "MEMTAP_RING_DIR",      "MEMTAP_RING_SIZE",     "MEMTAP_RING_THREADS", "MEMTAP_RING_CLOCK",
+    "MEMTAP_RING_PRESERVE", "MEMTAP_RING_CONSUMER", "MEMTAP_RING_PID_NS"};
+enum { DIR_VAR, SIZE_VAR, THREADS_VAR, CLOCK_VAR, PRESERVE_VAR, CONSUMER_VAR, PID_NS_VAR, NVARS };
 
 typedef struct environment {
   char *value[NVARS]; /* NULL: unset */
@@ -176,6 +176,17 @@ static void check_options(environment *env) {
       CHECK(o.consumer_pid == 0 && o.consumer_start_time == 0);
       invalid = true;
     }
+  }
+
+  /* A pid namespace: decimal digits only, 1 to 2^64 - 1. */
+  v = env->value[PID_NS_VAR];
+  if (!set(v)) {
+    CHECK(o.pid_namespace == 0);
+  } else if (reference_decimal(v, v + strlen(v), &want) && want >= 1) {
+    CHECK(o.pid_namespace == want);
+  } else {
+    CHECK(o.pid_namespace == 0);
+    invalid = true;
   }
 
   CHECK((rc == MT_E_INVALID) == invalid);

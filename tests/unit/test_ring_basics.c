@@ -14,6 +14,7 @@
 #include "testutil.h"
 
 #include "ring/layout.h"
+#include "ring/liveness.h"
 #include "ring/producer.h"
 
 static const char *own_path(void) {
@@ -121,6 +122,52 @@ static void settings_come_from_environment(void **state) {
   assert_int_equal(mt_ring_options_init(&o, &err), MT_E_INVALID);
   assert_non_null(strstr(err.message, "MEMTAP_RING_SIZE"));
   unsetenv("MEMTAP_RING_SIZE");
+}
+
+/* A process in another pid namespace than its consumer's (opts->pid_namespace) names its file for
+ * its own namespace, where a pid is another process's in the consumer's; the primary of such a
+ * file holds the lock by which that producer judges it alive, and only of such a file. */
+static void file_of_another_pid_namespace_is_named_for_it_and_its_primary_locks_it(void **state) {
+  (void)state;
+  mt_ring_options o;
+  mt_error err = {0};
+  setenv("MEMTAP_RING_PID_NS", "4026531836x", 1);
+  assert_int_equal(mt_ring_options_init(&o, &err), MT_E_INVALID);
+  assert_non_null(strstr(err.message, "MEMTAP_RING_PID_NS=4026531836x is not a pid namespace"));
+  setenv("MEMTAP_RING_PID_NS", "0", 1);
+  assert_int_equal(mt_ring_options_init(&o, &err), MT_E_INVALID);
+  setenv("MEMTAP_RING_PID_NS", "4026531836", 1);
+  assert_int_equal(mt_ring_options_init(&o, &err), MT_OK);
+  assert_int_equal(o.pid_namespace, 4026531836u);
+  unsetenv("MEMTAP_RING_PID_NS");
+
+  struct stat ns;
+  if (stat("/proc/self/ns/pid", &ns) != 0)
+    skip(); /* no /proc: a producer cannot tell either */
+  for (int other = 0; other < 2; other++) {
+    assert_int_equal(mt_ring_options_init(&o, &err), MT_OK);
+    o.dir = tu_temp_dir();
+    o.mode = MT_RING_LOSSLESS;
+    o.pid_namespace = (uint64_t)ns.st_ino + (uint64_t)other;
+    mt_ring *r = NULL;
+    assert_int_equal(mt_ring_open(&r, &o, &err), MT_OK);
+    char want[4096];
+    if (other)
+      snprintf(want, sizeof want, "%s/%d-pidns%llu.memtap-ring", tu_temp_dir(), (int)getpid(),
+               (unsigned long long)ns.st_ino);
+    else
+      snprintf(want, sizeof want, "%s", own_path());
+    assert_string_equal(mt_ring_path(r), want);
+    mt_cursor *c = NULL;
+    assert_int_equal(mt_cursor_open_file(&c, want, &err), MT_OK);
+    assert_false(mt_ring_primary_locked(want));
+    assert_int_equal(mt_cursor_register_primary(c, &err), MT_OK);
+    assert_int_equal(mt_ring_primary_locked(want), other == 1);
+    mt_cursor_close(c);
+    assert_false(mt_ring_primary_locked(want));
+    assert_int_equal(mt_ring_close(r), MT_OK);
+    assert_int_equal(access(want, F_OK), -1);
+  }
 }
 
 static void records_round_trip_with_thread_identity(void **state) {
@@ -490,6 +537,7 @@ int main(void) {
       cmocka_unit_test(second_open_fails_until_close),
       cmocka_unit_test(open_refuses_ring_smaller_than_largest_record_naming_minimum),
       cmocka_unit_test(settings_come_from_environment),
+      cmocka_unit_test(file_of_another_pid_namespace_is_named_for_it_and_its_primary_locks_it),
       cmocka_unit_test(records_round_trip_with_thread_identity),
       cmocka_unit_test(write_rejects_transport_types_and_oversized_payloads),
       cmocka_unit_test(largest_records_wrap_a_minimum_ring_intact),

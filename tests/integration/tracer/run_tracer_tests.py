@@ -927,6 +927,66 @@ def test_full_fork_exec_vfork_spawn_with_follow_fork():
         fail("--follow-fork traces wrong:\n  " + "\n  ".join(problems))
 
 
+def test_processes_of_other_pid_namespaces_each_keep_their_trace():
+    # Sandboxes and containers (`unshare --pid --fork`, bubblewrap, a build's sandbox) give the
+    # processes in them pids that processes elsewhere have too: here three programs are all pid 1,
+    # two at once in namespaces of their own and a third after them. Each must get its own complete
+    # trace, named by its pid in memtap's namespace. The rings are as small as they can be
+    # (MEMTAP_RING_SIZE), so each program fills them and waits for memtap, which such a process
+    # cannot see by its pid: it must not take memtap for dead and lose records.
+    if run(["unshare", "--pid", "--fork", "true"]).returncode != 0:
+        skip("cannot make a pid namespace here (unshare --pid needs CAP_SYS_ADMIN)",
+             even_under_ci=True)
+    directory = os.path.join(WORK, "out")
+    os.mkdir(directory)
+    ap = program("alloc_patterns")
+    argv = ["sh", "-c", f"unshare --pid --fork {ap} & unshare --pid --fork {ap}; wait; "
+                        f"unshare --pid --fork {ap}"]
+    plain = untraced(argv)
+    trace = os.path.join(directory, "ns.ctf")
+    traced = record(trace, argv, ("--full", "--follow-fork"),
+                    env=base_env({"MEMTAP_RING_SIZE": "8K"}))
+    same_behaviour(plain, traced, "three programs in pid namespaces", compare_stdout=False)
+    expect(sorted(plain.stdout.splitlines()) == sorted(traced.stdout.splitlines()),
+           f"the programs' output differs under memtap record:\n{traced.stdout[-2000:]}")
+    ours = []
+    for path in trace_files(directory):
+        f = verify_trace(path)
+        check_summary_line(traced.stderr, path, f)
+        if f["executable"] == os.path.realpath(ap):
+            ours.append(path)
+            expect(f["pid"] == 1, f"{path}: trace_info says pid {f['pid']}, not its pid 1")
+            check_sites(facts(path, ["alloc_patterns.c"]), ["alloc_patterns.c"], "all",
+                        f"alloc_patterns in a pid namespace ({os.path.basename(path)})")
+    expect(len(ours) == 3,
+           f"expected three traces of alloc_patterns, one per namespace, got {len(ours)}: "
+           f"{trace_files(directory)}\nrecord's stderr:\n{traced.stderr[-2000:]}")
+    names = [os.path.basename(p) for p in ours]
+    expect(all(re.fullmatch(r"ns\.ctf\.\d+(\.\d+)?", n) and not n.endswith(".1") for n in names),
+           f"traces of processes memtap can see are named by their pid in its namespace: {names}")
+
+    # A pid used again in one namespace: the second program gets the first one's pid (2, after the
+    # shell's 1) and so the same ring file name. It is another process, not an exec of the first:
+    # both traces are kept whole.
+    directory = os.path.join(WORK, "reuse")
+    os.mkdir(directory)
+    argv = ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+            f"{ap}; echo 1 > /proc/sys/kernel/ns_last_pid && {ap}"]
+    trace = os.path.join(directory, "reuse.ctf")
+    traced = record(trace, argv, ("--full", "--follow-fork"),
+                    env=base_env({"MEMTAP_RING_SIZE": "8K"}))
+    same_behaviour(untraced(argv), traced, "a pid used again in a pid namespace")
+    pids = []
+    for path in trace_files(directory):
+        f = verify_trace(path)
+        if f["executable"] == os.path.realpath(ap):
+            pids.append(f["pid"])
+            check_sites(facts(path, ["alloc_patterns.c"]), ["alloc_patterns.c"], "all",
+                        f"alloc_patterns with a pid used again ({os.path.basename(path)})")
+    expect(pids == [2, 2], f"expected two traces of alloc_patterns, both of pid 2 in their "
+           f"namespace, got pids {pids}: {trace_files(directory)}\n{traced.stderr[-2000:]}")
+
+
 def test_full_clone_child_gets_its_own_trace():
     # glibc's clone() without CLONE_VM makes a process but runs no fork handler: the child used
     # to write its records into the ring its parent's thread owned, as the parent. Its records
