@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -179,7 +180,8 @@ typedef struct traced {
   int ring_pid;
   uint64_t ring_ns;
   uint64_t start_time;
-  bool main; /* the process memtap started */
+  char ring_name[96]; /* the name of the file read now */
+  bool main;          /* the process memtap started */
   dev_t dev;
   ino_t ino;
   mt_recorder *rec;
@@ -194,6 +196,10 @@ typedef struct traced {
   /* Seen running an image other than the one its tracer started in (mt_recorder_image): an exec,
    * perhaps of the same program, that the tracer did not follow. */
   bool image_changed;
+  /* Ended and read to its end while the run went on: its trace is finished, its recorder and
+   * descriptors let go (retire), and what the end of the run says of it kept here. */
+  bool retired;
+  char *described; /* mt_recorder_executable, kept */
 } traced;
 
 typedef struct session {
@@ -206,6 +212,7 @@ typedef struct session {
   const char *main_output;
   traced *procs;
   size_t count;
+  uint64_t retired_records; /* read by recorders since retired, for records_read */
   record_untraced untraced; /* descendants that went untraced (without --follow-fork) */
   /* Module files deleted or replaced while the program ran (mt_recorder_options.module_gone). */
   struct gone_module {
@@ -385,10 +392,22 @@ static void run_child(const session *s, const char *shim, const char *resolved, 
 
 /* --- traced processes ------------------------------------------------------------------------ */
 
-/* The latest process whose ring file has this name. */
-static traced *find_traced(session *s, int ring_pid, uint64_t ring_ns) {
+/* Each process traced holds descriptors until it has ended (its trace, and the recorder's): a
+ * build under --follow-fork runs more processes at once than the usual soft limit of 1024 lets
+ * memtap keep. memtap raises its own to the hard limit once the program has been forked, so that
+ * the program runs with the limits it was given. */
+static void raise_descriptor_limit(void) {
+  struct rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+}
+
+/* The latest process whose ring file had this name. */
+static traced *find_traced(session *s, const char *ring_name) {
   for (size_t i = s->count; i-- > 0;)
-    if (s->procs[i].ring_pid == ring_pid && s->procs[i].ring_ns == ring_ns)
+    if (!strcmp(s->procs[i].ring_name, ring_name))
       return &s->procs[i];
   return NULL;
 }
@@ -524,9 +543,10 @@ static mt_recorder *new_recorder(session *s, traced *t) {
 }
 
 /* A ring file's name: PID.memtap-ring for a process of memtap's pid namespace, and
- * PID-pidnsNS.memtap-ring for one of another namespace (mt_ring_options.pid_namespace). */
+ * PID-pidnsNS.memtap-ring for one of another namespace (mt_ring_options.pid_namespace); either
+ * with .K before the suffix when a preserved file of a dead process had the name first. */
 static bool parse_ring_name(const char *name, int *pid, uint64_t *ns) {
-  if (name[0] < '1' || name[0] > '9')
+  if (name[0] < '1' || name[0] > '9' || strlen(name) >= sizeof((traced *)0)->ring_name)
     return false;
   char *end;
   errno = 0;
@@ -534,6 +554,8 @@ static bool parse_ring_name(const char *name, int *pid, uint64_t *ns) {
   unsigned long long n = 0;
   if (!strncmp(end, "-pidns", 6) && end[6] >= '1' && end[6] <= '9')
     n = strtoull(end + 6, &end, 10);
+  if (end[0] == '.' && end[1] >= '1' && end[1] <= '9')
+    strtoull(end + 1, &end, 10);
   if (errno || p <= 0 || p > INT32_MAX || strcmp(end, ".memtap-ring"))
     return false;
   *pid = (int)p;
@@ -555,7 +577,7 @@ static bool ring_creator(const char *path, int *pid, uint64_t *start_time) {
   return ok;
 }
 
-static traced *add_traced(session *s, int ring_pid, uint64_t ring_ns) {
+static traced *add_traced(session *s, const char *name, int ring_pid, uint64_t ring_ns) {
   traced *grown = realloc(s->procs, (s->count + 1) * sizeof *grown);
   if (!grown)
     return NULL;
@@ -565,7 +587,26 @@ static traced *add_traced(session *s, int ring_pid, uint64_t ring_ns) {
    * found: /proc/PID names another process of ours, or none. */
   int pid = ring_ns ? (int)process_in_namespace(ring_ns, ring_pid) : ring_pid;
   *t = (traced){.pid = pid, .ring_pid = ring_pid, .ring_ns = ring_ns, .fd = -1, .uid = -1};
+  snprintf(t->ring_name, sizeof t->ring_name, "%s", name);
   return t;
+}
+
+static void retire_ended(session *s);
+
+/* Before a new trace is opened: when the descriptors held come near the limit (a burst of
+ * processes since the last scan, a memtap slowed down by others), the processes that have ended
+ * are retired first, rather than a process left untraced. */
+static void make_room_for_descriptors(session *s) {
+  struct rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY)
+    return;
+  uint64_t held = 0;
+  for (size_t i = 0; i < s->count; i++)
+    held += s->procs[i].fd >= 0 ? 2 : 0; /* the trace, and the recorder's copy */
+  /* What else memtap may have open at once: the ring file being attached, module files being
+   * symbolised, the directory, standard streams. */
+  if (held + 64 >= (uint64_t)files.rlim_cur)
+    retire_ended(s);
 }
 
 /* A ring file `name` in the directory: attach it, or notice an exec. */
@@ -574,10 +615,8 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
   uint64_t ns;
   if (!parse_ring_name(name, &pid, &ns))
     return;
-  traced *t = find_traced(s, pid, ns);
+  traced *t = find_traced(s, name);
   if (t && t->dev == st->st_dev && t->ino == st->st_ino)
-    return;
-  if (t && t->finished)
     return;
   char path[PATH_MAX + 256];
   if (snprintf(path, sizeof path, "%s/%s", s->dir, name) >= (int)sizeof path)
@@ -591,7 +630,7 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
       return;
     mt_cursor_register_primary(c, NULL);
     if (!t) {
-      t = add_traced(s, pid, ns);
+      t = add_traced(s, name, pid, ns);
       if (!t) {
         mt_cursor_close(c);
         return;
@@ -611,11 +650,25 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
   uint64_t start_time;
   if (!ring_creator(path, &creator, &start_time))
     return; /* still being created: next scan */
-  if (t && t->rec && t->start_time != start_time)
-    t = NULL;
-  if (!t && !(t = add_traced(s, pid, ns)))
+  /* A start time of 0 is unknown (/proc could not tell the tracer): such a file is this
+   * process's after an exec, as it always was. */
+  bool other = t && t->rec && t->start_time && start_time && t->start_time != start_time;
+  if (t && (other || t->finished))
+    t = NULL; /* a finished trace is never written again: an exec memtap took for an end too */
+  if (!t && start_time) {
+    /* An exec under another name: a process that had to take PID.K.memtap-ring (a dead one's
+     * file had its name) may find the plain name free when it execs, and the other way round. */
+    for (size_t i = s->count; i-- > 0 && !t;) {
+      traced *same = &s->procs[i];
+      if (same->rec && !same->finished && same->ring_pid == pid && same->ring_ns == ns &&
+          same->start_time == start_time)
+        t = same;
+    }
+  }
+  if (!t && !(t = add_traced(s, name, pid, ns)))
     return;
   t->start_time = start_time;
+  make_room_for_descriptors(s);
   if (open_output(s, t))
     return;
   mt_recorder *rec = new_recorder(s, t);
@@ -646,6 +699,7 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
   t->rec = rec;
   t->dev = st->st_dev;
   t->ino = st->st_ino;
+  snprintf(t->ring_name, sizeof t->ring_name, "%s", name);
   t->image_changed = false; /* compared with the image that made this ring from now on */
 }
 
@@ -695,8 +749,8 @@ static void say_became_another_user(const traced *t, const char *described) {
 /* After the program ended: says so when the last program `t` was seen running is not the one its
  * trace describes, with the reason when memtap can tell it. */
 static void say_untraced_exec(const traced *t) {
-  const char *described = t->rec ? mt_recorder_executable(t->rec) : NULL;
-  if (!t->exe || !described)
+  const char *described = t->rec ? mt_recorder_executable(t->rec) : t->described;
+  if (!t->exe || !described || !*described) /* "": the tracer could not read /proc/self/exe */
     return;
   if (strcmp(t->exe, described) == 0) {
     if (t->image_changed && became_another_user(t))
@@ -790,6 +844,88 @@ static void finish(session *s, traced *t) {
     cli_error(t->path, "the trace could not be written: %s", t->stats.error.message);
     s->failed = true;
   }
+}
+
+/* Whether the process `t` is gone for good: reaped (no such pid), or its pid is another process's
+ * now (another start time; in memtap's own pid namespace, where the start time was read through
+ * the same /proc). A zombie is not gone yet: a process whose first thread called pthread_exit
+ * shows as one while its other threads still run. */
+static bool process_gone(const traced *t) {
+  if (kill(t->pid, 0) != 0 && errno == ESRCH)
+    return true;
+  uint64_t start;
+  return !t->ring_ns && t->start_time && mt_process_stat(t->pid, &start, NULL) &&
+         start != t->start_time;
+}
+
+static int compare_ns(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The path of the ring file `t`'s recorder reads; false if it does not fit. */
+static bool ring_path(const session *s, const traced *t, char *path, size_t size) {
+  int n = snprintf(path, size, "%s/%s", s->dir, t->ring_name);
+  return n > 0 && (size_t)n < size;
+}
+
+/* Whether `path` is the ring file `t`'s recorder reads: not when the process exec'd into a
+ * program whose tracer made a new file, which the next scan attaches. */
+static bool ring_file_current(const traced *t, const char *path) {
+  struct stat st;
+  return lstat(path, &st) == 0 && st.st_dev == t->dev && st.st_ino == t->ino;
+}
+
+/* A traced process that is gone: nothing more will come into its ring file. Its trace is
+ * finished now (what the file still holds is read), and its recorder (the file's mappings, the
+ * symbols read for it) and descriptors go, so that what memtap holds follows the processes alive,
+ * not all those a long run (a build under --follow-fork) has had. Its ring file goes too: it
+ * holds the pages the process wrote (memory, on a tmpfs), and a file of that name from now on is
+ * another process's, even one given the freed inode's number again. One whose file was replaced
+ * by an exec memtap has not attached yet waits for the next scan (its trace starts over then).
+ * Producers of memtap's directory never remove another process's file (they take another name,
+ * docs/ring.md §2), so the name checked here is not replaced between the check and the unlink. */
+static void retire_ended(session *s) {
+  uint64_t *namespaces = NULL; /* the pid namespaces alive, read once when needed */
+  size_t nnamespaces = 0;
+  bool namespaces_read = false;
+  for (size_t i = 0; i < s->count; i++) {
+    traced *t = &s->procs[i];
+    char path[PATH_MAX + 64];
+    if (!t->rec || t->finished || !ring_path(s, t, path, sizeof path))
+      continue;
+    /* One of another pid namespace that memtap could not find in /proc (it had ended, or
+     * /proc shows another namespace's processes): gone once its tracer closed its file, all of
+     * it was read, and no process is left in its namespace (a closed file alone may be an exec
+     * under way, whose new image removes it and may get its inode's number). */
+    bool gone;
+    if (t->pid > 0) {
+      gone = process_gone(t);
+    } else {
+      gone = t->ring_ns && mt_recorder_done(t->rec);
+      if (gone && !namespaces_read) {
+        namespaces = process_live_namespaces(&nnamespaces);
+        namespaces_read = true;
+      }
+      gone = gone && namespaces &&
+             !bsearch(&t->ring_ns, namespaces, nnamespaces, sizeof *namespaces, compare_ns);
+    }
+    if (!gone || !ring_file_current(t, path))
+      continue;
+    finish(s, t);
+    const char *described = mt_recorder_executable(t->rec);
+    t->described = described ? strdup(described) : NULL;
+    s->retired_records += t->stats.records;
+    mt_recorder_destroy(t->rec);
+    t->rec = NULL;
+    t->retired = true;
+    close(t->fd);
+    t->fd = -1;
+    /* Forgotten once gone from the name: a new file there may be given its inode's number. */
+    if (!ring_file_current(t, path) || unlink(path) == 0)
+      t->dev = 0, t->ino = 0;
+  }
+  free(namespaces);
 }
 
 /* `path` as one shell word: as it is when it needs no quoting, else in single quotes. NULL when
@@ -1035,7 +1171,7 @@ static void sleep_us(long us) {
 
 /* Records read from every traced process so far. */
 static uint64_t records_read(const session *s) {
-  uint64_t n = 0;
+  uint64_t n = s->retired_records;
   for (size_t i = 0; i < s->count; i++) {
     if (s->procs[i].rec) {
       mt_recorder_stats st;
@@ -1180,6 +1316,7 @@ int mt_cmd_record(int argc, char **argv) {
   close(go[0]);
   close(exec_status[1]);
   s.main_pid = child;
+  raise_descriptor_limit();
   /* Blocked before any thread of ours starts (the recorder's), so that a child's exit is left
    * pending for sleep_us to take, not delivered elsewhere and ignored. */
   sigset_t chld, old_mask;
@@ -1201,6 +1338,7 @@ int mt_cmd_record(int argc, char **argv) {
   s.procs = calloc(1, sizeof *s.procs);
   if (s.procs) {
     s.procs[0] = (traced){.pid = child, .ring_pid = child, .main = true, .fd = -1, .uid = -1};
+    snprintf(s.procs[0].ring_name, sizeof s.procs[0].ring_name, "%d.memtap-ring", (int)child);
     s.count = 1;
   }
   if (!s.procs || open_output(&s, &s.procs[0])) {
@@ -1264,6 +1402,7 @@ int mt_cmd_record(int argc, char **argv) {
       int64_t now = monotonic_us();
       /* Reading the directory is a few system calls: not at every poll of a busy ring. */
       if (idle_us || now - scanned_at >= SCAN_US) {
+        retire_ended(&s); /* before new files are attached: their descriptors are the same */
         scan(&s);
         note_programs(&s);
         scanned_at = now;
@@ -1316,9 +1455,10 @@ int mt_cmd_record(int argc, char **argv) {
      * have left their notes yet, and their line would be missing: without --follow-fork, wait
      * for a note per fork the program made, 100 ms at most. */
     traced *main = main_traced(&s);
-    if (!set.follow_fork && main && main->rec) {
-      mt_recorder_stats st;
-      mt_recorder_stats_get(main->rec, &st);
+    if (!set.follow_fork && main && (main->rec || main->retired)) {
+      mt_recorder_stats st = main->stats; /* as it was finished, if it was retired */
+      if (main->rec)
+        mt_recorder_stats_get(main->rec, &st);
       for (int tries = 0; tries < 20 && s.untraced.pids.count < st.forks; tries++) {
         sleep_us(5000);
         scan(&s);
@@ -1344,7 +1484,7 @@ int mt_cmd_record(int argc, char **argv) {
   bool wrote = false;
   for (size_t i = 0; i < s.count; i++) {
     traced *t = &s.procs[i];
-    if (t->rec) {
+    if (t->rec || t->retired) {
       say_untraced_exec(t);
       if (!t->stats.failed)
         summary(t);
@@ -1370,6 +1510,7 @@ int mt_cmd_record(int argc, char **argv) {
       close(t->fd);
     free(t->path);
     free(t->exe);
+    free(t->described);
   }
   free(s.procs);
   free(s.context);

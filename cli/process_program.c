@@ -97,3 +97,48 @@ long process_in_namespace(uint64_t namespace, long local_pid) {
   closedir(d);
   return found;
 }
+
+static int compare_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+uint64_t *process_live_namespaces(size_t *count) {
+  DIR *d = opendir("/proc");
+  if (!d)
+    return NULL;
+  size_t n = 0, cap = 64;
+  uint64_t *ns = malloc(cap * sizeof *ns);
+  struct dirent *e;
+  while (ns && (e = readdir(d))) {
+    char *end, path[64];
+    long pid = strtol(e->d_name, &end, 10);
+    struct stat st;
+    if (pid <= 0 || *end)
+      continue;
+    snprintf(path, sizeof path, "/proc/%ld/ns/pid", pid);
+    if (stat(path, &st) != 0)
+      continue;
+    if (n == cap) {
+      uint64_t *grown = realloc(ns, 2 * cap * sizeof *ns);
+      if (!grown) {
+        free(ns);
+        ns = NULL;
+        break;
+      }
+      ns = grown;
+      cap *= 2;
+    }
+    ns[n++] = (uint64_t)st.st_ino;
+  }
+  closedir(d);
+  if (!ns)
+    return NULL;
+  qsort(ns, n, sizeof *ns, compare_u64);
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!kept || ns[kept - 1] != ns[i])
+      ns[kept++] = ns[i];
+  *count = kept;
+  return ns;
+}

@@ -27,6 +27,11 @@ uint64_t process_image(long pid);
  * process there is it (it has ended, or /proc shows another namespace's processes). */
 long process_in_namespace(uint64_t namespace, long local_pid);
 
+/* The pid namespaces of the processes /proc shows (the inode numbers of their /proc/PID/ns/pid),
+ * sorted, without repeats, into a malloc'd array (*count of them); NULL when /proc cannot be read
+ * or memory is short. */
+uint64_t *process_live_namespaces(size_t *count);
+
 /* This process's pid namespace (the inode of /proc/self/ns/pid), 0 when /proc cannot tell. */
 uint64_t process_own_namespace(void);
 

@@ -21,15 +21,20 @@
 #include "ring/process.h"
 #include "ring/producer.h"
 
-/* "<dir>/<pid>.memtap-ring", or "<dir>/<pid>-pidns<namespace>.memtap-ring" when `namespace` is
- * not 0, without snprintf (which may allocate). */
-static bool build_path(char *out, size_t size, const char *dir, int pid, uint64_t namespace) {
-  char name[64];
+/* "<dir>/<pid>.memtap-ring", with "-pidns<namespace>" after the pid when `namespace` is not 0 and
+ * ".<other>" when `other` is not 0, without snprintf (which may allocate). */
+static bool build_path(char *out, size_t size, const char *dir, int pid, uint64_t namespace,
+                       unsigned other) {
+  char name[80];
   int n = mt_format_decimal(name, (uint64_t)pid);
   if (namespace) {
     memcpy(name + n, "-pidns", 6);
     n += 6;
     n += mt_format_decimal(name + n, namespace);
+  }
+  if (other) {
+    name[n++] = '.';
+    n += mt_format_decimal(name + n, other);
   }
   size_t dlen = strlen(dir), need = dlen + 1 + (size_t)n + sizeof MT_RING_FILE_SUFFIX;
   if (need > size)
@@ -67,8 +72,12 @@ static enum creator file_creator(int fd, int *pid, uint64_t *start_time) {
 }
 
 /* Whether the file at `path` is a ring file that no live process other than our own earlier
- * image (before exec) created. Sets *what to a reason when it is not. */
-static bool is_stale(const char *path, const char **what) {
+ * image (before exec) created (*own: it is that image's: our pid, and our start time when both
+ * are known). Sets *what to a reason when it is not. A file with our pid and another start time
+ * is a dead process's: one that had our pid before us, or the first process of an earlier pid
+ * namespace whose inode number ours was given again (the name is the same). */
+static bool is_stale(const char *path, uint64_t own_start, const char **what, bool *own) {
+  *own = false;
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     *what = errno == ELOOP ? "is a symbolic link" : "cannot be inspected";
@@ -82,8 +91,10 @@ static bool is_stale(const char *path, const char **what) {
     *what = "is not a memtap ring file";
     return false;
   }
-  if (pid == getpid())
+  if (pid == getpid()) {
+    *own = !start_time || !own_start || start_time == own_start;
     return true;
+  }
   if (mt_process_alive(pid, start_time)) {
     *what = "belongs to a live process";
     return false;
@@ -91,14 +102,36 @@ static bool is_stale(const char *path, const char **what) {
   return true;
 }
 
-bool mt_ring_file_abandoned(int dirfd, const char *name) {
-  /* The pid of the name: digits without a leading zero, then the suffix and nothing else. */
-  int64_t named = 0;
-  const char *p = name;
-  for (; *p >= '0' && *p <= '9' && named <= INT32_MAX; p++)
-    named = named * 10 + (*p - '0');
-  if (p == name || name[0] == '0' || named > INT32_MAX || strcmp(p, MT_RING_FILE_SUFFIX))
+/* Decimal digits without a leading zero at *p, below 2^63: moves *p past them. */
+static bool name_number(const char **p, uint64_t *out) {
+  const char *q = *p;
+  uint64_t v = 0;
+  for (; *q >= '0' && *q <= '9' && v <= INT64_MAX / 10; q++)
+    v = v * 10 + (uint64_t)(*q - '0');
+  if (q == *p || **p == '0' || (*q >= '0' && *q <= '9'))
     return false;
+  *p = q;
+  *out = v;
+  return true;
+}
+
+bool mt_ring_file_abandoned(int dirfd, const char *name) {
+  /* The name: the pid, "-pidns" and a namespace, "." and a number, the suffix, and nothing else
+   * (create.c's build_path). */
+  uint64_t named = 0, namespace = 0, other = 0;
+  const char *p = name;
+  if (!name_number(&p, &named) || named > INT32_MAX)
+    return false;
+  if (!strncmp(p, "-pidns", 6) && (p += 6, !name_number(&p, &namespace)))
+    return false;
+  if (*p == '.' && p[1] != 'm' && (p++, !name_number(&p, &other)))
+    return false;
+  if (strcmp(p, MT_RING_FILE_SUFFIX))
+    return false;
+  /* A process of another pid namespace cannot be looked for by its pid here: its file is
+   * abandoned once no process is left in that namespace. */
+  if (namespace)
+    return !mt_pid_namespace_alive(namespace);
   int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return false;
@@ -113,14 +146,26 @@ bool mt_ring_file_abandoned(int dirfd, const char *name) {
   return !mt_process_alive(pid, start_time);
 }
 
-static int open_exclusive(const char *path, mt_error *err) {
+/* Creates `path`; *taken (and -1, nothing created, nothing in `err`) when it is a preserved file
+ * of a dead process, whose name the caller then varies. */
+static int open_exclusive(const char *path, bool preserve, uint64_t own_start, bool *taken,
+                          mt_error *err) {
+  *taken = false;
   for (int attempt = 0;; attempt++) {
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0 || errno != EEXIST || attempt == 2)
       return fd >= 0 ? fd : mt_fail_io(err, "cannot create the ring file");
     const char *what = NULL;
-    if (!is_stale(path, &what))
+    bool own;
+    if (!is_stale(path, own_start, &what, &own))
       return mt_fail(err, MT_E_STATE, -1, "%s already exists and %s", path, what);
+    /* A preserved file is its consumer's to read and remove (memtap record removes each once
+     * its process is gone and read): removing another's here could race the consumer's removal
+     * of it, which finds the name by the file's inode number, and a new file may get the same. */
+    if (preserve && !own) {
+      *taken = true;
+      return -1;
+    }
     if (unlink(path) != 0 && errno != ENOENT)
       return mt_fail_io(err, "cannot remove the stale ring file");
   }
@@ -149,8 +194,9 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
    * into another namespace than its own. */
   uint64_t namespace = s->options.pid_namespace ? mt_process_pid_namespace() : 0;
   s->foreign_namespace = namespace && namespace != s->options.pid_namespace;
-  if (!build_path(s->path, sizeof s->path, s->options.dir, pid,
-                  s->foreign_namespace ? namespace : 0))
+  if (!s->foreign_namespace)
+  namespace = 0;
+  if (!build_path(s->path, sizeof s->path, s->options.dir, pid, namespace, 0))
     return mt_fail(err, MT_E_INVALID, -1, "ring directory path is too long");
   /* Within the file size limit: sizing the file past it would raise SIGXFSZ in the program.
    * Known before a file is made (or a previous image's, before exec, replaced). */
@@ -165,7 +211,17 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
                    "the ring file needs %llu bytes, more than the file size limit (ulimit -f: "
                    "%llu bytes)",
                    (unsigned long long)s->geo.file_size, (unsigned long long)limit);
-  int fd = open_exclusive(s->path, err);
+  /* A preserved file of a dead process that had our pid (its consumer has not removed it yet):
+   * ours is PID.1.memtap-ring, PID.2..., the first name free. */
+  bool taken;
+  int fd = open_exclusive(s->path, s->options.preserve, s->start_time, &taken, err);
+  for (unsigned other = 1; taken && other <= 64; other++) {
+    if (!build_path(s->path, sizeof s->path, s->options.dir, pid, namespace, other))
+      return mt_fail(err, MT_E_INVALID, -1, "ring directory path is too long");
+    fd = open_exclusive(s->path, s->options.preserve, s->start_time, &taken, err);
+  }
+  if (taken)
+    return mt_fail(err, MT_E_STATE, -1, "%s and 63 more names like it are taken", s->path);
   if (fd < 0)
     return fd;
   struct stat st;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 void mt_ring_primary_lock(int fd) {
@@ -14,16 +15,35 @@ void mt_ring_primary_lock(int fd) {
   errno = saved;
 }
 
-bool mt_ring_primary_locked(const char *path) {
+int mt_ring_primary_lock_held(const char *path) {
   int saved = errno;
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     errno = saved;
-    return false;
+    return -1;
   }
   /* A write lock would conflict with the primary's shared one: the kernel reports it if held. */
   struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
-  bool held = fcntl(fd, F_OFD_GETLK, &probe) != 0 || probe.l_type != F_UNLCK;
+  int held = fcntl(fd, F_OFD_GETLK, &probe) != 0 ? -1 : probe.l_type != F_UNLCK;
+  close(fd);
+  errno = saved;
+  return held;
+}
+
+int mt_ring_directory_lock_held(const char *dir) {
+  int saved = errno;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    errno = saved;
+    return -1;
+  }
+  int held = -1;
+  if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    flock(fd, LOCK_UN);
+    held = 0;
+  } else if (errno == EWOULDBLOCK) {
+    held = 1;
+  }
   close(fd);
   errno = saved;
   return held;

@@ -14,9 +14,14 @@
  * is closed). A kernel without such locks (before Linux 3.15) leaves none: best effort. */
 void mt_ring_primary_lock(int fd);
 
-/* Whether some process holds the primary's lock on the ring file at `path`. False when the file
- * cannot be opened (the consumer's directory removed with it); true when the kernel cannot tell
- * (no open-file-description locks), so that no producer stops tracing on a kernel's account. */
-bool mt_ring_primary_locked(const char *path);
+/* Whether some process holds the primary's lock on the ring file at `path`: 1 held, 0 not held,
+ * -1 when this process cannot tell: the file cannot be opened (the program changed its user or
+ * its root since, or the consumer removed its directory) or the kernel has no such locks. */
+int mt_ring_primary_lock_held(const char *path);
+
+/* Whether some process holds a flock on the directory `dir` (memtap record holds one on its ring
+ * directory for its whole run): 1 held, 0 not held, -1 when this process cannot tell. Tried with
+ * a shared lock, released at once. */
+int mt_ring_directory_lock_held(const char *dir);
 
 #endif

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 int mt_format_decimal(char *out, uint64_t value) {
@@ -83,4 +84,33 @@ bool mt_process_alive(int pid, uint64_t start_time) {
 uint64_t mt_process_pid_namespace(void) {
   struct stat st;
   return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+bool mt_pid_namespace_alive(uint64_t namespace) {
+  int dir = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0)
+    return true;
+  bool found = false, listed = false;
+  char buf[4096] __attribute__((aligned(8)));
+  long got;
+  while (!found && (got = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+    listed = true;
+    /* struct linux_dirent64: inode (8 bytes), offset (8), record length (2), type (1), name */
+    for (long at = 0; at + 19 < got && !found;) {
+      unsigned short reclen;
+      memcpy(&reclen, buf + at + 16, sizeof reclen);
+      const char *name = buf + at + 19;
+      at += reclen ? reclen : got;
+      if (name[0] < '1' || name[0] > '9')
+        continue;
+      char path[64] = "/proc/";
+      size_t n = strnlen(name, 24);
+      memcpy(path + 6, name, n);
+      memcpy(path + 6 + n, "/ns/pid", 8);
+      struct stat st;
+      found = stat(path, &st) == 0 && (uint64_t)st.st_ino == namespace;
+    }
+  }
+  close(dir);
+  return found || !listed;
 }

@@ -324,6 +324,7 @@ void mt_ring_fork_child(void) {
   }
   s->first_wait_ns = 0;
   s->claim_hint = 0;
+  s->start_time = 0; /* not the parent's, if /proc cannot tell */
   mt_process_stat(0, &s->start_time, NULL);
   int rc = mt_ring_file_create(s, parent, fork_number, NULL);
   if (rc == MT_OK) {

@@ -71,6 +71,8 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target, uin
   uint64_t result = UINT64_MAX;
   uint64_t next_check = 0;
   bool counted = false;
+  /* The consumer's position and when it last moved, for a liveness this process cannot tell. */
+  uint64_t seen_pos = UINT64_MAX, moved_ns = 0;
   /* Naps of up to 1 ms, or less in a small ring: about half the time a consumer that reads 200
    * words a microsecond takes to read the whole ring, so that what the consumer has read by the
    * time a nap ends is rarely all there was. */
@@ -118,10 +120,13 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target, uin
         }
         /* The consumer expected to attach (memtap record, killed before this process's file
          * appeared) will never come: no use waiting out the timeout. In another pid namespace
-         * its pid names nobody, or another process: the timeout decides there. */
-        if (s->options.consumer_pid && !s->foreign_namespace && ns >= next_check) {
+         * its pid names nobody, or another process: there its lock on the ring directory (which
+         * memtap record holds for its whole run) tells, when it can be asked. */
+        if (s->options.consumer_pid && ns >= next_check) {
           next_check = ns + 10000000u;
-          if (!mt_process_alive(s->options.consumer_pid, s->options.consumer_start_time)) {
+          if (s->foreign_namespace
+                  ? mt_ring_directory_lock_held(s->options.dir) == 0
+                  : !mt_process_alive(s->options.consumer_pid, s->options.consumer_start_time)) {
             degrade(h);
             break;
           }
@@ -134,9 +139,23 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target, uin
         next_check = ns + 10000000u;
         uint64_t start =
             state == MT_RING_PRIMARY_ATTACHED ? mt_load_relaxed(&h->primary_start_time) : 0;
-        if (s->foreign_namespace && !s->unlinked
-                ? !mt_ring_primary_locked(s->path)
-                : !mt_process_alive(mt_ring_primary_pid(primary), start)) {
+        bool gone;
+        if (s->foreign_namespace && !s->unlinked) {
+          /* Its lock; when that cannot be asked (the program changed its user or root since),
+           * a consumer that has read nothing for the attach timeout is taken for gone, so that
+           * the program never waits for good. */
+          int held = mt_ring_primary_lock_held(s->path);
+          uint64_t read = mt_load_relaxed(&t->block->consumer_pos);
+          if (read != seen_pos) {
+            seen_pos = read;
+            moved_ns = ns;
+          }
+          gone = held == 0 ||
+                 (held < 0 && ns - moved_ns > (uint64_t)s->options.attach_timeout_ms * 1000000u);
+        } else {
+          gone = !mt_process_alive(mt_ring_primary_pid(primary), start);
+        }
+        if (gone) {
           degrade(h);
           break;
         }

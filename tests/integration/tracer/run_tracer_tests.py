@@ -986,6 +986,57 @@ def test_processes_of_other_pid_namespaces_each_keep_their_trace():
     expect(pids == [2, 2], f"expected two traces of alloc_patterns, both of pid 2 in their "
            f"namespace, got pids {pids}: {trace_files(directory)}\n{traced.stderr[-2000:]}")
 
+    # Sandboxes one after another, sampled (no program waits for memtap to read its file): the
+    # kernel gives each new namespace the freed one's inode number, so each first process wants
+    # its predecessor's file name, and must not take that dead process's file for its own.
+    directory = os.path.join(WORK, "one_after_another")
+    os.mkdir(directory)
+    argv = ["sh", "-c", f"for i in 1 2 3 4 5 6 7 8 9 10; do unshare --pid --fork {ap} >/dev/null; "
+                        f"sleep 0.02; done"]
+    trace = os.path.join(directory, "seq.ctf")
+    traced = record(trace, argv, ("--follow-fork",))
+    same_behaviour(untraced(argv), traced, "ten pid namespaces one after another")
+    ours = [p for p in trace_files(directory)
+            if verify_trace(p)["executable"] == os.path.realpath(ap)]
+    expect(len(ours) == 10, f"expected ten traces of alloc_patterns, one per namespace, got "
+           f"{len(ours)}: {trace_files(directory)}\n{traced.stderr[-2000:]}")
+
+
+def test_follow_fork_traces_more_processes_than_descriptors():
+    # A build traced with --follow-fork runs hundreds of processes, many at once, where the usual
+    # soft limit on descriptors is 1024: memtap holds some for each process it traces. It raises
+    # its own soft limit to the hard one (the program keeps the limit it was given), and lets a
+    # process's descriptors go once it has ended and its ring was read.
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        skip(f"the hard limit on descriptors here is {hard}", even_under_ci=True)
+    for name, limits, script, processes in (
+            ("ended", (512, 512), "ulimit -n; for i in $(seq 600); do /bin/true; done", 600),
+            ("at once", (64, hard if hard == resource.RLIM_INFINITY else min(hard, 4096)),
+             "ulimit -n; for i in $(seq 100); do sleep 0.5 & done; wait", 100)):
+        directory = os.path.join(WORK, name.replace(" ", "_"))
+        os.mkdir(directory)
+        trace = os.path.join(directory, "many.ctf")
+        argv = ["sh", "-c", script]
+        def limit(limits=limits):
+            resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+        plain = subprocess.run(argv, env=base_env(), capture_output=True, text=True,
+                               preexec_fn=limit, timeout=120)
+        traced = subprocess.run(record_command(trace, argv, ("--follow-fork",)), env=base_env(),
+                                capture_output=True, text=True, preexec_fn=limit, timeout=240)
+        expect(plain.stdout == f"{limits[0]}\n", f"untraced, the shell's limit is {plain.stdout!r}")
+        same_behaviour(plain, traced, f"{processes} processes ({name}) under a limit of "
+                       f"{limits[0]} descriptors")
+        expect("could not be written" not in traced.stderr and "cannot" not in traced.stderr,
+               f"{name}: memtap could not trace every process:\n{traced.stderr[-1500:]}")
+        files = trace_files(directory)
+        expect(len(files) == processes + 2,
+               f"{name}: expected a trace for the shell, its $(seq) and each of its {processes} "
+               f"other children, "
+               f"got {len(files)}\n{traced.stderr[-1500:]}")
+        no_rings_left()
+
 
 def test_full_clone_child_gets_its_own_trace():
     # glibc's clone() without CLONE_VM makes a process but runs no fork handler: the child used
