@@ -180,8 +180,11 @@ typedef struct traced {
   int ring_pid;
   uint64_t ring_ns;
   uint64_t start_time;
-  char ring_name[96]; /* the name of the file read now */
-  bool main;          /* the process memtap started */
+  int64_t created_ns;  /* when the file read now was made (CLOCK_REALTIME) */
+  uint64_t seen_start; /* its start time as memtap read it in /proc (0: not read), which a
+                          time namespace may shift from the tracer's own reading */
+  char ring_name[96];  /* the name of the file read now */
+  bool main;           /* the process memtap started */
   dev_t dev;
   ino_t ino;
   mt_recorder *rec;
@@ -213,7 +216,9 @@ typedef struct session {
   traced *procs;
   size_t count;
   uint64_t retired_records; /* read by recorders since retired, for records_read */
-  record_untraced untraced; /* descendants that went untraced (without --follow-fork) */
+  uint64_t traces_open;     /* traces with a descriptor open (each has two: ours, the recorder's) */
+  int64_t namespaces_read_us; /* when retire_ended last listed the pid namespaces alive */
+  record_untraced untraced;   /* descendants that went untraced (without --follow-fork) */
   /* Module files deleted or replaced while the program ran (mt_recorder_options.module_gone). */
   struct gone_module {
     char *path;
@@ -469,6 +474,7 @@ static int open_output(session *s, traced *t) {
     s->failed = true;
     return -1;
   }
+  s->traces_open++;
   return 0;
 }
 
@@ -565,7 +571,7 @@ static bool parse_ring_name(const char *name, int *pid, uint64_t *ns) {
 
 /* The pid and start time of the process that made the ring file at `path`; false while it is
  * still being made (or is not a ring file). */
-static bool ring_creator(const char *path, int *pid, uint64_t *start_time) {
+static bool ring_creator(const char *path, int *pid, uint64_t *start_time, int64_t *created_ns) {
   mt_cursor *c;
   mt_ring_file_info info;
   if (mt_cursor_open_file(&c, path, NULL))
@@ -574,10 +580,12 @@ static bool ring_creator(const char *path, int *pid, uint64_t *start_time) {
   mt_cursor_close(c);
   *pid = info.pid;
   *start_time = info.start_time;
+  *created_ns = info.created_realtime_ns;
   return ok;
 }
 
-static traced *add_traced(session *s, const char *name, int ring_pid, uint64_t ring_ns) {
+static traced *add_traced(session *s, const char *name, int ring_pid, uint64_t ring_ns,
+                          uint64_t start_time) {
   traced *grown = realloc(s->procs, (s->count + 1) * sizeof *grown);
   if (!grown)
     return NULL;
@@ -585,28 +593,28 @@ static traced *add_traced(session *s, const char *name, int ring_pid, uint64_t r
   traced *t = &s->procs[s->count++];
   /* A process of another namespace is looked at in /proc by its pid in ours, when it can be
    * found: /proc/PID names another process of ours, or none. */
-  int pid = ring_ns ? (int)process_in_namespace(ring_ns, ring_pid) : ring_pid;
+  int pid = ring_ns ? (int)process_in_namespace(ring_ns, ring_pid, start_time) : ring_pid;
   *t = (traced){.pid = pid, .ring_pid = ring_pid, .ring_ns = ring_ns, .fd = -1, .uid = -1};
   snprintf(t->ring_name, sizeof t->ring_name, "%s", name);
   return t;
 }
 
 static void retire_ended(session *s);
+static int64_t monotonic_us(void);
 
 /* Before a new trace is opened: when the descriptors held come near the limit (a burst of
  * processes since the last scan, a memtap slowed down by others), the processes that have ended
  * are retired first, rather than a process left untraced. */
-static void make_room_for_descriptors(session *s) {
+static bool make_room_for_descriptors(session *s) {
   struct rlimit files;
   if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY)
-    return;
-  uint64_t held = 0;
-  for (size_t i = 0; i < s->count; i++)
-    held += s->procs[i].fd >= 0 ? 2 : 0; /* the trace, and the recorder's copy */
+    return false;
   /* What else memtap may have open at once: the ring file being attached, module files being
    * symbolised, the directory, standard streams. */
-  if (held + 64 >= (uint64_t)files.rlim_cur)
-    retire_ended(s);
+  if (2 * s->traces_open + 64 < (uint64_t)files.rlim_cur)
+    return false;
+  retire_ended(s);
+  return true;
 }
 
 /* A ring file `name` in the directory: attach it, or notice an exec. */
@@ -618,6 +626,9 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
   traced *t = find_traced(s, name);
   if (t && t->dev == st->st_dev && t->ino == st->st_ino)
     return;
+  /* Before any entry is taken up: retiring may finish the one found here. */
+  if (make_room_for_descriptors(s))
+    t = find_traced(s, name);
   char path[PATH_MAX + 256];
   if (snprintf(path, sizeof path, "%s/%s", s->dir, name) >= (int)sizeof path)
     return;
@@ -630,7 +641,7 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
       return;
     mt_cursor_register_primary(c, NULL);
     if (!t) {
-      t = add_traced(s, name, pid, ns);
+      t = add_traced(s, name, pid, ns, 0);
       if (!t) {
         mt_cursor_close(c);
         return;
@@ -648,7 +659,8 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
    * same kind (two `unshare --pid --fork`). That one gets a trace of its own. */
   int creator;
   uint64_t start_time;
-  if (!ring_creator(path, &creator, &start_time))
+  int64_t created_ns;
+  if (!ring_creator(path, &creator, &start_time, &created_ns))
     return; /* still being created: next scan */
   /* A start time of 0 is unknown (/proc could not tell the tracer): such a file is this
    * process's after an exec, as it always was. */
@@ -657,18 +669,25 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
     t = NULL; /* a finished trace is never written again: an exec memtap took for an end too */
   if (!t && start_time) {
     /* An exec under another name: a process that had to take PID.K.memtap-ring (a dead one's
-     * file had its name) may find the plain name free when it execs, and the other way round. */
+     * file had its name) may find the plain name free when it execs, and the other way round.
+     * Of its two files the older is the image before the exec, which the trace drops: it is
+     * removed (nobody else removes or replaces it, docs/ring.md §2), whichever is seen first. */
     for (size_t i = s->count; i-- > 0 && !t;) {
       traced *same = &s->procs[i];
       if (same->rec && !same->finished && same->ring_pid == pid && same->ring_ns == ns &&
           same->start_time == start_time)
         t = same;
     }
+    struct stat now;
+    if (t && created_ns < t->created_ns) {
+      if (lstat(path, &now) == 0 && now.st_dev == st->st_dev && now.st_ino == st->st_ino)
+        unlink(path);
+      return;
+    }
   }
-  if (!t && !(t = add_traced(s, name, pid, ns)))
+  if (!t && !(t = add_traced(s, name, pid, ns, start_time)))
     return;
   t->start_time = start_time;
-  make_room_for_descriptors(s);
   if (open_output(s, t))
     return;
   mt_recorder *rec = new_recorder(s, t);
@@ -688,8 +707,16 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
   if (t->rec) {
     /* The process called exec: the trace describes the program it became, from its start. What
      * the process was last seen running (and as whom) was the image before: a program that ends
-     * before the next scan must not be taken for an exec into an untraced one. */
+     * before the next scan must not be taken for an exec into an untraced one. Its file under
+     * another name (PID.K) is removed, as above. */
     mt_recorder_destroy(t->rec);
+    if (strcmp(t->ring_name, name)) {
+      char old[PATH_MAX + 256];
+      struct stat was;
+      if (snprintf(old, sizeof old, "%s/%s", s->dir, t->ring_name) < (int)sizeof old &&
+          lstat(old, &was) == 0 && was.st_dev == t->dev && was.st_ino == t->ino)
+        unlink(old);
+    }
     if (ftruncate(t->fd, 0) || lseek(t->fd, 0, SEEK_SET) < 0)
       cli_error(t->path, "cannot start the trace over after exec: %s", strerror(errno));
     free(t->exe);
@@ -699,7 +726,13 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
   t->rec = rec;
   t->dev = st->st_dev;
   t->ino = st->st_ino;
+  t->created_ns = created_ns;
   snprintf(t->ring_name, sizeof t->ring_name, "%s", name);
+  /* The start time as memtap's /proc gives it, for process_gone to tell the pid taken by
+   * another process later: the tracer's own reading differs under a time namespace. */
+  t->seen_start = 0;
+  if (t->pid > 0)
+    mt_process_stat(t->pid, &t->seen_start, NULL);
   t->image_changed = false; /* compared with the image that made this ring from now on */
 }
 
@@ -854,8 +887,7 @@ static bool process_gone(const traced *t) {
   if (kill(t->pid, 0) != 0 && errno == ESRCH)
     return true;
   uint64_t start;
-  return !t->ring_ns && t->start_time && mt_process_stat(t->pid, &start, NULL) &&
-         start != t->start_time;
+  return t->seen_start && mt_process_stat(t->pid, &start, NULL) && start != t->seen_start;
 }
 
 static int compare_ns(const void *a, const void *b) {
@@ -902,10 +934,12 @@ static void retire_ended(session *s) {
     if (t->pid > 0) {
       gone = process_gone(t);
     } else {
+      /* The walk of /proc at most once a second: such traces may wait that much longer. */
       gone = t->ring_ns && mt_recorder_done(t->rec);
-      if (gone && !namespaces_read) {
+      if (gone && !namespaces_read && monotonic_us() - s->namespaces_read_us >= 1000000) {
         namespaces = process_live_namespaces(&nnamespaces);
         namespaces_read = true;
+        s->namespaces_read_us = monotonic_us();
       }
       gone = gone && namespaces &&
              !bsearch(&t->ring_ns, namespaces, nnamespaces, sizeof *namespaces, compare_ns);
@@ -921,6 +955,7 @@ static void retire_ended(session *s) {
     t->retired = true;
     close(t->fd);
     t->fd = -1;
+    s->traces_open--;
     /* Forgotten once gone from the name: a new file there may be given its inode's number. */
     if (!ring_file_current(t, path) || unlink(path) == 0)
       t->dev = 0, t->ino = 0;
@@ -1402,9 +1437,11 @@ int mt_cmd_record(int argc, char **argv) {
       int64_t now = monotonic_us();
       /* Reading the directory is a few system calls: not at every poll of a busy ring. */
       if (idle_us || now - scanned_at >= SCAN_US) {
-        retire_ended(&s); /* before new files are attached: their descriptors are the same */
         scan(&s);
         note_programs(&s);
+        /* After the scan: a process gone since may have exec'd under another file name, which the
+         * scan has just attached to its trace (docs/record.md, "Many processes"). */
+        retire_ended(&s);
         scanned_at = now;
       }
       if (set.sampling.full)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/process_image.h"
+#include "ring/process.h"
 
 void process_program_undeleted(char *path) {
   static const char deleted[] = " (deleted)";
@@ -78,7 +79,7 @@ static long innermost_pid(long pid) {
   return last;
 }
 
-long process_in_namespace(uint64_t namespace, long local_pid) {
+long process_in_namespace(uint64_t namespace, long local_pid, uint64_t start_time) {
   DIR *d = opendir("/proc");
   if (!d)
     return 0;
@@ -91,7 +92,10 @@ long process_in_namespace(uint64_t namespace, long local_pid) {
     if (pid <= 0 || *end)
       continue;
     snprintf(path, sizeof path, "/proc/%ld/ns/pid", pid);
-    if (stat(path, &st) == 0 && (uint64_t)st.st_ino == namespace && innermost_pid(pid) == local_pid)
+    uint64_t started = 0;
+    if (stat(path, &st) == 0 && (uint64_t)st.st_ino == namespace &&
+        innermost_pid(pid) == local_pid &&
+        (!start_time || (mt_process_stat((int)pid, &started, NULL) && started == start_time)))
       found = pid;
   }
   closedir(d);

@@ -23,9 +23,10 @@ long process_effective_uid(long pid);
 uint64_t process_image(long pid);
 
 /* The pid, in memtap's own namespace, of the live process whose pid is `local_pid` in the pid
- * namespace `namespace` (the inode of its /proc/PID/ns/pid), found by a walk of /proc; 0 when no
- * process there is it (it has ended, or /proc shows another namespace's processes). */
-long process_in_namespace(uint64_t namespace, long local_pid);
+ * namespace `namespace` (the inode of its /proc/PID/ns/pid) and which started at `start_time`
+ * (0: any), found by a walk of /proc; 0 when no process there is it (it has ended and another
+ * namespace was given the number, or /proc shows another namespace's processes). */
+long process_in_namespace(uint64_t namespace, long local_pid, uint64_t start_time);
 
 /* The pid namespaces of the processes /proc shows (the inode numbers of their /proc/PID/ns/pid),
  * sorted, without repeats, into a malloc'd array (*count of them); NULL when /proc cannot be read
