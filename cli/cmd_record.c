@@ -890,11 +890,6 @@ static bool process_gone(const traced *t) {
   return t->seen_start && mt_process_stat(t->pid, &start, NULL) && start != t->seen_start;
 }
 
-static int compare_ns(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
-}
-
 /* The path of the ring file `t`'s recorder reads; false if it does not fit. */
 static bool ring_path(const session *s, const traced *t, char *path, size_t size) {
   int n = snprintf(path, size, "%s/%s", s->dir, t->ring_name);
@@ -941,8 +936,7 @@ static void retire_ended(session *s) {
         namespaces_read = true;
         s->namespaces_read_us = monotonic_us();
       }
-      gone = gone && namespaces &&
-             !bsearch(&t->ring_ns, namespaces, nnamespaces, sizeof *namespaces, compare_ns);
+      gone = gone && namespaces && !process_namespace_listed(namespaces, nnamespaces, t->ring_ns);
     }
     if (!gone || !ring_file_current(t, path))
       continue;

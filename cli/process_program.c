@@ -79,25 +79,32 @@ static long innermost_pid(long pid) {
   return last;
 }
 
+/* The pid a /proc entry names and the inode of its pid namespace; false for an entry that is not
+ * a process, or one gone or hidden since. */
+static bool proc_entry(const char *name, long *pid, uint64_t *namespace) {
+  char *end, path[64];
+  *pid = strtol(name, &end, 10);
+  struct stat st;
+  if (*pid <= 0 || *end)
+    return false;
+  snprintf(path, sizeof path, "/proc/%ld/ns/pid", *pid);
+  if (stat(path, &st) != 0)
+    return false;
+  *namespace = (uint64_t)st.st_ino;
+  return true;
+}
+
 long process_in_namespace(uint64_t namespace, long local_pid, uint64_t start_time) {
   DIR *d = opendir("/proc");
   if (!d)
     return 0;
-  long found = 0;
+  long found = 0, pid;
+  uint64_t ns, started = 0;
   struct dirent *e;
-  while (!found && (e = readdir(d))) {
-    char *end, path[64];
-    long pid = strtol(e->d_name, &end, 10);
-    struct stat st;
-    if (pid <= 0 || *end)
-      continue;
-    snprintf(path, sizeof path, "/proc/%ld/ns/pid", pid);
-    uint64_t started = 0;
-    if (stat(path, &st) == 0 && (uint64_t)st.st_ino == namespace &&
-        innermost_pid(pid) == local_pid &&
+  while (!found && (e = readdir(d)))
+    if (proc_entry(e->d_name, &pid, &ns) && ns == namespace && innermost_pid(pid) == local_pid &&
         (!start_time || (mt_process_stat((int)pid, &started, NULL) && started == start_time)))
       found = pid;
-  }
   closedir(d);
   return found;
 }
@@ -112,16 +119,11 @@ uint64_t *process_live_namespaces(size_t *count) {
   if (!d)
     return NULL;
   size_t n = 0, cap = 64;
-  uint64_t *ns = malloc(cap * sizeof *ns);
+  uint64_t *ns = malloc(cap * sizeof *ns), one;
+  long pid;
   struct dirent *e;
   while (ns && (e = readdir(d))) {
-    char *end, path[64];
-    long pid = strtol(e->d_name, &end, 10);
-    struct stat st;
-    if (pid <= 0 || *end)
-      continue;
-    snprintf(path, sizeof path, "/proc/%ld/ns/pid", pid);
-    if (stat(path, &st) != 0)
+    if (!proc_entry(e->d_name, &pid, &one))
       continue;
     if (n == cap) {
       uint64_t *grown = realloc(ns, 2 * cap * sizeof *ns);
@@ -133,7 +135,7 @@ uint64_t *process_live_namespaces(size_t *count) {
       ns = grown;
       cap *= 2;
     }
-    ns[n++] = (uint64_t)st.st_ino;
+    ns[n++] = one;
   }
   closedir(d);
   if (!ns)
@@ -145,4 +147,8 @@ uint64_t *process_live_namespaces(size_t *count) {
       ns[kept++] = ns[i];
   *count = kept;
   return ns;
+}
+
+bool process_namespace_listed(const uint64_t *namespaces, size_t count, uint64_t namespace) {
+  return bsearch(&namespace, namespaces, count, sizeof *namespaces, compare_u64) != NULL;
 }

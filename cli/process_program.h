@@ -33,6 +33,9 @@ long process_in_namespace(uint64_t namespace, long local_pid, uint64_t start_tim
  * or memory is short. */
 uint64_t *process_live_namespaces(size_t *count);
 
+/* Whether `namespace` is in such an array of `count`. */
+bool process_namespace_listed(const uint64_t *namespaces, size_t count, uint64_t namespace);
+
 /* This process's pid namespace (the inode of /proc/self/ns/pid), 0 when /proc cannot tell. */
 uint64_t process_own_namespace(void);
 
