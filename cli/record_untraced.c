@@ -11,8 +11,10 @@
 
 static const char note_suffix[] = ".untraced";
 
-/* The pid a note's name gives, or 0 if `name` is not `<pid>.untraced`. */
-static long note_pid(const char *name) {
+/* The pid a note's name gives, or 0 if `name` is not `<pid>.untraced` or
+ * `<pid>-pidns<namespace>.<start time>.untraced` (a process of another pid namespace: *namespace
+ * is a number for the pair, else 0). */
+static long note_pid(const char *name, uint64_t *namespace) {
   long pid = 0;
   const char *p = name;
   for (; *p >= '0' && *p <= '9'; p++) {
@@ -20,7 +22,24 @@ static long note_pid(const char *name) {
     if (pid > 0x7fffffff)
       return 0;
   }
-  return p != name && strcmp(p, note_suffix) == 0 ? pid : 0;
+  if (p == name)
+    return 0;
+  *namespace = 0;
+  if (!strncmp(p, "-pidns", 6)) {
+    const char *q = p += 6;
+    for (; *p >= '0' && *p <= '9' && *namespace < UINT64_MAX / 16; p++)
+      *namespace = *namespace * 10 + (uint64_t)(*p - '0');
+    if (p == q || !*namespace || *p != '.')
+      return 0;
+    uint64_t start = 0;
+    for (q = ++p; *p >= '0' && *p <= '9' && start < UINT64_MAX / 16; p++)
+      start = start * 10 + (uint64_t)(*p - '0');
+    if (p == q)
+      return 0;
+    *namespace = *namespace * 0x9E3779B97F4A7C15u ^ start; /* told apart, not read back */
+    *namespace += !*namespace;
+  }
+  return strcmp(p, note_suffix) == 0 ? pid : 0;
 }
 
 bool record_untraced_is_note(const char *name) {
@@ -32,9 +51,11 @@ bool record_untraced_is_note(const char *name) {
       return false;
     memcpy(whole, name, n - k);
     whole[n - k] = 0;
-    return note_pid(whole) > 0;
+    uint64_t namespace;
+    return note_pid(whole, &namespace) > 0;
   }
-  return note_pid(name) > 0;
+  uint64_t namespace;
+  return note_pid(name, &namespace) > 0;
 }
 
 /* The index + 1 in u->names of the program name `exe` (a path) is a basename of, added if new;
@@ -70,7 +91,8 @@ static uint64_t name_index(record_untraced *u, char *exe) {
 }
 
 bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
-  long pid = note_pid(name);
+  uint64_t namespace = 0;
+  long pid = note_pid(name, &namespace);
   if (pid <= 0)
     return false;
   char exe[4096];
@@ -88,20 +110,21 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
   if (n > 0) {
     exe[n] = 0;
     process_program_undeleted(exe);
-  } else if (!process_program(pid, exe, sizeof exe)) {
+  } else if (namespace || !process_program(pid, exe, sizeof exe)) { /* not a pid of ours */
     exe[0] = 0;
   }
   /* Removed before it is counted: a note rewritten meanwhile (the child exec'd) comes back. */
   unlinkat(dir_fd, name, 0);
   if (!u->pids.seed)
     u->pids.seed = mt_hashmap_random_seed(); /* pids are chosen by the program: seeded */
-  uint64_t was = 0;
-  if (!mt_hashmap_get(&u->pids, pid, &was)) {
+  /* A process by its pid, and one of another namespace by both (pids below 2^22). */
+  uint64_t key = (uint64_t)pid ^ namespace << 22, was = 0;
+  if (!mt_hashmap_get(&u->pids, key, &was)) {
     u->clones += clone_copy;
     u->ring_failures += ring_failed;
   }
   uint64_t runs = exe[0] ? name_index(u, exe) : 0;
-  mt_hashmap_put(&u->pids, pid, runs ? runs : was); /* what it runs now */
+  mt_hashmap_put(&u->pids, key, runs ? runs : was); /* what it runs now */
   return true;
 }
 

@@ -86,10 +86,26 @@ static void note_untraced_process(char why) {
   const char *dir = mt_shim_getenv(NULL, "MEMTAP_RING_DIR");
   if (!mt_shim.config.record || !dir || dir[0] != '/')
     return;
-  /* Written as <pid>.untraced.part and renamed: memtap never reads a note half-written. */
+  /* Written as <pid>.untraced.part and renamed: memtap never reads a note half-written. In
+   * another pid namespace than memtap's, <pid>-pidns<namespace>.<start time>: pid 1 is every
+   * namespace's. */
   static const char suffix[] = ".untraced.part";
-  char partial[24 + sizeof suffix], name[sizeof partial];
+  char partial[64 + sizeof suffix], name[sizeof partial];
   size_t len = (size_t)mt_format_decimal(partial, (uint64_t)getpid());
+  const char *theirs = mt_shim_getenv(NULL, "MEMTAP_RING_PID_NS");
+  uint64_t ours = theirs ? mt_process_pid_namespace() : 0, named = 0;
+  for (const char *c = theirs; c && *c >= '0' && *c <= '9' && named < UINT64_MAX / 16; c++)
+    named = named * 10 + (uint64_t)(*c - '0');
+  if (ours && ours != named) {
+    /* and the start time: the kernel gives a freed namespace's number to the next one */
+    uint64_t start = 0;
+    mt_process_stat(0, &start, NULL);
+    memcpy(partial + len, "-pidns", 6);
+    len += 6;
+    len += (size_t)mt_format_decimal(partial + len, ours);
+    partial[len++] = '.';
+    len += (size_t)mt_format_decimal(partial + len, start);
+  }
   memcpy(partial + len, suffix, sizeof suffix);
   len += sizeof ".untraced" - 1;
   memcpy(name, partial, len);

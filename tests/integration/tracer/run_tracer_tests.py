@@ -1013,6 +1013,20 @@ def test_processes_of_other_pid_namespaces_each_keep_their_trace():
            f"beside the exec'd program's: {split}")
     expect("warning" not in traced.stderr, f"record warned:\n{traced.stderr[-2000:]}")
 
+    # Without --follow-fork, the note of untraced processes counts each namespace's pid 1 apart:
+    # three unshare and the three programs they ran, each pid 1 in a namespace of its own.
+    directory = os.path.join(WORK, "untraced")
+    os.mkdir(directory)
+    argv = ["sh", "-c", f"unshare --pid --fork {ap} >/dev/null; unshare --pid --fork true; "
+                        f"unshare --pid --fork echo hi"]
+    traced = record(os.path.join(directory, "u.ctf"), argv, ("--full",))
+    same_behaviour(untraced(argv), traced, "untraced processes in pid namespaces")
+    note = re.search(r"note: (\d+) processes that sh started were not traced \(([^)]*)\)",
+                     traced.stderr)
+    expect(note and note.group(1) == "6" and
+           sorted(note.group(2).split(", ")) == ["alloc_patterns", "echo", "true", "unshare"],
+           f"expected the note to count six processes, of four programs:\n{traced.stderr[-2000:]}")
+
 
 def test_follow_fork_traces_more_processes_than_descriptors():
     # A build traced with --follow-fork runs hundreds of processes, many at once, where the usual
