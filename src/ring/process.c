@@ -67,6 +67,39 @@ bool mt_process_stat(int pid, uint64_t *start_time, char *state) {
   return true;
 }
 
+/* This process's time namespace's boottime offset in clock ticks (USER_HZ, 100 on Linux, the unit
+ * of /proc/PID/stat's start time): /proc shows other processes' start times shifted by it. 0
+ * outside a time namespace, or when /proc/self/timens_offsets cannot be read. */
+static int64_t boottime_offset_ticks(void) {
+  int fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  char buf[256];
+  ssize_t got;
+  do
+    got = read(fd, buf, sizeof buf - 1);
+  while (got < 0 && errno == EINTR);
+  close(fd);
+  if (got <= 0)
+    return 0;
+  buf[got] = 0;
+  const char *p = strstr(buf, "boottime");
+  if (!p)
+    return 0;
+  p += 8;
+  int64_t field[2] = {0, 0};
+  for (int i = 0; i < 2; i++) {
+    while (*p == ' ' || *p == '\t')
+      p++;
+    bool negative = *p == '-';
+    p += negative;
+    for (; *p >= '0' && *p <= '9' && field[i] < INT64_MAX / 100; p++)
+      field[i] = field[i] * 10 + (*p - '0');
+    field[i] = negative ? -field[i] : field[i];
+  }
+  return field[0] * 100 + field[1] / 10000000;
+}
+
 bool mt_process_alive(int pid, uint64_t start_time) {
   if (pid <= 0)
     return false;
@@ -78,7 +111,10 @@ bool mt_process_alive(int pid, uint64_t start_time) {
     return kill(pid, 0) == 0 || errno != ESRCH;
   if (state == 'Z' || state == 'X')
     return false;
-  return start_time == 0 || started == start_time;
+  /* A start time taken outside this process's time namespace (memtap's, for a program started
+   * with unshare --time) reads shifted here. */
+  return start_time == 0 || started == start_time ||
+         (int64_t)(started - start_time) == boottime_offset_ticks();
 }
 
 uint64_t mt_process_pid_namespace(void) {

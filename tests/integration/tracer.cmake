@@ -116,6 +116,7 @@ set(_tracer_tests
     full_fork_exec_vfork_spawn_with_follow_fork
     processes_of_other_pid_namespaces_each_keep_their_trace
     follow_fork_traces_more_processes_than_descriptors
+    program_in_a_time_namespace_is_traced_whole
     full_clone_child_gets_its_own_trace
     raw_clone_child_runs_untraced_and_is_said
     full_double_fork_daemon_followed

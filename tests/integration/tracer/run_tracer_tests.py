@@ -1028,6 +1028,34 @@ def test_processes_of_other_pid_namespaces_each_keep_their_trace():
            f"expected the note to count six processes, of four programs:\n{traced.stderr[-2000:]}")
 
 
+def test_program_in_a_time_namespace_is_traced_whole():
+    # A program started in a time namespace (unshare --time, as some sandboxes and checkpoint
+    # tools do) reads every start time in /proc shifted by its boottime offset, memtap's among
+    # them: a full ring must not take memtap for dead (the tracer then stops for good) nor memtap
+    # take the running program for gone. Rings of 8 KiB make the program wait for memtap often.
+    if run(["unshare", "--time", "--fork", "--boottime", "1000", "true"]).returncode != 0:
+        skip("cannot make a time namespace here (unshare --time needs Linux 5.6 and "
+             "CAP_SYS_ADMIN)", even_under_ci=True)
+    ap = program("alloc_patterns")
+    argv = ["unshare", "--time", "--fork", "--boottime", "1000", "sh", "-c", f"sleep 0.1; exec {ap}"]
+    directory = os.path.join(WORK, "out")
+    os.mkdir(directory)
+    trace = os.path.join(directory, "time.ctf")
+    traced = record(trace, argv, ("--full", "--follow-fork"),
+                    env=base_env({"MEMTAP_RING_SIZE": "8K"}))
+    same_behaviour(untraced(argv), traced, "alloc_patterns in a time namespace")
+    ours = []
+    for path in trace_files(directory):
+        f = verify_trace(path)
+        check_summary_line(traced.stderr, path, f)
+        if f["executable"] == os.path.realpath(ap):
+            ours.append(path)
+            check_sites(facts(path, ["alloc_patterns.c"]), ["alloc_patterns.c"], "all",
+                        "alloc_patterns in a time namespace")
+    expect(len(ours) == 1, f"expected one trace of alloc_patterns, got {len(ours)}: "
+           f"{trace_files(directory)}\n{traced.stderr[-2000:]}")
+
+
 def test_follow_fork_traces_more_processes_than_descriptors():
     # A build traced with --follow-fork runs hundreds of processes, many at once, where the usual
     # soft limit on descriptors is 1024: memtap holds some for each process it traces. It raises
