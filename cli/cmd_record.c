@@ -877,6 +877,11 @@ static void finish(session *s, traced *t) {
     cli_error(t->path, "the trace could not be written: %s", t->stats.error.message);
     s->failed = true;
   }
+  if (t->stats.tracer_stopped)
+    cli_error(t->path,
+              "warning: the tracer in process %d took memtap for gone and stopped tracing: the "
+              "trace ends early",
+              t->pid ? t->pid : t->ring_pid);
 }
 
 /* Whether the process `t` is gone for good: reaped (no such pid), or its pid is another process's

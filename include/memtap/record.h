@@ -94,8 +94,12 @@ typedef struct mt_recorder_stats {
   uint64_t bytes;     /* bytes written to the descriptor */
   int64_t pid;        /* the traced process, from its ring file (0 before any attach) */
   uint64_t forks;     /* fork() calls it made while traced (its ring file's count) */
-  bool failed;        /* writing the trace failed: the rings are still drained */
-  mt_error error;     /* what failed, when `failed` */
+  /* A lossless ring file degraded while read: its tracer took this consumer for gone (or
+   * waited for it longer than its attach timeout) and stopped tracing, so the trace ends early
+   * with no record counted lost. */
+  bool tracer_stopped;
+  bool failed;    /* writing the trace failed: the rings are still drained */
+  mt_error error; /* what failed, when `failed` */
 } mt_recorder_stats;
 
 /* Creates a recorder writing to `fd` (which stays the caller's). Nothing is written until the

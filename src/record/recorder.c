@@ -70,6 +70,7 @@ struct mt_recorder {
   rec_sink sink;
   mt_recorder_stats stats;
   uint64_t lost_final; /* after finish */
+  bool tracer_stopped_final;
   uint64_t claims_failed_space_final, claims_failed_full_final,
       claims_failed_limit_final; /* after finish */
   bool have_process;
@@ -1036,6 +1037,16 @@ static void failed_claims(const mt_recorder *r, uint64_t *space, uint64_t *full,
   }
 }
 
+static bool tracer_stopped(const mt_recorder *r) {
+  bool stopped = false;
+  for (size_t i = 0; i < r->natt; i++) {
+    mt_ring_file_info info;
+    mt_cursor_info(r->att[i].cursor, &info);
+    stopped |= info.degraded;
+  }
+  return stopped;
+}
+
 static uint64_t lost_now(const mt_recorder *r) {
   uint64_t lost = r->order.lost_nomem;
   for (size_t i = 0; i < r->natt; i++) {
@@ -1060,6 +1071,7 @@ int mt_recorder_finish(mt_recorder *r, mt_error *err) {
   rec_output_close(&r->out);
   r->finished = true;
   r->lost_final = lost_now(r);
+  r->tracer_stopped_final = tracer_stopped(r);
   failed_claims(r, &r->claims_failed_space_final, &r->claims_failed_full_final,
                 &r->claims_failed_limit_final);
   if (r->out.failed) {
@@ -1089,6 +1101,7 @@ void mt_recorder_stats_get(const mt_recorder *r, mt_recorder_stats *out) {
     if (end >= 0)
       out->bytes = (uint64_t)(end - r->out.start_offset);
   }
+  out->tracer_stopped = r->finished ? r->tracer_stopped_final : tracer_stopped(r);
   out->failed = r->out.failed;
   out->error = r->out.error;
   out->forks = r->natt ? mt_cursor_forks(r->att[0].cursor) : 0;

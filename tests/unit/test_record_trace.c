@@ -14,6 +14,7 @@
 #include "testutil.h"
 
 #include "memtap/tracer.h"
+#include "ring/producer.h"
 
 static void ids_follow_allocation_order_and_lengths_are_words(void **state) {
   (void)state;
@@ -639,6 +640,30 @@ static void records_lost_for_want_of_a_ring_are_said_why(void **state) {
   assert_int_equal(st.claims_failed_space, 0);
 }
 
+/* A lossless file that degraded (its tracer took the consumer for gone, or waited for it past
+ * its attach timeout) stopped tracing: nothing is counted lost, so the stats say it, for memtap
+ * record's warning. */
+static void a_tracer_that_stopped_early_is_said(void **state) {
+  (void)state;
+  for (int stopped = 0; stopped < 2; stopped++) {
+    mt_ring_options o;
+    assert_int_equal(mt_ring_options_init(&o, NULL), MT_OK);
+    o.dir = tu_temp_dir();
+    o.mode = MT_RING_LOSSLESS;
+    o.preserve = true;
+    mt_ring *r;
+    assert_int_equal(mt_ring_open(&r, &o, NULL), MT_OK);
+    uint64_t a[4] = {0x4000, 16, 2, MT_TRACER_KIND_MALLOC};
+    assert_int_equal(mt_ring_write(r, MT_TRACER_REC_ALLOC, 0, a, 4), MT_OK);
+    if (stopped)
+      atomic_store(&mt_ring_session.header->degraded, 1);
+    mt_recorder_stats st;
+    rr_record(r, "stopped.ctf", NULL, &st);
+    assert_int_equal(st.allocations, 1);
+    assert_int_equal(st.tracer_stopped, stopped);
+  }
+}
+
 /* A process entry: its executable, then `command` (`command_length` bytes: NUL-separated
  * arguments, as /proc/PID/cmdline), which may be empty. */
 static void register_process_with(mt_ring *r, int64_t pid, const char *exe, const char *command,
@@ -781,6 +806,7 @@ int main(void) {
       cmocka_unit_test(handoffs_between_threads_read_poll_by_poll_match_every_free),
       cmocka_unit_test(handoffs_across_a_hundred_rings_are_read_in_time_order),
       cmocka_unit_test(records_lost_for_want_of_a_ring_are_said_why),
+      cmocka_unit_test(a_tracer_that_stopped_early_is_said),
       cmocka_unit_test(forked_child_trace_describes_the_child_not_the_copied_parent),
       cmocka_unit_test(context_is_the_command_line_the_process_gives),
       cmocka_unit_test(allocations_before_the_tracer_could_unwind_are_named),
