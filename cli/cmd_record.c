@@ -337,10 +337,10 @@ static void run_child(const session *s, const char *shim, const char *resolved, 
   setenv("MEMTAP_RING_DIR", s->dir, 1);
   /* The pids memtap reads file names and /proc by: a process in another pid namespace names its
    * file after that namespace too, and judges memtap's liveness by a lock, not by its pid. */
-  char namespace[32];
-  snprintf(namespace, sizeof namespace, "%" PRIu64, process_own_namespace());
-  if (strcmp(namespace, "0"))
-    setenv("MEMTAP_RING_PID_NS", namespace, 1);
+  char pidns[32];
+  snprintf(pidns, sizeof pidns, "%" PRIu64, process_own_namespace());
+  if (strcmp(pidns, "0"))
+    setenv("MEMTAP_RING_PID_NS", pidns, 1);
   else
     unsetenv("MEMTAP_RING_PID_NS");
   setenv(MT_CLOCK_ANCHOR_ENV, anchor, 1);

@@ -81,7 +81,7 @@ static long innermost_pid(long pid) {
 
 /* The pid a /proc entry names and the inode of its pid namespace; false for an entry that is not
  * a process, or one gone or hidden since. */
-static bool proc_entry(const char *name, long *pid, uint64_t *namespace) {
+static bool proc_entry(const char *name, long *pid, uint64_t *pidns) {
   char *end, path[64];
   *pid = strtol(name, &end, 10);
   struct stat st;
@@ -90,11 +90,11 @@ static bool proc_entry(const char *name, long *pid, uint64_t *namespace) {
   snprintf(path, sizeof path, "/proc/%ld/ns/pid", *pid);
   if (stat(path, &st) != 0)
     return false;
-  *namespace = (uint64_t)st.st_ino;
+  *pidns = (uint64_t)st.st_ino;
   return true;
 }
 
-long process_in_namespace(uint64_t namespace, long local_pid, uint64_t start_time) {
+long process_in_namespace(uint64_t pidns, long local_pid, uint64_t start_time) {
   DIR *d = opendir("/proc");
   if (!d)
     return 0;
@@ -102,7 +102,7 @@ long process_in_namespace(uint64_t namespace, long local_pid, uint64_t start_tim
   uint64_t ns, started = 0;
   struct dirent *e;
   while (!found && (e = readdir(d)))
-    if (proc_entry(e->d_name, &pid, &ns) && ns == namespace && innermost_pid(pid) == local_pid &&
+    if (proc_entry(e->d_name, &pid, &ns) && ns == pidns && innermost_pid(pid) == local_pid &&
         (!start_time || (mt_process_stat((int)pid, &started, NULL) && started == start_time)))
       found = pid;
   closedir(d);
@@ -149,6 +149,6 @@ uint64_t *process_live_namespaces(size_t *count) {
   return ns;
 }
 
-bool process_namespace_listed(const uint64_t *namespaces, size_t count, uint64_t namespace) {
-  return bsearch(&namespace, namespaces, count, sizeof *namespaces, compare_u64) != NULL;
+bool process_namespace_listed(const uint64_t *namespaces, size_t count, uint64_t pidns) {
+  return bsearch(&pidns, namespaces, count, sizeof *namespaces, compare_u64) != NULL;
 }

@@ -23,18 +23,18 @@ long process_effective_uid(long pid);
 uint64_t process_image(long pid);
 
 /* The pid, in memtap's own namespace, of the live process whose pid is `local_pid` in the pid
- * namespace `namespace` (the inode of its /proc/PID/ns/pid) and which started at `start_time`
+ * namespace `pidns` (the inode of its /proc/PID/ns/pid) and which started at `start_time`
  * (0: any), found by a walk of /proc; 0 when no process there is it (it has ended and another
  * namespace was given the number, or /proc shows another namespace's processes). */
-long process_in_namespace(uint64_t namespace, long local_pid, uint64_t start_time);
+long process_in_namespace(uint64_t pidns, long local_pid, uint64_t start_time);
 
 /* The pid namespaces of the processes /proc shows (the inode numbers of their /proc/PID/ns/pid),
  * sorted, without repeats, into a malloc'd array (*count of them); NULL when /proc cannot be read
  * or memory is short. */
 uint64_t *process_live_namespaces(size_t *count);
 
-/* Whether `namespace` is in such an array of `count`. */
-bool process_namespace_listed(const uint64_t *namespaces, size_t count, uint64_t namespace);
+/* Whether `pidns` is in such an array of `count`. */
+bool process_namespace_listed(const uint64_t *namespaces, size_t count, uint64_t pidns);
 
 /* This process's pid namespace (the inode of /proc/self/ns/pid), 0 when /proc cannot tell. */
 uint64_t process_own_namespace(void);

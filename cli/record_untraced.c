@@ -12,9 +12,9 @@
 static const char note_suffix[] = ".untraced";
 
 /* The pid a note's name gives, or 0 if `name` is not `<pid>.untraced` or
- * `<pid>-pidns<namespace>.<start time>.untraced` (a process of another pid namespace: *namespace
+ * `<pid>-pidns<namespace>.<start time>.untraced` (a process of another pid namespace: *pidns
  * is a number for the pair, else 0). */
-static long note_pid(const char *name, uint64_t *namespace) {
+static long note_pid(const char *name, uint64_t *pidns) {
   long pid = 0;
   const char *p = name;
   for (; *p >= '0' && *p <= '9'; p++) {
@@ -24,20 +24,20 @@ static long note_pid(const char *name, uint64_t *namespace) {
   }
   if (p == name)
     return 0;
-  *namespace = 0;
+  *pidns = 0;
   if (!strncmp(p, "-pidns", 6)) {
     const char *q = p += 6;
-    for (; *p >= '0' && *p <= '9' && *namespace < UINT64_MAX / 16; p++)
-      *namespace = *namespace * 10 + (uint64_t)(*p - '0');
-    if (p == q || !*namespace || *p != '.')
+    for (; *p >= '0' && *p <= '9' && *pidns < UINT64_MAX / 16; p++)
+      *pidns = *pidns * 10 + (uint64_t)(*p - '0');
+    if (p == q || !*pidns || *p != '.')
       return 0;
     uint64_t start = 0;
     for (q = ++p; *p >= '0' && *p <= '9' && start < UINT64_MAX / 16; p++)
       start = start * 10 + (uint64_t)(*p - '0');
     if (p == q)
       return 0;
-    *namespace = *namespace * 0x9E3779B97F4A7C15u ^ start; /* told apart, not read back */
-    *namespace += !*namespace;
+    *pidns = *pidns * 0x9E3779B97F4A7C15u ^ start; /* told apart, not read back */
+    *pidns += !*pidns;
   }
   return strcmp(p, note_suffix) == 0 ? pid : 0;
 }
@@ -51,11 +51,11 @@ bool record_untraced_is_note(const char *name) {
       return false;
     memcpy(whole, name, n - k);
     whole[n - k] = 0;
-    uint64_t namespace;
-    return note_pid(whole, &namespace) > 0;
+    uint64_t pidns;
+    return note_pid(whole, &pidns) > 0;
   }
-  uint64_t namespace;
-  return note_pid(name, &namespace) > 0;
+  uint64_t pidns;
+  return note_pid(name, &pidns) > 0;
 }
 
 /* The index + 1 in u->names of the program name `exe` (a path) is a basename of, added if new;
@@ -91,8 +91,8 @@ static uint64_t name_index(record_untraced *u, char *exe) {
 }
 
 bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
-  uint64_t namespace = 0;
-  long pid = note_pid(name, &namespace);
+  uint64_t pidns = 0;
+  long pid = note_pid(name, &pidns);
   if (pid <= 0)
     return false;
   char exe[4096];
@@ -110,7 +110,7 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
   if (n > 0) {
     exe[n] = 0;
     process_program_undeleted(exe);
-  } else if (namespace || !process_program(pid, exe, sizeof exe)) { /* not a pid of ours */
+  } else if (pidns || !process_program(pid, exe, sizeof exe)) { /* not a pid of ours */
     exe[0] = 0;
   }
   /* Removed before it is counted: a note rewritten meanwhile (the child exec'd) comes back. */
@@ -118,7 +118,7 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
   if (!u->pids.seed)
     u->pids.seed = mt_hashmap_random_seed(); /* pids are chosen by the program: seeded */
   /* A process by its pid, and one of another namespace by both (pids below 2^22). */
-  uint64_t key = (uint64_t)pid ^ namespace << 22, was = 0;
+  uint64_t key = (uint64_t)pid ^ pidns << 22, was = 0;
   if (!mt_hashmap_get(&u->pids, key, &was)) {
     u->clones += clone_copy;
     u->ring_failures += ring_failed;

@@ -21,16 +21,16 @@
 #include "ring/process.h"
 #include "ring/producer.h"
 
-/* "<dir>/<pid>.memtap-ring", with "-pidns<namespace>" after the pid when `namespace` is not 0 and
+/* "<dir>/<pid>.memtap-ring", with "-pidns<namespace>" after the pid when `pidns` is not 0 and
  * ".<other>" when `other` is not 0, without snprintf (which may allocate). */
-static bool build_path(char *out, size_t size, const char *dir, int pid, uint64_t namespace,
+static bool build_path(char *out, size_t size, const char *dir, int pid, uint64_t pidns,
                        unsigned other) {
   char name[80];
   int n = mt_format_decimal(name, (uint64_t)pid);
-  if (namespace) {
+  if (pidns) {
     memcpy(name + n, "-pidns", 6);
     n += 6;
-    n += mt_format_decimal(name + n, namespace);
+    n += mt_format_decimal(name + n, pidns);
   }
   if (other) {
     name[n++] = '.';
@@ -118,11 +118,11 @@ static bool name_number(const char **p, uint64_t *out) {
 bool mt_ring_file_abandoned(int dirfd, const char *name) {
   /* The name: the pid, "-pidns" and a namespace, "." and a number, the suffix, and nothing else
    * (create.c's build_path). */
-  uint64_t named = 0, namespace = 0, other = 0;
+  uint64_t named = 0, pidns = 0, other = 0;
   const char *p = name;
   if (!name_number(&p, &named) || named > INT32_MAX)
     return false;
-  if (!strncmp(p, "-pidns", 6) && (p += 6, !name_number(&p, &namespace)))
+  if (!strncmp(p, "-pidns", 6) && (p += 6, !name_number(&p, &pidns)))
     return false;
   if (*p == '.' && p[1] != 'm' && (p++, !name_number(&p, &other)))
     return false;
@@ -130,8 +130,8 @@ bool mt_ring_file_abandoned(int dirfd, const char *name) {
     return false;
   /* A process of another pid namespace cannot be looked for by its pid here: its file is
    * abandoned once no process is left in that namespace. */
-  if (namespace)
-    return !mt_pid_namespace_alive(namespace);
+  if (pidns)
+    return !mt_pid_namespace_alive(pidns);
   int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return false;
@@ -192,11 +192,11 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   int pid = getpid();
   /* Looked at for every file: a process that called unshare(CLONE_NEWPID) forks its children
    * into another namespace than its own. */
-  uint64_t namespace = s->options.pid_namespace ? mt_process_pid_namespace() : 0;
-  s->foreign_namespace = namespace && namespace != s->options.pid_namespace;
+  uint64_t pidns = s->options.pid_namespace ? mt_process_pid_namespace() : 0;
+  s->foreign_namespace = pidns && pidns != s->options.pid_namespace;
   if (!s->foreign_namespace)
-  namespace = 0;
-  if (!build_path(s->path, sizeof s->path, s->options.dir, pid, namespace, 0))
+    pidns = 0;
+  if (!build_path(s->path, sizeof s->path, s->options.dir, pid, pidns, 0))
     return mt_fail(err, MT_E_INVALID, -1, "ring directory path is too long");
   /* Within the file size limit: sizing the file past it would raise SIGXFSZ in the program.
    * Known before a file is made (or a previous image's, before exec, replaced). */
@@ -216,7 +216,7 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   bool taken;
   int fd = open_exclusive(s->path, s->options.preserve, s->start_time, &taken, err);
   for (unsigned other = 1; taken && other <= 64; other++) {
-    if (!build_path(s->path, sizeof s->path, s->options.dir, pid, namespace, other))
+    if (!build_path(s->path, sizeof s->path, s->options.dir, pid, pidns, other))
       return mt_fail(err, MT_E_INVALID, -1, "ring directory path is too long");
     fd = open_exclusive(s->path, s->options.preserve, s->start_time, &taken, err);
   }

@@ -122,7 +122,7 @@ uint64_t mt_process_pid_namespace(void) {
   return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-bool mt_pid_namespace_alive(uint64_t namespace) {
+bool mt_pid_namespace_alive(uint64_t pidns) {
   int dir = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0)
     return true;
@@ -144,7 +144,7 @@ bool mt_pid_namespace_alive(uint64_t namespace) {
       memcpy(path + 6, name, n);
       memcpy(path + 6 + n, "/ns/pid", 8);
       struct stat st;
-      found = stat(path, &st) == 0 && (uint64_t)st.st_ino == namespace;
+      found = stat(path, &st) == 0 && (uint64_t)st.st_ino == pidns;
     }
   }
   close(dir);

@@ -20,10 +20,10 @@ bool mt_process_alive(int pid, uint64_t start_time);
  * tell (not mounted, too old a kernel). Two processes in one namespace get the same number. */
 uint64_t mt_process_pid_namespace(void);
 
-/* Whether some process this one can see in /proc is in the pid namespace `namespace` (the inode
+/* Whether some process this one can see in /proc is in the pid namespace `pidns` (the inode
  * number of /proc/PID/ns/pid). True when /proc cannot be read, so that nothing of that namespace's
  * is taken for abandoned then. No malloc (getdents64 into a buffer on the stack). */
-bool mt_pid_namespace_alive(uint64_t namespace);
+bool mt_pid_namespace_alive(uint64_t pidns);
 
 /* Writes the decimal digits of `value` at `out` (no NUL) and returns how many. */
 int mt_format_decimal(char *out, uint64_t value);
