@@ -121,8 +121,12 @@ enum {
 /* What `kill` sends to memtap alone is passed on to the program, as if memtap were not there:
  * termination (the program exits with it and memtap writes the whole trace) and the signals a
  * user sends to ask a program something (dd's progress on SIGUSR1, a server reopening its logs);
- * left unhandled, any of them would kill memtap and leave the program running without it. */
-static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
+ * left unhandled, any of them would kill memtap and leave the program running without it. SIGINT
+ * and SIGQUIT too: the terminal sends them to the whole foreground group, program included, and
+ * the count below keeps memtap from passing its copy on then; but `kill -INT` aimed at memtap
+ * alone (a supervisor, `timeout -s INT`) used to be ignored, the program running on. */
+static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2,
+                                        SIGALRM, SIGINT, SIGQUIT};
 #define FORWARDED_COUNT (sizeof forwarded_signals / sizeof forwarded_signals[0])
 
 /* The other signals that would kill memtap, left the program running without it and its trace
@@ -1387,14 +1391,18 @@ int mt_cmd_record(int argc, char **argv) {
   }
 
   struct sigaction ignore = {.sa_handler = SIG_IGN}, forward = {.sa_handler = count_signal};
-  struct sigaction old_int, old_quit, old_forwarded[FORWARDED_COUNT], old_xfsz;
+  struct sigaction old_forwarded[FORWARDED_COUNT], old_xfsz;
   bool passing[_NSIG] = {false};
   sigemptyset(&forward.sa_mask);
   forward.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &ignore, &old_int); /* the terminal sends it to the program too */
-  sigaction(SIGQUIT, &ignore, &old_quit);
-  for (size_t i = 0; i < FORWARDED_COUNT; i++) /* sent to memtap alone: pass them on */
-    sigaction(forwarded_signals[i], &forward, &old_forwarded[i]);
+  for (size_t i = 0; i < FORWARDED_COUNT; i++) { /* sent to memtap alone: pass them on */
+    sigaction(forwarded_signals[i], NULL, &old_forwarded[i]);
+    /* An interrupt memtap was started ignoring (a background job of a script, nohup) is the
+     * program's to ignore too (it inherited that): memtap neither dies of it nor passes it on. */
+    bool interrupt = forwarded_signals[i] == SIGINT || forwarded_signals[i] == SIGQUIT;
+    sigaction(forwarded_signals[i],
+              interrupt && old_forwarded[i].sa_handler == SIG_IGN ? &ignore : &forward, NULL);
+  }
   /* Ignored when memtap started, they stay so (and the program inherited that). */
   for (int sig = 1; sig < _NSIG; sig++) {
     struct sigaction was;
@@ -1505,8 +1513,6 @@ int mt_cmd_record(int argc, char **argv) {
 
   for (size_t i = 0; i < s.count; i++)
     finish(&s, &s.procs[i]);
-  sigaction(SIGINT, &old_int, NULL);
-  sigaction(SIGQUIT, &old_quit, NULL);
   for (size_t i = 0; i < FORWARDED_COUNT; i++)
     sigaction(forwarded_signals[i], &old_forwarded[i], NULL);
   struct sigaction default_action = {.sa_handler = SIG_DFL};

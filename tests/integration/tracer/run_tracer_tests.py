@@ -1436,7 +1436,8 @@ def test_signals_sent_to_memtap_reach_the_program():
     # SIGPWR and the real-time signals, which the tracer cannot count and memtap passes on as
     # they come.
     named = [(int(sig), sig.name) for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2,
-                                              signal.SIGALRM, signal.SIGPROF, signal.SIGPWR)]
+                                              signal.SIGALRM, signal.SIGPROF, signal.SIGPWR,
+                                              signal.SIGINT, signal.SIGQUIT)]
     for sig, name in named + [(int(signal.SIGRTMIN) + 1, "SIGRTMIN+1")]:
         trace = os.path.join(WORK, f"signalled-{name}.ctf")
         p = subprocess.Popen(record_command(trace, [program("slow_worker"), "1000"]),
@@ -1466,14 +1467,14 @@ def test_signals_reach_the_program_once():
                                  env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True, start_new_session=True)
             wait_for_line(p, "ready")
-            for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGTERM):
+            for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGINT, signal.SIGTERM):
                 if target == "group":
                     os.killpg(p.pid, sig)
                 else:
                     os.kill(p.pid, sig)
                 time.sleep(0.2)
             out, err = session_output(p, label)
-            expect(p.returncode == 0 and "hup=1 usr1=1 term=1" in out,
+            expect(p.returncode == 0 and "hup=1 usr1=1 int=1 term=1" in out,
                    f"{label}: exit {p.returncode} (99: a second SIGTERM), output {out!r}, "
                    f"expected each signal once\n{err[-2000:]}")
             verify_trace(trace)
