@@ -342,7 +342,7 @@ static void run_child(const session *s, const char *shim, const char *resolved, 
   /* The pids memtap reads file names and /proc by: a process in another pid namespace names its
    * file after that namespace too, and judges memtap's liveness by a lock, not by its pid. */
   char pidns[32];
-  snprintf(pidns, sizeof pidns, "%" PRIu64, process_own_namespace());
+  snprintf(pidns, sizeof pidns, "%" PRIu64, mt_process_pid_namespace());
   if (strcmp(pidns, "0"))
     setenv("MEMTAP_RING_PID_NS", pidns, 1);
   else

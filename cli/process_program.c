@@ -51,11 +51,6 @@ uint64_t process_image(long pid) {
   return mt_process_image(path, auxv, sizeof auxv);
 }
 
-uint64_t process_own_namespace(void) {
-  struct stat st;
-  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
-}
-
 /* The last pid of /proc/PID/status's NSpid line (the pid in the process's own namespace), or -1. */
 static long innermost_pid(long pid) {
   char path[64], line[256];

@@ -36,7 +36,4 @@ uint64_t *process_live_namespaces(size_t *count);
 /* Whether `pidns` is in such an array of `count`. */
 bool process_namespace_listed(const uint64_t *namespaces, size_t count, uint64_t pidns);
 
-/* This process's pid namespace (the inode of /proc/self/ns/pid), 0 when /proc cannot tell. */
-uint64_t process_own_namespace(void);
-
 #endif

@@ -146,11 +146,6 @@ const char *mt_recorder_executable(const mt_recorder *r);
  * has exec'd since, even into the same program. */
 uint64_t mt_recorder_image(const mt_recorder *r);
 
-/* The traced process as its first attached ring file names it: its pid in its own pid namespace
- * and its start time (clock ticks since boot; an exec keeps it, a process that has the pid of
- * a dead one has another). False before a file is attached. */
-bool mt_recorder_process_identity(const mt_recorder *r, int *pid, uint64_t *start_time);
-
 /* Deliveries of `sig` to the traced program's signal handlers so far, as its tracer counted them
  * (mt_cursor_signals_handled of its own ring file); 0 before a file is attached. */
 uint32_t mt_recorder_signals_handled(const mt_recorder *r, int sig);

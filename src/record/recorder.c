@@ -1115,15 +1115,6 @@ uint64_t mt_recorder_image(const mt_recorder *r) {
   return r->have_process ? r->process.image : 0;
 }
 
-bool mt_recorder_process_identity(const mt_recorder *r, int *pid, uint64_t *start_time) {
-  mt_ring_file_info info;
-  if (!r->natt || mt_cursor_info(r->att[0].cursor, &info) != MT_OK)
-    return false;
-  *pid = info.pid;
-  *start_time = info.start_time;
-  return true;
-}
-
 uint32_t mt_recorder_signals_handled(const mt_recorder *r, int sig) {
   return r->natt ? mt_cursor_signals_handled(r->att[0].cursor, sig) : 0;
 }
