@@ -268,7 +268,7 @@ int mt_cursor_register_primary(mt_cursor *c, mt_error *err) {
    * (ring/liveness.h). Any other keeps no descriptor: one per file adds up in a consumer of many
    * processes, and an in-process consumer's would show in the program's descriptor table. */
   const char *slash = strrchr(c->path, '/');
-  bool foreign = strstr(slash ? slash + 1 : c->path, "-pidns") != NULL;
+  bool foreign = strstr(slash ? slash + 1 : c->path, MT_RING_FILE_PIDNS) != NULL;
   if (foreign)
     mt_ring_primary_lock(fd);
   if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= rw_size)

@@ -28,8 +28,8 @@ static bool build_path(char *out, size_t size, const char *dir, int pid, uint64_
   char name[80];
   int n = mt_format_decimal(name, (uint64_t)pid);
   if (pidns) {
-    memcpy(name + n, "-pidns", 6);
-    n += 6;
+    memcpy(name + n, MT_RING_FILE_PIDNS, sizeof MT_RING_FILE_PIDNS - 1);
+    n += (int)sizeof MT_RING_FILE_PIDNS - 1;
     n += mt_format_decimal(name + n, pidns);
   }
   if (other) {
@@ -122,7 +122,8 @@ bool mt_ring_file_abandoned(int dirfd, const char *name) {
   const char *p = name;
   if (!name_number(&p, &named) || named > INT32_MAX)
     return false;
-  if (!strncmp(p, "-pidns", 6) && (p += 6, !name_number(&p, &pidns)))
+  size_t tag = sizeof MT_RING_FILE_PIDNS - 1;
+  if (!strncmp(p, MT_RING_FILE_PIDNS, tag) && (p += tag, !name_number(&p, &pidns)))
     return false;
   if (*p == '.' && p[1] != 'm' && (p++, !name_number(&p, &other)))
     return false;

@@ -15,6 +15,8 @@
 #define MT_RING_MAGIC 0x31474e4952544d4dull /* "MMTRING1" read as little-endian bytes */
 #define MT_RING_VERSION 1u
 #define MT_RING_FILE_SUFFIX ".memtap-ring"
+/* Between the pid and the namespace in the name of a file of another pid namespace (create.c). */
+#define MT_RING_FILE_PIDNS "-pidns"
 
 /* Cache-line pairs: x86's adjacent-line prefetcher pulls lines in 128-byte pairs, so fields
  * written by different parties are kept 128 bytes apart. */

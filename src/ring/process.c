@@ -21,6 +21,23 @@ int mt_format_decimal(char *out, uint64_t value) {
   return n;
 }
 
+/* The first `size` - 1 bytes of the file at `path`, NUL-terminated: a /proc file read in one go
+ * (open, read, close). False when it cannot be read or is empty. */
+static bool read_small_file(const char *path, char *buf, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  ssize_t got;
+  do
+    got = read(fd, buf, size - 1);
+  while (got < 0 && errno == EINTR);
+  close(fd);
+  if (got <= 0)
+    return false;
+  buf[got] = 0;
+  return true;
+}
+
 bool mt_process_stat(int pid, uint64_t *start_time, char *state) {
   char path[32] = "/proc/";
   int n = 6;
@@ -31,18 +48,9 @@ bool mt_process_stat(int pid, uint64_t *start_time, char *state) {
     n += 4;
   }
   memcpy(path + n, "/stat", 6);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return false;
   char buf[1024];
-  ssize_t got;
-  do
-    got = read(fd, buf, sizeof buf - 1);
-  while (got < 0 && errno == EINTR);
-  close(fd);
-  if (got <= 0)
+  if (!read_small_file(path, buf, sizeof buf))
     return false;
-  buf[got] = 0;
   /* The command name (field 2) may contain spaces and parentheses: fields resume after the
    * last ')'. */
   char *p = strrchr(buf, ')');
@@ -71,18 +79,9 @@ bool mt_process_stat(int pid, uint64_t *start_time, char *state) {
  * of /proc/PID/stat's start time): /proc shows other processes' start times shifted by it. 0
  * outside a time namespace, or when /proc/self/timens_offsets cannot be read. */
 static int64_t boottime_offset_ticks(void) {
-  int fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return 0;
   char buf[256];
-  ssize_t got;
-  do
-    got = read(fd, buf, sizeof buf - 1);
-  while (got < 0 && errno == EINTR);
-  close(fd);
-  if (got <= 0)
+  if (!read_small_file("/proc/self/timens_offsets", buf, sizeof buf))
     return 0;
-  buf[got] = 0;
   const char *p = strstr(buf, "boottime");
   if (!p)
     return 0;
