@@ -927,6 +927,25 @@ def test_full_fork_exec_vfork_spawn_with_follow_fork():
         fail("--follow-fork traces wrong:\n  " + "\n  ".join(problems))
 
 
+def program_traces(directory, exe, stderr=None, source=None, what=""):
+    """Every trace in `directory`, verified (and its closing line checked against record's
+    `stderr`, when given). Returns ([(path, facts)] of the traces of program `exe`, the same of the
+    others); with `source`, each trace of `exe` has the per-site counts its @expect lines say."""
+    ours, others = [], []
+    for path in trace_files(directory):
+        f = verify_trace(path)
+        if stderr is not None:
+            check_summary_line(stderr, path, f)
+        if f["executable"] == os.path.realpath(exe):
+            ours.append((path, f))
+            if source:
+                check_sites(facts(path, [source]), [source], "all",
+                            f"{os.path.basename(exe)} {what} ({os.path.basename(path)})")
+        else:
+            others.append((path, f))
+    return ours, others
+
+
 def test_processes_of_other_pid_namespaces_each_keep_their_trace():
     # Sandboxes and containers (`unshare --pid --fork`, bubblewrap, a build's sandbox) give the
     # processes in them pids that processes elsewhere have too: here three programs are all pid 1,
@@ -949,19 +968,13 @@ def test_processes_of_other_pid_namespaces_each_keep_their_trace():
     same_behaviour(plain, traced, "three programs in pid namespaces", compare_stdout=False)
     expect(sorted(plain.stdout.splitlines()) == sorted(traced.stdout.splitlines()),
            f"the programs' output differs under memtap record:\n{traced.stdout[-2000:]}")
-    ours = []
-    for path in trace_files(directory):
-        f = verify_trace(path)
-        check_summary_line(traced.stderr, path, f)
-        if f["executable"] == os.path.realpath(ap):
-            ours.append(path)
-            expect(f["pid"] == 1, f"{path}: trace_info says pid {f['pid']}, not its pid 1")
-            check_sites(facts(path, ["alloc_patterns.c"]), ["alloc_patterns.c"], "all",
-                        f"alloc_patterns in a pid namespace ({os.path.basename(path)})")
+    ours, _ = program_traces(directory, ap, traced.stderr, "alloc_patterns.c", "in a pid namespace")
+    for path, f in ours:
+        expect(f["pid"] == 1, f"{path}: trace_info says pid {f['pid']}, not its pid 1")
     expect(len(ours) == 3,
            f"expected three traces of alloc_patterns, one per namespace, got {len(ours)}: "
            f"{trace_files(directory)}\nrecord's stderr:\n{traced.stderr[-2000:]}")
-    names = [os.path.basename(p) for p in ours]
+    names = [os.path.basename(p) for p, _ in ours]
     expect(all(re.fullmatch(r"ns\.ctf\.\d+(\.\d+)?", n) and not n.endswith(".1") for n in names),
            f"traces of processes memtap can see are named by their pid in its namespace: {names}")
 
@@ -976,13 +989,8 @@ def test_processes_of_other_pid_namespaces_each_keep_their_trace():
     traced = record(trace, argv, ("--full", "--follow-fork"),
                     env=base_env({"MEMTAP_RING_SIZE": "8K"}))
     same_behaviour(untraced(argv), traced, "a pid used again in a pid namespace")
-    pids = []
-    for path in trace_files(directory):
-        f = verify_trace(path)
-        if f["executable"] == os.path.realpath(ap):
-            pids.append(f["pid"])
-            check_sites(facts(path, ["alloc_patterns.c"]), ["alloc_patterns.c"], "all",
-                        f"alloc_patterns with a pid used again ({os.path.basename(path)})")
+    ours, _ = program_traces(directory, ap, None, "alloc_patterns.c", "with a pid used again")
+    pids = [f["pid"] for _, f in ours]
     expect(pids == [2, 2], f"expected two traces of alloc_patterns, both of pid 2 in their "
            f"namespace, got pids {pids}: {trace_files(directory)}\n{traced.stderr[-2000:]}")
 
@@ -1000,13 +1008,8 @@ def test_processes_of_other_pid_namespaces_each_keep_their_trace():
     trace = os.path.join(directory, "seq.ctf")
     traced = record(trace, argv, ("--follow-fork",))
     same_behaviour(untraced(argv), traced, "ten pid namespaces one after another")
-    ours, split = [], []
-    for path in trace_files(directory):
-        f = verify_trace(path)
-        if f["executable"] == os.path.realpath(ap):
-            ours.append(path)
-        elif f["pid"] == 1:
-            split.append(f"{os.path.basename(path)} ({f['executable']})")
+    ours, others = program_traces(directory, ap)
+    split = [f"{os.path.basename(p)} ({f['executable']})" for p, f in others if f["pid"] == 1]
     expect(len(ours) == 10, f"expected ten traces of alloc_patterns, one per namespace, got "
            f"{len(ours)}: {trace_files(directory)}\n{traced.stderr[-2000:]}")
     expect(not split, f"a namespace's first process left a trace of its image before its exec "
@@ -1044,14 +1047,8 @@ def test_program_in_a_time_namespace_is_traced_whole():
     traced = record(trace, argv, ("--full", "--follow-fork"),
                     env=base_env({"MEMTAP_RING_SIZE": "8K"}))
     same_behaviour(untraced(argv), traced, "alloc_patterns in a time namespace")
-    ours = []
-    for path in trace_files(directory):
-        f = verify_trace(path)
-        check_summary_line(traced.stderr, path, f)
-        if f["executable"] == os.path.realpath(ap):
-            ours.append(path)
-            check_sites(facts(path, ["alloc_patterns.c"]), ["alloc_patterns.c"], "all",
-                        "alloc_patterns in a time namespace")
+    ours, _ = program_traces(directory, ap, traced.stderr, "alloc_patterns.c",
+                             "in a time namespace")
     expect(len(ours) == 1, f"expected one trace of alloc_patterns, got {len(ours)}: "
            f"{trace_files(directory)}\n{traced.stderr[-2000:]}")
 
