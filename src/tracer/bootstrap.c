@@ -138,6 +138,14 @@ void mt_shim_resolve(void) {
   r.setrlimit64 = dlsym(RTLD_NEXT, "setrlimit64");
   r.prlimit = dlsym(RTLD_NEXT, "prlimit");
   r.prlimit64 = dlsym(RTLD_NEXT, "prlimit64");
+  r.exit_ = dlsym(RTLD_NEXT, "_exit");
+  r.exit_upper = dlsym(RTLD_NEXT, "_Exit");
+  r.execve = dlsym(RTLD_NEXT, "execve");
+  r.execv = dlsym(RTLD_NEXT, "execv");
+  r.execvp = dlsym(RTLD_NEXT, "execvp");
+  r.execvpe = dlsym(RTLD_NEXT, "execvpe");
+  r.fexecve = dlsym(RTLD_NEXT, "fexecve");
+  r.execveat = dlsym(RTLD_NEXT, "execveat");
   if (!r.malloc || !r.free || !r.realloc) {
     /* Nothing to forward to: there is no way on; fail loudly rather than corrupt memory. */
     static const char msg[] = "memtap: cannot find the next malloc, free and realloc\n";

@@ -56,9 +56,9 @@ static struct {
   char path[4096];           /* the output's name, for messages */
   char ring[4096];           /* the ring file the thread consumes */
   pthread_t thread;          /* the consumer */
-  bool running;
-  pid_t pid;         /* the process that opened the file and runs the thread */
-  _Atomic int stop;  /* set at stop or exit: drain, finish, return */
+  _Atomic bool running;      /* taken back by the one caller that finishes the trace */
+  pid_t pid;                 /* the process that opened the file and runs the thread */
+  _Atomic int stop;          /* set at stop or exit: drain, finish, return */
   _Atomic int table; /* the thread's descriptor table: 0 not yet known, 1 its own, -1 shared */
   int status;        /* how the thread's finish went, and why not */
   mt_error error;
@@ -106,7 +106,7 @@ MT_HIDDEN int mt_inprocess_prepare(const char *path, mt_error *err) {
   if (inproc.fd >= 0 && inproc.pid != getpid()) {
     close_trace_fd(); /* a forked child's copy of its parent's trace (its lock is the parent's) */
     inproc.fd = -1;
-    inproc.running = false;
+    atomic_store(&inproc.running, false);
   }
   if (inproc.fd >= 0)
     return mt_fail(err, MT_E_STATE, -1, "a trace is being written already (%s)", inproc.path);
@@ -193,25 +193,42 @@ static void *consume(void *arg) {
 }
 
 bool mt_inprocess_running(void) {
-  return inproc.running && inproc.pid == getpid();
+  return atomic_load(&inproc.running) && inproc.pid == getpid();
 }
 
-int mt_inprocess_finish(mt_error *err) {
+/* Waits for the consumer thread; with `bound_s` > 0, at most that long (false on timeout). */
+static bool join_consumer(int bound_s) {
+  if (bound_s <= 0)
+    return pthread_join(inproc.thread, NULL) == 0;
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += bound_s;
+  return pthread_timedjoin_np(inproc.thread, NULL, &deadline) == 0;
+}
+
+/* mt_inprocess_finish, with the wait for the consumer thread bounded by `bound_s` seconds when
+ * positive. Whoever takes `running` back finishes: exit handlers, mt_tracer_stop and an _exit or
+ * exec in another thread may race. */
+static int finish(int bound_s, mt_error *err) {
   mt_shim_self.depth++;
   int rc = MT_OK;
-  if (!mt_inprocess_running()) {
+  if (inproc.pid != getpid() || !atomic_exchange(&inproc.running, false)) {
     if (inproc.fd >= 0 && inproc.pid == getpid()) {
       remove_unstarted_trace(); /* prepared, never launched */
       close_trace_fd();
     }
     rc = mt_fail(err, MT_E_STATE, -1, "this process is not writing a trace");
   } else {
-    inproc.running = false;
     mt_shim_stop();
     mt_ring_close(mt_shim.ring);
     atomic_store(&inproc.stop, 1);
-    pthread_join(inproc.thread, NULL);
-    if (inproc.status != MT_OK) {
+    if (!join_consumer(bound_s)) {
+      /* The process ends anyway: what the thread flushed last stays readable. */
+      rc = mt_fail(err, MT_E_IO, -1,
+                   "the trace was not finished within %d s of the program's end from a signal "
+                   "handler: it ends at its last flush",
+                   bound_s);
+    } else if (inproc.status != MT_OK) {
       *err = inproc.error;
       rc = inproc.status;
     } else if (inproc.lost) {
@@ -226,14 +243,26 @@ int mt_inprocess_finish(mt_error *err) {
   return rc;
 }
 
+int mt_inprocess_finish(mt_error *err) {
+  return finish(0, err);
+}
+
+bool mt_inprocess_end(bool bounded) {
+  if (!mt_inprocess_running())
+    return false;
+  int saved_errno = errno;
+  mt_error err = {0};
+  int rc = finish(bounded ? MT_INPROCESS_END_BOUND_S : 0, &err);
+  if (rc != MT_OK && rc != MT_E_STATE)
+    say("the trace could not be written", err.message);
+  errno = saved_errno;
+  return rc != MT_E_STATE;
+}
+
 /* At exit (registered after the ring's own exit handler, so it runs first): the end of the trace,
  * as mt_tracer_stop would. A forked child has no consumer thread: it leaves the file alone. */
 static void finish_at_exit(void) {
-  if (!mt_inprocess_running())
-    return;
-  mt_error err = {0};
-  if (mt_inprocess_finish(&err) != MT_OK)
-    say("the trace could not be written", err.message);
+  mt_inprocess_end(mt_shim_self.in_handler != 0);
 }
 
 /* Once the consumer thread has a descriptor table of its own, the output's descriptor leaves the
@@ -287,8 +316,8 @@ int mt_inprocess_launch(mt_error *err) {
        * with the process however it ends (exec, _exit, a fatal signal) instead of staying in
        * $TMPDIR. Kept where the producer still needs the path (a kernel before 5.14). */
       mt_ring_unlink(mt_shim.ring);
-      inproc.running = true;
       inproc.pid = getpid();
+      atomic_store(&inproc.running, true);
       if (!exit_handler)
         exit_handler = atexit(finish_at_exit) == 0;
       mt_shim_self.depth--;

@@ -49,6 +49,9 @@ typedef struct mt_real {
   /* int (*)(int, const struct rlimit *) and int (*)(pid_t, int, const struct rlimit *, struct
    * rlimit *), and their 64 forms (rlimit.c) */
   void *setrlimit, *setrlimit64, *prlimit, *prlimit64;
+  /* The ends of a process that run no exit handler, and the exec family (ending.c): _exit, _Exit,
+   * execve, execv, execvp, execvpe, fexecve, execveat. */
+  void *exit_, *exit_upper, *execve, *execv, *execvp, *execvpe, *fexecve, *execveat;
 } mt_real;
 
 extern MT_HIDDEN mt_real mt_shim_real;
@@ -114,6 +117,11 @@ typedef struct mt_shim_thread {
   /* The alternate signal stack [low, high) the running handler is on (signals.c), else 0: a
    * handler's stack may be a few KiB (SIGSTKSZ), too little for libunwind. */
   uintptr_t alt_low, alt_high;
+  /* > 0 while a program's handler runs through the trampoline (signals.c) on this thread: a
+   * process that ends from there (_exit in a SIGTERM handler) may have interrupted a lock the
+   * in-process consumer needs, so the end of its trace is waited for only so long (ending.c).
+   * A handler left by longjmp leaves it raised, which only bounds that wait. */
+  uint32_t in_handler;
 } mt_shim_thread;
 
 extern MT_HIDDEN __thread mt_shim_thread mt_shim_self __attribute__((tls_model("initial-exec")));
@@ -247,6 +255,12 @@ MT_HIDDEN int mt_inprocess_launch(mt_error *err);
 MT_HIDDEN int mt_inprocess_finish(mt_error *err);
 /* Whether this process runs a consumer thread now. */
 MT_HIDDEN bool mt_inprocess_running(void);
+/* The process is about to end without its exit handlers (_exit) or to replace its image (exec):
+ * when it runs a consumer thread, tracing stops and the trace is finished now, as at exit. From a
+ * signal handler (`bounded`) the consumer is waited for at most MT_INPROCESS_END_BOUND_S seconds.
+ * Returns whether a trace was finished. Keeps errno. */
+MT_HIDDEN bool mt_inprocess_end(bool bounded);
+#define MT_INPROCESS_END_BOUND_S 10
 
 /* unwind.c: the unwinder, behind one function so that it can be replaced. */
 /* Loads the unwinder (libunwind, privately) at a safe moment: the shim's constructor. */

@@ -58,7 +58,7 @@ endfunction()
 
 foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
            sampled jemalloc_probe rust_shims address_space mlock_all small_stack self_replace
-           graceful lowered_limit altstack_malloc)
+           graceful lowered_limit altstack_malloc ending)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
@@ -108,6 +108,7 @@ set(_tracer_tests
     program_locking_its_memory_runs_as_untraced
     inprocess_unstarted_trace_leaves_no_file
     inprocess_ring_file_goes_however_the_program_ends
+    inprocess_trace_is_whole_however_the_program_ends
     record_without_a_ring_directory_says_so_and_runs_nothing
     program_inherits_ignored_signals
     full_lifecycle_constructor_atexit_destructor

@@ -717,6 +717,42 @@ def test_inprocess_ring_file_goes_however_the_program_ends():
             verify_trace(trace)
 
 
+def test_inprocess_trace_is_whole_however_the_program_ends():
+    # In process the trace was finished by an exit handler only: a program that left by _exit
+    # (dash's every exit, Python's os._exit, a SIGTERM handler that calls it) or replaced itself by
+    # exec left a trace with no event in it. Each end now finishes the trace first; an exec that
+    # cannot start (no such file) keeps tracing, and one that fails all the same is said.
+    if A.lib_sanitized:
+        skip("libmemtap is sanitized: the shim cannot load it into a plain program",
+             even_under_ci=True)
+    true = shutil.which("true")
+    not_elf = os.path.join(WORK, "not-elf")
+    with open(not_elf, "wb") as fh:
+        fh.write(b"\x7fELF\x02\x01 not a program")
+    os.chmod(not_elf, 0o755)
+    site = f"ending.c:{marked_lines('ending.c')['kept']}"
+    execs = ("execve", "execv", "execvp", "execvpe", "execl", "execle", "execlp", "fexecve",
+             "execveat")
+    cases = [("_exit", true, 3, 20), ("_Exit", true, 4, 20), ("handler", true, 9, 20),
+             *((how, true, 0, 20) for how in execs), ("not-elf", not_elf, 5, 20),
+             ("missing", true, 5, 40)]
+    for how, target, status, frees in cases:
+        trace = os.path.join(WORK, f"ending-{how}.ctf")
+        argv = [program("ending"), how, target]
+        p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace, "MEMTAP_FULL": "1"}))
+        expect(p.returncode == status,
+               f"in process, {how}: exit {p.returncode}, not {status}\n{p.stderr[-2000:]}")
+        verify_trace(trace)
+        f = facts(trace, ["ending.c"])
+        check_sites(f, ["ending.c"], "all", f"in process, {how}")
+        got = f["sites"].get(site, {}).get("collects")
+        expect(got == frees, f"in process, {how}: {got} frees of the program's blocks, not {frees}")
+        said = "the trace ended before an exec" in p.stderr
+        expect(said == (how == "not-elf"),
+               f"in process, {how}: the failed exec {'was' if said else 'was not'} said\n"
+               f"{p.stderr[-2000:]}")
+
+
 def test_inprocess_unstarted_trace_leaves_no_file():
     # In process (MEMTAP=) under a file size limit below the smallest ring file: the program runs
     # untraced, the shim says why, and the trace file it opened (emptied, as memtrace does) is

@@ -1,0 +1,208 @@
+/* The ends of a process that run no exit handler, and exec (docs/tracer.md, "In-process mode").
+ * In process the trace is finished by an exit handler, so a program that left by `_exit` or
+ * `_Exit` (dash's every exit, Python's os._exit, a SIGTERM handler) or replaced its image by exec
+ * (`sh -c 'exec prog'`, env, a launcher) left an empty trace. The shim interposes those functions:
+ * in a process that runs a consumer thread (mt_inprocess_end), tracing stops and the trace is
+ * finished before the call goes on. Anywhere else (memtap record, whose ring file outlives the
+ * process; a forked or vfork child, whose pid is not the consumer's) they only pass the call on.
+ *
+ * An exec that fails returns to a program no longer traced. So an exec that would surely fail
+ * (no executable at the path, or none on PATH for the p forms) is passed on without finishing,
+ * and one that failed all the same is said. The l forms build their argument vector on the stack
+ * as glibc does, then go through the v forms. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "tracer/shim.h"
+
+#define MT_EXPORT __attribute__((visibility("default")))
+
+/* glibc declares these only for _GNU_SOURCE builds or newer versions. */
+int execvpe(const char *file, char *const argv[], char *const envp[]);
+int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
+
+/* The next definition of one of the functions here. Resolved with the allocator, at start-up: a
+ * lookup now could take the loader's lock in a signal handler or a vfork child. */
+static void *next(void *const *slot) {
+  if (!*slot && atomic_load(&mt_shim.resolve) != MT_RESOLVE_DONE) {
+    mt_shim_self.depth++;
+    mt_shim_resolve();
+    mt_shim_self.depth--;
+  }
+  return *slot;
+}
+
+static bool executable(const char *path) {
+  return faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) == 0;
+}
+
+/* Whether execvp(file) finds something to run: a path with a slash, or an executable in a PATH
+ * directory (glibc's default PATH when it is unset). */
+static bool found_on_path(const char *file) {
+  if (!*file)
+    return false;
+  if (strchr(file, '/'))
+    return executable(file);
+  const char *path = mt_shim_getenv(NULL, "PATH");
+  if (!path)
+    path = "/bin:/usr/bin";
+  char candidate[4096];
+  size_t length = strlen(file);
+  for (const char *dir = path;; dir++) {
+    const char *end = strchrnul(dir, ':');
+    size_t n = (size_t)(end - dir);
+    if (n == 0) /* an empty entry is the current directory */
+      n = 1, dir = ".";
+    if (n + 1 + length < sizeof candidate) {
+      memcpy(candidate, dir, n);
+      candidate[n] = '/';
+      memcpy(candidate + n + 1, file, length + 1);
+      if (executable(candidate))
+        return true;
+    }
+    if (!*end)
+      return false;
+    dir = end;
+  }
+}
+
+/* Before an exec that is expected to succeed: the trace is finished. Returns whether it was. */
+static bool before_exec(bool expected) {
+  return expected && mt_inprocess_end(mt_shim_self.in_handler != 0);
+}
+
+/* After an exec returned (it failed): said when the trace was finished for it. Returns rc. */
+static int after_exec(bool finished, const char *what, int rc) {
+  if (finished) {
+    int saved_errno = errno;
+    char line[600];
+    int n = snprintf(line, sizeof line,
+                     "memtap: the trace ended before an exec of %s, which failed (%s): the program "
+                     "goes on untraced\n",
+                     what, strerror(saved_errno));
+    if (n > 0)
+      mt_shim_say(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    errno = saved_errno;
+  }
+  return rc;
+}
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+
+static int next_execve(const char *path, char *const argv[], char *const envp[]) {
+  execve_fn f = (execve_fn)next(&mt_shim_real.execve);
+  return f ? f(path, argv, envp) : (int)syscall(SYS_execve, path, argv, envp);
+}
+
+MT_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+  bool finished = before_exec(executable(path));
+  return after_exec(finished, path, next_execve(path, argv, envp));
+}
+
+MT_EXPORT int execv(const char *path, char *const argv[]) {
+  bool finished = before_exec(executable(path));
+  execv_fn f = (execv_fn)next(&mt_shim_real.execv);
+  extern char **environ;
+  return after_exec(finished, path, f ? f(path, argv) : next_execve(path, argv, environ));
+}
+
+MT_EXPORT int execvp(const char *file, char *const argv[]) {
+  bool finished = before_exec(found_on_path(file));
+  execv_fn f = (execv_fn)next(&mt_shim_real.execvp);
+  if (!f) {
+    errno = ENOSYS;
+    return after_exec(finished, file, -1);
+  }
+  return after_exec(finished, file, f(file, argv));
+}
+
+MT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  bool finished = before_exec(found_on_path(file));
+  execve_fn f = (execve_fn)next(&mt_shim_real.execvpe);
+  if (!f) {
+    errno = ENOSYS;
+    return after_exec(finished, file, -1);
+  }
+  return after_exec(finished, file, f(file, argv, envp));
+}
+
+MT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+  bool finished = before_exec(true);
+  typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+  fexecve_fn f = (fexecve_fn)next(&mt_shim_real.fexecve);
+  int rc = f ? f(fd, argv, envp) : (int)syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
+  return after_exec(finished, "a descriptor", rc);
+}
+
+MT_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+                       int flags) {
+  bool finished = before_exec(true);
+  typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
+  execveat_fn f = (execveat_fn)next(&mt_shim_real.execveat);
+  int rc = f ? f(dirfd, path, argv, envp, flags)
+             : (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
+  return after_exec(finished, *path ? path : "a descriptor", rc);
+}
+
+/* The l forms: arguments up to the NULL (and, for execle, the environment after it). */
+static size_t count_arguments(va_list ap) {
+  size_t n = 1; /* arg0, already taken */
+  while (va_arg(ap, const char *))
+    n++;
+  return n;
+}
+
+#define COLLECT_ARGUMENTS(argv, arg, last, count)                                                  \
+  va_list ap;                                                                                      \
+  va_start(ap, last);                                                                              \
+  va_list counting;                                                                                \
+  va_copy(counting, ap);                                                                           \
+  size_t count = count_arguments(counting);                                                        \
+  va_end(counting);                                                                                \
+  char *argv[count + 1];                                                                           \
+  argv[0] = (char *)(arg);                                                                         \
+  for (size_t i = 1; i <= count; i++)                                                              \
+  argv[i] = va_arg(ap, char *)
+
+MT_EXPORT int execl(const char *path, const char *arg, ...) {
+  COLLECT_ARGUMENTS(argv, arg, arg, count);
+  va_end(ap);
+  return execv(path, argv);
+}
+
+MT_EXPORT int execlp(const char *file, const char *arg, ...) {
+  COLLECT_ARGUMENTS(argv, arg, arg, count);
+  va_end(ap);
+  return execvp(file, argv);
+}
+
+MT_EXPORT int execle(const char *path, const char *arg, ...) {
+  COLLECT_ARGUMENTS(argv, arg, arg, count);
+  char *const *envp = va_arg(ap, char *const *);
+  va_end(ap);
+  return execve(path, argv, envp);
+}
+
+MT_EXPORT void _exit(int status) {
+  mt_inprocess_end(mt_shim_self.in_handler != 0);
+  void (*f)(int) = (void (*)(int))next(&mt_shim_real.exit_);
+  if (f)
+    f(status);
+  for (;;)
+    syscall(SYS_exit_group, status);
+}
+
+MT_EXPORT void _Exit(int status) {
+  mt_inprocess_end(mt_shim_self.in_handler != 0);
+  void (*f)(int) = (void (*)(int))next(&mt_shim_real.exit_upper);
+  if (f)
+    f(status);
+  for (;;)
+    syscall(SYS_exit_group, status);
+}

@@ -1,0 +1,72 @@
+/* ending: 40 allocations, 20 of them freed, then an end that runs no exit handler or replaces the
+ * program's image: `ending HOW TRUE`, HOW one of _exit, _Exit, handler (a SIGTERM handler that
+ * calls _exit), the exec functions execve, execv, execvp, execvpe, execl, execle, execlp,
+ * fexecve, execveat (each running TRUE, the path of `true`, or `true` found on PATH), not-elf (an
+ * exec of TRUE that fails: TRUE is then an executable file the kernel cannot run) or missing (an
+ * exec of a path that does not exist). After an exec that failed the program frees the other 20
+ * and exits 5. In process (MEMTAP=), the trace must hold all 40 allocations either way. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_program.h"
+
+extern char **environ;
+
+static void *kept[40];
+
+static void on_term(int sig) {
+  (void)sig;
+  _exit(9);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fputs("usage: ending HOW TRUE\n", stderr);
+    return 2;
+  }
+  const char *how = argv[1], *truth = argv[2];
+  for (int i = 0; i < 40; i++)
+    kept[i] = malloc(200); // @expect allocs=40 words=1000 @line kept
+  for (int i = 0; i < 20; i++)
+    free(kept[i]);
+  char *args[] = {"true", NULL};
+  if (!strcmp(how, "_exit"))
+    _exit(3);
+  else if (!strcmp(how, "_Exit"))
+    _Exit(4);
+  else if (!strcmp(how, "handler")) {
+    signal(SIGTERM, on_term);
+    raise(SIGTERM);
+  } else if (!strcmp(how, "execve") || !strcmp(how, "not-elf"))
+    execve(truth, args, environ);
+  else if (!strcmp(how, "execv"))
+    execv(truth, args);
+  else if (!strcmp(how, "execvp"))
+    execvp("true", args);
+  else if (!strcmp(how, "execvpe"))
+    execvpe("true", args, environ);
+  else if (!strcmp(how, "execl"))
+    execl(truth, "true", (char *)NULL);
+  else if (!strcmp(how, "execle"))
+    execle(truth, "true", (char *)NULL, environ);
+  else if (!strcmp(how, "execlp"))
+    execlp("true", "true", (char *)NULL);
+  else if (!strcmp(how, "fexecve"))
+    fexecve(open(truth, O_RDONLY | O_CLOEXEC), args, environ);
+  else if (!strcmp(how, "execveat"))
+    execveat(AT_FDCWD, truth, args, environ, 0);
+  else if (!strcmp(how, "missing"))
+    execv("/nonexistent/memtap-test/true", args);
+  else {
+    fprintf(stderr, "ending: unknown HOW %s\n", how);
+    return 2;
+  }
+  for (int i = 20; i < 40; i++)
+    free(kept[i]);
+  return 5;
+}
