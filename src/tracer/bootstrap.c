@@ -146,6 +146,10 @@ void mt_shim_resolve(void) {
   r.execvpe = dlsym(RTLD_NEXT, "execvpe");
   r.fexecve = dlsym(RTLD_NEXT, "fexecve");
   r.execveat = dlsym(RTLD_NEXT, "execveat");
+  r.setuid = dlsym(RTLD_NEXT, "setuid");
+  r.seteuid = dlsym(RTLD_NEXT, "seteuid");
+  r.setreuid = dlsym(RTLD_NEXT, "setreuid");
+  r.setresuid = dlsym(RTLD_NEXT, "setresuid");
   if (!r.malloc || !r.free || !r.realloc) {
     /* Nothing to forward to: there is no way on; fail loudly rather than corrupt memory. */
     static const char msg[] = "memtap: cannot find the next malloc, free and realloc\n";

@@ -52,6 +52,8 @@ typedef struct mt_real {
   /* The ends of a process that run no exit handler, and the exec family (ending.c): _exit, _Exit,
    * execve, execv, execvp, execvpe, fexecve, execveat. */
   void *exit_, *exit_upper, *execve, *execv, *execvp, *execvpe, *fexecve, *execveat;
+  /* setuid, seteuid, setreuid, setresuid (credentials.c) */
+  void *setuid, *seteuid, *setreuid, *setresuid;
 } mt_real;
 
 extern MT_HIDDEN mt_real mt_shim_real;

@@ -81,11 +81,11 @@ static void register_process(int64_t parent_pid) {
  * went untraced and why. System calls only (no allocation, no
  * stdio): it runs in a fork child, where only async-signal-safe calls are allowed; and in a few
  * hundred bytes of stack, as the forking thread's stack may be small. Best effort: a failure
- * changes nothing for the program. */
-static void note_untraced_process(char why) {
+ * changes nothing for the program. Returns whether the note was left. */
+static bool note_untraced_process(char why) {
   const char *dir = mt_shim_getenv(NULL, "MEMTAP_RING_DIR");
   if (!mt_shim.config.record || !dir || dir[0] != '/')
-    return;
+    return false;
   /* Written as <pid>.untraced.part and renamed: memtap never reads a note half-written. In
    * another pid namespace than memtap's, <pid>-pidns<namespace>.<start time>: pid 1 is every
    * namespace's. */
@@ -111,6 +111,7 @@ static void note_untraced_process(char why) {
   memcpy(name, partial, len);
   name[len] = 0;
   int saved_errno = errno; /* the program's, in the child fork returns to */
+  bool left = false;
   int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   int fd = dfd < 0
                ? -1
@@ -124,12 +125,14 @@ static void note_untraced_process(char why) {
       /* as empty */
     }
     close(fd);
-    if (renameat(dfd, partial, dfd, name) != 0)
+    left = renameat(dfd, partial, dfd, name) == 0;
+    if (!left)
       unlinkat(dfd, partial, 0);
   }
   if (dfd >= 0)
     close(dfd);
   errno = saved_errno;
+  return left;
 }
 
 /* Fork handlers (registered after the ring's, so that in a followed child the ring's handler
@@ -154,7 +157,13 @@ void mt_shim_fork_child(void) {
     mt_shim_set_mode(MT_SHIM_OFF);
     if (mt_shim.config.record) {
       atomic_store(&mt_shim.never, true);
-      note_untraced_process('!');
+      if (!note_untraced_process('!')) {
+        /* Nothing memtap could find (the directory is another user's: the process changed its
+         * user twice, credentials.c): said here, or nobody would know. */
+        static const char line[] = "memtap: a forked process runs untraced: it cannot make its "
+                                   "ring file (or a note) in memtap's ring directory\n";
+        mt_shim_say(line, sizeof line - 1);
+      }
     }
     return;
   }

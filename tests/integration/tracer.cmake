@@ -58,7 +58,7 @@ endfunction()
 
 foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
            sampled jemalloc_probe rust_shims address_space mlock_all small_stack self_replace
-           graceful lowered_limit altstack_malloc ending)
+           graceful lowered_limit altstack_malloc ending dropped)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
@@ -115,6 +115,7 @@ set(_tracer_tests
     small_stack_thread_allocates_near_its_end
     full_fork_without_follow_traces_parent_only
     full_fork_exec_vfork_spawn_with_follow_fork
+    full_processes_that_become_another_user_keep_their_traces
     processes_of_other_pid_namespaces_each_keep_their_trace
     follow_fork_traces_more_processes_than_descriptors
     program_in_a_time_namespace_is_traced_whole

@@ -963,6 +963,53 @@ def test_full_fork_exec_vfork_spawn_with_follow_fork():
         fail("--follow-fork traces wrong:\n  " + "\n  ".join(problems))
 
 
+def test_full_processes_that_become_another_user_keep_their_traces():
+    # A server started as root becomes another user, then forks workers or execs the real program
+    # (nginx, Apache, setpriv, runuser). memtap's ring directory was root's alone: the worker went
+    # untraced without a word, and the exec'd program too (said). The process about to leave root
+    # now hands the directory, and its own ring file, to its new user.
+    if os.geteuid() != 0:
+        skip("only root can change its user", even_under_ci=True)
+    nobody = 65534
+    # The program and the ring directory where that user can reach them.
+    os.chmod(WORK, 0o711)
+    shared = os.path.join(WORK, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o711)
+    exe = os.path.join(shared, "dropped")
+    shutil.copy(program("dropped"), exe)
+    os.chmod(exe, 0o755)
+    rings = os.path.join(shared, "tmp")
+    os.mkdir(rings)
+    os.chmod(rings, 0o711)
+    for how in ("setuid", "seteuid", "setreuid", "setresuid"):
+        argv = [exe, str(nobody), how]
+        plain = untraced(argv)
+        expect(plain.returncode == 0, f"dropped {how} untraced: exit {plain.returncode}\n"
+               f"{plain.stderr}")
+        directory = os.path.join(WORK, f"out-{how}")
+        os.mkdir(directory)
+        trace = os.path.join(directory, "dropped.ctf")
+        traced = record(trace, argv, ("--full", "--follow-fork"),
+                        env=base_env({"TMPDIR": rings}))
+        same_behaviour(plain, traced, f"dropped {how}")
+        files = trace_files(directory)
+        expect(len(files) == 2 and trace in files,
+               f"dropped {how}: expected its trace and its worker's, got {files}\n"
+               f"{traced.stderr[-2000:]}")
+        for path in files:
+            f = verify_trace(path)
+            check_summary_line(traced.stderr, path, f)
+            # The worker's trace, and the program's: the image it exec'd as the other user (an
+            # exec starts the process's trace over), or with seteuid (no exec) what it did before.
+            mode = "worker" if path != trace else "parent" if how == "seteuid" else "image"
+            check_sites(facts(path, ["dropped.c"]), ["dropped.c"], mode,
+                        f"dropped {how}, {os.path.basename(path)}")
+        expect("cannot write memtap's ring" not in traced.stderr and
+               "not tracing" not in traced.stderr,
+               f"dropped {how}: memtap said a process went untraced\n{traced.stderr[-2000:]}")
+
+
 def program_traces(directory, exe, stderr=None, source=None, what=""):
     """Every trace in `directory`, verified (and its closing line checked against record's
     `stderr`, when given). Returns ([(path, facts)] of the traces of program `exe`, the same of the
@@ -1309,8 +1356,8 @@ def test_full_exec_wrapper_traces_the_execd_program():
 
 def test_exec_into_a_program_the_tracer_cannot_enter_is_said():
     """A traced process that execs a set-user-ID program, execs with LD_PRELOAD taken out of the
-    environment, or becomes another user (who cannot write memtap's private ring directory) and
-    execs, goes on untraced: memtap says so, naming the program and why, instead of writing a
+    environment, or becomes a user who cannot write memtap's private ring directory (a second
+    user, the first one having it) and execs, goes on untraced: memtap says so, naming the program and why, instead of writing a
     trace of the shell before it as if it were the whole run. An exec the tracer follows says
     nothing."""
     if os.geteuid() != 0:
@@ -1339,8 +1386,13 @@ def test_exec_into_a_program_the_tracer_cannot_enter_is_said():
         # program's path alone does not tell the images apart.
         ("itself, env -i", [python, "-c", reexec],
          f"exec'd {python} again and the tracer did not start in it"),
-        ("another user", ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
-                          "--", "sleep", "1"],
+        # A process leaving root hands memtap's ring directory to its new user (credentials.c):
+        # followed. A second user cannot have it: said.
+        ("a user", ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups", "--",
+                    "sleep", "0.3"], None),
+        ("another user", ["sh", "-c", f"setpriv --reuid={nobody - 1} --regid={nobody - 1} "
+                          f"--clear-groups true; exec setpriv --reuid={nobody} "
+                          f"--regid={nobody} --clear-groups -- sleep 1"],
          f"exec'd {env_sleep} as user id {nobody}, who cannot write memtap's ring directory"),
         ("traceable", ["sh", "-c", "exec sleep 0.3"], None),
         ("itself, traceable", ["sh", "-c", "exec sh -c 'sleep 0.3'"], None),
