@@ -237,6 +237,8 @@ void *mt_dlopen_unresolved(const char *file, int flags) {
   return real ? real(file, flags) : NULL;
 }
 
+/* RTLD_DEEPBIND (deepbind.c): asked mt_dlopen_deep_takes(file, flags, caller) first, with the
+ * arguments kept on the stack, and sent to mt_dlopen_deep when it says yes. */
 __asm__(".text\n"
         ".globl dlopen\n"
         ".type dlopen, @function\n"
@@ -244,12 +246,33 @@ __asm__(".text\n"
         "dlopen:\n"
         "  .cfi_startproc\n"
         "  lock incq mt_dl_pending(%rip)\n"
+        "  testl $8, %esi\n" /* RTLD_DEEPBIND */
+        "  jnz 2f\n"
+        "0:\n"
         "  movq mt_dl_real_open(%rip), %rax\n"
         "  testq %rax, %rax\n"
         "  jz 1f\n"
         "  jmp *%rax\n"
         "1:\n"
         "  jmp mt_dlopen_unresolved\n"
+        "2:\n"
+        "  pushq %rdi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  pushq %rsi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  subq $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  movq 24(%rsp), %rdx\n" /* the caller's return address */
+        "  call mt_dlopen_deep_takes\n"
+        "  addq $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  popq %rsi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  popq %rdi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  testl %eax, %eax\n"
+        "  jz 0b\n"
+        "  jmp mt_dlopen_deep\n"
         "  .cfi_endproc\n"
         ".size dlopen, .-dlopen\n");
 

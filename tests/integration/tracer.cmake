@@ -127,6 +127,7 @@ set(_tracer_tests
     full_exec_wrapper_traces_the_execd_program
     exec_into_a_program_the_tracer_cannot_enter_is_said
     full_dlopen_dlclose_library_allocations
+    full_deep_bound_library_allocations_are_traced
     full_signal_handler_mallocs_raise
     full_signal_handler_mallocs_inside_malloc
     signal_handler_on_a_small_alternate_stack_allocates

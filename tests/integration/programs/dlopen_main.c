@@ -1,19 +1,28 @@
 /* dlopen_main: loads a library that allocates (argv[1]), calls it, frees what it returned,
  * unloads it, and does it all twice: the second load may land at the first one's address, and
- * its code must still resolve to the library's lines. */
+ * its code must still resolve to the library's lines. `dlopen_main LIBRARY deep` opens it with
+ * RTLD_DEEPBIND, `deep-lazy` with RTLD_DEEPBIND | RTLD_LAZY (its own dependencies first: libc's
+ * malloc and free, past an interposer in the global scope). */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "test_program.h"
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: dlopen_main LIBRARY\n");
+    fprintf(stderr, "usage: dlopen_main LIBRARY [deep|deep-lazy]\n");
     return 64;
   }
+  int flags = RTLD_NOW | RTLD_LOCAL;
+  if (argc > 2 && !strcmp(argv[2], "deep"))
+    flags |= RTLD_DEEPBIND;
+  else if (argc > 2 && !strcmp(argv[2], "deep-lazy"))
+    flags = RTLD_LAZY | RTLD_LOCAL | RTLD_DEEPBIND;
   for (int round = 0; round < 2; round++) {
-    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    void *lib = dlopen(argv[1], flags);
     if (lib == NULL) {
       fprintf(stderr, "dlopen: %s\n", dlerror());
       return 1;

@@ -1421,6 +1421,21 @@ def test_full_dlopen_dlclose_library_allocations():
                f"library sites resolve to {sorted(funcs)}, expected {want}")
 
 
+def test_full_deep_bound_library_allocations_are_traced():
+    # A library opened with RTLD_DEEPBIND binds malloc and free to libc's, past the shim: its
+    # allocations went untraced and the program's frees of them were unknown (20 of 20 here). The
+    # shim points its slots back at the global scope's definitions once dlopen returns, bound
+    # (RTLD_NOW) or not yet (RTLD_LAZY); only its constructor's blocks, allocated inside dlopen,
+    # stay untraced.
+    lib = program("libdl_alloc_lib.so")
+    for how in ("deep", "deep-lazy"):
+        f, traced = full_program("dlopen_main", [lib, how], mode="deep",
+                                 sources=["dlopen_main.c", "dl_alloc_lib.c"])
+        m = [m for m in SUMMARY_RE.finditer(traced.stderr)][-1]
+        expect(int(m.group(4)) == 2, f"dlopen_main {how}: {m.group(4)} unknown frees, not the "
+               "constructor's 2")
+
+
 def test_full_signal_handler_mallocs_raise():
     full_program("signal_malloc", ["raise"], mode="raise")
 
