@@ -64,6 +64,7 @@ static struct {
   mt_error error;
   uint64_t lost; /* records overwritten before the thread read them */
   recorder_api api;
+  uint64_t stack_low, stack_high; /* the consumer thread's stack, guard included */
 } inproc = {.fd = -1};
 
 static void say(const char *what, const char *detail) {
@@ -192,6 +193,14 @@ static void *consume(void *arg) {
   return NULL;
 }
 
+bool mt_inprocess_stack(uint64_t *low, uint64_t *high) {
+  if (!mt_inprocess_running() || !inproc.stack_high)
+    return false;
+  *low = inproc.stack_low;
+  *high = inproc.stack_high;
+  return true;
+}
+
 bool mt_inprocess_running(void) {
   return atomic_load(&inproc.running) && inproc.pid == getpid();
 }
@@ -282,7 +291,9 @@ int mt_inprocess_launch(mt_error *err) {
   if (inproc.fd < 0)
     return mt_fail(err, MT_E_STATE, -1, "no trace file is open");
   mt_shim_self.depth++;
+  const void *mark = mt_own_objects_mark();
   void *h = load_libmemtap();
+  mt_own_objects_note_since(mark);
   mt_recorder *rec = NULL;
   const char *ring = mt_ring_path(mt_shim.ring);
   mt_recorder_options options = {.time_resolution_us = (int64_t)mt_shim.config.time_resolution_us};
@@ -311,6 +322,17 @@ int mt_inprocess_launch(mt_error *err) {
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (started == 0) {
+      pthread_attr_t running;
+      void *stack;
+      size_t stack_size, guard = 0;
+      if (pthread_getattr_np(inproc.thread, &running) == 0) {
+        if (pthread_attr_getstack(&running, &stack, &stack_size) == 0 &&
+            pthread_attr_getguardsize(&running, &guard) == 0) {
+          inproc.stack_low = (uint64_t)(uintptr_t)stack - guard;
+          inproc.stack_high = (uint64_t)(uintptr_t)stack + stack_size;
+        }
+        pthread_attr_destroy(&running);
+      }
       leave_program_table();
       /* Both mappings are made: the ring file needs no name any more, and without one it goes
        * with the process however it ends (exec, _exit, a fatal signal) instead of staying in

@@ -11,6 +11,7 @@ set(MEMTAP_TRACER_SHIM_SOURCES
   tracer/malloc.c
   tracer/mmap.c
   tracer/mlock.c
+  tracer/own_objects.c
   tracer/rlimit.c
   tracer/threads.c
   tracer/clone.c

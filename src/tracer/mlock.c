@@ -36,7 +36,7 @@
 
 #define PAGE 4096u
 #define USER_END ((uint64_t)1 << 47) /* above: [vsyscall], which is no mapping of the process */
-#define OWN_MAX 6
+#define OWN_MAX 40
 
 /* One line of /proc/self/maps, as far as it matters here. */
 typedef struct vma {
@@ -85,7 +85,17 @@ static bool own_regions(own_ranges *o) {
   }
   own_add_set(o, &mt_shim.set);
   own_add_set(o, &mt_shim.internal);
-  return o->count > 0 || o->ring_file;
+  bool large = o->count > 0 || o->ring_file;
+  uint64_t stack_low, stack_high; /* in process, the consumer thread's 8 MiB stack */
+  if (mt_inprocess_stack(&stack_low, &stack_high))
+    own_add(o, (const void *)(uintptr_t)stack_low, stack_high - stack_low);
+  /* The shim's objects (own_objects.c): locked, their pages counted against the program's
+   * RLIMIT_MEMLOCK. */
+  mt_own_range objects[OWN_MAX];
+  size_t n = mt_own_objects_ranges(objects, OWN_MAX - o->count);
+  for (size_t i = 0; i < n; i++)
+    own_add(o, (const void *)(uintptr_t)objects[i].start, objects[i].end - objects[i].start);
+  return large;
 }
 
 /* Whether the mapping's path is `path`, as maps shows it (" (deleted)" after an unlink). */
@@ -101,10 +111,33 @@ static bool is_own(const own_ranges *o, const vma *v) {
       ((v->inode == o->inode && v->major == o->major && v->minor == o->minor) ||
        same_path(v, o->path) || mt_ring_mapping_overlaps(&mt_ring_session, v->start, v->end)))
     return true;
-  for (unsigned i = 0; i < o->count; i++)
-    if (v->start < o->end[i] && v->end > o->start[i])
-      return true;
   return v->start >= USER_END;
+}
+
+/* Calls `each` for the parts of `v` outside the shim's ranges: the kernel merges neighbouring
+ * anonymous mappings, so a range of the shim's may share a mapping with the program's memory. */
+static void each_program_part(const own_ranges *o, const vma *v, void (*each)(const vma *, void *),
+                              void *user) {
+  uint64_t at = v->start;
+  while (at < v->end) {
+    uint64_t next = v->end;
+    bool covered = false;
+    for (unsigned i = 0; i < o->count && !covered; i++) {
+      if (at >= o->start[i] && at < o->end[i]) {
+        at = o->end[i]; /* inside one: past it */
+        covered = true;
+      } else if (o->start[i] > at && o->start[i] < next) {
+        next = o->start[i];
+      }
+    }
+    if (covered)
+      continue;
+    vma part = *v;
+    part.start = at;
+    part.end = next;
+    each(&part, user);
+    at = next;
+  }
 }
 
 static const char *hex(const char *p, const char *end, uint64_t *out) {
@@ -176,7 +209,7 @@ static bool for_each_program_vma(const own_ranges *o, void (*each)(const vma *, 
       }
       vma v;
       if (parse_vma(line, line + kept, &v) && !is_own(o, &v))
-        each(&v, user);
+        each_program_part(o, &v, each, user);
       kept = 0;
     }
   }

@@ -257,12 +257,27 @@ MT_HIDDEN int mt_inprocess_launch(mt_error *err);
 MT_HIDDEN int mt_inprocess_finish(mt_error *err);
 /* Whether this process runs a consumer thread now. */
 MT_HIDDEN bool mt_inprocess_running(void);
+/* The running consumer thread's stack [low, high), its guard included: memory of the shim's,
+ * which mlockall leaves unlocked. False when there is none. */
+MT_HIDDEN bool mt_inprocess_stack(uint64_t *low, uint64_t *high);
 /* The process is about to end without its exit handlers (_exit) or to replace its image (exec):
  * when it runs a consumer thread, tracing stops and the trace is finished now, as at exit. From a
  * signal handler (`bounded`) the consumer is waited for at most MT_INPROCESS_END_BOUND_S seconds.
  * Returns whether a trace was finished. Keeps errno. */
 MT_HIDDEN bool mt_inprocess_end(bool bounded);
 #define MT_INPROCESS_END_BOUND_S 10
+
+/* own_objects.c: the objects the shim brought into the process, which mlockall leaves unlocked. */
+/* The last loaded object now, before a dlopen of the shim's own (libunwind, libmemtap); then, after
+ * it, mt_own_objects_note_since(mark) notes what it loaded. */
+MT_HIDDEN const void *mt_own_objects_mark(void);
+MT_HIDDEN void mt_own_objects_note_since(const void *mark);
+typedef struct mt_own_range {
+  uint64_t start, end; /* page-aligned */
+} mt_own_range;
+/* The address ranges of the shim, of the libraries only it needs (libm) and of what it loaded for
+ * itself; up to `max`, returns how many. Takes the loader's lock: not in a signal handler. */
+MT_HIDDEN size_t mt_own_objects_ranges(mt_own_range *out, size_t max);
 
 /* unwind.c: the unwinder, behind one function so that it can be replaced. */
 /* Loads the unwinder (libunwind, privately) at a safe moment: the shim's constructor. */

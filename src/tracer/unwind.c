@@ -100,9 +100,11 @@ void mt_tracer_unwind_load(void) {
   void *(*open)(const char *, int) = (void *(*)(const char *, int))mt_dl_real_open;
   if (!open)
     return;
+  const void *mark = mt_own_objects_mark();
   void *h = open("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
   if (!h)
     return;
+  mt_own_objects_note_since(mark);
   backtrace_fn = (int (*)(void **, int))dlsym(h, "unw_backtrace");
   const char *check = mt_shim_getenv(NULL, "MEMTAP_TEST_UNWIND_CHECK");
   check_mode = backtrace_fn && check && check[0] == '1' && !check[1];
