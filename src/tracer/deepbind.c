@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "tracer/loaded_object.h"
 #include "tracer/shim.h"
 
 /* The interposed functions whose slots are looked at, with the next definition of each. */
@@ -63,18 +64,11 @@ typedef struct object_view {
 static int find_headers(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;
   object_view *v = data;
-  if (info->dlpi_addr != v->map->l_addr || !info->dlpi_name || !v->map->l_name ||
-      strcmp(info->dlpi_name, v->map->l_name) != 0)
+  if (!mt_loaded_is(info, v->map))
     return 0;
   v->phdr = info->dlpi_phdr;
   v->phnum = info->dlpi_phnum;
   return 1;
-}
-
-/* A pointer from the dynamic section: the loader has made most absolute, but not in a read-only
- * dynamic section (the vDSO's). */
-static uintptr_t dynamic_pointer(const struct link_map *map, ElfW(Addr) value) {
-  return value < map->l_addr ? value + map->l_addr : value;
 }
 
 /* Whether `address` lies in one of the object's loaded segments. */
@@ -121,12 +115,12 @@ static void rebind_object(const struct link_map *map, void *handle, const reboun
   size_t relasz = 0, pltrelsz = 0, relaent = sizeof(ElfW(Rela)), syment = sizeof(ElfW(Sym));
   for (const ElfW(Dyn) *d = map->l_ld; d->d_tag != DT_NULL; d++)
     switch (d->d_tag) {
-    case DT_SYMTAB: symtab = dynamic_pointer(map, d->d_un.d_ptr); break;
-    case DT_STRTAB: strtab = dynamic_pointer(map, d->d_un.d_ptr); break;
-    case DT_RELA: rela = dynamic_pointer(map, d->d_un.d_ptr); break;
+    case DT_SYMTAB: symtab = mt_loaded_dynamic_pointer(map->l_addr, d->d_un.d_ptr); break;
+    case DT_STRTAB: strtab = mt_loaded_dynamic_pointer(map->l_addr, d->d_un.d_ptr); break;
+    case DT_RELA: rela = mt_loaded_dynamic_pointer(map->l_addr, d->d_un.d_ptr); break;
     case DT_RELASZ: relasz = d->d_un.d_val; break;
     case DT_RELAENT: relaent = d->d_un.d_val; break;
-    case DT_JMPREL: jmprel = dynamic_pointer(map, d->d_un.d_ptr); break;
+    case DT_JMPREL: jmprel = mt_loaded_dynamic_pointer(map->l_addr, d->d_un.d_ptr); break;
     case DT_PLTRELSZ: pltrelsz = d->d_un.d_val; break;
     case DT_SYMENT: syment = d->d_un.d_val; break;
     default: break;

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "tracer/loaded_object.h"
 #include "tracer/shim.h"
 
 #define NOTED_MAX 32
@@ -76,17 +77,13 @@ static void add(candidates *c, const struct link_map *map) {
     c->map[c->count++] = map;
 }
 
-static uintptr_t dynamic_pointer(ElfW(Addr) base, ElfW(Addr) value) {
-  return value < base ? value + base : value; /* the loader made most absolute */
-}
-
 /* Calls `each(name, user)` for each DT_NEEDED entry of the object whose dynamic section is `ld`. */
 static void each_needed(ElfW(Addr) base, const ElfW(Dyn) * ld, void (*each)(const char *, void *),
                         void *user) {
   uintptr_t strtab = 0;
   for (const ElfW(Dyn) *d = ld; d && d->d_tag != DT_NULL; d++)
     if (d->d_tag == DT_STRTAB)
-      strtab = dynamic_pointer(base, d->d_un.d_ptr);
+      strtab = mt_loaded_dynamic_pointer(base, d->d_un.d_ptr);
   for (const ElfW(Dyn) *d = ld; strtab && d && d->d_tag != DT_NULL; d++)
     if (d->d_tag == DT_NEEDED)
       each((const char *)(strtab + d->d_un.d_val), user);
@@ -129,8 +126,7 @@ static int object_range(struct dl_phdr_info *info, size_t size, void *data) {
   ranges_out *r = data;
   for (unsigned i = 0; i < r->c->count && r->count < r->max; i++) {
     const struct link_map *m = r->c->map[i];
-    if (r->c->needed_elsewhere[i] || m->l_addr != info->dlpi_addr || !info->dlpi_name ||
-        strcmp(m->l_name ? m->l_name : "", info->dlpi_name) != 0)
+    if (r->c->needed_elsewhere[i] || !mt_loaded_is(info, m))
       continue;
     uint64_t low = UINT64_MAX, high = 0;
     for (int k = 0; k < info->dlpi_phnum; k++) {
