@@ -12,9 +12,14 @@
  *
  * The dlopen stub (modules.c) comes here only for RTLD_DEEPBIND, and only when calling dlopen from
  * the shim instead of the program changes nothing: a path with a slash, or a caller without
- * RPATH or RUNPATH (glibc searches the caller's object's for a bare name). Otherwise the call goes
- * through untouched, and the library stays deep-bound. */
+ * RPATH or RUNPATH (glibc searches the caller's object's for a bare name), and no `$ORIGIN` or
+ * other dynamic string token in the name (expanded from the caller's object). Otherwise the call
+ * goes through untouched, and the library stays deep-bound. Rebinding looks only at the library
+ * and the objects its dlopen added (counted by the loader's adds), inside dl_iterate_phdr (no
+ * other thread's dlclose can unmap them meanwhile), one thread at a time. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
 #include <elf.h>
 #include <link.h>
 #include <string.h>
@@ -54,28 +59,18 @@ static size_t interposed(rebound *out) {
   return n;
 }
 
-/* The object's program headers, from the loader's list. */
+/* One object of the loader's list, as dl_iterate_phdr shows it. */
 typedef struct object_view {
-  const struct link_map *map;
+  uintptr_t base;
   const ElfW(Phdr) * phdr;
   size_t phnum;
 } object_view;
-
-static int find_headers(struct dl_phdr_info *info, size_t size, void *data) {
-  (void)size;
-  object_view *v = data;
-  if (!mt_loaded_is(info, v->map))
-    return 0;
-  v->phdr = info->dlpi_phdr;
-  v->phnum = info->dlpi_phnum;
-  return 1;
-}
 
 /* Whether `address` lies in one of the object's loaded segments. */
 static bool inside(const object_view *v, uintptr_t address) {
   for (size_t i = 0; i < v->phnum; i++) {
     const ElfW(Phdr) *ph = &v->phdr[i];
-    uintptr_t low = v->map->l_addr + ph->p_vaddr;
+    uintptr_t low = v->base + ph->p_vaddr;
     if (ph->p_type == PT_LOAD && address >= low && address - low < ph->p_memsz)
       return true;
   }
@@ -90,9 +85,8 @@ static void store(const object_view *v, uintptr_t slot, void *value) {
   for (size_t i = 0; i < v->phnum; i++)
     if (v->phdr[i].p_type == PT_GNU_RELRO) {
       /* the pages the loader protected: from the segment's page to its end's, rounded down */
-      relro_low = (v->map->l_addr + v->phdr[i].p_vaddr) & ~(uintptr_t)(page - 1);
-      relro_high =
-          (v->map->l_addr + v->phdr[i].p_vaddr + v->phdr[i].p_memsz) & ~(uintptr_t)(page - 1);
+      relro_low = (v->base + v->phdr[i].p_vaddr) & ~(uintptr_t)(page - 1);
+      relro_high = (v->base + v->phdr[i].p_vaddr + v->phdr[i].p_memsz) & ~(uintptr_t)(page - 1);
     }
   bool protected = slot >= relro_low && slot < relro_high;
   void *at = (void *)(slot & ~(uintptr_t)(page - 1));
@@ -103,24 +97,38 @@ static void store(const object_view *v, uintptr_t slot, void *value) {
     mprotect(at, (size_t)page, PROT_READ);
 }
 
+/* What a rebinding pass needs: the functions, where the global scope defines them, what the
+ * deep-bound handle's lookup gives (asked before the pass: dlsym takes the loader's lock, which
+ * must not be taken inside dl_iterate_phdr's), and which objects of the list to look at: the
+ * library's own, and the `added` - 1 after it that its dlopen loaded with it. */
+typedef struct pass {
+  const rebound *fns;
+  size_t n;
+  void *const *global, *const *deep;
+  const struct link_map *library;
+  uint64_t left; /* objects after the library still to look at */
+  bool seen;     /* the library passed */
+} pass;
+
 /* Points the object's slots of the interposed functions at the global scope's definitions where
- * they are, or would be once bound, the next ones after the shim. `handle` is the deep-bound
- * dlopen's: a slot not bound yet is what its lookup gives. */
-static void rebind_object(const struct link_map *map, void *handle, const rebound *fns, size_t n,
-                          void *const *global) {
-  object_view v = {.map = map};
-  if (!dl_iterate_phdr(find_headers, &v) || !map->l_ld)
+ * they are, or would be once bound, the next ones after the shim. */
+static void rebind_object(const object_view *v, const pass *p) {
+  const ElfW(Dyn) *dynamic = NULL;
+  for (size_t i = 0; i < v->phnum; i++)
+    if (v->phdr[i].p_type == PT_DYNAMIC)
+      dynamic = (const ElfW(Dyn) *)(v->base + v->phdr[i].p_vaddr);
+  if (!dynamic)
     return;
   uintptr_t symtab = 0, strtab = 0, rela = 0, jmprel = 0;
   size_t relasz = 0, pltrelsz = 0, relaent = sizeof(ElfW(Rela)), syment = sizeof(ElfW(Sym));
-  for (const ElfW(Dyn) *d = map->l_ld; d->d_tag != DT_NULL; d++)
+  for (const ElfW(Dyn) *d = dynamic; d->d_tag != DT_NULL; d++)
     switch (d->d_tag) {
-    case DT_SYMTAB: symtab = mt_loaded_dynamic_pointer(map->l_addr, d->d_un.d_ptr); break;
-    case DT_STRTAB: strtab = mt_loaded_dynamic_pointer(map->l_addr, d->d_un.d_ptr); break;
-    case DT_RELA: rela = mt_loaded_dynamic_pointer(map->l_addr, d->d_un.d_ptr); break;
+    case DT_SYMTAB: symtab = mt_loaded_dynamic_pointer(v->base, d->d_un.d_ptr); break;
+    case DT_STRTAB: strtab = mt_loaded_dynamic_pointer(v->base, d->d_un.d_ptr); break;
+    case DT_RELA: rela = mt_loaded_dynamic_pointer(v->base, d->d_un.d_ptr); break;
     case DT_RELASZ: relasz = d->d_un.d_val; break;
     case DT_RELAENT: relaent = d->d_un.d_val; break;
-    case DT_JMPREL: jmprel = mt_loaded_dynamic_pointer(map->l_addr, d->d_un.d_ptr); break;
+    case DT_JMPREL: jmprel = mt_loaded_dynamic_pointer(v->base, d->d_un.d_ptr); break;
     case DT_PLTRELSZ: pltrelsz = d->d_un.d_val; break;
     case DT_SYMENT: syment = d->d_un.d_val; break;
     default: break;
@@ -132,7 +140,7 @@ static void rebind_object(const struct link_map *map, void *handle, const reboun
     size_t size;
   } tables[] = {{rela, relasz}, {jmprel, pltrelsz}};
   for (size_t t = 0; t < 2; t++) {
-    if (!tables[t].at || !inside(&v, tables[t].at))
+    if (!tables[t].at || !inside(v, tables[t].at))
       continue;
     for (size_t off = 0; off + sizeof(ElfW(Rela)) <= tables[t].size; off += relaent) {
       const ElfW(Rela) *r = (const ElfW(Rela) *)(tables[t].at + off);
@@ -146,32 +154,63 @@ static void rebind_object(const struct link_map *map, void *handle, const reboun
       if (sym->st_shndx != SHN_UNDEF) /* its own definition */
         continue;
       const char *name = (const char *)(strtab + sym->st_name);
-      for (size_t i = 0; i < n; i++) {
-        if (!global[i] || strcmp(name, fns[i].name) != 0)
+      for (size_t i = 0; i < p->n; i++) {
+        if (!p->global[i] || strcmp(name, p->fns[i].name) != 0)
           continue;
-        uintptr_t slot = map->l_addr + r->r_offset;
-        if (!inside(&v, slot))
+        uintptr_t slot = v->base + r->r_offset;
+        if (!inside(v, slot))
           break;
         void *now = *(void *const *)slot;
-        bool bypasses = now == fns[i].next || (type == R_X86_64_JUMP_SLOT &&
-                                               inside(&v, (uintptr_t)now) && /* not bound yet */
-                                               dlsym(handle, fns[i].name) == fns[i].next);
-        if (now != global[i] && bypasses)
-          store(&v, slot, global[i]);
+        bool bypasses = now == p->fns[i].next || (type == R_X86_64_JUMP_SLOT &&
+                                                  inside(v, (uintptr_t)now) && /* not bound yet */
+                                                  p->deep[i] == p->fns[i].next);
+        if (now != p->global[i] && bypasses)
+          store(v, slot, p->global[i]);
         break;
       }
     }
   }
 }
 
+/* dl_iterate_phdr's callback: the loader's list cannot change while it runs, so no object looked
+ * at is unloaded meanwhile by another thread's dlclose. */
+static int rebind_each(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  pass *p = data;
+  bool library = !p->seen && mt_loaded_is(info, p->library);
+  if (!library && (!p->seen || !p->left))
+    return 0;
+  if (library)
+    p->seen = true;
+  else
+    p->left--;
+  object_view v = {.base = info->dlpi_addr, .phdr = info->dlpi_phdr, .phnum = info->dlpi_phnum};
+  rebind_object(&v, p);
+  return 0;
+}
+
+/* Objects the loader has added to the process so far. */
+static int count_adds(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  *(uint64_t *)data = info->dlpi_adds;
+  return 1;
+}
+
+static uint64_t adds_now(void) {
+  uint64_t adds = 0;
+  dl_iterate_phdr(count_adds, &adds);
+  return adds;
+}
+
 /* Whether the dlopen stub may come to mt_dlopen_deep for this call: dlopen then sees the shim as
  * its caller, which changes nothing for a path with a slash or a caller object without RPATH or
- * RUNPATH (the shim has neither once installed; in the build tree, only its own directories). */
+ * RUNPATH (the shim has neither once installed; in the build tree, only its own directories), as
+ * long as the name has no dynamic string token ($ORIGIN is the caller's directory). */
 MT_HIDDEN int mt_dlopen_deep_takes(const char *file, int flags, void *caller);
 int mt_dlopen_deep_takes(const char *file, int flags, void *caller) {
   (void)flags;
-  if (!file)
-    return 0; /* the program's own handle: nothing is loaded */
+  if (!file || strchr(file, '$'))
+    return 0; /* the program's own handle; or $ORIGIN, $LIB...: expanded from the caller's */
   if (strchr(file, '/'))
     return 1;
   mt_shim_self.depth++;
@@ -194,23 +233,42 @@ void *mt_dlopen_deep(const char *file, int flags) {
     if (!mt_dl_real_open)
       return NULL;
   }
+  /* One pass at a time: two threads' passes would make each other's pages read-only between
+   * another's mprotect and store. */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  mt_shim_self.depth++;
+  uint64_t before = adds_now();
+  mt_shim_self.depth--;
   void *handle = ((void *(*)(const char *, int))mt_dl_real_open)(file, flags);
   if (!handle)
     return NULL;
   mt_shim_self.depth++;
+  int saved_errno = errno;
   rebound fns[16];
-  void *global[16];
+  void *global[16], *deep[16];
   size_t n = interposed(fns);
   for (size_t i = 0; i < n; i++) {
     void *g = dlsym(RTLD_DEFAULT, fns[i].name);
     if (!fns[i].next)
       fns[i].next = dlsym(RTLD_NEXT, fns[i].name);
     global[i] = g && g != fns[i].next ? g : NULL; /* nothing to point elsewhere */
+    deep[i] = global[i] ? dlsym(handle, fns[i].name) : NULL;
   }
-  struct link_map *map = NULL;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0)
-    for (; map; map = map->l_next) /* the library, then what was loaded after it */
-      rebind_object(map, handle, fns, n, global);
+  struct link_map *library = NULL;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &library) == 0 && library) {
+    uint64_t added = adds_now() - before; /* this dlopen's, and any other thread's meanwhile */
+    pass p = {.fns = fns,
+              .n = n,
+              .global = global,
+              .deep = deep,
+              .library = library,
+              .left = added ? added - 1 : 0};
+    pthread_mutex_lock(&lock);
+    dl_iterate_phdr(rebind_each, &p);
+    pthread_mutex_unlock(&lock);
+  }
+  dlerror(); /* a failed lookup above is not the program's error */
+  errno = saved_errno;
   mt_shim_self.depth--;
   return handle;
 }
