@@ -69,6 +69,9 @@ memtap_tracer_program(cxx_new ${MEMTAP_GXX} cxx_new.cpp)
 memtap_tracer_program(backtrace_sites_gcc ${MEMTAP_GCC} backtrace_sites.c)
 memtap_tracer_program(backtrace_sites_clang ${MEMTAP_CLANG} backtrace_sites.c)
 memtap_tracer_program(libdl_alloc_lib.so ${MEMTAP_GCC} dl_alloc_lib.c -shared -fPIC)
+# Bound at load and its relocations read-only after (as distributions build libraries).
+memtap_tracer_program(libdl_alloc_lib_now.so ${MEMTAP_GCC} dl_alloc_lib.c -shared -fPIC -Wl,-z,now
+                      -Wl,-z,relro)
 memtap_tracer_program(librecount_marker.so ${MEMTAP_GCC} recount_marker.c -shared -fPIC)
 memtap_tracer_program(static_worker ${MEMTAP_GCC} slow_worker.c -static)
 memtap_tracer_program(asan_worker ${MEMTAP_CLANG} slow_worker.c -fsanitize=address)
@@ -128,6 +131,7 @@ set(_tracer_tests
     exec_into_a_program_the_tracer_cannot_enter_is_said
     full_dlopen_dlclose_library_allocations
     full_deep_bound_library_allocations_are_traced
+    deep_bound_libraries_opened_by_threads_at_once
     full_signal_handler_mallocs_raise
     full_signal_handler_mallocs_inside_malloc
     signal_handler_on_a_small_alternate_stack_allocates

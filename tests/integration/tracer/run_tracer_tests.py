@@ -1450,6 +1450,31 @@ def test_full_deep_bound_library_allocations_are_traced():
                "constructor's 2")
 
 
+def test_deep_bound_libraries_opened_by_threads_at_once():
+    # Threads opening and closing deep-bound libraries while others do the same: rebinding one
+    # must neither race another's (pages made read-only between an mprotect and a store) nor walk
+    # objects another thread unloads. In process it crashed in 3 of 5 runs.
+    libraries = []
+    for i in range(6):
+        copy = os.path.join(WORK, f"libdl_alloc_{i}.so")
+        shutil.copy(program("libdl_alloc_lib_now.so"), copy)
+        libraries.append(copy)
+    argv = [program("dlopen_main"), "deep-threads", *libraries]
+    plain = untraced(argv)
+    expect(plain.returncode == 0 and plain.stdout == "threads done\n",
+           f"untraced: exit {plain.returncode}\n{plain.stderr}")
+    for run_number in range(3):
+        trace = os.path.join(WORK, f"deep-threads-{run_number}.ctf")
+        if not A.lib_sanitized:
+            p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace,
+                                        "MEMTAP_FULL": "1"}))
+            same_behaviour(plain, p, f"dlopen_main deep-threads in process, run {run_number}")
+            verify_trace(trace)
+        traced = record(trace, argv)
+        same_behaviour(plain, traced, f"dlopen_main deep-threads, run {run_number}")
+        verify_trace(trace)
+
+
 def test_full_signal_handler_mallocs_raise():
     full_program("signal_malloc", ["raise"], mode="raise")
 
