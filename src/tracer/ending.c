@@ -7,14 +7,15 @@
  * process; a forked or vfork child, whose pid is not the consumer's) they only pass the call on.
  *
  * An exec that fails returns to a program no longer traced. So an exec that would surely fail
- * (no executable at the path, or none on PATH for the p forms) is passed on without finishing,
- * and one that failed all the same is said. The l forms build their argument vector on the stack
- * as glibc does, then go through the v forms. */
+ * (no executable regular file at the path or descriptor, or none on PATH for the p forms) is
+ * passed on without finishing, and one that failed all the same is said. The l forms build their
+ * argument vector on the stack as glibc does, then go through the v forms. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -37,8 +38,18 @@ static void *next(void *const *slot) {
   return *slot;
 }
 
+/* Whether the kernel would run `path` (relative to `dirfd`): a regular file the process may
+ * execute. `flags` as execveat's (AT_EMPTY_PATH: `dirfd` itself, AT_SYMLINK_NOFOLLOW). */
+static bool runnable_at(int dirfd, const char *path, int flags) {
+  struct stat st;
+  if (!*path && (flags & AT_EMPTY_PATH)) /* the descriptor's file; its mode for permission */
+    return fstat(dirfd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
+  return fstatat(dirfd, path, &st, flags & AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+         faccessat(dirfd, path, X_OK, AT_EACCESS) == 0;
+}
+
 static bool executable(const char *path) {
-  return faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) == 0;
+  return runnable_at(AT_FDCWD, path, 0);
 }
 
 /* Whether execvp(file) finds something to run: a path with a slash, or an executable in a PATH
@@ -133,7 +144,7 @@ MT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
 }
 
 MT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
-  bool finished = before_exec(true);
+  bool finished = before_exec(runnable_at(fd, "", AT_EMPTY_PATH));
   typedef int (*fexecve_fn)(int, char *const[], char *const[]);
   fexecve_fn f = (fexecve_fn)next(&mt_shim_real.fexecve);
   int rc = f ? f(fd, argv, envp) : (int)syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
@@ -142,7 +153,7 @@ MT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
 
 MT_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
                        int flags) {
-  bool finished = before_exec(true);
+  bool finished = before_exec(runnable_at(dirfd, path, flags));
   typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
   execveat_fn f = (execveat_fn)next(&mt_shim_real.execveat);
   int rc = f ? f(dirfd, path, argv, envp, flags)

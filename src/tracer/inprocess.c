@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +40,8 @@
 #include "tracer/shim.h"
 
 extern char **environ;
+
+enum { IDLE, RUNNING, FINISHING };
 
 /* The recorder's entry points, from the dlopen'd libmemtap. */
 typedef struct recorder_api {
@@ -56,7 +59,8 @@ static struct {
   char path[4096];           /* the output's name, for messages */
   char ring[4096];           /* the ring file the thread consumes */
   pthread_t thread;          /* the consumer */
-  _Atomic bool running;      /* taken back by the one caller that finishes the trace */
+  _Atomic int state;         /* IDLE, RUNNING, FINISHING (one caller takes RUNNING to it) */
+  _Atomic long finisher;     /* that caller's thread id while it finishes, else 0 */
   pid_t pid;                 /* the process that opened the file and runs the thread */
   _Atomic int stop;          /* set at stop or exit: drain, finish, return */
   _Atomic int table; /* the thread's descriptor table: 0 not yet known, 1 its own, -1 shared */
@@ -107,7 +111,7 @@ MT_HIDDEN int mt_inprocess_prepare(const char *path, mt_error *err) {
   if (inproc.fd >= 0 && inproc.pid != getpid()) {
     close_trace_fd(); /* a forked child's copy of its parent's trace (its lock is the parent's) */
     inproc.fd = -1;
-    atomic_store(&inproc.running, false);
+    atomic_store(&inproc.state, IDLE);
   }
   if (inproc.fd >= 0)
     return mt_fail(err, MT_E_STATE, -1, "a trace is being written already (%s)", inproc.path);
@@ -202,7 +206,7 @@ bool mt_inprocess_stack(uint64_t *low, uint64_t *high) {
 }
 
 bool mt_inprocess_running(void) {
-  return atomic_load(&inproc.running) && inproc.pid == getpid();
+  return atomic_load(&inproc.state) == RUNNING && inproc.pid == getpid();
 }
 
 /* Waits for the consumer thread; with `bound_s` > 0, at most that long (false on timeout). */
@@ -215,19 +219,38 @@ static bool join_consumer(int bound_s) {
   return pthread_timedjoin_np(inproc.thread, NULL, &deadline) == 0;
 }
 
+/* Another thread is finishing the trace (an _exit racing exit, say): waited for, at most the
+ * bound, so that the process does not end under it; not when it is this thread, interrupted by
+ * the handler that called us. */
+static void wait_for_finisher(void) {
+  long self = (long)syscall(SYS_gettid);
+  for (int waited = 0;
+       atomic_load(&inproc.state) == FINISHING && atomic_load(&inproc.finisher) != self &&
+       waited < MT_INPROCESS_END_BOUND_S * 1000;
+       waited++) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+}
+
 /* mt_inprocess_finish, with the wait for the consumer thread bounded by `bound_s` seconds when
- * positive. Whoever takes `running` back finishes: exit handlers, mt_tracer_stop and an _exit or
- * exec in another thread may race. */
+ * positive. Whoever takes the state from RUNNING to FINISHING finishes: exit handlers,
+ * mt_tracer_stop and an _exit or exec in another thread may race; the others wait for it. */
 static int finish(int bound_s, mt_error *err) {
   mt_shim_self.depth++;
   int rc = MT_OK;
-  if (inproc.pid != getpid() || !atomic_exchange(&inproc.running, false)) {
-    if (inproc.fd >= 0 && inproc.pid == getpid()) {
+  int running = RUNNING;
+  bool ours = inproc.pid == getpid();
+  if (!ours || !atomic_compare_exchange_strong(&inproc.state, &running, FINISHING)) {
+    if (ours && running == FINISHING)
+      wait_for_finisher();
+    if (ours && running == IDLE && inproc.fd >= 0) {
       remove_unstarted_trace(); /* prepared, never launched */
       close_trace_fd();
     }
     rc = mt_fail(err, MT_E_STATE, -1, "this process is not writing a trace");
   } else {
+    atomic_store(&inproc.finisher, (long)syscall(SYS_gettid));
     mt_shim_stop();
     mt_ring_close(mt_shim.ring);
     atomic_store(&inproc.stop, 1);
@@ -247,6 +270,8 @@ static int finish(int bound_s, mt_error *err) {
                (unsigned long long)inproc.lost);
       say(inproc.path, detail);
     }
+    atomic_store(&inproc.finisher, 0);
+    atomic_store(&inproc.state, IDLE);
   }
   mt_shim_self.depth--;
   return rc;
@@ -257,7 +282,7 @@ int mt_inprocess_finish(mt_error *err) {
 }
 
 bool mt_inprocess_end(bool bounded) {
-  if (!mt_inprocess_running())
+  if (inproc.pid != getpid() || atomic_load(&inproc.state) == IDLE)
     return false;
   int saved_errno = errno;
   mt_error err = {0};
@@ -339,7 +364,7 @@ int mt_inprocess_launch(mt_error *err) {
        * $TMPDIR. Kept where the producer still needs the path (a kernel before 5.14). */
       mt_ring_unlink(mt_shim.ring);
       inproc.pid = getpid();
-      atomic_store(&inproc.running, true);
+      atomic_store(&inproc.state, RUNNING);
       if (!exit_handler)
         exit_handler = atexit(finish_at_exit) == 0;
       mt_shim_self.depth--;

@@ -34,6 +34,10 @@ static uintptr_t target_sp(const struct __jmp_buf_tag *env) {
 static void leaving(const struct __jmp_buf_tag *env) {
   mt_shim_thread *t = &mt_shim_self;
   uintptr_t frame = t->handler_frame;
+  /* Out of every handler the trampoline runs: the thread is in none any more (ending.c bounds
+   * the end of an in-process trace only from inside one). */
+  if (__builtin_expect(t->in_handler != 0, 0) && target_sp(env) > t->handler_outer)
+    t->in_handler = 0, t->handler_outer = 0;
   if (__builtin_expect(frame != 0, 0) && target_sp(env) > frame) {
     t->handler_frame = 0;
     mt_record_abandon_write();

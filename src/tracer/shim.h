@@ -122,8 +122,9 @@ typedef struct mt_shim_thread {
   /* > 0 while a program's handler runs through the trampoline (signals.c) on this thread: a
    * process that ends from there (_exit in a SIGTERM handler) may have interrupted a lock the
    * in-process consumer needs, so the end of its trace is waited for only so long (ending.c).
-   * A handler left by longjmp leaves it raised, which only bounds that wait. */
+   * A longjmp out of the outermost handler (longjmp.c) sets it back to 0. */
   uint32_t in_handler;
+  uintptr_t handler_outer; /* the frame of the outermost trampoline while in_handler > 0 */
 } mt_shim_thread;
 
 extern MT_HIDDEN __thread mt_shim_thread mt_shim_self __attribute__((tls_model("initial-exec")));

@@ -48,7 +48,8 @@ static void trampoline(int sig, siginfo_t *info, void *context) {
     t->handler_frame = (uintptr_t)__builtin_frame_address(0);
   t->depth = 0;
   t->in_allocator = 0;
-  t->in_handler++;
+  if (!t->in_handler++)
+    t->handler_outer = (uintptr_t)__builtin_frame_address(0);
   mt_ring_note_signal(sig); /* memtap record forwards only what the program did not get */
   atomic_signal_fence(memory_order_seq_cst);
   const user_handler *h = &handlers[sig][atomic_load_explicit(&current[sig], memory_order_acquire)];
@@ -57,7 +58,8 @@ static void trampoline(int sig, siginfo_t *info, void *context) {
   else
     ((void (*)(int))h->handler)(sig);
   atomic_signal_fence(memory_order_seq_cst);
-  t->in_handler--;
+  if (!--t->in_handler)
+    t->handler_outer = 0;
   t->depth = depth;
   t->in_allocator = in_allocator;
   t->handler_frame = handler_frame;

@@ -1,12 +1,15 @@
 /* ending: 40 allocations, 20 of them freed, then an end that runs no exit handler or replaces the
  * program's image: `ending HOW TRUE`, HOW one of _exit, _Exit, handler (a SIGTERM handler that
  * calls _exit), the exec functions execve, execv, execvp, execvpe, execl, execle, execlp,
- * fexecve, execveat (each running TRUE, the path of `true`, or `true` found on PATH), not-elf (an
- * exec of TRUE that fails: TRUE is then an executable file the kernel cannot run) or missing (an
- * exec of a path that does not exist). After an exec that failed the program frees the other 20
- * and exits 5. In process (MEMTAP=), the trace must hold all 40 allocations either way. */
+ * fexecve, execveat (each running TRUE, the path of `true`, or `true` found on PATH; or a
+ * directory, which they cannot run), not-elf (an exec of TRUE that fails: TRUE is then an
+ * executable file the kernel cannot run), missing (an exec of a path that does not exist) or race
+ * (exit(0) in the main thread and _exit(7) in another at once). After an exec that failed the
+ * program frees the other 20 and exits 5. In process (MEMTAP=), the trace must hold all 40
+ * allocations either way. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,16 @@
 extern char **environ;
 
 static void *kept[40];
+
+static int go[2];
+
+static void *exit_at_once(void *arg) {
+  (void)arg;
+  char c;
+  if (read(go[0], &c, 1) == 1)
+    _exit(7);
+  return NULL;
+}
 
 static void on_term(int sig) {
   (void)sig;
@@ -60,7 +73,14 @@ int main(int argc, char **argv) {
     fexecve(open(truth, O_RDONLY | O_CLOEXEC), args, environ);
   else if (!strcmp(how, "execveat"))
     execveat(AT_FDCWD, truth, args, environ, 0);
-  else if (!strcmp(how, "missing"))
+  else if (!strcmp(how, "race")) {
+    pthread_t other;
+    if (pipe(go) != 0 || pthread_create(&other, NULL, exit_at_once, NULL) != 0)
+      return 2;
+    if (write(go[1], "x", 1) != 1)
+      return 2;
+    exit(0);
+  } else if (!strcmp(how, "missing"))
     execv("/nonexistent/memtap-test/true", args);
   else {
     fprintf(stderr, "ending: unknown HOW %s\n", how);
