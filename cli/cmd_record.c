@@ -25,6 +25,7 @@
 #include "process_program.h"
 #include "record_dir.h"
 #include "record_untraced.h"
+#include "ring/user_dir.h"
 #include "memtap/record.h"
 #include "memtap/ring.h"
 #include "common/empty_file.h"
@@ -556,7 +557,12 @@ static mt_recorder *new_recorder(session *s, traced *t) {
  * PID-pidnsNS.memtap-ring for one of another namespace (mt_ring_options.pid_namespace); either
  * with .K before the suffix when a preserved file of a dead process had the name first. */
 static bool parse_ring_name(const char *name, int *pid, uint64_t *ns) {
-  if (name[0] < '1' || name[0] > '9' || strlen(name) >= sizeof((traced *)0)->ring_name)
+  if (strlen(name) >= sizeof((traced *)0)->ring_name)
+    return false;
+  const char *slash = strchr(name, '/'); /* uid-N/ for a process that left root (scan) */
+  if (slash)
+    name = slash + 1;
+  if (name[0] < '1' || name[0] > '9')
     return false;
   char *end;
   errno = 0;
@@ -817,6 +823,31 @@ static void say_untraced_exec(const traced *t) {
               t->pid, t->exe, described);
 }
 
+/* The ring files and notes of a user subdirectory (uid-N, ring/user_dir.h) of the directory open
+ * at `dfd`: made by processes that left root for user N. Only regular files of that user are read,
+ * and the subdirectory only when it is that user's: whatever else is there is not a tracer's. */
+static void scan_user_dir(session *s, int dfd, const char *sub, uid_t uid) {
+  int fd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  DIR *d = fd >= 0 && fstat(fd, &st) == 0 && st.st_uid == uid ? fdopendir(fd) : NULL;
+  if (!d) {
+    if (fd >= 0)
+      close(fd);
+    return;
+  }
+  struct dirent *e;
+  char name[sizeof((traced *)0)->ring_name];
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+        !S_ISREG(st.st_mode) || st.st_uid != uid ||
+        record_untraced_take(&s->untraced, dirfd(d), e->d_name))
+      continue;
+    if (snprintf(name, sizeof name, "%s/%s", sub, e->d_name) < (int)sizeof name)
+      found_ring(s, name, &st);
+  }
+  closedir(d);
+}
+
 static void scan(session *s) {
   DIR *d = opendir(s->dir);
   if (!d)
@@ -824,8 +855,12 @@ static void scan(session *s) {
   struct dirent *e;
   while ((e = readdir(d))) {
     struct stat st;
-    if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
-        !S_ISREG(st.st_mode) || record_untraced_take(&s->untraced, dirfd(d), e->d_name))
+    uid_t uid;
+    if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW))
+      continue;
+    if (S_ISDIR(st.st_mode) && mt_ring_user_dir_parse(e->d_name, &uid))
+      scan_user_dir(s, dirfd(d), e->d_name, uid);
+    if (!S_ISREG(st.st_mode) || record_untraced_take(&s->untraced, dirfd(d), e->d_name))
       continue;
     found_ring(s, e->d_name, &st);
   }

@@ -25,6 +25,7 @@
 #include "memtap/ring.h"
 #include "record_untraced.h"
 #include "ring/process.h"
+#include "ring/user_dir.h"
 
 #define PREFIX "memtap-record-"
 
@@ -63,22 +64,49 @@ int record_dir_make(const char *tmp, char *dir, size_t size) {
   return -1;
 }
 
+/* Removes the entries of the directory open at `dfd` (not following links), and of its user
+ * subdirectories (ring/user_dir.h) with them. */
+static void empty_entries(int dfd, bool user_dirs) {
+  int fd = dup(dfd);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!d) {
+    if (fd >= 0)
+      close(fd);
+    return;
+  }
+  rewinddir(d); /* the descriptor's offset is shared with `dfd`, read to its end last time */
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    uid_t uid;
+    if (e->d_name[0] == '.')
+      continue;
+    if (user_dirs && mt_ring_user_dir_parse(e->d_name, &uid)) {
+      int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub >= 0) {
+        empty_entries(sub, false);
+        close(sub);
+      }
+      unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+      continue;
+    }
+    unlinkat(dirfd(d), e->d_name, 0);
+  }
+  closedir(d);
+}
+
 void record_dir_remove(const char *dir, int lock_fd) {
   /* Untraced descendants still running may add a note meanwhile (a background job's exec, while
    * the ring file's unlink takes milliseconds): emptied again until the directory goes. Once it
-   * is gone their notes fail to be made, harmlessly. */
-  for (int pass = 0; pass < 5; pass++) {
-    DIR *d = opendir(dir);
-    if (d) {
-      struct dirent *e;
-      while ((e = readdir(d)))
-        if (e->d_name[0] != '.')
-          unlinkat(dirfd(d), e->d_name, 0);
-      closedir(d);
-    }
+   * is gone their notes fail to be made, harmlessly. The entries are reached through the
+   * directory memtap holds open (and locked), not its path. */
+  int fd = lock_fd >= 0 ? lock_fd : open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  for (int pass = 0; pass < 5 && fd >= 0; pass++) {
+    empty_entries(fd, true);
     if (rmdir(dir) == 0 || errno != ENOTEMPTY)
       break;
   }
+  if (fd >= 0 && fd != lock_fd)
+    close(fd);
   if (lock_fd >= 0)
     close(lock_fd);
 }
@@ -126,9 +154,29 @@ static bool abandoned_entry(int dfd, const char *name, uid_t uid) {
          st.st_uid == uid && (record_untraced_is_note(name) || mt_ring_file_abandoned(dfd, name));
 }
 
-/* Deletes the abandoned ring files of the directory open (and locked) at `dfd`, if it holds
- * nothing else; false (nothing deleted) if it holds anything else. */
-static bool empty_directory(int dfd, uid_t uid) {
+static bool empty_directory(int dfd, uid_t uid, bool user_dirs);
+
+/* Whether the entry `name` of a swept directory is a user subdirectory (ring/user_dir.h) of the
+ * user its name says, holding nothing but that user's abandoned files; with `remove`, those are
+ * deleted and the subdirectory with them. */
+static bool abandoned_user_dir(int dfd, const char *name, bool remove) {
+  uid_t uid;
+  struct stat st;
+  if (!mt_ring_user_dir_parse(name, &uid) || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+      !S_ISDIR(st.st_mode) || st.st_uid != uid)
+    return false;
+  int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (sub < 0)
+    return false;
+  bool ours = remove ? empty_directory(sub, uid, false) : true;
+  close(sub);
+  return ours && (!remove || unlinkat(dfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT);
+}
+
+/* Deletes the abandoned ring files of the directory open (and locked) at `dfd`, entries of user
+ * `uid` (and, with `user_dirs`, user subdirectories with only their user's abandoned files), if
+ * it holds nothing else; false (nothing deleted) if it holds anything else. */
+static bool empty_directory(int dfd, uid_t uid, bool user_dirs) {
   int fd = dup(dfd);
   DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
   if (!d) {
@@ -139,12 +187,18 @@ static bool empty_directory(int dfd, uid_t uid) {
   bool ours = true;
   struct dirent *e;
   /* First every entry is checked, so that a directory holding anything else is not touched at
-   * all; then each is checked again as it is deleted. */
+   * all; then each is checked again as it is deleted. A user subdirectory is looked into only as
+   * it is deleted: what it holds then decides. */
   for (int pass = 0; ours && pass < 2; pass++) {
     rewinddir(d);
     while (ours && (e = readdir(d))) {
       if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
         continue;
+      if (user_dirs && abandoned_user_dir(dfd, e->d_name, false)) {
+        if (pass == 1)
+          ours = abandoned_user_dir(dfd, e->d_name, true);
+        continue;
+      }
       ours = abandoned_entry(dfd, e->d_name, uid);
       if (ours && pass == 1 && unlinkat(dfd, e->d_name, 0) != 0 && errno != ENOENT)
         ours = false;
@@ -181,8 +235,9 @@ int record_dir_sweep(const char *tmp) {
     /* The lock: held by a live recorder, whatever its pid namespace, or by another sweeper at
      * work on this directory. */
     if (fstat(dfd, &st) == 0 && st.st_uid == uid && flock(dfd, LOCK_EX | LOCK_NB) == 0 &&
-        empty_directory(dfd, uid) && fstatat(tfd, e->d_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
-        same_inode(&st, &named) && unlinkat(tfd, e->d_name, AT_REMOVEDIR) == 0)
+        empty_directory(dfd, uid, true) &&
+        fstatat(tfd, e->d_name, &named, AT_SYMLINK_NOFOLLOW) == 0 && same_inode(&st, &named) &&
+        unlinkat(tfd, e->d_name, AT_REMOVEDIR) == 0)
       removed++;
     close(dfd);
   }

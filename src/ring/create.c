@@ -20,6 +20,7 @@
 #include "common/map_unlocked.h"
 #include "ring/process.h"
 #include "ring/producer.h"
+#include "ring/user_dir.h"
 
 /* "<dir>/<pid>.memtap-ring", with "-pidns<namespace>" after the pid when `pidns` is not 0 and
  * ".<other>" when `other` is not 0, without snprintf (which may allocate). */
@@ -39,7 +40,7 @@ static bool build_path(char *out, size_t size, const char *dir, int pid, uint64_
   size_t dlen = strlen(dir), need = dlen + 1 + (size_t)n + sizeof MT_RING_FILE_SUFFIX;
   if (need > size)
     return false;
-  memcpy(out, dir, dlen);
+  memmove(out, dir, dlen); /* `dir` may be `out` itself */
   out[dlen] = '/';
   memcpy(out + dlen + 1, name, (size_t)n);
   memcpy(out + dlen + 1 + n, MT_RING_FILE_SUFFIX, sizeof MT_RING_FILE_SUFFIX);
@@ -197,7 +198,11 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   s->foreign_namespace = pidns && pidns != s->options.pid_namespace;
   if (!s->foreign_namespace)
     pidns = 0;
-  if (!build_path(s->path, sizeof s->path, s->options.dir, pid, pidns, 0))
+  /* A process that left root for another user makes its file in that user's subdirectory of a
+   * directory root made (user_dir.h). The directory is chosen into s->path, which build_path
+   * then completes: no second PATH_MAX buffer on the stack of a fork handler. */
+  if (!mt_ring_user_dir_choose(s->options.dir, s->path, sizeof s->path) ||
+      !build_path(s->path, sizeof s->path, s->path, pid, pidns, 0))
     return mt_fail(err, MT_E_INVALID, -1, "ring directory path is too long");
   /* Within the file size limit: sizing the file past it would raise SIGXFSZ in the program.
    * Known before a file is made (or a previous image's, before exec, replaced). */
@@ -217,7 +222,8 @@ int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number,
   bool taken;
   int fd = open_exclusive(s->path, s->options.preserve, s->start_time, &taken, err);
   for (unsigned other = 1; taken && other <= 64; other++) {
-    if (!build_path(s->path, sizeof s->path, s->options.dir, pid, pidns, other))
+    if (!mt_ring_user_dir_choose(s->options.dir, s->path, sizeof s->path) ||
+        !build_path(s->path, sizeof s->path, s->path, pid, pidns, other))
       return mt_fail(err, MT_E_INVALID, -1, "ring directory path is too long");
     fd = open_exclusive(s->path, s->options.preserve, s->start_time, &taken, err);
   }

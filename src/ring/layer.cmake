@@ -6,6 +6,7 @@ add_library(memtap_ring OBJECT
   ring/process.c
   ring/liveness.c
   ring/create.c
+  ring/user_dir.c
   ring/thread.c
   ring/give_back.c
   ring/write.c

@@ -1,22 +1,18 @@
 /* setuid, seteuid, setreuid and setresuid under `memtap record` (docs/tracer.md, "Changing user").
- * A server started as root (nginx, Apache, a container's entry point, setpriv, runuser) drops to
+ * A server started as root (nginx, Apache, a container's entry point, setpriv, runuser) becomes
  * another user and then forks its workers or execs the real program. Those processes make their
  * ring files (and memtap's notes about untraced ones) in memtap's ring directory, which memtap,
- * running as root, made private to root: after the drop they could make nothing, and their
- * allocations went untraced without a word. So the process about to drop root hands the directory
- * (and its own ring file) to its new user first. memtap, as root, still reads and removes
- * everything in it. The first user the directory is handed to keeps it: a second drop to a third
- * user leaves the latter's processes untraced, as memtap then says.
- *
- * Only the effective user matters for making files, and only a change away from root can lose
- * the directory. This adds no trust: a process of that user could already write into the ring
- * files of the traced processes of that user, which it may also ptrace. */
+ * running as root, made private to root: after the change they could make nothing, and their
+ * allocations went untraced without a word. So a process about to become another user while root
+ * first makes that user's subdirectory in the ring directory (ring/user_dir.h), where the user's
+ * processes then make their files; the directory itself stays root's, so that nobody but root can
+ * rename, replace or empty it. A change that fails, or a temporary one (seteuid and back), leaves
+ * only an empty subdirectory. */
 #include <errno.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "ring/producer.h"
+#include "ring/user_dir.h"
 #include "tracer/shim.h"
 
 #define MT_EXPORT __attribute__((visibility("default")))
@@ -26,20 +22,10 @@ static void before_change(uid_t euid) {
   if (euid == (uid_t)-1 || euid == 0 || !mt_shim.config.record || geteuid() != 0)
     return;
   const char *dir = mt_shim_getenv(NULL, "MEMTAP_RING_DIR");
-  struct stat st;
   int saved_errno = errno;
-  if (dir && dir[0] == '/' && stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0)
-    if (chown(dir, euid, (gid_t)-1) != 0) {
-      /* the drop goes on; the new user's files then fail to be made, and that is said */
-    }
-  /* The process's own ring file: its next image (an exec after the drop: setpriv, runuser) must
-   * open it to see that it was its own before replacing it, and a thread's first claim opens it
-   * again. */
-  const struct mt_ring *s = &mt_ring_session;
-  if (s->base && !s->unlinked && s->geo.pid == getpid() && s->path[0] == '/')
-    if (chown(s->path, euid, (gid_t)-1) != 0) {
-      /* as above */
-    }
+  if (dir && dir[0] == '/' && mt_ring_user_dir_prepare(dir, euid) != 0) {
+    /* the change goes on; the user's files then fail to be made, and that is said */
+  }
   errno = saved_errno;
 }
 

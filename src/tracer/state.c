@@ -20,6 +20,7 @@
 #include "common/process_image.h"
 #include "ring/process.h"
 #include "ring/producer.h"
+#include "ring/user_dir.h"
 #include "tracer/shim.h"
 
 mt_shim_state mt_shim;
@@ -112,7 +113,7 @@ static bool note_untraced_process(char why) {
   name[len] = 0;
   int saved_errno = errno; /* the program's, in the child fork returns to */
   bool left = false;
-  int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int dfd = mt_ring_user_dir_open(dir); /* uid-N after a change of user (credentials.c) */
   int fd = dfd < 0
                ? -1
                : openat(dfd, partial, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);

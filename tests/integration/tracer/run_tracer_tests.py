@@ -1030,6 +1030,24 @@ def test_full_processes_that_become_another_user_keep_their_traces():
         expect("cannot write memtap's ring" not in traced.stderr and
                "not tracing" not in traced.stderr,
                f"dropped {how}: memtap said a process went untraced\n{traced.stderr[-2000:]}")
+    # The ring directory stays root's: the user cannot move it away and put a link to another
+    # directory in its place, which memtap, removing the directory as root, would have emptied.
+    victim = os.path.join(shared, "victim")
+    os.mkdir(victim)
+    with open(os.path.join(victim, "keep"), "w") as fh:
+        fh.write("x")
+    swap = ('if mv "$MEMTAP_RING_DIR" "$MEMTAP_RING_DIR.moved" 2>/dev/null; then echo moved; '
+            f'ln -s {victim} "$MEMTAP_RING_DIR"; fi')
+    trace = os.path.join(WORK, "swap.ctf")
+    sticky = os.path.join(shared, "sticky")  # as /tmp is: anyone may add, owners rename theirs
+    os.mkdir(sticky)
+    os.chmod(sticky, 0o1777)
+    traced = record(trace, ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
+                            "--", "sh", "-c", swap], env=base_env({"TMPDIR": sticky}))
+    expect("moved" not in traced.stdout, "the traced user could move memtap's ring directory")
+    expect(os.path.exists(os.path.join(victim, "keep")),
+           f"a file of a directory the traced user linked in place of the ring directory was "
+           f"removed\n{traced.stderr[-2000:]}")
 
 
 def program_traces(directory, exe, stderr=None, source=None, what=""):
@@ -1408,20 +1426,26 @@ def test_exec_into_a_program_the_tracer_cannot_enter_is_said():
         # program's path alone does not tell the images apart.
         ("itself, env -i", [python, "-c", reexec],
          f"exec'd {python} again and the tracer did not start in it"),
-        # A process leaving root hands memtap's ring directory to its new user (credentials.c):
-        # followed. A second user cannot have it: said.
+        # A process leaving root makes its new user's subdirectory in memtap's ring directory
+        # (credentials.c): followed, and so is a second user's. A user who cannot reach the
+        # directory ($TMPDIR private to root) cannot: said.
         ("a user", ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups", "--",
                     "sleep", "0.3"], None),
-        ("another user", ["sh", "-c", f"setpriv --reuid={nobody - 1} --regid={nobody - 1} "
-                          f"--clear-groups true; exec setpriv --reuid={nobody} "
-                          f"--regid={nobody} --clear-groups -- sleep 1"],
+        ("two users", ["sh", "-c", f"setpriv --reuid={nobody - 1} --regid={nobody - 1} "
+                       f"--clear-groups true; exec setpriv --reuid={nobody} "
+                       f"--regid={nobody} --clear-groups -- sleep 0.3"], None),
+        ("another user", ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
+                          "--", "sleep", "1"],
          f"exec'd {env_sleep} as user id {nobody}, who cannot write memtap's ring directory"),
         ("traceable", ["sh", "-c", "exec sleep 0.3"], None),
         ("itself, traceable", ["sh", "-c", "exec sh -c 'sleep 0.3'"], None),
     )
+    private = os.path.join(WORK, "private")
+    os.mkdir(private, 0o700)
     for label, argv, said in cases:
         trace = os.path.join(WORK, f"exec-{label.replace(' ', '_').replace(',', '')}.ctf")
-        p = record(trace, argv, options=())
+        env = base_env({"TMPDIR": private}) if label == "another user" else None
+        p = record(trace, argv, options=(), env=env)
         expect(p.returncode == 0, f"{label}: exit {p.returncode}\n{p.stderr}")
         verify_trace(trace)
         warnings = [line for line in p.stderr.splitlines() if "warning" in line]
