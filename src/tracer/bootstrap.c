@@ -146,6 +146,9 @@ void mt_shim_resolve(void) {
   r.execvpe = dlsym(RTLD_NEXT, "execvpe");
   r.fexecve = dlsym(RTLD_NEXT, "fexecve");
   r.execveat = dlsym(RTLD_NEXT, "execveat");
+  r.daemon = dlsym(RTLD_NEXT, "daemon");
+  r.unshare = dlsym(RTLD_NEXT, "unshare");
+  r.setns = dlsym(RTLD_NEXT, "setns");
   r.setuid = dlsym(RTLD_NEXT, "setuid");
   r.seteuid = dlsym(RTLD_NEXT, "seteuid");
   r.setreuid = dlsym(RTLD_NEXT, "setreuid");

@@ -12,9 +12,11 @@
  * argument vector on the stack as glibc does, then go through the v forms. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -198,6 +200,78 @@ MT_EXPORT int execle(const char *path, const char *arg, ...) {
   char *const *envp = va_arg(ap, char *const *);
   va_end(ap);
   return execve(path, argv, envp);
+}
+
+/* unshare(CLONE_NEWUSER) and setns into a user namespace want the process single-threaded, and
+ * the consumer thread made them fail (EINVAL) where untraced they succeed (sandboxes, `unshare
+ * -U`, rootless containers). The trace is finished first, which ends that thread, and the call
+ * goes on; tracing ends there, as said. The thread may still count as the process's for a moment
+ * after it was joined: the call is tried again for up to 100 ms while it says EINVAL. */
+static void say_ended_for(const char *what) {
+  char line[200];
+  int n = snprintf(line, sizeof line,
+                   "memtap: the trace ended before %s, which wants the process single-threaded "
+                   "(memtap record traces past it)\n",
+                   what);
+  if (n > 0)
+    mt_shim_say(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+static int retried(long (*call)(long, long), long a, long b, bool finished) {
+  long rc = call(a, b);
+  for (int i = 0; finished && rc != 0 && errno == EINVAL && i < 100; i++) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+    rc = call(a, b);
+  }
+  return (int)rc;
+}
+
+static long unshare_call(long flags, long unused) {
+  (void)unused;
+  int (*f)(int) = (int (*)(int))next(&mt_shim_real.unshare);
+  return f ? f((int)flags) : syscall(SYS_unshare, flags);
+}
+
+static long setns_call(long fd, long type) {
+  int (*f)(int, int) = (int (*)(int, int))next(&mt_shim_real.setns);
+  return f ? f((int)fd, (int)type) : syscall(SYS_setns, fd, type);
+}
+
+MT_EXPORT int unshare(int flags) {
+  bool finished = (flags & CLONE_NEWUSER) && mt_inprocess_end(mt_shim_self.in_handler != 0);
+  if (finished)
+    say_ended_for("unshare(CLONE_NEWUSER)");
+  return retried(unshare_call, flags, 0, finished);
+}
+
+/* Whether `fd` is a user namespace's (setns with type 0 takes any kind). */
+static bool user_namespace_fd(int fd) {
+  char link[64], target[32];
+  int n = snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t len = n > 0 ? readlink(link, target, sizeof target - 1) : -1;
+  return len >= 5 && memcmp(target, "user:", 5) == 0;
+}
+
+MT_EXPORT int setns(int fd, int type) {
+  bool finished = (type == CLONE_NEWUSER || (type == 0 && user_namespace_fd(fd))) &&
+                  mt_inprocess_end(mt_shim_self.in_handler != 0);
+  if (finished)
+    say_ended_for("setns into a user namespace");
+  return retried(setns_call, fd, type, finished);
+}
+
+/* daemon(3) forks, and the parent leaves by glibc's internal _exit, which the shim's does not see;
+ * the child goes on without the consumer thread, whose copy the fork did not make: the trace is
+ * finished before, and ends there (memtap record --follow-fork traces the daemon). */
+MT_EXPORT int daemon(int nochdir, int noclose) {
+  mt_inprocess_end(mt_shim_self.in_handler != 0);
+  int (*f)(int, int) = (int (*)(int, int))next(&mt_shim_real.daemon);
+  if (!f) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return f(nochdir, noclose);
 }
 
 MT_EXPORT void _exit(int status) {

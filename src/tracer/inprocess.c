@@ -176,17 +176,73 @@ static void sleep_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
+/* What a finished trace has to say: records overwritten before they were read (not a failure:
+ * the trace is whole but for those, and its summary counts them), or, for a failure the caller
+ * does not report itself (`error` given), that. */
+static void report_finish(int status, const mt_error *error) {
+  if (status != MT_OK) {
+    if (error)
+      say("the trace could not be written", error->message);
+  } else if (inproc.lost) {
+    char detail[160];
+    snprintf(detail, sizeof detail, "%llu records were overwritten before they were read",
+             (unsigned long long)inproc.lost);
+    say(inproc.path, detail);
+  }
+}
+
+/* Whether this thread is the process's only one left that runs: the program's threads have all
+ * ended, its main thread by pthread_exit (a zombie until the process ends). glibc would have ended
+ * the process with exit(0) when the last of them ended, had this thread not been there. Read from
+ * /proc/self/stat: the group leader's state and the thread count. */
+static bool only_thread_left(void) {
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0)
+    return false;
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* after the command, which may hold anything */
+  if (!p || p[1] != ' ')
+    return false;
+  char state = p[2];
+  /* fields after the state: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+   * utime stime cutime cstime priority nice num_threads (the 17th); p + 3 is the space before
+   * the first, and each step finds the space before the next */
+  p += 3;
+  for (int field = 1; field < 17 && p; field++)
+    p = strchr(p + 1, ' ');
+  long threads = p ? strtol(p + 1, NULL, 10) : 0;
+  return state == 'Z' && threads == 2; /* the zombie leader and this thread */
+}
+
 static void *consume(void *arg) {
   mt_recorder *rec = arg;
   mt_shim_self.depth++; /* this thread's allocations are not the program's */
   atomic_store(&inproc.table, unshare(CLONE_FILES) == 0 ? 1 : -1);
   mt_error err = {0};
-  while (!atomic_load(&inproc.stop)) {
+  bool alone = false;
+  for (unsigned idle = 0; !atomic_load(&inproc.stop);) {
     bool progress = false;
     if (inproc.api.poll(rec, &progress, &err) == MT_E_MALFORMED)
       break;
-    if (!progress)
-      sleep_ms(10);
+    if (progress)
+      continue;
+    /* Every 100 ms of nothing: is the program gone but for a main thread that called
+     * pthread_exit? Then this thread would keep the process alive for ever. */
+    if (++idle % 10 == 0 && only_thread_left()) {
+      int running = RUNNING;
+      if (atomic_compare_exchange_strong(&inproc.state, &running, FINISHING)) {
+        alone = true;
+        mt_shim_stop();
+        mt_ring_close(mt_shim.ring);
+        break;
+      }
+    }
+    sleep_ms(10);
   }
   inproc.status = inproc.api.finish(rec, &inproc.error);
   mt_recorder_stats st;
@@ -194,6 +250,11 @@ static void *consume(void *arg) {
   inproc.lost = st.lost_records;
   inproc.api.destroy(rec);
   close_trace_fd();
+  if (alone) {
+    report_finish(inproc.status, &inproc.error);
+    atomic_store(&inproc.state, IDLE);
+    exit(0); /* as glibc does when the last thread ends; exit handlers run here */
+  }
   return NULL;
 }
 
@@ -263,12 +324,8 @@ static int finish(int bound_s, mt_error *err) {
     } else if (inproc.status != MT_OK) {
       *err = inproc.error;
       rc = inproc.status;
-    } else if (inproc.lost) {
-      /* Not a failure: the trace is whole but for those, and its summary counts them. */
-      char detail[160];
-      snprintf(detail, sizeof detail, "%llu records were overwritten before they were read",
-               (unsigned long long)inproc.lost);
-      say(inproc.path, detail);
+    } else {
+      report_finish(MT_OK, NULL);
     }
     atomic_store(&inproc.finisher, 0);
     atomic_store(&inproc.state, IDLE);
@@ -365,8 +422,10 @@ int mt_inprocess_launch(mt_error *err) {
       mt_ring_unlink(mt_shim.ring);
       inproc.pid = getpid();
       atomic_store(&inproc.state, RUNNING);
+      /* quick_exit runs its own handlers, not exit's, then ends the process with glibc's
+       * internal _exit, which the shim's does not see. */
       if (!exit_handler)
-        exit_handler = atexit(finish_at_exit) == 0;
+        exit_handler = atexit(finish_at_exit) == 0 && at_quick_exit(finish_at_exit) == 0;
       mt_shim_self.depth--;
       return MT_OK;
     }

@@ -50,8 +50,9 @@ typedef struct mt_real {
    * rlimit *), and their 64 forms (rlimit.c) */
   void *setrlimit, *setrlimit64, *prlimit, *prlimit64;
   /* The ends of a process that run no exit handler, and the exec family (ending.c): _exit, _Exit,
-   * execve, execv, execvp, execvpe, fexecve, execveat. */
-  void *exit_, *exit_upper, *execve, *execv, *execvp, *execvpe, *fexecve, *execveat;
+   * execve, execv, execvp, execvpe, fexecve, execveat, and daemon. */
+  void *exit_, *exit_upper, *execve, *execv, *execvp, *execvpe, *fexecve, *execveat, *daemon;
+  void *unshare, *setns; /* in process, a user namespace ends the trace first (ending.c) */
   /* setuid, seteuid, setreuid, setresuid (credentials.c) */
   void *setuid, *seteuid, *setreuid, *setresuid;
 } mt_real;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_program.h"
@@ -29,6 +30,15 @@ static void *exit_at_once(void *arg) {
   char c;
   if (read(go[0], &c, 1) == 1)
     _exit(7);
+  return NULL;
+}
+
+static void *free_later(void *arg) {
+  (void)arg;
+  struct timespec pause = {0, 200000000};
+  nanosleep(&pause, NULL);
+  for (int i = 20; i < 40; i++)
+    free(kept[i]);
   return NULL;
 }
 
@@ -73,7 +83,18 @@ int main(int argc, char **argv) {
     fexecve(open(truth, O_RDONLY | O_CLOEXEC), args, environ);
   else if (!strcmp(how, "execveat"))
     execveat(AT_FDCWD, truth, args, environ, 0);
-  else if (!strcmp(how, "race")) {
+  else if (!strcmp(how, "quick_exit"))
+    quick_exit(6);
+  else if (!strcmp(how, "daemon")) {
+    if (daemon(1, 1) != 0)
+      return 2;
+    return 0; /* the daemon: its parent has left already, by glibc's own _exit */
+  } else if (!strcmp(how, "pthread-exit")) {
+    pthread_t other;
+    if (pthread_create(&other, NULL, free_later, NULL) != 0)
+      return 2;
+    pthread_exit(NULL); /* the process ends when the other thread does, with status 0 */
+  } else if (!strcmp(how, "race")) {
     pthread_t other;
     if (pipe(go) != 0 || pthread_create(&other, NULL, exit_at_once, NULL) != 0)
       return 2;

@@ -755,11 +755,15 @@ def test_inprocess_trace_is_whole_however_the_program_ends():
              ("not-elf", "not-elf", not_elf, 5, 20), ("missing", "missing", true, 5, 40),
              ("directory", "execv", WORK, 5, 40), ("directory-fd", "fexecve", WORK, 5, 40),
              ("directory-at", "execveat", WORK, 5, 40), ("race", "race", true, (0, 7), 20),
-             ("race", "race", true, (0, 7), 20), ("race", "race", true, (0, 7), 20)]
+             ("race", "race", true, (0, 7), 20), ("race", "race", true, (0, 7), 20),
+             ("quick_exit", "quick_exit", true, 6, 20), ("daemon", "daemon", true, 0, 20),
+             ("pthread-exit", "pthread-exit", true, 0, 40)]
     for label, how, target, status, frees in cases:
         trace = os.path.join(WORK, f"ending-{label}.ctf")
         argv = [program("ending"), how, target]
-        p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace, "MEMTAP_FULL": "1"}))
+        # (a process that never ends, as pthread-exit's did, times out)
+        p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace, "MEMTAP_FULL": "1"}),
+                timeout=60)
         # (exit and _exit racing: either status, and the trace whole, finished by one while the
         # other waits)
         expect(p.returncode in (status if isinstance(status, tuple) else (status,)),
@@ -773,6 +777,18 @@ def test_inprocess_trace_is_whole_however_the_program_ends():
         expect(said == (label == "not-elf"),
                f"in process, {label}: the failed exec {'was' if said else 'was not'} said\n"
                f"{p.stderr[-2000:]}")
+    # unshare(CLONE_NEWUSER) wants the process single-threaded: the consumer thread made it fail
+    # (unshare -U: "Invalid argument", exit 1). The trace ends before it, said, and the call works.
+    unshare = shutil.which("unshare")
+    plain = untraced([unshare, "-U", "id", "-u"]) if unshare else None
+    if plain is not None and plain.returncode == 0:
+        trace = os.path.join(WORK, "ending-unshare.ctf")
+        p = run([unshare, "-U", "id", "-u"],
+                env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace, "MEMTAP_FULL": "1"}))
+        same_behaviour(plain, p, "in process, unshare -U")
+        expect("the trace ended before unshare(CLONE_NEWUSER)" in p.stderr,
+               f"in process, unshare -U: the end of the trace was not said\n{p.stderr}")
+        verify_trace(trace)
 
 
 def test_inprocess_unstarted_trace_leaves_no_file():
