@@ -672,6 +672,23 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
   int64_t created_ns;
   if (!ring_creator(path, &creator, &start_time, &created_ns))
     return; /* still being created: next scan */
+  /* A file of a user subdirectory speaks for a process of that user only: one whose name and
+   * header disagree on the pid, or that names a live process running as another user (a root
+   * process, whose trace it would replace as if that process had exec'd), is not taken. */
+  uid_t owner;
+  const char *slash = strchr(name, '/');
+  if (slash && mt_ring_user_dir_parse_prefix(name, (size_t)(slash - name), &owner)) {
+    long euid = ns ? -1 : process_effective_uid(creator); /* our /proc: our namespace's pids */
+    if (creator != pid || (euid >= 0 && euid != (long)owner)) {
+      if (!t)
+        t = add_traced(s, name, pid, ns, 0);
+      if (t) {
+        t->dev = st->st_dev;
+        t->ino = st->st_ino;
+      }
+      return;
+    }
+  }
   /* A start time of 0 is unknown (/proc could not tell the tracer): such a file is this
    * process's after an exec, as it always was. */
   bool other = t && t->rec && t->start_time && start_time && t->start_time != start_time;

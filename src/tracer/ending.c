@@ -44,7 +44,8 @@ static void *next(void *const *slot) {
  * execute. `flags` as execveat's (AT_EMPTY_PATH: `dirfd` itself, AT_SYMLINK_NOFOLLOW). */
 static bool runnable_at(int dirfd, const char *path, int flags) {
   struct stat st;
-  if (!*path && (flags & AT_EMPTY_PATH)) /* the descriptor's file; its mode for permission */
+  /* (the flag first: an invalid pointer is the kernel's to refuse, EFAULT, as untraced) */
+  if ((flags & AT_EMPTY_PATH) && path && !*path) /* the descriptor's file; its mode */
     return fstat(dirfd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
   return fstatat(dirfd, path, &st, flags & AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
          faccessat(dirfd, path, X_OK, AT_EACCESS) == 0;
