@@ -212,6 +212,7 @@ typedef struct traced {
 
 typedef struct session {
   const settings *set;
+  const char *shim; /* the tracer's path, as given to the program */
   char dir[PATH_MAX];
   int dir_lock; /* record_dir_make's lock on `dir` */
   char *context;
@@ -798,23 +799,47 @@ static bool became_another_user(const traced *t) {
   return t->uid >= 0 && t->uid != (long)geteuid();
 }
 
-static void say_became_another_user(const traced *t, const char *described) {
-  cli_error(t->path,
-            "warning: process %d exec'd %s as user id %ld, who cannot write memtap's ring "
-            "directory, so the tracer did not start in it: the trace describes %s up to that "
-            "exec (to trace that program, run memtap record as that user)",
-            t->pid, t->exe, t->uid, described);
+/* Whether users other than its owner and group can reach and read the file at `path`: every
+ * directory on the way searchable by others, the file readable by them. */
+static bool others_can_read(const char *path) {
+  char copy[PATH_MAX];
+  struct stat st;
+  if (snprintf(copy, sizeof copy, "%s", path) >= (int)sizeof copy || stat(copy, &st) != 0 ||
+      !(st.st_mode & S_IROTH))
+    return false;
+  for (char *slash = strrchr(copy, '/'); slash && slash != copy; slash = strrchr(copy, '/')) {
+    *slash = 0;
+    if (stat(copy, &st) != 0 || !(st.st_mode & S_IXOTH))
+      return false;
+  }
+  return true;
+}
+
+static void say_became_another_user(const session *s, const traced *t, const char *described) {
+  if (!others_can_read(s->shim))
+    cli_error(t->path,
+              "warning: process %d exec'd %s as user id %ld, who cannot read the tracer (%s is "
+              "not readable by other users), so the tracer did not start in it: the trace "
+              "describes %s up to that exec (install memtap where all users can read it, or run "
+              "memtap record as that user)",
+              t->pid, t->exe, t->uid, s->shim, described);
+  else
+    cli_error(t->path,
+              "warning: process %d exec'd %s as user id %ld, who cannot write memtap's ring "
+              "directory, so the tracer did not start in it: the trace describes %s up to that "
+              "exec (to trace that program, run memtap record as that user)",
+              t->pid, t->exe, t->uid, described);
 }
 
 /* After the program ended: says so when the last program `t` was seen running is not the one its
  * trace describes, with the reason when memtap can tell it. */
-static void say_untraced_exec(const traced *t) {
+static void say_untraced_exec(const session *s, const traced *t) {
   const char *described = t->rec ? mt_recorder_executable(t->rec) : t->described;
   if (!t->exe || !described || !*described) /* "": the tracer could not read /proc/self/exe */
     return;
   if (strcmp(t->exe, described) == 0) {
     if (t->image_changed && became_another_user(t))
-      say_became_another_user(t, described);
+      say_became_another_user(s, t, described);
     else if (t->image_changed)
       cli_error(t->path,
                 "warning: process %d exec'd %s again and the tracer did not start in it (was "
@@ -832,7 +857,7 @@ static void say_untraced_exec(const traced *t) {
               "describes %s up to that exec",
               t->pid, t->exe, err.message, described);
   else if (rc == MT_OK && became_another_user(t))
-    say_became_another_user(t, described);
+    say_became_another_user(s, t, described);
   else if (rc == MT_OK)
     cli_error(t->path,
               "warning: process %d exec'd %s and the tracer did not start in it (was LD_PRELOAD "
@@ -1364,7 +1389,7 @@ int mt_cmd_record(int argc, char **argv) {
     return MT_EXIT_USAGE;
   }
 
-  session s = {.set = &set, .program = program};
+  session s = {.set = &set, .shim = shim, .program = program};
   const char *tmp = getenv("TMPDIR");
   if (!tmp || !*tmp)
     tmp = "/tmp";
@@ -1579,7 +1604,7 @@ int mt_cmd_record(int argc, char **argv) {
   for (size_t i = 0; i < s.count; i++) {
     traced *t = &s.procs[i];
     if (t->rec || t->retired) {
-      say_untraced_exec(t);
+      say_untraced_exec(&s, t);
       if (!t->stats.failed)
         summary(t);
       wrote = true;

@@ -1001,6 +1001,20 @@ def test_full_fork_exec_vfork_spawn_with_follow_fork():
         fail("--follow-fork traces wrong:\n  " + "\n  ".join(problems))
 
 
+def shim_for_others():
+    """A copy of the shim that another user can load: the build tree may lie in a directory only
+    its owner can enter (a fresh clone in a mkdtemp directory), as an installed shim never does.
+    Returns the environment that makes memtap record preload it."""
+    os.chmod(WORK, 0o711)
+    place = os.path.join(WORK, "shim")
+    os.makedirs(place, exist_ok=True)
+    os.chmod(place, 0o755)
+    copy = os.path.join(place, os.path.basename(A.shim))
+    shutil.copy(A.shim, copy)
+    os.chmod(copy, 0o755)
+    return {"MEMTAP_PRELOAD": copy}
+
+
 def test_full_processes_that_become_another_user_keep_their_traces():
     # A server started as root becomes another user, then forks workers or execs the real program
     # (nginx, Apache, setpriv, runuser). memtap's ring directory was root's alone: the worker went
@@ -1009,8 +1023,8 @@ def test_full_processes_that_become_another_user_keep_their_traces():
     if os.geteuid() != 0:
         skip("only root can change its user", even_under_ci=True)
     nobody = 65534
-    # The program and the ring directory where that user can reach them.
-    os.chmod(WORK, 0o711)
+    # The program, the shim and the ring directory where that user can reach them.
+    shim = shim_for_others()
     shared = os.path.join(WORK, "shared")
     os.mkdir(shared)
     os.chmod(shared, 0o711)
@@ -1029,7 +1043,7 @@ def test_full_processes_that_become_another_user_keep_their_traces():
         os.mkdir(directory)
         trace = os.path.join(directory, "dropped.ctf")
         traced = record(trace, argv, ("--full", "--follow-fork"),
-                        env=base_env({"TMPDIR": rings}))
+                        env=base_env({"TMPDIR": rings, **shim}))
         same_behaviour(plain, traced, f"dropped {how}")
         files = trace_files(directory)
         expect(len(files) == 2 and trace in files,
@@ -1059,7 +1073,7 @@ def test_full_processes_that_become_another_user_keep_their_traces():
     os.mkdir(sticky)
     os.chmod(sticky, 0o1777)
     traced = record(trace, ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
-                            "--", "sh", "-c", swap], env=base_env({"TMPDIR": sticky}))
+                            "--", "sh", "-c", swap], env=base_env({"TMPDIR": sticky, **shim}))
     expect("moved" not in traced.stdout, "the traced user could move memtap's ring directory")
     expect(os.path.exists(os.path.join(victim, "keep")),
            f"a file of a directory the traced user linked in place of the ring directory was "
@@ -1453,14 +1467,24 @@ def test_exec_into_a_program_the_tracer_cannot_enter_is_said():
         ("another user", ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
                           "--", "sleep", "1"],
          f"exec'd {env_sleep} as user id {nobody}, who cannot write memtap's ring directory"),
+        ("unreadable tracer", ["setpriv", f"--reuid={nobody}", f"--regid={nobody}",
+                               "--clear-groups", "--", "sleep", "1"],
+         f"exec'd {env_sleep} as user id {nobody}, who cannot read the tracer"),
         ("traceable", ["sh", "-c", "exec sleep 0.3"], None),
         ("itself, traceable", ["sh", "-c", "exec sh -c 'sleep 0.3'"], None),
     )
     private = os.path.join(WORK, "private")
     os.mkdir(private, 0o700)
+    shim = shim_for_others()
+    os.chmod(WORK, 0o755)  # (the set-user-ID copies above)
+    hidden = os.path.join(private, os.path.basename(A.shim))  # in a directory only root enters
+    shutil.copy(A.shim, hidden)
     for label, argv, said in cases:
         trace = os.path.join(WORK, f"exec-{label.replace(' ', '_').replace(',', '')}.ctf")
-        env = base_env({"TMPDIR": private}) if label == "another user" else None
+        env = base_env({"TMPDIR": private if label == "another user" else
+                        os.path.join(WORK, "tmp"), **shim})
+        if label == "unreadable tracer":
+            env["MEMTAP_PRELOAD"] = hidden
         p = record(trace, argv, options=(), env=env)
         expect(p.returncode == 0, f"{label}: exit {p.returncode}\n{p.stderr}")
         verify_trace(trace)
