@@ -43,7 +43,9 @@ static bool file_crc(int fd, uint32_t *crc) {
 
 /* Opens `path` if it is a regular file other than the module itself with the CRC `crc`. */
 static int open_if_matching(const char *path, const struct stat *module, uint32_t crc) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: the folder is the traced process's module's, and a FIFO there would block the
+   * open; a regular file reads the same with it. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return -1;
   struct stat st;

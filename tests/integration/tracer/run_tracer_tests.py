@@ -2049,6 +2049,14 @@ def test_backtraces_resolve_from_separate_debug_info():
     expect(p.returncode == 0, f"record --debuginfod exited {p.returncode}\n{p.stderr[-2000:]}")
     expect(facts(trace)["read_ok"], "record --debuginfod wrote an unreadable trace")
     expect("file=libdebuginfod" in p.stderr, "record --debuginfod did not ask debuginfod")
+    # A FIFO where the debug file would be (the folder is the traced program's to fill): memtap
+    # skips it instead of waiting for ever in open(). (Not with --debuginfod, whose search is
+    # libdwfl's own and opens it blocking.)
+    os.remove(debug)
+    os.mkfifo(debug)
+    p = record(os.path.join(WORK, "fifo_debug.ctf"), [binary], timeout=60)
+    expect(p.returncode == 0, f"record with a FIFO for the debug file exited {p.returncode}\n"
+           f"{p.stderr[-2000:]}")
 
 
 # --- ordering ---------------------------------------------------------------------------------
