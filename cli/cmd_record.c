@@ -628,8 +628,9 @@ static bool make_room_for_descriptors(session *s) {
   return true;
 }
 
-/* A ring file `name` in the directory: attach it, or notice an exec. */
-static void found_ring(session *s, const char *name, const struct stat *st) {
+/* A ring file `name` in the directory: attach it, or notice an exec. `owner`: the user of the
+ * subdirectory it lies in (uid-N/, ring/user_dir.h), or -1 for the directory itself. */
+static void found_ring(session *s, const char *name, const struct stat *st, long owner) {
   int pid;
   uint64_t ns;
   if (!parse_ring_name(name, &pid, &ns))
@@ -676,11 +677,9 @@ static void found_ring(session *s, const char *name, const struct stat *st) {
   /* A file of a user subdirectory speaks for a process of that user only: one whose name and
    * header disagree on the pid, or that names a live process running as another user (a root
    * process, whose trace it would replace as if that process had exec'd), is not taken. */
-  uid_t owner;
-  const char *slash = strchr(name, '/');
-  if (slash && mt_ring_user_dir_parse_prefix(name, (size_t)(slash - name), &owner)) {
+  if (owner >= 0) {
     long euid = ns ? -1 : process_effective_uid(creator); /* our /proc: our namespace's pids */
-    if (creator != pid || (euid >= 0 && euid != (long)owner)) {
+    if (creator != pid || (euid >= 0 && euid != owner)) {
       if (!t)
         t = add_traced(s, name, pid, ns, 0);
       if (t) {
@@ -885,7 +884,7 @@ static void scan_user_dir(session *s, int dfd, const char *sub, uid_t uid) {
         record_untraced_take(&s->untraced, dirfd(d), e->d_name))
       continue;
     if (snprintf(name, sizeof name, "%s/%s", sub, e->d_name) < (int)sizeof name)
-      found_ring(s, name, &st);
+      found_ring(s, name, &st, (long)uid);
   }
   closedir(d);
 }
@@ -904,7 +903,7 @@ static void scan(session *s) {
       scan_user_dir(s, dirfd(d), e->d_name, uid);
     if (!S_ISREG(st.st_mode) || record_untraced_take(&s->untraced, dirfd(d), e->d_name))
       continue;
-    found_ring(s, e->d_name, &st);
+    found_ring(s, e->d_name, &st, -1);
   }
   closedir(d);
 }

@@ -81,15 +81,6 @@ int mt_ring_user_dir_open(const char *dir) {
   return sub;
 }
 
-bool mt_ring_user_dir_parse_prefix(const char *name, size_t length, uid_t *uid) {
-  char copy[32];
-  if (length >= sizeof copy)
-    return false;
-  memcpy(copy, name, length);
-  copy[length] = 0;
-  return mt_ring_user_dir_parse(copy, uid);
-}
-
 bool mt_ring_user_dir_parse(const char *name, uid_t *uid) {
   size_t n = sizeof MT_RING_USER_DIR_PREFIX - 1;
   if (strncmp(name, MT_RING_USER_DIR_PREFIX, n) != 0)

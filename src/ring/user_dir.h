@@ -32,7 +32,5 @@ int mt_ring_user_dir_open(const char *dir);
 
 /* Whether `name` is a user subdirectory's name, uid-<decimal>; its user in *uid. */
 bool mt_ring_user_dir_parse(const char *name, uid_t *uid);
-/* The same for the first `length` bytes of `name` (a path's first component). */
-bool mt_ring_user_dir_parse_prefix(const char *name, size_t length, uid_t *uid);
 
 #endif

@@ -33,28 +33,28 @@ typedef int (*set1_fn)(uid_t);
 typedef int (*set2_fn)(uid_t, uid_t);
 typedef int (*set3_fn)(uid_t, uid_t, uid_t);
 
-/* The next definitions were resolved with the allocator. Without them (never seen), the system
- * call changes the calling thread's credentials only, not every thread's as glibc's do. */
+/* Without a next definition (never seen), the system call changes the calling thread's
+ * credentials only, not every thread's as glibc's do. */
 MT_EXPORT int setuid(uid_t uid) {
   before_change(uid);
-  set1_fn f = (set1_fn)mt_shim_real.setuid;
+  set1_fn f = (set1_fn)mt_shim_next(&mt_shim_real.setuid);
   return f ? f(uid) : (int)syscall(SYS_setuid, uid);
 }
 
 MT_EXPORT int seteuid(uid_t euid) {
   before_change(euid);
-  set1_fn f = (set1_fn)mt_shim_real.seteuid;
+  set1_fn f = (set1_fn)mt_shim_next(&mt_shim_real.seteuid);
   return f ? f(euid) : (int)syscall(SYS_setresuid, (uid_t)-1, euid, (uid_t)-1);
 }
 
 MT_EXPORT int setreuid(uid_t ruid, uid_t euid) {
   before_change(euid);
-  set2_fn f = (set2_fn)mt_shim_real.setreuid;
+  set2_fn f = (set2_fn)mt_shim_next(&mt_shim_real.setreuid);
   return f ? f(ruid, euid) : (int)syscall(SYS_setreuid, ruid, euid);
 }
 
 MT_EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid) {
   before_change(euid);
-  set3_fn f = (set3_fn)mt_shim_real.setresuid;
+  set3_fn f = (set3_fn)mt_shim_next(&mt_shim_real.setresuid);
   return f ? f(ruid, euid, suid) : (int)syscall(SYS_setresuid, ruid, euid, suid);
 }

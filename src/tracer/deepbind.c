@@ -35,29 +35,12 @@ typedef struct rebound {
   void *next;
 } rebound;
 
-static size_t interposed(rebound *out) {
-  const mt_real *r = &mt_shim_real;
-  const rebound all[] = {
-      {"malloc", (void *)r->malloc},
-      {"free", (void *)r->free},
-      {"calloc", (void *)r->calloc},
-      {"realloc", (void *)r->realloc},
-      {"reallocarray", NULL}, /* the shim's own overflow check and realloc: looked up below */
-      {"posix_memalign", (void *)r->posix_memalign},
-      {"aligned_alloc", (void *)r->aligned_alloc},
-      {"memalign", (void *)r->memalign},
-      {"valloc", (void *)r->valloc},
-      {"pvalloc", (void *)r->pvalloc},
-      {"malloc_usable_size", (void *)r->malloc_usable_size},
-      {"mmap", (void *)r->mmap},
-      {"munmap", (void *)r->munmap},
-      {"mremap", (void *)r->mremap},
-  };
-  size_t n = 0;
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-    out[n++] = all[i];
-  return n;
-}
+/* Their names: the shim's allocation functions and region calls. */
+static const char *const interposed[] = {
+    "malloc",        "free",     "calloc", "realloc", "reallocarray",       "posix_memalign",
+    "aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size", "mmap",
+    "munmap",        "mremap"};
+#define INTERPOSED (sizeof interposed / sizeof *interposed)
 
 /* One object of the loader's list, as dl_iterate_phdr shows it. */
 typedef struct object_view {
@@ -226,31 +209,27 @@ int mt_dlopen_deep_takes(const char *file, int flags, void *caller) {
 
 MT_HIDDEN void *mt_dlopen_deep(const char *file, int flags);
 void *mt_dlopen_deep(const char *file, int flags) {
-  if (!mt_dl_real_open) {
-    mt_shim_self.depth++;
-    mt_shim_resolve();
-    mt_shim_self.depth--;
-    if (!mt_dl_real_open)
-      return NULL;
-  }
+  void *(*real_open)(const char *, int) =
+      (void *(*)(const char *, int))mt_shim_next(&mt_dl_real_open);
+  if (!real_open)
+    return NULL;
   /* One pass at a time: two threads' passes would make each other's pages read-only between
    * another's mprotect and store. */
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   mt_shim_self.depth++;
   uint64_t before = adds_now();
   mt_shim_self.depth--;
-  void *handle = ((void *(*)(const char *, int))mt_dl_real_open)(file, flags);
+  void *handle = real_open(file, flags);
   if (!handle)
     return NULL;
   mt_shim_self.depth++;
   int saved_errno = errno;
-  rebound fns[16];
-  void *global[16], *deep[16];
-  size_t n = interposed(fns);
+  rebound fns[INTERPOSED];
+  void *global[INTERPOSED], *deep[INTERPOSED];
+  size_t n = INTERPOSED;
   for (size_t i = 0; i < n; i++) {
+    fns[i] = (rebound){interposed[i], dlsym(RTLD_NEXT, interposed[i])};
     void *g = dlsym(RTLD_DEFAULT, fns[i].name);
-    if (!fns[i].next)
-      fns[i].next = dlsym(RTLD_NEXT, fns[i].name);
     global[i] = g && g != fns[i].next ? g : NULL; /* nothing to point elsewhere */
     deep[i] = global[i] ? dlsym(handle, fns[i].name) : NULL;
   }

@@ -29,17 +29,6 @@
 int execvpe(const char *file, char *const argv[], char *const envp[]);
 int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
 
-/* The next definition of one of the functions here. Resolved with the allocator, at start-up: a
- * lookup now could take the loader's lock in a signal handler or a vfork child. */
-static void *next(void *const *slot) {
-  if (!*slot && atomic_load(&mt_shim.resolve) != MT_RESOLVE_DONE) {
-    mt_shim_self.depth++;
-    mt_shim_resolve();
-    mt_shim_self.depth--;
-  }
-  return *slot;
-}
-
 /* Whether the kernel would run `path` (relative to `dirfd`): a regular file the process may
  * execute. `flags` as execveat's (AT_EMPTY_PATH: `dirfd` itself, AT_SYMLINK_NOFOLLOW). */
 static bool runnable_at(int dirfd, const char *path, int flags) {
@@ -112,7 +101,7 @@ typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
 
 static int next_execve(const char *path, char *const argv[], char *const envp[]) {
-  execve_fn f = (execve_fn)next(&mt_shim_real.execve);
+  execve_fn f = (execve_fn)mt_shim_next(&mt_shim_real.execve);
   return f ? f(path, argv, envp) : (int)syscall(SYS_execve, path, argv, envp);
 }
 
@@ -123,14 +112,14 @@ MT_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
 
 MT_EXPORT int execv(const char *path, char *const argv[]) {
   bool finished = mt_inprocess_running() && before_exec(executable(path));
-  execv_fn f = (execv_fn)next(&mt_shim_real.execv);
+  execv_fn f = (execv_fn)mt_shim_next(&mt_shim_real.execv);
   extern char **environ;
   return after_exec(finished, path, f ? f(path, argv) : next_execve(path, argv, environ));
 }
 
 MT_EXPORT int execvp(const char *file, char *const argv[]) {
   bool finished = mt_inprocess_running() && before_exec(found_on_path(file));
-  execv_fn f = (execv_fn)next(&mt_shim_real.execvp);
+  execv_fn f = (execv_fn)mt_shim_next(&mt_shim_real.execvp);
   if (!f) {
     errno = ENOSYS;
     return after_exec(finished, file, -1);
@@ -140,7 +129,7 @@ MT_EXPORT int execvp(const char *file, char *const argv[]) {
 
 MT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
   bool finished = mt_inprocess_running() && before_exec(found_on_path(file));
-  execve_fn f = (execve_fn)next(&mt_shim_real.execvpe);
+  execve_fn f = (execve_fn)mt_shim_next(&mt_shim_real.execvpe);
   if (!f) {
     errno = ENOSYS;
     return after_exec(finished, file, -1);
@@ -151,7 +140,7 @@ MT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
 MT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
   bool finished = mt_inprocess_running() && before_exec(runnable_at(fd, "", AT_EMPTY_PATH));
   typedef int (*fexecve_fn)(int, char *const[], char *const[]);
-  fexecve_fn f = (fexecve_fn)next(&mt_shim_real.fexecve);
+  fexecve_fn f = (fexecve_fn)mt_shim_next(&mt_shim_real.fexecve);
   int rc = f ? f(fd, argv, envp) : (int)syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
   return after_exec(finished, "a descriptor", rc);
 }
@@ -160,7 +149,7 @@ MT_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *co
                        int flags) {
   bool finished = mt_inprocess_running() && before_exec(runnable_at(dirfd, path, flags));
   typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
-  execveat_fn f = (execveat_fn)next(&mt_shim_real.execveat);
+  execveat_fn f = (execveat_fn)mt_shim_next(&mt_shim_real.execveat);
   int rc = f ? f(dirfd, path, argv, envp, flags)
              : (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
   return after_exec(finished, *path ? path : "a descriptor", rc);
@@ -232,12 +221,12 @@ static int retried(long (*call)(long, long), long a, long b, bool finished) {
 
 static long unshare_call(long flags, long unused) {
   (void)unused;
-  int (*f)(int) = (int (*)(int))next(&mt_shim_real.unshare);
+  int (*f)(int) = (int (*)(int))mt_shim_next(&mt_shim_real.unshare);
   return f ? f((int)flags) : syscall(SYS_unshare, flags);
 }
 
 static long setns_call(long fd, long type) {
-  int (*f)(int, int) = (int (*)(int, int))next(&mt_shim_real.setns);
+  int (*f)(int, int) = (int (*)(int, int))mt_shim_next(&mt_shim_real.setns);
   return f ? f((int)fd, (int)type) : syscall(SYS_setns, fd, type);
 }
 
@@ -269,7 +258,7 @@ MT_EXPORT int setns(int fd, int type) {
  * finished before, and ends there (memtap record --follow-fork traces the daemon). */
 MT_EXPORT int daemon(int nochdir, int noclose) {
   mt_inprocess_end(mt_shim_self.in_handler != 0);
-  int (*f)(int, int) = (int (*)(int, int))next(&mt_shim_real.daemon);
+  int (*f)(int, int) = (int (*)(int, int))mt_shim_next(&mt_shim_real.daemon);
   if (!f) {
     errno = ENOSYS;
     return -1;
@@ -277,20 +266,21 @@ MT_EXPORT int daemon(int nochdir, int noclose) {
   return f(nochdir, noclose);
 }
 
-MT_EXPORT void _exit(int status) {
+/* The process ends: the trace first, then the next definition in `slot` (_exit or _Exit), or
+ * the system call. */
+static _Noreturn void leave(void *const *slot, int status) {
   mt_inprocess_end(mt_shim_self.in_handler != 0);
-  void (*f)(int) = (void (*)(int))next(&mt_shim_real.exit_);
+  void (*f)(int) = (void (*)(int))mt_shim_next(slot);
   if (f)
     f(status);
   for (;;)
     syscall(SYS_exit_group, status);
 }
 
+MT_EXPORT void _exit(int status) {
+  leave(&mt_shim_real.exit_, status);
+}
+
 MT_EXPORT void _Exit(int status) {
-  mt_inprocess_end(mt_shim_self.in_handler != 0);
-  void (*f)(int) = (void (*)(int))next(&mt_shim_real.exit_upper);
-  if (f)
-    f(status);
-  for (;;)
-    syscall(SYS_exit_group, status);
+  leave(&mt_shim_real.exit_upper, status);
 }

@@ -52,15 +52,10 @@ static void leaving(const struct __jmp_buf_tag *env) {
 }
 #endif
 
-/* The next definition; resolved with the allocator's (a handler the shim wrapped exists only
- * after sigaction, which resolves). */
+/* The next definition (a handler the shim wrapped exists only after sigaction, which
+ * resolves). */
 static jump_fn next(void *const *slot) {
-  if (!*slot) {
-    mt_shim_self.depth++;
-    mt_shim_resolve();
-    mt_shim_self.depth--;
-  }
-  return (jump_fn)*slot;
+  return (jump_fn)mt_shim_next(slot);
 }
 
 MT_EXPORT void longjmp(struct __jmp_buf_tag env[1], int value) {

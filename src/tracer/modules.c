@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tracer/loaded_object.h"
 #include "tracer/shim.h"
 #include "tracer/unwind_cfi.h"
 
@@ -96,15 +97,8 @@ static void register_module(const module *m, const struct dl_phdr_info *info, bo
 static int scan_one(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;
   unsigned *index = data;
-  uint64_t low = UINT64_MAX, high = 0;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD)
-      continue;
-    uint64_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-    low = lo < low ? lo : low;
-    high = hi > high ? hi : high;
-  }
+  uint64_t low, high;
+  mt_loaded_span(info, &low, &high);
   bool main_program = (*index)++ == 0;
   if (low >= high)
     return 0;

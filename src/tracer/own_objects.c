@@ -66,14 +66,18 @@ typedef struct candidates {
   bool needed_elsewhere[NOTED_MAX + 8]; /* the program's too */
   bool expanded[NOTED_MAX + 8];         /* what it needs is marked as well */
   unsigned count;
-  const struct link_map *shim;
+  const struct link_map *first; /* the loader's list */
 } candidates;
 
-static void add(candidates *c, const struct link_map *map) {
+static bool is_candidate(const candidates *c, const struct link_map *map) {
   for (unsigned i = 0; i < c->count; i++)
     if (c->map[i] == map)
-      return;
-  if (c->count < sizeof c->map / sizeof *c->map)
+      return true;
+  return false;
+}
+
+static void add(candidates *c, const struct link_map *map) {
+  if (!is_candidate(c, map) && c->count < sizeof c->map / sizeof *c->map)
     c->map[c->count++] = map;
 }
 
@@ -91,10 +95,7 @@ static void each_needed(ElfW(Addr) base, const ElfW(Dyn) * ld, void (*each)(cons
 
 static void add_needed(const char *name, void *user) {
   candidates *c = user;
-  const struct link_map *first = c->shim;
-  while (first->l_prev)
-    first = first->l_prev;
-  for (const struct link_map *m = first; m; m = m->l_next)
+  for (const struct link_map *m = c->first; m; m = m->l_next)
     if (!strcmp(base_name(m->l_name), name)) {
       add(c, m);
       return;
@@ -106,13 +107,6 @@ static void mark_needed(const char *name, void *user) {
   for (unsigned i = 0; i < c->count; i++)
     if (!strcmp(base_name(c->map[i]->l_name), name))
       c->needed_elsewhere[i] = true;
-}
-
-static bool is_candidate(const candidates *c, const struct link_map *map) {
-  for (unsigned i = 0; i < c->count; i++)
-    if (c->map[i] == map)
-      return true;
-  return false;
 }
 
 typedef struct ranges_out {
@@ -128,15 +122,8 @@ static int object_range(struct dl_phdr_info *info, size_t size, void *data) {
     const struct link_map *m = r->c->map[i];
     if (r->c->needed_elsewhere[i] || !mt_loaded_is(info, m))
       continue;
-    uint64_t low = UINT64_MAX, high = 0;
-    for (int k = 0; k < info->dlpi_phnum; k++) {
-      const ElfW(Phdr) *ph = &info->dlpi_phdr[k];
-      if (ph->p_type != PT_LOAD)
-        continue;
-      uint64_t a = info->dlpi_addr + ph->p_vaddr, b = a + ph->p_memsz;
-      low = a < low ? a : low;
-      high = b > high ? b : high;
-    }
+    uint64_t low, high;
+    mt_loaded_span(info, &low, &high);
     if (low < high) {
       r->out[r->count].start = low & ~(uint64_t)(PAGE - 1);
       r->out[r->count++].end = (high + PAGE - 1) & ~(uint64_t)(PAGE - 1);
@@ -152,7 +139,8 @@ size_t mt_own_objects_ranges(mt_own_range *out, size_t max) {
   struct link_map *shim = NULL;
   if (!dladdr1((void *)mt_own_objects_ranges, &info, (void **)&shim, RTLD_DL_LINKMAP) || !shim)
     return 0;
-  c.shim = shim;
+  for (c.first = shim; c.first->l_prev;)
+    c.first = c.first->l_prev;
   add(&c, shim);
   each_needed(shim->l_addr, shim->l_ld, add_needed, &c);
   unsigned n = atomic_load(&noted_count);
@@ -160,10 +148,7 @@ size_t mt_own_objects_ranges(mt_own_range *out, size_t max) {
     add(&c, noted[i]);
   /* A candidate that an object of the program needs is the program's too (libc, or a libm the
    * program links), and so is what it needs in turn (the loader, needed by libc). */
-  const struct link_map *first = shim;
-  while (first->l_prev)
-    first = first->l_prev;
-  for (const struct link_map *m = first; m; m = m->l_next)
+  for (const struct link_map *m = c.first; m; m = m->l_next)
     if (!is_candidate(&c, m))
       each_needed(m->l_addr, m->l_ld, mark_needed, &c);
   for (bool changed = true; changed;) {

@@ -149,6 +149,18 @@ extern MT_HIDDEN uintptr_t mt_shim_allocator_low, mt_shim_allocator_high;
 /* Resolves the next allocator once (thread-safe; the resolving thread's own allocations come from
  * the bootstrap arena). */
 MT_HIDDEN void mt_shim_resolve(void);
+/* The next definition held in `slot` (a field of mt_shim_real), resolving first when the slot is
+ * still empty: an interposed function called before the shim's constructor ran. Otherwise
+ * resolved at start-up, so that no lookup happens later in a signal handler or a vfork child.
+ * NULL when there is no next definition. */
+static inline void *mt_shim_next(void *const *slot) {
+  if (!*slot) {
+    mt_shim_self.depth++;
+    mt_shim_resolve();
+    mt_shim_self.depth--;
+  }
+  return *slot;
+}
 /* The bootstrap arena (static storage of the shim). */
 #define MT_BOOTSTRAP_SIZE (1u << 20)
 extern MT_HIDDEN unsigned char mt_bootstrap_arena[MT_BOOTSTRAP_SIZE];
