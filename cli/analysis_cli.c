@@ -100,6 +100,8 @@ int64_t an_trace_duration(const char *path, bool use_index) {
   int rc;
   while ((rc = mt_reader_next(r, &ev, &err)) > 0)
     last = ev.time;
+  if (mt_reader_end_time(r) > last) /* the trace went on after its last event */
+    last = mt_reader_end_time(r);
   mt_reader_close(r);
   if (rc < 0 && err.code != MT_E_MALFORMED) { /* damage: the analysis warns of it */
     cli_report(path, &err);

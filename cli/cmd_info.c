@@ -100,6 +100,10 @@ int mt_cmd_info(int argc, char **argv) {
         t.max_length = ev.length;
     }
   }
+  /* The trace lasts until its last event or its last packet's end, whichever is later (a sampled
+   * program's last sample may come long before it ended). */
+  if (mt_reader_end_time(r) > t.last_time)
+    t.last_time = mt_reader_end_time(r);
   /* Damage part-way: what was read before it is described, with a warning (exit 2). */
   bool damaged = rc < 0 && err.code == MT_E_MALFORMED;
   if (rc < 0 && !damaged) {

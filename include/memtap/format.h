@@ -198,6 +198,12 @@ int mt_writer_create_domain(mt_writer *trace, uint16_t domain, int64_t now, mt_w
  * `domain` and, if that domain's id chunk is used up, flushes it (at its last event's time). */
 int mt_writer_next_alloc_id(mt_writer *w, uint16_t domain, int64_t *obj_id, mt_error *err);
 
+/* Says that the current domain's part of the trace lasts until `time` (µs since the epoch) even
+ * if its last event came earlier: the packet now open ends there (its timestamp_end), so that a
+ * reader's duration is the traced program's, not its last sampled allocation's. A time before the
+ * domain's last event changes nothing; later events must not be older than `time`. */
+int mt_writer_extend(mt_writer *w, int64_t time, mt_error *err);
+
 /* Writes out everything buffered for the current domain (location packets, then the events packet,
  * even if empty), as memtrace's flush does. */
 int mt_writer_flush(mt_writer *w, mt_error *err);
@@ -274,6 +280,12 @@ bool mt_reader_lookup_location(const mt_reader *r, int64_t code, const mt_locati
  * compressed input). */
 int64_t mt_reader_position(const mt_reader *r);
 int64_t mt_reader_size(const mt_reader *r);
+
+/* How far in time the packets decoded whole so far reach (µs since the epoch; the start time before
+ * any): as far as their events, or further when the writer said the trace went on past its last
+ * event (a packet's timestamp_end: memtap's recorder ends the last packet when the program ended,
+ * whatever it allocated last). A trace ends at the later of this and its last event. */
+int64_t mt_reader_end_time(const mt_reader *r);
 
 /* How many packets were skipped with a warning (foreign pid, truncated). */
 uint64_t mt_reader_warning_count(const mt_reader *r);

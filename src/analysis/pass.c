@@ -449,6 +449,19 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   bool stopped_at_to = rc > 0;
   if (rc > 0)
     rc = MT_OK; /* stopped at the window's end */
+  /* Read to the end: the trace lasts until its last packet ends when that is after its last
+   * event (mt_reader_end_time), and so does a window that reaches its end. */
+  int64_t packets_end = mt_reader_end_time(r);
+  if (rc == 0 && !stopped_at_to && packets_end > sum->end_time) {
+    int64_t t = mt_analysis_elapsed(packets_end, info->start_time);
+    if (t > to) {
+      stopped_at_to = true; /* the window ends first, as if an event came after it */
+    } else {
+      sum->end_time = packets_end;
+      if (t > last)
+        last = t;
+    }
+  }
   /* A window that ends past the trace's end (or past the damage) ends at the last event read. */
   if (rc == 0 && finish(a, last, bounded_to && stopped_at_to) != MT_OK)
     rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");

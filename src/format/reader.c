@@ -270,6 +270,7 @@ static int parse_trace_info(mt_reader *r) {
                             .ocaml_runtime_params = kept[2],
                             .pid = (int64_t)pid,
                             .context = kept[3]};
+  r->packets_end = r->info.start_time;
   return MT_OK;
 }
 
@@ -418,7 +419,13 @@ int mt_reader_end_packet(mt_reader *r) {
                                (long long)r->header.alloc_id_end, (long long)r->allocs_in_packet);
   mt_input_advance(r->source, r->packet_size);
   r->in_packet = false;
+  if (r->header.time_end > r->packets_end)
+    r->packets_end = r->header.time_end;
   return MT_OK;
+}
+
+int64_t mt_reader_end_time(const mt_reader *r) {
+  return r->packets_end;
 }
 
 static int read_location(mt_reader *r, int64_t at) {

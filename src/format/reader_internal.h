@@ -58,6 +58,7 @@ struct mt_reader {
   size_t packet_size;
   uint64_t packet_span; /* time_end - time_begin */
   int64_t packet_offset;
+  int64_t packets_end; /* the latest timestamp_end of the packets read whole */
   mt_rbuf content;
   domain_state *domain;
   int64_t allocs_in_packet;

@@ -106,6 +106,9 @@ int mt_transcode_with(mt_reader *r, mt_writer *w, const mt_transcode_options *op
     if (rc)
       break;
   }
+  /* A trace that went on past its last event (mt_reader_end_time) keeps its length. */
+  if (rc == 0)
+    rc = mt_writer_extend(w, rounded(mt_reader_end_time(r), start, step), err);
   mt_hashmap_free(&t.ids);
   free(t.stack);
   mt_reader_set_check_codes(r, was_checking);

@@ -600,6 +600,15 @@ int mt_writer_next_alloc_id(mt_writer *w, uint16_t domain, int64_t *obj_id, mt_e
   return MT_OK;
 }
 
+int mt_writer_extend(mt_writer *w, int64_t time, mt_error *err) {
+  int rc = check_writable(w, err);
+  if (rc)
+    return rc;
+  if (time > w->current->t1)
+    w->current->t1 = time; /* events after it must not be older (check_time) */
+  return MT_OK;
+}
+
 int mt_writer_flush(mt_writer *w, mt_error *err) {
   return flush_domain(w, w->current, w->current->t1, err);
 }

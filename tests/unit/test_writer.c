@@ -113,6 +113,42 @@ static void explicit_flushes_write_empty_packets(void **state) {
   free(data);
 }
 
+/* A trace that goes on past its last event (a sampled program that stops allocating, then runs on)
+ * says so in its last packet's end: readers take the trace's end from there. */
+static void an_extended_trace_ends_at_the_time_given_not_its_last_event(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t stack[] = {3, 2, 1};
+  int64_t a;
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1000, 4, 1, MT_SOURCE_MINOR, stack, 3,
+                                       tg_resolve, NULL, &a, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_extend(w, TG_START + 5000000, NULL), MT_OK);
+  assert_int_equal(mt_writer_extend(w, TG_START + 2000, NULL), MT_OK); /* earlier: no change */
+  mt_error err;
+  assert_int_equal(mt_writer_put_collect(w, TG_START + 1500, a, &err), MT_E_INVALID);
+  assert_int_equal(mt_writer_put_collect(w, TG_START + 5000000, a, NULL), MT_OK);
+  assert_int_equal(mt_writer_extend(w, TG_START + 7000000, NULL), MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  tg_packets p;
+  tg_walk_packets(data, size, &p);
+  assert_int_equal(p.h[p.count - 1].time_end, TG_START + 7000000);
+  mt_reader *r = tg_open_memory(data, size, false);
+  assert_int_equal(mt_reader_end_time(r), TG_START); /* nothing read yet */
+  mt_event ev;
+  int64_t last = 0;
+  int rc;
+  while ((rc = mt_reader_next(r, &ev, NULL)) > 0)
+    last = ev.time;
+  assert_int_equal(rc, 0);
+  assert_int_equal(last, TG_START + 5000000);
+  assert_int_equal(mt_reader_end_time(r), TG_START + 7000000);
+  mt_reader_close(r);
+  free(data);
+}
+
 static void a_45_second_gap_starts_a_new_packet(void **state) {
   (void)state;
   int fd;
@@ -559,6 +595,7 @@ int main(void) {
       cmocka_unit_test(rebuilds_memtraces_tiny_trace_bit_for_bit),
       cmocka_unit_test(event_times_wrap_the_25_bit_field_inside_a_packet),
       cmocka_unit_test(explicit_flushes_write_empty_packets),
+      cmocka_unit_test(an_extended_trace_ends_at_the_time_given_not_its_last_event),
       cmocka_unit_test(a_45_second_gap_starts_a_new_packet),
       cmocka_unit_test(interleaved_domains_flush_on_switch_and_take_id_chunks),
       cmocka_unit_test(a_used_up_id_chunk_flushes_and_ids_stay_contiguous),
