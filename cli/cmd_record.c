@@ -612,6 +612,7 @@ static traced *add_traced(session *s, const char *name, int ring_pid, uint64_t r
 
 static void retire_ended(session *s);
 static int64_t monotonic_us(void);
+static int64_t realtime_ns(void);
 
 /* Before a new trace is opened: when the descriptors held come near the limit (a burst of
  * processes since the last scan, a memtap slowed down by others), the processes that have ended
@@ -998,7 +999,8 @@ static bool ring_file_current(const traced *t, const char *path) {
  * Producers of memtap's directory never remove another process's file (they take another name,
  * docs/ring.md §2), so the name checked here is not replaced between the check and the unlink. */
 static void retire_ended(session *s) {
-  uint64_t *namespaces = NULL; /* the pid namespaces alive, read once when needed */
+  int64_t seen_ns = realtime_ns(); /* the processes found gone here had ended by now */
+  uint64_t *namespaces = NULL;     /* the pid namespaces alive, read once when needed */
   size_t nnamespaces = 0;
   bool namespaces_read = false;
   for (size_t i = 0; i < s->count; i++) {
@@ -1025,6 +1027,7 @@ static void retire_ended(session *s) {
     }
     if (!gone || !ring_file_current(t, path))
       continue;
+    mt_recorder_set_end(t->rec, seen_ns); /* not when finished: finishing another took time */
     finish(s, t);
     const char *described = mt_recorder_executable(t->rec);
     t->described = described ? strdup(described) : NULL;
@@ -1333,6 +1336,12 @@ static int64_t monotonic_us(void) {
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+static int64_t realtime_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 int mt_cmd_record(int argc, char **argv) {
   settings set = {0};
   int first = 0;
@@ -1506,6 +1515,7 @@ int mt_cmd_record(int argc, char **argv) {
 
   int main_status = 0;
   bool main_done = false;
+  int64_t ended_ns = 0;
   if (n == (ssize_t)sizeof exec_errno) {
     waitpid(child, &main_status, 0);
     cli_error(program, "cannot execute: %s", strerror(exec_errno));
@@ -1545,8 +1555,12 @@ int mt_cmd_record(int argc, char **argv) {
           main_done = true;
         }
       }
-      if (main_done && (!set.follow_fork || no_children))
+      if (main_done && (!set.follow_fork || no_children)) {
+        /* The traced processes had ended by now: their traces end here at the latest, however
+         * long finishing the first ones takes (symbols) before the others are. */
+        ended_ns = realtime_ns();
         break;
+      }
       /* A signal waiting to be passed on keeps the naps short. */
       long nap_cap =
           !main_done && forward_signals(&s, forwards, child, now) ? FORWARD_WAIT_US / 6 : LONG_MAX;
@@ -1587,8 +1601,13 @@ int mt_cmd_record(int argc, char **argv) {
   }
   sigprocmask(SIG_SETMASK, &old_mask, NULL);
 
-  for (size_t i = 0; i < s.count; i++)
+  if (!ended_ns)
+    ended_ns = realtime_ns();
+  for (size_t i = 0; i < s.count; i++) {
+    if (s.procs[i].rec && !s.procs[i].finished)
+      mt_recorder_set_end(s.procs[i].rec, ended_ns);
     finish(&s, &s.procs[i]);
+  }
   for (size_t i = 0; i < FORWARDED_COUNT; i++)
     sigaction(forwarded_signals[i], &old_forwarded[i], NULL);
   struct sigaction default_action = {.sa_handler = SIG_DFL};

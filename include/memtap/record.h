@@ -134,6 +134,13 @@ bool mt_recorder_done(const mt_recorder *r);
  * (also in the stats). Poll must not be called afterwards. */
 int mt_recorder_finish(mt_recorder *r, mt_error *err);
 
+/* The traced program had ended by `realtime_ns` (CLOCK_REALTIME ns; memtap record passes when it
+ * saw the process gone): mt_recorder_finish ends the trace's last packet there, so that the
+ * trace's duration is the program's even when its last event, a sampled trace's last sample,
+ * came long before. A time after the finish, or before the last event, counts as either. Not
+ * called: the trace ends at its last event, as memtrace's traces do. */
+void mt_recorder_set_end(mt_recorder *r, int64_t realtime_ns);
+
 void mt_recorder_stats_get(const mt_recorder *r, mt_recorder_stats *out);
 
 /* The executable of the traced process as its tracer named it in the ring (its /proc/self/exe

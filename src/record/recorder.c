@@ -101,7 +101,9 @@ struct mt_recorder {
   size_t batched;
   uint32_t direct_nframes, direct_hash;
   bool finished;
-  int decode_error; /* out of memory in a callback */
+  int decode_error;       /* out of memory in a callback */
+  int64_t end_ns;         /* mt_recorder_set_end, 0 if not called */
+  int64_t process_end_ns; /* the newest MT_TRACER_REC_PROCESS_END's time, 0 before one */
 };
 
 static int64_t mono_ns(void) {
@@ -269,6 +271,12 @@ static inline bool decode(mt_recorder *r, const mt_ring_event *ev, rec_event *e)
   case MT_TRACER_REC_MODULE_UNLOAD: fixed = 1; break;
   case MT_TRACER_REC_THREAD_START: fixed = 3; break;
   case MT_TRACER_REC_THREAD_EXIT: fixed = 1; break;
+  case MT_TRACER_REC_PROCESS_END: {
+    int64_t t = absolute_ns(r->current, ev->timestamp);
+    if (t > r->process_end_ns)
+      r->process_end_ns = t;
+    return false;
+  }
   default: return false; /* unknown types: nothing to write */
   }
   if (type != MT_TRACER_REC_THREAD_START && type != MT_TRACER_REC_THREAD_EXIT)
@@ -1057,10 +1065,30 @@ static uint64_t lost_now(const mt_recorder *r) {
   return lost;
 }
 
+/* Makes the trace last until `end_ns` (absolute), its time rounded down as events' are; an end
+ * before the last event written changes nothing. */
+static void extend_to(mt_recorder *r, int64_t end_ns) {
+  if (!r->out.writer || r->out.failed)
+    return;
+  int64_t us = end_ns / 1000;
+  if (us <= r->sink.start_us)
+    return;
+  if (r->sink.resolution_us > 1)
+    us -= (us - r->sink.start_us) % r->sink.resolution_us;
+  mt_error err;
+  if (mt_writer_extend(r->out.writer, us, &err))
+    rec_output_fail(&r->out, &err);
+}
+
+void mt_recorder_set_end(mt_recorder *r, int64_t realtime_ns) {
+  r->end_ns = realtime_ns > 0 ? realtime_ns : 0;
+}
+
 int mt_recorder_finish(mt_recorder *r, mt_error *err) {
   if (r->finished)
     return mt_fail(err, MT_E_STATE, -1, "the recorder has finished");
   mt_error read_err = {0};
+  int64_t finish_ns = real_ns(); /* before the reading and symbolising left */
   /* Read everything left, then write it in order: the producers are done or stopped, so what
    * is queued is bounded by what the rings held. */
   r->poll_now_ns = mono_ns();
@@ -1068,6 +1096,11 @@ int mt_recorder_finish(mt_recorder *r, mt_error *err) {
   drain_merge(r, INT64_MAX, true);
   ensure_writer(r);
   rec_order_end_threads(&r->order, &r->sink);
+  /* The process said when it ended; else it had ended by when the caller saw it gone. Neither
+   * is believed past now (a damaged ring's stamp). */
+  int64_t end = r->process_end_ns ? r->process_end_ns : r->end_ns;
+  if (end)
+    extend_to(r, end < finish_ns ? end : finish_ns);
   rec_output_close(&r->out);
   r->finished = true;
   r->lost_final = lost_now(r);

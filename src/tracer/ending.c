@@ -269,12 +269,20 @@ MT_EXPORT int daemon(int nochdir, int noclose) {
 /* The process ends: the trace first, then the next definition in `slot` (_exit or _Exit), or
  * the system call. */
 static _Noreturn void leave(void *const *slot, int status) {
+  mt_record_process_end(); /* for memtap record; in process the trace is finished next */
   mt_inprocess_end(mt_shim_self.in_handler != 0);
   void (*f)(int) = (void (*)(int))mt_shim_next(slot);
   if (f)
     f(status);
   for (;;)
     syscall(SYS_exit_group, status);
+}
+
+/* exit(3) calls _exit inside libc, past the shim: the process's end is said by the shim's
+ * destructor instead, which runs after the program's atexit handlers and, the shim having been
+ * initialised among the first objects, after most other objects' destructors. */
+__attribute__((destructor)) static void process_ending(void) {
+  mt_record_process_end();
 }
 
 MT_EXPORT void _exit(int status) {

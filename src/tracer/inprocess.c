@@ -49,6 +49,7 @@ typedef struct recorder_api {
   int (*attach)(mt_recorder *, const char *, bool, mt_error *);
   int (*poll)(mt_recorder *, bool *, mt_error *);
   int (*finish)(mt_recorder *, mt_error *);
+  void (*set_end)(mt_recorder *, int64_t);
   void (*stats)(const mt_recorder *, mt_recorder_stats *);
   void (*destroy)(mt_recorder *);
 } recorder_api;
@@ -166,9 +167,10 @@ static bool resolve_api(void *h) {
   *(void **)&a->attach = dlsym(h, "mt_recorder_attach");
   *(void **)&a->poll = dlsym(h, "mt_recorder_poll");
   *(void **)&a->finish = dlsym(h, "mt_recorder_finish");
+  *(void **)&a->set_end = dlsym(h, "mt_recorder_set_end");
   *(void **)&a->stats = dlsym(h, "mt_recorder_stats_get");
   *(void **)&a->destroy = dlsym(h, "mt_recorder_destroy");
-  return a->create && a->attach && a->poll && a->finish && a->stats && a->destroy;
+  return a->create && a->attach && a->poll && a->finish && a->set_end && a->stats && a->destroy;
 }
 
 static void sleep_ms(long ms) {
@@ -244,6 +246,11 @@ static void *consume(void *arg) {
     }
     sleep_ms(10);
   }
+  /* The program is ending (or gone but for this thread): its trace lasts until now, whenever it
+   * last allocated. */
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  inproc.api.set_end(rec, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
   inproc.status = inproc.api.finish(rec, &inproc.error);
   mt_recorder_stats st;
   inproc.api.stats(rec, &st);

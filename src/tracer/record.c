@@ -441,6 +441,18 @@ void mt_record_unmap(void *p, size_t length) {
   t->depth--;
 }
 
+void mt_record_process_end(void) {
+  if (atomic_load_explicit(&mt_shim.mode, memory_order_relaxed) == MT_SHIM_OFF)
+    return;
+  mt_shim_thread *t = &mt_shim_self;
+  t->depth++;
+  int saved_errno = errno;
+  uint64_t pid = (uint64_t)getpid();
+  mt_record_write(MT_TRACER_REC_PROCESS_END, 0, &pid, 1);
+  errno = saved_errno;
+  t->depth--;
+}
+
 void mt_record_thread(unsigned type, uint64_t tid, uint64_t low, uint64_t high) {
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;

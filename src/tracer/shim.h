@@ -216,6 +216,8 @@ MT_HIDDEN void mt_record_unmap(void *p, size_t length);
 MT_HIDDEN void mt_record_thread(unsigned type, uint64_t tid, uint64_t low, uint64_t high);
 /* At thread exit: writes the records a signal handler left waiting, frees their buffer. */
 MT_HIDDEN void mt_record_thread_done(void);
+/* Writes MT_TRACER_REC_PROCESS_END, when tracing. */
+MT_HIDDEN void mt_record_process_end(void);
 /* MEMTAP_TEST_NO_SCRATCH=1 (tests only): records built outside the ring never get a scratch page,
  * as when mmap fails, and take the fallback on the stack (record.c). */
 extern MT_HIDDEN bool mt_record_no_scratch;

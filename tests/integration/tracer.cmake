@@ -95,6 +95,7 @@ set(_tracer_tests
     full_v2_compressed_same_sites
     full_time_resolution_rounds_times_and_keeps_every_event
     full_times_show_the_programs_pauses
+    sampled_trace_lasts_as_long_as_the_program
     full_cxx_new_delete_and_exception_exact_per_site
     full_rust_allocator_shims_are_not_sites
     rust_program_names_are_demangled

@@ -361,6 +361,41 @@ def test_full_times_show_the_programs_pauses():
     expect(all(g < 1000000 for g, _ in gaps), f"a pause of 50 ms reads as {max(gaps)[0]} µs")
 
 
+def test_sampled_trace_lasts_as_long_as_the_program():
+    # A sampled trace's last event is its last sample, which can come long before the program
+    # ends: slow_worker allocates 32 KB in all (about 0 samples of 512 KiB), sleeping 50 ms after
+    # each of its 8 rounds. Its trace must still last the program's 0.4 s (the last packet ends
+    # when the program did), in info and summary, under record and in process, and in a copy.
+    argv = [program("slow_worker"), "8"]
+    plain = untraced(argv)
+    runs = [("record", os.path.join(WORK, "lasting.ctf"))]
+    if not A.lib_sanitized:
+        runs.append(("in process", os.path.join(WORK, "lasting-inprocess.ctf")))
+    for how, trace in runs:
+        started = time.monotonic()
+        if how == "record":
+            traced = record(trace, argv, options=())
+        else:
+            traced = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace}))
+        wall = time.monotonic() - started
+        same_behaviour(plain, traced, f"slow_worker ({how})")
+        verify_trace(trace)
+        copy = trace + ".copy.ctf"
+        p = run([A.memtap, "copy", trace, copy])
+        expect(p.returncode == 0, f"copy of the {how} trace: exit {p.returncode}: {p.stderr}")
+        times = event_times(trace)
+        for what, command in (("info", [A.memtap, "info", "--json", trace]),
+                              ("summary", [A.memtap, "summary", "--json", trace]),
+                              ("info of the copy", [A.memtap, "info", "--json", copy])):
+            p = run(command)
+            expect(p.returncode == 0, f"{what} ({how}): exit {p.returncode}: {p.stderr}")
+            duration = json.loads(p.stdout)["duration_s"]
+            expect(0.38 <= duration <= wall,
+                   f"{what} ({how}): the trace lasts {duration} s, the program ran 0.4 s (8 "
+                   f"pauses of 50 ms) of the {wall:.3f} s run; last event at "
+                   f"{times[-1] / 1e6 if times else 0} s")
+
+
 def test_full_time_resolution_rounds_times_and_keeps_every_event():
     # --time-resolution 1ms: every event's time a whole millisecond after the trace's start, in
     # order, said in the trace's parameters; every event and every site's count as at the
