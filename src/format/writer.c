@@ -604,7 +604,7 @@ int mt_writer_extend(mt_writer *w, int64_t time, mt_error *err) {
   int rc = check_writable(w, err);
   if (rc)
     return rc;
-  if (time > w->current->t1)
+  if (w->current && time > w->current->t1)
     w->current->t1 = time; /* events after it must not be older (check_time) */
   return MT_OK;
 }

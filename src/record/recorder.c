@@ -272,6 +272,9 @@ static inline bool decode(mt_recorder *r, const mt_ring_event *ev, rec_event *e)
   case MT_TRACER_REC_THREAD_START: fixed = 3; break;
   case MT_TRACER_REC_THREAD_EXIT: fixed = 1; break;
   case MT_TRACER_REC_PROCESS_END: {
+    /* Not a vfork child's _exit, written with its parent's memory into its parent's ring. */
+    if (words < 1 || !r->have_process || (int64_t)p[0] != r->process.pid)
+      return false;
     int64_t t = absolute_ns(r->current, ev->timestamp);
     if (t > r->process_end_ns)
       r->process_end_ns = t;

@@ -12,7 +12,10 @@
  *               child allocates while the parent does (argv[2] unused)
  *   raw-clone   the same through the clone system call called directly, as fork does it (the
  *               child goes on from the call on a copy of the stack), which nothing can interpose
- *               (argv[2] unused) */
+ *               (argv[2] unused)
+ *   vfork-killed  vfork; the child calls _exit at once (in its parent's memory and thread); the
+ *               parent pauses 300 ms and is killed by SIGKILL, without ending as a process that
+ *               exits does (argv[2] unused) */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
@@ -146,6 +149,17 @@ static int run(const char *mode, char *prog) {
     clone_parent_work(); /* at the same time as the child */
     return wait_for(pid, mode);
   }
+  if (strcmp(mode, "vfork-killed") == 0) {
+    pid_t pid = vfork();
+    if (pid == 0)
+      _exit(0);
+    wait_for(pid, mode);
+    fflush(stdout);
+    struct timespec pause = {0, 300 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    raise(SIGKILL);
+    return 1;
+  }
   if (strcmp(mode, "spawn") == 0) {
     pid_t pid = -1;
     if (posix_spawn(&pid, prog, NULL, NULL, args, environ) != 0)
@@ -153,14 +167,16 @@ static int run(const char *mode, char *prog) {
     return wait_for(pid, mode);
   }
   fprintf(stderr,
-          "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone PROGRAM\n");
+          "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone|vfork-killed "
+          "PROGRAM\n");
   return 64;
 }
 
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr,
-            "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone PROGRAM\n");
+            "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone|vfork-killed "
+            "PROGRAM\n");
     return 64;
   }
   parent_work();

@@ -394,6 +394,16 @@ def test_sampled_trace_lasts_as_long_as_the_program():
                    f"{what} ({how}): the trace lasts {duration} s, the program ran 0.4 s (8 "
                    f"pauses of 50 ms) of the {wall:.3f} s run; last event at "
                    f"{times[-1] / 1e6 if times else 0} s")
+    # A program killed (no end said by the shim) lasts until memtap saw it gone; the _exit of a
+    # vfork child it had, which runs in the parent's memory and writes into its ring, is not its
+    # end.
+    trace = os.path.join(WORK, "lasting-killed.ctf")
+    record(trace, [program("procs"), "vfork-killed", "-"], options=())
+    p = run([A.memtap, "info", "--json", trace])
+    expect(p.returncode == 0, f"info (killed): exit {p.returncode}: {p.stderr}")
+    duration = json.loads(p.stdout)["duration_s"]
+    expect(duration >= 0.28, f"a program killed 0.3 s after its vfork child's _exit: its trace "
+                             f"lasts {duration} s")
 
 
 def test_full_time_resolution_rounds_times_and_keeps_every_event():
