@@ -833,6 +833,13 @@ static void say_became_another_user(const session *s, const traced *t, const cha
 
 /* After the program ended: says so when the last program `t` was seen running is not the one its
  * trace describes, with the reason when memtap can tell it. */
+/* Whether `t` still ran the program its trace describes when it ended: not after an exec into an
+ * image the tracer did not enter, whose run is not the trace's (it ends at its last event). */
+static bool ran_traced_image(const traced *t) {
+  const char *described = t->rec ? mt_recorder_executable(t->rec) : NULL;
+  return !t->image_changed && (!t->exe || !described || strcmp(t->exe, described) == 0);
+}
+
 static void say_untraced_exec(const session *s, const traced *t) {
   const char *described = t->rec ? mt_recorder_executable(t->rec) : t->described;
   if (!t->exe || !described || !*described) /* "": the tracer could not read /proc/self/exe */
@@ -1027,7 +1034,8 @@ static void retire_ended(session *s) {
     }
     if (!gone || !ring_file_current(t, path))
       continue;
-    mt_recorder_set_end(t->rec, seen_ns); /* not when finished: finishing another took time */
+    if (ran_traced_image(t)) /* not when finished: finishing another took time */
+      mt_recorder_set_end(t->rec, seen_ns);
     finish(s, t);
     const char *described = mt_recorder_executable(t->rec);
     t->described = described ? strdup(described) : NULL;
@@ -1604,7 +1612,7 @@ int mt_cmd_record(int argc, char **argv) {
   if (!ended_ns)
     ended_ns = realtime_ns();
   for (size_t i = 0; i < s.count; i++) {
-    if (s.procs[i].rec && !s.procs[i].finished)
+    if (s.procs[i].rec && !s.procs[i].finished && ran_traced_image(&s.procs[i]))
       mt_recorder_set_end(s.procs[i].rec, ended_ns);
     finish(&s, &s.procs[i]);
   }

@@ -65,9 +65,8 @@ typedef enum mt_tracer_record {
   MT_TRACER_REC_THREAD_START = 22,
   /* [tid]: a thread exited. */
   MT_TRACER_REC_THREAD_EXIT = 23,
-  /* [pid]: the process is ending (exit, as the shim's destructor runs; _exit, _Exit): what it
-   * records after this is its last destructors' work. The trace lasts at least until then, however
-   * long before it the last sampled allocation came. */
+  /* [pid]: the process is ending by _exit or _Exit (written only by the process the ring file is
+   * for). The trace lasts until then, however long before it the last sampled allocation came. */
   MT_TRACER_REC_PROCESS_END = 24,
 } mt_tracer_record;
 

@@ -466,7 +466,10 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   if (rc == 0 && finish(a, last, bounded_to && stopped_at_to) != MT_OK)
     rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
   if (rc == 0) /* only after a good pass */
-    mt_index_end(a, !damaged, read_all ? sum->end_time : INT64_MIN);
+    mt_index_end(a, !damaged,
+                 !read_all                     ? INT64_MIN
+                 : packets_end > sum->end_time ? packets_end /* past a --to window */
+                                               : sum->end_time);
   a->reader = NULL;
   if (rc < 0) {
     mt_analysis_free(a);

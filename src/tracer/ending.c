@@ -278,13 +278,6 @@ static _Noreturn void leave(void *const *slot, int status) {
     syscall(SYS_exit_group, status);
 }
 
-/* exit(3) calls _exit inside libc, past the shim: the process's end is said by the shim's
- * destructor instead, which runs after the program's atexit handlers and, the shim having been
- * initialised among the first objects, after most other objects' destructors. */
-__attribute__((destructor)) static void process_ending(void) {
-  mt_record_process_end();
-}
-
 MT_EXPORT void _exit(int status) {
   leave(&mt_shim_real.exit_, status);
 }

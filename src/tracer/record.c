@@ -444,11 +444,19 @@ void mt_record_unmap(void *p, size_t length) {
 void mt_record_process_end(void) {
   if (atomic_load_explicit(&mt_shim.mode, memory_order_relaxed) == MT_SHIM_OFF)
     return;
+  /* Only in the process the ring file is for: a vfork child, or a clone(CLONE_VM) one running
+   * beside its parent, has its parent's memory and thread state, and would write into the
+   * parent's ring (a clone child at the same time as the parent's thread: never). A closed
+   * session's header is zeroed memory: pid 0. */
+  struct mt_ring *s = &mt_ring_session;
+  pid_t pid = getpid();
+  if (!s->header || s->header->pid != pid)
+    return;
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
   int saved_errno = errno;
-  uint64_t pid = (uint64_t)getpid();
-  mt_record_write(MT_TRACER_REC_PROCESS_END, 0, &pid, 1);
+  uint64_t word = (uint64_t)pid;
+  mt_record_write(MT_TRACER_REC_PROCESS_END, 0, &word, 1);
   errno = saved_errno;
   t->depth--;
 }
