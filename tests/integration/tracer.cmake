@@ -73,6 +73,16 @@ memtap_tracer_program(libdl_alloc_lib.so ${MEMTAP_GCC} dl_alloc_lib.c -shared -f
 memtap_tracer_program(libdl_alloc_lib_now.so ${MEMTAP_GCC} dl_alloc_lib.c -shared -fPIC -Wl,-z,now
                       -Wl,-z,relro)
 memtap_tracer_program(librecount_marker.so ${MEMTAP_GCC} recount_marker.c -shared -fPIC)
+# slow_fini is linked with libslow_fini.so, whose destructor runs after the tracer's.
+memtap_tracer_program(libslow_fini.so ${MEMTAP_GCC} slow_fini_lib.c -shared -fPIC)
+add_custom_command(
+  OUTPUT ${_out}/slow_fini
+  COMMAND ${MEMTAP_GCC} ${_cflags} -o ${_out}/slow_fini ${_src}/slow_fini.c -L${_out} -lslow_fini
+          -Wl,-rpath,${_out}
+  DEPENDS ${_src}/slow_fini.c ${_src}/test_program.h ${_out}/libslow_fini.so
+  COMMENT "Building tracer test program slow_fini"
+  VERBATIM)
+list(APPEND _outputs ${_out}/slow_fini)
 memtap_tracer_program(static_worker ${MEMTAP_GCC} slow_worker.c -static)
 memtap_tracer_program(asan_worker ${MEMTAP_CLANG} slow_worker.c -fsanitize=address)
 add_custom_target(memtap_tracer_programs ALL DEPENDS ${_outputs})
@@ -96,6 +106,7 @@ set(_tracer_tests
     full_time_resolution_rounds_times_and_keeps_every_event
     full_times_show_the_programs_pauses
     sampled_trace_lasts_as_long_as_the_program
+    trace_ends_where_the_program_did
     full_cxx_new_delete_and_exception_exact_per_site
     full_rust_allocator_shims_are_not_sites
     rust_program_names_are_demangled

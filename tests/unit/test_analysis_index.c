@@ -25,6 +25,8 @@ static uint64_t next_random(void) {
 /* Three domains, recursive backtraces from a pool, objects living from a few events to forever,
  * and temporaries freed right after their domain's packet was cut by another domain's event (so
  * that checkpoints fall between an allocation and its free). */
+static int64_t ran_on_us; /* make_trace: how long the trace lasts past its last event */
+
 static uint8_t *make_trace(uint64_t seed, double rate, size_t *size) {
   rng = seed;
   int fd;
@@ -75,6 +77,8 @@ static uint8_t *make_trace(uint64_t seed, double rate, size_t *size) {
     pending = id;
     pending_domain = domain;
   }
+  if (ran_on_us && mt_writer_extend(w, now + ran_on_us, NULL) != MT_OK)
+    fail_msg("extend");
   return tg_finish(w, fd, size);
 }
 
@@ -262,6 +266,24 @@ static void index_built_by_windows_grows_and_serves_later_windows(void **state) 
   free(data);
 }
 
+/* A trace that lasts past its last event (a program that ran on without allocating): a window
+ * that ends between the two has still read every event, and the index it writes keeps the
+ * trace's end, which later windows in percent are taken from. */
+static void index_keeps_the_end_of_a_trace_that_ran_on(void **state) {
+  (void)state;
+  size_t size;
+  ran_on_us = 10000000;
+  uint8_t *data = make_trace(4, 0.01, &size);
+  ran_on_us = 0;
+  int64_t d = duration_of(data, size);
+  unlink(index_path());
+  /* Its last event is 10 s before its end: a window to 5 s before the end reads every event. */
+  mt_index_use use = check_window(data, size, MT_TIME_UNBOUNDED, d - 5000000, NULL);
+  assert_true(use.written);
+  assert_int_equal(index_duration(data, size), d);
+  free(data);
+}
+
 /* At rate 1 temporaries are counted too. */
 static void index_does_not_depend_on_hide_or_folding(void **state) {
   (void)state;
@@ -410,6 +432,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(windows_resumed_from_a_full_pass_index_match_full_passes),
       cmocka_unit_test(index_built_by_windows_grows_and_serves_later_windows),
+      cmocka_unit_test(index_keeps_the_end_of_a_trace_that_ran_on),
       cmocka_unit_test(index_does_not_depend_on_hide_or_folding),
       cmocka_unit_test(index_of_another_trace_or_damaged_is_ignored_and_replaced),
       cmocka_unit_test(compressed_or_piped_traces_do_not_use_an_index),

@@ -15,7 +15,12 @@
  *               (argv[2] unused)
  *   vfork-killed  vfork; the child calls _exit at once (in its parent's memory and thread); the
  *               parent pauses 300 ms and is killed by SIGKILL, without ending as a process that
- *               exits does (argv[2] unused) */
+ *               exits does (argv[2] unused)
+ *   clone-vm    2000 children made by clone(CLONE_VM) (the parent's memory and thread state,
+ *               running beside it), each calling _exit at once while the parent allocates and
+ *               frees 100 blocks (argv[2] unused)
+ *   exec-bare   execs argv[2] with an empty environment (no LD_PRELOAD: the tracer does not
+ *               start in it) */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
@@ -82,6 +87,11 @@ static void raw_clone_child_work(void) {
     KEEP(p);
     free(p);
   }
+}
+
+static int exit_at_once(void *arg) {
+  (void)arg;
+  _exit(0);
 }
 
 static int wait_for(pid_t pid, const char *what) {
@@ -160,6 +170,26 @@ static int run(const char *mode, char *prog) {
     raise(SIGKILL);
     return 1;
   }
+  if (strcmp(mode, "clone-vm") == 0) {
+    static char stack[64 * 1024];
+    for (int i = 0; i < 2000; i++) {
+      pid_t pid = clone(exit_at_once, stack + sizeof stack, CLONE_VM | SIGCHLD, NULL);
+      for (int k = 0; k < 100; k++) {
+        void *p = malloc(16 + (size_t)k);
+        KEEP(p);
+        free(p);
+      }
+      if (pid > 0) /* the stack is free again only once the child is gone */
+        waitpid(pid, NULL, 0);
+    }
+    return 0;
+  }
+  if (strcmp(mode, "exec-bare") == 0) {
+    char *no_environment[] = {NULL};
+    execve(prog, args, no_environment);
+    perror(prog);
+    return 127;
+  }
   if (strcmp(mode, "spawn") == 0) {
     pid_t pid = -1;
     if (posix_spawn(&pid, prog, NULL, NULL, args, environ) != 0)
@@ -167,16 +197,16 @@ static int run(const char *mode, char *prog) {
     return wait_for(pid, mode);
   }
   fprintf(stderr,
-          "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone|vfork-killed "
-          "PROGRAM\n");
+          "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone|vfork-killed|"
+          "clone-vm|exec-bare PROGRAM\n");
   return 64;
 }
 
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr,
-            "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone|vfork-killed "
-            "PROGRAM\n");
+            "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone|vfork-killed|"
+            "clone-vm|exec-bare PROGRAM\n");
     return 64;
   }
   parent_work();

@@ -406,6 +406,39 @@ def test_sampled_trace_lasts_as_long_as_the_program():
                              f"lasts {duration} s")
 
 
+def test_trace_ends_where_the_program_did():
+    # Where the end of a trace comes from (docs/record.md §7) must never be another process's
+    # event, nor a point before the program's own end.
+    info = lambda trace: json.loads(run([A.memtap, "info", "--json", trace]).stdout)
+    # 2000 clone(CLONE_VM) children share their parent's thread state and call _exit while the
+    # parent writes its records: they must not write into its ring (they once wrote their end,
+    # and the parent's 200,000 allocations read as a few thousand).
+    trace = os.path.join(WORK, "clone-vm.ctf")
+    traced = record(trace, [program("procs"), "clone-vm", "-"])
+    expect(traced.returncode == 0, f"procs clone-vm: exit {traced.returncode}\n{traced.stderr}")
+    f = verify_trace(trace)
+    check_summary_line(traced.stderr, trace, f)
+    allocs = info(trace)["events"]["alloc_ext"]
+    expect(allocs >= 200010, f"procs clone-vm: {allocs} allocations traced, 200,010 made at least")
+    # A library's destructor that pauses 300 ms runs after the tracer's own destructors: the
+    # program ends after it, and so does its trace.
+    trace = os.path.join(WORK, "slow-fini.ctf")
+    plain = untraced([program("slow_fini")])
+    traced = record(trace, [program("slow_fini")], options=())
+    same_behaviour(plain, traced, "slow_fini")
+    duration = info(trace)["duration_s"]
+    expect(duration >= 0.28, f"slow_fini pauses 300 ms in a library destructor at exit: its trace "
+                             f"lasts {duration} s")
+    # A process that exec'd a program the tracer does not enter (no LD_PRELOAD): its trace ends
+    # with the traced image, not with the 0.5 s the exec'd slow_worker runs.
+    trace = os.path.join(WORK, "exec-bare.ctf")
+    traced = record(trace, [program("procs"), "exec-bare", program("slow_worker")], options=())
+    expect("slow_worker done" in traced.stdout, f"exec-bare: {traced.stdout!r} {traced.stderr}")
+    duration = info(trace)["duration_s"]
+    expect(duration < 0.25, f"a trace that describes procs up to its exec lasts {duration} s, "
+                            f"into the untraced slow_worker's 0.5 s")
+
+
 def test_full_time_resolution_rounds_times_and_keeps_every_event():
     # --time-resolution 1ms: every event's time a whole millisecond after the trace's start, in
     # order, said in the trace's parameters; every event and every site's count as at the
