@@ -13,8 +13,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -29,6 +32,7 @@
 #include "memtap/record.h"
 #include "memtap/ring.h"
 #include "common/empty_file.h"
+#include "common/grow.h"
 #include "ring/clock.h"
 #include "ring/process.h"
 
@@ -208,6 +212,13 @@ typedef struct traced {
    * descriptors let go (retire), and what the end of the run says of it kept here. */
   bool retired;
   char *described; /* mt_recorder_executable, kept */
+  /* Readable once the process has ended (pidfd_open), so that a nap ends then; -1 when closed,
+   * or for a process of another pid namespace. */
+  int pidfd;
+  int64_t ended_ns; /* CLOCK_REALTIME when memtap first knew it had ended, 0 before */
+  /* Already ended when its trace was opened (a process that lived less than a scan): when it
+   * ended is not known better than by its last event. */
+  bool ended_unseen;
 } traced;
 
 typedef struct session {
@@ -232,6 +243,9 @@ typedef struct session {
   } gone[16];
   size_t gone_count;
   bool failed;
+  int chld_fd;           /* a signalfd for SIGCHLD (blocked): naps end at a child's change */
+  struct pollfd *polled; /* the naps' descriptors: chld_fd and the live processes' pidfds */
+  size_t polled_cap;
 } session;
 
 /* --- finding things -------------------------------------------------------------------------- */
@@ -481,6 +495,13 @@ static int open_output(session *s, traced *t) {
     return -1;
   }
   s->traces_open++;
+  /* Its end wakes memtap's naps (pidfd_open, Linux 5.3): without it the end is seen at the next
+   * look, up to a nap later. */
+  if (t->pid > 0 && t->pidfd < 0) {
+    t->pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
+    struct pollfd ended = {.fd = t->pidfd, .events = POLLIN};
+    t->ended_unseen = t->pidfd < 0 ? errno == ESRCH : poll(&ended, 1, 0) == 1;
+  }
   return 0;
 }
 
@@ -605,12 +626,14 @@ static traced *add_traced(session *s, const char *name, int ring_pid, uint64_t r
   /* A process of another namespace is looked at in /proc by its pid in ours, when it can be
    * found: /proc/PID names another process of ours, or none. */
   int pid = ring_ns ? (int)process_in_namespace(ring_ns, ring_pid, start_time) : ring_pid;
-  *t = (traced){.pid = pid, .ring_pid = ring_pid, .ring_ns = ring_ns, .fd = -1, .uid = -1};
+  *t = (traced){
+      .pid = pid, .ring_pid = ring_pid, .ring_ns = ring_ns, .fd = -1, .uid = -1, .pidfd = -1};
   snprintf(t->ring_name, sizeof t->ring_name, "%s", name);
   return t;
 }
 
 static void retire_ended(session *s);
+static void nap(session *s, long us);
 static int64_t monotonic_us(void);
 static int64_t realtime_ns(void);
 
@@ -623,7 +646,7 @@ static bool make_room_for_descriptors(session *s) {
     return false;
   /* What else memtap may have open at once: the ring file being attached, module files being
    * symbolised, the directory, standard streams. */
-  if (2 * s->traces_open + 64 < (uint64_t)files.rlim_cur)
+  if (3 * s->traces_open + 64 < (uint64_t)files.rlim_cur)
     return false;
   retire_ended(s);
   return true;
@@ -972,15 +995,27 @@ static void finish(session *s, traced *t) {
               t->pid ? t->pid : t->ring_pid);
 }
 
-/* Whether the process `t` is gone for good: reaped (no such pid), or its pid is another process's
- * now (another start time; in memtap's own pid namespace, where the start time was read through
- * the same /proc). A zombie is not gone yet: a process whose first thread called pthread_exit
- * shows as one while its other threads still run. */
+/* Whether the process `t` is gone for good: reaped (no such pid), ended and waiting for its
+ * parent to reap it (a zombie whose threads all exited: a zombie leader whose other threads still
+ * run, after pthread_exit, is not), or its pid is another process's now (another start time; in
+ * memtap's own pid namespace, where the start time was read through the same /proc). */
 static bool process_gone(const traced *t) {
   if (kill(t->pid, 0) != 0 && errno == ESRCH)
     return true;
+  if (mt_process_ended(t->pid))
+    return true;
   uint64_t start;
   return t->seen_start && mt_process_stat(t->pid, &start, NULL) && start != t->seen_start;
+}
+
+/* Notes that `t`'s process had ended by now, if it was not noted before. */
+static void note_ended(traced *t, int64_t now_ns) {
+  if (!t->ended_ns)
+    t->ended_ns = now_ns;
+  if (t->pidfd >= 0) {
+    close(t->pidfd);
+    t->pidfd = -1;
+  }
 }
 
 /* The path of the ring file `t`'s recorder reads; false if it does not fit. */
@@ -1006,8 +1041,15 @@ static bool ring_file_current(const traced *t, const char *path) {
  * Producers of memtap's directory never remove another process's file (they take another name,
  * docs/ring.md §2), so the name checked here is not replaced between the check and the unlink. */
 static void retire_ended(session *s) {
-  int64_t seen_ns = realtime_ns(); /* the processes found gone here had ended by now */
-  uint64_t *namespaces = NULL;     /* the pid namespaces alive, read once when needed */
+  /* Every end is noted before any trace is finished: finishing one takes time (its symbols), and
+   * a process that ended meanwhile must not be stamped with a time before its end, nor one
+   * checked after it with a time long after. */
+  for (size_t i = 0; i < s->count; i++) {
+    traced *t = &s->procs[i];
+    if (t->rec && !t->finished && t->pid > 0 && !t->ended_ns && process_gone(t))
+      note_ended(t, realtime_ns());
+  }
+  uint64_t *namespaces = NULL; /* the pid namespaces alive, read once when needed */
   size_t nnamespaces = 0;
   bool namespaces_read = false;
   for (size_t i = 0; i < s->count; i++) {
@@ -1021,7 +1063,7 @@ static void retire_ended(session *s) {
      * under way, whose new image removes it and may get its inode's number). */
     bool gone;
     if (t->pid > 0) {
-      gone = process_gone(t);
+      gone = t->ended_ns || process_gone(t);
     } else {
       /* The walk of /proc at most once a second: such traces may wait that much longer. */
       gone = t->ring_ns && mt_recorder_done(t->rec);
@@ -1034,8 +1076,10 @@ static void retire_ended(session *s) {
     }
     if (!gone || !ring_file_current(t, path))
       continue;
-    if (ran_traced_image(t)) /* not when finished: finishing another took time */
-      mt_recorder_set_end(t->rec, seen_ns);
+    nap(s, 0);                    /* what ended while the last trace was being finished */
+    note_ended(t, realtime_ns()); /* of another namespace: when seen gone */
+    if (ran_traced_image(t) && !t->ended_unseen)
+      mt_recorder_set_end(t->rec, t->ended_ns);
     finish(s, t);
     const char *described = mt_recorder_executable(t->rec);
     t->described = described ? strdup(described) : NULL;
@@ -1294,6 +1338,37 @@ static void sleep_us(long us) {
   sigtimedwait(&chld, NULL, &ts);
 }
 
+/* Naps up to `us` (0: only looks): until then, or until a child of memtap's changes state
+ * (SIGCHLD) or a traced process ends (its pidfd turns readable), which is noted then, so that its
+ * trace ends when the process did and not when memtap next looked (docs/record.md §7). */
+static void nap(session *s, long us) {
+  if (s->chld_fd < 0 ||
+      (s->count + 1 > s->polled_cap && !MT_GROW(s->polled, s->polled_cap, s->count + 1))) {
+    if (us)
+      sleep_us(us);
+    return;
+  }
+  size_t n = 0;
+  s->polled[n++] = (struct pollfd){.fd = s->chld_fd, .events = POLLIN};
+  for (size_t i = 0; i < s->count; i++)
+    if (s->procs[i].pidfd >= 0)
+      s->polled[n++] = (struct pollfd){.fd = s->procs[i].pidfd, .events = POLLIN};
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  if (ppoll(s->polled, n, &ts, NULL) <= 0)
+    return;
+  int64_t now = realtime_ns();
+  struct signalfd_siginfo info;
+  if (s->polled[0].revents)
+    while (read(s->chld_fd, &info, sizeof info) == (ssize_t)sizeof info) {
+    }
+  for (size_t k = 1; k < n; k++)
+    for (size_t i = 0; s->polled[k].revents && i < s->count; i++)
+      if (s->procs[i].pidfd == s->polled[k].fd) {
+        note_ended(&s->procs[i], now);
+        break;
+      }
+}
+
 /* Records read from every traced process so far. */
 static uint64_t records_read(const session *s) {
   uint64_t n = s->retired_records;
@@ -1405,7 +1480,7 @@ int mt_cmd_record(int argc, char **argv) {
     return MT_EXIT_USAGE;
   }
 
-  session s = {.set = &set, .shim = shim, .program = program};
+  session s = {.set = &set, .shim = shim, .program = program, .chld_fd = -1};
   const char *tmp = getenv("TMPDIR");
   if (!tmp || !*tmp)
     tmp = "/tmp";
@@ -1454,6 +1529,7 @@ int mt_cmd_record(int argc, char **argv) {
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   sigprocmask(SIG_BLOCK, &chld, &old_mask);
+  s.chld_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK); /* -1: naps are sigtimedwait's */
 
   char default_name[PATH_MAX];
   if (set.output) {
@@ -1468,7 +1544,8 @@ int mt_cmd_record(int argc, char **argv) {
    * us before the program runs. */
   s.procs = calloc(1, sizeof *s.procs);
   if (s.procs) {
-    s.procs[0] = (traced){.pid = child, .ring_pid = child, .main = true, .fd = -1, .uid = -1};
+    s.procs[0] =
+        (traced){.pid = child, .ring_pid = child, .main = true, .fd = -1, .uid = -1, .pidfd = -1};
     snprintf(s.procs[0].ring_name, sizeof s.procs[0].ring_name, "%d.memtap-ring", (int)child);
     s.count = 1;
   }
@@ -1480,6 +1557,8 @@ int mt_cmd_record(int argc, char **argv) {
     free(s.context);
     free(s.procs ? s.procs[0].path : NULL);
     free(s.procs);
+    if (s.chld_fd >= 0)
+      close(s.chld_fd);
     return MT_EXIT_FAILURE;
   }
 
@@ -1576,7 +1655,7 @@ int mt_cmd_record(int argc, char **argv) {
       if (!set.sampling.full) {
         idle_us = nap_us(read_now - read_before, now - polled_at, idle_us);
         if (idle_us)
-          sleep_us(idle_us < nap_cap ? idle_us : nap_cap);
+          nap(&s, idle_us < nap_cap ? idle_us : nap_cap);
       } else {
         full_nap = full_nap_us(read_now - read_before, now - polled_at, full_nap, progress);
         idle_us = progress ? 0 : full_nap; /* a nap while records arrive: no directory scan */
@@ -1586,7 +1665,7 @@ int mt_cmd_record(int argc, char **argv) {
            * must not be stamped from before its pause. */
           if (!progress)
             offer_clock_ticks(&s, false);
-          sleep_us(full_nap < nap_cap ? full_nap : nap_cap);
+          nap(&s, full_nap < nap_cap ? full_nap : nap_cap);
         }
       }
       read_before = read_now;
@@ -1612,9 +1691,12 @@ int mt_cmd_record(int argc, char **argv) {
   if (!ended_ns)
     ended_ns = realtime_ns();
   for (size_t i = 0; i < s.count; i++) {
-    if (s.procs[i].rec && !s.procs[i].finished && ran_traced_image(&s.procs[i]))
-      mt_recorder_set_end(s.procs[i].rec, ended_ns);
-    finish(&s, &s.procs[i]);
+    traced *t = &s.procs[i];
+    if (t->rec && !t->finished && ran_traced_image(t) && !t->ended_unseen)
+      mt_recorder_set_end(t->rec, t->ended_ns ? t->ended_ns : ended_ns);
+    finish(&s, t);
+    if (t->pidfd >= 0)
+      close(t->pidfd), t->pidfd = -1;
   }
   for (size_t i = 0; i < FORWARDED_COUNT; i++)
     sigaction(forwarded_signals[i], &old_forwarded[i], NULL);
@@ -1658,6 +1740,9 @@ int mt_cmd_record(int argc, char **argv) {
     free(t->described);
   }
   free(s.procs);
+  free(s.polled);
+  if (s.chld_fd >= 0)
+    close(s.chld_fd);
   free(s.context);
   record_dir_remove(s.dir, s.dir_lock);
   int code = exit_status(main_status);

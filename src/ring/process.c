@@ -38,6 +38,36 @@ static bool read_small_file(const char *path, char *buf, size_t size) {
   return true;
 }
 
+/* Field `field` (1-based, 3 or more) of the /proc/PID/stat line in `buf`, or NULL. */
+static const char *stat_field(const char *buf, int field) {
+  /* The command name (field 2) may contain spaces and parentheses: fields resume after the
+   * last ')'. */
+  const char *p = strrchr(buf, ')');
+  if (!p || p[1] != ' ')
+    return NULL;
+  p += 2;
+  for (int at = 3; at < field; at++) {
+    p = strchr(p, ' ');
+    if (!p)
+      return NULL;
+    p++;
+  }
+  return p;
+}
+
+bool mt_process_ended(int pid) {
+  char path[32] = "/proc/";
+  if (pid <= 0)
+    return false;
+  int n = 6 + mt_format_decimal(path + 6, (uint64_t)pid);
+  memcpy(path + n, "/stat", 6);
+  char buf[1024];
+  if (!read_small_file(path, buf, sizeof buf))
+    return false;
+  const char *state = stat_field(buf, 3), *threads = stat_field(buf, 20);
+  return state && threads && *state == 'Z' && threads[0] == '1' && threads[1] == ' ';
+}
+
 bool mt_process_stat(int pid, uint64_t *start_time, char *state) {
   char path[32] = "/proc/";
   int n = 6;
@@ -51,20 +81,13 @@ bool mt_process_stat(int pid, uint64_t *start_time, char *state) {
   char buf[1024];
   if (!read_small_file(path, buf, sizeof buf))
     return false;
-  /* The command name (field 2) may contain spaces and parentheses: fields resume after the
-   * last ')'. */
-  char *p = strrchr(buf, ')');
-  if (!p || p[1] != ' ')
+  const char *p = stat_field(buf, 3);
+  if (!p)
     return false;
-  p += 2;
   if (state)
     *state = *p;
-  for (int field = 3; field < 22; field++) {
-    p = strchr(p, ' ');
-    if (!p)
-      return false;
-    p++;
-  }
+  if (!(p = stat_field(buf, 22)))
+    return false;
   uint64_t v = 0;
   if (*p < '0' || *p > '9')
     return false;

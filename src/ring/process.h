@@ -12,6 +12,11 @@
  * read. */
 bool mt_process_stat(int pid, uint64_t *start_time, char *state);
 
+/* Whether `pid` has ended and waits to be reaped: a zombie whose threads have all exited (/proc
+ * counts the leader's remains as its one thread). A leader that called pthread_exit while other
+ * threads run is a zombie too, but counts more threads: not ended. */
+bool mt_process_ended(int pid);
+
 /* Whether `pid` is a live process (not a zombie) started at `start_time` (0: any). A process we
  * cannot inspect for lack of permission counts as alive. */
 bool mt_process_alive(int pid, uint64_t start_time);

@@ -429,6 +429,25 @@ def test_trace_ends_where_the_program_did():
     duration = info(trace)["duration_s"]
     expect(duration >= 0.28, f"slow_fini pauses 300 ms in a library destructor at exit: its trace "
                              f"lasts {duration} s")
+    # A child that exits normally (no end said by the shim) 0.1 s after its fork, while its parent
+    # sleeps 0.6 s before reaping it: its trace ends when it exited (memtap's nap wakes at the
+    # end, pidfd_open), not when its parent reaped it nor up to a nap later.
+    directory = os.path.join(WORK, "reaped-late")
+    os.mkdir(directory)
+    code = ("import os, sys, time\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    time.sleep(0.1)\n"
+            "    sys.exit(0)\n"
+            "time.sleep(0.6)\n"
+            "os.waitpid(pid, 0)\n")
+    trace = os.path.join(directory, "py.ctf")
+    record(trace, [sys.executable, "-c", code], ("--follow-fork",))
+    children = [path for path in trace_files(directory) if path != trace]
+    expect(len(children) == 1, f"traces: {trace_files(directory)}")
+    duration = info(children[0])["duration_s"]
+    expect(0.09 <= duration < 0.18, f"a child that lived 0.1 s, reaped 0.5 s later: its trace "
+                                    f"lasts {duration} s")
     # A process that exec'd a program the tracer does not enter (no LD_PRELOAD): its trace ends
     # with the traced image, not with the 0.5 s the exec'd slow_worker runs.
     trace = os.path.join(WORK, "exec-bare.ctf")
