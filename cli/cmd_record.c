@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -216,8 +217,7 @@ typedef struct traced {
    * or for a process of another pid namespace. */
   int pidfd;
   int64_t ended_ns; /* CLOCK_REALTIME when memtap first knew it had ended, 0 before */
-  /* Already ended when its trace was opened (a process that lived less than a scan): when it
-   * ended is not known better than by its last event. */
+  /* Already ended when its trace was opened: memtap never saw it alive (end_of_unseen). */
   bool ended_unseen;
 } traced;
 
@@ -243,8 +243,12 @@ typedef struct session {
   } gone[16];
   size_t gone_count;
   bool failed;
-  int chld_fd;           /* a signalfd for SIGCHLD (blocked): naps end at a child's change */
-  struct pollfd *polled; /* the naps' descriptors: chld_fd and the live processes' pidfds */
+  int chld_fd; /* a signalfd for SIGCHLD (blocked): naps end at a child's change */
+  /* An inotify descriptor watching `dir` for new ring files, or -1: naps end when one comes, so
+   * that a new process is attached (and its end watched) at once, not a nap later. */
+  int dir_watch;
+  bool dir_changed;      /* it fired since the last scan */
+  struct pollfd *polled; /* the naps' descriptors: chld_fd, dir_watch, the processes' pidfds */
   size_t polled_cap;
 } session;
 
@@ -1008,6 +1012,18 @@ static bool process_gone(const traced *t) {
   return t->seen_start && mt_process_stat(t->pid, &start, NULL) && start != t->seen_start;
 }
 
+/* The end to give the trace of `t`, which had ended by `ended_ns`, or 0 for its last event. One
+ * that memtap never saw alive lived less than a directory scan (SCAN_US, or a nap: it was found
+ * gone at once), when its last event is nearer its end than when memtap looked; unless memtap
+ * was that much behind (reading a large program's symbols), and the process lived longer. */
+static int64_t end_of(const traced *t, int64_t ended_ns) {
+  if (!ran_traced_image(t))
+    return 0; /* it exec'd an image the tracer did not enter: its trace ends with the last */
+  if (t->ended_unseen && ended_ns - mt_recorder_start_time(t->rec) < 2 * SCAN_US * 1000)
+    return 0;
+  return ended_ns;
+}
+
 /* Notes that `t`'s process had ended by now, if it was not noted before. */
 static void note_ended(traced *t, int64_t now_ns) {
   if (!t->ended_ns)
@@ -1078,8 +1094,8 @@ static void retire_ended(session *s) {
       continue;
     nap(s, 0);                    /* what ended while the last trace was being finished */
     note_ended(t, realtime_ns()); /* of another namespace: when seen gone */
-    if (ran_traced_image(t) && !t->ended_unseen)
-      mt_recorder_set_end(t->rec, t->ended_ns);
+    if (end_of(t, t->ended_ns))
+      mt_recorder_set_end(t->rec, end_of(t, t->ended_ns));
     finish(s, t);
     const char *described = mt_recorder_executable(t->rec);
     t->described = described ? strdup(described) : NULL;
@@ -1343,13 +1359,14 @@ static void sleep_us(long us) {
  * trace ends when the process did and not when memtap next looked (docs/record.md §7). */
 static void nap(session *s, long us) {
   if (s->chld_fd < 0 ||
-      (s->count + 1 > s->polled_cap && !MT_GROW(s->polled, s->polled_cap, s->count + 1))) {
+      (s->count + 2 > s->polled_cap && !MT_GROW(s->polled, s->polled_cap, s->count + 2))) {
     if (us)
       sleep_us(us);
     return;
   }
   size_t n = 0;
   s->polled[n++] = (struct pollfd){.fd = s->chld_fd, .events = POLLIN};
+  s->polled[n++] = (struct pollfd){.fd = us ? s->dir_watch : -1, .events = POLLIN};
   for (size_t i = 0; i < s->count; i++)
     if (s->procs[i].pidfd >= 0)
       s->polled[n++] = (struct pollfd){.fd = s->procs[i].pidfd, .events = POLLIN};
@@ -1361,7 +1378,13 @@ static void nap(session *s, long us) {
   if (s->polled[0].revents)
     while (read(s->chld_fd, &info, sizeof info) == (ssize_t)sizeof info) {
     }
-  for (size_t k = 1; k < n; k++)
+  if (s->polled[1].revents) {
+    char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    while (read(s->dir_watch, events, sizeof events) > 0) {
+    }
+    s->dir_changed = true;
+  }
+  for (size_t k = 2; k < n; k++)
     for (size_t i = 0; s->polled[k].revents && i < s->count; i++)
       if (s->procs[i].pidfd == s->polled[k].fd) {
         note_ended(&s->procs[i], now);
@@ -1480,7 +1503,7 @@ int mt_cmd_record(int argc, char **argv) {
     return MT_EXIT_USAGE;
   }
 
-  session s = {.set = &set, .shim = shim, .program = program, .chld_fd = -1};
+  session s = {.set = &set, .shim = shim, .program = program, .chld_fd = -1, .dir_watch = -1};
   const char *tmp = getenv("TMPDIR");
   if (!tmp || !*tmp)
     tmp = "/tmp";
@@ -1530,6 +1553,11 @@ int mt_cmd_record(int argc, char **argv) {
   sigaddset(&chld, SIGCHLD);
   sigprocmask(SIG_BLOCK, &chld, &old_mask);
   s.chld_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK); /* -1: naps are sigtimedwait's */
+  s.dir_watch = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (s.dir_watch >= 0 && inotify_add_watch(s.dir_watch, s.dir, IN_CREATE | IN_MOVED_TO) < 0) {
+    close(s.dir_watch);
+    s.dir_watch = -1;
+  }
 
   char default_name[PATH_MAX];
   if (set.output) {
@@ -1559,6 +1587,8 @@ int mt_cmd_record(int argc, char **argv) {
     free(s.procs);
     if (s.chld_fd >= 0)
       close(s.chld_fd);
+    if (s.dir_watch >= 0)
+      close(s.dir_watch);
     return MT_EXIT_FAILURE;
   }
 
@@ -1616,7 +1646,8 @@ int mt_cmd_record(int argc, char **argv) {
     for (;;) {
       int64_t now = monotonic_us();
       /* Reading the directory is a few system calls: not at every poll of a busy ring. */
-      if (idle_us || now - scanned_at >= SCAN_US) {
+      if (idle_us || s.dir_changed || now - scanned_at >= SCAN_US) {
+        s.dir_changed = false;
         scan(&s);
         note_programs(&s);
         /* After the scan: a process gone since may have exec'd under another file name, which the
@@ -1692,8 +1723,9 @@ int mt_cmd_record(int argc, char **argv) {
     ended_ns = realtime_ns();
   for (size_t i = 0; i < s.count; i++) {
     traced *t = &s.procs[i];
-    if (t->rec && !t->finished && ran_traced_image(t) && !t->ended_unseen)
-      mt_recorder_set_end(t->rec, t->ended_ns ? t->ended_ns : ended_ns);
+    int64_t end = t->rec && !t->finished ? end_of(t, t->ended_ns ? t->ended_ns : ended_ns) : 0;
+    if (end)
+      mt_recorder_set_end(t->rec, end);
     finish(&s, t);
     if (t->pidfd >= 0)
       close(t->pidfd), t->pidfd = -1;
@@ -1743,6 +1775,8 @@ int mt_cmd_record(int argc, char **argv) {
   free(s.polled);
   if (s.chld_fd >= 0)
     close(s.chld_fd);
+  if (s.dir_watch >= 0)
+    close(s.dir_watch);
   free(s.context);
   record_dir_remove(s.dir, s.dir_lock);
   int code = exit_status(main_status);

@@ -141,6 +141,10 @@ int mt_recorder_finish(mt_recorder *r, mt_error *err);
  * called: the trace ends at its last event, as memtrace's traces do. */
 void mt_recorder_set_end(mt_recorder *r, int64_t realtime_ns);
 
+/* When the trace starts (CLOCK_REALTIME ns): the ring file's creation, or a forked child's fork.
+ * Before the process has described itself in its ring, the file's creation. */
+int64_t mt_recorder_start_time(const mt_recorder *r);
+
 void mt_recorder_stats_get(const mt_recorder *r, mt_recorder_stats *out);
 
 /* The executable of the traced process as its tracer named it in the ring (its /proc/self/exe

@@ -125,6 +125,15 @@ static double trace_rate(const mt_recorder *r) {
   return mt_sample_rate_is_valid(rate, 64) ? rate : 1; /* a damaged ring file's: full */
 }
 
+int64_t mt_recorder_start_time(const mt_recorder *r) {
+  int64_t start_ns = r->natt ? r->att[0].created_realtime_ns : real_ns();
+  /* A forked child's ring file keeps its parent's clock base, and so its creation time: its trace
+   * starts at the fork, when the child registered, not with its parent's life before it. */
+  if (r->have_process && r->process.parent_pid > 0 && r->process.start_realtime_ns > start_ns)
+    start_ns = r->process.start_realtime_ns;
+  return start_ns;
+}
+
 static void ensure_writer(void *user) {
   mt_recorder *r = user;
   if (r->writer_tried)
@@ -142,11 +151,7 @@ static void ensure_writer(void *user) {
   if (r->opt.time_resolution_us > 1 && at > 0 && (size_t)at < sizeof params)
     snprintf(params + at, sizeof params - (size_t)at, ",time_resolution_us=%lld",
              (long long)r->opt.time_resolution_us);
-  int64_t start_ns = r->natt ? r->att[0].created_realtime_ns : real_ns();
-  /* A forked child's ring file keeps its parent's clock base, and so its creation time: its trace
-   * starts at the fork, when the child registered, not with its parent's life before it. */
-  if (r->have_process && r->process.parent_pid > 0 && r->process.start_realtime_ns > start_ns)
-    start_ns = r->process.start_realtime_ns;
+  int64_t start_ns = mt_recorder_start_time(r);
   mt_trace_info info = {
       .version = r->opt.version,
       .start_time = start_ns / 1000,

@@ -446,7 +446,7 @@ def test_trace_ends_where_the_program_did():
     children = [path for path in trace_files(directory) if path != trace]
     expect(len(children) == 1, f"traces: {trace_files(directory)}")
     duration = info(children[0])["duration_s"]
-    expect(0.09 <= duration < 0.18, f"a child that lived 0.1 s, reaped 0.5 s later: its trace "
+    expect(0.09 <= duration < 0.4, f"a child that lived 0.1 s, reaped 0.5 s later: its trace "
                                     f"lasts {duration} s")
     # A process that exec'd a program the tracer does not enter (no LD_PRELOAD): its trace ends
     # with the traced image, not with the 0.5 s the exec'd slow_worker runs.
