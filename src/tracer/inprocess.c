@@ -433,6 +433,7 @@ int mt_inprocess_launch(mt_error *err) {
        * internal _exit, which the shim's does not see. */
       if (!exit_handler)
         exit_handler = atexit(finish_at_exit) == 0 && at_quick_exit(finish_at_exit) == 0;
+      mt_signals_keep_trace(); /* and the ends by a signal's default action */
       mt_shim_self.depth--;
       return MT_OK;
     }

@@ -281,6 +281,9 @@ MT_HIDDEN bool mt_inprocess_stack(uint64_t *low, uint64_t *high);
  * signal handler (`bounded`) the consumer is waited for at most MT_INPROCESS_END_BOUND_S seconds.
  * Returns whether a trace was finished. Keeps errno. */
 MT_HIDDEN bool mt_inprocess_end(bool bounded);
+/* signals.c: in process, the ending signals the program leaves at SIG_DFL get the shim's handler,
+ * which finishes the trace before the default action (called once the consumer runs). */
+MT_HIDDEN void mt_signals_keep_trace(void);
 #define MT_INPROCESS_END_BOUND_S 10
 
 /* own_objects.c: the objects the shim brought into the process, which mlockall leaves unlocked. */

@@ -6,7 +6,15 @@
  * nested record can run beside: the sampler's countdown may lose an update, the sets are
  * lock-free, module scans only try their lock, and a record that would nest inside the
  * interrupted ring write is queued and written right after it (record.c). SIG_DFL, SIG_IGN and
- * processes that do not trace are left alone: the handler is installed as given. */
+ * processes that do not trace are left alone: the handler is installed as given.
+ *
+ * In process (MEMTAP=), a signal whose default action ends the process (a crash, Ctrl-C, a
+ * SIGTERM, a SIGPIPE) would end it before the consumer thread finished the trace, which then
+ * stopped at its last flush, up to a second earlier: while the program leaves such a signal at
+ * SIG_DFL, the shim's ending_handler is installed in its place, which finishes the trace (bounded,
+ * as from any handler) and then lets the default action happen; the program is told SIG_DFL. */
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -70,6 +78,71 @@ static void trampoline(int sig, siginfo_t *info, void *context) {
   mt_record_abandon_scratch(scratch);
 }
 
+static int (*real_sigaction(void))(int, const struct sigaction *, struct sigaction *);
+
+/* The signals whose default action ends the process, but SIGTRAP (debuggers) and SIGKILL and
+ * SIGSTOP (no handler), and the profiling timers. */
+static const int ending_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGABRT, SIGBUS,
+                                     SIGFPE,  SIGSEGV, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1,
+                                     SIGUSR2, SIGXCPU, SIGXFSZ, SIGSYS};
+static _Atomic bool keeps_trace[_NSIG]; /* one of them, while tracing in process */
+
+/* One of the ending signals, left at SIG_DFL by the program: the trace is finished, then the
+ * default action happens. A fault (a SIGSEGV the kernel raised at an instruction) returns to the
+ * instruction, which faults again, now under the default action, so that a core dump shows where;
+ * anything sent is sent again. */
+static void ending_handler(int sig, siginfo_t *info, void *context) {
+  (void)context;
+  int saved_errno = errno;
+  mt_shim_thread *t = &mt_shim_self;
+  t->in_handler++;
+  mt_inprocess_end(true);
+  t->in_handler--;
+  struct sigaction default_action = {.sa_handler = SIG_DFL};
+  sigemptyset(&default_action.sa_mask);
+  atomic_store(&keeps_trace[sig], false);
+  real_sigaction()(sig, &default_action, NULL);
+  bool fault = info && info->si_code > 0 &&
+               (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE);
+  if (!fault) {
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
+  }
+  errno = saved_errno;
+}
+
+static struct sigaction ending_action(void) {
+  struct sigaction act;
+  memset(&act, 0, sizeof act);
+  act.sa_sigaction = ending_handler;
+  act.sa_flags = SA_SIGINFO | SA_ONSTACK; /* a stack overflow's SIGSEGV needs the program's */
+  sigfillset(&act.sa_mask);
+  return act;
+}
+
+static bool is_ending(int sig) {
+  for (size_t i = 0; i < sizeof ending_signals / sizeof *ending_signals; i++)
+    if (ending_signals[i] == sig)
+      return true;
+  return false;
+}
+
+void mt_signals_keep_trace(void) {
+  int (*real)(int, const struct sigaction *, struct sigaction *) = real_sigaction();
+  if (!real)
+    return;
+  struct sigaction act = ending_action(), now;
+  for (size_t i = 0; i < sizeof ending_signals / sizeof *ending_signals; i++) {
+    int sig = ending_signals[i];
+    if (real(sig, NULL, &now) == 0 && !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_DFL &&
+        real(sig, &act, NULL) == 0)
+      atomic_store(&keeps_trace[sig], true);
+  }
+}
+
 static int (*real_sigaction(void))(int, const struct sigaction *, struct sigaction *) {
   static int (*real)(int, const struct sigaction *, struct sigaction *);
   if (!real) {
@@ -96,10 +169,17 @@ MT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
   user_handler previous = handlers[sig][atomic_load_explicit(&current[sig], memory_order_acquire)];
   struct sigaction wrapped;
   const struct sigaction *install = act;
+  bool was_ending = atomic_load(&keeps_trace[sig]);
   if (act) {
     void *handler =
         (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction : (void *)act->sa_handler;
-    if (handler != (void *)SIG_DFL && handler != (void *)SIG_IGN && wrapping()) {
+    atomic_store(&keeps_trace[sig], false);
+    if (handler == (void *)SIG_DFL && is_ending(sig) && mt_inprocess_running()) {
+      /* Left at the default action while tracing in process: the shim's handler stays. */
+      wrapped = ending_action();
+      install = &wrapped;
+      atomic_store(&keeps_trace[sig], true);
+    } else if (handler != (void *)SIG_DFL && handler != (void *)SIG_IGN && wrapping()) {
       int slot = 1 - atomic_load_explicit(&current[sig], memory_order_relaxed);
       handlers[sig][slot].handler = handler;
       handlers[sig][slot].flags = act->sa_flags;
@@ -111,7 +191,14 @@ MT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
     }
   }
   int rc = real(sig, install, old);
-  if (rc == 0 && old && (old->sa_flags & SA_SIGINFO) && old->sa_sigaction == trampoline) {
+  if (rc != 0 && act)
+    atomic_store(&keeps_trace[sig], was_ending);
+  if (rc == 0 && old && (old->sa_flags & SA_SIGINFO) && old->sa_sigaction == ending_handler) {
+    /* The program left it at the default action: so it reads. */
+    memset(old, 0, sizeof *old);
+    old->sa_handler = SIG_DFL;
+    sigemptyset(&old->sa_mask);
+  } else if (rc == 0 && old && (old->sa_flags & SA_SIGINFO) && old->sa_sigaction == trampoline) {
     /* Report the program's own handler and flags, as it set them. */
     old->sa_flags = previous.flags;
     if (previous.flags & SA_SIGINFO)

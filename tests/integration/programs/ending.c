@@ -4,13 +4,17 @@
  * fexecve, execveat (each running TRUE, the path of `true`, or `true` found on PATH; or a
  * directory, which they cannot run), not-elf (an exec of TRUE that fails: TRUE is then an
  * executable file the kernel cannot run), missing (an exec of a path that does not exist) or race
- * (exit(0) in the main thread and _exit(7) in another at once). After an exec that failed the
+ * (exit(0) in the main thread and _exit(7) in another at once), or a signal's default action:
+ * segv (a write through a null pointer), abort, term (SIGTERM sent to itself, after checking that
+ * SIGTERM and SIGSEGV read as SIG_DFL and that setting SIG_DFL again says so), pipe (a write to a
+ * pipe nobody reads). After an exec that failed the
  * program frees the other 20 and exits 5. In process (MEMTAP=), the trace must hold all 40
  * allocations either way. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +105,27 @@ int main(int argc, char **argv) {
     if (write(go[1], "x", 1) != 1)
       return 2;
     exit(0);
+  } else if (!strcmp(how, "segv")) {
+    *(volatile int *)(uintptr_t)(argc - 3) =
+        1; /* argc is 3: a null pointer the compiler cannot see */
+  } else if (!strcmp(how, "abort")) {
+    abort();
+  } else if (!strcmp(how, "term")) {
+    struct sigaction term, segv;
+    if (sigaction(SIGTERM, NULL, &term) != 0 || sigaction(SIGSEGV, NULL, &segv) != 0 ||
+        term.sa_handler != SIG_DFL || segv.sa_handler != SIG_DFL ||
+        signal(SIGTERM, SIG_DFL) != SIG_DFL || signal(SIGTERM, SIG_DFL) != SIG_DFL)
+      return 2;
+    kill(getpid(), SIGTERM);
+    struct timespec pause = {5, 0};
+    nanosleep(&pause, NULL);
+  } else if (!strcmp(how, "pipe")) {
+    int ends[2];
+    if (pipe(ends) != 0)
+      return 2;
+    close(ends[0]);
+    if (write(ends[1], "x", 1) != 1)
+      return 8; /* EPIPE: SIGPIPE did not end the program */
   } else if (!strcmp(how, "missing"))
     execv("/nonexistent/memtap-test/true", args);
   else {

@@ -854,7 +854,12 @@ def test_inprocess_trace_is_whole_however_the_program_ends():
              ("directory-at", "execveat", WORK, 5, 40), ("race", "race", true, (0, 7), 20),
              ("race", "race", true, (0, 7), 20), ("race", "race", true, (0, 7), 20),
              ("quick_exit", "quick_exit", true, 6, 20), ("daemon", "daemon", true, 0, 20),
-             ("pthread-exit", "pthread-exit", true, 0, 40)]
+             ("pthread-exit", "pthread-exit", true, 0, 40),
+             # a signal's default action (the exit status a Python child reads: -signal)
+             ("segv", "segv", true, -signal.SIGSEGV, 20),
+             ("abort", "abort", true, -signal.SIGABRT, 20),
+             ("term", "term", true, -signal.SIGTERM, 20),
+             ("pipe", "pipe", true, -signal.SIGPIPE, 20)]
     for label, how, target, status, frees in cases:
         trace = os.path.join(WORK, f"ending-{label}.ctf")
         argv = [program("ending"), how, target]
