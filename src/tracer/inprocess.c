@@ -64,6 +64,7 @@ static struct {
   _Atomic long finisher;     /* that caller's thread id while it finishes, else 0 */
   pid_t pid;                 /* the process that opened the file and runs the thread */
   _Atomic int stop;          /* set at stop or exit: drain, finish, return */
+  _Atomic int then_signal;   /* mt_inprocess_end_then_signal's signal, sent once finished */
   _Atomic int table; /* the thread's descriptor table: 0 not yet known, 1 its own, -1 shared */
   int status;        /* how the thread's finish went, and why not */
   mt_error error;
@@ -257,12 +258,33 @@ static void *consume(void *arg) {
   inproc.lost = st.lost_records;
   inproc.api.destroy(rec);
   close_trace_fd();
-  if (alone) {
+  int sig = atomic_load(&inproc.then_signal);
+  if (alone || sig) {
     report_finish(inproc.status, &inproc.error);
     atomic_store(&inproc.state, IDLE);
-    exit(0); /* as glibc does when the last thread ends; exit handlers run here */
+    if (alone)
+      exit(0); /* as glibc does when the last thread ends; exit handlers run here */
+    mt_signals_default_action(sig); /* the program's signal, now to end it as it would have */
   }
   return NULL;
+}
+
+bool mt_inprocess_is_consumer(void) {
+  return atomic_load(&inproc.state) != IDLE && inproc.pid == getpid() &&
+         pthread_equal(pthread_self(), inproc.thread);
+}
+
+bool mt_inprocess_end_then_signal(int sig) {
+  int running = RUNNING;
+  if (inproc.pid != getpid() || !atomic_compare_exchange_strong(&inproc.state, &running, FINISHING))
+    return false;
+  int saved_errno = errno;
+  mt_shim_stop();
+  mt_ring_close(mt_shim.ring);
+  atomic_store(&inproc.then_signal, sig);
+  atomic_store(&inproc.stop, 1);
+  errno = saved_errno;
+  return true;
 }
 
 bool mt_inprocess_stack(uint64_t *low, uint64_t *high) {
@@ -346,11 +368,15 @@ int mt_inprocess_finish(mt_error *err) {
 }
 
 bool mt_inprocess_end(bool bounded) {
+  return mt_inprocess_end_within(bounded ? MT_INPROCESS_END_BOUND_S : 0);
+}
+
+bool mt_inprocess_end_within(int bound_s) {
   if (inproc.pid != getpid() || atomic_load(&inproc.state) == IDLE)
     return false;
   int saved_errno = errno;
   mt_error err = {0};
-  int rc = finish(bounded ? MT_INPROCESS_END_BOUND_S : 0, &err);
+  int rc = finish(bound_s, &err);
   if (rc != MT_OK && rc != MT_E_STATE)
     say("the trace could not be written", err.message);
   errno = saved_errno;

@@ -281,9 +281,19 @@ MT_HIDDEN bool mt_inprocess_stack(uint64_t *low, uint64_t *high);
  * signal handler (`bounded`) the consumer is waited for at most MT_INPROCESS_END_BOUND_S seconds.
  * Returns whether a trace was finished. Keeps errno. */
 MT_HIDDEN bool mt_inprocess_end(bool bounded);
+/* mt_inprocess_end with the wait bounded by `bound_s` seconds (0: not bounded). */
+MT_HIDDEN bool mt_inprocess_end_within(int bound_s);
+/* From a signal handler that may hold a lock the consumer thread needs (it interrupted libc):
+ * tracing stops, and the consumer thread finishes the trace on its own, then lets `sig` end the
+ * process (mt_signals_default_action). False when this process runs no trace to finish. */
+MT_HIDDEN bool mt_inprocess_end_then_signal(int sig);
+/* Whether the calling thread is the consumer thread. */
+MT_HIDDEN bool mt_inprocess_is_consumer(void);
 /* signals.c: in process, the ending signals the program leaves at SIG_DFL get the shim's handler,
  * which finishes the trace before the default action (called once the consumer runs). */
 MT_HIDDEN void mt_signals_keep_trace(void);
+/* Puts SIG_DFL back for `sig` and sends it to the process: its default action happens. */
+MT_HIDDEN void mt_signals_default_action(int sig);
 #define MT_INPROCESS_END_BOUND_S 10
 
 /* own_objects.c: the objects the shim brought into the process, which mlockall leaves unlocked. */

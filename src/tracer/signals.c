@@ -17,7 +17,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
 
 #include "ring/producer.h"
 #include "tracer/shim.h"
@@ -87,23 +90,66 @@ static const int ending_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGABRT
                                      SIGUSR2, SIGXCPU, SIGXFSZ, SIGSYS};
 static _Atomic bool keeps_trace[_NSIG]; /* one of them, while tracing in process */
 
-/* One of the ending signals, left at SIG_DFL by the program: the trace is finished, then the
- * default action happens. A fault (a SIGSEGV the kernel raised at an instruction) returns to the
- * instruction, which faults again, now under the default action, so that a core dump shows where;
- * anything sent is sent again. */
-static void ending_handler(int sig, siginfo_t *info, void *context) {
+/* What the program last set for each ending signal while the shim's handler stood in for its
+ * SIG_DFL (flags and mask, as sigaction must give them back). */
+static struct sigaction default_as_set[_NSIG];
+
+/* How long a handler waits for the consumer thread to finish the trace before the signal's
+ * default action goes on anyway: it may need a lock that the interrupted code holds. */
+#define ENDING_WAIT_S 2
+
+/* Whether the interrupted code stood at a system call (x86-64: the `syscall` instruction just
+ * before the saved instruction pointer): blocked in the kernel or just back, holding no lock of
+ * its own that the consumer needs (but for the few calls the allocator makes under its lock).
+ * Elsewhere this answers true: the trace is then finished within the bound. */
+static bool at_system_call(const void *context) {
+#if defined(__x86_64__)
+  const ucontext_t *uc = context;
+  const uint8_t *pc = (const uint8_t *)(uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+  /* Read only within the page the resumed code is in (its first two bytes answer true). */
+  if (!pc || ((uintptr_t)pc & 4095) < 2)
+    return true;
+  return pc[-2] == 0x0f && pc[-1] == 0x05;
+#else
   (void)context;
+  return true;
+#endif
+}
+
+/* One of the ending signals, left at SIG_DFL by the program. Where the program stood decides:
+ * - sent (not a fault) while it ran code that may hold a lock the consumer thread needs (inside
+ *   malloc, say, not at a system call): the handler returns at once, and the consumer thread
+ *   finishes the trace and then sends the signal again under SIG_DFL (the program runs on for
+ *   those milliseconds, as if the signal had come that much later);
+ * - at a system call, or a fault: the trace is finished here, waiting at most ENDING_WAIT_S, then
+ *   the default action happens: a fault returns to its instruction, which faults again (a core
+ *   dump shows where), anything sent is raised again.
+ * On the consumer thread itself (an abort inside the recorder), only the default action. */
+static void ending_handler(int sig, siginfo_t *info, void *context) {
   int saved_errno = errno;
-  mt_shim_thread *t = &mt_shim_self;
-  t->in_handler++;
-  mt_inprocess_end(true);
-  t->in_handler--;
+  /* Put back without SA_SIGINFO by a call the shim does not see (glibc's sigset and sysv_signal
+   * use its internal sigaction, and return this handler's address): the other arguments are
+   * then not there. */
+  struct sigaction now;
+  if (real_sigaction()(sig, NULL, &now) != 0 || !(now.sa_flags & SA_SIGINFO))
+    info = NULL, context = NULL;
+  bool fault = info && info->si_code > 0 &&
+               (sig == SIGSEGV || sig == SIGILL || sig == SIGFPE ||
+                (sig == SIGBUS && info->si_code != BUS_MCEERR_AO));
+  if (!mt_inprocess_is_consumer()) {
+    if (!fault && context && !at_system_call(context) && mt_inprocess_end_then_signal(sig)) {
+      errno = saved_errno;
+      return;
+    }
+    mt_shim_thread *t = &mt_shim_self;
+    t->in_handler++;
+    mt_inprocess_end_within(ENDING_WAIT_S);
+    t->in_handler--;
+  }
   struct sigaction default_action = {.sa_handler = SIG_DFL};
   sigemptyset(&default_action.sa_mask);
   atomic_store(&keeps_trace[sig], false);
   real_sigaction()(sig, &default_action, NULL);
-  bool fault = info && info->si_code > 0 &&
-               (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE);
   if (!fault) {
     sigset_t one;
     sigemptyset(&one);
@@ -112,6 +158,16 @@ static void ending_handler(int sig, siginfo_t *info, void *context) {
     raise(sig);
   }
   errno = saved_errno;
+}
+
+void mt_signals_default_action(int sig) {
+  struct sigaction default_action = {.sa_handler = SIG_DFL};
+  sigemptyset(&default_action.sa_mask);
+  atomic_store(&keeps_trace[sig], false);
+  int (*real)(int, const struct sigaction *, struct sigaction *) = real_sigaction();
+  if (real)
+    real(sig, &default_action, NULL);
+  kill(getpid(), sig);
 }
 
 static struct sigaction ending_action(void) {
@@ -132,7 +188,9 @@ static bool is_ending(int sig) {
 
 void mt_signals_keep_trace(void) {
   int (*real)(int, const struct sigaction *, struct sigaction *) = real_sigaction();
-  if (!real)
+  /* A namespace's first process (a container's init) never gets a signal whose action is the
+   * default from inside its namespace: a handler would change that. */
+  if (!real || getpid() == 1)
     return;
   struct sigaction act = ending_action(), now;
   for (size_t i = 0; i < sizeof ending_signals / sizeof *ending_signals; i++) {
@@ -174,8 +232,9 @@ MT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
     void *handler =
         (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction : (void *)act->sa_handler;
     atomic_store(&keeps_trace[sig], false);
-    if (handler == (void *)SIG_DFL && is_ending(sig) && mt_inprocess_running()) {
+    if (handler == (void *)SIG_DFL && is_ending(sig) && mt_inprocess_running() && getpid() != 1) {
       /* Left at the default action while tracing in process: the shim's handler stays. */
+      default_as_set[sig] = *act;
       wrapped = ending_action();
       install = &wrapped;
       atomic_store(&keeps_trace[sig], true);
@@ -194,10 +253,10 @@ MT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
   if (rc != 0 && act)
     atomic_store(&keeps_trace[sig], was_ending);
   if (rc == 0 && old && (old->sa_flags & SA_SIGINFO) && old->sa_sigaction == ending_handler) {
-    /* The program left it at the default action: so it reads. */
-    memset(old, 0, sizeof *old);
+    /* The program left it at the default action: so it reads, with what it set. */
+    *old = default_as_set[sig];
     old->sa_handler = SIG_DFL;
-    sigemptyset(&old->sa_mask);
+    old->sa_flags &= ~SA_SIGINFO;
   } else if (rc == 0 && old && (old->sa_flags & SA_SIGINFO) && old->sa_sigaction == trampoline) {
     /* Report the program's own handler and flags, as it set them. */
     old->sa_flags = previous.flags;
@@ -211,15 +270,59 @@ MT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
 
 /* glibc's signal(): BSD semantics (the signal blocked in its handler, SA_RESTART), through the
  * interposed sigaction. */
-MT_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
+/* signal() with `flags`, blocking the signal in its handler unless SA_NODEFER, through the
+ * interposed sigaction. */
+static __sighandler_t set_handler(int sig, __sighandler_t handler, int flags) {
   struct sigaction act, old;
   memset(&act, 0, sizeof act);
   act.sa_handler = handler;
   sigemptyset(&act.sa_mask);
-  if (sig > 0 && sig < _NSIG)
+  if (sig > 0 && sig < _NSIG && !(flags & SA_NODEFER))
     sigaddset(&act.sa_mask, sig);
-  act.sa_flags = SA_RESTART;
+  act.sa_flags = flags;
   if (sigaction(sig, &act, &old) < 0)
     return SIG_ERR;
   return old.sa_handler;
+}
+
+/* glibc's signal() and bsd_signal(): BSD semantics (the signal blocked in its handler,
+ * SA_RESTART). */
+MT_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
+  return set_handler(sig, handler, SA_RESTART);
+}
+
+MT_EXPORT __sighandler_t bsd_signal(int sig,
+                                    __sighandler_t handler); /* dropped by glibc's headers */
+MT_EXPORT __sighandler_t bsd_signal(int sig, __sighandler_t handler) {
+  return set_handler(sig, handler, SA_RESTART);
+}
+
+/* System V semantics: the handler runs once, unblocked, and system calls are not restarted.
+ * glibc's own would go past the interposed sigaction. */
+MT_EXPORT __sighandler_t sysv_signal(int sig, __sighandler_t handler) {
+  return set_handler(sig, handler, (int)(SA_RESETHAND | SA_NODEFER));
+}
+
+MT_EXPORT __sighandler_t __sysv_signal(int sig, __sighandler_t handler) {
+  return sysv_signal(sig, handler);
+}
+
+/* sigset(3): SIG_HOLD blocks the signal and keeps its disposition; anything else is installed
+ * and the signal unblocked. Returns the previous disposition, or SIG_HOLD if it was blocked. */
+MT_EXPORT __sighandler_t sigset(int sig, __sighandler_t handler) {
+  sigset_t one, was;
+  if (sig <= 0 || sig >= _NSIG || sigemptyset(&one) < 0 || sigaddset(&one, sig) < 0) {
+    errno = EINVAL;
+    return SIG_ERR;
+  }
+  struct sigaction old;
+  if (handler == SIG_HOLD) {
+    if (sigaction(sig, NULL, &old) < 0 || sigprocmask(SIG_BLOCK, &one, &was) < 0)
+      return SIG_ERR;
+    return sigismember(&was, sig) ? SIG_HOLD : old.sa_handler;
+  }
+  __sighandler_t previous = set_handler(sig, handler, 0);
+  if (previous == SIG_ERR || sigprocmask(SIG_UNBLOCK, &one, &was) < 0)
+    return SIG_ERR;
+  return sigismember(&was, sig) ? SIG_HOLD : previous;
 }

@@ -6,8 +6,9 @@
  * executable file the kernel cannot run), missing (an exec of a path that does not exist) or race
  * (exit(0) in the main thread and _exit(7) in another at once), or a signal's default action:
  * segv (a write through a null pointer), abort, term (SIGTERM sent to itself, after checking that
- * SIGTERM and SIGSEGV read as SIG_DFL and that setting SIG_DFL again says so), pipe (a write to a
- * pipe nobody reads). After an exec that failed the
+ * SIGTERM and SIGSEGV read as SIG_DFL and that setting SIG_DFL again, also through sysv_signal,
+ * says so), pipe (a write to a pipe nobody reads), busy (allocates and frees without end, until a
+ * signal from outside ends it). After an exec that failed the
  * program frees the other 20 and exits 5. In process (MEMTAP=), the trace must hold all 40
  * allocations either way. */
 #define _GNU_SOURCE
@@ -114,7 +115,8 @@ int main(int argc, char **argv) {
     struct sigaction term, segv;
     if (sigaction(SIGTERM, NULL, &term) != 0 || sigaction(SIGSEGV, NULL, &segv) != 0 ||
         term.sa_handler != SIG_DFL || segv.sa_handler != SIG_DFL ||
-        signal(SIGTERM, SIG_DFL) != SIG_DFL || signal(SIGTERM, SIG_DFL) != SIG_DFL)
+        signal(SIGTERM, SIG_DFL) != SIG_DFL || signal(SIGTERM, SIG_DFL) != SIG_DFL ||
+        sysv_signal(SIGHUP, SIG_DFL) != SIG_DFL)
       return 2;
     kill(getpid(), SIGTERM);
     struct timespec pause = {5, 0};
@@ -126,6 +128,15 @@ int main(int argc, char **argv) {
     close(ends[0]);
     if (write(ends[1], "x", 1) != 1)
       return 8; /* EPIPE: SIGPIPE did not end the program */
+  } else if (!strcmp(how, "busy")) {
+    /* Sizes and lifetimes past glibc's per-thread caches, so that malloc and free take the
+     * arena's lock: a signal lands there often. */
+    static void *slots[1024];
+    for (unsigned long i = 0;; i++) {
+      unsigned k = (unsigned)((i * 2654435761u) % 1024);
+      free(slots[k]);
+      slots[k] = malloc(16 + (i * 7919) % 4000);
+    }
   } else if (!strcmp(how, "missing"))
     execv("/nonexistent/memtap-test/true", args);
   else {
