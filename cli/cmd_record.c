@@ -999,14 +999,13 @@ static void finish(session *s, traced *t) {
               t->pid ? t->pid : t->ring_pid);
 }
 
-/* Whether the process `t` is gone for good: reaped (no such pid), ended and waiting for its
- * parent to reap it (a zombie whose threads all exited: a zombie leader whose other threads still
- * run, after pthread_exit, is not), or its pid is another process's now (another start time; in
- * memtap's own pid namespace, where the start time was read through the same /proc). */
+/* Whether the process `t` is gone for good: reaped (no such pid), or its pid is another process's
+ * now (another start time; in memtap's own pid namespace, where the start time was read through
+ * the same /proc). A zombie is not gone yet: its trace is finished once it is reaped, after the
+ * scan that may attach the ring file of the image it exec'd into just before it ended (a zombie
+ * leader whose other threads still run, after pthread_exit, is not even ended). */
 static bool process_gone(const traced *t) {
   if (kill(t->pid, 0) != 0 && errno == ESRCH)
-    return true;
-  if (mt_process_ended(t->pid))
     return true;
   uint64_t start;
   return t->seen_start && mt_process_stat(t->pid, &start, NULL) && start != t->seen_start;
@@ -1062,8 +1061,9 @@ static void retire_ended(session *s) {
    * checked after it with a time long after. */
   for (size_t i = 0; i < s->count; i++) {
     traced *t = &s->procs[i];
-    if (t->rec && !t->finished && t->pid > 0 && !t->ended_ns && process_gone(t))
-      note_ended(t, realtime_ns());
+    if (t->rec && !t->finished && t->pid > 0 && !t->ended_ns &&
+        (mt_process_ended(t->pid) || process_gone(t)))
+      note_ended(t, realtime_ns()); /* ended, reaped or not */
   }
   uint64_t *namespaces = NULL; /* the pid namespaces alive, read once when needed */
   size_t nnamespaces = 0;
@@ -1079,7 +1079,7 @@ static void retire_ended(session *s) {
      * under way, whose new image removes it and may get its inode's number). */
     bool gone;
     if (t->pid > 0) {
-      gone = t->ended_ns || process_gone(t);
+      gone = process_gone(t);
     } else {
       /* The walk of /proc at most once a second: such traces may wait that much longer. */
       gone = t->ring_ns && mt_recorder_done(t->rec);
