@@ -74,8 +74,16 @@ static bool found_on_path(const char *file) {
   }
 }
 
+/* Whether this process runs the in-process consumer. A signal the consumer thread is about to
+ * send again (the program took it inside libc) is waited for first: an exec must not replace the
+ * program before the signal ends it. */
+static bool tracing_here(void) {
+  mt_inprocess_await_signal();
+  return mt_inprocess_running();
+}
+
 /* Before an exec that is expected to succeed: the trace is finished. Returns whether it was.
- * Callers ask mt_inprocess_running() first, so that an exec anywhere else (memtap record, which
+ * Callers ask tracing_here() first, so that an exec anywhere else (memtap record, which
  * needs none of this) makes no system call of the shim's. */
 static bool before_exec(bool expected) {
   return expected && mt_inprocess_end(mt_shim_self.in_handler != 0);
@@ -106,19 +114,19 @@ static int next_execve(const char *path, char *const argv[], char *const envp[])
 }
 
 MT_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
-  bool finished = mt_inprocess_running() && before_exec(executable(path));
+  bool finished = tracing_here() && before_exec(executable(path));
   return after_exec(finished, path, next_execve(path, argv, envp));
 }
 
 MT_EXPORT int execv(const char *path, char *const argv[]) {
-  bool finished = mt_inprocess_running() && before_exec(executable(path));
+  bool finished = tracing_here() && before_exec(executable(path));
   execv_fn f = (execv_fn)mt_shim_next(&mt_shim_real.execv);
   extern char **environ;
   return after_exec(finished, path, f ? f(path, argv) : next_execve(path, argv, environ));
 }
 
 MT_EXPORT int execvp(const char *file, char *const argv[]) {
-  bool finished = mt_inprocess_running() && before_exec(found_on_path(file));
+  bool finished = tracing_here() && before_exec(found_on_path(file));
   execv_fn f = (execv_fn)mt_shim_next(&mt_shim_real.execvp);
   if (!f) {
     errno = ENOSYS;
@@ -128,7 +136,7 @@ MT_EXPORT int execvp(const char *file, char *const argv[]) {
 }
 
 MT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
-  bool finished = mt_inprocess_running() && before_exec(found_on_path(file));
+  bool finished = tracing_here() && before_exec(found_on_path(file));
   execve_fn f = (execve_fn)mt_shim_next(&mt_shim_real.execvpe);
   if (!f) {
     errno = ENOSYS;
@@ -138,7 +146,7 @@ MT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
 }
 
 MT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
-  bool finished = mt_inprocess_running() && before_exec(runnable_at(fd, "", AT_EMPTY_PATH));
+  bool finished = tracing_here() && before_exec(runnable_at(fd, "", AT_EMPTY_PATH));
   typedef int (*fexecve_fn)(int, char *const[], char *const[]);
   fexecve_fn f = (fexecve_fn)mt_shim_next(&mt_shim_real.fexecve);
   int rc = f ? f(fd, argv, envp) : (int)syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
@@ -147,7 +155,7 @@ MT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
 
 MT_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
                        int flags) {
-  bool finished = mt_inprocess_running() && before_exec(runnable_at(dirfd, path, flags));
+  bool finished = tracing_here() && before_exec(runnable_at(dirfd, path, flags));
   typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
   execveat_fn f = (execveat_fn)mt_shim_next(&mt_shim_real.execveat);
   int rc = f ? f(dirfd, path, argv, envp, flags)

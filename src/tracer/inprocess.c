@@ -227,11 +227,13 @@ static void *consume(void *arg) {
   mt_shim_self.depth++; /* this thread's allocations are not the program's */
   atomic_store(&inproc.table, unshare(CLONE_FILES) == 0 ? 1 : -1);
   mt_error err = {0};
-  bool alone = false;
+  bool alone = false, broken = false;
   for (unsigned idle = 0; !atomic_load(&inproc.stop);) {
     bool progress = false;
-    if (inproc.api.poll(rec, &progress, &err) == MT_E_MALFORMED)
-      break;
+    /* A damaged ring is read no further, but the thread stays until the end: a signal's end
+     * (mt_inprocess_end_then_signal) counts on it to send the signal again. */
+    if (!broken && inproc.api.poll(rec, &progress, &err) == MT_E_MALFORMED)
+      broken = true;
     if (progress)
       continue;
     /* Every 100 ms of nothing: is the program gone but for a main thread that called
@@ -285,6 +287,21 @@ bool mt_inprocess_end_then_signal(int sig) {
   atomic_store(&inproc.stop, 1);
   errno = saved_errno;
   return true;
+}
+
+bool mt_inprocess_signal_pending(void) {
+  return atomic_load(&inproc.then_signal) != 0 && inproc.pid == getpid();
+}
+
+void mt_inprocess_await_signal(void) {
+  if (!atomic_load(&inproc.then_signal) || inproc.pid != getpid())
+    return;
+  int saved_errno = errno;
+  for (int waited = 0; waited < MT_INPROCESS_SIGNAL_WAIT_S * 1000; waited++) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  errno = saved_errno;
 }
 
 bool mt_inprocess_stack(uint64_t *low, uint64_t *high) {

@@ -287,6 +287,12 @@ MT_HIDDEN bool mt_inprocess_end_within(int bound_s);
  * tracing stops, and the consumer thread finishes the trace on its own, then lets `sig` end the
  * process (mt_signals_default_action). False when this process runs no trace to finish. */
 MT_HIDDEN bool mt_inprocess_end_then_signal(int sig);
+/* Whether a signal waits to be sent again by the consumer thread (mt_inprocess_end_then_signal). */
+MT_HIDDEN bool mt_inprocess_signal_pending(void);
+/* When one does: waits (at most MT_INPROCESS_SIGNAL_WAIT_S) for it to end the process, so that
+ * what the program does next (an exec) does not come before it. At once otherwise. */
+MT_HIDDEN void mt_inprocess_await_signal(void);
+#define MT_INPROCESS_SIGNAL_WAIT_S 2
 /* Whether the calling thread is the consumer thread. */
 MT_HIDDEN bool mt_inprocess_is_consumer(void);
 /* signals.c: in process, the ending signals the program leaves at SIG_DFL get the shim's handler,

@@ -88,7 +88,6 @@ static int (*real_sigaction(void))(int, const struct sigaction *, struct sigacti
 static const int ending_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGABRT, SIGBUS,
                                      SIGFPE,  SIGSEGV, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1,
                                      SIGUSR2, SIGXCPU, SIGXFSZ, SIGSYS};
-static _Atomic bool keeps_trace[_NSIG]; /* one of them, while tracing in process */
 
 /* What the program last set for each ending signal while the shim's handler stood in for its
  * SIG_DFL (flags and mask, as sigaction must give them back). */
@@ -136,6 +135,17 @@ static void ending_handler(int sig, siginfo_t *info, void *context) {
   bool fault = info && info->si_code > 0 &&
                (sig == SIGSEGV || sig == SIGILL || sig == SIGFPE ||
                 (sig == SIGBUS && info->si_code != BUS_MCEERR_AO));
+  if (mt_inprocess_signal_pending()) {
+    /* Another signal is about to end the process (the consumer thread finishes the trace): this
+     * one is one too many. A fault cannot wait: it happens again under the default action. */
+    if (fault) {
+      struct sigaction default_action = {.sa_handler = SIG_DFL};
+      sigemptyset(&default_action.sa_mask);
+      real_sigaction()(sig, &default_action, NULL);
+    }
+    errno = saved_errno;
+    return;
+  }
   if (!mt_inprocess_is_consumer()) {
     if (!fault && context && !at_system_call(context) && mt_inprocess_end_then_signal(sig)) {
       errno = saved_errno;
@@ -148,7 +158,6 @@ static void ending_handler(int sig, siginfo_t *info, void *context) {
   }
   struct sigaction default_action = {.sa_handler = SIG_DFL};
   sigemptyset(&default_action.sa_mask);
-  atomic_store(&keeps_trace[sig], false);
   real_sigaction()(sig, &default_action, NULL);
   if (!fault) {
     sigset_t one;
@@ -163,7 +172,6 @@ static void ending_handler(int sig, siginfo_t *info, void *context) {
 void mt_signals_default_action(int sig) {
   struct sigaction default_action = {.sa_handler = SIG_DFL};
   sigemptyset(&default_action.sa_mask);
-  atomic_store(&keeps_trace[sig], false);
   int (*real)(int, const struct sigaction *, struct sigaction *) = real_sigaction();
   if (real)
     real(sig, &default_action, NULL);
@@ -195,9 +203,8 @@ void mt_signals_keep_trace(void) {
   struct sigaction act = ending_action(), now;
   for (size_t i = 0; i < sizeof ending_signals / sizeof *ending_signals; i++) {
     int sig = ending_signals[i];
-    if (real(sig, NULL, &now) == 0 && !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_DFL &&
-        real(sig, &act, NULL) == 0)
-      atomic_store(&keeps_trace[sig], true);
+    if (real(sig, NULL, &now) == 0 && !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_DFL)
+      real(sig, &act, NULL);
   }
 }
 
@@ -227,17 +234,14 @@ MT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
   user_handler previous = handlers[sig][atomic_load_explicit(&current[sig], memory_order_acquire)];
   struct sigaction wrapped;
   const struct sigaction *install = act;
-  bool was_ending = atomic_load(&keeps_trace[sig]);
   if (act) {
     void *handler =
         (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction : (void *)act->sa_handler;
-    atomic_store(&keeps_trace[sig], false);
     if (handler == (void *)SIG_DFL && is_ending(sig) && mt_inprocess_running() && getpid() != 1) {
       /* Left at the default action while tracing in process: the shim's handler stays. */
       default_as_set[sig] = *act;
       wrapped = ending_action();
       install = &wrapped;
-      atomic_store(&keeps_trace[sig], true);
     } else if (handler != (void *)SIG_DFL && handler != (void *)SIG_IGN && wrapping()) {
       int slot = 1 - atomic_load_explicit(&current[sig], memory_order_relaxed);
       handlers[sig][slot].handler = handler;
@@ -250,8 +254,6 @@ MT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
     }
   }
   int rc = real(sig, install, old);
-  if (rc != 0 && act)
-    atomic_store(&keeps_trace[sig], was_ending);
   if (rc == 0 && old && (old->sa_flags & SA_SIGINFO) && old->sa_sigaction == ending_handler) {
     /* The program left it at the default action: so it reads, with what it set. */
     *old = default_as_set[sig];
@@ -294,6 +296,10 @@ MT_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
 MT_EXPORT __sighandler_t bsd_signal(int sig,
                                     __sighandler_t handler); /* dropped by glibc's headers */
 MT_EXPORT __sighandler_t bsd_signal(int sig, __sighandler_t handler) {
+  return set_handler(sig, handler, SA_RESTART);
+}
+
+MT_EXPORT __sighandler_t ssignal(int sig, __sighandler_t handler) {
   return set_handler(sig, handler, SA_RESTART);
 }
 

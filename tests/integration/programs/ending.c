@@ -8,7 +8,8 @@
  * segv (a write through a null pointer), abort, term (SIGTERM sent to itself, after checking that
  * SIGTERM and SIGSEGV read as SIG_DFL and that setting SIG_DFL again, also through sysv_signal,
  * says so), pipe (a write to a pipe nobody reads), busy (allocates and frees without end, until a
- * signal from outside ends it). After an exec that failed the
+ * signal from outside ends it), busy-exec (allocates for 100 ms, SIGTERM coming from another
+ * thread after 50 ms, then execs TRUE: the signal must end it first). After an exec that failed the
  * program frees the other 20 and exits 5. In process (MEMTAP=), the trace must hold all 40
  * allocations either way. */
 #define _GNU_SOURCE
@@ -45,6 +46,33 @@ static void *free_later(void *arg) {
   for (int i = 20; i < 40; i++)
     free(kept[i]);
   return NULL;
+}
+
+/* Sends SIGTERM to the process 50 ms from now (this thread blocks it: the main thread gets it). */
+static void *term_later(void *arg) {
+  (void)arg;
+  struct timespec pause = {0, 50000000};
+  nanosleep(&pause, NULL);
+  kill(getpid(), SIGTERM);
+  return NULL;
+}
+
+/* Allocates and frees past glibc's per-thread caches, so that malloc and free take the arena's
+ * lock (a signal lands there often), for `ms` milliseconds, or for ever when `ms` < 0. */
+static void churn(long ms) {
+  static void *slots[1024];
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (unsigned long i = 0;; i++) {
+    unsigned k = (unsigned)((i * 2654435761u) % 1024);
+    free(slots[k]);
+    slots[k] = malloc(16 + (i * 7919) % 4000); // @expect top=no (any count)
+    if (ms >= 0 && !(i & 1023)) {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >= ms)
+        return;
+    }
+  }
 }
 
 static void on_term(int sig) {
@@ -129,14 +157,18 @@ int main(int argc, char **argv) {
     if (write(ends[1], "x", 1) != 1)
       return 8; /* EPIPE: SIGPIPE did not end the program */
   } else if (!strcmp(how, "busy")) {
-    /* Sizes and lifetimes past glibc's per-thread caches, so that malloc and free take the
-     * arena's lock: a signal lands there often. */
-    static void *slots[1024];
-    for (unsigned long i = 0;; i++) {
-      unsigned k = (unsigned)((i * 2654435761u) % 1024);
-      free(slots[k]);
-      slots[k] = malloc(16 + (i * 7919) % 4000);
-    }
+    churn(-1);
+  } else if (!strcmp(how, "busy-exec")) {
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    pthread_t other;
+    pthread_sigmask(SIG_BLOCK, &term, NULL);
+    if (pthread_create(&other, NULL, term_later, NULL) != 0)
+      return 2;
+    pthread_sigmask(SIG_UNBLOCK, &term, NULL);
+    churn(100);
+    execl(truth, "true", (char *)NULL);
   } else if (!strcmp(how, "missing"))
     execv("/nonexistent/memtap-test/true", args);
   else {
