@@ -16,7 +16,6 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -243,12 +242,11 @@ typedef struct session {
   } gone[16];
   size_t gone_count;
   bool failed;
-  int chld_fd; /* a signalfd for SIGCHLD (blocked): naps end at a child's change */
-  /* An inotify descriptor watching `dir` for new ring files, or -1: naps end when one comes, so
-   * that a new process is attached (and its end watched) at once, not a nap later. */
-  int dir_watch;
-  bool dir_changed;      /* it fired since the last scan */
-  struct pollfd *polled; /* the naps' descriptors: chld_fd, dir_watch, the processes' pidfds */
+  /* A signalfd for SIGCHLD (blocked): naps end at a child's change. (An inotify watch on `dir`,
+   * to attach new processes at once, was tried: closing it cost the kernel 6-20 ms at the end of
+   * every run, more than memtap's whole fixed cost on a short program.) */
+  int chld_fd;
+  struct pollfd *polled; /* the naps' descriptors: chld_fd and the processes' pidfds */
   size_t polled_cap;
 } session;
 
@@ -1359,14 +1357,13 @@ static void sleep_us(long us) {
  * trace ends when the process did and not when memtap next looked (docs/record.md §7). */
 static void nap(session *s, long us) {
   if (s->chld_fd < 0 ||
-      (s->count + 2 > s->polled_cap && !MT_GROW(s->polled, s->polled_cap, s->count + 2))) {
+      (s->count + 1 > s->polled_cap && !MT_GROW(s->polled, s->polled_cap, s->count + 1))) {
     if (us)
       sleep_us(us);
     return;
   }
   size_t n = 0;
   s->polled[n++] = (struct pollfd){.fd = s->chld_fd, .events = POLLIN};
-  s->polled[n++] = (struct pollfd){.fd = us ? s->dir_watch : -1, .events = POLLIN};
   for (size_t i = 0; i < s->count; i++)
     if (s->procs[i].pidfd >= 0)
       s->polled[n++] = (struct pollfd){.fd = s->procs[i].pidfd, .events = POLLIN};
@@ -1378,13 +1375,7 @@ static void nap(session *s, long us) {
   if (s->polled[0].revents)
     while (read(s->chld_fd, &info, sizeof info) == (ssize_t)sizeof info) {
     }
-  if (s->polled[1].revents) {
-    char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-    while (read(s->dir_watch, events, sizeof events) > 0) {
-    }
-    s->dir_changed = true;
-  }
-  for (size_t k = 2; k < n; k++)
+  for (size_t k = 1; k < n; k++)
     for (size_t i = 0; s->polled[k].revents && i < s->count; i++)
       if (s->procs[i].pidfd == s->polled[k].fd) {
         note_ended(&s->procs[i], now);
@@ -1503,7 +1494,7 @@ int mt_cmd_record(int argc, char **argv) {
     return MT_EXIT_USAGE;
   }
 
-  session s = {.set = &set, .shim = shim, .program = program, .chld_fd = -1, .dir_watch = -1};
+  session s = {.set = &set, .shim = shim, .program = program, .chld_fd = -1};
   const char *tmp = getenv("TMPDIR");
   if (!tmp || !*tmp)
     tmp = "/tmp";
@@ -1553,11 +1544,6 @@ int mt_cmd_record(int argc, char **argv) {
   sigaddset(&chld, SIGCHLD);
   sigprocmask(SIG_BLOCK, &chld, &old_mask);
   s.chld_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK); /* -1: naps are sigtimedwait's */
-  s.dir_watch = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (s.dir_watch >= 0 && inotify_add_watch(s.dir_watch, s.dir, IN_CREATE | IN_MOVED_TO) < 0) {
-    close(s.dir_watch);
-    s.dir_watch = -1;
-  }
 
   char default_name[PATH_MAX];
   if (set.output) {
@@ -1587,8 +1573,6 @@ int mt_cmd_record(int argc, char **argv) {
     free(s.procs);
     if (s.chld_fd >= 0)
       close(s.chld_fd);
-    if (s.dir_watch >= 0)
-      close(s.dir_watch);
     return MT_EXIT_FAILURE;
   }
 
@@ -1646,8 +1630,7 @@ int mt_cmd_record(int argc, char **argv) {
     for (;;) {
       int64_t now = monotonic_us();
       /* Reading the directory is a few system calls: not at every poll of a busy ring. */
-      if (idle_us || s.dir_changed || now - scanned_at >= SCAN_US) {
-        s.dir_changed = false;
+      if (idle_us || now - scanned_at >= SCAN_US) {
         scan(&s);
         note_programs(&s);
         /* After the scan: a process gone since may have exec'd under another file name, which the
@@ -1775,8 +1758,6 @@ int mt_cmd_record(int argc, char **argv) {
   free(s.polled);
   if (s.chld_fd >= 0)
     close(s.chld_fd);
-  if (s.dir_watch >= 0)
-    close(s.dir_watch);
   free(s.context);
   record_dir_remove(s.dir, s.dir_lock);
   int code = exit_status(main_status);
