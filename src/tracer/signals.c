@@ -287,20 +287,53 @@ static __sighandler_t set_handler(int sig, __sighandler_t handler, int flags) {
   return old.sa_handler;
 }
 
-/* glibc's signal() and bsd_signal(): BSD semantics (the signal blocked in its handler,
- * SA_RESTART). */
-MT_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
-  return set_handler(sig, handler, SA_RESTART);
+/* The signals siginterrupt(sig, 1) made interrupt system calls: signal() then sets no
+ * SA_RESTART for them, as glibc's does. Bit n - 1 for signal n. */
+static _Atomic uint64_t interrupting[(_NSIG + 63) / 64];
+
+static int bsd_flags(int sig) {
+  bool interrupts = sig > 0 && sig < _NSIG &&
+                    (atomic_load(&interrupting[(sig - 1) / 64]) >> ((sig - 1) % 64) & 1);
+  return interrupts ? 0 : SA_RESTART;
 }
 
-MT_EXPORT __sighandler_t bsd_signal(int sig,
-                                    __sighandler_t handler); /* dropped by glibc's headers */
+/* glibc's signal(), bsd_signal() and ssignal(): BSD semantics (the signal blocked in its
+ * handler, SA_RESTART unless siginterrupt said otherwise). */
+MT_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
+  return set_handler(sig, handler, bsd_flags(sig));
+}
+
+/* (bsd_signal is no longer declared by glibc's headers) */
+MT_EXPORT __sighandler_t bsd_signal(int sig, __sighandler_t handler);
 MT_EXPORT __sighandler_t bsd_signal(int sig, __sighandler_t handler) {
-  return set_handler(sig, handler, SA_RESTART);
+  return set_handler(sig, handler, bsd_flags(sig));
 }
 
 MT_EXPORT __sighandler_t ssignal(int sig, __sighandler_t handler) {
-  return set_handler(sig, handler, SA_RESTART);
+  return set_handler(sig, handler, bsd_flags(sig));
+}
+
+/* siginterrupt(3): whether the signal's handler interrupts system calls (no SA_RESTART), now and
+ * for the handlers signal() sets later. glibc's own goes past the interposed sigaction and
+ * signal(), which then restarted what the program wanted interrupted (a read waiting for an
+ * alarm hung for ever). */
+MT_EXPORT int siginterrupt(int sig, int interrupt) {
+  if (sig <= 0 || sig >= _NSIG) {
+    errno = EINVAL;
+    return -1;
+  }
+  struct sigaction act;
+  if (sigaction(sig, NULL, &act) < 0)
+    return -1;
+  uint64_t bit = UINT64_C(1) << ((sig - 1) % 64);
+  if (interrupt) {
+    atomic_fetch_or(&interrupting[(sig - 1) / 64], bit);
+    act.sa_flags &= ~SA_RESTART;
+  } else {
+    atomic_fetch_and(&interrupting[(sig - 1) / 64], ~bit);
+    act.sa_flags |= SA_RESTART;
+  }
+  return sigaction(sig, &act, NULL);
 }
 
 /* System V semantics: the handler runs once, unblocked, and system calls are not restarted.

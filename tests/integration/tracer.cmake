@@ -144,6 +144,7 @@ set(_tracer_tests
     full_dlopen_dlclose_library_allocations
     full_deep_bound_library_allocations_are_traced
     deep_bound_libraries_opened_by_threads_at_once
+    signal_interrupting_system_calls_stays_so
     full_signal_handler_mallocs_raise
     full_signal_handler_mallocs_inside_malloc
     signal_handler_on_a_small_alternate_stack_allocates

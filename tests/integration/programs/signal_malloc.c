@@ -15,8 +15,12 @@
  *           jumps; then 20000 allocations that must all be in the trace, and 50 reallocs 60 calls
  *           deep whose backtraces must be whole (main included): the jumps also leave records
  *           being built outside the ring. Untraced, there is no tracer to interrupt and the
- *           jumping part is skipped. Prints "longjmp: J jumps". */
+ *           jumping part is skipped. Prints "longjmp: J jumps".
+ *   interrupt  siginterrupt(SIGALRM, 1), then signal(SIGALRM, ...): a timer's SIGALRM must make a
+ *           read of an empty pipe fail with EINTR, not restart it (which would wait for ever).
+ *           Prints "interrupt: read -1 EINTR". */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <link.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -25,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -143,8 +148,26 @@ static int jump_out_of_the_tracer(void) {
   return 0;
 }
 
+/* siginterrupt is deprecated, but programs still call it: the tracer must honour it. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+static void on_alarm(int sig) {
+  (void)sig;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
+  if (strcmp(mode, "interrupt") == 0) {
+    int ends[2];
+    char c;
+    if (pipe(ends) != 0 || siginterrupt(SIGALRM, 1) != 0 || signal(SIGALRM, on_alarm) == SIG_ERR)
+      return 2;
+    struct itimerval once = {.it_value = {0, 50000}};
+    setitimer(ITIMER_REAL, &once, NULL);
+    ssize_t n = read(ends[0], &c, 1);
+    printf("interrupt: read %zd %s\n", n, n < 0 && errno == EINTR ? "EINTR" : "restarted");
+    return 0;
+  }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = handler;

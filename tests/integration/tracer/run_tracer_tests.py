@@ -1679,6 +1679,22 @@ def test_deep_bound_libraries_opened_by_threads_at_once():
         verify_trace(trace)
 
 
+def test_signal_interrupting_system_calls_stays_so():
+    # siginterrupt(SIGALRM, 1) then signal(SIGALRM, handler): the alarm must interrupt a read of
+    # an empty pipe (EINTR). glibc's siginterrupt went past the shim's signal(), which then set
+    # SA_RESTART, and the read waited for ever under memtap record and in process.
+    argv = [program("signal_malloc"), "interrupt"]
+    plain = untraced(argv)
+    expect("read -1 EINTR" in plain.stdout, f"untraced: {plain.stdout!r}")
+    traced = record(os.path.join(WORK, "interrupt.ctf"), argv, options=(), timeout=30)
+    same_behaviour(plain, traced, "signal_malloc interrupt")
+    if not A.lib_sanitized:
+        p = run(argv, env=base_env({"LD_PRELOAD": A.shim,
+                                    "MEMTAP": os.path.join(WORK, "interrupt-inprocess.ctf")}),
+                timeout=30)
+        same_behaviour(plain, p, "signal_malloc interrupt (in process)")
+
+
 def test_full_signal_handler_mallocs_raise():
     full_program("signal_malloc", ["raise"], mode="raise")
 
