@@ -212,11 +212,11 @@ typedef struct traced {
    * descriptors let go (retire), and what the end of the run says of it kept here. */
   bool retired;
   char *described; /* mt_recorder_executable, kept */
-  /* Readable once the process has ended (pidfd_open), so that a nap ends then; -1 when closed,
-   * or for a process of another pid namespace. */
+  /* Readable once the process has ended (pidfd_open), so that a nap ends then; -1 once noted,
+   * when pidfd_open failed, or for a process of another pid namespace that /proc does not show. */
   int pidfd;
   int64_t ended_ns; /* CLOCK_REALTIME when memtap first knew it had ended, 0 before */
-  /* Already ended when its trace was opened: memtap never saw it alive (end_of_unseen). */
+  /* Already ended when its trace was opened: memtap never saw it alive (end_of). */
   bool ended_unseen;
 } traced;
 
@@ -1056,10 +1056,11 @@ static bool ring_file_current(const traced *t, const char *path) {
 static void retire_ended(session *s) {
   /* Every end is noted before any trace is finished: finishing one takes time (its symbols), and
    * a process that ended meanwhile must not be stamped with a time before its end, nor one
-   * checked after it with a time long after. */
+   * checked after it with a time long after. A pidfd tells; /proc only for those without one. */
+  nap(s, 0);
   for (size_t i = 0; i < s->count; i++) {
     traced *t = &s->procs[i];
-    if (t->rec && !t->finished && t->pid > 0 && !t->ended_ns &&
+    if (t->rec && !t->finished && t->pid > 0 && t->pidfd < 0 && !t->ended_ns &&
         (mt_process_ended(t->pid) || process_gone(t)))
       note_ended(t, realtime_ns()); /* ended, reaped or not */
   }
@@ -1091,9 +1092,10 @@ static void retire_ended(session *s) {
     if (!gone || !ring_file_current(t, path))
       continue;
     nap(s, 0);                    /* what ended while the last trace was being finished */
-    note_ended(t, realtime_ns()); /* of another namespace: when seen gone */
-    if (end_of(t, t->ended_ns))
-      mt_recorder_set_end(t->rec, end_of(t, t->ended_ns));
+    note_ended(t, realtime_ns()); /* unless noted before (another namespace's: when seen gone) */
+    int64_t end = end_of(t, t->ended_ns);
+    if (end)
+      mt_recorder_set_end(t->rec, end);
     finish(s, t);
     const char *described = mt_recorder_executable(t->rec);
     t->described = described ? strdup(described) : NULL;

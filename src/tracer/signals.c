@@ -115,6 +115,15 @@ static bool at_system_call(const void *context) {
 #endif
 }
 
+/* Puts SIG_DFL back for `sig`, as the kernel sees it. */
+static void put_back_default(int sig) {
+  struct sigaction default_action = {.sa_handler = SIG_DFL};
+  sigemptyset(&default_action.sa_mask);
+  int (*real)(int, const struct sigaction *, struct sigaction *) = real_sigaction();
+  if (real)
+    real(sig, &default_action, NULL);
+}
+
 /* One of the ending signals, left at SIG_DFL by the program. Where the program stood decides:
  * - sent (not a fault) while it ran code that may hold a lock the consumer thread needs (inside
  *   malloc, say, not at a system call): the handler returns at once, and the consumer thread
@@ -138,11 +147,8 @@ static void ending_handler(int sig, siginfo_t *info, void *context) {
   if (mt_inprocess_signal_pending()) {
     /* Another signal is about to end the process (the consumer thread finishes the trace): this
      * one is one too many. A fault cannot wait: it happens again under the default action. */
-    if (fault) {
-      struct sigaction default_action = {.sa_handler = SIG_DFL};
-      sigemptyset(&default_action.sa_mask);
-      real_sigaction()(sig, &default_action, NULL);
-    }
+    if (fault)
+      put_back_default(sig);
     errno = saved_errno;
     return;
   }
@@ -156,9 +162,7 @@ static void ending_handler(int sig, siginfo_t *info, void *context) {
     mt_inprocess_end_within(ENDING_WAIT_S);
     t->in_handler--;
   }
-  struct sigaction default_action = {.sa_handler = SIG_DFL};
-  sigemptyset(&default_action.sa_mask);
-  real_sigaction()(sig, &default_action, NULL);
+  put_back_default(sig);
   if (!fault) {
     sigset_t one;
     sigemptyset(&one);
@@ -170,11 +174,7 @@ static void ending_handler(int sig, siginfo_t *info, void *context) {
 }
 
 void mt_signals_default_action(int sig) {
-  struct sigaction default_action = {.sa_handler = SIG_DFL};
-  sigemptyset(&default_action.sa_mask);
-  int (*real)(int, const struct sigaction *, struct sigaction *) = real_sigaction();
-  if (real)
-    real(sig, &default_action, NULL);
+  put_back_default(sig);
   kill(getpid(), sig);
 }
 
