@@ -200,8 +200,10 @@ int mt_writer_next_alloc_id(mt_writer *w, uint16_t domain, int64_t *obj_id, mt_e
 
 /* Says that the current domain's part of the trace lasts until `time` (µs since the epoch) even
  * if its last event came earlier: the packet now open ends there (its timestamp_end), so that a
- * reader's duration is the traced program's, not its last sampled allocation's. A time before the
- * domain's last event changes nothing; later events must not be older than `time`. */
+ * reader's duration is the traced program's, not its last sampled allocation's. A packet spans
+ * at most 30 s (FORMAT.md §2.4): a longer extension ends the open packet 30 s after it began and
+ * covers the rest with empty packets of at most 30 s each (the last one left open). A time
+ * before the domain's last event changes nothing; later events must not be older than `time`. */
 int mt_writer_extend(mt_writer *w, int64_t time, mt_error *err);
 
 /* Writes out everything buffered for the current domain (location packets, then the events packet,

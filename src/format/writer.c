@@ -604,8 +604,17 @@ int mt_writer_extend(mt_writer *w, int64_t time, mt_error *err) {
   int rc = check_writable(w, err);
   if (rc)
     return rc;
-  if (w->current && time > w->current->t1)
-    w->current->t1 = time; /* events after it must not be older (check_time) */
+  domain_writer *d = w->current;
+  if (!d || time <= d->t1)
+    return MT_OK;
+  /* No packet may span more than 30 s (§2.4): the open one ends 30 s after it began, and each
+   * following 30 s is an empty packet of its own, until `time` fits in the one left open. */
+  while ((uint64_t)time - (uint64_t)d->t0 > MT_PACKET_MAX_SPAN) {
+    d->t1 = d->t0 + MT_PACKET_MAX_SPAN; /* >= t1: the open packet spans at most 30 s */
+    if ((rc = flush_domain(w, d, d->t1, err)))
+      return rc;
+  }
+  d->t1 = time; /* events after it must not be older (check_time) */
   return MT_OK;
 }
 

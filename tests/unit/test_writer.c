@@ -149,6 +149,51 @@ static void an_extended_trace_ends_at_the_time_given_not_its_last_event(void **s
   free(data);
 }
 
+/* A program that ran on long after its last sampled allocation: no packet may span more than
+ * 30 s (FORMAT.md 2.4, the 25-bit event times), so the time after the last event is covered by
+ * empty packets of at most 30 s each, the last ending where the program did; events written after
+ * an extension still read back. */
+static void an_extension_past_30_seconds_keeps_every_packet_within_30_seconds(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t stack[] = {3, 2, 1};
+  int64_t a, b;
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1000000, 4, 1, MT_SOURCE_MINOR, stack, 3,
+                                       tg_resolve, NULL, &a, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_extend(w, TG_START + 76000000, NULL), MT_OK);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 77000000, 4, 1, MT_SOURCE_MINOR, stack, 3,
+                                       tg_resolve, NULL, &b, NULL),
+                   MT_OK);
+  assert_int_equal(mt_writer_put_collect(w, TG_START + 77000000, a, NULL), MT_OK);
+  assert_int_equal(mt_writer_extend(w, TG_START + 200000000, NULL), MT_OK);
+  size_t size, n;
+  uint8_t *data = tg_finish(w, fd, &size);
+  tg_packets p;
+  tg_walk_packets(data, size, &p);
+  assert_true(p.count >= 8); /* info, locations, and at least 200 / 30 events packets */
+  for (size_t i = 1; i < p.count; i++) {
+    assert_true(p.h[i].time_end - p.h[i].time_begin <= MT_PACKET_MAX_SPAN);
+    assert_true(p.h[i].time_begin >= p.h[i - 1].time_end || p.h[i].time_begin == TG_START);
+  }
+  assert_int_equal(p.h[p.count - 1].time_end, TG_START + 200000000);
+  tg_event *ev = tg_read_all(data, size, true, &n, NULL);
+  assert_int_equal(n, 3);
+  assert_int_equal(ev[0].ev.time, TG_START + 1000000);
+  assert_int_equal(ev[1].ev.time, TG_START + 77000000);
+  assert_int_equal(ev[2].ev.kind, MT_EVENT_COLLECT);
+  assert_int_equal(ev[2].ev.obj_id, a);
+  tg_free_events(ev, n);
+  mt_reader *r = tg_open_memory(data, size, false);
+  mt_event e;
+  while (mt_reader_next(r, &e, NULL) > 0)
+    ;
+  assert_int_equal(mt_reader_end_time(r), TG_START + 200000000);
+  mt_reader_close(r);
+  free(data);
+}
+
 static void a_45_second_gap_starts_a_new_packet(void **state) {
   (void)state;
   int fd;
@@ -596,6 +641,7 @@ int main(void) {
       cmocka_unit_test(event_times_wrap_the_25_bit_field_inside_a_packet),
       cmocka_unit_test(explicit_flushes_write_empty_packets),
       cmocka_unit_test(an_extended_trace_ends_at_the_time_given_not_its_last_event),
+      cmocka_unit_test(an_extension_past_30_seconds_keeps_every_packet_within_30_seconds),
       cmocka_unit_test(a_45_second_gap_starts_a_new_packet),
       cmocka_unit_test(interleaved_domains_flush_on_switch_and_take_id_chunks),
       cmocka_unit_test(a_used_up_id_chunk_flushes_and_ids_stay_contiguous),
