@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "common/grow.h"
-#include "memtap/tracer.h"
 #include "record/record_internal.h"
 
 rec_event *rec_event_new(uint32_t nframes) {
@@ -36,21 +35,8 @@ rec_event *rec_event_clone(const rec_event *e) {
   return c;
 }
 
-/* Whether the event gives an address back (a free, the old block of a realloc, an unmap). */
-static inline bool slot_releases(const rec_slot *a) {
-  return a->type == MT_TRACER_REC_FREE || a->type == MT_TRACER_REC_REALLOC ||
-         a->type == MT_TRACER_REC_UNMAP;
-}
-
-/* Time order; between two threads' events stamped alike (the clock tick stamps a polling
- * period's records alike, docs/ring.md §5), an allocation goes before a release: a block handed
- * to another thread and freed there within one tick is then written in causal order, without the
- * repair (order.c). Within one thread the queue keeps the thread's own order. */
 static inline bool slot_before(const rec_slot *a, const rec_slot *b) {
-  if (a->time_ns != b->time_ns)
-    return a->time_ns < b->time_ns;
-  bool ra = slot_releases(a), rb = slot_releases(b);
-  return ra != rb ? rb : a->order < b->order;
+  return a->time_ns < b->time_ns || (a->time_ns == b->time_ns && a->order < b->order);
 }
 
 static inline const rec_slot *head_slot(const rec_source *s) {

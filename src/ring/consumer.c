@@ -1022,11 +1022,7 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
     return mt_fail(err, MT_E_STATE, -1, "the cursor is already being polled");
   size_t budget = max_records ? max_records : SIZE_MAX, got = 0;
   if (c->tick) {
-    /* Never back: a writer may have advanced it past this reading (docs/ring.md §5). */
-    _Atomic uint64_t *word = &mt_ring_header_at(c->rw_base)->clock_tick;
-    uint64_t now = mt_clock_rdtsc(), cur = mt_load_relaxed(word);
-    while (cur < now && !atomic_compare_exchange_weak(word, &cur, now))
-      ;
+    mt_store_relaxed(&mt_ring_header_at(c->rw_base)->clock_tick, mt_clock_rdtsc());
     c->ticked = true;
   }
   /* Only rings some thread ever claimed (rings_high, stored before a claim's first record): a

@@ -19,8 +19,8 @@ struct mt_ring {
   _Atomic uint32_t epoch;
   _Atomic uint32_t paused;
   _Atomic uint32_t *owner; /* the owner page's word (producer.c): 0 in a copy of the process */
-  /* Where writers read the clock tick (docs/ring.md §5): the file header's clock_tick when the
-   * file's clock is the TSC, else mt_ring_no_tick (always 0). */
+  /* Where writers read a clock tick (docs/ring.md §5): the file header's clock_tick while this
+   * process has claimed one ring in its file, else mt_ring_no_tick (always 0). */
   _Atomic uint64_t *_Atomic tick;
   uint8_t reserved0[MT_RING_LINE - 8 - 2 * sizeof(void *)];
 
@@ -34,7 +34,7 @@ struct mt_ring {
   mt_ring_options options;    /* dir points into dir_buf */
   mt_ring_clock clock;        /* resolved */
   uint64_t calibration_ticks; /* a CLOCK record per thread at least this often */
-  uint64_t tick_stale_ticks;  /* a writer advances a clock tick older than this (ring.md §5) */
+  uint64_t tick_stale_ticks;  /* a clock tick older than this is withdrawn (docs/ring.md §5) */
   uint64_t start_time;        /* of this process */
   bool foreign_namespace;     /* in another pid namespace than options.pid_namespace: pids of
                                  the consumer's namespace mean nothing here */
@@ -44,13 +44,14 @@ struct mt_ring {
   _Atomic uint64_t releases;      /* rings released so far (a ringless thread retries then) */
   _Atomic uint32_t claim_hint;    /* where the next claim starts looking */
   _Atomic uint64_t first_wait_ns; /* lossless: when a write first waited with no primary */
+  _Atomic uint32_t claims;        /* rings claimed in this file: a second ends the clock tick */
   bool unlinked;                  /* mt_ring_unlink removed the name: close leaves the path */
 };
 
 extern _Atomic uint64_t mt_ring_no_tick;
 
 /* Points writers at the file's clock tick when the clock is the TSC, else at mt_ring_no_tick;
- * for a file just made. */
+ * for a file just made (no claim yet). */
 void mt_ring_tick_arm(struct mt_ring *s);
 
 extern struct mt_ring mt_ring_session;

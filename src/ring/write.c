@@ -36,15 +36,6 @@ static inline uint64_t now(struct mt_ring_thread *t) {
   return ts;
 }
 
-/* Raises the clock tick, while one is offered, to at least `ts`: a record stamped with a clock
- * reading must not be followed, on another thread, by one stamped with an older tick. */
-static void tick_raise(uint64_t ts) {
-  _Atomic uint64_t *word = mt_load_relaxed(&mt_ring_session.tick);
-  uint64_t cur = mt_load_relaxed(word);
-  while (cur != 0 && cur < ts && !atomic_compare_exchange_weak(word, &cur, ts))
-    ;
-}
-
 static void degrade(mt_ring_file_header *h) {
   mt_store_relaxed(&h->degraded, 1);
 }
@@ -271,17 +262,7 @@ static inline __attribute__((always_inline)) void store_record(struct mt_ring_th
                                                                unsigned id, SOURCE, size_t words) {
   _Atomic uint64_t *d = t->data + off;
   uint64_t len = words + 2;
-  /* Stamped as the fast path stamps (from the tick while one is offered, docs/ring.md §5), but a
-   * CLOCK record, whose stamp pairs with its payload: a clock reading, which then raises the tick
-   * so that no writer stamps a later record before it. */
-  uint64_t ts;
-  if (type != MT_RING_TYPE_CLOCK && LIKELY(t->clock == MT_RING_CLOCK_TSC)) {
-    ts = mt_ring_stamp_fast(t);
-  } else {
-    ts = now(t);
-    if (type == MT_RING_TYPE_CLOCK)
-      tick_raise(ts);
-  }
+  uint64_t ts = now(t);
   mt_store_relaxed(&d[0], mt_ring_header_word(len, type, id, t->seq));
   mt_store_relaxed(&d[1], ts);
   for (size_t i = 0; i < words; i++)
@@ -467,28 +448,21 @@ void mt_ring_abandon_write(void) {
 _Atomic uint64_t mt_ring_no_tick;
 
 void mt_ring_tick_arm(struct mt_ring *s) {
-  s->tick_stale_ticks = s->geo.clock_hz / 20000; /* 50 µs */
+  mt_store_relaxed(&s->claims, 0);
+  s->tick_stale_ticks = s->geo.clock_hz / 500; /* 2 ms */
   mt_store_relaxed(&s->tick,
                    s->clock == MT_RING_CLOCK_TSC ? &s->header->clock_tick : &mt_ring_no_tick);
 }
 
-uint64_t mt_ring_tick_check(struct mt_ring_thread *t, uint64_t tick, uint64_t ts) {
+void mt_ring_tick_check(struct mt_ring_thread *t, uint64_t tick, uint64_t ts) {
   struct mt_ring *s = &mt_ring_session;
-  t->tick_uses = MT_RING_TICK_USES;
-  if ((int64_t)(ts - tick) <= (int64_t)s->tick_stale_ticks)
-    return tick;
-  /* Stale (the primary is busy, descheduled or gone): this reading becomes the tick for every
-   * writer, unless the word moved meanwhile. The word only ever grows while offered, so every
-   * stamp a writer takes from it is at least any stamp taken from it before (docs/ring.md §5). */
-  _Atomic uint64_t *word = mt_load_relaxed(&s->tick);
-  uint64_t cur = tick;
-  for (;;) {
-    if (cur == 0)
-      return ts; /* withdrawn: the thread's own clock */
-    if (cur >= ts)
-      return cur; /* advanced past this reading by the primary or another writer */
-    if (atomic_compare_exchange_weak(word, &cur, ts))
-      return ts;
+  if ((int64_t)(ts - tick) > (int64_t)s->tick_stale_ticks) {
+    /* The primary stopped polling without withdrawing it (or fell far behind): nobody uses it
+     * until the primary stores a fresh one. */
+    atomic_compare_exchange_strong(mt_load_relaxed(&s->tick), &tick, 0);
+    t->tick_uses = 0;
+  } else {
+    t->tick_uses = MT_RING_TICK_USES;
   }
 }
 

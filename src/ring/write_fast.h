@@ -20,14 +20,13 @@ int mt_ring_calibrate_due(void);
  * stale tick can stamp (a primary that stalled with its tick up). */
 #define MT_RING_TICK_USES 15u
 
-/* write.c: the clock reading that ends a run of tick-stamped records, `ts`, against `tick`; the
- * next MT_RING_TICK_USES records may use the tick. Returns the stamp of this record: `tick`, or,
- * when the tick is older than the session's bound, the tick advanced to `ts` for every writer (or
- * further, by another), or `ts` when the tick was withdrawn meanwhile. */
-uint64_t mt_ring_tick_check(struct mt_ring_thread *t, uint64_t tick, uint64_t ts);
+/* write.c: the clock reading that ends a run of tick-stamped records, `ts`, against `tick`: a tick
+ * older than the session's bound is withdrawn for every writer; otherwise the next
+ * MT_RING_TICK_USES records may use it. */
+void mt_ring_tick_check(struct mt_ring_thread *t, uint64_t tick, uint64_t ts);
 
-/* The raw TSC stamp of a record (the file's clock is the TSC): the clock tick while the primary
- * consumer offers one (a lower bound of now, within the consumer's polling period or 50 µs), else
+/* The raw TSC stamp of a fast-path record: the primary consumer's clock tick while it offers one
+ * and this process has one ring (a lower bound of now, within the consumer's polling period), else
  * the TSC. Never less than the thread's previous stamp. */
 static inline __attribute__((always_inline)) uint64_t mt_ring_stamp_fast(struct mt_ring_thread *t) {
   uint64_t tick = mt_load_relaxed(mt_load_relaxed(&mt_ring_session.tick));
@@ -38,7 +37,7 @@ static inline __attribute__((always_inline)) uint64_t mt_ring_stamp_fast(struct 
   } else {
     ts = mt_clock_rdtsc();
     if (tick != 0)
-      ts = mt_ring_tick_check(t, tick, ts);
+      mt_ring_tick_check(t, tick, ts);
   }
   if (__builtin_expect(ts < t->last_time, 0))
     ts = t->last_time;
