@@ -111,6 +111,8 @@ set(_tracer_tests
     full_rust_allocator_shims_are_not_sites
     rust_program_names_are_demangled
     full_threads_free_each_others_blocks
+    full_realloc_on_another_thread_keeps_every_free
+    full_regions_reused_across_threads_keep_their_lifetimes
     full_64_threads
     full_600_threads_at_once_lose_nothing
     full_10000_short_lived_threads

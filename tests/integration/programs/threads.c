@@ -7,6 +7,12 @@
  *   queue   producer/consumer hand-off through a bounded queue: 2 producers allocate, 2 consumers
  *           free, everything pinned to one CPU so that the threads preempt each other between
  *           the allocator returning and the tracer publishing (ordering under stress)
+ *   handback  a block handed to another thread, shrunk in place there by realloc and handed
+ *           back to be freed (its address comes straight back to the next malloc), 20 000 times:
+ *           the realloc and the frees around it on two threads, within microseconds
+ *   maps    one thread maps a region and unmaps it, then the other maps one of the same size
+ *           (the kernel hands the range straight back), keeps it 1 ms and unmaps it; prints how
+ *           many ranges came back
  *   churn N N malloc/free pairs in the main thread (a trace of known size)
  *   signals prints which of HUP, INT, QUIT, TERM, XFSZ and PIPE it ignores (as inherited)
  *   fds     prints the descriptors it has open, from the main thread and from a new thread that
@@ -19,10 +25,12 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -154,6 +162,89 @@ static void *consumer(void *arg) {
   return NULL;
 }
 
+#define HANDBACKS 20000
+#define MAPS 150
+#define MAP_BYTES (64 * 1024)
+#define MAP_RW(n) mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+
+static _Atomic(void *) to_other, to_first;
+static atomic_int map_turn = 2; /* 0: the mapping thread's turn, 1: the main thread's */
+static _Atomic(void *) last_unmapped;
+
+static void *shrink_handed_blocks(void *arg) {
+  (void)arg;
+  for (int i = 0; i < HANDBACKS; i++) {
+    void *p;
+    while (!(p = atomic_exchange(&to_other, NULL)))
+      sched_yield();
+    p = realloc(p, 16); // @expect[handback] allocs=20000 frees=20000 words=40000
+    while (atomic_load(&to_first))
+      sched_yield();
+    atomic_store(&to_first, p);
+  }
+  return NULL;
+}
+
+static void handback(void) {
+  pthread_t t;
+  pthread_create(&t, NULL, shrink_handed_blocks, NULL);
+  for (int i = 0; i < HANDBACKS; i++) {
+    void *p = malloc(64); // @expect[handback] allocs=20000 frees=20000 words=160000
+    memset(p, 1, 64);
+    while (atomic_load(&to_other))
+      sched_yield();
+    atomic_store(&to_other, p);
+    void *q;
+    while (!(q = atomic_exchange(&to_first, NULL)))
+      sched_yield();
+    free(q);
+  }
+  pthread_join(t, NULL);
+}
+
+static void *map_and_unmap(void *arg) {
+  (void)arg;
+  /* A first record of this thread, well before the others: memtap merges the two threads from
+   * then on (until a second thread writes, the first one's records are written as they come, and
+   * a mapping of the new thread's first records, stamped before them, cannot be repaired). */
+  void *first = malloc(8); // @expect[maps] allocs=1 frees=1
+  KEEP(first);
+  free(first);
+  atomic_store(&map_turn, 3);
+  for (int i = 0; i < MAPS; i++) {
+    while (atomic_load(&map_turn) != 0)
+      sched_yield();
+    char *p = MAP_RW(MAP_BYTES); // @expect[maps] allocs=150 frees=150
+    p[0] = 1;
+    atomic_store(&last_unmapped, p);
+    munmap(p, MAP_BYTES);
+    atomic_store(&map_turn, 1);
+  }
+  return NULL;
+}
+
+static void maps(void) {
+  pthread_t t;
+  int reused = 0;
+  pthread_create(&t, NULL, map_and_unmap, NULL);
+  while (atomic_load(&map_turn) != 3)
+    sched_yield();
+  usleep(30000); /* memtap has read that first record by then */
+  atomic_store(&map_turn, 0);
+  for (int i = 0; i < MAPS; i++) {
+    while (atomic_load(&map_turn) != 1)
+      sched_yield();
+    char *p = MAP_RW(MAP_BYTES); // @expect[maps] allocs=150 frees=150
+    p[0] = 2;
+    reused += p == atomic_load(&last_unmapped);
+    usleep(1000); /* the region lives at least 1 ms */
+    munmap(p, MAP_BYTES);
+    atomic_store(&map_turn, 0);
+  }
+  pthread_join(t, NULL);
+  fprintf(stderr, "maps: %d of %d ranges came straight back\n", reused, MAPS);
+}
+
 static void run(int nthreads, void *(*fn)(void *)) {
   pthread_t *threads =
       malloc((size_t)nthreads * sizeof *threads); // @expect[cross,many,closefds] allocs=1 frees=1
@@ -281,6 +372,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 4; i++)
       pthread_join(threads[i], NULL);
     printf("queue sum %ld\n", sums[0] + sums[1]);
+  } else if (strcmp(mode, "handback") == 0) {
+    handback();
+  } else if (strcmp(mode, "maps") == 0) {
+    maps();
   } else if (strcmp(mode, "churn") == 0 && argc > 2) {
     long n = atol(argv[2]);
     for (long i = 0; i < n; i++) {
