@@ -471,10 +471,13 @@ static int64_t region_samples(rec_order *o, int64_t words) {
   return n < 0 ? 0 : n;
 }
 
-static void add_region(rec_order *o, rec_sink *sink, uint64_t start, uint64_t end, int64_t ns,
-                       const uint64_t *codes, long ncodes) {
+/* Writes the allocation of region [start, end) at `ns` and files it in `into`; `mapped_ns` is the
+ * stamp of the map that made it. */
+static void add_region_to(rec_order *o, rec_sink *sink, rec_regions *into, uint64_t start,
+                          uint64_t end, int64_t ns, int64_t mapped_ns, const uint64_t *codes,
+                          long ncodes) {
   int64_t words = (int64_t)((end - start + 7) / 8);
-  rec_region r = {.start = start, .end = end, .nframes = (uint32_t)ncodes};
+  rec_region r = {.start = start, .end = end, .mapped_ns = mapped_ns, .nframes = (uint32_t)ncodes};
   o->wrote_last_codes = false; /* the codes cache's last call or the writer's last stack differ */
   r.codes = malloc(((size_t)ncodes + 1) * sizeof *r.codes);
   if (!r.codes) {
@@ -486,47 +489,84 @@ static void add_region(rec_order *o, rec_sink *sink, uint64_t start, uint64_t en
   r.obj_id =
       nsamples ? write_alloc(o, sink, ns, words, nsamples, MT_SOURCE_MAJOR, r.codes, ncodes, false)
                : -1; /* not sampled: tracked, so that its munmap is understood */
-  if (!rec_regions_insert(&o->regions, &r)) {
+  if (!rec_regions_insert(into, &r)) {
     free(r.codes);
     o->lost_nomem++;
   }
 }
 
-/* Collects every region overlapping [start, end) and allocates the parts left mapped. */
-static void unmap_range(rec_order *o, rec_sink *sink, uint64_t start, uint64_t end, int64_t ns) {
+static void add_region(rec_order *o, rec_sink *sink, uint64_t start, uint64_t end, int64_t ns,
+                       int64_t mapped_ns, const uint64_t *codes, long ncodes) {
+  add_region_to(o, sink, &o->regions, start, end, ns, mapped_ns, codes, ncodes);
+}
+
+/* Collects the regions of `rs` overlapping [start, end) that were mapped at or before
+ * `mapped_by` (an unmap cannot be of a region mapped after it: its stamp says the region came
+ * later, the first records of a new thread or a ring read late being written after it), and
+ * allocates the parts left mapped. */
+static void unmap_range_in(rec_order *o, rec_sink *sink, rec_regions *rs, uint64_t start,
+                           uint64_t end, int64_t ns, int64_t mapped_by) {
   size_t first, last;
-  rec_regions_overlapping(&o->regions, start, end, &first, &last);
+  rec_regions_overlapping(rs, start, end, &first, &last);
   if (first == last)
     return;
-  size_t n = last - first;
+  size_t n = last - first, ncut = 0, kept = first;
   rec_region *cut = malloc(n * sizeof *cut);
   if (!cut) {
     o->lost_nomem++;
     return;
   }
-  memcpy(cut, o->regions.items + first, n * sizeof *cut);
-  memmove(o->regions.items + first, o->regions.items + last,
-          (o->regions.count - last) * sizeof *cut);
-  o->regions.count -= n;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = first; i < last; i++) {
+    if (rs->items[i].mapped_ns <= mapped_by)
+      cut[ncut++] = rs->items[i];
+    else
+      rs->items[kept++] = rs->items[i];
+  }
+  memmove(rs->items + kept, rs->items + last, (rs->count - last) * sizeof *cut);
+  rs->count -= last - kept;
+  for (size_t i = 0; i < ncut; i++) {
     rec_region *r = &cut[i];
     write_collect(o, sink, ns, r->obj_id);
     if (r->start < start)
-      add_region(o, sink, r->start, start, ns, r->codes, r->nframes);
+      add_region_to(o, sink, rs, r->start, start, ns, r->mapped_ns, r->codes, r->nframes);
     if (r->end > end)
-      add_region(o, sink, end, r->end, ns, r->codes, r->nframes);
+      add_region_to(o, sink, rs, end, r->end, ns, r->mapped_ns, r->codes, r->nframes);
     free(r->codes);
   }
   free(cut);
 }
 
+static void unmap_range(rec_order *o, rec_sink *sink, uint64_t start, uint64_t end, int64_t ns) {
+  unmap_range_in(o, sink, &o->regions, start, end, ns, INT64_MAX);
+}
+
+static void do_unmap(rec_order *o, rec_sink *sink, const rec_event *e) {
+  if (e->addr + e->size < e->addr)
+    return;
+  unmap_range_in(o, sink, &o->regions, e->addr, e->addr + e->size, e->time_ns, e->time_ns);
+  if (o->late_regions.count)
+    unmap_range_in(o, sink, &o->late_regions, e->addr, e->addr + e->size, e->time_ns, e->time_ns);
+}
+
 static void do_map(rec_order *o, rec_sink *sink, const rec_event *e) {
   if (!e->size || e->addr + e->size < e->addr)
     return;
-  unmap_range(o, sink, e->addr, e->addr + e->size, e->time_ns); /* MAP_FIXED over a region */
+  uint64_t start = e->addr, end = e->addr + e->size;
   const uint64_t *codes = NULL;
   long n = event_codes(sink, e, &codes);
-  add_region(o, sink, e->addr, e->addr + e->size, e->time_ns, codes, n);
+  size_t first, last;
+  rec_regions_overlapping(&o->regions, start, end, &first, &last);
+  for (size_t i = first; i < last; i++) {
+    if (o->regions.items[i].mapped_ns > e->time_ns) {
+      /* A region mapped after this map holds the range: this one ended before it. (Late
+       * regions stay apart from each other too: an older late one overlapping goes.) */
+      unmap_range_in(o, sink, &o->late_regions, start, end, e->time_ns, INT64_MAX);
+      add_region_to(o, sink, &o->late_regions, start, end, e->time_ns, e->time_ns, codes, n);
+      return;
+    }
+  }
+  unmap_range(o, sink, start, end, e->time_ns); /* MAP_FIXED over a region */
+  add_region(o, sink, start, end, e->time_ns, e->time_ns, codes, n);
 }
 
 /* --- thread stacks -------------------------------------------------------------------------- */
@@ -555,7 +595,7 @@ static void thread_started(rec_order *o, rec_sink *sink, uint64_t tid, uint64_t 
   if (i < j)
     return;
   static const uint64_t site = REC_CODE_THREAD_STACK;
-  add_region(o, sink, low, high, ns, &site, 1);
+  add_region(o, sink, low, high, ns, ns, &site, 1);
   rec_regions_overlapping(&o->regions, low, low + 1, &i, &j);
   if (i < j) {
     o->regions.items[i].thread_stack = true;
@@ -609,10 +649,7 @@ __attribute__((noinline)) static void process_other(rec_order *o, rec_sink *sink
   switch (e->type) {
   case MT_TRACER_REC_REALLOC: do_realloc(o, sink, e); return;
   case MT_TRACER_REC_MAP: do_map(o, sink, e); return;
-  case MT_TRACER_REC_UNMAP:
-    if (e->addr + e->size >= e->addr)
-      unmap_range(o, sink, e->addr, e->addr + e->size, e->time_ns);
-    return;
+  case MT_TRACER_REC_UNMAP: do_unmap(o, sink, e); return;
   case MT_TRACER_REC_THREAD_START:
     thread_started(o, sink, e->addr2, e->addr, e->addr + e->size, e->time_ns);
     return;
@@ -657,5 +694,6 @@ void rec_order_free(rec_order *o) {
   mt_hashmap_free(&o->unsettled);
   mt_hashmap_free(&o->stacks);
   rec_regions_free(&o->regions);
+  rec_regions_free(&o->late_regions);
   memset(o, 0, sizeof *o);
 }

@@ -223,6 +223,7 @@ void rec_merge_free(rec_merge *m);
 typedef struct rec_region {
   uint64_t start, end;
   int64_t obj_id;
+  int64_t mapped_ns; /* the stamp of the map that made it (of the whole, for a piece left) */
   uint32_t nframes;
   bool thread_stack; /* a thread's stack (THREAD_START), collected at its THREAD_EXIT */
   uint64_t *codes;   /* the backtrace as written (innermost first), for the pieces of a split */
@@ -476,6 +477,10 @@ typedef struct rec_order {
   mt_hashmap unsettled;           /* address -> rec_unsettled *: records waiting to be paired */
   rec_unsettled *oldest, *newest; /* the unsettled addresses, in the order they unsettled */
   rec_regions regions;
+  /* Regions whose map arrived after a region mapped later (by stamp) over the same range: they
+   * lived and ended before it (their unmap is on its way), outside `regions`. Rare: the first
+   * records of a new thread, a ring read late. */
+  rec_regions late_regions;
   mt_hashmap stacks;    /* thread id -> start of its stack's region */
   int64_t main_tid;     /* the process's pid: its main thread, whose stack is not a region */
   int64_t last_time_ns; /* of the last event written */

@@ -948,18 +948,31 @@ static void order_sift_down(mt_cursor *c, uint32_t count, uint32_t i) {
   c->order[i] = ring;
 }
 
-static int poll_in_time_order(mt_cursor *c, uint32_t n, size_t budget, size_t *got, bool *stopped,
-                              mt_error *err) {
-  uint32_t count = 0;
-  for (uint32_t ring = 0; ring < n; ring++) {
-    struct ring_state *rs = &c->rings[ring];
-    rs->poll_tail = readable_tail(c, ring);
-    rs->poll_unread = !rs->broken && rs->pos < rs->poll_tail;
-    if (rs->poll_unread) {
-      rs->poll_stamp = next_stamp(c, ring);
-      c->order[count++] = ring;
+static int poll_in_time_order(mt_cursor *c, uint32_t *rings, size_t budget, size_t *got,
+                              bool *stopped, mt_error *err) {
+  uint32_t count = 0, n = *rings, from = 0;
+  for (;;) {
+    for (uint32_t ring = from; ring < n; ring++) {
+      struct ring_state *rs = &c->rings[ring];
+      rs->poll_tail = readable_tail(c, ring);
+      rs->poll_unread = !rs->broken && rs->pos < rs->poll_tail;
+      if (rs->poll_unread) {
+        rs->poll_stamp = next_stamp(c, ring);
+        c->order[count++] = ring;
+      }
     }
+    /* A record below a tail just loaded may have been written after another thread claimed a
+     * ring and wrote there, stamped earlier (a block it handed over): the tail's acquire makes
+     * that claim visible now, and its ring joins this poll, so that the older records come
+     * first (a consumer that processes one thread's records as they come, with nothing to merge,
+     * would otherwise take the newer one's before it knows of the other thread). */
+    uint32_t now = rings_used(c);
+    if (now <= n)
+      break;
+    from = n;
+    n = now;
   }
+  *rings = n;
   for (uint32_t i = count / 2; i-- > 0;)
     order_sift_down(c, count, i);
   /* The registry after the tails, as in mt_cursor_poll. */
@@ -1030,8 +1043,8 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
   uint32_t n = rings_used(c);
   int rc;
   bool stopped = false;
-  if (c->time_order && n > 1) {
-    rc = poll_in_time_order(c, n, budget, &got, &stopped, err);
+  if (c->time_order) {
+    rc = poll_in_time_order(c, &n, budget, &got, &stopped, err);
     /* Rings at their end: finished and their losses reported, as a poll in turn does. */
     for (uint32_t ring = 0; ring < n && rc == MT_OK && !stopped && got < budget; ring++)
       if (!c->rings[ring].broken)

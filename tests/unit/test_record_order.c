@@ -217,6 +217,57 @@ static void late_event_is_written_at_the_time_already_reached(void **state) {
   rr_trace_free(&t);
 }
 
+static void late_mapping_does_not_take_a_newer_region(void **state) {
+  (void)state;
+  /* Thread 2 mapped X at 5 us and unmapped it at 10 us; thread 1 then got X from the kernel at
+   * 20 us and kept it until 1020 us. Thread 1's map is written first (thread 2's ring is read
+   * late, as the first records of a new thread are). Regions have no causal repair, so only the
+   * stamps can say that thread 2's unmap (10 us) cannot be of a region mapped at 20 us. */
+  fixture f;
+  open_fixture(&f, "late_map.ctf");
+  feed(&f, MT_TRACER_REC_MAP, 1, 20, 0x10000);
+  feed(&f, MT_TRACER_REC_MAP, 2, 5, 0x10000);
+  feed(&f, MT_TRACER_REC_UNMAP, 2, 10, 0x10000);
+  feed(&f, MT_TRACER_REC_UNMAP, 1, 1020, 0x10000);
+  rr_trace t;
+  close_fixture(&f, &t);
+  assert_int_equal(t.count, 4);
+  assert_int_equal(t.events[0].kind, MT_EVENT_ALLOC); /* thread 1's region */
+  int64_t newer = t.events[0].obj_id;
+  assert_int_equal(t.events[1].kind, MT_EVENT_ALLOC); /* thread 2's, late: at 20 us */
+  int64_t older = t.events[1].obj_id;
+  assert_int_equal(t.events[2].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[2].obj_id, older);
+  assert_int_equal(t.events[3].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[3].obj_id, newer);
+  assert_int_equal(t.events[3].time - BASE_NS / 1000, 1020);
+  rr_trace_free(&t);
+}
+
+static void a_mapping_over_an_older_region_replaces_it(void **state) {
+  (void)state;
+  /* MAP_FIXED over a region (or a map the kernel placed where an unmap was lost): the older
+   * region is collected when the newer one is mapped; an unmap stamped before a region was mapped
+   * leaves it alone. */
+  fixture f;
+  open_fixture(&f, "fixed_map.ctf");
+  feed(&f, MT_TRACER_REC_MAP, 1, 10, 0x10000);
+  feed(&f, MT_TRACER_REC_MAP, 1, 30, 0x10000);
+  feed(&f, MT_TRACER_REC_UNMAP, 2, 20, 0x10000); /* late, and of neither: nothing collected */
+  feed(&f, MT_TRACER_REC_UNMAP, 1, 40, 0x10000);
+  rr_trace t;
+  close_fixture(&f, &t);
+  assert_int_equal(t.count, 4);
+  assert_int_equal(t.events[1].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[1].obj_id, t.events[0].obj_id);
+  assert_int_equal(t.events[1].time - BASE_NS / 1000, 30);
+  assert_int_equal(t.events[2].kind, MT_EVENT_ALLOC);
+  assert_int_equal(t.events[3].kind, MT_EVENT_COLLECT);
+  assert_int_equal(t.events[3].obj_id, t.events[2].obj_id);
+  assert_int_equal(t.events[3].time - BASE_NS / 1000, 40);
+  rr_trace_free(&t);
+}
+
 static void late_older_block_is_written_in_time_order_before_the_newer_one(void **state) {
   (void)state;
   /* Thread 3 allocated X at 10 ms and thread 2 freed it at 12 ms; thread 1 got X again at 14 ms
@@ -588,6 +639,8 @@ int main(void) {
       cmocka_unit_test(allocation_at_a_live_address_waits_for_the_late_free),
       cmocka_unit_test(time_resolution_applies_from_the_first_event),
       cmocka_unit_test(late_event_is_written_at_the_time_already_reached),
+      cmocka_unit_test(late_mapping_does_not_take_a_newer_region),
+      cmocka_unit_test(a_mapping_over_an_older_region_replaces_it),
       cmocka_unit_test(late_older_block_is_written_in_time_order_before_the_newer_one),
       cmocka_unit_test(free_stamped_before_the_live_allocation_waits_for_its_own),
       cmocka_unit_test(free_stamped_before_its_allocation_on_another_cpu_is_matched),

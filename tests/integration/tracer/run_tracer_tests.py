@@ -561,21 +561,34 @@ def test_full_realloc_on_another_thread_keeps_every_free():
     # and handed back to be freed, its address coming straight back to the next malloc, 20,000
     # times within microseconds: the realloc and the frees on either side of it must come out in
     # the program's order. (Stamping two threads' records alike, with the clock tick, lost it:
-    # 1,572 unknown frees of 20,000 handed back, in every run.)
-    f, traced = full_program("threads", ["handback"], mode="handback")
-    trace = os.path.join(WORK, "threads.ctf")
+    # 1,572 unknown frees, in every run.) Not exact: under CPU contention a thread preempted
+    # between stamping a record and publishing it can leave a few blocks to the repair's limits
+    # (docs/record.md §3; 1-39 unknown frees in 3 of 80 runs, two at once on 2 cores).
+    argv = [program("threads"), "handback"]
+    plain = untraced(argv)
+    trace = os.path.join(WORK, "handback.ctf")
+    traced = record(trace, argv)
+    same_behaviour(plain, traced, "threads handback")
+    f = verify_trace(trace)
+    check_summary_line(traced.stderr, trace, f)
     lines = [m for m in SUMMARY_RE.finditer(traced.stderr) if m.group(1) == trace]
-    n = int(lines[-1].group(4))
-    expect(n == 0, f"{n} unknown frees")
+    unknown = int(lines[-1].group(4))
+    expect(unknown <= 200, f"{unknown} unknown frees of 20,000 blocks handed back (at most 1%)")
+    got = facts(trace, ["threads.c"])["sites"]
+    for site, n in got.items():
+        if n["allocs"] == 20000:
+            expect(n["collects"] >= 19800, f"{site}: {n['collects']} of 20,000 blocks freed")
+    expect(sum(1 for n in got.values() if n["allocs"] == 20000) == 2,
+           f"not the two sites of 20,000 blocks: {got}")
 
 
 def test_full_regions_reused_across_threads_keep_their_lifetimes():
     # One thread maps a region and unmaps it; the other then maps one of the same size, which the
     # kernel hands straight back, and keeps it 1 ms. Regions have no causal repair: only the
     # stamps order the first thread's unmap before the second one's map. Each of the second
-    # thread's regions must live its 1 ms (stamped alike, 478 of 500 read as 0 us). The program
-    # lets memtap see the mapping thread's first record before the maps begin: see the note on
-    # the direct path in docs/record.md §2.
+    # thread's regions must live its 1 ms (stamped alike, 478 of 500 read as 0 us). The first
+    # maps are the mapping thread's first records, read after the main thread's map that follows
+    # them (docs/record.md §2): before stamps kept late maps apart, that region read as 0 us.
     full_program("threads", ["maps"], mode="maps")
     trace = os.path.join(WORK, "threads.ctf")
     p = run([A.memtap, "dump", trace], timeout=600)
