@@ -52,7 +52,8 @@ void mt_cursor_set_run_callback(mt_cursor *cursor, mt_cursor_run_fn fn);
  * to 1024 records, each from the ring whose next unread record is stamped earliest, so that a
  * reader that merges the rings' records by time holds about one chunk back rather than whatever
  * separates the rings' read positions. Any number of rings: those with records unread are kept
- * in a heap by that stamp. */
+ * in a heap by that stamp. A ring claimed while a poll loads the tails joins that poll: a record
+ * below a tail may have been written after that claim and its thread's first records. */
 void mt_cursor_set_time_order(mt_cursor *cursor, bool on);
 /* The stamp of the oldest record published but not yet read, over every ring: true and *stamp,
  * or false when every ring is read to its tail. Read from the file without copying, so in
