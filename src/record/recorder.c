@@ -85,7 +85,8 @@ struct mt_recorder {
    * up, records go to order.c as they are read (direct), with the stack hash of the thread's
    * previous stack reused. */
   bool merging, direct_seen;
-  bool direct_ok; /* this poll: not the first (and one thread wrote so far) */
+  bool poll_checked; /* this cursor poll's rings with records were looked at (poll_rings) */
+  bool direct_ok;    /* this poll: not the first (and one thread wrote so far) */
   uint64_t polls;
   uint64_t direct_key;
   /* The thread's stacks as direct records refer to them: a circular buffer of DIRECT_FRAMES
@@ -591,6 +592,20 @@ static int on_lifecycle(void *user, const mt_ring_event *ev) {
   return MT_CURSOR_NEXT;
 }
 
+/* At a cursor poll's first record: records of more than one ring in this poll mean a second
+ * thread wrote, and they are merged by stamp from the first of them on (a chunk of one ring, read
+ * whole before the other's, can run past the other's records: a free taken as its own thread's
+ * before the other thread's realloc of that block). */
+static inline void poll_rings(mt_recorder *r) {
+  if (__builtin_expect(r->poll_checked, 1))
+    return;
+  r->poll_checked = true;
+  if (!r->merging && r->direct_ok && mt_cursor_rings_in_poll(r->current->cursor) > 1) {
+    r->merging = true;
+    direct_flush(r);
+  }
+}
+
 /* Whether records of `source` go straight to direct_fast. */
 static inline bool goes_direct(const mt_recorder *r, uint64_t source) {
   return !r->merging && r->direct_ok && r->direct_seen && source == r->direct_key;
@@ -644,6 +659,7 @@ __attribute__((noinline)) static int on_record_slow(mt_recorder *r, const mt_rin
 
 static int on_record(void *user, const mt_ring_event *ev) {
   mt_recorder *r = user;
+  poll_rings(r);
   attachment *a = r->current;
   uint64_t source = source_key(a, ev->ring, ev->generation);
   if (goes_direct(r, source) &&
@@ -657,6 +673,7 @@ static int on_record(void *user, const mt_ring_event *ev) {
 static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t first_seq,
                      const uint64_t *recs, size_t words, size_t limit, size_t *used) {
   mt_recorder *r = user;
+  poll_rings(r);
   attachment *a = r->current;
   uint64_t source = source_key(a, ring, generation);
   bool direct = goes_direct(r, source);
@@ -932,6 +949,7 @@ static int read_rings(mt_recorder *r, bool *progress, bool *caught_up, bool to_e
     size_t total = 0, got;
     do {
       mt_error e = {0};
+      r->poll_checked = false;
       int rc = mt_cursor_poll(r->att[i].cursor, POLL_BATCH, &got, &e);
       if (rc) {
         if (!status && err)

@@ -77,7 +77,8 @@ struct mt_cursor {
   mt_cursor_run_fn run; /* consumer.h; NULL: one callback per record */
   void *user;
   uint32_t next_ring;
-  bool time_order; /* mt_cursor_set_time_order */
+  bool time_order;        /* mt_cursor_set_time_order */
+  uint32_t rings_in_poll; /* mt_cursor_rings_in_poll */
   uint32_t *order; /* a time-ordered poll's heap of rings with records unread, oldest first */
   _Atomic int busy;
   uint64_t lost_total;
@@ -904,6 +905,10 @@ static uint64_t next_stamp(const mt_cursor *c, uint32_t ring) {
   return mt_load_relaxed(&data[off + 1]);
 }
 
+uint32_t mt_cursor_rings_in_poll(const mt_cursor *c) {
+  return c->rings_in_poll;
+}
+
 bool mt_cursor_oldest_unread(mt_cursor *c, uint64_t *stamp) {
   uint32_t n = rings_used(c);
   bool any = false;
@@ -973,6 +978,7 @@ static int poll_in_time_order(mt_cursor *c, uint32_t *rings, size_t budget, size
     n = now;
   }
   *rings = n;
+  c->rings_in_poll = count;
   for (uint32_t i = count / 2; i-- > 0;)
     order_sift_down(c, count, i);
   /* The registry after the tails, as in mt_cursor_poll. */

@@ -55,6 +55,11 @@ void mt_cursor_set_run_callback(mt_cursor *cursor, mt_cursor_run_fn fn);
  * in a heap by that stamp. A ring claimed while a poll loads the tails joins that poll: a record
  * below a tail may have been written after that claim and its thread's first records. */
 void mt_cursor_set_time_order(mt_cursor *cursor, bool on);
+/* During a time-ordered poll's callbacks: how many rings had records to read when the poll loaded
+ * their tails (a reader that takes one thread's records as they come, with nothing to merge, must
+ * merge from the first record of such a poll: a chunk of one ring can run past the other's). */
+uint32_t mt_cursor_rings_in_poll(const mt_cursor *cursor);
+
 /* The stamp of the oldest record published but not yet read, over every ring: true and *stamp,
  * or false when every ring is read to its tail. Read from the file without copying, so in
  * overwrite mode a record being overwritten may give a wrong stamp: a hint for ordering, never

@@ -561,25 +561,14 @@ def test_full_realloc_on_another_thread_keeps_every_free():
     # and handed back to be freed, its address coming straight back to the next malloc, 20,000
     # times within microseconds: the realloc and the frees on either side of it must come out in
     # the program's order. (Stamping two threads' records alike, with the clock tick, lost it:
-    # 1,572 unknown frees, in every run.) Not exact: under CPU contention a thread preempted
-    # between stamping a record and publishing it can leave a few blocks to the repair's limits
-    # (docs/record.md §3; 1-39 unknown frees in 3 of 80 runs, two at once on 2 cores).
-    argv = [program("threads"), "handback"]
-    plain = untraced(argv)
-    trace = os.path.join(WORK, "handback.ctf")
-    traced = record(trace, argv)
-    same_behaviour(plain, traced, "threads handback")
-    f = verify_trace(trace)
-    check_summary_line(traced.stderr, trace, f)
+    # 1,572 unknown frees, in every run. Reading one ring's chunk whole while a second thread's
+    # records waited, with one thread's records still written as they came, lost 512 blocks once
+    # in about 25 runs under CPU contention: docs/record.md §2.)
+    f, traced = full_program("threads", ["handback"], mode="handback")
+    trace = os.path.join(WORK, "threads.ctf")
     lines = [m for m in SUMMARY_RE.finditer(traced.stderr) if m.group(1) == trace]
     unknown = int(lines[-1].group(4))
-    expect(unknown <= 200, f"{unknown} unknown frees of 20,000 blocks handed back (at most 1%)")
-    got = facts(trace, ["threads.c"])["sites"]
-    for site, n in got.items():
-        if n["allocs"] == 20000:
-            expect(n["collects"] >= 19800, f"{site}: {n['collects']} of 20,000 blocks freed")
-    expect(sum(1 for n in got.values() if n["allocs"] == 20000) == 2,
-           f"not the two sites of 20,000 blocks: {got}")
+    expect(unknown == 0, f"{unknown} unknown frees of 20,000 blocks handed back")
 
 
 def test_full_regions_reused_across_threads_keep_their_lifetimes():
