@@ -17,7 +17,8 @@ const char *tu_testdata_dir(void);
  * CI=true the test fails; otherwise it is skipped. */
 const char *tu_testdata(const char *relative);
 
-/* Reads a whole file; the caller frees. Fails the test if it cannot. */
+/* Reads a whole file (*size bytes, followed by a NUL that *size does not count, so that a text
+ * file can be searched as a string); the caller frees. Fails the test if it cannot. */
 uint8_t *tu_read_file(const char *path, size_t *size);
 
 /* Writes `size` bytes to `path`, replacing it. */
