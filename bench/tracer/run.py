@@ -17,8 +17,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODES = ["untraced", "floor", "sampled", "sampled-base", "full", "full-zst", "full-zst-ms",
-         "heaptrack"]
+MODES = ["untraced", "floor", "sampled", "sampled-base", "full", "full-base", "full-zst",
+         "full-zst-ms", "heaptrack"]
+BASE_MODES = {"sampled-base": "sampled", "full-base": "full"}  # --memtap-base's, and their pairs
 STOP = []  # set by SIGUSR1: finish the current round, print what was measured, and stop
 
 
@@ -26,7 +27,7 @@ def request_stop(signum, frame):
     STOP.append(signum)
 
 
-MEMTAP_MODES = {"sampled": [], "sampled-base": [], "full": ["--full"],
+MEMTAP_MODES = {"sampled": [], "sampled-base": [], "full": ["--full"], "full-base": ["--full"],
                 "full-zst": ["--full", "--compress"],
                 "full-zst-ms": ["--full", "--compress", "--time-resolution", "1ms"]}
 
@@ -119,7 +120,7 @@ def run_once(args, spec, mode, work, scale=None):
         prepend_preload(env, args.floor)
     elif mode in MEMTAP_MODES:
         out = os.path.join(work, "trace.ctf" + (".zst" if mode.startswith("full-zst") else ""))
-        memtap = args.memtap_base if mode == "sampled-base" else args.memtap
+        memtap = args.memtap_base if mode in BASE_MODES else args.memtap
         argv = [memtap, "record", "-o", out, *MEMTAP_MODES[mode], "--", *argv]
     elif mode == "heaptrack":
         argv = [args.heaptrack, "-o", os.path.join(work, "trace"), *argv]
@@ -358,9 +359,11 @@ def print_program(args, name, spec, results, extra, failed):
           "(full - 1) / (heaptrack - 1) %s | %s" % goals[:4])
     # The shim against the floor apart from memtap's own process: the program's CPU alone.
     print("sampled / floor, the program's own CPU: %s" % goals[4])
-    if "sampled-base" in results:
-        print("sampled / sampled-base (the other memtap, same rounds), wall | cpu: %s | %s" %
-              goals[5:7])
+    for base, cells in zip(BASE_MODES, goals[5:]):
+        if base in results:
+            print("%s / %s (the other memtap, same rounds), per round, median [min-max], wall | "
+                  "cpu | the program's own CPU | the tracer's CPU: %s | %s | %s | %s" % (
+                      BASE_MODES[base], base, *cells))
     w = extra.get("writer", {})
     if w:
         print("writer on this stream: %s M events/s encoding only (bench_tracer_writer); "
@@ -378,14 +381,15 @@ def prog_ratio_list(results, mode):
     return out
 
 
-def paired(results, a, b, attr, f):
-    """f(x_a, x_b, x_untraced) per round where all three succeeded."""
+def paired(results, a, b, attr, f, untraced=True):
+    """f(x_a, x_b, x_untraced) per round where all three succeeded (without `untraced`: where a
+    and b did, x_untraced None; for what an untraced run has not, such as the tracer's CPU)."""
     out = []
     if a not in results or b not in results:
         return out
     for ra, rb, u in zip(results[a], results[b], results["untraced"]):
         xa, xb, xu = getattr(ra, attr), getattr(rb, attr), getattr(u, attr)
-        if ra.ok and rb.ok and u.ok and xa and xb and xu:
+        if ra.ok and rb.ok and xa and xb and (not untraced or (u.ok and xu)):
             out.append(f(xa, xb, xu))
     return out
 
@@ -445,9 +449,13 @@ def goal_cells(results):
     fh = [cell(paired(results, "full", "heaptrack", k,
                       lambda a, b, u: (a / u - 1) / (b / u - 1) if b > u else float("inf")))
           for k in ("wall", "cpu")]
-    sb = [cell(paired(results, "sampled", "sampled-base", k, lambda a, b, u: a / b))
-          for k in ("wall", "cpu")]
-    return sf[0], sf[1], fh[0], fh[1], sf[2], sb[0], sb[1]
+    # Before and after a change (--memtap-base): the ratio per round, so that a drift of the
+    # machine between rounds cancels out; the program's and the tracer's CPU apart, as a change
+    # usually moves one of them.
+    bases = [[cell(paired(results, mode, base, k, lambda a, b, u: a / b, untraced=False))
+              for k in ("wall", "cpu", "prog_cpu", "tracer_cpu")]
+             for base, mode in BASE_MODES.items()]
+    return (sf[0], sf[1], fh[0], fh[1], sf[2], *bases)
 
 
 def main():
@@ -458,15 +466,16 @@ def main():
     ap.add_argument("--memtap", help="the memtap executable (default <build>/memtap)")
     ap.add_argument("--memtap-base",
                     help="another memtap executable (e.g. a build of the last commit), run as "
-                    "mode sampled-base in the same rounds: before and after, alternated")
+                    "modes sampled-base and full-base (after sampled and full, whichever --modes "
+                    "has) in the same rounds: before and after, alternated, compared per round")
     ap.add_argument("--heaptrack", default=shutil.which("heaptrack") or "/usr/bin/heaptrack")
     ap.add_argument("--runs", type=int, default=15, help="measured rounds (default 15)")
     ap.add_argument("--quick", action="store_true", help="3 rounds, for development")
     ap.add_argument("--programs", default="all",
                     help="comma-separated: churn,churn2,tree,strbuild,containers,sqlite3,python3")
-    ap.add_argument("--modes", default=",".join(m for m in MODES if m != "sampled-base"),
+    ap.add_argument("--modes", default=",".join(m for m in MODES if m not in BASE_MODES),
                     help="comma-separated subset of " + ",".join(MODES) +
-                    " (sampled-base is added by --memtap-base)")
+                    " (the -base modes are added by --memtap-base)")
     ap.add_argument("--cpus", help="CPUs to pin every run to (default: all this process may use)")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply each program's work")
     ap.add_argument("--writer-events", type=int, default=5000000,
@@ -491,9 +500,13 @@ def main():
                     else os.sched_getaffinity(0))
     os.sched_setaffinity(0, args.cpu_set)
     args.modes = [m for m in args.modes.split(",") if m]
-    if args.memtap_base and "sampled-base" not in args.modes:
-        args.modes.insert(args.modes.index("sampled") + 1 if "sampled" in args.modes
-                          else len(args.modes), "sampled-base")
+    if args.memtap_base:
+        # Each base mode right after its pair, for the modes asked for (sampled alone if none).
+        if not any(m in args.modes for m in BASE_MODES.values()):
+            args.modes.append("sampled")
+        for base, mode in BASE_MODES.items():
+            if mode in args.modes and base not in args.modes:
+                args.modes.insert(args.modes.index(mode) + 1, base)
     bad = [m for m in args.modes if m not in MODES]
     if bad or "untraced" not in args.modes:
         ap.error("modes must include untraced and be among " + ",".join(MODES))
@@ -506,16 +519,16 @@ def main():
             ap.error("%s is missing: build the bench_tracer_* targets in %s" % (f, args.build))
     args.available = {"untraced", "floor"}
     if memtap_has_record(args.memtap):
-        args.available |= set(MEMTAP_MODES) - {"sampled-base"}
+        args.available |= set(MEMTAP_MODES) - set(BASE_MODES)
     else:
         print("memtap record is not available (%s): its columns are n/a" % args.memtap,
               file=sys.stderr)
     if args.memtap_base:
         if memtap_has_record(args.memtap_base):
-            args.available.add("sampled-base")
+            args.available |= set(BASE_MODES)
         else:
-            print("memtap record is not available (%s): sampled-base is n/a" % args.memtap_base,
-                  file=sys.stderr)
+            print("memtap record is not available (%s): the -base modes are n/a" %
+                  args.memtap_base, file=sys.stderr)
     if os.access(args.heaptrack, os.X_OK):
         args.available.add("heaptrack")
 
