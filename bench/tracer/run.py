@@ -241,6 +241,14 @@ def measure_program(args, name, spec, work):
     reference = r.stdout if r.ok else None
     for i in range(args.runs):
         order = modes[i % len(modes):] + modes[:i % len(modes)]  # rotate: no mode always first
+        if i % 2:
+            # A -base mode and its pair change places every other round: with the rotation, each
+            # runs before the other about as often, so that the order (a warm page cache, the
+            # CPU's frequency) does not bias their per-round ratio.
+            for base, pair in BASE_MODES.items():
+                if base in order and pair in order:
+                    a, b = order.index(base), order.index(pair)
+                    order[a], order[b] = order[b], order[a]
         for mode in order:
             r = run_once(args, spec, mode, work)
             if r.ok and reference is not None and reference not in r.stdout:
@@ -323,7 +331,8 @@ def print_program(args, name, spec, results, extra, failed):
         rc = ratio_list(results, mode, "cpu") if "untraced" in results else []
         tb = median_of(rs, "trace_bytes")
         per_event = "-"
-        if tb is not None and nev and mode in ("full", "full-zst", "full-zst-ms", "heaptrack"):
+        if tb is not None and nev and mode in ("full", "full-base", "full-zst", "full-zst-ms",
+                                               "heaptrack"):
             per_event = "%.2f" % (tb / nev)
         trc_cpu = median_of(rs, "tracer_cpu")
         prss = median_of(rs, "prog_rss_kb")
@@ -387,10 +396,17 @@ def paired(results, a, b, attr, f, untraced=True):
     out = []
     if a not in results or b not in results:
         return out
-    for ra, rb, u in zip(results[a], results[b], results["untraced"]):
-        xa, xb, xu = getattr(ra, attr), getattr(rb, attr), getattr(u, attr)
-        if ra.ok and rb.ok and xa and xb and (not untraced or (u.ok and xu)):
-            out.append(f(xa, xb, xu))
+    for k, (ra, rb) in enumerate(zip(results[a], results[b])):
+        xa, xb = getattr(ra, attr), getattr(rb, attr)
+        if not (ra.ok and rb.ok and xa and xb):
+            continue
+        xu = None
+        if untraced:
+            u = results["untraced"][k] if k < len(results["untraced"]) else None
+            xu = getattr(u, attr) if u is not None and u.ok else None
+            if not xu:
+                continue
+        out.append(f(xa, xb, xu))
     return out
 
 
