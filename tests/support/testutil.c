@@ -51,7 +51,7 @@ uint8_t *tu_read_file(const char *path, size_t *size) {
     len += n;
   }
   fclose(f);
-  data[len] = 0; /* len < cap: the loop ends on a read that found nothing more */
+  data[len] = 0; /* len < cap: a full buffer grows before the next read, and the last found none */
   *size = len;
   return data;
 }
