@@ -95,8 +95,8 @@ static inline __attribute__((always_inline)) void mt_ring_cancel_fast(void) {
 /* Asks for the two lines MT_RING_PREFETCH_WORDS past `tail` for writing. Under full tracing the
  * rings are larger than the caches (16 MiB) and the consumer has just read their lines on another
  * core, so a record's first stores otherwise wait for each line to come back for ownership
- * (bench_tracer_tree --full: 4% less program CPU). A prefetch never faults: a line of the ring the
- * thread has not reached yet (a page the file has no space for) is a no-op. */
+ * (--full: 4-10% less program CPU on bench/tracer's churn and tree). A prefetch never faults: a
+ * line of the ring the thread has not reached yet (a page the file has no space for) is a no-op. */
 static inline __attribute__((always_inline)) void
 mt_ring_prefetch_ahead(const struct mt_ring_thread *t, uint64_t tail) {
   const void *first = t->data + ((tail + MT_RING_PREFETCH_WORDS) & t->mask);
