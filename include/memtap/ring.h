@@ -96,7 +96,8 @@ typedef enum mt_ring_lifecycle {
 
 /* Clocks a producer can stamp records with. */
 typedef enum mt_ring_clock {
-  MT_RING_CLOCK_AUTO = 0,      /* TSC when the CPU's is invariant, else CLOCK_MONOTONIC */
+  MT_RING_CLOCK_AUTO = 0,      /* TSC when the CPU's is invariant and the kernel keeps time
+                                  with it (so every CPU's reads alike), else CLOCK_MONOTONIC */
   MT_RING_CLOCK_TSC = 1,       /* rdtsc ticks; mt_cursor_timestamp_ns converts */
   MT_RING_CLOCK_MONOTONIC = 2, /* CLOCK_MONOTONIC nanoseconds */
   MT_RING_CLOCK_REALTIME = 3,  /* CLOCK_REALTIME nanoseconds */

@@ -47,9 +47,11 @@ typedef struct attachment {
   uint32_t index;
   int64_t created_ns, created_realtime_ns;
   bool realtime; /* the file's timestamps are CLOCK_REALTIME already */
-  /* TSC timestamps: ns = ns0 + (t - ts0) * 1e9 / hz by multiplications (the cursor's exact
-   * conversion divides in 128 bits, dearer than all the rest of decoding a record). */
-  bool tsc, calibrated;
+  /* Timestamps converted as ns = ns0 + (t - ts0) * 1e9 / hz by multiplications (the cursor's
+   * exact conversion of TSC ticks divides in 128 bits, dearer than all the rest of decoding a
+   * record): every file whose header gives a rate, the TSC's or the clock_gettime clocks' 1e9
+   * (q = 1, frac = 0), so that the decoders' fast paths take every clock. */
+  bool scaled, calibrated;
   uint64_t ts0, q, frac; /* 1e9 / hz = q + frac / 2^64 */
   int64_t ns0;
   int64_t to_absolute; /* added to the file's clock in ns: 0, or created_realtime - created */
@@ -189,8 +191,8 @@ static inline int64_t sub_ns(int64_t a, int64_t b) {
   return (int64_t)((uint64_t)a - (uint64_t)b);
 }
 
-/* A TSC stamp before calibration or older than its first stamp: the cursor's exact conversion. */
-__attribute__((noinline)) static int64_t absolute_ns_tsc(attachment *a, uint64_t timestamp) {
+/* A stamp before calibration or older than its first stamp: the cursor's exact conversion. */
+__attribute__((noinline)) static int64_t absolute_ns_exact(attachment *a, uint64_t timestamp) {
   int64_t ns = mt_cursor_timestamp_ns(a->cursor, timestamp);
   if (!a->calibrated) {
     a->calibrated = true;
@@ -201,18 +203,18 @@ __attribute__((noinline)) static int64_t absolute_ns_tsc(attachment *a, uint64_t
   return add_ns(ns, a->to_absolute);
 }
 
-/* A TSC stamp at or after the calibration's first, `ticks` past it, in absolute ns: the whole
+/* A stamp at or after the calibration's first, `ticks` past it, in absolute ns: the whole
  * nanoseconds per tick and the 64-bit fraction, no division. */
-static inline int64_t tsc_ns(int64_t abs0, uint64_t ticks, uint64_t q, uint64_t frac) {
+static inline int64_t scaled_ns(int64_t abs0, uint64_t ticks, uint64_t q, uint64_t frac) {
   return add_ns(abs0, (int64_t)(ticks * q + (uint64_t)(((unsigned __int128)ticks * frac) >> 64)));
 }
 
 static inline int64_t absolute_ns(attachment *a, uint64_t timestamp) {
   if (a->calibrated && timestamp >= a->ts0)
-    return tsc_ns(a->abs0, timestamp - a->ts0, a->q, a->frac);
-  if (!a->tsc) /* what mt_cursor_timestamp_ns does, without the call */
+    return scaled_ns(a->abs0, timestamp - a->ts0, a->q, a->frac);
+  if (!a->scaled) /* what mt_cursor_timestamp_ns does, without the call */
     return add_ns((int64_t)timestamp, a->to_absolute);
-  return absolute_ns_tsc(a, timestamp);
+  return absolute_ns_exact(a, timestamp);
 }
 
 static void prefetch_live(const rec_addrmap *m, uint64_t addr) {
@@ -467,7 +469,7 @@ static size_t direct_run(mt_recorder *r, attachment *a, uint64_t source, const u
     }
     uint64_t t = rec[1];
     if (calibrated && t >= ts0) {
-      b->time_ns = tsc_ns(abs0, t - ts0, q, frac);
+      b->time_ns = scaled_ns(abs0, t - ts0, q, frac);
     } else {
       b->time_ns = absolute_ns(a, t);
       calibrated = a->calibrated;
@@ -544,7 +546,7 @@ static size_t merge_run(mt_recorder *r, attachment *a, uint64_t source, const ui
         cur_hash = s->last_hash;
         cur_serial = s->last_serial;
       }
-      int64_t ns = tsc_ns(abs0, t - ts0, q, frac);
+      int64_t ns = scaled_ns(abs0, t - ts0, q, frac);
       /* Field by field, from locals: a compound literal was built on the stack and copied, and
        * the source's fields were loaded again after every store into a slot. */
       rec_slot *slot = &slots[tail++ & mask];
@@ -689,7 +691,7 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
       k += direct_run(r, a, source, &rec, end, limit - k, &seq);
       if (k == limit)
         break;
-    } else if (r->merging && a->tsc) {
+    } else if (r->merging && a->scaled) {
       k += merge_run(r, a, source, &rec, end, limit - k, &seq);
       if (k == limit)
         break;
@@ -890,8 +892,8 @@ int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *c, mt_error *err) {
                     .created_realtime_ns = info.created_realtime_ns,
                     .realtime = info.clock == MT_RING_CLOCK_REALTIME};
   a->to_absolute = a->realtime ? 0 : sub_ns(info.created_realtime_ns, info.created_ns);
-  if (info.clock == MT_RING_CLOCK_TSC && info.clock_hz) {
-    a->tsc = true;
+  if (info.clock_hz) { /* 0 only in a damaged header */
+    a->scaled = true;
     a->q = 1000000000u / info.clock_hz;
     a->frac =
         (uint64_t)((((unsigned __int128)(1000000000u % info.clock_hz)) << 64) / info.clock_hz);
@@ -931,7 +933,7 @@ static void drain_merge(mt_recorder *r, int64_t frontier_ns, bool all) {
  * frontier's low-water mark but a record stamped and not yet published, which order.c repairs. */
 static void drain_within_poll(mt_recorder *r, attachment *a) {
   uint64_t stamp;
-  if (a->tsc && !a->calibrated)
+  if (a->scaled && !a->calibrated)
     return; /* a stamp only peeked at must not become the calibration's first */
   int64_t frontier = rec_merge_low_water(&r->merge, r->poll_now_ns, INT64_MAX);
   if (mt_cursor_oldest_unread(a->cursor, &stamp)) {
@@ -1030,7 +1032,7 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
       for (size_t i = 0; i < r->natt; i++) {
         attachment *b = &r->att[i];
         uint64_t stamp;
-        if ((!b->tsc || b->calibrated) && mt_cursor_oldest_unread(b->cursor, &stamp)) {
+        if ((!b->scaled || b->calibrated) && mt_cursor_oldest_unread(b->cursor, &stamp)) {
           int64_t unread = absolute_ns(b, stamp);
           if (unread < frontier)
             frontier = unread;

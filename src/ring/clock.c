@@ -2,8 +2,12 @@
 #include "ring/clock.h"
 
 #include <cpuid.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "common/number_pair.h"
 
@@ -15,10 +19,33 @@ bool mt_clock_tsc_invariant(void) {
   return (d >> 8) & 1;
 }
 
+bool mt_clock_source_is_tsc(const char *text, size_t length) {
+  return (length == 3 || (length == 4 && text[3] == '\n')) && !memcmp(text, "tsc", 3);
+}
+
+int mt_clock_kernel_uses_tsc(void) {
+  int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  char text[64];
+  ssize_t got;
+  do
+    got = read(fd, text, sizeof text);
+  while (got < 0 && errno == EINTR);
+  close(fd);
+  if (got <= 0)
+    return -1;
+  return mt_clock_source_is_tsc(text, (size_t)got);
+}
+
 mt_ring_clock mt_clock_resolve(mt_ring_clock wanted) {
-  if (wanted == MT_RING_CLOCK_AUTO)
-    return mt_clock_tsc_invariant() ? MT_RING_CLOCK_TSC : MT_RING_CLOCK_MONOTONIC;
-  return wanted;
+  if (wanted != MT_RING_CLOCK_AUTO)
+    return wanted;
+  /* Invariance is one CPU's promise; that every CPU's TSC reads alike is the kernel's to check,
+   * and it keeps the TSC as its clock only if they do. */
+  return mt_clock_tsc_invariant() && mt_clock_kernel_uses_tsc() != 0 ? MT_RING_CLOCK_TSC
+                                                                     : MT_RING_CLOCK_MONOTONIC;
 }
 
 void mt_clock_sample(mt_ring_clock clock, mt_clock_pair *out) {

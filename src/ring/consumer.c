@@ -1041,7 +1041,8 @@ int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error
     return mt_fail(err, MT_E_STATE, -1, "the cursor is already being polled");
   size_t budget = max_records ? max_records : SIZE_MAX, got = 0;
   if (c->tick) {
-    mt_store_relaxed(&mt_ring_header_at(c->rw_base)->clock_tick, mt_clock_rdtsc());
+    mt_store_relaxed(&mt_ring_header_at(c->rw_base)->clock_tick,
+                     mt_clock_read((mt_ring_clock)c->geo.clock));
     c->ticked = true;
   }
   /* Only rings some thread ever claimed (rings_high, stored before a claim's first record): a
@@ -1165,7 +1166,7 @@ int64_t mt_cursor_timestamp_ns(const mt_cursor *c, uint64_t timestamp) {
 int mt_cursor_set_clock_tick(mt_cursor *c, bool on) {
   if (on && !c->primary)
     return MT_E_STATE;
-  c->tick = on && c->geo.clock == MT_RING_CLOCK_TSC;
+  c->tick = on;
   if (!on && c->ticked) {
     mt_store_relaxed(&mt_ring_header_at(c->rw_base)->clock_tick, 0);
     c->ticked = false;

@@ -50,8 +50,8 @@ struct mt_ring {
 
 extern _Atomic uint64_t mt_ring_no_tick;
 
-/* Points writers at the file's clock tick when the clock is the TSC, else at mt_ring_no_tick;
- * for a file just made (no claim yet). */
+/* Points writers at the file's clock tick, for a file just made (no claim yet): the second
+ * claim points them at mt_ring_no_tick. */
 void mt_ring_tick_arm(struct mt_ring *s);
 
 extern struct mt_ring mt_ring_session;
@@ -139,15 +139,14 @@ extern __thread struct mt_ring_thread mt_ring_self __attribute__((tls_model("ini
 /* Where a record written by the fast path (write_fast.h) may end at most: the next mark (so that a
  * record that starts or crosses a sixteenth goes through append, which notes the mark; a mark is
  * never past the end of the ring, so no record there straddles it), the free space (head + ring
- * size) and the space reserved on disk (on the ring's first lap, positions are offsets); 0 when
- * the clock is not the TSC. Called wherever head, next_mark, the reservation or the clock
- * change. */
+ * size) and the space reserved on disk (on the ring's first lap, positions are offsets). Called
+ * wherever head, next_mark or the reservation change. */
 static inline void mt_ring_thread_set_limit(struct mt_ring_thread *t) {
   uint64_t room = t->head + t->mask + 1;
   uint64_t limit = t->next_mark < room ? t->next_mark : room;
   if (t->reserved_end < limit)
     limit = t->reserved_end;
-  t->limit = t->clock != MT_RING_CLOCK_TSC ? 0 : limit;
+  t->limit = limit;
 }
 
 /* producer.c */

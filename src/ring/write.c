@@ -450,8 +450,7 @@ _Atomic uint64_t mt_ring_no_tick;
 void mt_ring_tick_arm(struct mt_ring *s) {
   mt_store_relaxed(&s->claims, 0);
   s->tick_stale_ticks = s->geo.clock_hz / 500; /* 2 ms */
-  mt_store_relaxed(&s->tick,
-                   s->clock == MT_RING_CLOCK_TSC ? &s->header->clock_tick : &mt_ring_no_tick);
+  mt_store_relaxed(&s->tick, &s->header->clock_tick);
 }
 
 void mt_ring_tick_check(struct mt_ring_thread *t, uint64_t tick, uint64_t ts) {

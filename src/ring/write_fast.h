@@ -1,7 +1,7 @@
 /* The producer's fast path (docs/ring.md §4), inline so that a caller inside the library that
  * writes records it built itself (the preload shim) pays for no call and no argument checks:
- * the record fits before the end of the ring, in free space, inside the current sixteenth, the
- * clock is the TSC (all four in one bound, `limit`), nothing is paused or nested, the process is
+ * the record fits before the end of the ring, in free space, inside the current sixteenth (all
+ * three in one bound, `limit`), nothing is paused or nested, the process is
  * not a copy made without fork handlers (producer.h). Anything else is
  * left to mt_ring_write, which has the same semantics. write.c's mt_ring_write is this, after its
  * argument checks. */
@@ -25,9 +25,10 @@ int mt_ring_calibrate_due(void);
  * MT_RING_TICK_USES records may use it. */
 void mt_ring_tick_check(struct mt_ring_thread *t, uint64_t tick, uint64_t ts);
 
-/* The raw TSC stamp of a fast-path record: the primary consumer's clock tick while it offers one
- * and this process has one ring (a lower bound of now, within the consumer's polling period), else
- * the TSC. Never less than the thread's previous stamp. */
+/* The raw stamp of a fast-path record, in the file's clock: the primary consumer's clock tick
+ * while it offers one and this process has one ring (a lower bound of now, within the consumer's
+ * polling period), else a reading of the clock (rdtsc, or clock_gettime through the vDSO). Never
+ * less than the thread's previous stamp. */
 static inline __attribute__((always_inline)) uint64_t mt_ring_stamp_fast(struct mt_ring_thread *t) {
   uint64_t tick = mt_load_relaxed(mt_load_relaxed(&mt_ring_session.tick));
   uint64_t ts;
@@ -35,7 +36,7 @@ static inline __attribute__((always_inline)) uint64_t mt_ring_stamp_fast(struct 
     t->tick_uses--;
     ts = tick;
   } else {
-    ts = mt_clock_rdtsc();
+    ts = mt_clock_read((mt_ring_clock)t->clock);
     if (tick != 0)
       mt_ring_tick_check(t, tick, ts);
   }

@@ -10,6 +10,7 @@ endfunction()
 
 memtap_ring_test(test_ring_basics LABELS ring)
 memtap_ring_test(test_ring_clock_anchor LABELS ring)
+memtap_ring_test(test_ring_clock_choice LABELS ring)
 memtap_ring_test(test_ring_clock_tick LABELS ring tsan)
 memtap_ring_test(test_ring_lossless LABELS ring tsan)
 memtap_ring_test(test_ring_write_wait LABELS ring)
