@@ -1,7 +1,7 @@
 /* Which clock a ring file gets by default (clock.h, mt_clock_resolve): the TSC only where the
- * CPU says it is invariant and the kernel keeps time with it, since only the kernel checks that
- * every CPU's TSC reads alike; CLOCK_MONOTONIC elsewhere (a VM on kvm-clock, whose vCPUs' TSCs were
- * seen 90 ns apart). A clock asked for by name is kept. */
+ * CPU says it is invariant and the kernel keeps time with it, since only the kernel knows whether
+ * every CPU's TSC reads alike and goes on doing so; CLOCK_MONOTONIC elsewhere (a VM on kvm-clock
+ * booted with tsc=unstable). A clock asked for by name is kept. */
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
