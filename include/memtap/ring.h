@@ -23,7 +23,8 @@
  * Producer guarantees: writing, claiming a thread's ring and re-initialising after fork never
  * call malloc, take no lock and are async-signal-safe. A write from a signal handler that
  * interrupted a write on the same thread is dropped and counted (never torn). The write path
- * makes no system call (except, in lossless mode, while waiting for the consumer).
+ * makes no system call (except, in lossless mode, while waiting for the consumer, and where the
+ * clock is a clock_gettime clock that the kernel's vDSO cannot read: hpet, acpi_pm).
  *
  * Environment (read by mt_ring_options_init; explicit options override it):
  *   MEMTAP_RING_DIR       directory of the ring files (default: $TMPDIR, else /tmp)
@@ -31,7 +32,8 @@
  *                         two (default 1M; at least MT_RING_MIN_SIZE)
  *   MEMTAP_RING_THREADS   how many rings, i.e. threads writing at the same time (default 4096;
  *                         a ring takes disk space only as its thread writes)
- *   MEMTAP_RING_CLOCK     tsc, monotonic or realtime (default: tsc when invariant, else monotonic)
+ *   MEMTAP_RING_CLOCK     tsc, monotonic or realtime (default: tsc when invariant and the
+ *                         kernel's clock source, else monotonic)
  *   MEMTAP_RING_PRESERVE  when set (and not "0"), the file is kept when the producer closes
  * and, read when a producer opens its file:
  *   MEMTAP_RING_TSC_ANCHOR  an earlier TSC reading, "<tsc>:<CLOCK_MONOTONIC ns>" (memtap record
@@ -304,13 +306,14 @@ int mt_cursor_open_file(mt_cursor **out, const char *path, mt_error *err);
 int mt_cursor_register_primary(mt_cursor *cursor, mt_error *err);
 
 /* Offers (on) or withdraws (off) the primary's clock tick (docs/ring.md §5): while offered, every
- * poll stores a reading of the TSC in the file, and a producer with a single writing thread stamps
- * its records with the latest tick instead of reading the clock itself, which saves it a clock
- * reading per record (10-20 ns) at the price of times up to one polling period early. Only for a
- * consumer that polls often: withdraw the tick before any longer sleep, since a producer checks a
- * tick against its own clock only once every 16 records (withdrawing one more than 2 ms old).
- * Files on another clock than the TSC are left alone. MT_E_STATE when turning it on for a cursor
- * that is not the primary. mt_cursor_close withdraws it. */
+ * poll stores a reading of the file's clock in the file, and a producer with a single writing
+ * thread stamps its records with the latest tick instead of reading the clock itself, which saves
+ * it a clock reading per record (10-30 ns) at the price of times up to one polling period early.
+ * Only for a consumer that polls often: withdraw the tick before any longer sleep, since a
+ * producer checks a tick against its own clock only once every 16 records (withdrawing one more
+ * than 2 ms away from it, either way: a clock stepped back, or a program in another time
+ * namespace). MT_E_STATE when turning it on for a cursor that is not the primary.
+ * mt_cursor_close withdraws it. */
 int mt_cursor_set_clock_tick(mt_cursor *cursor, bool on);
 
 /* Sets the callbacks (copied) and the pointer passed to them. */

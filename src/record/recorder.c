@@ -25,10 +25,11 @@
 /* Records read per attachment per poll, so that writing and flushes keep up. */
 #define POLL_MAX_PER_CALL (1u << 18)
 #define MERGE_MAX_QUEUED (1u << 20)
-/* A poll that goes through the merge (threads merged, or the first poll, which reads every
- * ring's backlog through it) drains it between two cursor calls once this many events wait: the
- * rings are read in time order (mt_cursor_set_time_order), so what is older than every ring's
- * newest record can go, and the queue stays small enough for the caches. Without it, a
+/* A read that goes through the merge (threads merged; the first poll and mt_recorder_finish,
+ * which read every ring's backlog through it) drains it between two cursor calls once this many
+ * events wait (one attachment: another's rings are unread yet): the rings are read in time order
+ * (mt_cursor_set_time_order), so what is older than every ring's newest record can go, and the
+ * queue stays small enough for the caches. Without it, a
  * single-threaded program's first poll queued its 256 K records (37 MB of slots grown by
  * doubling: fresh memory, which this VM pays for at first touch; bench_tracer_tree 0.5 --full:
  * memtap's CPU 0.64 -> 0.46 s). */
@@ -49,9 +50,10 @@ typedef struct attachment {
   bool realtime; /* the file's timestamps are CLOCK_REALTIME already */
   /* Timestamps converted as ns = ns0 + (t - ts0) * 1e9 / hz by multiplications (the cursor's
    * exact conversion of TSC ticks divides in 128 bits, dearer than all the rest of decoding a
-   * record): every file whose header gives a rate, the TSC's or the clock_gettime clocks' 1e9
-   * (q = 1, frac = 0), so that the decoders' fast paths take every clock. */
+   * record): TSC files at their header's rate, the clock_gettime clocks' files at 1e9 (q = 1,
+   * frac = 0), so that the decoders' fast paths take every clock. */
   bool scaled, calibrated;
+  bool tsc; /* the TSC: the calibration's first stamp must be a record's, not one peeked at */
   uint64_t ts0, q, frac; /* 1e9 / hz = q + frac / 2^64 */
   int64_t ns0;
   int64_t to_absolute; /* added to the file's clock in ns: 0, or created_realtime - created */
@@ -892,7 +894,12 @@ int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *c, mt_error *err) {
                     .created_realtime_ns = info.created_realtime_ns,
                     .realtime = info.clock == MT_RING_CLOCK_REALTIME};
   a->to_absolute = a->realtime ? 0 : sub_ns(info.created_realtime_ns, info.created_ns);
-  if (info.clock_hz) { /* 0 only in a damaged header */
+  a->tsc = info.clock == MT_RING_CLOCK_TSC;
+  if (!a->tsc) { /* nanoseconds, whatever a damaged header's rate says (as the cursor reads them) */
+    a->scaled = true;
+    a->q = 1;
+    a->frac = 0;
+  } else if (info.clock_hz) {
     a->scaled = true;
     a->q = 1000000000u / info.clock_hz;
     a->frac =
@@ -933,7 +940,7 @@ static void drain_merge(mt_recorder *r, int64_t frontier_ns, bool all) {
  * frontier's low-water mark but a record stamped and not yet published, which order.c repairs. */
 static void drain_within_poll(mt_recorder *r, attachment *a) {
   uint64_t stamp;
-  if (a->scaled && !a->calibrated)
+  if (a->tsc && !a->calibrated)
     return; /* a stamp only peeked at must not become the calibration's first */
   int64_t frontier = rec_merge_low_water(&r->merge, r->poll_now_ns, INT64_MAX);
   if (mt_cursor_oldest_unread(a->cursor, &stamp)) {
@@ -1032,7 +1039,7 @@ int mt_recorder_poll(mt_recorder *r, bool *progress, mt_error *err) {
       for (size_t i = 0; i < r->natt; i++) {
         attachment *b = &r->att[i];
         uint64_t stamp;
-        if ((!b->scaled || b->calibrated) && mt_cursor_oldest_unread(b->cursor, &stamp)) {
+        if ((!b->tsc || b->calibrated) && mt_cursor_oldest_unread(b->cursor, &stamp)) {
           int64_t unread = absolute_ns(b, stamp);
           if (unread < frontier)
             frontier = unread;

@@ -1,5 +1,5 @@
-/* Timestamps for ring records: the cheapest monotonic source (the invariant TSC, read with a bare
- * rdtsc), or a clock_gettime clock when asked or when the TSC cannot be trusted; and the
+/* Timestamps for ring records: the cheapest monotonic source (the invariant TSC, read behind a
+ * fence), or a clock_gettime clock when asked or when the TSC cannot be trusted; and the
  * calibration that pairs it with CLOCK_MONOTONIC and CLOCK_REALTIME (docs/ring.md §5). */
 #ifndef MEMTAP_SRC_RING_CLOCK_H
 #define MEMTAP_SRC_RING_CLOCK_H

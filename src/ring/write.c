@@ -455,9 +455,11 @@ void mt_ring_tick_arm(struct mt_ring *s) {
 
 void mt_ring_tick_check(struct mt_ring_thread *t, uint64_t tick, uint64_t ts) {
   struct mt_ring *s = &mt_ring_session;
-  if ((int64_t)(ts - tick) > (int64_t)s->tick_stale_ticks) {
-    /* The primary stopped polling without withdrawing it (or fell far behind): nobody uses it
-     * until the primary stores a fresh one. */
+  int64_t behind = (int64_t)(ts - tick), bound = (int64_t)s->tick_stale_ticks;
+  if (behind > bound || behind < -bound) {
+    /* The primary stopped polling without withdrawing it (or fell far behind), or its clock reads
+     * ahead of this thread's (a clock stepped back, a program in another time namespace than
+     * memtap's): nobody uses it until the primary stores a fresh one. */
     atomic_compare_exchange_strong(mt_load_relaxed(&s->tick), &tick, 0);
     t->tick_uses = 0;
   } else {
@@ -478,8 +480,8 @@ int mt_ring_calibrate_due(void) {
 }
 
 /* The fast path (write_fast.h) is a leaf: anything unusual (no ring yet, paused, closed, the end of
- * the ring or of a sixteenth, a full ring, a nested write, a clock other than the TSC, the test
- * hook) leaves through a tail call, so the common case saves no registers and makes no call. */
+ * the ring or of a sixteenth, a full ring, a nested write, the test hook) leaves through a tail
+ * call. */
 int mt_ring_write(mt_ring *ring, unsigned type, unsigned id, const uint64_t *payload,
                   size_t words) {
   if (UNLIKELY(ring != &mt_ring_session || !user_type(type) || id > MT_RING_MAX_ID ||

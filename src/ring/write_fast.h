@@ -67,7 +67,7 @@ static inline __attribute__((always_inline)) bool mt_ring_reserve_fast(size_t ma
   t->busy = 1; /* before reading the cached positions: a handler may append between */
   atomic_signal_fence(memory_order_seq_cst);
   uint64_t tail = t->tail;
-  /* One bound for the end of the ring, the free space, the next mark and the clock. */
+  /* One bound for the end of the ring, the free space and the next mark. */
   if (__builtin_expect(t->epoch != mt_load_relaxed(&mt_ring_session.epoch) ||
                            !mt_load_relaxed(mt_ring_session.owner) ||
                            mt_load_relaxed(&mt_ring_session.paused) ||

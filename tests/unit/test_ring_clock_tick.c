@@ -189,13 +189,33 @@ static void stale_tick_is_withdrawn(void **state) {
   assert_true(stamps[299] > stamps[298]); /* the last ones read the clock */
 }
 
+/* A tick ahead of the thread's own clock (CLOCK_MONOTONIC read by a consumer in another time
+ * namespace than the program's; a clock stepped back): the thread's first clock reading finds it
+ * more than the bound away and withdraws it before any record uses it, so that its stamps do not
+ * jump ahead and freeze there (the per-thread clamp would hold them at the tick). */
+static void tick_ahead_of_the_clock_is_withdrawn(void **state) {
+  fixture *f = *state;
+  uint64_t ahead = mt_clock_read(the_clock) + mt_ring_session.geo.clock_hz / 10; /* 100 ms */
+  atomic_store(&mt_ring_session.header->clock_tick, ahead); /* before this thread's claim */
+  write_records(f, 2, 300);
+  assert_true(tick_word() == 0);
+  poll_now(f);
+  uint64_t stamps[300];
+  assert_int_equal(stamps_of(f, 2, stamps, 300), 300);
+  for (int i = 0; i < 300; i++)
+    assert_true(stamps[i] < ahead);
+  assert_true(stamps[299] > stamps[0]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(single_writer_uses_the_tick, open_fixture, close_fixture),
       cmocka_unit_test_setup_teardown(withdrawn_tick_is_not_used, open_fixture, close_fixture),
       cmocka_unit_test_setup_teardown(secondary_cannot_offer, open_fixture, close_fixture),
       cmocka_unit_test_setup_teardown(second_writer_ends_the_tick, open_fixture, close_fixture),
-      cmocka_unit_test_setup_teardown(stale_tick_is_withdrawn, open_fixture, close_fixture)};
+      cmocka_unit_test_setup_teardown(stale_tick_is_withdrawn, open_fixture, close_fixture),
+      cmocka_unit_test_setup_teardown(tick_ahead_of_the_clock_is_withdrawn, open_fixture,
+                                      close_fixture)};
   the_clock = MT_RING_CLOCK_TSC;
   int failed = cmocka_run_group_tests_name("tsc", tests, NULL, NULL);
   the_clock = MT_RING_CLOCK_MONOTONIC;
