@@ -431,7 +431,10 @@ def test_trace_ends_where_the_program_did():
                              f"lasts {duration} s")
     # A child that exits normally (no end said by the shim) 0.1 s after its fork, while its parent
     # sleeps 0.6 s before reaping it: its trace ends when it exited (memtap's nap wakes at the
-    # end, pidfd_open), not when its parent reaped it nor up to a nap later.
+    # end, pidfd_open), not when its parent reaped it nor up to a nap later. memtap notes ends
+    # between its reads of symbols (docs/record.md §7): with a fresh debug cache on a loaded 2-core
+    # machine, reading python3's took up to 0.3 s (0.406 s once in three CI builds), hence 0.5 s,
+    # still well before the reap.
     directory = os.path.join(WORK, "reaped-late")
     os.mkdir(directory)
     code = ("import os, sys, time\n"
@@ -446,7 +449,7 @@ def test_trace_ends_where_the_program_did():
     children = [path for path in trace_files(directory) if path != trace]
     expect(len(children) == 1, f"traces: {trace_files(directory)}")
     duration = info(children[0])["duration_s"]
-    expect(0.09 <= duration < 0.4, f"a child that lived 0.1 s, reaped 0.5 s later: its trace "
+    expect(0.09 <= duration < 0.5, f"a child that lived 0.1 s, reaped 0.5 s later: its trace "
                                     f"lasts {duration} s")
     # A process that exec'd a program the tracer does not enter (no LD_PRELOAD): its trace ends
     # with the traced image, not with the 0.5 s the exec'd slow_worker runs.
