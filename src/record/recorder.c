@@ -29,10 +29,9 @@
  * which read every ring's backlog through it) drains it between two cursor calls once this many
  * events wait (one attachment: another's rings are unread yet): the rings are read in time order
  * (mt_cursor_set_time_order), so what is older than every ring's newest record can go, and the
- * queue stays small enough for the caches. Without it, a
- * single-threaded program's first poll queued its 256 K records (37 MB of slots grown by
- * doubling: fresh memory, which this VM pays for at first touch; bench_tracer_tree 0.5 --full:
- * memtap's CPU 0.64 -> 0.46 s). */
+ * queue stays small enough for the caches. Without it, a single-threaded program's first poll
+ * queued its 256 K records (37 MB of slots grown by doubling: fresh memory, which this VM pays for
+ * at first touch; bench_tracer_tree 0.5 --full: memtap's CPU 0.64 -> 0.46 s). */
 #define MERGE_DRAIN_QUEUED (1u << 12)
 #define DIRECT_BATCH 16
 /* The address map's slots are prefetched only once the map is larger than this (128 KiB of

@@ -24,19 +24,19 @@ bool mt_clock_source_is_tsc(const char *text, size_t length) {
 }
 
 int mt_clock_kernel_uses_tsc(void) {
+  int saved = errno; /* the shim may ask from inside the program's malloc */
   int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
                 O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
+  ssize_t got = -1;
   char text[64];
-  ssize_t got;
-  do
-    got = read(fd, text, sizeof text);
-  while (got < 0 && errno == EINTR);
-  close(fd);
-  if (got <= 0)
-    return -1;
-  return mt_clock_source_is_tsc(text, (size_t)got);
+  if (fd >= 0) {
+    do
+      got = read(fd, text, sizeof text);
+    while (got < 0 && errno == EINTR);
+    close(fd);
+  }
+  errno = saved;
+  return got > 0 ? mt_clock_source_is_tsc(text, (size_t)got) : -1;
 }
 
 mt_ring_clock mt_clock_resolve(mt_ring_clock wanted) {

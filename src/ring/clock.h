@@ -22,7 +22,7 @@ bool mt_clock_source_is_tsc(const char *text, size_t length);
 /* Whether the kernel keeps time with the TSC: 1 yes, 0 with another clock source (it found the
  * CPUs' TSCs apart or unstable, or was told so: kvm-clock, hyperv_clocksource, tsc=unstable on a
  * VM that may be snapshotted and resumed elsewhere...), -1 unknown (no /sys). Three system calls,
- * no malloc. */
+ * no malloc; errno kept. */
 int mt_clock_kernel_uses_tsc(void);
 
 /* AUTO resolved: the TSC when it is invariant and the kernel keeps time with it (or cannot be
