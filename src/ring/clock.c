@@ -3,13 +3,12 @@
 
 #include <cpuid.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/number_pair.h"
+#include "ring/process.h"
 
 bool mt_clock_tsc_invariant(void) {
   unsigned a, b, c, d;
@@ -19,24 +18,17 @@ bool mt_clock_tsc_invariant(void) {
   return (d >> 8) & 1;
 }
 
-bool mt_clock_source_is_tsc(const char *text, size_t length) {
-  return (length == 3 || (length == 4 && text[3] == '\n')) && !memcmp(text, "tsc", 3);
+bool mt_clock_source_is_tsc(const char *text) {
+  return !strcmp(text, "tsc\n") || !strcmp(text, "tsc");
 }
 
 int mt_clock_kernel_uses_tsc(void) {
   int saved = errno; /* the shim may ask from inside the program's malloc */
-  int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
-                O_RDONLY | O_CLOEXEC);
-  ssize_t got = -1;
   char text[64];
-  if (fd >= 0) {
-    do
-      got = read(fd, text, sizeof text);
-    while (got < 0 && errno == EINTR);
-    close(fd);
-  }
+  bool read = mt_read_small_file("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                                 text, sizeof text);
   errno = saved;
-  return got > 0 ? mt_clock_source_is_tsc(text, (size_t)got) : -1;
+  return read ? mt_clock_source_is_tsc(text) : -1;
 }
 
 mt_ring_clock mt_clock_resolve(mt_ring_clock wanted) {

@@ -5,7 +5,6 @@
 #define MEMTAP_SRC_RING_CLOCK_H
 
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -15,9 +14,9 @@
  * (CPUID 0x80000007 EDX bit 8). */
 bool mt_clock_tsc_invariant(void);
 
-/* Whether a read of /sys/devices/system/clocksource/clocksource0/current_clocksource, `length`
- * bytes of `text`, names the TSC ("tsc", a newline after it or not). */
-bool mt_clock_source_is_tsc(const char *text, size_t length);
+/* Whether `text`, what /sys/devices/system/clocksource/clocksource0/current_clocksource reads,
+ * names the TSC ("tsc", a newline after it or not). */
+bool mt_clock_source_is_tsc(const char *text);
 
 /* Whether the kernel keeps time with the TSC: 1 yes, 0 with another clock source (it found the
  * CPUs' TSCs apart or unstable, or was told so: kvm-clock, hyperv_clocksource, tsc=unstable on a

@@ -21,9 +21,7 @@ int mt_format_decimal(char *out, uint64_t value) {
   return n;
 }
 
-/* The first `size` - 1 bytes of the file at `path`, NUL-terminated: a /proc file read in one go
- * (open, read, close). False when it cannot be read or is empty. */
-static bool read_small_file(const char *path, char *buf, size_t size) {
+bool mt_read_small_file(const char *path, char *buf, size_t size) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return false;
@@ -62,7 +60,7 @@ bool mt_process_ended(int pid) {
   int n = 6 + mt_format_decimal(path + 6, (uint64_t)pid);
   memcpy(path + n, "/stat", 6);
   char buf[1024];
-  if (!read_small_file(path, buf, sizeof buf))
+  if (!mt_read_small_file(path, buf, sizeof buf))
     return false;
   const char *state = stat_field(buf, 3), *threads = stat_field(buf, 20);
   return state && threads && *state == 'Z' && threads[0] == '1' && threads[1] == ' ';
@@ -79,7 +77,7 @@ bool mt_process_stat(int pid, uint64_t *start_time, char *state) {
   }
   memcpy(path + n, "/stat", 6);
   char buf[1024];
-  if (!read_small_file(path, buf, sizeof buf))
+  if (!mt_read_small_file(path, buf, sizeof buf))
     return false;
   const char *p = stat_field(buf, 3);
   if (!p)
@@ -103,7 +101,7 @@ bool mt_process_stat(int pid, uint64_t *start_time, char *state) {
  * outside a time namespace, or when /proc/self/timens_offsets cannot be read. */
 static int64_t boottime_offset_ticks(void) {
   char buf[256];
-  if (!read_small_file("/proc/self/timens_offsets", buf, sizeof buf))
+  if (!mt_read_small_file("/proc/self/timens_offsets", buf, sizeof buf))
     return 0;
   const char *p = strstr(buf, "boottime");
   if (!p)

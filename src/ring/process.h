@@ -5,6 +5,7 @@
 #define MEMTAP_SRC_RING_PROCESS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Reads field 22 (starttime, clock ticks since boot) and field 3 (state) of /proc/PID/stat
@@ -29,6 +30,10 @@ uint64_t mt_process_pid_namespace(void);
  * number of /proc/PID/ns/pid). True when /proc cannot be read, so that nothing of that namespace's
  * is taken for abandoned then. No malloc (getdents64 into a buffer on the stack). */
 bool mt_pid_namespace_alive(uint64_t pidns);
+
+/* The first `size` - 1 bytes of the file at `path`, NUL-terminated: a /proc or /sys file read in
+ * one go (open, read, close). False when it cannot be read or is empty. */
+bool mt_read_small_file(const char *path, char *buf, size_t size);
 
 /* Writes the decimal digits of `value` at `out` (no NUL) and returns how many. */
 int mt_format_decimal(char *out, uint64_t value);

@@ -10,21 +10,17 @@
 
 #include "ring/clock.h"
 
-static bool is_tsc(const char *text) {
-  return mt_clock_source_is_tsc(text, strlen(text));
-}
-
 static void clock_source_names_are_read_exactly(void **state) {
   (void)state;
-  assert_true(is_tsc("tsc\n"));
-  assert_true(is_tsc("tsc"));
-  assert_false(is_tsc("kvm-clock\n"));
-  assert_false(is_tsc("hyperv_clocksource_tsc_page\n"));
-  assert_false(is_tsc("tsc-early\n")); /* the boot-time one, replaced once checked */
-  assert_false(is_tsc("tsc\n\n"));
-  assert_false(is_tsc("ts"));
-  assert_false(is_tsc(""));
-  assert_false(mt_clock_source_is_tsc("tsc\n", 2));
+  assert_true(mt_clock_source_is_tsc("tsc\n"));
+  assert_true(mt_clock_source_is_tsc("tsc"));
+  assert_false(mt_clock_source_is_tsc("kvm-clock\n"));
+  assert_false(mt_clock_source_is_tsc("hyperv_clocksource_tsc_page\n"));
+  /* The boot-time one, replaced once the kernel has checked the TSCs. */
+  assert_false(mt_clock_source_is_tsc("tsc-early\n"));
+  assert_false(mt_clock_source_is_tsc("tsc\n\n"));
+  assert_false(mt_clock_source_is_tsc("ts"));
+  assert_false(mt_clock_source_is_tsc(""));
 }
 
 /* The kernel's own file, read here independently: 1 for "tsc", 0 for another, -1 without it. */
