@@ -51,7 +51,7 @@ typedef struct attachment {
    * exact conversion of TSC ticks divides in 128 bits, dearer than all the rest of decoding a
    * record): TSC files at their header's rate, the clock_gettime clocks' files at 1e9 (q = 1,
    * frac = 0), so that the decoders' fast paths take every clock. */
-  bool scaled, calibrated;
+  bool calibrated;
   bool tsc; /* the TSC: the calibration's first stamp must be a record's, not one peeked at */
   uint64_t ts0, q, frac; /* 1e9 / hz = q + frac / 2^64 */
   int64_t ns0;
@@ -213,8 +213,6 @@ static inline int64_t scaled_ns(int64_t abs0, uint64_t ticks, uint64_t q, uint64
 static inline int64_t absolute_ns(attachment *a, uint64_t timestamp) {
   if (a->calibrated && timestamp >= a->ts0)
     return scaled_ns(a->abs0, timestamp - a->ts0, a->q, a->frac);
-  if (!a->scaled) /* what mt_cursor_timestamp_ns does, without the call */
-    return add_ns((int64_t)timestamp, a->to_absolute);
   return absolute_ns_exact(a, timestamp);
 }
 
@@ -692,7 +690,7 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
       k += direct_run(r, a, source, &rec, end, limit - k, &seq);
       if (k == limit)
         break;
-    } else if (r->merging && a->scaled) {
+    } else if (r->merging) {
       k += merge_run(r, a, source, &rec, end, limit - k, &seq);
       if (k == limit)
         break;
@@ -894,12 +892,11 @@ int rec_recorder_attach_cursor(mt_recorder *r, mt_cursor *c, mt_error *err) {
                     .realtime = info.clock == MT_RING_CLOCK_REALTIME};
   a->to_absolute = a->realtime ? 0 : sub_ns(info.created_realtime_ns, info.created_ns);
   a->tsc = info.clock == MT_RING_CLOCK_TSC;
-  if (!a->tsc) { /* nanoseconds, whatever a damaged header's rate says (as the cursor reads them) */
-    a->scaled = true;
-    a->q = 1;
-    a->frac = 0;
-  } else if (info.clock_hz) {
-    a->scaled = true;
+  /* Other clocks tick in nanoseconds, whatever a damaged header's rate says (as the cursor reads
+   * them); a TSC file's rate is never 0 (the cursor refuses such a header). */
+  a->q = 1;
+  a->frac = 0;
+  if (a->tsc && info.clock_hz) {
     a->q = 1000000000u / info.clock_hz;
     a->frac =
         (uint64_t)((((unsigned __int128)(1000000000u % info.clock_hz)) << 64) / info.clock_hz);

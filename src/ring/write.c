@@ -479,9 +479,9 @@ int mt_ring_calibrate_due(void) {
   return MT_OK;
 }
 
-/* The fast path (write_fast.h) is a leaf: anything unusual (no ring yet, paused, closed, the end of
- * the ring or of a sixteenth, a full ring, a nested write, the test hook) leaves through a tail
- * call. */
+/* The fast path (write_fast.h), a leaf on the TSC (the other clocks add the vDSO's call): anything
+ * unusual (no ring yet, paused, closed, the end of the ring or of a sixteenth, a full ring, a
+ * nested write, the test hook) leaves through a tail call. */
 int mt_ring_write(mt_ring *ring, unsigned type, unsigned id, const uint64_t *payload,
                   size_t words) {
   if (UNLIKELY(ring != &mt_ring_session || !user_type(type) || id > MT_RING_MAX_ID ||

@@ -576,8 +576,8 @@ def test_full_realloc_on_another_thread_keeps_every_free():
     if {"constant_tsc", "nonstop_tsc"} <= flags:
         clocks.append("tsc")
     for clock in clocks:
-        env = dict(base_env(), MEMTAP_RING_CLOCK=clock)
-        f, traced = full_program("threads", ["handback"], mode="handback", env=env)
+        _, traced = full_program("threads", ["handback"], mode="handback",
+                                 env=base_env({"MEMTAP_RING_CLOCK": clock}))
         trace = os.path.join(WORK, "threads.ctf")
         lines = [m for m in SUMMARY_RE.finditer(traced.stderr) if m.group(1) == trace]
         unknown = int(lines[-1].group(4))
