@@ -27,6 +27,7 @@
 #include "output.h"
 #include "process_program.h"
 #include "record_dir.h"
+#include "record_ends.h"
 #include "record_untraced.h"
 #include "ring/user_dir.h"
 #include "memtap/record.h"
@@ -216,6 +217,7 @@ typedef struct traced {
    * when pidfd_open failed, or for a process of another pid namespace that /proc does not show. */
   int pidfd;
   int64_t ended_ns; /* CLOCK_REALTIME when memtap first knew it had ended, 0 before */
+  uint64_t end_key; /* its name for the end watcher (record_ends.h), 0 if not watched */
   /* Already ended when its trace was opened: memtap never saw it alive (end_of). */
   bool ended_unseen;
 } traced;
@@ -248,6 +250,10 @@ typedef struct session {
   int chld_fd;
   struct pollfd *polled; /* the naps' descriptors: chld_fd and the processes' pidfds */
   size_t polled_cap;
+  /* Stamps ends while the main loop is busy (started with the first pidfd), NULL if it could not
+   * start; end_keys names the processes it watches. */
+  record_ends *ends;
+  uint64_t end_keys;
 } session;
 
 /* --- finding things -------------------------------------------------------------------------- */
@@ -503,6 +509,14 @@ static int open_output(session *s, traced *t) {
     t->pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
     struct pollfd ended = {.fd = t->pidfd, .events = POLLIN};
     t->ended_unseen = t->pidfd < 0 ? errno == ESRCH : poll(&ended, 1, 0) == 1;
+    /* And a thread stamps it as it comes, whatever the main loop is doing then (record_ends.h). */
+    if (t->pidfd >= 0 && !t->ended_unseen) {
+      if (!s->ends)
+        s->ends = record_ends_start();
+      t->end_key = ++s->end_keys;
+      if (!record_ends_watch(s->ends, t->pidfd, t->end_key))
+        t->end_key = 0;
+    }
   }
   return 0;
 }
@@ -1021,9 +1035,9 @@ static int64_t end_of(const traced *t, int64_t ended_ns) {
   return ended_ns;
 }
 
-/* Notes that `t`'s process had ended by now, if it was not noted before. */
+/* Notes that `t`'s process had ended by now: the earliest time memtap knew it. */
 static void note_ended(traced *t, int64_t now_ns) {
-  if (!t->ended_ns)
+  if (!t->ended_ns || now_ns < t->ended_ns)
     t->ended_ns = now_ns;
   if (t->pidfd >= 0) {
     close(t->pidfd);
@@ -1354,10 +1368,22 @@ static void sleep_us(long us) {
   sigtimedwait(&chld, NULL, &ts);
 }
 
+static void end_stamped(void *user, uint64_t key, int64_t ended_ns) {
+  session *s = user;
+  for (size_t i = 0; i < s->count; i++)
+    if (s->procs[i].end_key == key) {
+      if (s->procs[i].rec && !s->procs[i].finished)
+        note_ended(&s->procs[i], ended_ns);
+      return;
+    }
+}
+
 /* Naps up to `us` (0: only looks): until then, or until a child of memtap's changes state
  * (SIGCHLD) or a traced process ends (its pidfd turns readable), which is noted then, so that its
- * trace ends when the process did and not when memtap next looked (docs/record.md §7). */
+ * trace ends when the process did and not when memtap next looked (docs/record.md §7); and takes
+ * the ends the watcher stamped while memtap was busy, which are earlier. */
 static void nap(session *s, long us) {
+  record_ends_take(s->ends, end_stamped, s);
   if (s->chld_fd < 0 ||
       (s->count + 1 > s->polled_cap && !MT_GROW(s->polled, s->polled_cap, s->count + 1))) {
     if (us)
@@ -1704,6 +1730,7 @@ int mt_cmd_record(int argc, char **argv) {
   }
   sigprocmask(SIG_SETMASK, &old_mask, NULL);
 
+  record_ends_take(s.ends, end_stamped, &s);
   if (!ended_ns)
     ended_ns = realtime_ns();
   for (size_t i = 0; i < s.count; i++) {
@@ -1756,6 +1783,7 @@ int mt_cmd_record(int argc, char **argv) {
     free(t->exe);
     free(t->described);
   }
+  record_ends_stop(s.ends);
   free(s.procs);
   free(s.polled);
   if (s.chld_fd >= 0)

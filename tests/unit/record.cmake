@@ -20,3 +20,5 @@ memtap_record_test(test_record_order LABELS record)
 memtap_record_test(test_record_cli LABELS record)
 memtap_record_test(test_record_addrmap LABELS record)
 memtap_record_test(test_record_merge LABELS record)
+memtap_record_test(test_record_ends LABELS record tsan) # tsan: the watcher thread
+target_link_libraries(test_record_ends PRIVATE memtap_cli_lib)

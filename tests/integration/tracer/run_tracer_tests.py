@@ -431,10 +431,11 @@ def test_trace_ends_where_the_program_did():
                              f"lasts {duration} s")
     # A child that exits normally (no end said by the shim) 0.1 s after its fork, while its parent
     # sleeps 0.6 s before reaping it: its trace ends when it exited (memtap's nap wakes at the
-    # end, pidfd_open), not when its parent reaped it nor up to a nap later. memtap notes ends
-    # between its reads of symbols (docs/record.md §7): with a fresh debug cache on a loaded 2-core
-    # machine, reading python3's took up to 0.3 s (0.406 s once in three CI builds), hence 0.5 s,
-    # still well before the reap.
+    # end, pidfd_open), not when its parent reaped it nor up to a nap later, nor when memtap was
+    # done reading symbols (a thread stamps ends meanwhile, docs/record.md §7: before it, a fresh
+    # debug cache on a loaded 2-core machine read 0.406 s once in three CI builds). The child's
+    # own exit (Python's finalisation, traced) takes 0.05-0.1 s more: 0.5 s leaves room for load
+    # and is still well before the reap.
     directory = os.path.join(WORK, "reaped-late")
     os.mkdir(directory)
     code = ("import os, sys, time\n"
