@@ -682,6 +682,20 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
   attachment *a = r->current;
   uint64_t source = source_key(a, ring, generation);
   bool direct = goes_direct(r, source);
+  if (!r->merging && !r->direct_ok) {
+    /* The first poll (or the finish): every record is queued in the merge, by the same paths as
+     * when merging. The first source seen is the one that may go direct from the next poll on;
+     * another means a second thread, merged from now on (on_record_slow does the same per record
+     * it is given). */
+    if (!r->direct_seen) {
+      r->direct_seen = true;
+      r->direct_key = source;
+    } else if (source != r->direct_key) {
+      r->merging = true;
+      direct_flush(r);
+    }
+  }
+  bool queued = !direct && (r->merging || !r->direct_ok);
   const uint64_t *rec = recs, *end = recs + words;
   uint32_t seq = (uint32_t)first_seq;
   size_t k = 0;
@@ -690,7 +704,7 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
       k += direct_run(r, a, source, &rec, end, limit - k, &seq);
       if (k == limit)
         break;
-    } else if (r->merging) {
+    } else if (queued) {
       k += merge_run(r, a, source, &rec, end, limit - k, &seq);
       if (k == limit)
         break;
@@ -700,8 +714,9 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
       break;
     uint64_t h = rec[0];
     uint32_t type = mt_ring_header_type(h);
-    if (!direct && r->merging) {
-      /* Merging (a second thread has written): the usual records straight to the merge. */
+    if (queued) {
+      /* Merging (a second thread has written), or the first poll: the usual records straight to
+       * the merge. */
       rec_event e;
       int got = decode_fast(r, a, source, type, rec + 2, len - 2, rec[1], &e);
       if (got > 0 && !rec_merge_push_quick(&r->merge, &e, r->poll_now_ns) &&
@@ -722,6 +737,7 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
       if (on_record_slow(r, &ev) != MT_CURSOR_NEXT)
         break;
       direct = goes_direct(r, source);
+      queued = !direct && (r->merging || !r->direct_ok);
     }
     rec += len;
     seq++;
