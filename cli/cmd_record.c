@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
@@ -73,10 +74,10 @@ static const char usage[] =
     "one that a killed memtap left behind is removed by a later memtap record once its program\n"
     "has ended.\n"
     "\n"
-    "Exit status: the program's (128+N when killed by signal N, which memtap names, as a shell\n"
-    "would: \"killed by SIGSEGV\"); 1 when the trace could not be written or the program was\n"
-    "refused; 64 bad command line or MEMTAP_* variable; 126 the program cannot be executed; 127\n"
-    "it was not found.\n";
+    "Exit status: the program's; a program killed by a signal kills memtap with the same signal\n"
+    "once the trace is written (\"killed by SIGSEGV\" says so); 1 when the trace could not be\n"
+    "written or the program was refused; 64 bad command line or MEMTAP_* variable; 126 the\n"
+    "program cannot be executed; 127 it was not found.\n";
 
 enum {
   OPT_RATE = 256,
@@ -1289,6 +1290,30 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
 
 /* --- the command ----------------------------------------------------------------------------- */
 
+/* The program was killed by `sig`: memtap, its trace written, ends by the same signal, so that
+ * whoever waits for it sees what it would have seen of the program. A shell stops a loop on a
+ * child killed by SIGINT (Ctrl-C), not on one that exited with 130; `timeout`, `make` and
+ * supervisors tell a crash from an exit the same way. No core of memtap's own: the program's, if
+ * any, is the one that means something. Returns when the signal does not end a process (its
+ * action is to ignore or stop; a program cannot have been killed by it then). */
+static void end_as_killed(int sig) {
+  fflush(NULL);
+  struct rlimit no_core;
+  if (getrlimit(RLIMIT_CORE, &no_core) == 0) {
+    no_core.rlim_cur = 0;
+    setrlimit(RLIMIT_CORE, &no_core);
+  }
+  struct sigaction default_action = {.sa_handler = SIG_DFL};
+  sigemptyset(&default_action.sa_mask);
+  sigaction(sig, &default_action, NULL); /* fails for SIGKILL, whose action is already that */
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  sigprocmask(SIG_UNBLOCK, &only, NULL);
+  raise(sig);
+  /* Not ended: a signal that stops (SIGTSTP at a terminal, then SIGCONT) or is ignored. */
+}
+
 static int exit_status(int status) {
   if (WIFEXITED(status))
     return WEXITSTATUS(status);
@@ -1297,9 +1322,9 @@ static int exit_status(int status) {
   return 1;
 }
 
-/* A program killed by a signal: the shell that ran memtap sees memtap's exit status, not the
- * signal, so it prints nothing ("Killed", "Segmentation fault"); memtap says it instead. Not for
- * SIGINT and SIGPIPE, which shells pass over in silence too. */
+/* A program killed by a signal: memtap says so, with what the shell cannot know from memtap's own
+ * end (whether the program dumped core) and what it means for the trace. Not for SIGINT and
+ * SIGPIPE, which shells pass over in silence too. */
 static void say_killed(const char *program, int status) {
   if (!WIFSIGNALED(status) || WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGPIPE)
     return;
@@ -1793,5 +1818,7 @@ int mt_cmd_record(int argc, char **argv) {
   int code = exit_status(main_status);
   if (n == (ssize_t)sizeof exec_errno)
     return exec_errno == ENOENT ? 127 : 126;
+  if (WIFSIGNALED(main_status))
+    end_as_killed(WTERMSIG(main_status));
   return s.failed && code == 0 ? MT_EXIT_FAILURE : code;
 }
