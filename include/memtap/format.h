@@ -202,7 +202,9 @@ int mt_writer_next_alloc_id(mt_writer *w, uint16_t domain, int64_t *obj_id, mt_e
  * if its last event came earlier: the packet now open ends there (its timestamp_end), so that a
  * reader's duration is the traced program's, not its last sampled allocation's. A packet spans
  * at most 30 s (FORMAT.md §2.4): a longer extension ends the open packet 30 s after it began and
- * covers the rest with empty packets of at most 30 s each (the last one left open). A time
+ * covers the rest with empty packets of at most 30 s each (the last one left open), up to a day
+ * of them (2880, about 200 KB); the packet left open then spans the rest, as memtrace's close
+ * does after a long quiet spell, so that a damaged end time cannot fill the disk. A time
  * before the domain's last event changes nothing; later events must not be older than `time`. */
 int mt_writer_extend(mt_writer *w, int64_t time, mt_error *err);
 

@@ -20,8 +20,9 @@
 #include "memtap/format.h"
 
 #define ID_CHUNK 10000
-#define INFO_STRING_MAX 4000 /* keeps packet 0 within one packet */
-#define LOCATION_ROOM 4100   /* event header + the largest location payload */
+#define INFO_STRING_MAX 4000    /* keeps packet 0 within one packet */
+#define LOCATION_ROOM 4100      /* event header + the largest location payload */
+#define EXTEND_MAX_PACKETS 2880 /* a day of empty 30 s packets (mt_writer_extend) */
 
 /* mt_wbuf_vint with the one-byte case inline: most lengths, counts and deltas are below 253. */
 static inline void put_vint(mt_wbuf *b, int64_t v) {
@@ -608,8 +609,12 @@ int mt_writer_extend(mt_writer *w, int64_t time, mt_error *err) {
   if (!d || time <= d->t1)
     return MT_OK;
   /* No packet may span more than 30 s (§2.4): the open one ends 30 s after it began, and each
-   * following 30 s is an empty packet of its own, until `time` fits in the one left open. */
-  while ((uint64_t)time - (uint64_t)d->t0 > MT_PACKET_MAX_SPAN) {
+   * following 30 s is an empty packet of its own, until `time` fits in the one left open. Up to
+   * a day of them: past that the packet left open spans the rest, as memtrace's own close does
+   * after a long quiet spell (no event in it needs the 25-bit time). A damaged trace read for a
+   * copy can say it lasted 70,000 years: 30 s packets would fill the disk. */
+  for (int n = 0; n < EXTEND_MAX_PACKETS && (uint64_t)time - (uint64_t)d->t0 > MT_PACKET_MAX_SPAN;
+       n++) {
     d->t1 = d->t0 + MT_PACKET_MAX_SPAN; /* >= t1: the open packet spans at most 30 s */
     if ((rc = flush_domain(w, d, d->t1, err)))
       return rc;

@@ -50,7 +50,7 @@ int tg_read_status(const uint8_t *data, size_t size, bool backtraces, mt_error *
                    uint64_t *warnings, bool *truncated);
 
 /* The packets of a trace, walked by their headers (asserting each header is whole and valid). */
-#define TG_MAX_PACKETS 512
+#define TG_MAX_PACKETS 4096
 typedef struct tg_packets {
   mt_packet_header h[TG_MAX_PACKETS];
   size_t offset[TG_MAX_PACKETS], size[TG_MAX_PACKETS], count;

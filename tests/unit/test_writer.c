@@ -194,6 +194,41 @@ static void an_extension_past_30_seconds_keeps_every_packet_within_30_seconds(vo
   free(data);
 }
 
+/* An end time far past anything real (a damaged trace being copied: one flipped bit made it
+ * 70,000 years, and the copy never ended): a day of 30 s packets at most, then one packet spanning
+ * the rest, as memtrace's close leaves one after a quiet spell; the file stays small, the end where
+ * it was said to be, and an event after it still reads back. */
+static void an_extension_of_years_writes_at_most_a_day_of_packets(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t stack[] = {3, 2, 1};
+  int64_t a, b;
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 1000000, 4, 1, MT_SOURCE_MINOR, stack, 3,
+                                       tg_resolve, NULL, &a, NULL),
+                   MT_OK);
+  const int64_t years = 10000000000000; /* µs: 116 days (without the bound, 333,000 packets) */
+  assert_int_equal(mt_writer_extend(w, TG_START + years, NULL), MT_OK);
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + years + 5, 4, 1, MT_SOURCE_MINOR, stack, 3,
+                                       tg_resolve, NULL, &b, NULL),
+                   MT_OK);
+  size_t size, n;
+  uint8_t *data = tg_finish(w, fd, &size);
+  assert_true(size < 256 * 1024);
+  static tg_packets p;
+  tg_walk_packets(data, size, &p);
+  assert_true(p.count > 2880 && p.count < TG_MAX_PACKETS);
+  size_t longer = 0;
+  for (size_t i = 1; i < p.count; i++)
+    longer += p.h[i].time_end - p.h[i].time_begin > MT_PACKET_MAX_SPAN;
+  assert_int_equal(longer, 1);
+  tg_event *ev = tg_read_all(data, size, true, &n, NULL);
+  assert_int_equal(n, 2);
+  assert_int_equal(ev[1].ev.time, TG_START + years + 5);
+  tg_free_events(ev, n);
+  free(data);
+}
+
 static void a_45_second_gap_starts_a_new_packet(void **state) {
   (void)state;
   int fd;
@@ -642,6 +677,7 @@ int main(void) {
       cmocka_unit_test(explicit_flushes_write_empty_packets),
       cmocka_unit_test(an_extended_trace_ends_at_the_time_given_not_its_last_event),
       cmocka_unit_test(an_extension_past_30_seconds_keeps_every_packet_within_30_seconds),
+      cmocka_unit_test(an_extension_of_years_writes_at_most_a_day_of_packets),
       cmocka_unit_test(a_45_second_gap_starts_a_new_packet),
       cmocka_unit_test(interleaved_domains_flush_on_switch_and_take_id_chunks),
       cmocka_unit_test(a_used_up_id_chunk_flushes_and_ids_stay_contiguous),
