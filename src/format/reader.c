@@ -475,10 +475,19 @@ static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
   if (code == MT_CODE_ALLOC) {
     uint8_t source;
     uint16_t n16;
-    if (!mt_rbuf_vint(b, &ev->length) || !mt_rbuf_vint(b, &ev->nsamples))
-      return mt_reader_malformed(r, mt_rbuf_offset(b),
-                                 "allocation ends inside its length or samples");
     int64_t at = mt_rbuf_offset(b);
+    if (!mt_rbuf_vint(b, &ev->length))
+      return mt_reader_malformed(r, mt_rbuf_offset(b), "allocation ends inside its length");
+    if (ev->length < 0)
+      return mt_reader_malformed(r, at, "allocation of negative length %lld",
+                                 (long long)ev->length);
+    at = mt_rbuf_offset(b);
+    if (!mt_rbuf_vint(b, &ev->nsamples))
+      return mt_reader_malformed(r, mt_rbuf_offset(b), "allocation ends inside its samples");
+    if (ev->nsamples < 1) /* FORMAT.md §2.7: every sampled allocation has a sample at least */
+      return mt_reader_malformed(r, at, "allocation with %lld samples (at least 1)",
+                                 (long long)ev->nsamples);
+    at = mt_rbuf_offset(b);
     if (!mt_rbuf_u8(b, &source))
       return mt_reader_malformed(r, at, "allocation ends inside its source");
     if (source > MT_SOURCE_EXTERNAL)
@@ -517,6 +526,12 @@ static int read_alloc(mt_reader *r, mt_event *ev, unsigned code) {
 /* The largest event header before an allocation's codewords: code and time (4), length and
  * nsamples (vints, up to 9 bytes each), source (1), common prefix (vint), codeword count (2). */
 #define FAST_EVENT_BYTES 34
+
+/* The id of the packet's last allocation so far (of the one before the packet when it has none
+ * yet; -1 before any): a promote's or collect's delta counts back from it. */
+static inline int64_t newest_id(const mt_reader *r) {
+  return (int64_t)((uint64_t)r->header.alloc_id_begin + (uint64_t)r->allocs_in_packet - 1);
+}
 
 /* A promote or a collect of the object `delta` allocations before the packet's last one: every
  * field but time, offset and domain, which the caller sets. */
@@ -632,6 +647,12 @@ __attribute__((noinline)) int mt_reader_next_careful(mt_reader *r, mt_event *ev,
             mt_reader_malformed(r, field, "promote id sync: negative delta %lld", (long long)delta);
         break;
       }
+      if (delta > newest_id(r)) { /* ids count from 0 (§2.8, §2.9) */
+        rc = mt_reader_malformed(r, field, "%s of object %lld: ids start at 0 (delta %lld)",
+                                 code == MT_CODE_PROMOTE ? "promote" : "collect",
+                                 (long long)(newest_id(r) - delta), (long long)delta);
+        break;
+      }
       fill_id_event(r, ev, code, delta);
       return 1;
     }
@@ -662,7 +683,7 @@ int mt_reader_next(mt_reader *r, mt_event *ev, mt_error *err) {
       if (code == MT_CODE_COLLECT || code == MT_CODE_PROMOTE) {
         int64_t delta;
         const uint8_t *q = mt_vint_at(p + 4, &delta);
-        if (code == MT_CODE_COLLECT || delta >= 0) {
+        if ((code == MT_CODE_COLLECT || delta >= 0) && delta <= newest_id(r)) {
           r->content.p = q;
           d->last_time = time;
           ev->time = time;

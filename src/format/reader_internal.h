@@ -140,8 +140,8 @@ mt_alloc_header(const uint8_t *p, unsigned code, mt_event *ev, int64_t *prefix, 
     q = mt_vint_at(q, prefix);
     *count = mt_load_u16(q);
     q += 2;
-    if (source > MT_SOURCE_EXTERNAL || *prefix < 0)
-      return NULL;
+    if (source > MT_SOURCE_EXTERNAL || *prefix < 0 || ev->length < 0 || ev->nsamples < 1)
+      return NULL; /* the careful path says why */
     ev->source = (mt_source)source;
     ev->short_form = false;
   }

@@ -328,6 +328,41 @@ static void promote_deltas_and_common_prefixes_must_not_be_negative(void **state
   expect_malformed(&t, true, (int64_t)(first + 7), "negative common prefix -2147483648");
 }
 
+/* What the writer refuses, the reader refuses too, so that check, the analyses and copy agree (a
+ * sweep of damaged traces found check saying ok where copy said malformed): an allocation of no
+ * sample (FORMAT.md §2.7: nsamples >= 1), and a promote or collect counting back past object 0. */
+static void allocations_without_samples_and_ids_before_0_are_malformed(void **state) {
+  (void)state;
+  uint8_t data[512], ev[32];
+  const size_t first = MT_HEADER_SIZE_V3 + 4 + sizeof hand_info + MT_HEADER_SIZE_V3;
+  mt_store_u32(ev, mt_event_header(MT_CODE_ALLOC, TG_START + 1));
+  ev[4] = 3; /* length */
+  ev[5] = 0; /* nsamples */
+  ev[6] = 2; /* external */
+  ev[7] = 0; /* common prefix */
+  mt_store_u16(ev + 8, 0);
+  base_trace t = hand_trace(data, ev, 10, 1);
+  expect_malformed(&t, true, (int64_t)(first + 5), "allocation with 0 samples (at least 1)");
+  expect_malformed(&t, false, (int64_t)(first + 5), "allocation with 0 samples (at least 1)");
+  ev[5] = 1;
+  /* Object 0 allocated, then a collect of delta 1: object -1. Delta 0 reads. */
+  mt_store_u32(ev + 10, mt_event_header(MT_CODE_COLLECT, TG_START + 2));
+  ev[14] = 1;
+  t = hand_trace(data, ev, 15, 1);
+  expect_malformed(&t, true, (int64_t)(first + 14), "collect of object -1: ids start at 0");
+  expect_malformed(&t, false, (int64_t)(first + 14), "collect of object -1: ids start at 0");
+  ev[14] = 0;
+  t = hand_trace(data, ev, 15, 1);
+  mt_error err;
+  size_t n;
+  assert_int_equal(tg_read_status(t.data, t.size, true, &err, &n, NULL, NULL), 0);
+  assert_int_equal(n, 2);
+  mt_store_u32(ev + 10, mt_event_header(MT_CODE_PROMOTE, TG_START + 2));
+  ev[14] = 1;
+  t = hand_trace(data, ev, 15, 1);
+  expect_malformed(&t, false, (int64_t)(first + 14), "promote of object -1: ids start at 0");
+}
+
 /* A code may be described again (by each domain's own location packets, §2.6), but never
  * differently. */
 static const mt_location other_place = {"elsewhere.ml", "Other.fn", 9, 1, 2};
@@ -771,6 +806,7 @@ int main(void) {
       cmocka_unit_test(an_event_time_that_wraps_past_int64_max_is_out_of_bounds),
       cmocka_unit_test(packet_0_must_hold_exactly_trace_info_at_its_start_time),
       cmocka_unit_test(promote_deltas_and_common_prefixes_must_not_be_negative),
+      cmocka_unit_test(allocations_without_samples_and_ids_before_0_are_malformed),
       cmocka_unit_test(a_location_described_differently_twice_is_an_error),
       cmocka_unit_test(v2_header_errors_name_the_v2_field_offsets),
       cmocka_unit_test(too_many_domains_for_the_input_size_is_a_malformed_trace),
