@@ -147,6 +147,10 @@ bool cli_output_file_open(cli_output_file *o, const char *path, const char *cons
     return true;
   }
   o->name = path;
+  if (!*path) { /* "memtap: : cannot replace it..." after the whole analysis, before */
+    cli_error(NULL, "the output file name is empty");
+    return false;
+  }
   bool exists = stat(path, &st) == 0;
   if (!exists && errno != ENOENT) {
     cli_error(path, "cannot create: %s", strerror(errno));

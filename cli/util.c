@@ -184,6 +184,10 @@ mt_reader *cli_open_trace(const char *path, bool backtraces) {
 }
 
 mt_reader *cli_open_trace_partial(const char *path, bool backtraces, bool *damaged) {
+  if (!*path) {
+    cli_error(NULL, "the trace's file name is empty");
+    return NULL;
+  }
   mt_reader_options options = {
       .backtraces = backtraces, .on_warning = cli_print_warning, .warning_user = (void *)path};
   if (cli_is_go_trace(path)) /* a Go execution trace: converted first (docs/go.md) */

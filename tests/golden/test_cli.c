@@ -665,6 +665,18 @@ static void every_output_that_is_an_input_is_refused(void **state) {
       free(err);
       assert_file_is(trace, data, size);
     }
+  /* An empty name, as output or as the trace: said at once, not as "memtap: : ..." after the
+   * whole analysis. */
+  for (size_t w = 0; w < NWRITERS; w++) {
+    const char *args[8];
+    command_line(args, w, trace, "");
+    char *err;
+    int status = run(&in_dir, NULL, NULL, &err, args);
+    if (status != 1 || !strstr(err, "memtap: the output file name is empty"))
+      fail_msg("memtap %s ... -> '': exit %d, stderr: %s", args[0], status, err);
+    free(err);
+  }
+  expect(1, NULL, "memtap: the trace's file name is empty", "summary", "", NULL);
   /* Standard input that is OUT, and standard output appended to IN. */
   char *err;
   const char *from_stdin[] = {"copy", "-", trace, NULL};
