@@ -47,14 +47,16 @@ static void block_signals(sigset_t *old) {
 }
 
 /* Installs the handler for the signals not ignored (a signal ignored by whoever started memtap,
- * as nohup does with SIGHUP, stays ignored). */
+ * as nohup does with SIGHUP, stays ignored). SIGXFSZ (a write past RLIMIT_FSIZE) is ignored
+ * instead: the write then fails with EFBIG, and the command says "File too large" and removes
+ * the temporary file as for any failed write, rather than die without a word (exit 153). */
 static void install_handlers(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = remove_pending_and_die;
   sigemptyset(&sa.sa_mask);
   for (size_t i = 0; i < NSIGNALS; i++) {
     installed[i] = false;
+    sa.sa_handler = cleanup_signals[i] == SIGXFSZ ? SIG_IGN : remove_pending_and_die;
     if (sigaction(cleanup_signals[i], NULL, &previous[i]) == 0 && previous[i].sa_handler != SIG_IGN)
       installed[i] = sigaction(cleanup_signals[i], &sa, NULL) == 0;
   }
