@@ -83,9 +83,40 @@ static struct {
     OPTION_UNKNOWN,
     OPTION_AMBIGUOUS,
     OPTION_NEEDS_ARGUMENT,
-    OPTION_NO_ARGUMENT
+    OPTION_NO_ARGUMENT,
+    OPTION_REPEATED
   } why;
+  /* The options with a value seen in this parse (their getopt codes), for repeats. */
+  int seen[64];
+  size_t nseen;
 } last_option;
+
+/* Options that may be given more than once, their values adding up (docs/cli.md). */
+static bool repeatable(const char *long_name) {
+  return long_name && !strcmp(long_name, "hide");
+}
+
+/* The long name of the option with getopt code `val`, or NULL. */
+static const char *long_name_of(const struct option *longopts, int val) {
+  for (const struct option *o = longopts; o && o->name; o++)
+    if (!o->flag && o->val == val)
+      return o->name;
+  return NULL;
+}
+
+/* An option with a value given a second time: the first value would be dropped in silence (`top
+ * -n 1 -n 3`, `report -o a.html -o b.html`), so it is refused, unless its values add up. */
+static bool repeated(const struct option *longopts, int c, int index) {
+  const char *name = index >= 0 ? longopts[index].name : long_name_of(longopts, c);
+  if (!optarg || repeatable(name))
+    return false;
+  for (size_t i = 0; i < last_option.nseen; i++)
+    if (last_option.seen[i] == c)
+      return true;
+  if (last_option.nseen < sizeof last_option.seen / sizeof last_option.seen[0])
+    last_option.seen[last_option.nseen++] = c;
+  return false;
+}
 
 /* "--name" from "--name=value". */
 static void set_long_name(const char *text) {
@@ -124,6 +155,8 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
   size_t mode = shortopts[0] == '+' || shortopts[0] == '-';
   snprintf(spec, sizeof spec, "%.*s:%s", (int)mode, shortopts, shortopts + mode);
   opterr = 0;
+  if (optind <= 1) /* a new parse (the commands set optind = 1 first) */
+    last_option.nseen = 0;
   int index = -1;
   int c = getopt_long(argc, argv, spec, longopts, &index);
   last_option.why = OPTION_OK;
@@ -135,6 +168,10 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
       snprintf(last_option.name, sizeof last_option.name, "--%s", longopts[index].name);
     else
       snprintf(last_option.name, sizeof last_option.name, "-%c", c);
+    if (repeated(longopts, c, index)) {
+      last_option.why = OPTION_REPEATED;
+      return '?';
+    }
     return c;
   }
   /* A short option's error inside a group ("-qX") leaves optind on that group: the element before
@@ -167,6 +204,8 @@ int cli_bad_option(const char *cmd) {
     return cli_usage_error(cmd, "option '%s' needs an argument", last_option.name);
   case OPTION_NO_ARGUMENT:
     return cli_usage_error(cmd, "option '%s' takes no argument", last_option.name);
+  case OPTION_REPEATED:
+    return cli_usage_error(cmd, "option '%s' given more than once", last_option.name);
   case OPTION_UNKNOWN:
   case OPTION_OK:
   default: return cli_usage_error(cmd, "unknown option '%s'", last_option.name);

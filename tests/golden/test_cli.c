@@ -920,6 +920,36 @@ static void an_unknown_option_is_one_line_naming_it_in_every_command(void **stat
   free(err);
 }
 
+/* An option with a value given twice dropped the first in silence (`top -n 1 -n 3` showed 3
+ * rows, `report -o a.html -o b.html` wrote b.html only): it is refused, by either of its names;
+ * --hide, whose patterns add up, may repeat. */
+static void an_option_given_twice_is_refused_unless_its_values_add_up(void **state) {
+  (void)state;
+  const char *path = write_trace("twice.ctf", false);
+  const char *cases[][5] = {
+      {"top", "-n", "1", "-n", "memtap top: option '-n' given more than once"},
+      {"top", "--by", "count", "--by", "memtap top: option '--by' given more than once"},
+      {"export", "--format", "pprof", "--format",
+       "memtap export: option '--format' given more than once"},
+      {"summary", "--from", "0", "--from", "memtap summary: option '--from' given more than once"},
+      {"report", "-o", "/dev/null", "-o", "memtap report: option '-o' given more than once"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *err = NULL;
+    int status = tu_run_cli(NULL, NULL, &err, cases[i][0], cases[i][1], cases[i][2], cases[i][3],
+                            !strcmp(cases[i][3], "-o") ? "/dev/null" : cases[i][2], path, NULL);
+    if (status != 64 || !strstr(err, cases[i][4]))
+      fail_msg("memtap %s %s twice: exit %d, stderr: %s", cases[i][0], cases[i][1], status, err);
+    free(err);
+  }
+  char *out = NULL, *err = NULL;
+  assert_int_equal(
+      tu_run_cli(&out, NULL, &err, "top", "--hide", "^nothing$", "--hide", "^none$", path, NULL),
+      0);
+  free(out);
+  free(err);
+}
+
 static void help_command_prints_that_commands_help(void **state) {
   (void)state;
   const char *commands[] = {"top", "info", "export", "record"};
@@ -1045,6 +1075,7 @@ int main(void) {
       cmocka_unit_test(a_signal_removes_the_temporary_file),
       cmocka_unit_test(copy_to_dash_writes_standard_output),
       cmocka_unit_test(an_unknown_option_is_one_line_naming_it_in_every_command),
+      cmocka_unit_test(an_option_given_twice_is_refused_unless_its_values_add_up),
       cmocka_unit_test(help_command_prints_that_commands_help),
       cmocka_unit_test(sampling_rates_print_in_plain_decimal),
       cmocka_unit_test(a_trace_through_a_pipe_given_by_path_is_read_whole),
