@@ -284,6 +284,10 @@ bool mt_reader_lookup_location(const mt_reader *r, int64_t code, const mt_locati
  * compressed input). */
 int64_t mt_reader_position(const mt_reader *r);
 int64_t mt_reader_size(const mt_reader *r);
+/* The modification time (ns since the epoch) of the trace file when the reader opened it, for
+ * readers of an uncompressed regular file (the ones with a size): what tells a file changed in
+ * place from the one it was. False for bytes in memory, pipes and compressed input. */
+bool mt_reader_file_mtime(const mt_reader *r, int64_t *mtime_ns);
 
 /* How far in time the packets decoded whole so far reach (µs since the epoch; the start time before
  * any): as far as their events, or further when the writer said the trace went on past its last

@@ -7,6 +7,7 @@
  *
  * File layout, little-endian:
  *   header   magic "MTAPIDX1", u32 version, u64 trace size, i64 trace start time, i64 pid,
+ *            i64 trace file's modification time in ns (INT64_MIN: not a file),
  *            i64 time of the trace's last event (INT64_MIN until a pass read it all),
  *            u32 checkpoint count
  *   table    per checkpoint: u64 trace offset, i64 latest event time before it (µs since the
@@ -34,8 +35,8 @@
 #include "common/grow.h"
 
 #define INDEX_MAGIC "MTAPIDX1"
-#define INDEX_VERSION 1
-#define HEADER_SIZE (8 + 4 + 8 + 8 + 8 + 8 + 4)
+#define INDEX_VERSION 2
+#define HEADER_SIZE (8 + 4 + 8 + 8 + 8 + 8 + 8 + 4)
 #define ENTRY_SIZE (5 * 8)
 #define NODE_SIZE (4 + 8 + 4)
 #define LIVE_SIZE (8 + 8 + 8 + 8 + 2 + 1 + 4)
@@ -56,6 +57,7 @@ typedef struct mt_index {
   checkpoint *c;
   size_t count, cap;
   int64_t trace_size, start_time, pid;
+  int64_t trace_mtime;  /* the trace file's modification time in ns; INT64_MIN: not a file */
   int64_t trace_end;    /* time of the trace's last event; INT64_MIN when not known */
   bool end_learnt;      /* this pass learnt it */
   int64_t interval;     /* least trace bytes between checkpoints */
@@ -91,9 +93,15 @@ static void note(mt_analysis *a, const char *fmt, const char *detail) {
   say(a->index_use.problem, a->index, fmt, detail);
 }
 
-/* The trace an index must match: its path, and the reader's size, start time and pid. */
+/* The trace an index must match: its path, and the reader's size, start time and pid, and the
+ * trace file's modification time to the nanosecond. The time is what tells a trace changed in place
+ * (damaged, rewritten, appended to and cut back) from the one the index was made of, whose size,
+ * start and pid it keeps; the file's device and inode are not taken, so that a copy keeping its
+ * time (cp -p, rsync -t) or a move keeps its index. */
 static void identify(mt_index *ix, const char *path, const mt_reader *r) {
   ix->path = (char *)path;
+  if (!mt_reader_file_mtime(r, &ix->trace_mtime))
+    ix->trace_mtime = INT64_MIN;
   ix->trace_size = mt_reader_size(r);
   ix->start_time = mt_reader_info(r)->start_time;
   ix->pid = mt_reader_info(r)->pid;
@@ -208,18 +216,20 @@ static bool load(mt_index *ix, char *problem) {
     say(problem, ix, "%s: %s", "is damaged (its checksum does not match)");
     return false;
   }
-  int64_t trace_size, start_time, pid, trace_end;
+  int64_t trace_size, start_time, pid, trace_mtime, trace_end;
   mt_bytes_get_u32(&in, &version);
   mt_bytes_get_i64(&in, &trace_size);
   mt_bytes_get_i64(&in, &start_time);
   mt_bytes_get_i64(&in, &pid);
+  mt_bytes_get_i64(&in, &trace_mtime);
   mt_bytes_get_i64(&in, &trace_end);
   mt_bytes_get_u32(&in, &count);
   if (version != INDEX_VERSION) {
     say(problem, ix, "%s: %s", "has a version this memtap does not read");
     return false;
   }
-  if (trace_size != ix->trace_size || start_time != ix->start_time || pid != ix->pid) {
+  if (trace_size != ix->trace_size || start_time != ix->start_time || pid != ix->pid ||
+      trace_mtime != ix->trace_mtime) {
     say(problem, ix, "%s: %s", "was made for another trace, or an earlier state of this one");
     return false;
   }
@@ -589,6 +599,7 @@ static void write_index(mt_analysis *a) {
   mt_bytes_u64(&b, (uint64_t)ix->trace_size);
   mt_bytes_u64(&b, (uint64_t)ix->start_time);
   mt_bytes_u64(&b, (uint64_t)ix->pid);
+  mt_bytes_u64(&b, (uint64_t)ix->trace_mtime);
   mt_bytes_u64(&b, (uint64_t)ix->trace_end);
   mt_bytes_u32(&b, (uint32_t)ix->count);
   uint64_t body = HEADER_SIZE + (uint64_t)ix->count * ENTRY_SIZE;

@@ -294,6 +294,93 @@ uint32_t mt_stacks_of_fnode(mt_analysis *a, uint32_t fnode) {
   return stack;
 }
 
+/* Numbers the frames in the order the settled stacks show them (stack by stack, outermost frame
+ * first), the frames no stack shows (hidden, or met only before the window) after them in their
+ * order: frame numbers (speedscope's shared frames, ties broken by frame) then follow the window,
+ * not what was read before it. No backtrace is interned after this: the frame trie's child map,
+ * keyed by frame, is let go. */
+static bool renumber_frames(mt_analysis *a) {
+  uint32_t *new_of_old = malloc((a->nframes ? a->nframes : 1) * sizeof *new_of_old);
+  uint8_t *seen = calloc(a->nfnodes ? a->nfnodes : 1, 1);
+  uint32_t *path = malloc((a->nfnodes ? a->nfnodes : 1) * sizeof *path);
+  mt_frame *frames = malloc((a->nframes ? a->nframes : 1) * sizeof *frames);
+  bool ok = new_of_old && seen && path && frames;
+  uint32_t next = 0;
+  for (size_t i = 0; ok && i < a->nframes; i++)
+    new_of_old[i] = UINT32_MAX;
+  /* Each frame trie node is walked once: a stack's path up to the first node seen before. */
+  for (size_t s = 0; ok && s < a->nstacks; s++) {
+    size_t n = 0;
+    for (uint32_t f = a->stacks[s].fnode; f != 0 && !seen[f]; f = a->fnodes[f].parent)
+      seen[f] = 1, path[n++] = f;
+    while (n--) {
+      uint32_t frame = a->fnodes[path[n]].frame;
+      if (new_of_old[frame] == UINT32_MAX)
+        new_of_old[frame] = next++;
+    }
+  }
+  for (size_t i = 0; ok && i < a->nframes; i++)
+    if (new_of_old[i] == UINT32_MAX)
+      new_of_old[i] = next++;
+  if (ok) {
+    for (size_t i = 0; i < a->nframes; i++)
+      frames[new_of_old[i]] = a->frames[i];
+    free(a->frames);
+    a->frames = frames;
+    a->frames_cap = a->nframes;
+    frames = NULL;
+    for (size_t i = 1; i < a->nfnodes; i++)
+      a->fnodes[i].frame = new_of_old[a->fnodes[i].frame];
+    for (size_t i = 0; i < a->nstacks; i++)
+      if (a->stacks[i].site != UINT32_MAX)
+        a->stacks[i].site = new_of_old[a->stacks[i].site];
+    for (size_t i = 0; i < a->nframe_list; i++)
+      a->frame_list[i] = new_of_old[a->frame_list[i]];
+    for (size_t i = 0; i < a->frame_index.cap; i++)
+      if (a->frame_index.state[i] == 1)
+        a->frame_index.values[i] = new_of_old[a->frame_index.values[i]];
+    mt_pairmap_free(&a->fnode_children);
+  }
+  free(new_of_old);
+  free(seen);
+  free(path);
+  free(frames);
+  return ok;
+}
+
+bool mt_stacks_settle(mt_analysis *a) {
+  /* The met numbers are 1 .. stacks_met, each once: each stack goes straight to its place. */
+  uint32_t *new_of_old = malloc((a->nstacks ? a->nstacks : 1) * sizeof *new_of_old);
+  stack_rec *met = malloc((a->stacks_met ? a->stacks_met : 1) * sizeof *met);
+  if (!new_of_old || !met) {
+    free(new_of_old);
+    free(met);
+    return false;
+  }
+  for (size_t i = 0; i < a->nstacks; i++) {
+    uint32_t m = a->stacks[i].met;
+    new_of_old[i] = m ? m - 1 : UINT32_MAX;
+    if (m)
+      met[m - 1] = a->stacks[i];
+  }
+  for (size_t i = 0; i < a->nfnodes; i++)
+    if (a->fnodes[i].stack != UINT32_MAX)
+      a->fnodes[i].stack = new_of_old[a->fnodes[i].stack];
+  /* Objects live at the end were live at the window's start or allocated in it: all met. */
+  for (size_t i = 0; i < a->nlive; i++)
+    if (a->live[i].stack != UINT32_MAX)
+      a->live[i].stack = new_of_old[a->live[i].stack];
+  for (size_t i = 0; i < a->nlargest; i++)
+    a->largest[i].stack = new_of_old[a->largest[i].stack];
+  bool ok = mt_cells_renumber(a, new_of_old);
+  free(new_of_old);
+  free(a->stacks);
+  a->stacks = met;
+  a->nstacks = a->stacks_cap = a->stacks_met;
+  a->ndirty = 0; /* the peak is taken: nothing refers to the old numbers any more */
+  return ok && renumber_frames(a);
+}
+
 size_t mt_analysis_stack_count(const mt_analysis *a) {
   return a->nstacks;
 }

@@ -27,7 +27,8 @@ struct mt_input {
   size_t size;
   void *mapping;
   size_t mapping_size;
-  size_t released; /* mapped bytes before this are released */
+  size_t released;  /* mapped bytes before this are released */
+  int64_t mtime_ns; /* the mapped file's modification time, when mapped */
   /* Streaming input. */
   int fd;
   bool own_fd;
@@ -106,6 +107,7 @@ int mt_input_open_fd(mt_input **out, int fd, bool own_fd, mt_error *err) {
       madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);
       s->mapping = m;
       s->mapping_size = (size_t)st.st_size;
+      s->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
       return use_bytes(s, m, s->mapping_size, out, err);
     }
   }
@@ -263,6 +265,11 @@ int64_t mt_input_position(const mt_input *s) {
 
 int64_t mt_input_size(const mt_input *s) {
   return s->data ? (int64_t)s->size : -1;
+}
+
+bool mt_input_file_mtime(const mt_input *s, int64_t *mtime_ns) {
+  *mtime_ns = s->mtime_ns;
+  return s->mapping != NULL;
 }
 
 bool mt_input_compressed(const mt_input *s) {

@@ -30,6 +30,9 @@ void mt_input_advance(mt_input *s, size_t n);
 int64_t mt_input_position(const mt_input *s);
 int64_t mt_input_size(const mt_input *s);
 bool mt_input_compressed(const mt_input *s);
+/* The modification time (ns since the epoch) the input's file had when it was mapped; false for
+ * input that is not a mapped file (bytes in memory, pipes, streams). */
+bool mt_input_file_mtime(const mt_input *s, int64_t *mtime_ns);
 
 /* Whether a zstd input ended inside a frame (the compressed file was cut short): the bytes it
  * gave are good, the rest of the trace is missing. Known once a peek has found the end. */

@@ -730,6 +730,10 @@ int64_t mt_reader_size(const mt_reader *r) {
   return mt_input_size(r->source);
 }
 
+bool mt_reader_file_mtime(const mt_reader *r, int64_t *mtime_ns) {
+  return mt_input_file_mtime(r->source, mtime_ns);
+}
+
 uint64_t mt_reader_warning_count(const mt_reader *r) {
   return r->warnings;
 }

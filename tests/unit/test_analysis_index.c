@@ -3,10 +3,12 @@
  * every site's stats, the peak and the timeline — whichever pass built the index (a full one or a
  * window) and whatever --hide or folding it used; an index of another trace or a damaged one is
  * ignored, said so, and replaced. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "memtap/analysis.h"
@@ -126,7 +128,48 @@ static void assert_same_stats(const mt_stats *x, const mt_stats *y, const char *
   assert_same_amount(&x->temporary, &y->temporary, what);
 }
 
-/* Everything a user sees: the summary, every site, the timeline. */
+/* The stacks as numbered (top's representative backtrace, flame's and speedscope's order and
+ * frame numbers follow them): the same backtraces under the same numbers with the same frame
+ * numbers, and each site's count of backtraces. A pass from the trace's start meets backtraces
+ * before the window that a resumed one never reads: none of them may show. */
+static void assert_same_stacks(const mt_analysis *got, const mt_analysis *want) {
+  size_t n = mt_analysis_stack_count(want);
+  assert_int_equal(mt_analysis_stack_count(got), n);
+  assert_int_equal(n, mt_analysis_summary(want)->distinct_backtraces);
+  for (size_t i = 0; i < n; i++) {
+    size_t gd, wd;
+    const uint32_t *gf = mt_analysis_stack_frames(got, i, &gd, NULL);
+    uint32_t *g = malloc((gd + 1) * sizeof *g);
+    memcpy(g, gf, gd * sizeof *g);
+    const uint32_t *w = mt_analysis_stack_frames(want, i, &wd, NULL);
+    if (gd != wd)
+      fail_msg("stack %zu: %zu frames, expected %zu", i, gd, wd);
+    for (size_t j = 0; j < gd; j++) {
+      mt_frame x = mt_analysis_frame(got, g[j]), y = mt_analysis_frame(want, w[j]);
+      if (g[j] != w[j] || strcmp(x.function, y.function) || strcmp(x.file, y.file) ||
+          x.line != y.line)
+        fail_msg("stack %zu frame %zu: %u %s, expected %u %s", i, j, g[j], x.function, w[j],
+                 y.function);
+    }
+    free(g);
+    assert_int_equal(mt_analysis_stack_site(got, i), mt_analysis_stack_site(want, i));
+    assert_same_stats(mt_analysis_stack_stats(got, i), mt_analysis_stack_stats(want, i), "stack");
+  }
+  mt_group *gg, *wg;
+  size_t gn, wn;
+  mt_error err;
+  assert_int_equal(mt_analysis_group(got, MT_GROUP_SITE, MT_METRIC_LIVE, &gg, &gn, &err), MT_OK);
+  assert_int_equal(mt_analysis_group(want, MT_GROUP_SITE, MT_METRIC_LIVE, &wg, &wn, &err), MT_OK);
+  assert_int_equal(gn, wn);
+  for (size_t i = 0; i < gn; i++) {
+    assert_int_equal(gg[i].stacks, wg[i].stacks);
+    assert_int_equal(gg[i].top_stack, wg[i].top_stack);
+  }
+  free(gg);
+  free(wg);
+}
+
+/* Everything a user sees: the summary, every site, every stack, the timeline. */
 static void assert_same_analysis(const mt_analysis *got, const mt_analysis *want) {
   const mt_summary *g = mt_analysis_summary(got), *w = mt_analysis_summary(want);
   assert_int_equal(g->from, w->from);
@@ -167,6 +210,7 @@ static void assert_same_analysis(const mt_analysis *got, const mt_analysis *want
   }
   free(gg);
   free(wg);
+  assert_same_stacks(got, want);
 
   size_t gt, wt;
   int64_t gw, ww;
@@ -335,6 +379,93 @@ static void index_of_another_trace_or_damaged_is_ignored_and_replaced(void **sta
   free(b);
 }
 
+/* A window of the trace file `path` with the index `idx`, damage read up to (options.partial). */
+static mt_analysis *run_file(const char *path, const char *idx, int64_t from) {
+  mt_reader *r;
+  mt_error err;
+  mt_reader_options ro = {.backtraces = true};
+  assert_int_equal(mt_reader_open(&r, path, &ro, &err), MT_OK);
+  mt_analysis_options o = mt_analysis_default_options();
+  o.from = from;
+  o.partial = true;
+  o.index_path = idx;
+  o.index_interval = INTERVAL;
+  mt_analysis *a;
+  if (mt_analysis_run(&a, r, &o, &err))
+    fail_msg("analysis: %s", err.message);
+  mt_reader_close(r);
+  return a;
+}
+
+static int64_t mtime_of(const char *path) {
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+/* The index keeps the trace file's modification time: a trace changed in place, its size, start
+ * and pid the same, has its index ignored and replaced (not its old figures); a copy that keeps
+ * the time (cp -p) keeps its index. */
+static void index_of_a_trace_changed_in_place_is_ignored_and_replaced(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = make_trace(8, 0.01, &size);
+  int64_t d = duration_of(data, size);
+  char trace[4096], idx[4200], copy[4096], copy_idx[4200];
+  snprintf(trace, sizeof trace, "%s", tu_temp_path("inplace.ctf"));
+  snprintf(idx, sizeof idx, "%s.idx", trace);
+  snprintf(copy, sizeof copy, "%s", tu_temp_path("inplace-copy.ctf"));
+  snprintf(copy_idx, sizeof copy_idx, "%s.idx", copy);
+  tu_write_file(trace, data, size);
+  unlink(idx);
+  mt_analysis_free(run_file(trace, idx, MT_TIME_UNBOUNDED));
+  mt_analysis *a = run_file(trace, idx, d / 2);
+  assert_true(mt_analysis_index_use(a)->resumed);
+  mt_analysis_free(a);
+
+  /* cp -p: the same bytes and time under another name (another inode). */
+  tu_write_file(copy, data, size);
+  size_t n;
+  uint8_t *bytes = tu_read_file(idx, &n);
+  tu_write_file(copy_idx, bytes, n);
+  free(bytes);
+  struct stat st;
+  assert_int_equal(stat(trace, &st), 0);
+  const struct timespec times[2] = {st.st_atim, st.st_mtim};
+  assert_int_equal(utimensat(AT_FDCWD, copy, times, 0), 0);
+  a = run_file(copy, copy_idx, d / 2);
+  assert_true(mt_analysis_index_use(a)->resumed);
+  assert_string_equal(mt_analysis_index_use(a)->problem, "");
+  mt_analysis_free(a);
+
+  /* In place, after the index: one byte past the window's start, the size unchanged. */
+  int64_t before = mtime_of(trace);
+  usleep(20000); /* past the file system's clock tick */
+  int fd = open(trace, O_WRONLY);
+  assert_true(fd >= 0);
+  uint8_t b = data[size * 7 / 10] ^ 0x5A;
+  assert_int_equal(pwrite(fd, &b, 1, (off_t)(size * 7 / 10)), 1);
+  close(fd);
+  assert_true(mtime_of(trace) != before);
+  mt_analysis *want = run_file(trace, NULL, d / 2);
+  a = run_file(trace, idx, d / 2);
+  assert_false(mt_analysis_index_use(a)->resumed);
+  assert_non_null(strstr(mt_analysis_index_use(a)->problem, "an earlier state of this one"));
+  assert_int_equal(mt_analysis_damage(a) != NULL, mt_analysis_damage(want) != NULL);
+  assert_same_analysis(a, want);
+  bool replaced = mt_analysis_index_use(a)->written; /* not when the change is damage */
+  mt_analysis_free(a);
+  mt_analysis_free(want);
+  a = run_file(trace, idx, d / 2);
+  assert_int_equal(mt_analysis_index_use(a)->problem[0] == 0, replaced);
+  mt_analysis_free(a);
+  unlink(trace);
+  unlink(idx);
+  unlink(copy);
+  unlink(copy_idx);
+  free(data);
+}
+
 static void compressed_or_piped_traces_do_not_use_an_index(void **state) {
   (void)state;
   int fds[2];
@@ -435,6 +566,7 @@ int main(void) {
       cmocka_unit_test(index_keeps_the_end_of_a_trace_that_ran_on),
       cmocka_unit_test(index_does_not_depend_on_hide_or_folding),
       cmocka_unit_test(index_of_another_trace_or_damaged_is_ignored_and_replaced),
+      cmocka_unit_test(index_of_a_trace_changed_in_place_is_ignored_and_replaced),
       cmocka_unit_test(compressed_or_piped_traces_do_not_use_an_index),
       cmocka_unit_test(cli_index_gives_the_same_output_and_reports_what_it_did),
   };
