@@ -5,7 +5,15 @@
  * threads and signal handlers may insert, remove and look up at the same time. A pointer is
  * inserted by the thread that allocated it before the block reaches the program, and removed by
  * the thread that frees it before the block returns to the allocator, so one pointer is never
- * inserted and removed at the same time. */
+ * inserted and removed at the same time.
+ *
+ * The table is mapped a page at a time, when an insert first needs a slot there: a directory of
+ * page pointers (NULL: every slot of the page is empty) stands in front of it. Reserved whole, the
+ * table was 32 MiB of the address space, which a program that lowers its own address-space limit
+ * (RLIMIT_AS, counted whole, reserved or not) lost from the room it has untraced; by need it is
+ * a page or two per cluster of live sampled blocks. A page, once mapped, stays until the set is
+ * destroyed: a lookup on another thread may be reading it. */
+#include <errno.h>
 #include <stddef.h>
 #include <sys/mman.h>
 
@@ -14,23 +22,32 @@
 #define MT_SET_EMPTY ((uintptr_t)0)
 #define MT_SET_TOMBSTONE ((uintptr_t)1)
 #define MT_SET_WINDOW 256u
+#define MT_SET_LIKELY(x) __builtin_expect(!!(x), 1)
+
+#define MT_SET_PAGE_SLOTS (4096u / sizeof(uintptr_t))
+
+static size_t pages_of(const mt_sampled_set *set) {
+  return (size_t)((set->slot_mask + 1) / MT_SET_PAGE_SLOTS);
+}
 
 int mt_sampled_set_init(mt_sampled_set *set, unsigned filter_bits, unsigned slot_bits) {
   size_t filter_size = (size_t)1 << filter_bits;
-  size_t slots_size = sizeof(uintptr_t) << slot_bits;
+  if (((uint64_t)1 << slot_bits) < MT_SET_PAGE_SLOTS)
+    slot_bits = 9;
+  size_t pages_size = sizeof(void *) * (((size_t)1 << slot_bits) / MT_SET_PAGE_SLOTS);
   void *f = mmap(NULL, filter_size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (f == MAP_FAILED)
     return -1;
-  void *s = mmap(NULL, slots_size, PROT_READ | PROT_WRITE,
+  void *d = mmap(NULL, pages_size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (s == MAP_FAILED) {
+  if (d == MAP_FAILED) {
     munmap(f, filter_size);
     return -1;
   }
   set->filter = f;
   set->filter_mask = ((uintptr_t)1 << filter_bits) - 1;
-  set->slots = s;
+  set->pages = d;
   set->slot_mask = ((uint64_t)1 << slot_bits) - 1;
   set->window_shift = 4 + slot_bits;
   atomic_store(&set->members, 0);
@@ -39,7 +56,11 @@ int mt_sampled_set_init(mt_sampled_set *set, unsigned filter_bits, unsigned slot
 }
 
 void mt_sampled_set_clear(mt_sampled_set *set) {
-  madvise((void *)set->slots, sizeof(uintptr_t) * (set->slot_mask + 1), MADV_DONTNEED);
+  for (size_t i = 0; i < pages_of(set); i++) {
+    _Atomic uintptr_t *page = atomic_load_explicit(&set->pages[i], memory_order_acquire);
+    if (page)
+      madvise((void *)page, 4096, MADV_DONTNEED);
+  }
   madvise((void *)set->filter, set->filter_mask + 1, MADV_DONTNEED);
   atomic_store(&set->members, 0);
   atomic_store(&set->insert_failures, 0);
@@ -47,9 +68,44 @@ void mt_sampled_set_clear(mt_sampled_set *set) {
 
 void mt_sampled_set_destroy(mt_sampled_set *set) {
   munmap((void *)set->filter, set->filter_mask + 1);
-  munmap((void *)set->slots, sizeof(uintptr_t) * (set->slot_mask + 1));
+  for (size_t i = 0; i < pages_of(set); i++) {
+    _Atomic uintptr_t *page = atomic_load_explicit(&set->pages[i], memory_order_acquire);
+    if (page)
+      munmap((void *)page, 4096);
+  }
+  munmap((void *)set->pages, sizeof(void *) * pages_of(set));
   set->filter = NULL;
-  set->slots = NULL;
+  set->pages = NULL;
+}
+
+/* Slot `i`, or NULL when its page is not mapped (every slot there reads as empty). */
+static _Atomic uintptr_t *slot_at(const mt_sampled_set *set, uint64_t i) {
+  i &= set->slot_mask;
+  _Atomic uintptr_t *page =
+      atomic_load_explicit(&set->pages[i / MT_SET_PAGE_SLOTS], memory_order_acquire);
+  return page ? &page[i % MT_SET_PAGE_SLOTS] : NULL;
+}
+
+/* Slot `i`, its page mapped first if need be (mmap is async-signal-safe; errno is kept); NULL if
+ * that failed. Two threads that map the same page at once keep the first. */
+static _Atomic uintptr_t *slot_made(mt_sampled_set *set, uint64_t i) {
+  _Atomic uintptr_t *slot = slot_at(set, i);
+  if (MT_SET_LIKELY(slot))
+    return slot;
+  i &= set->slot_mask;
+  int saved_errno = errno;
+  void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  errno = saved_errno;
+  if (m == MAP_FAILED)
+    return NULL;
+  _Atomic uintptr_t *expected = NULL;
+  if (!atomic_compare_exchange_strong_explicit(&set->pages[i / MT_SET_PAGE_SLOTS], &expected,
+                                               (_Atomic uintptr_t *)m, memory_order_acq_rel,
+                                               memory_order_acquire)) {
+    munmap(m, 4096);
+    errno = saved_errno;
+  }
+  return slot_at(set, i);
 }
 
 static _Atomic uint8_t *bucket(const mt_sampled_set *set, uintptr_t p) {
@@ -87,7 +143,10 @@ bool mt_sampled_set_contains(const mt_sampled_set *set, const void *ptr) {
   uintptr_t p = (uintptr_t)ptr;
   uint64_t h = home(set, p);
   for (unsigned i = 0; i < MT_SET_WINDOW; i++) {
-    uintptr_t v = atomic_load_explicit(&set->slots[(h + i) & set->slot_mask], memory_order_acquire);
+    _Atomic uintptr_t *slot = slot_at(set, h + i);
+    if (!slot)
+      return false; /* an empty slot */
+    uintptr_t v = atomic_load_explicit(slot, memory_order_acquire);
     if (v == p)
       return true;
     if (v == MT_SET_EMPTY)
@@ -105,7 +164,9 @@ bool mt_sampled_set_insert(mt_sampled_set *set, const void *ptr) {
   filter_add(set, p, 1);
   uint64_t h = home(set, p);
   for (unsigned i = 0; i < MT_SET_WINDOW; i++) {
-    _Atomic uintptr_t *slot = &set->slots[(h + i) & set->slot_mask];
+    _Atomic uintptr_t *slot = slot_made(set, h + i);
+    if (!slot)
+      break; /* no memory for its page: no room */
     uintptr_t v = atomic_load_explicit(slot, memory_order_relaxed);
     while (v == MT_SET_EMPTY || v == MT_SET_TOMBSTONE) {
       if (atomic_compare_exchange_weak_explicit(slot, &v, p, memory_order_release,
@@ -126,7 +187,9 @@ bool mt_sampled_set_remove(mt_sampled_set *set, const void *ptr) {
     return false;
   uint64_t h = home(set, p);
   for (unsigned i = 0; i < MT_SET_WINDOW; i++) {
-    _Atomic uintptr_t *slot = &set->slots[(h + i) & set->slot_mask];
+    _Atomic uintptr_t *slot = slot_at(set, h + i);
+    if (!slot)
+      return false; /* an empty slot */
     uintptr_t v = atomic_load_explicit(slot, memory_order_acquire);
     if (v == MT_SET_EMPTY)
       return false;

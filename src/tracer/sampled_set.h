@@ -10,17 +10,20 @@
 #include <stdint.h>
 
 typedef struct mt_sampled_set {
-  _Atomic uint8_t *filter;  /* per 256-byte granule modulo the filter: members (255 sticks) */
-  uintptr_t filter_mask;    /* filter buckets - 1 */
-  _Atomic uintptr_t *slots; /* open addressing, linear probing; 0 empty, 1 removed */
-  uint64_t slot_mask;
+  _Atomic uint8_t *filter; /* per 256-byte granule modulo the filter: members (255 sticks) */
+  uintptr_t filter_mask;   /* filter buckets - 1 */
+  /* The table's pages (512 slots each), mapped when an insert first needs one: NULL reads as
+   * empty slots. Open addressing, linear probing; 0 empty, 1 removed. */
+  _Atomic(_Atomic uintptr_t *) *pages;
+  uint64_t slot_mask;    /* slots - 1 (at least a page's) */
   unsigned window_shift; /* log2 of the address span the table covers (home slots) */
   _Atomic uint64_t members;
   _Atomic uint64_t insert_failures; /* no free slot within the probe window */
 } mt_sampled_set;
 
-/* Maps a filter of 2^filter_bits counters and a table of 2^slot_bits slots (both reserved with
- * MAP_NORESERVE and touched only where used). Returns 0, or -1 if the mapping failed. */
+/* Maps a filter of 2^filter_bits counters (reserved with MAP_NORESERVE, touched only where used)
+ * and the directory of a table of 2^slot_bits slots, whose pages are mapped as inserts need them.
+ * Returns 0, or -1 if a mapping failed. */
 int mt_sampled_set_init(mt_sampled_set *set, unsigned filter_bits, unsigned slot_bits);
 void mt_sampled_set_destroy(mt_sampled_set *set);
 /* Empties the set in place (its pages go back to the kernel and read as zero): for a new tracing
@@ -47,8 +50,9 @@ static inline bool mt_sampled_set_maybe(const mt_sampled_set *set, const void *p
          0;
 }
 
-/* Adds `p` (not NULL). False if there is no room (the caller then treats the block as not
- * sampled). Adding a member that is already present keeps one copy and returns true. */
+/* Adds `p` (not NULL). False if there is no room, or no memory for a page of the table (the
+ * caller then treats the block as not sampled). Adding a member that is already present keeps one
+ * copy and returns true. */
 bool mt_sampled_set_insert(mt_sampled_set *set, const void *p);
 
 /* Removes `p`; true if it was a member. */

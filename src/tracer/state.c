@@ -244,16 +244,11 @@ void mt_shim_find_own_text(void) {
  * (the blocks it remembers were sampled for a trace that is finished). */
 static int prepare_sets(const mt_tracer_config *c) {
   if (!c->full) {
-    /* 2^22 slots, 32 MiB reserved; under an address-space or data limit a thirty-second of the
-     * room left at most (down to 2^16 slots), which the program would otherwise run out of: the
-     * set is private writable memory, which RLIMIT_DATA counts whole (a program under a 60 MB
-     * data limit got 21 blocks of 1 MiB traced against 56 untraced). */
+    /* 2^22 slots, whose pages are mapped as members need them (sampled_set.c): 64 KiB of
+     * directory, and a page or two per cluster of live sampled blocks. Reserved whole, the table
+     * took 32 MiB of the program's room under an address-space or data limit, and under one the
+     * program lowered itself. */
     unsigned slot_bits = 22;
-    uint64_t room = mt_address_space_room(), data = mt_data_room();
-    if (data < room)
-      room = data;
-    while (slot_bits > 16 && (sizeof(uintptr_t) << slot_bits) > room / 32)
-      slot_bits--;
     if (mt_shim.set.filter)
       mt_sampled_set_clear(&mt_shim.set);
     else if (mt_sampled_set_init(&mt_shim.set, 20, slot_bits) != 0)

@@ -58,7 +58,7 @@ endfunction()
 
 foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
            sampled jemalloc_probe rust_shims address_space mlock_all small_stack self_replace
-           graceful lowered_limit altstack_malloc ending dropped)
+           graceful lowered_limit altstack_malloc ending dropped room_under_limit)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
@@ -122,6 +122,7 @@ set(_tracer_tests
     program_under_resource_limits_runs_as_untraced
     program_under_address_space_limit_keeps_its_room
     program_lowering_its_address_space_limit_keeps_its_room
+    program_lowering_its_address_space_limit_to_100_mib_keeps_nearly_all_its_room
     program_locking_its_memory_runs_as_untraced
     inprocess_unstarted_trace_leaves_no_file
     inprocess_ring_file_goes_however_the_program_ends

@@ -38,6 +38,29 @@ static void members_are_found_and_removed_once(void **state) {
   mt_sampled_set_destroy(&s);
 }
 
+/* The table's pages are mapped as members need them: reserved whole (32 MiB for 2^22 slots) it
+ * took that much of a program's room under an address-space limit it set itself. */
+static void table_maps_only_the_pages_its_members_need(void **state) {
+  (void)state;
+  mt_sampled_set s;
+  assert_int_equal(mt_sampled_set_init(&s, 20, 22), 0);
+  size_t pages = (size_t)(s.slot_mask + 1) / 512, mapped = 0;
+  for (size_t i = 0; i < pages; i++)
+    mapped += atomic_load(&s.pages[i]) != NULL;
+  assert_int_equal(mapped, 0);
+  assert_false(mt_sampled_set_contains(&s, ptr(1)));
+  assert_false(mt_sampled_set_remove(&s, ptr(1)));
+  /* 1000 blocks of a 160 KB heap: 16-byte granules, 512 slots a page, 20 pages at most. */
+  for (uint64_t i = 0; i < 1000; i++)
+    assert_true(mt_sampled_set_insert(&s, ptr(i * 10)));
+  for (size_t i = 0; i < pages; i++)
+    mapped += atomic_load(&s.pages[i]) != NULL;
+  assert_true(mapped >= 1 && mapped <= 21);
+  for (uint64_t i = 0; i < 1000; i++)
+    assert_true(mt_sampled_set_remove(&s, ptr(i * 10)));
+  mt_sampled_set_destroy(&s);
+}
+
 static void filter_rejects_almost_every_non_member(void **state) {
   (void)state;
   mt_sampled_set s;
@@ -120,6 +143,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(members_are_found_and_removed_once),
       cmocka_unit_test(filter_rejects_almost_every_non_member),
+      cmocka_unit_test(table_maps_only_the_pages_its_members_need),
       cmocka_unit_test(churn_reuses_tombstones_without_losing_members),
       cmocka_unit_test(threads_insert_and_remove_their_own_pointers_at_once),
   };

@@ -741,6 +741,35 @@ def test_program_under_address_space_limit_keeps_its_room():
             verify_trace(trace)
 
 
+def test_program_lowering_its_address_space_limit_to_100_mib_keeps_nearly_all_its_room():
+    # After a program's setrlimit(RLIMIT_AS) to 100 MiB, whatever the tracer keeps mapped is room
+    # the program lost. The sampled set's table was reserved whole (32 MiB): traced sampled, the
+    # program mapped 51 MiB where untraced it maps 97. Its pages are now mapped as members need
+    # them. What stays (docs/tracer.md, "Resource limits"): the ring file's header, ring blocks
+    # and registry (5 MiB) and the main thread's ring (4 MiB sampled, 16 MiB with --full), the
+    # filter (1 MiB, sampled) and the shim's .bss (2.6 MiB); and the free rings kept for threads to
+    # come, a sixteenth of the room at most (none at 100 MiB, two of 4 MiB at 200 sampled).
+    margins = {(): 15, ("--full",): 26}
+    for limit in (100, 200):
+        argv = [program("room_under_limit"), str(limit)]
+        plain = untraced(argv)
+        m = re.fullmatch(r"(\d+) MiB mappable\n", plain.stdout)
+        expect(plain.returncode == 0 and m, f"untraced {argv}: {plain.stdout!r}")
+        room = int(m.group(1))
+        for options, fixed in margins.items():
+            margin = fixed + limit // 16
+            trace = os.path.join(WORK, f"room-{limit}.ctf")
+            traced = record(trace, argv, options)
+            t = re.fullmatch(r"(\d+) MiB mappable\n", traced.stdout)
+            expect(traced.returncode == 0 and t, f"traced {argv} {options}: {traced.stdout!r}\n"
+                   f"{traced.stderr[-2000:]}")
+            got = int(t.group(1))
+            expect(got >= room - margin,
+                   f"under a {limit} MiB limit set by the program, traced {options} it can map "
+                   f"{got} MiB, untraced {room}: more than {margin} MiB less")
+            verify_trace(trace)
+
+
 def test_program_lowering_its_address_space_limit_keeps_its_room():
     # A program that lowers its own RLIMIT_AS once it runs (to 640 MiB) and then maps 384 MiB
     # must do so traced too: the ring file, mapped whole at start (16 GiB sampled, 64 GiB with
@@ -1788,6 +1817,23 @@ def test_signal_handler_on_a_small_alternate_stack_allocates():
             check_sites(f, [source_name], mode, f"altstack_malloc {size}")
             expect(f["allocs"] >= 100, f"altstack_malloc {size}: {f['allocs']} allocations in the "
                    "trace, fewer than the handler's 100")
+    # Every size that works untraced works traced, in steps of 64 bytes from the smallest: the
+    # kernel's signal frame takes most of a small stack, and the trampoline's 144-byte frame and
+    # the shim's recording path (another 340 bytes with --full) overflowed sizes that ran
+    # untraced. The trampoline now keeps 16 bytes while the handler runs, and an allocation with
+    # less than 2 KiB of alternate stack left is passed on unrecorded (counted lost); the sweep
+    # goes past that bound so that the sizes where recording resumes are covered too.
+    smallest = next((size for size in range(2048, 16384, 64)
+                     if untraced([program("altstack_malloc"), str(size), "2"]).returncode == 0),
+                    None)
+    expect(smallest, "altstack_malloc ran on no alternate stack up to 16 KiB untraced")
+    for size in range(smallest, smallest + 3072, 64):
+        argv = [program("altstack_malloc"), str(size), "2"]
+        plain = untraced(argv)
+        expect(plain.returncode == 0, f"untraced {argv} failed above the smallest size {smallest}")
+        for options in ((), ("--full",)):
+            traced = record(os.path.join(WORK, "altstack-sweep.ctf"), argv, options)
+            same_behaviour(plain, traced, f"{' '.join(argv)} {options} (smallest {smallest})")
 
 
 def test_full_signal_handler_longjmps_out_of_the_tracer():
