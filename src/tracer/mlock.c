@@ -68,8 +68,8 @@ static void own_add(own_ranges *o, const void *p, uint64_t bytes) {
 static void own_add_set(own_ranges *o, const mt_sampled_set *set) {
   if (set->filter)
     own_add(o, set->filter, (uint64_t)set->filter_mask + 1);
-  if (set->pages) /* its pages, 4 KiB each where members are, are locked as the program's */
-    own_add(o, set->pages, ((uint64_t)set->slot_mask + 1) / 512 * sizeof(void *));
+  if (set->pages) /* its pages, 64 KiB each where members are, are locked as the program's */
+    own_add(o, set->pages, ((uint64_t)set->slot_mask + 1) / MT_SET_PAGE_SLOTS * sizeof(void *));
 }
 
 /* The shim's large regions now; false when there are none (mlockall then goes to the kernel). */

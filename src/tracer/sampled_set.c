@@ -12,7 +12,9 @@
  * table was 32 MiB of the address space, which a program that lowers its own address-space limit
  * (RLIMIT_AS, counted whole, reserved or not) lost from the room it has untraced; by need it is
  * a page or two per cluster of live sampled blocks. A page, once mapped, stays until the set is
- * destroyed: a lookup on another thread may be reading it. */
+ * destroyed: a lookup on another thread may be reading it. Pages of 64 KiB (8192 slots), not 4:
+ * each is a mapping of its own to the kernel, and a program's mappings are limited
+ * (vm.max_map_count): 512 of them at most for the whole table, not 8192. */
 #include <errno.h>
 #include <stddef.h>
 #include <sys/mman.h>
@@ -24,16 +26,14 @@
 #define MT_SET_WINDOW 256u
 #define MT_SET_LIKELY(x) __builtin_expect(!!(x), 1)
 
-#define MT_SET_PAGE_SLOTS (4096u / sizeof(uintptr_t))
-
 static size_t pages_of(const mt_sampled_set *set) {
   return (size_t)((set->slot_mask + 1) / MT_SET_PAGE_SLOTS);
 }
 
 int mt_sampled_set_init(mt_sampled_set *set, unsigned filter_bits, unsigned slot_bits) {
   size_t filter_size = (size_t)1 << filter_bits;
-  if (((uint64_t)1 << slot_bits) < MT_SET_PAGE_SLOTS)
-    slot_bits = 9;
+  while (((uint64_t)1 << slot_bits) < MT_SET_PAGE_SLOTS) /* a page at least */
+    slot_bits++;
   size_t pages_size = sizeof(void *) * (((size_t)1 << slot_bits) / MT_SET_PAGE_SLOTS);
   void *f = mmap(NULL, filter_size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -59,7 +59,7 @@ void mt_sampled_set_clear(mt_sampled_set *set) {
   for (size_t i = 0; i < pages_of(set); i++) {
     _Atomic uintptr_t *page = atomic_load_explicit(&set->pages[i], memory_order_acquire);
     if (page)
-      madvise((void *)page, 4096, MADV_DONTNEED);
+      madvise((void *)page, MT_SET_PAGE_BYTES, MADV_DONTNEED);
   }
   madvise((void *)set->filter, set->filter_mask + 1, MADV_DONTNEED);
   atomic_store(&set->members, 0);
@@ -71,7 +71,7 @@ void mt_sampled_set_destroy(mt_sampled_set *set) {
   for (size_t i = 0; i < pages_of(set); i++) {
     _Atomic uintptr_t *page = atomic_load_explicit(&set->pages[i], memory_order_acquire);
     if (page)
-      munmap((void *)page, 4096);
+      munmap((void *)page, MT_SET_PAGE_BYTES);
   }
   munmap((void *)set->pages, sizeof(void *) * pages_of(set));
   set->filter = NULL;
@@ -94,7 +94,8 @@ static _Atomic uintptr_t *slot_made(mt_sampled_set *set, uint64_t i) {
     return slot;
   i &= set->slot_mask;
   int saved_errno = errno;
-  void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *m =
+      mmap(NULL, MT_SET_PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   errno = saved_errno;
   if (m == MAP_FAILED)
     return NULL;
@@ -102,7 +103,7 @@ static _Atomic uintptr_t *slot_made(mt_sampled_set *set, uint64_t i) {
   if (!atomic_compare_exchange_strong_explicit(&set->pages[i / MT_SET_PAGE_SLOTS], &expected,
                                                (_Atomic uintptr_t *)m, memory_order_acq_rel,
                                                memory_order_acquire)) {
-    munmap(m, 4096);
+    munmap(m, MT_SET_PAGE_BYTES);
     errno = saved_errno;
   }
   return slot_at(set, i);

@@ -9,11 +9,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The table is mapped in pages of this many bytes (sampled_set.c). */
+#define MT_SET_PAGE_BYTES 65536u
+#define MT_SET_PAGE_SLOTS (MT_SET_PAGE_BYTES / sizeof(uintptr_t))
+
 typedef struct mt_sampled_set {
   _Atomic uint8_t *filter; /* per 256-byte granule modulo the filter: members (255 sticks) */
   uintptr_t filter_mask;   /* filter buckets - 1 */
-  /* The table's pages (512 slots each), mapped when an insert first needs one: NULL reads as
-   * empty slots. Open addressing, linear probing; 0 empty, 1 removed. */
+  /* The table's pages (MT_SET_PAGE_SLOTS each), mapped when an insert first needs one: NULL reads
+   * as empty slots. Open addressing, linear probing; 0 empty, 1 removed. */
   _Atomic(_Atomic uintptr_t *) *pages;
   uint64_t slot_mask;    /* slots - 1 (at least a page's) */
   unsigned window_shift; /* log2 of the address span the table covers (home slots) */

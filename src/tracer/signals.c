@@ -144,6 +144,11 @@ static void trampoline(int sig, siginfo_t *info, void *context) {
     trampoline_nested(sig, info, context, level, frame);
     return;
   }
+  /* calls[level] is claimed before anything is written into it: a signal that arrives before
+   * this store uses calls[level] too, but runs to its end (and gives the level back) before this
+   * handler goes on; one that arrives after it takes the next level. */
+  mt_shim_self.in_handler = level + 1;
+  atomic_signal_fence(memory_order_seq_cst);
   handler_call *c = &calls[level];
   __asm__("" : "+r"(c)); /* one register across the calls, not the TLS address and the level */
   c->info = info;

@@ -244,10 +244,10 @@ void mt_shim_find_own_text(void) {
  * (the blocks it remembers were sampled for a trace that is finished). */
 static int prepare_sets(const mt_tracer_config *c) {
   if (!c->full) {
-    /* 2^22 slots, whose pages are mapped as members need them (sampled_set.c): 64 KiB of
-     * directory, and a page or two per cluster of live sampled blocks. Reserved whole, the table
-     * took 32 MiB of the program's room under an address-space or data limit, and under one the
-     * program lowered itself. */
+    /* 2^22 slots, whose pages are mapped as members need them (sampled_set.c): 4 KiB of
+     * directory, and a 64 KiB page or two per cluster of live sampled blocks. Reserved whole, the
+     * table took 32 MiB of the program's room under an address-space or data limit, and under one
+     * the program lowered itself. */
     unsigned slot_bits = 22;
     if (mt_shim.set.filter)
       mt_sampled_set_clear(&mt_shim.set);
