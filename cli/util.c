@@ -86,8 +86,9 @@ static struct {
     OPTION_NO_ARGUMENT,
     OPTION_REPEATED
   } why;
-  /* The options with a value seen in this parse (their getopt codes), for repeats. */
+  /* The options with a value seen in this parse (their getopt codes and values), for repeats. */
   int seen[64];
+  const char *seen_value[64];
   size_t nseen;
 } last_option;
 
@@ -104,17 +105,20 @@ static const char *long_name_of(const struct option *longopts, int val) {
   return NULL;
 }
 
-/* An option with a value given a second time: the first value would be dropped in silence (`top
- * -n 1 -n 3`, `report -o a.html -o b.html`), so it is refused, unless its values add up. */
+/* An option given a second time with another value: the first would be dropped in silence (`top
+ * -n 1 -n 3`, `report -o a.html -o b.html`), so it is refused, unless its values add up. The same
+ * value again (a script that adds `--by live` to a command line that has it) changes nothing. */
 static bool repeated(const struct option *longopts, int c, int index) {
   const char *name = index >= 0 ? longopts[index].name : long_name_of(longopts, c);
   if (!optarg || repeatable(name))
     return false;
   for (size_t i = 0; i < last_option.nseen; i++)
     if (last_option.seen[i] == c)
-      return true;
-  if (last_option.nseen < sizeof last_option.seen / sizeof last_option.seen[0])
-    last_option.seen[last_option.nseen++] = c;
+      return strcmp(last_option.seen_value[i], optarg) != 0;
+  if (last_option.nseen < sizeof last_option.seen / sizeof last_option.seen[0]) {
+    last_option.seen[last_option.nseen] = c;
+    last_option.seen_value[last_option.nseen++] = optarg;
+  }
   return false;
 }
 
@@ -205,7 +209,7 @@ int cli_bad_option(const char *cmd) {
   case OPTION_NO_ARGUMENT:
     return cli_usage_error(cmd, "option '%s' takes no argument", last_option.name);
   case OPTION_REPEATED:
-    return cli_usage_error(cmd, "option '%s' given more than once", last_option.name);
+    return cli_usage_error(cmd, "option '%s' given twice, with different values", last_option.name);
   case OPTION_UNKNOWN:
   case OPTION_OK:
   default: return cli_usage_error(cmd, "unknown option '%s'", last_option.name);
