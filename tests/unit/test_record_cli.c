@@ -253,6 +253,21 @@ static void true_is_traced_into_a_readable_trace(void **state) {
   rr_read(out, &t);
   assert_string_equal(mt_reader_info(t.reader)->context, "/bin/true");
   rr_trace_free(&t);
+  /* Rate 1 (every word sampled, as memtrace and the analyses read it) records every allocation,
+   * as --full: the shim's sampler at rate 1 missed half of a program's 4-byte blocks. */
+  const char *every[][2] = {{"--rate", "1"}, {"--sample-interval", "8"}};
+  for (size_t i = 0; i < 2; i++) {
+    const char *one = tu_temp_path("rate1.ctf");
+    assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", every[i][0], every[i][1], "-o", one,
+                                "--", "/bin/true", (char *)NULL),
+                     0);
+    free(err);
+    rr_read(one, &t);
+    if (!strstr(mt_reader_info(t.reader)->ocaml_runtime_params, ",mode=full"))
+      fail_msg("record %s %s: %s", every[i][0], every[i][1],
+               mt_reader_info(t.reader)->ocaml_runtime_params);
+    rr_trace_free(&t);
+  }
   /* The program's exit status is memtap's. */
   assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "-o", tu_temp_path("false.ctf"), "--",
                               "/bin/false", (char *)NULL),
