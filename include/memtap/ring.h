@@ -360,8 +360,7 @@ typedef struct mt_ring_file_info {
   uint64_t records_written;     /* by every ring, since creation */
   uint64_t records_overwritten; /* by the producer before the primary had read them (or in
                                    flight-recorder mode, before anyone had) */
-  uint64_t records_nested;      /* dropped: interrupted another write on the same thread, or made
-                                   by a signal handler with too little stack left to write it */
+  uint64_t records_nested;      /* dropped: interrupted another write on the same thread */
   uint64_t records_no_ring;     /* dropped: the thread had no ring */
   uint64_t rings_recovered;     /* taken over from threads that vanished without releasing */
   uint64_t claims_failed_full;  /* a thread found every ring taken */

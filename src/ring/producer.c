@@ -230,12 +230,6 @@ bool mt_ring_is_copy(void) {
   return owner && !mt_load_relaxed(owner);
 }
 
-void mt_ring_count_dropped(void) {
-  mt_ring_file_header *h = mt_ring_session.header;
-  if (h && !(mt_ring_writer_epoch(&mt_ring_session) & 1) && !mt_ring_is_copy())
-    atomic_fetch_add_explicit(&h->records_nested, 1, memory_order_relaxed);
-}
-
 void mt_ring_note_signal(int sig) {
   mt_ring_file_header *h = mt_ring_session.header;
   if (h && sig > 0 && sig < MT_RING_SIGNALS && !mt_ring_is_copy())

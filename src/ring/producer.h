@@ -86,11 +86,6 @@ static inline uint32_t mt_ring_writer_epoch(struct mt_ring *s) {
 /* Whether this process is a copy made without fork handlers of one whose session was open. */
 bool mt_ring_is_copy(void);
 
-/* Counts a record the producer chose not to write in the file's nested-write drops (memtap record
- * reports it among the lost records): one a signal handler made with too little of its alternate
- * signal stack left to write it (docs/tracer.md, "Signals"). Malloc-free, async-signal-safe. */
-void mt_ring_count_dropped(void);
-
 /* Counts a delivery of `sig` to the program's handler in the file's header (signals_handled),
  * for a consumer that forwards signals. Async-signal-safe; nothing when no file was ever open or
  * `sig` is not counted. After a close the header is private memory, so a late count is lost. */

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ring/producer.h"
 #include "tracer/shim.h"
 
 #define MT_EXPORT __attribute__((visibility("default")))
@@ -231,10 +230,6 @@ MT_EXPORT void *malloc(size_t size) {
     t->countdown = (int64_t)(c - size);
     return mt_shim_real.malloc(size);
   }
-  if (MT_UNLIKELY(mt_shim_stack_short(t) && mt_shim_real.malloc)) {
-    mt_ring_count_dropped();
-    return mt_shim_real.malloc(size);
-  }
   return malloc_slow(t, size);
 }
 
@@ -275,10 +270,6 @@ MT_EXPORT void *calloc(size_t count, size_t size) {
       return mt_shim_real.calloc(count, size);
     }
   }
-  if (MT_UNLIKELY(mt_shim_stack_short(t) && mt_shim_real.calloc)) {
-    mt_ring_count_dropped();
-    return mt_shim_real.calloc(count, size);
-  }
   return calloc_slow(t, count, size);
 }
 
@@ -292,15 +283,6 @@ static __attribute__((noinline)) void free_slow(void *p) {
     return;
   mt_shim_thread *t = &mt_shim_self;
   int mode = atomic_load_explicit(&mt_shim.mode, memory_order_acquire);
-  if (MT_UNLIKELY(mt_shim_stack_short(t)) && mt_shim_real.free) {
-    /* A sampled block leaves the set all the same: its address may come back from the allocator
-     * as another block. */
-    if (!t->depth && ((mode == MT_SHIM_FULL && !forget_internal(p)) ||
-                      (mode == MT_SHIM_SAMPLED && mt_sampled_set_remove(&mt_shim.set, p))))
-      mt_ring_count_dropped();
-    mt_shim_real.free(p);
-    return;
-  }
   if (mode == MT_SHIM_FULL) {
     if (!forget_internal(p) && !t->depth)
       mt_record_free(p);
@@ -318,11 +300,6 @@ static __attribute__((noinline)) void free_slow(void *p) {
  * stopped since the gate was read; anything unusual goes through free_slow. */
 static void free_full(void *p) {
   mt_shim_thread *t = &mt_shim_self;
-  if (MT_UNLIKELY(mt_shim_stack_short(t)) && p && !mt_bootstrap_owns(p) && mt_shim_real.free) {
-    mt_ring_count_dropped();
-    mt_shim_real.free(p);
-    return;
-  }
   if (MT_UNLIKELY(!p || mt_bootstrap_owns(p) || t->depth || !mt_shim_real.free ||
                   atomic_load_explicit(&mt_shim.mode, memory_order_acquire) != MT_SHIM_FULL)) {
     free_slow(p);
@@ -434,14 +411,6 @@ MT_EXPORT void *realloc(void *p, size_t size) {
       t->countdown = (int64_t)(c - size);
       return mt_shim_real.realloc(p, size);
     }
-  }
-  /* Not a block the shim must see (the bootstrap arena's, or a sampled one whose FREE would be
-   * lost): those take the slow path whatever the stack. */
-  if (MT_UNLIKELY(
-          mt_shim_stack_short(t) && mt_shim_real.realloc && !mt_bootstrap_owns(p) &&
-          !(p && mt_shim.mode == MT_SHIM_SAMPLED && mt_sampled_set_maybe(&mt_shim.set, p)))) {
-    mt_ring_count_dropped();
-    return mt_shim_real.realloc(p, size);
   }
   return realloc_slow(t, p, size);
 }

@@ -130,27 +130,6 @@ typedef struct mt_shim_thread {
 
 extern MT_HIDDEN __thread mt_shim_thread mt_shim_self __attribute__((tls_model("initial-exec")));
 
-/* Stack the shim may take below an allocation function's entry on an alternate signal stack,
- * beyond what the next allocator takes: its slow path's frames, the record and the stack walk
- * without libunwind (unwind.c) need about 400 bytes; the rest is room for the allocator's own
- * deeper paths, which run below the shim's frames instead of the handler's. */
-#define MT_SHIM_ALT_STACK_RESERVE 2048u
-
-/* Whether the thread runs a signal handler on an alternate signal stack (signals.c) with less
- * than MT_SHIM_ALT_STACK_RESERVE of it left. Then an allocation function passes the call straight
- * on (a tail call: no frame of the shim's under the allocator) and the event is not recorded but
- * counted among the lost records (mt_ring_count_dropped): a handler that works untraced on a small
- * stack (sysconf(_SC_MINSIGSTKSZ)) must not overflow it because of the shim. Reads the stack
- * pointer without a frame of its own; only off the fast paths. */
-static inline __attribute__((always_inline)) bool mt_shim_stack_short(const mt_shim_thread *t) {
-  uintptr_t high = t->alt_high;
-  if (MT_LIKELY(!high))
-    return false;
-  uintptr_t sp;
-  __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
-  return sp >= t->alt_low && sp < high && sp - t->alt_low < MT_SHIM_ALT_STACK_RESERVE;
-}
-
 /* The countdown of a thread while nothing is traced: the bytes it allocates between two visits to
  * the slow path, where it notices that tracing started (mt_tracer_start, a later session). Small
  * enough that a thread that exists when tracing starts joins within 16 KiB of allocations, large

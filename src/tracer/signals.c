@@ -37,126 +37,48 @@ typedef struct user_handler {
 static user_handler handlers[_NSIG][2];
 static _Atomic int current[_NSIG];
 
-/* One run of a program's handler: the thread's state the trampoline puts back after it, and the
- * call's arguments across begin(). A handler on a small alternate signal stack has only what the
- * kernel's signal frame leaves (sysconf(_SC_MINSIGSTKSZ) is about 3.3 KiB on a machine with
- * AVX-512, of which the frame takes over 3 KiB), so whatever the trampoline keeps on the stack
- * while the handler runs is taken from the handler: the trampoline's 144-byte frame crashed a
- * handler that allocated on a stack that worked untraced. So the outermost MT_HANDLER_LEVELS
- * handlers of a thread keep this in TLS, and the trampoline's frame while the handler runs is its
- * return address and one saved register (16 bytes, which a wrapper that runs code after the
- * handler cannot do without: its return address, and the ABI's 16-byte alignment of the call).
- * Deeper handlers keep it on the stack (trampoline_nested). */
-typedef struct handler_call {
-  void *handler;
-  siginfo_t *info;
-  void *context;
-  uintptr_t handler_frame, alt_low, alt_high;
-  uint32_t depth, in_allocator, scratch, level;
-  int sig, flags;
-} handler_call;
-
-#define MT_HANDLER_LEVELS 2u
-static __thread handler_call calls[MT_HANDLER_LEVELS] __attribute__((tls_model("initial-exec")));
-/* sigaltstack's answer, in TLS rather than on the (small) alternate stack. A handler that
- * interrupts begin() between the call and the read asks for the same stack. */
-static __thread stack_t alt_query __attribute__((tls_model("initial-exec")));
-
-/* Before the program's handler runs at nesting `level`, from the trampoline whose stack pointer
- * is `frame`: the thread's state saved in `c` and set for the handler, and the handler to run. */
-static __attribute__((noinline)) void begin(handler_call *c, uint32_t level, uintptr_t frame) {
+static void trampoline(int sig, siginfo_t *info, void *context) {
   mt_shim_thread *t = &mt_shim_self;
-  c->level = level;
-  c->depth = t->depth;
-  c->in_allocator = t->in_allocator;
-  c->handler_frame = t->handler_frame;
-  c->alt_low = t->alt_low;
-  c->alt_high = t->alt_high;
+  uint32_t depth = t->depth, in_allocator = t->in_allocator;
+  uintptr_t handler_frame = t->handler_frame, alt_low = t->alt_low, alt_high = t->alt_high;
   /* Off the thread's own stack: on the alternate signal stack, whose size the unwinder must
-   * respect (unwind.c) and the allocation functions too (malloc.c). One system call per such
-   * delivery. */
-  if (!t->stack_high || frame < t->stack_low || frame >= t->stack_high) {
-    if (sigaltstack(NULL, &alt_query) == 0 && (alt_query.ss_flags & SS_ONSTACK)) {
-      t->alt_low = (uintptr_t)alt_query.ss_sp;
-      t->alt_high = (uintptr_t)alt_query.ss_sp + alt_query.ss_size;
+   * respect (unwind.c). One system call per such delivery. */
+  uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+  if (!t->stack_high || here < t->stack_low || here >= t->stack_high) {
+    stack_t ss;
+    if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK)) {
+      t->alt_low = (uintptr_t)ss.ss_sp;
+      t->alt_high = (uintptr_t)ss.ss_sp + ss.ss_size;
     }
   }
   /* The outermost handler that interrupts a ring write or a record being built: a longjmp out of
    * it (longjmp.c) abandons the write, which would otherwise keep the thread's records deferred
    * for good, and the record's scratch level, which would otherwise stay taken. */
-  c->scratch = mt_record_scratch_level();
-  if (!c->handler_frame && (c->scratch || mt_record_in_write()))
-    t->handler_frame = frame;
+  uint32_t scratch = mt_record_scratch_level();
+  if (!handler_frame && (scratch || mt_record_in_write()))
+    t->handler_frame = (uintptr_t)__builtin_frame_address(0);
   t->depth = 0;
   t->in_allocator = 0;
-  /* The level, not a count: a longjmp from a nested handler into an outer one leaves the outer
-   * one's trampoline to set it right when it returns. */
-  t->in_handler = level + 1;
-  if (!level)
-    t->handler_outer = frame;
-  mt_ring_note_signal(c->sig); /* memtap record forwards only what the program did not get */
-  const user_handler *h =
-      &handlers[c->sig][atomic_load_explicit(&current[c->sig], memory_order_acquire)];
-  c->handler = h->handler;
-  c->flags = h->flags;
+  if (!t->in_handler++)
+    t->handler_outer = (uintptr_t)__builtin_frame_address(0);
+  mt_ring_note_signal(sig); /* memtap record forwards only what the program did not get */
   atomic_signal_fence(memory_order_seq_cst);
-}
-
-/* After the program's handler returned: the state `c` saved, put back. */
-static __attribute__((noinline)) void end(const handler_call *c) {
-  mt_shim_thread *t = &mt_shim_self;
-  uint32_t level = c->level;
+  const user_handler *h = &handlers[sig][atomic_load_explicit(&current[sig], memory_order_acquire)];
+  if (h->flags & SA_SIGINFO)
+    ((void (*)(int, siginfo_t *, void *))h->handler)(sig, info, context);
+  else
+    ((void (*)(int))h->handler)(sig);
   atomic_signal_fence(memory_order_seq_cst);
-  t->in_handler = level;
-  if (!level)
+  if (!--t->in_handler)
     t->handler_outer = 0;
-  t->depth = c->depth;
-  t->in_allocator = c->in_allocator;
-  t->handler_frame = c->handler_frame;
-  t->alt_low = c->alt_low;
-  t->alt_high = c->alt_high;
+  t->depth = depth;
+  t->in_allocator = in_allocator;
+  t->handler_frame = handler_frame;
+  t->alt_low = alt_low;
+  t->alt_high = alt_high;
   /* A handler's own records give their levels back, unless a longjmp inside it left one: the
    * record it interrupted is never finished. */
-  mt_record_abandon_scratch(c->scratch);
-}
-
-static void run(const handler_call *c) {
-  if (c->flags & SA_SIGINFO)
-    ((void (*)(int, siginfo_t *, void *))c->handler)(c->sig, c->info, c->context);
-  else
-    ((void (*)(int))c->handler)(c->sig);
-}
-
-/* A handler nested deeper than MT_HANDLER_LEVELS: its state on the stack. */
-static __attribute__((noinline)) void trampoline_nested(int sig, siginfo_t *info, void *context,
-                                                        uint32_t level, uintptr_t frame) {
-  handler_call c = {.info = info, .context = context, .sig = sig};
-  begin(&c, level, frame);
-  run(&c);
-  end(&c);
-}
-
-static void trampoline(int sig, siginfo_t *info, void *context) {
-  uintptr_t frame;
-  __asm__ volatile("mov %%rsp, %0" : "=r"(frame));
-  uint32_t level = mt_shim_self.in_handler;
-  if (MT_UNLIKELY(level >= MT_HANDLER_LEVELS)) {
-    trampoline_nested(sig, info, context, level, frame);
-    return;
-  }
-  /* calls[level] is claimed before anything is written into it: a signal that arrives before
-   * this store uses calls[level] too, but runs to its end (and gives the level back) before this
-   * handler goes on; one that arrives after it takes the next level. */
-  mt_shim_self.in_handler = level + 1;
-  atomic_signal_fence(memory_order_seq_cst);
-  handler_call *c = &calls[level];
-  __asm__("" : "+r"(c)); /* one register across the calls, not the TLS address and the level */
-  c->info = info;
-  c->context = context;
-  c->sig = sig;
-  begin(c, level, frame);
-  run(c);
-  end(c);
+  mt_record_abandon_scratch(scratch);
 }
 
 static int (*real_sigaction(void))(int, const struct sigaction *, struct sigaction *);
