@@ -68,7 +68,7 @@ static void own_add(own_ranges *o, const void *p, uint64_t bytes) {
 static void own_add_set(own_ranges *o, const mt_sampled_set *set) {
   if (set->filter)
     own_add(o, set->filter, (uint64_t)set->filter_mask + 1);
-  if (set->pages) /* its pages, 64 KiB each where members are, are locked as the program's */
+  if (set->pages) /* the directory; the pages it points to: set_page_end */
     own_add(o, set->pages, ((uint64_t)set->slot_mask + 1) / MT_SET_PAGE_SLOTS * sizeof(void *));
 }
 
@@ -114,6 +114,25 @@ static bool is_own(const own_ranges *o, const vma *v) {
   return v->start >= USER_END;
 }
 
+/* The end of the page of the sampled set `set` that holds `at`, or 0 if none does; lowers *next to
+ * the start of any of its pages between `at` and *next. Its pages (sampled_set.c, up to 512 of
+ * 64 KiB, mapped as members need them) are too many for own_ranges. */
+static uint64_t set_page_end(const mt_sampled_set *set, uint64_t at, uint64_t *next) {
+  if (!set->pages)
+    return 0;
+  size_t pages = (size_t)((set->slot_mask + 1) / MT_SET_PAGE_SLOTS);
+  for (size_t i = 0; i < pages; i++) {
+    uint64_t p = (uint64_t)(uintptr_t)atomic_load_explicit(&set->pages[i], memory_order_acquire);
+    if (!p)
+      continue;
+    if (at >= p && at < p + MT_SET_PAGE_BYTES)
+      return p + MT_SET_PAGE_BYTES;
+    if (p > at && p < *next)
+      *next = p;
+  }
+  return 0;
+}
+
 /* Calls `each` for the parts of `v` outside the shim's ranges: the kernel merges neighbouring
  * anonymous mappings, so a range of the shim's may share a mapping with the program's memory. */
 static void each_program_part(const own_ranges *o, const vma *v, void (*each)(const vma *, void *),
@@ -132,6 +151,13 @@ static void each_program_part(const own_ranges *o, const vma *v, void (*each)(co
     }
     if (covered)
       continue;
+    uint64_t page_end = set_page_end(&mt_shim.set, at, &next);
+    if (!page_end)
+      page_end = set_page_end(&mt_shim.internal, at, &next);
+    if (page_end) {
+      at = page_end;
+      continue;
+    }
     vma part = *v;
     part.start = at;
     part.end = next;

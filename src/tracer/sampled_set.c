@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <sys/mman.h>
 
+#include "common/map_unlocked.h"
+
 #include "tracer/sampled_set.h"
 
 #define MT_SET_EMPTY ((uintptr_t)0)
@@ -58,8 +60,9 @@ int mt_sampled_set_init(mt_sampled_set *set, unsigned filter_bits, unsigned slot
 void mt_sampled_set_clear(mt_sampled_set *set) {
   for (size_t i = 0; i < pages_of(set); i++) {
     _Atomic uintptr_t *page = atomic_load_explicit(&set->pages[i], memory_order_acquire);
-    if (page)
-      madvise((void *)page, MT_SET_PAGE_BYTES, MADV_DONTNEED);
+    if (page && madvise((void *)page, MT_SET_PAGE_BYTES, MADV_DONTNEED) != 0)
+      for (size_t k = 0; k < MT_SET_PAGE_SLOTS; k++) /* locked after all (EINVAL): by hand */
+        atomic_store_explicit(&page[k], MT_SET_EMPTY, memory_order_relaxed);
   }
   madvise((void *)set->filter, set->filter_mask + 1, MADV_DONTNEED);
   atomic_store(&set->members, 0);
@@ -94,8 +97,10 @@ static _Atomic uintptr_t *slot_made(mt_sampled_set *set, uint64_t i) {
     return slot;
   i &= set->slot_mask;
   int saved_errno = errno;
+  /* Never locked nor faulted in whole in a program that called mlockall(MCL_FUTURE): the set is
+   * the shim's, not the program's (mlock.c leaves its pages out of the program's too). */
   void *m =
-      mmap(NULL, MT_SET_PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      mt_map_unlocked(MT_SET_PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
   errno = saved_errno;
   if (m == MAP_FAILED)
     return NULL;

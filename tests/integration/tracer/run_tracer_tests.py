@@ -858,7 +858,9 @@ def test_program_locking_its_memory_runs_as_untraced():
         plain = untraced(wrap + argv)
         expect(plain.stdout == "mlockall: ok\nlocked under 1 GiB: yes\n",
                f"untraced, {label}: {plain.stdout!r}")
-        for options in ((), ("--full",)):
+        # --sample-interval 64: nearly every block sampled, so the sampled set maps a page of its
+        # table after mlockall(MCL_FUTURE); mapped as the program's, it was locked (64 KiB more).
+        for options in ((), ("--full",), ("--sample-interval", "64")):
             trace = os.path.join(WORK, "mlock-all.ctf")
             # A small ring file: should its mapping be locked after all, the damage stays small
             # and VmLck still shows it.
@@ -870,9 +872,10 @@ def test_program_locking_its_memory_runs_as_untraced():
             # took the program's RLIMIT_MEMLOCK budget (4 MiB of 8 here), and its later locked
             # allocations failed where untraced they succeed.
             ours, theirs = locked_kib(plain), locked_kib(traced)
-            expect(ours is not None and theirs is not None and theirs - ours <= 256,
+            most = 60 if "--sample-interval" in options else 256  # 40 measured, 104 with the page
+            expect(ours is not None and theirs is not None and theirs - ours <= most,
                    f"mlock_all {label} {options}: {theirs} KiB locked traced, {ours} untraced")
-            if options:
+            if "--full" in options:
                 check_sites(facts(trace, ["mlock_all.c"]), ["mlock_all.c"], "all",
                             f"mlock_all {label}")
     # In process too: the consumer thread's second mapping of the ring file is left out as well.
