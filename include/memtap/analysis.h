@@ -209,10 +209,7 @@ typedef struct mt_stats {
   uint8_t sources; /* bit s set: some allocation had source s */
 } mt_stats;
 
-/* Distinct backtraces with allocations in the window (or objects live in it), numbered 0 ..
- * count-1 in the order the window met them: first those of objects live at its start (by their
- * oldest such object), then by their first allocation in it. Frame numbers follow the same order,
- * so neither depends on what was read before the window (or whether a checkpoint skipped it). */
+/* Distinct backtraces with allocations (or live objects), numbered 0 .. count-1. */
 size_t mt_analysis_stack_count(const mt_analysis *a);
 /* Frames of stack `stack`, outermost first, and their number. Borrowed: valid until the next call
  * of mt_analysis_stack_frames. When `inlined` is non-NULL it receives a parallel array (borrowed

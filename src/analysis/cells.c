@@ -177,21 +177,6 @@ bool mt_cells_add(mt_analysis *a, const live_obj *o, int64_t free_time, double o
   return true;
 }
 
-bool mt_cells_renumber(mt_analysis *a, const uint32_t *new_of_old) {
-  mt_indexmap_clear(&a->cell_index);
-  for (size_t i = 0; i < a->ncells; i++) {
-    mt_cell *c = &a->cells[i];
-    c->stack = new_of_old[c->stack];
-    bool added;
-    if (mt_indexmap_get_or_add(
-            &a->cell_index,
-            cell_key(c->stack, c->alloc_bucket, c->free_bucket, c->size_class, c->lifetime_class),
-            (uint32_t)i, &added) == MT_INDEXMAP_NONE)
-      return false;
-  }
-  return true;
-}
-
 void mt_cells_free(mt_analysis *a) {
   mt_indexmap_free(&a->cell_index);
   free(a->cells);

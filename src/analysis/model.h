@@ -33,7 +33,6 @@ typedef struct stack_rec {
   uint32_t fnode; /* frame trie node */
   uint32_t site;  /* frame index, UINT32_MAX for "<no backtrace>" */
   bool dirty;     /* live changed since the last peak snapshot */
-  uint32_t met;   /* when the window met it (1, 2, ...: mt_stacks_settle's order), 0: not yet */
   mt_stats stats;
 } stack_rec;
 
@@ -94,8 +93,7 @@ struct mt_analysis {
   } run_steps[MT_RUN_STEPS];
   stack_rec *stacks;
   size_t nstacks, stacks_cap;
-  uint32_t stacks_met; /* stacks the window met so far */
-  uint32_t *scratch;   /* path buffers */
+  uint32_t *scratch; /* path buffers */
   size_t scratch_cap;
   uint32_t *shown; /* frame-stack materialisation for mt_analysis_stack_frames */
   bool *shown_inlined;
@@ -161,10 +159,6 @@ uint32_t mt_stacks_intern(mt_analysis *a, domain_state *d, const mt_event *ev);
 uint32_t mt_stacks_extend(mt_analysis *a, uint32_t from, int64_t code);
 /* The stack ending at frame trie node `fnode`, made if new (UINT32_MAX: out of memory). */
 uint32_t mt_stacks_of_fnode(mt_analysis *a, uint32_t fnode);
-/* At the end of a pass, once the cells are flushed: keeps only the stacks the window met and
- * numbers them in the order it met them (stack_rec.met), renumbering the frame trie, the live
- * objects, the largest allocations and the cells. False when memory runs out. */
-bool mt_stacks_settle(mt_analysis *a);
 
 /* timeline.c */
 void mt_timeline_init(mt_analysis *a, bool cells);
@@ -182,9 +176,6 @@ bool mt_cells_reach(mt_analysis *a, int64_t t);
 /* Counts the objects added so far in the cells (at the end of the pass). False when memory runs
  * out. */
 bool mt_cells_flush(mt_analysis *a);
-/* After mt_cells_flush: each cell's stack becomes new_of_old[stack] (every cell's stack has a new
- * number), the cells keeping their order. False when memory runs out. */
-bool mt_cells_renumber(mt_analysis *a, const uint32_t *new_of_old);
 void mt_cells_free(mt_analysis *a);
 
 /* index.c: the checkpoint index (TRACE.idx). */

@@ -102,57 +102,20 @@ static void snapshot_peak(mt_analysis *a, int64_t t) {
   a->ndirty = 0;
 }
 
-/* The live objects, oldest first (by time, then id): an order that depends only on what is live,
- * not on how the pass came to it (from the trace's start or from a checkpoint, whose objects fill
- * the slots in another order). Sums of estimates and the cells are taken in it, and the stacks
- * numbered by it (mt_stacks_settle), so that a resumed pass gives the same results to the bit.
- * NULL when memory runs out; *n may be 0. The caller frees. */
-typedef struct aged_slot {
-  int64_t time, id;
-  uint32_t slot;
-} aged_slot;
-
-static int by_age(const void *p, const void *q) {
-  const aged_slot *x = p, *y = q;
-  if (x->time != y->time)
-    return x->time < y->time ? -1 : 1;
-  return (x->id > y->id) - (x->id < y->id);
-}
-
-static aged_slot *live_by_age(const mt_analysis *a, size_t *n) {
-  const mt_idmap *m = &a->live_index;
-  aged_slot *out = malloc((m->count ? m->count : 1) * sizeof *out);
-  size_t k = 0;
-  for (size_t i = 0; out && m->slots && i <= m->mask; i++) {
-    const mt_idmap_slot *s = &m->slots[i];
-    if (s->value != MT_IDMAP_EMPTY && a->live[s->value].stack != UINT32_MAX)
-      out[k++] = (aged_slot){a->live[s->value].time, s->id, s->value};
-  }
-  if (out)
-    qsort(out, k, sizeof *out, by_age);
-  *n = k;
-  return out;
-}
-
-static bool open_window(mt_analysis *a) {
+static void open_window(mt_analysis *a) {
   a->in_window = true;
-  size_t n;
-  aged_slot *aged = live_by_age(a, &n);
-  if (!aged)
-    return false;
-  for (size_t i = 0; i < n; i++) {
-    const live_obj *o = &a->live[aged[i].slot];
+  for (size_t i = 0; i < a->nlive; i++) {
+    const live_obj *o = &a->live[i];
+    if (o->stack == UINT32_MAX)
+      continue; /* a free slot */
     double est = estimate_objects(a, o->words, (mt_source)o->source);
-    stack_rec *s = &a->stacks[o->stack];
-    if (!s->met) /* met by its oldest object live at the window's start */
-      s->met = ++a->stacks_met;
-    amount_add(&s->stats.live_start, o->samples, est);
-    amount_add(&s->stats.live, o->samples, est);
+    mt_stats *st = &a->stacks[o->stack].stats;
+    amount_add(&st->live_start, o->samples, est);
+    amount_add(&st->live, o->samples, est);
     amount_add(&a->summary.live_start, o->samples, est);
     amount_add(&a->summary.live_end, o->samples, est);
     a->live_samples += o->samples;
   }
-  free(aged);
   for (size_t i = 0; i < a->nstacks; i++) {
     a->stacks[i].stats.peak = a->stacks[i].stats.live;
     a->stacks[i].dirty = false;
@@ -162,7 +125,6 @@ static bool open_window(mt_analysis *a) {
   a->summary.peak_time = a->summary.from;
   a->summary.at_peak = a->summary.live_end;
   mt_timeline_change(a, a->summary.from, 0, 0);
-  return true;
 }
 
 static inline __attribute__((always_inline)) bool live_insert(mt_analysis *a, int64_t id,
@@ -311,8 +273,6 @@ static int on_alloc(mt_analysis *a, const mt_event *ev, int64_t t, mt_error *err
     return MT_OK;
   double est = estimate_objects(a, words, ev->source);
   stack_rec *s = &a->stacks[stack];
-  if (!s->met)
-    s->met = ++a->stacks_met;
   s->stats.sources |= (uint8_t)(1u << ev->source);
   amount_add(&s->stats.allocated, samples, est);
   amount_add(&s->stats.live, samples, est);
@@ -348,46 +308,43 @@ static const char *keep(mt_analysis *a, const char *s) {
 
 static int finish(mt_analysis *a, int64_t last, bool bounded_to) {
   mt_summary *sum = &a->summary;
-  if (!a->in_window && !open_window(a))
-    return MT_E_NOMEM;
+  if (!a->in_window)
+    open_window(a);
   int64_t end = bounded_to ? sum->to : (last > sum->from ? last : sum->from);
   sum->to = end;
   mt_timeline_finish(a, end);
   if (!mt_cells_reach(a, end))
     return MT_E_NOMEM;
-  size_t nlive;
-  aged_slot *aged = live_by_age(a, &nlive);
-  if (!aged)
-    return MT_E_NOMEM;
-  for (size_t i = 0; i < nlive; i++) {
-    const live_obj *o = &a->live[aged[i].slot];
+  for (size_t i = 0; i < a->nlive; i++) {
+    const live_obj *o = &a->live[i];
+    if (o->stack == UINT32_MAX)
+      continue;
     double est = estimate_objects(a, o->words, (mt_source)o->source);
     amount_add(&sum->live_end_by_source[o->source], o->samples, est);
     if (!o->before)
       amount_add(&sum->lifetimes[MT_LIFETIME_CLASSES - 1], o->samples, est);
-    if (!mt_cells_add(a, o, -1, est)) {
-      free(aged);
+    if (!mt_cells_add(a, o, -1, est))
       return MT_E_NOMEM;
-    }
   }
-  free(aged);
   if (a->want_cells && !mt_cells_flush(a))
     return MT_E_NOMEM;
-  /* Only the stacks the window met, in the order it met them (before the rounding, whose ties
-   * go by stack): what a pass read before the window does not show. */
-  if (!mt_stacks_settle(a))
-    return MT_E_NOMEM;
   qsort(a->largest, a->nlargest, sizeof a->largest[0], by_time);
+  /* Stacks first met before the window and gone by its start show nothing: leave them counted
+   * but let the queries skip empty ones. */
   mt_hashmap sites = {0};
-  sum->distinct_backtraces = a->nstacks;
-  for (size_t i = 0; i < a->nstacks; i++)
-    if (!mt_hashmap_get(&sites, a->stacks[i].site, NULL)) {
-      if (!mt_hashmap_put(&sites, a->stacks[i].site, 0)) {
-        mt_hashmap_free(&sites);
-        return MT_E_NOMEM;
+  for (size_t i = 0; i < a->nstacks; i++) {
+    const mt_stats *st = &a->stacks[i].stats;
+    if (st->allocated.objects || st->live.objects || st->live_start.objects) {
+      sum->distinct_backtraces++;
+      if (!mt_hashmap_get(&sites, a->stacks[i].site, NULL)) {
+        if (!mt_hashmap_put(&sites, a->stacks[i].site, 0)) {
+          mt_hashmap_free(&sites);
+          return MT_E_NOMEM;
+        }
+        sum->sites++;
       }
-      sum->sites++;
     }
+  }
   mt_hashmap_free(&sites);
   return mt_estimates_round(a) ? MT_OK : MT_E_NOMEM;
 }
@@ -437,10 +394,8 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
     return rc;
   }
   a->in_window = from == 0;
-  if (a->in_window && !open_window(a)) {
-    mt_analysis_free(a);
-    return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
-  }
+  if (a->in_window)
+    open_window(a);
 
   /* Backtraces as runs only: the pass never needs them flat, and materialising deep ones would
    * cost their depth for every event. The caller's setting comes back at the end. */
@@ -461,10 +416,8 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
     if (t > last)
       last = t;
     sum->end_time = ev.time;
-    if (!a->in_window && t >= from && !open_window(a)) {
-      rc = mt_fail(err, MT_E_NOMEM, ev.offset, "out of memory");
-      break;
-    }
+    if (!a->in_window && t >= from)
+      open_window(a);
     uint32_t slot;
     if (ev.kind == MT_EVENT_ALLOC) {
       if ((rc = on_alloc(a, &ev, t, err)) != MT_OK)

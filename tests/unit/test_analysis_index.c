@@ -128,48 +128,7 @@ static void assert_same_stats(const mt_stats *x, const mt_stats *y, const char *
   assert_same_amount(&x->temporary, &y->temporary, what);
 }
 
-/* The stacks as numbered (top's representative backtrace, flame's and speedscope's order and
- * frame numbers follow them): the same backtraces under the same numbers with the same frame
- * numbers, and each site's count of backtraces. A pass from the trace's start meets backtraces
- * before the window that a resumed one never reads: none of them may show. */
-static void assert_same_stacks(const mt_analysis *got, const mt_analysis *want) {
-  size_t n = mt_analysis_stack_count(want);
-  assert_int_equal(mt_analysis_stack_count(got), n);
-  assert_int_equal(n, mt_analysis_summary(want)->distinct_backtraces);
-  for (size_t i = 0; i < n; i++) {
-    size_t gd, wd;
-    const uint32_t *gf = mt_analysis_stack_frames(got, i, &gd, NULL);
-    uint32_t *g = malloc((gd + 1) * sizeof *g);
-    memcpy(g, gf, gd * sizeof *g);
-    const uint32_t *w = mt_analysis_stack_frames(want, i, &wd, NULL);
-    if (gd != wd)
-      fail_msg("stack %zu: %zu frames, expected %zu", i, gd, wd);
-    for (size_t j = 0; j < gd; j++) {
-      mt_frame x = mt_analysis_frame(got, g[j]), y = mt_analysis_frame(want, w[j]);
-      if (g[j] != w[j] || strcmp(x.function, y.function) || strcmp(x.file, y.file) ||
-          x.line != y.line)
-        fail_msg("stack %zu frame %zu: %u %s, expected %u %s", i, j, g[j], x.function, w[j],
-                 y.function);
-    }
-    free(g);
-    assert_int_equal(mt_analysis_stack_site(got, i), mt_analysis_stack_site(want, i));
-    assert_same_stats(mt_analysis_stack_stats(got, i), mt_analysis_stack_stats(want, i), "stack");
-  }
-  mt_group *gg, *wg;
-  size_t gn, wn;
-  mt_error err;
-  assert_int_equal(mt_analysis_group(got, MT_GROUP_SITE, MT_METRIC_LIVE, &gg, &gn, &err), MT_OK);
-  assert_int_equal(mt_analysis_group(want, MT_GROUP_SITE, MT_METRIC_LIVE, &wg, &wn, &err), MT_OK);
-  assert_int_equal(gn, wn);
-  for (size_t i = 0; i < gn; i++) {
-    assert_int_equal(gg[i].stacks, wg[i].stacks);
-    assert_int_equal(gg[i].top_stack, wg[i].top_stack);
-  }
-  free(gg);
-  free(wg);
-}
-
-/* Everything a user sees: the summary, every site, every stack, the timeline. */
+/* Everything a user sees: the summary, every site, the timeline. */
 static void assert_same_analysis(const mt_analysis *got, const mt_analysis *want) {
   const mt_summary *g = mt_analysis_summary(got), *w = mt_analysis_summary(want);
   assert_int_equal(g->from, w->from);
@@ -210,7 +169,6 @@ static void assert_same_analysis(const mt_analysis *got, const mt_analysis *want
   }
   free(gg);
   free(wg);
-  assert_same_stacks(got, want);
 
   size_t gt, wt;
   int64_t gw, ww;
