@@ -616,6 +616,20 @@ static inline bool goes_direct(const mt_recorder *r, uint64_t source) {
   return !r->merging && r->direct_ok && r->direct_seen && source == r->direct_key;
 }
 
+/* Not merging yet: the first source seen is the one that may go direct; another means a second
+ * thread, and every record is merged by stamp from now on. What the first thread wrote was
+ * already written: a record of the new one stamped earlier is repaired by order.c like any
+ * record read late. */
+static void note_source(mt_recorder *r, uint64_t source) {
+  if (!r->direct_seen) {
+    r->direct_seen = true;
+    r->direct_key = source;
+  } else if (source != r->direct_key) {
+    r->merging = true;
+    direct_flush(r);
+  }
+}
+
 /* Every record but the usual direct ones; out of line, so that those need no stack frame. */
 __attribute__((noinline)) static int on_record_slow(mt_recorder *r, const mt_ring_event *ev) {
   if (!r->merging && r->direct_ok) {
@@ -646,15 +660,8 @@ __attribute__((noinline)) static int on_record_slow(mt_recorder *r, const mt_rin
   rec_event e;
   if (!decode(r, ev, &e))
     return MT_CURSOR_NEXT;
-  if (!r->merging) {
-    if (!r->direct_seen) {
-      r->direct_seen = true;
-      r->direct_key = e.source;
-    } else if (e.source != r->direct_key) {
-      r->merging = true; /* a second thread (see above) */
-      direct_flush(r);
-    }
-  }
+  if (!r->merging)
+    note_source(r, e.source);
   if (!rec_merge_push(&r->merge, &e, r->poll_now_ns)) {
     r->decode_error = MT_E_NOMEM;
     return MT_CURSOR_STOP;
@@ -682,19 +689,10 @@ static size_t on_run(void *user, uint32_t ring, uint32_t generation, uint64_t fi
   attachment *a = r->current;
   uint64_t source = source_key(a, ring, generation);
   bool direct = goes_direct(r, source);
-  if (!r->merging && !r->direct_ok) {
-    /* The first poll (or the finish): every record is queued in the merge, by the same paths as
-     * when merging. The first source seen is the one that may go direct from the next poll on;
-     * another means a second thread, merged from now on (on_record_slow does the same per record
-     * it is given). */
-    if (!r->direct_seen) {
-      r->direct_seen = true;
-      r->direct_key = source;
-    } else if (source != r->direct_key) {
-      r->merging = true;
-      direct_flush(r);
-    }
-  }
+  /* The first poll (or the finish): every record is queued in the merge, by the same paths as
+   * when merging; the run's source noted once, as on_record_slow notes each record's. */
+  if (!r->merging && !r->direct_ok)
+    note_source(r, source);
   bool queued = !direct && (r->merging || !r->direct_ok);
   const uint64_t *rec = recs, *end = recs + words;
   uint32_t seq = (uint32_t)first_seq;

@@ -69,7 +69,7 @@ static void own_add_set(own_ranges *o, const mt_sampled_set *set) {
   if (set->filter)
     own_add(o, set->filter, (uint64_t)set->filter_mask + 1);
   if (set->pages) /* the directory; the pages it points to: set_page_end */
-    own_add(o, set->pages, ((uint64_t)set->slot_mask + 1) / MT_SET_PAGE_SLOTS * sizeof(void *));
+    own_add(o, set->pages, mt_sampled_set_pages(set) * sizeof(void *));
 }
 
 /* The shim's large regions now; false when there are none (mlockall then goes to the kernel). */
@@ -120,8 +120,7 @@ static bool is_own(const own_ranges *o, const vma *v) {
 static uint64_t set_page_end(const mt_sampled_set *set, uint64_t at, uint64_t *next) {
   if (!set->pages)
     return 0;
-  size_t pages = (size_t)((set->slot_mask + 1) / MT_SET_PAGE_SLOTS);
-  for (size_t i = 0; i < pages; i++) {
+  for (size_t i = 0; i < mt_sampled_set_pages(set); i++) {
     uint64_t p = (uint64_t)(uintptr_t)atomic_load_explicit(&set->pages[i], memory_order_acquire);
     if (!p)
       continue;

@@ -28,10 +28,6 @@
 #define MT_SET_WINDOW 256u
 #define MT_SET_LIKELY(x) __builtin_expect(!!(x), 1)
 
-static size_t pages_of(const mt_sampled_set *set) {
-  return (size_t)((set->slot_mask + 1) / MT_SET_PAGE_SLOTS);
-}
-
 int mt_sampled_set_init(mt_sampled_set *set, unsigned filter_bits, unsigned slot_bits) {
   size_t filter_size = (size_t)1 << filter_bits;
   while (((uint64_t)1 << slot_bits) < MT_SET_PAGE_SLOTS) /* a page at least */
@@ -58,7 +54,7 @@ int mt_sampled_set_init(mt_sampled_set *set, unsigned filter_bits, unsigned slot
 }
 
 void mt_sampled_set_clear(mt_sampled_set *set) {
-  for (size_t i = 0; i < pages_of(set); i++) {
+  for (size_t i = 0; i < mt_sampled_set_pages(set); i++) {
     _Atomic uintptr_t *page = atomic_load_explicit(&set->pages[i], memory_order_acquire);
     if (page && madvise((void *)page, MT_SET_PAGE_BYTES, MADV_DONTNEED) != 0)
       for (size_t k = 0; k < MT_SET_PAGE_SLOTS; k++) /* locked after all (EINVAL): by hand */
@@ -71,12 +67,12 @@ void mt_sampled_set_clear(mt_sampled_set *set) {
 
 void mt_sampled_set_destroy(mt_sampled_set *set) {
   munmap((void *)set->filter, set->filter_mask + 1);
-  for (size_t i = 0; i < pages_of(set); i++) {
+  for (size_t i = 0; i < mt_sampled_set_pages(set); i++) {
     _Atomic uintptr_t *page = atomic_load_explicit(&set->pages[i], memory_order_acquire);
     if (page)
       munmap((void *)page, MT_SET_PAGE_BYTES);
   }
-  munmap((void *)set->pages, sizeof(void *) * pages_of(set));
+  munmap((void *)set->pages, sizeof(void *) * mt_sampled_set_pages(set));
   set->filter = NULL;
   set->pages = NULL;
 }

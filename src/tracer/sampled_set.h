@@ -6,6 +6,7 @@
 #define MEMTAP_SRC_TRACER_SAMPLED_SET_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -49,6 +50,11 @@ static inline uintptr_t mt_sampled_set_bucket(const mt_sampled_set *set, const v
 }
 
 /* False when `p` is certainly not a member: one load. */
+/* How many pages the table has room for (its directory's entries). */
+static inline size_t mt_sampled_set_pages(const mt_sampled_set *set) {
+  return (size_t)((set->slot_mask + 1) / MT_SET_PAGE_SLOTS);
+}
+
 static inline bool mt_sampled_set_maybe(const mt_sampled_set *set, const void *p) {
   return atomic_load_explicit(&set->filter[mt_sampled_set_bucket(set, p)], memory_order_relaxed) !=
          0;
