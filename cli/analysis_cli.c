@@ -156,6 +156,17 @@ static void report_index(const mt_analysis *a, const an_options *o) {
             use->checkpoints, out_plural((double)use->checkpoints), use->added);
 }
 
+/* A window's bound for a message, in buf: "0.467352 s", and "(50% of the trace's 0.934705 s)"
+ * after it when the command line gave a percentage (`text`) of `duration`: a damaged trace's
+ * duration counts the packets read, which may go on past the last event read. */
+static const char *window_time(char buf[96], int64_t us, const char *text, int64_t duration) {
+  int n = snprintf(buf, 96, "%.6f s", (double)us / 1e6);
+  if (text && strchr(text, '%'))
+    snprintf(buf + n, (size_t)(96 - n), " (%s of the trace's %.6f s)", text,
+             (double)duration / 1e6);
+  return buf;
+}
+
 /* The warning for a trace damaged part-way: where, what the analysis covers, and why what comes
  * just before the damage is not to be trusted either. */
 static void warn_damage(const char *path, const mt_analysis *a, const mt_error *damage,
@@ -329,13 +340,27 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
   /* A pass that stopped at the window's end (--to) read no further: the trace goes on past it,
    * and so past a start before it, however long ago the last event read was. */
   bool stopped_at_to = options.to != MT_TIME_UNBOUNDED && s->to == options.to && !damage;
+  char start[96], end[96];
   if (options.from != MT_TIME_UNBOUNDED && options.from > read_to && !stopped_at_to) {
-    *status = cli_usage_error(
-        cmd, "the window starts at %.6f s, after the %s (%.6f s)", (double)options.from / 1e6,
-        damage ? "last event read before the damage" : "trace's end", (double)read_to / 1e6);
+    window_time(start, options.from, o->from, duration);
+    if (damage) { /* the command line is fine: the trace cannot be read that far */
+      cli_error(path,
+                "nothing to analyse: the window starts at %s, after the last event read "
+                "before the damage (%.6f s)",
+                start, (double)read_to / 1e6);
+      *status = MT_EXIT_PARTIAL;
+    } else {
+      *status = cli_usage_error(cmd, "the window starts at %s, after the trace's end (%.6f s)",
+                                start, (double)read_to / 1e6);
+    }
     mt_analysis_free(a);
     return NULL;
   }
+  if (damage && options.to != MT_TIME_UNBOUNDED && options.to > read_to)
+    cli_error(path,
+              "warning: the window was to end at %s, past the damage: it ends at the last "
+              "event read (%.6f s)",
+              window_time(end, options.to, o->to, duration), (double)read_to / 1e6);
   return a;
 }
 

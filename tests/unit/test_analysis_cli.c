@@ -1215,6 +1215,43 @@ static void analyses_of_a_damaged_trace_print_what_was_read_warn_and_exit_2(void
   }
 }
 
+/* A window on a damaged trace is of the trace's whole timeline, whatever part of it could be read:
+ * one starting past the last event read before the damage is the trace's fault, not the command
+ * line's (it was a usage error, exit 64), and one ending past it says it was cut short (an
+ * export `--at 80%` silently gave the heap at the damage). */
+static void a_window_past_the_damage_blames_the_trace(void **state) {
+  (void)state;
+  size_t flipped;
+  const char *path = damaged_copy("memtrace/ocamlopt_v2.ctf", "damaged_window.ctf", &flipped);
+  char *out, *err;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "summary", "--json", path, NULL), 2);
+  double read_to = tu_json_number(strstr(out, "\"window\":"), "to_s");
+  free(out);
+  free(err);
+  char past[32];
+  snprintf(past, sizeof past, "%.6f", read_to + 0.001);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "top", "--from", past, path, NULL), 2);
+  if (out[0] || !strstr(err, "nothing to analyse: the window starts at") ||
+      !strstr(err, "after the last event read before the damage") || strstr(err, "--help"))
+    fail_msg("top --from %s on a damaged trace: %zu bytes out, stderr: %s", past, strlen(out), err);
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "summary", "--json", "--to", "1000", path, NULL),
+                   2);
+  assert_non_null(strstr(err, "warning: the window was to end at "));
+  assert_non_null(strstr(err, "past the damage: it ends at the last event read"));
+  assert_true(tu_json_number(strstr(out, "\"window\":"), "to_s") <= read_to);
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "export", "--format", "folded", "--at", "1000",
+                              "-o", "-", path, NULL),
+                   2);
+  assert_true(out[0] != 0);
+  assert_non_null(strstr(err, "past the damage: it ends at the last event read"));
+  free(out);
+  free(err);
+}
+
 /* A trace cut mid-packet (a recording killed before its last flush) is read up to its last whole
  * packet with a warning: what the analyses print is whole but covers only that part, so they
  * exit 2, as check does (they exited 0). */
@@ -1641,6 +1678,7 @@ int main(void) {
       cmocka_unit_test(report_is_one_self_contained_file),
       cmocka_unit_test(every_command_has_help_and_rejects_bad_options),
       cmocka_unit_test(analyses_of_a_damaged_trace_print_what_was_read_warn_and_exit_2),
+      cmocka_unit_test(a_window_past_the_damage_blames_the_trace),
       cmocka_unit_test(analyses_of_a_truncated_trace_warn_and_exit_2),
       cmocka_unit_test(a_window_past_the_end_is_refused_and_an_end_past_it_clamped),
       cmocka_unit_test(a_window_inside_a_gap_between_events_is_accepted),
