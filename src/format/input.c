@@ -46,8 +46,14 @@ struct mt_input {
   int64_t position;
 };
 
+/* Whether the input starts with a zstd frame. A skippable one (magic 0x184D2A50 to 0x184D2A5F,
+ * metadata or padding that tools and pipelines may put first) counts: the decompressor skips it,
+ * wherever it is in the stream. */
 static bool is_zstd(const uint8_t *p, size_t n) {
-  return n >= 4 && (uint32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24) == ZSTD_MAGIC;
+  if (n < 4)
+    return false;
+  uint32_t magic = (uint32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24);
+  return magic == ZSTD_MAGIC || (magic & ZSTD_MAGIC_SKIPPABLE_MASK) == ZSTD_MAGIC_SKIPPABLE_START;
 }
 
 static int start_zstd(mt_input *s, mt_error *err) {

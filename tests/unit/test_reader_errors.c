@@ -722,6 +722,41 @@ static void a_zstd_trace_cut_in_its_last_bytes_gives_all_it_holds_and_is_cut(voi
   free(trace);
 }
 
+/* Appends a zstd skippable frame (magic 0x184D2A50 + variant, then its length and content). */
+static size_t put_skippable_frame(uint8_t *out, unsigned variant, size_t length) {
+  mt_store_u32(out, ZSTD_MAGIC_SKIPPABLE_START + variant);
+  mt_store_u32(out + 4, (uint32_t)length);
+  memset(out + 8, 0xAB, length);
+  return 8 + length;
+}
+
+/* Skippable frames carry nothing for the decompressor, which skips them: a .zst trace that starts
+ * with one (as some tools and pipelines write), or has them between and after its frames, reads
+ * whole, from memory and through a pipe. */
+static void zstd_skippable_frames_are_skipped_wherever_they_are(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *trace = large_trace(&size);
+  size_t cap = 2 * ZSTD_compressBound(size) + 3 * (8 + 100000);
+  uint8_t *z = malloc(cap);
+  size_t zsize = put_skippable_frame(z, 0, 16);
+  size_t n = ZSTD_compress(z + zsize, cap - zsize, trace, size / 2, 3);
+  assert_false(ZSTD_isError(n));
+  zsize += n;
+  zsize += put_skippable_frame(z + zsize, 0xF, 100000); /* past a pipe's first chunk */
+  n = ZSTD_compress(z + zsize, cap - zsize, trace + size / 2, size - size / 2, 3);
+  assert_false(ZSTD_isError(n));
+  zsize += n;
+  zsize += put_skippable_frame(z + zsize, 7, 0);
+  bool truncated;
+  for (int pipe_it = 0; pipe_it < 2; pipe_it++) {
+    assert_int_equal(read_counting(z, zsize, pipe_it, &truncated), LARGE_TRACE_EVENTS);
+    assert_false(truncated);
+  }
+  free(z);
+  free(trace);
+}
+
 /* A zstd frame of `size` bytes without content size, checksum or dictionary: its header is the
  * magic, a zero descriptor byte and the window byte, so its first block header is at byte 6. */
 static size_t compress_plain_frame(const uint8_t *data, size_t size, uint8_t *out, size_t cap) {
@@ -816,6 +851,7 @@ int main(void) {
       cmocka_unit_test(an_event_cut_inside_a_packet_is_an_error_not_a_crash),
       cmocka_unit_test(zstd_compressed_traces_read_like_plain_ones),
       cmocka_unit_test(a_zstd_trace_cut_in_its_last_bytes_gives_all_it_holds_and_is_cut),
+      cmocka_unit_test(zstd_skippable_frames_are_skipped_wherever_they_are),
       cmocka_unit_test(a_trace_info_pid_unlike_its_packets_is_malformed),
       cmocka_unit_test(a_corrupt_zstd_stream_is_malformed_at_the_decompressed_offset),
   };
