@@ -161,24 +161,19 @@ static void report_index(const mt_analysis *a, const an_options *o) {
 static void warn_damage(const char *path, const mt_analysis *a, const mt_error *damage,
                         int64_t trace_size) {
   const mt_summary *s = mt_analysis_summary(a);
-  char at[32], read[32], share[32];
-  out_format_count((double)damage->offset, at);
+  char where[sizeof damage->message + 64], read[32], share[32];
+  cli_damage_text(damage, where, sizeof where);
   out_format_bytes((double)damage->offset, read);
   if (trace_size > 0)
     snprintf(share, sizeof share, " (%.0f%%)", 100.0 * (double)damage->offset / (double)trace_size);
   else
     share[0] = 0;
-  /* The reader's message starts with where ("malformed trace at byte N: "): said already. */
-  const char *what = damage->message;
-  const char *colon = strstr(what, ": ");
-  if (!strncmp(what, "malformed trace at byte", 23) && colon)
-    what = colon + 2;
   fflush(stdout);
   fprintf(stderr,
-          "memtap: %s: warning: the trace is damaged at byte %s (%s); the analysis covers the "
-          "%s%s read before it, events up to %.6f s. memtrace traces carry no checksums, so "
-          "events just before the damage may already be wrong\n",
-          path, at, what, read, share,
+          "memtap: %s: warning: %s; the analysis covers the %s%s read before it, events up to "
+          "%.6f s. memtrace traces carry no checksums, so events just before the damage may "
+          "already be wrong\n",
+          path, where, read, share,
           (double)mt_analysis_elapsed(s->end_time, s->info.start_time) / 1e6);
 }
 

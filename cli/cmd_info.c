@@ -233,16 +233,12 @@ int mt_cmd_info(int argc, char **argv) {
   }
   int status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
   if (damaged) {
-    char at[32], read[32];
-    /* The reader's message starts with where ("malformed trace at byte N: "): said already. */
-    const char *what = strstr(err.message, ": ");
-    what = !strncmp(err.message, "malformed trace at byte", 23) && what ? what + 2 : err.message;
+    char where[sizeof err.message + 64], read[32];
+    cli_damage_text(&err, where, sizeof where);
     cli_error(path,
-              "warning: the trace is damaged at byte %s (%s); the figures above cover the %s read "
-              "before it. memtrace traces carry no checksums, so events just before the damage "
-              "may already be wrong",
-              out_format_count((double)err.offset, at), what,
-              out_format_bytes((double)err.offset, read));
+              "warning: %s; the figures above cover the %s read before it. memtrace traces carry "
+              "no checksums, so events just before the damage may already be wrong",
+              where, out_format_bytes((double)err.offset, read));
     if (status == MT_EXIT_OK)
       status = MT_EXIT_PARTIAL;
   }

@@ -53,6 +53,22 @@ void cli_report(const char *file, const mt_error *err) {
   cli_error(file, "%s", err->message[0] ? err->message : mt_status_name(err->code));
 }
 
+void cli_damage_text(const mt_error *damage, char *text, size_t size) {
+  static const char compressed[] = "malformed compressed trace at byte ";
+  const char *message = damage->message;
+  if (!strncmp(message, compressed, sizeof compressed - 1)) { /* placed in the .zst file */
+    snprintf(text, size, "the compressed trace is damaged at byte %s",
+             message + sizeof compressed - 1);
+    return;
+  }
+  /* "malformed trace at byte N: " says where, which the warning says already. */
+  const char *what = strstr(message, ": ");
+  what = !strncmp(message, "malformed trace at byte", 23) && what ? what + 2 : message;
+  char at[32];
+  snprintf(text, size, "the trace is damaged at byte %s (%s)",
+           out_format_count((double)damage->offset, at), what);
+}
+
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
   fflush(stdout);
   fprintf(stderr, "memtap %s: ", cmd);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "format/backtrace_codec.h"
 #include "format/buf.h"
@@ -315,6 +316,49 @@ static void analyses_and_copy_stop_at_an_undescribed_code(void **state) {
   const char *copied = tu_temp_path("undescribed_copy.ctf");
   expect(1, NULL, "invalid location code 0x3 (frame 2", "copy", path, copied, NULL);
   expect(0, "ok: 1 event", NULL, "check", copied, NULL);
+}
+
+/* A zstd frame of `size` bytes without content size: its first block header is at byte 6. */
+static size_t compress_frame(const uint8_t *data, size_t size, uint8_t *out, size_t cap) {
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0)));
+  size_t n = ZSTD_compress2(c, out, cap, data, size);
+  ZSTD_freeCCtx(c);
+  assert_false(ZSTD_isError(n));
+  assert_int_equal(out[4], 0); /* no content size, checksum or dictionary: a 6-byte header */
+  return n;
+}
+
+/* demo_v3.ctf compressed in two frames, the second's first block of the reserved type: check says
+ * where in the .zst file and what is wrong there in the file's words (zstd's own were "Data
+ * corruption detected"), and the analyses warn the same way, having read the first frame. */
+static void a_damaged_compressed_trace_is_placed_in_the_compressed_file(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = tu_read_file(tu_testdata("memtrace/demo_v3.ctf"), &size);
+  size_t cap = 2 * ZSTD_compressBound(size);
+  uint8_t *z = malloc(cap);
+  size_t first = compress_frame(data, size / 2, z, cap);
+  size_t zsize = first + compress_frame(data + size / 2, size - size / 2, z + first, cap - first);
+  z[first + 6] |= 0x06;
+  const char *path = tu_temp_path("demo_v3_damaged.ctf.zst");
+  tu_write_file(path, z, zsize);
+  free(z);
+  free(data);
+  char where[160], end[80];
+  snprintf(where, sizeof where,
+           "malformed compressed trace at byte %zu: the compressed data is corrupt (in bytes %zu "
+           "to ",
+           first, first);
+  snprintf(end, sizeof end, "; the decompressed trace ends at byte %zu)", size / 2);
+  expect(1, NULL, where, "check", path, NULL);
+  expect(1, NULL, end, "check", path, NULL);
+  char warning[200];
+  snprintf(warning, sizeof warning, "warning: the compressed trace is damaged %s",
+           strstr(where, "at byte"));
+  expect(2, "allocated:", warning, "summary", path, NULL);
+  expect(2, "events:", warning, "info", path, NULL);
+  expect(2, NULL, end, "summary", path, NULL);
 }
 
 /* demo_v2.ctf with one bit of a packet's pid flipped: the reader skips that packet as another
@@ -1071,6 +1115,7 @@ int main(void) {
       cmocka_unit_test(check_finds_an_undescribed_code_after_a_common_prefix),
       cmocka_unit_test(check_finds_a_hit_on_a_bucket_no_miss_filled),
       cmocka_unit_test(analyses_and_copy_stop_at_an_undescribed_code),
+      cmocka_unit_test(a_damaged_compressed_trace_is_placed_in_the_compressed_file),
       cmocka_unit_test(copy_names_the_input_byte_of_a_collect_no_allocation_made),
       cmocka_unit_test(json_output_escapes_invalid_utf8_reversibly),
       cmocka_unit_test(every_command_fails_when_its_output_cannot_be_written),
