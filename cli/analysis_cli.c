@@ -80,8 +80,10 @@ static char *index_path_of(const char *path) {
 static bool go_damaged;
 
 int64_t an_trace_duration(const char *path, bool use_index) {
-  bool damaged = false; /* said again when the analysis converts it */
-  mt_reader *r = cli_open_trace_partial(path, false, &damaged);
+  /* Warnings, damage and skipped packets are the analysis pass's to say, which reads the trace
+   * next. */
+  bool damaged = false;
+  mt_reader *r = cli_open_trace_unwarned(path, &damaged);
   if (!r)
     return -1;
   /* A checkpoint index that saw the whole trace knows its duration: no pass needed. */

@@ -69,6 +69,10 @@ mt_reader *cli_open_trace(const char *path, bool backtraces);
  * while reading it, by the analysis pass). */
 mt_reader *cli_open_trace_partial(const char *path, bool backtraces, bool *damaged);
 
+/* cli_open_trace_partial without backtraces or warnings (a Go trace's damage included), for a
+ * pass that another over the same trace follows, which says them: each once. Errors are printed. */
+mt_reader *cli_open_trace_unwarned(const char *path, bool *damaged);
+
 /* Parses a whole decimal integer in [min, max]; false if `text` is not one. */
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);
 

@@ -242,13 +242,15 @@ mt_reader *cli_open_trace(const char *path, bool backtraces) {
   return cli_open_trace_partial(path, backtraces, NULL);
 }
 
-mt_reader *cli_open_trace_partial(const char *path, bool backtraces, bool *damaged) {
+/* Opens `path`, its warnings printed or not (`warn`). */
+static mt_reader *open_trace(const char *path, bool backtraces, bool *damaged, bool warn) {
   if (!*path) {
     cli_error(NULL, "the trace's file name is empty");
     return NULL;
   }
-  mt_reader_options options = {
-      .backtraces = backtraces, .on_warning = cli_print_warning, .warning_user = (void *)path};
+  mt_reader_options options = {.backtraces = backtraces,
+                               .on_warning = warn ? cli_print_warning : NULL,
+                               .warning_user = (void *)path};
   if (cli_is_go_trace(path)) /* a Go execution trace: converted first (docs/go.md) */
     return cli_open_go_trace(path, &options, damaged);
   mt_reader *r;
@@ -260,6 +262,14 @@ mt_reader *cli_open_trace_partial(const char *path, bool backtraces, bool *damag
     return NULL;
   }
   return r;
+}
+
+mt_reader *cli_open_trace_partial(const char *path, bool backtraces, bool *damaged) {
+  return open_trace(path, backtraces, damaged, true);
+}
+
+mt_reader *cli_open_trace_unwarned(const char *path, bool *damaged) {
+  return open_trace(path, false, damaged, false);
 }
 
 bool cli_parse_int(const char *text, long long min, long long max, long long *out) {

@@ -428,6 +428,49 @@ static const char *write_odd_trace(void) {
   return path;
 }
 
+/* How many times `words` occur in what memtap ARGS... prints on stderr. */
+static int stderr_count(const char *words, const char *arg0, const char *arg1, const char *arg2,
+                        const char *arg3) {
+  char *out = NULL, *err = NULL;
+  tu_run_cli(&out, NULL, &err, arg0, arg1, arg2, arg3, NULL);
+  int n = 0;
+  for (const char *p = err; (p = strstr(p, words)); p += strlen(words))
+    n++;
+  free(out);
+  free(err);
+  return n;
+}
+
+/* A window in percent is found by a pass over the whole trace before the analysis's own: its
+ * warnings (a packet of another process skipped, a cut last packet, a damaged Go trace) were
+ * printed by both passes. */
+static void a_window_in_percent_says_each_warning_once(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = tu_read_file(tu_testdata("memtrace/demo_v2.ctf"), &size);
+  assert_true(size > 100000);
+  data[29278] ^= 1; /* the packet at byte 29244: its pid */
+  const char *foreign = tu_temp_path("demo_v2_foreign_window.ctf");
+  tu_write_file(foreign, data, size);
+  data[29278] ^= 1;
+  const char *cut = tu_temp_path("demo_v2_cut_window.ctf");
+  tu_write_file(cut, data, 100000);
+  free(data);
+  data = tu_read_file(tu_testdata("go/allocfree.trace"), &size);
+  const char *go_cut = tu_temp_path("allocfree_cut_window.trace");
+  tu_write_file(go_cut, data, 150000);
+  free(data);
+  const char *skipped = "warning: skipping packet at byte 29244";
+  assert_int_equal(stderr_count(skipped, "summary", "--from", "10%", foreign), 1);
+  assert_int_equal(stderr_count(skipped, "leaks", "--to", "90%", foreign), 1);
+  assert_int_equal(stderr_count(skipped, "timeline", "--from", "5%", foreign), 1);
+  assert_int_equal(stderr_count(skipped, "top", "--from", "0.001", foreign), 1);
+  assert_int_equal(
+      stderr_count("warning: skipping truncated packet", "summary", "--from", "10%", cut), 1);
+  assert_int_equal(stderr_count("warning: malformed Go trace", "summary", "--from", "10%", go_cut),
+                   1);
+}
+
 static void expect_in(const char *text, const char *what, const char *want) {
   if (!strstr(text, want))
     fail_msg("%s lacks %s; it is: %s", what, want, text);
@@ -1117,6 +1160,7 @@ int main(void) {
       cmocka_unit_test(analyses_and_copy_stop_at_an_undescribed_code),
       cmocka_unit_test(a_damaged_compressed_trace_is_placed_in_the_compressed_file),
       cmocka_unit_test(copy_names_the_input_byte_of_a_collect_no_allocation_made),
+      cmocka_unit_test(a_window_in_percent_says_each_warning_once),
       cmocka_unit_test(json_output_escapes_invalid_utf8_reversibly),
       cmocka_unit_test(every_command_fails_when_its_output_cannot_be_written),
       cmocka_unit_test(every_output_that_is_an_input_is_refused),
