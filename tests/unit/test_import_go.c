@@ -629,6 +629,49 @@ static void format_rules_are_checked(void **state) {
   free(f.d);
 }
 
+/* The alloc/free info batch's fields are checked one by one: the error names the field, the value
+ * found and what was expected, at the field's byte (it said "alloc/free info with page size P,
+ * alignment A, stack S", at the batch, whichever was wrong). */
+static void a_bad_alloc_free_info_names_the_field_its_value_and_the_rule(void **state) {
+  (void)state;
+  gt_bytes f = {0};
+  gt_header(&f, 23);
+  gt_frequency(&f, 23, 1, 15625000, 0, 0, 0);
+  size_t info_batch = f.n;
+  gt_info(&f, 1);
+  /* Page 8192, alignment 8, stack 2048 as varints. */
+  const uint8_t *fields = memmem(f.d + info_batch, f.n - info_batch, "\x80\x40\x08\x80\x10", 5);
+  assert_non_null(fields);
+  size_t page = (size_t)(fields - f.d);
+  struct {
+    size_t at;
+    uint8_t byte;
+    const char *words;
+  } bad[] = {
+      {page, 0x81,
+       "the alloc/free info's page size is 8193, expected a power of two from 512 to "
+       "1048576"},
+      {page + 2, 0x03,
+       "the alloc/free info's heap alignment is 3, expected a power of two no "
+       "larger than its page size (8192)"},
+      {page + 2, 0x7F, "heap alignment is 127"},
+      {page + 3, 0x81,
+       "the alloc/free info's fixed stack size is 2049, expected a power of two up "
+       "to 1073741824"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    uint8_t saved = f.d[bad[i].at];
+    f.d[bad[i].at] = bad[i].byte;
+    mt_error err;
+    int rc = import(f.d, f.n, NULL, NULL, NULL, NULL, &err);
+    assert_one_clear_message(rc, &err, f.n);
+    if (!strstr(err.message, bad[i].words) || err.offset != (int64_t)bad[i].at)
+      fail_msg("expected \"%s\" at byte %zu, got: %s", bad[i].words, bad[i].at, err.message);
+    f.d[bad[i].at] = saved;
+  }
+  free(f.d);
+}
+
 static void only_objects_writes_only_objects(void **state) {
   (void)state;
   size_t size, out_size;
@@ -770,6 +813,7 @@ int main(void) {
       cmocka_unit_test(objects_live_across_generations),
       cmocka_unit_test(analyses_of_a_go_trace_damaged_in_a_later_generation_cover_the_ones_before),
       cmocka_unit_test(format_rules_are_checked),
+      cmocka_unit_test(a_bad_alloc_free_info_names_the_field_its_value_and_the_rule),
       cmocka_unit_test(only_objects_writes_only_objects),
       cmocka_unit_test(cli_imports_and_refuses_its_input_as_output),
       cmocka_unit_test(analysis_commands_read_go_traces_directly),
