@@ -64,9 +64,7 @@ void cli_damage_text(const mt_error *damage, char *text, size_t size) {
   /* "malformed trace at byte N: " says where, which the warning says already. */
   const char *what = strstr(message, ": ");
   what = !strncmp(message, "malformed trace at byte", 23) && what ? what + 2 : message;
-  char at[32];
-  snprintf(text, size, "the trace is damaged at byte %s (%s)",
-           out_format_count((double)damage->offset, at), what);
+  snprintf(text, size, "the trace is damaged at byte %lld (%s)", (long long)damage->offset, what);
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
