@@ -1,6 +1,7 @@
 /* Helpers shared by the subcommands (cli.h): error and warning printing in the house style (control
  * characters defused on a terminal), option parsing with one-line messages, trace opening, integer
  * parsing. */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -271,7 +272,8 @@ mt_reader *cli_open_trace_unwarned(const char *path, bool *damaged) {
 }
 
 bool cli_parse_int(const char *text, long long min, long long max, long long *out) {
-  if (!text || !*text)
+  /* strtoll would skip leading white space (' 5'), and a trailing one is refused: neither is. */
+  if (!text || !*text || isspace((unsigned char)*text))
     return false;
   errno = 0;
   char *end;

@@ -1007,9 +1007,86 @@ static void an_unknown_option_is_one_line_naming_it_in_every_command(void **stat
   free(err);
 }
 
-/* An option with a value given twice dropped the first in silence (`top -n 1 -n 3` showed 3
- * rows, `report -o a.html -o b.html` wrote b.html only): it is refused, by either of its names,
- * unless the value is the same; --hide, whose patterns add up, may repeat. */
+/* Runs memtap with `args` (NULL-terminated, at most 7), the one marked by a leading "#" (a valid
+ * value, "#3ms") given as `before`, the value, `after` (" 3ms"); returns the exit status. */
+static int run_spaced(const char *before, const char *after, const char *const *args) {
+  const char *a[8] = {0};
+  char spaced[64] = "";
+  for (int i = 0; args[i]; i++) {
+    a[i] = args[i];
+    if (args[i][0] == '#') {
+      snprintf(spaced, sizeof spaced, "%s%s%s", before, args[i] + 1, after);
+      a[i] = spaced;
+    }
+  }
+  char *err = NULL;
+  int status = tu_run_cli(NULL, NULL, &err, a[0], a[1], a[2], a[3], a[4], a[5], a[6], NULL);
+  if ((status == 64) != (before[0] || after[0]))
+    fail_msg("memtap %s %s '%s': exit %d; stderr: %s", a[0], a[1], spaced, status, err);
+  free(err);
+  return status;
+}
+
+/* A number with a space before it was taken (strtoll skips leading white space: top -n ' 5'),
+ * one with a space after it refused: both are refused, by every numeric option and by the
+ * numeric variables memtap record reads, as any other text that is not a number. */
+static void numbers_with_a_space_before_or_after_are_refused(void **state) {
+  (void)state;
+  const char *trace = tu_testdata("memtrace/tiny_v3.ctf");
+  const char *go = tu_testdata("go/allocfree.trace");
+  const char *out = tu_temp_path("spaced_number.ctf");
+  const char *const options[][8] = {
+      {"top", "-n", "#3", trace},
+      {"top", "--depth", "#3", trace},
+      {"functions", "-n", "#3", trace},
+      {"callers", "-n", "#3", ".", trace},
+      {"callers", "--lines", "#3", ".", trace},
+      {"leaks", "-n", "#3", trace},
+      {"leaks", "--depth", "#3", trace},
+      {"leaks", "--fail-above", "#3", trace},
+      {"diff", "-n", "#3", trace, trace},
+      {"timeline", "-n", "#3", trace},
+      {"summary", "--from", "#0", trace},
+      {"summary", "--to", "#50%", trace},
+      {"export", "--format=folded", "--at", "#1s", "-o", "-", trace},
+      {"copy", "--version", "#3", trace, out},
+      {"copy", "--time-resolution", "#1ms", trace, out},
+      {"import-go", "--version", "#3", go, "-o", out},
+      {"import-go", "--start-time", "#1700000000", go, "-o", out},
+      {"record", "--rate", "#0.5", "--", "/bin/true"},
+      {"record", "--sample-interval", "#4K", "--", "/bin/true"},
+      {"record", "--time-resolution", "#1ms", "--", "/bin/true"},
+  };
+  for (size_t i = 0; i < sizeof options / sizeof *options; i++) {
+    if (strcmp(options[i][0], "record")) /* the value alone is taken (record would run) */
+      run_spaced("", "", options[i]);
+    run_spaced(" ", "", options[i]);
+    run_spaced("", " ", options[i]);
+    run_spaced("\t", "", options[i]);
+  }
+  const char *const variables[][2] = {
+      {"MEMTAP_RATE", "0.5"},
+      {"MEMTAP_SAMPLE_INTERVAL", "4096"},
+      {"MEMTAP_TIME_RESOLUTION", "1ms"},
+      {"MEMTAP_RING_SIZE", "1M"},
+      {"MEMTAP_RING_THREADS", "4"},
+  };
+  for (size_t i = 0; i < sizeof variables / sizeof *variables; i++) {
+    char spaced[32];
+    for (int after = 0; after < 2; after++) {
+      snprintf(spaced, sizeof spaced, after ? "%s " : " %s", variables[i][1]);
+      setenv(variables[i][0], spaced, 1);
+      char *err = NULL;
+      int status = tu_run_cli(NULL, NULL, &err, "record", "--", "/bin/true", NULL);
+      if (status != 64)
+        fail_msg("%s='%s' memtap record: exit %d; stderr: %s", variables[i][0], spaced, status,
+                 err);
+      free(err);
+    }
+    unsetenv(variables[i][0]);
+  }
+}
+
 static void an_option_given_twice_is_refused_unless_its_values_add_up(void **state) {
   (void)state;
   const char *path = write_trace("twice.ctf", false);
@@ -1171,6 +1248,7 @@ int main(void) {
       cmocka_unit_test(copy_to_dash_writes_standard_output),
       cmocka_unit_test(an_unknown_option_is_one_line_naming_it_in_every_command),
       cmocka_unit_test(an_option_given_twice_is_refused_unless_its_values_add_up),
+      cmocka_unit_test(numbers_with_a_space_before_or_after_are_refused),
       cmocka_unit_test(help_command_prints_that_commands_help),
       cmocka_unit_test(sampling_rates_print_in_plain_decimal),
       cmocka_unit_test(a_trace_through_a_pipe_given_by_path_is_read_whole),
