@@ -723,6 +723,37 @@ static void cli_imports_and_refuses_its_input_as_output(void **state) {
   free(err);
 }
 
+/* --only is a comma-separated list: an empty item in it ("objects,,spans", a comma first or last)
+ * is refused, named by its place, as an unknown kind is; the kinds alone are taken. */
+static void only_refuses_an_empty_item_and_names_it(void **state) {
+  (void)state;
+  const char *in = tu_testdata("go/allocfree.trace");
+  const char *ctf = tu_temp_path("only.ctf");
+  const char *refused[][2] = {
+      {"objects,,spans", "--only 'objects,,spans': item 2 is empty"},
+      {",objects", "--only ',objects': item 1 is empty"},
+      {"objects,", "--only 'objects,': item 2 is empty"},
+      {"objects,bogus", "--only takes objects, spans and stacks, not 'objects,bogus'"},
+      {"", "--only takes objects, spans and stacks, not ''"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    char *err;
+    int rc =
+        tu_run_cli(NULL, NULL, &err, "import-go", "--only", refused[i][0], in, "-o", ctf, NULL);
+    if (rc != 64 || !strstr(err, refused[i][1]))
+      fail_msg("--only '%s': exit %d, expected 64 and \"%s\": %s", refused[i][0], rc, refused[i][1],
+               err);
+    free(err);
+  }
+  char *out, *err;
+  int rc =
+      tu_run_cli(&out, NULL, &err, "import-go", "--only", "objects,spans", in, "-o", ctf, NULL);
+  assert_int_equal(rc, 0);
+  assert_non_null(strstr(out, "objects"));
+  free(out);
+  free(err);
+}
+
 static void analysis_commands_read_go_traces_directly(void **state) {
   (void)state;
   const char *in = tu_testdata("go/allocfree.trace");
@@ -816,6 +847,7 @@ int main(void) {
       cmocka_unit_test(a_bad_alloc_free_info_names_the_field_its_value_and_the_rule),
       cmocka_unit_test(only_objects_writes_only_objects),
       cmocka_unit_test(cli_imports_and_refuses_its_input_as_output),
+      cmocka_unit_test(only_refuses_an_empty_item_and_names_it),
       cmocka_unit_test(analysis_commands_read_go_traces_directly),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
