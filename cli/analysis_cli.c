@@ -80,8 +80,10 @@ static char *index_path_of(const char *path) {
 static bool go_damaged;
 
 int64_t an_trace_duration(const char *path, bool use_index) {
-  bool damaged = false; /* said again when the analysis converts it */
-  mt_reader *r = cli_open_trace_partial(path, false, &damaged);
+  /* Warnings, damage and skipped packets are the analysis pass's to say, which reads the trace
+   * next. */
+  bool damaged = false;
+  mt_reader *r = cli_open_trace_unwarned(path, &damaged);
   if (!r)
     return -1;
   /* A checkpoint index that saw the whole trace knows its duration: no pass needed. */
@@ -172,24 +174,19 @@ static const char *window_time(char buf[96], int64_t us, const char *text, int64
 static void warn_damage(const char *path, const mt_analysis *a, const mt_error *damage,
                         int64_t trace_size) {
   const mt_summary *s = mt_analysis_summary(a);
-  char at[32], read[32], share[32];
-  out_format_count((double)damage->offset, at);
+  char where[sizeof damage->message + 64], read[32], share[32];
+  cli_damage_text(damage, where, sizeof where);
   out_format_bytes((double)damage->offset, read);
   if (trace_size > 0)
     snprintf(share, sizeof share, " (%.0f%%)", 100.0 * (double)damage->offset / (double)trace_size);
   else
     share[0] = 0;
-  /* The reader's message starts with where ("malformed trace at byte N: "): said already. */
-  const char *what = damage->message;
-  const char *colon = strstr(what, ": ");
-  if (!strncmp(what, "malformed trace at byte", 23) && colon)
-    what = colon + 2;
   fflush(stdout);
   fprintf(stderr,
-          "memtap: %s: warning: the trace is damaged at byte %s (%s); the analysis covers the "
-          "%s%s read before it, events up to %.6f s. memtrace traces carry no checksums, so "
-          "events just before the damage may already be wrong\n",
-          path, at, what, read, share,
+          "memtap: %s: warning: %s; the analysis covers the %s%s read before it, events up to "
+          "%.6f s. memtrace traces carry no checksums, so events just before the damage may "
+          "already be wrong\n",
+          path, where, read, share,
           (double)mt_analysis_elapsed(s->end_time, s->info.start_time) / 1e6);
 }
 

@@ -33,6 +33,12 @@ void cli_error(const char *file, const char *fmt, ...) __attribute__((format(pri
 /* Prints "memtap: <file>: <err->message>" to stderr. */
 void cli_report(const char *file, const mt_error *err);
 
+/* Where and what the damage `damage` (the reader's error, for a trace read up to it) is, for the
+ * warnings that follow what was read before it: "the trace is damaged at byte N (the rule
+ * broken)", or, for a compressed trace, "the compressed trace is damaged at byte C: what is wrong
+ * (... the decompressed trace ends at byte N)". */
+void cli_damage_text(const mt_error *damage, char *text, size_t size);
+
 /* Prints "memtap <cmd>: <message> (see memtap <cmd> --help)", one line; returns MT_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -62,6 +68,10 @@ mt_reader *cli_open_trace(const char *path, bool backtraces);
  * converted up to the damage, with a warning, and *damaged set (a memtrace trace's damage is met
  * while reading it, by the analysis pass). */
 mt_reader *cli_open_trace_partial(const char *path, bool backtraces, bool *damaged);
+
+/* cli_open_trace_partial without backtraces or warnings (a Go trace's damage included), for a
+ * pass that another over the same trace follows, which says them: each once. Errors are printed. */
+mt_reader *cli_open_trace_unwarned(const char *path, bool *damaged);
 
 /* Parses a whole decimal integer in [min, max]; false if `text` is not one. */
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);

@@ -37,23 +37,30 @@ static const char usage[] =
     "empty trace and a warning; frees of memory the trace never showed allocated are counted and\n"
     "left out. A damaged trace is an error naming the byte where it breaks (exit status 1).\n";
 
-static bool parse_kinds(const char *text, unsigned *kinds) {
+/* --only's comma-separated kinds into *kinds. Returns 0 when every item is a kind, else the
+ * number (from 1) of the first that is not, *empty saying whether it is empty: strtok would have
+ * taken "objects,,spans" as two kinds. */
+static int parse_kinds(const char *text, unsigned *kinds, bool *empty) {
+  static const struct {
+    const char *name;
+    unsigned kind;
+  } names[] = {{"objects", MT_GO_OBJECTS}, {"spans", MT_GO_SPANS}, {"stacks", MT_GO_STACKS}};
   *kinds = 0;
-  char buf[64];
-  if (strlen(text) >= sizeof buf)
-    return false;
-  strcpy(buf, text);
-  for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (!strcmp(tok, "objects"))
-      *kinds |= MT_GO_OBJECTS;
-    else if (!strcmp(tok, "spans"))
-      *kinds |= MT_GO_SPANS;
-    else if (!strcmp(tok, "stacks"))
-      *kinds |= MT_GO_STACKS;
-    else
-      return false;
+  for (int item = 1;; item++) {
+    size_t n = strcspn(text, ",");
+    unsigned kind = 0;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+      if (strlen(names[i].name) == n && !strncmp(text, names[i].name, n))
+        kind = names[i].kind;
+    if (!kind) {
+      *empty = n == 0;
+      return item;
+    }
+    *kinds |= kind;
+    if (!text[n])
+      return 0;
+    text += n + 1;
   }
-  return *kinds != 0;
 }
 
 /* One kind's line adds up: allocated + in the snapshot - freed = live at the end. Snapshot
@@ -87,11 +94,19 @@ int mt_cmd_import_go(int argc, char **argv) {
   while ((c = cli_getopt(argc, argv, "o:qh", options)) != -1) {
     switch (c) {
     case 'o': out = optarg; break;
-    case 'k':
-      if (!parse_kinds(optarg, &kinds))
+    case 'k': {
+      bool empty;
+      int bad = parse_kinds(optarg, &kinds, &empty);
+      if (bad && empty && *optarg)
+        return cli_usage_error("import-go",
+                               "--only '%s': item %d is empty; it takes objects, spans and "
+                               "stacks, comma-separated",
+                               optarg, bad);
+      if (bad)
         return cli_usage_error("import-go", "--only takes objects, spans and stacks, not '%s'",
                                optarg);
       break;
+    }
     case 's': start = optarg; break;
     case 'v':
       if (!cli_parse_int(optarg, 2, 3, &version))

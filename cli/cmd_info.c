@@ -228,21 +228,17 @@ int mt_cmd_info(int argc, char **argv) {
     out_printf(&o, "  largest:      %s word%s\n", out_format_count((double)t.max_length, n1),
                out_plural((double)t.max_length));
     if (truncated)
-      out_printf(&o, "truncated:      at byte %s (the writer stopped mid-packet)\n",
-                 out_format_count((double)cut, n1));
+      out_printf(&o, "truncated:      at byte %lld (the writer stopped mid-packet)\n",
+                 (long long)cut);
   }
   int status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;
   if (damaged) {
-    char at[32], read[32];
-    /* The reader's message starts with where ("malformed trace at byte N: "): said already. */
-    const char *what = strstr(err.message, ": ");
-    what = !strncmp(err.message, "malformed trace at byte", 23) && what ? what + 2 : err.message;
+    char where[sizeof err.message + 64], read[32];
+    cli_damage_text(&err, where, sizeof where);
     cli_error(path,
-              "warning: the trace is damaged at byte %s (%s); the figures above cover the %s read "
-              "before it. memtrace traces carry no checksums, so events just before the damage "
-              "may already be wrong",
-              out_format_count((double)err.offset, at), what,
-              out_format_bytes((double)err.offset, read));
+              "warning: %s; the figures above cover the %s read before it. memtrace traces carry "
+              "no checksums, so events just before the damage may already be wrong",
+              where, out_format_bytes((double)err.offset, read));
     if (status == MT_EXIT_OK)
       status = MT_EXIT_PARTIAL;
   }

@@ -59,7 +59,8 @@ mt_reader *cli_open_go_trace(const char *path, const mt_reader_options *options,
     close(in);
     return NULL;
   }
-  mt_go_import_options o = {.on_warning = cli_print_warning, .warning_user = (void *)path};
+  mt_go_import_options o = {.on_warning = options->on_warning,
+                            .warning_user = options->warning_user};
   struct stat st;
   if (fstat(in, &st) == 0)
     o.start_time = (int64_t)st.st_mtim.tv_sec * 1000000 + st.st_mtim.tv_nsec / 1000;
@@ -70,8 +71,9 @@ mt_reader *cli_open_go_trace(const char *path, const mt_reader_options *options,
    * were converted into a readable trace. Damaged in the first, nothing was written: that stays
    * a failure. */
   if (damaged && rc == MT_E_MALFORMED && lseek(out, 0, SEEK_END) > 0) {
-    cli_error(path, "warning: %s; the analysis covers the generations converted before it",
-              err.message);
+    if (options->on_warning)
+      cli_error(path, "warning: %s; the analysis covers the generations converted before it",
+                err.message);
     *damaged = true;
     rc = MT_OK;
   }

@@ -12,10 +12,11 @@ bool cli_is_go_trace(const char *path);
 
 /* Converts the Go trace `path` (memtap/import.h, all kinds, start time from the file's mtime)
  * into an unlinked temporary file in $TMPDIR (default /tmp) and opens a reader on it, which keeps
- * the only reference to it. Conversion warnings and errors are printed as "memtap: PATH: ...";
- * NULL on failure. With `damaged` non-NULL, a Go trace damaged (or cut) after its first
- * generation is not a failure: the generations converted before the damage are read, the damage
- * is printed as a warning and *damaged set (for the analyses, which then exit 2). */
+ * the only reference to it. Conversion warnings go where the reader's do (`options`, none without
+ * an on_warning), errors are printed as "memtap: PATH: ..."; NULL on failure. With `damaged`
+ * non-NULL, a Go trace damaged (or cut) after its first generation is not a failure: the
+ * generations converted before the damage are read, the damage is a warning and *damaged set (for
+ * the analyses, which then exit 2). */
 mt_reader *cli_open_go_trace(const char *path, const mt_reader_options *options, bool *damaged);
 
 #endif

@@ -1,6 +1,7 @@
 /* Helpers shared by the subcommands (cli.h): error and warning printing in the house style (control
  * characters defused on a terminal), option parsing with one-line messages, trace opening, integer
  * parsing. */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -51,6 +52,20 @@ void cli_error(const char *file, const char *fmt, ...) {
 
 void cli_report(const char *file, const mt_error *err) {
   cli_error(file, "%s", err->message[0] ? err->message : mt_status_name(err->code));
+}
+
+void cli_damage_text(const mt_error *damage, char *text, size_t size) {
+  static const char compressed[] = "malformed compressed trace at byte ";
+  const char *message = damage->message;
+  if (!strncmp(message, compressed, sizeof compressed - 1)) { /* placed in the .zst file */
+    snprintf(text, size, "the compressed trace is damaged at byte %s",
+             message + sizeof compressed - 1);
+    return;
+  }
+  /* "malformed trace at byte N: " says where, which the warning says already. */
+  const char *what = strstr(message, ": ");
+  what = !strncmp(message, "malformed trace at byte", 23) && what ? what + 2 : message;
+  snprintf(text, size, "the trace is damaged at byte %lld (%s)", (long long)damage->offset, what);
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
@@ -226,13 +241,15 @@ mt_reader *cli_open_trace(const char *path, bool backtraces) {
   return cli_open_trace_partial(path, backtraces, NULL);
 }
 
-mt_reader *cli_open_trace_partial(const char *path, bool backtraces, bool *damaged) {
+/* Opens `path`, its warnings printed or not (`warn`). */
+static mt_reader *open_trace(const char *path, bool backtraces, bool *damaged, bool warn) {
   if (!*path) {
     cli_error(NULL, "the trace's file name is empty");
     return NULL;
   }
-  mt_reader_options options = {
-      .backtraces = backtraces, .on_warning = cli_print_warning, .warning_user = (void *)path};
+  mt_reader_options options = {.backtraces = backtraces,
+                               .on_warning = warn ? cli_print_warning : NULL,
+                               .warning_user = (void *)path};
   if (cli_is_go_trace(path)) /* a Go execution trace: converted first (docs/go.md) */
     return cli_open_go_trace(path, &options, damaged);
   mt_reader *r;
@@ -246,8 +263,17 @@ mt_reader *cli_open_trace_partial(const char *path, bool backtraces, bool *damag
   return r;
 }
 
+mt_reader *cli_open_trace_partial(const char *path, bool backtraces, bool *damaged) {
+  return open_trace(path, backtraces, damaged, true);
+}
+
+mt_reader *cli_open_trace_unwarned(const char *path, bool *damaged) {
+  return open_trace(path, false, damaged, false);
+}
+
 bool cli_parse_int(const char *text, long long min, long long max, long long *out) {
-  if (!text || !*text)
+  /* strtoll would skip leading white space (' 5'), and a trailing one is refused: neither is. */
+  if (!text || !*text || isspace((unsigned char)*text))
     return false;
   errno = 0;
   char *end;

@@ -5,12 +5,14 @@
 #include "format/input.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "common/error.h"
 
@@ -20,6 +22,9 @@
  * a released page is read again from the file if the position moves back (a checkpoint). */
 #define RELEASE_STEP ((size_t)4 << 20)
 #define ZSTD_MAGIC 0xFD2FB528u
+/* What zstd first takes of a frame: its magic and descriptor byte, which say how long the rest of
+ * its header is. */
+#define ZSTD_FRAME_START 5
 
 struct mt_input {
   /* Whole input in memory (mapped or given). */
@@ -41,13 +46,23 @@ struct mt_input {
   ZSTD_inBuffer in;
   size_t raw_cap;
   int64_t raw_before; /* compressed bytes of the descriptor read before `raw`'s current contents */
-  size_t zstd_left;   /* the decompressor's last hint: 0 once a frame is whole and flushed */
-  bool zstd_cut;      /* the compressed input ended inside a frame */
+  /* The decompressor's last hint: the compressed bytes of its next step (the rest of a frame
+   * header, or a block and the header of the next); 0 at a frame's start, the first one's or once
+   * a frame is whole and flushed. */
+  size_t zstd_left;
+  int64_t zstd_step; /* where in the compressed input the decompressor's current step began */
+  bool zstd_cut;     /* the compressed input ended inside a frame */
   int64_t position;
 };
 
+/* Whether the input starts with a zstd frame. A skippable one (magic 0x184D2A50 to 0x184D2A5F,
+ * metadata or padding that tools and pipelines may put first) counts: the decompressor skips it,
+ * wherever it is in the stream. */
 static bool is_zstd(const uint8_t *p, size_t n) {
-  return n >= 4 && (uint32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24) == ZSTD_MAGIC;
+  if (n < 4)
+    return false;
+  uint32_t magic = (uint32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24);
+  return magic == ZSTD_MAGIC || (magic & ZSTD_MAGIC_SKIPPABLE_MASK) == ZSTD_MAGIC_SKIPPABLE_START;
 }
 
 static int start_zstd(mt_input *s, mt_error *err) {
@@ -56,7 +71,6 @@ static int start_zstd(mt_input *s, mt_error *err) {
   if (!s->zstd || !s->buffer)
     return mt_fail(err, MT_E_NOMEM, -1, "out of memory setting up zstd decompression");
   ZSTD_initDStream(s->zstd);
-  s->zstd_left = 1; /* a frame has begun (its magic is there) and is not finished */
   return MT_OK;
 }
 
@@ -138,7 +152,6 @@ int mt_input_open_fd(mt_input **out, int fd, bool own_fd, mt_error *err) {
       return mt_fail(err, MT_E_NOMEM, -1, "out of memory");
     }
     ZSTD_initDStream(s->zstd);
-    s->zstd_left = 1;
     memcpy(s->raw, s->buffer, s->end);
     s->in = (ZSTD_inBuffer){s->raw, s->end, 0};
     s->end = 0;
@@ -158,6 +171,62 @@ void mt_input_close(mt_input *s) {
   free(s->raw);
   ZSTD_freeDStream(s->zstd);
   free(s);
+}
+
+/* What is wrong with a .zst file that zstd refused, in the file's terms rather than zstd's own
+ * ("Destination buffer is too small"); `magic` is the 4 bytes where a frame should start, when
+ * known (else -1). */
+static const char *zstd_damage(size_t code, int64_t magic, char *text, size_t size) {
+  switch (ZSTD_getErrorCode(code)) {
+  case ZSTD_error_prefix_unknown:
+    if (magic < 0)
+      return "what follows a zstd frame is not one";
+    snprintf(text, size, "what follows a zstd frame is not one: magic 0x%08x, expected 0x%08x",
+             (unsigned)magic, ZSTD_MAGIC);
+    return text;
+  case ZSTD_error_version_unsupported:
+  case ZSTD_error_frameParameter_unsupported:
+    return "the zstd frame header has a reserved bit set or an unknown version";
+  case ZSTD_error_frameParameter_windowTooLarge:
+    return "the zstd frame header asks for a window over 128 MiB, more than memtap allows";
+  case ZSTD_error_dictionary_wrong:
+  case ZSTD_error_dictionary_corrupted:
+    return "the zstd frame needs a dictionary, which memtap does not take";
+  case ZSTD_error_checksum_wrong: return "the zstd frame's checksum does not match its data";
+  case ZSTD_error_dstSize_tooSmall:
+    return "the zstd frame holds more data than its header declares";
+  case ZSTD_error_corruption_detected:
+  case ZSTD_error_literals_headerWrong:
+  case ZSTD_error_tableLog_tooLarge:
+  case ZSTD_error_maxSymbolValue_tooLarge:
+  case ZSTD_error_maxSymbolValue_tooSmall:
+  case ZSTD_error_srcSize_wrong: return "the compressed data is corrupt";
+  default:
+    snprintf(text, size, "the compressed data is corrupt: %s", ZSTD_getErrorName(code));
+    return text;
+  }
+}
+
+/* A failed step of the decompressor over `in`, the part of s->in it was given. Offsets in the
+ * trace count decompressed bytes; the message places the damage in the .zst file too, at the
+ * step's first byte (zstd reports no finer position). */
+static int zstd_failure(mt_input *s, size_t code, const ZSTD_inBuffer *in, mt_error *err) {
+  if (ZSTD_getErrorCode(code) == ZSTD_error_memory_allocation)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory decompressing the trace");
+  int64_t produced = s->position + (int64_t)(s->end - s->start);
+  int64_t given = s->raw_before + (int64_t)s->in.pos; /* where `in` starts in the file */
+  int64_t last = given + (int64_t)in->size - 1;
+  const uint8_t *p = in->src;
+  int64_t magic = s->zstd_step == given && in->size >= 4
+                      ? (int64_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24)
+                      : -1;
+  char text[160];
+  return mt_fail(err, MT_E_MALFORMED, produced,
+                 "malformed compressed trace at byte %lld: %s (in bytes %lld to %lld; the "
+                 "decompressed trace ends at byte %lld)",
+                 (long long)s->zstd_step, zstd_damage(code, magic, text, sizeof text),
+                 (long long)s->zstd_step, (long long)(last > s->zstd_step ? last : s->zstd_step),
+                 (long long)produced);
 }
 
 /* Streaming: refill the buffer until it holds `want` bytes from `start`, or the input ends. */
@@ -203,21 +272,22 @@ static int fill(mt_input *s, size_t want, mt_error *err) {
      * (a .zst file cut short, even by its checksum alone) is a cut input (mt_input_cut). */
     if (no_more_input && s->zstd_left == 0)
       return MT_OK;
+    /* The decompressor is given one step at a time (what its hint asks for: the rest of a frame
+     * header, or a block and the next one's header), so that damage is placed at the start of
+     * the step that met it, not anywhere in all the input it could have taken at once. */
+    size_t step = s->zstd_left ? s->zstd_left : ZSTD_FRAME_START;
+    size_t left = s->in.size - s->in.pos;
+    ZSTD_inBuffer in = {(const uint8_t *)s->in.src + s->in.pos, step < left ? step : left, 0};
     size_t before = s->end;
     ZSTD_outBuffer o = {s->buffer, BUFFER_SIZE, s->end};
-    size_t rc = ZSTD_decompressStream(s->zstd, &o, &s->in);
-    if (ZSTD_isError(rc)) {
-      /* Offsets count bytes of the decompressed trace, as everywhere else (the good data ends
-       * there); how far into the .zst file the decompressor got is added for whoever inspects
-       * it (zstd reports no finer position of the damage). */
-      int64_t produced = s->position + (int64_t)(s->end - s->start);
-      return mt_fail(err, MT_E_MALFORMED, produced,
-                     "malformed trace at byte %lld: zstd decompression failed: %s (the "
-                     "decompressed trace ends there; the decompressor had consumed %lld bytes of "
-                     "the compressed input)",
-                     (long long)produced, ZSTD_getErrorName(rc),
-                     (long long)(s->raw_before + (int64_t)s->in.pos));
-    }
+    size_t rc = ZSTD_decompressStream(s->zstd, &o, &in);
+    if (ZSTD_isError(rc))
+      return zstd_failure(s, rc, &in, err);
+    s->in.pos += in.pos;
+    /* A hinted step all taken is done; a frame's first bytes are not a step of their own (the
+     * header they start is). */
+    if (s->zstd_left && in.pos == s->zstd_left)
+      s->zstd_step = s->raw_before + (int64_t)s->in.pos;
     s->end = o.pos;
     s->zstd_left = rc;
     if (no_more_input && o.pos == before) {

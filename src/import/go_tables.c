@@ -212,21 +212,37 @@ static bool power_of_two(uint64_t v) {
   return v && !(v & (v - 1));
 }
 
-/* Info: min heap address, page size, min heap alignment, fixed stack size. */
+/* Reads one field of the alloc/free info batch, noting where it starts. */
+static bool info_field(go_cursor *c, uint64_t *value, int64_t *at) {
+  *at = go_cursor_offset(c);
+  return go_uvarint(c, value);
+}
+
+/* Info: min heap address, page size, min heap alignment, fixed stack size. Each is checked where
+ * it is, against what Go's runtime can have written: ids are computed from them (docs/go.md). */
 static int read_info(go_info *info, go_cursor *c, mt_error *err) {
-  int64_t at = go_cursor_offset(c);
+  int64_t at = go_cursor_offset(c), page_at, align_at, stack_at, ignored;
   c->p++;
   go_info in = {.present = true};
-  if (!go_uvarint(c, &in.min_heap) || !go_uvarint(c, &in.page_size) ||
-      !go_uvarint(c, &in.heap_align) || !go_uvarint(c, &in.fixed_stack))
+  if (!info_field(c, &in.min_heap, &ignored) || !info_field(c, &in.page_size, &page_at) ||
+      !info_field(c, &in.heap_align, &align_at) || !info_field(c, &in.fixed_stack, &stack_at))
     return bad_varint(c, "the alloc/free info batch", err);
   if (c->p != c->end)
     return go_fail(err, go_cursor_offset(c), "bytes after the alloc/free info");
-  if (!power_of_two(in.page_size) || in.page_size < 512 || in.page_size > (1u << 20) ||
-      !power_of_two(in.heap_align) || in.heap_align > in.page_size ||
-      !power_of_two(in.fixed_stack) || in.fixed_stack > (1u << 30))
-    return go_fail(err, at, "alloc/free info with page size %llu, alignment %llu, stack %llu",
-                   (unsigned long long)in.page_size, (unsigned long long)in.heap_align,
+  if (!power_of_two(in.page_size) || in.page_size < 512 || in.page_size > (1u << 20))
+    return go_fail(err, page_at,
+                   "the alloc/free info's page size is %llu, expected a power of two from 512 to "
+                   "1048576",
+                   (unsigned long long)in.page_size);
+  if (!power_of_two(in.heap_align) || in.heap_align > in.page_size)
+    return go_fail(err, align_at,
+                   "the alloc/free info's heap alignment is %llu, expected a power of two no "
+                   "larger than its page size (%llu)",
+                   (unsigned long long)in.heap_align, (unsigned long long)in.page_size);
+  if (!power_of_two(in.fixed_stack) || in.fixed_stack > (1u << 30))
+    return go_fail(err, stack_at,
+                   "the alloc/free info's fixed stack size is %llu, expected a power of two up "
+                   "to 1073741824",
                    (unsigned long long)in.fixed_stack);
   if (info->present && memcmp(info, &in, sizeof in))
     return go_fail(err, at, "a second alloc/free info batch that disagrees with the first");

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "format/backtrace_codec.h"
 #include "format/buf.h"
@@ -317,6 +318,49 @@ static void analyses_and_copy_stop_at_an_undescribed_code(void **state) {
   expect(0, "ok: 1 event", NULL, "check", copied, NULL);
 }
 
+/* A zstd frame of `size` bytes without content size: its first block header is at byte 6. */
+static size_t compress_frame(const uint8_t *data, size_t size, uint8_t *out, size_t cap) {
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0)));
+  size_t n = ZSTD_compress2(c, out, cap, data, size);
+  ZSTD_freeCCtx(c);
+  assert_false(ZSTD_isError(n));
+  assert_int_equal(out[4], 0); /* no content size, checksum or dictionary: a 6-byte header */
+  return n;
+}
+
+/* demo_v3.ctf compressed in two frames, the second's first block of the reserved type: check says
+ * where in the .zst file and what is wrong there in the file's words (zstd's own were "Data
+ * corruption detected"), and the analyses warn the same way, having read the first frame. */
+static void a_damaged_compressed_trace_is_placed_in_the_compressed_file(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = tu_read_file(tu_testdata("memtrace/demo_v3.ctf"), &size);
+  size_t cap = 2 * ZSTD_compressBound(size);
+  uint8_t *z = malloc(cap);
+  size_t first = compress_frame(data, size / 2, z, cap);
+  size_t zsize = first + compress_frame(data + size / 2, size - size / 2, z + first, cap - first);
+  z[first + 6] |= 0x06;
+  const char *path = tu_temp_path("demo_v3_damaged.ctf.zst");
+  tu_write_file(path, z, zsize);
+  free(z);
+  free(data);
+  char where[160], end[80];
+  snprintf(where, sizeof where,
+           "malformed compressed trace at byte %zu: the compressed data is corrupt (in bytes %zu "
+           "to ",
+           first, first);
+  snprintf(end, sizeof end, "; the decompressed trace ends at byte %zu)", size / 2);
+  expect(1, NULL, where, "check", path, NULL);
+  expect(1, NULL, end, "check", path, NULL);
+  char warning[200];
+  snprintf(warning, sizeof warning, "warning: the compressed trace is damaged %s",
+           strstr(where, "at byte"));
+  expect(2, "allocated:", warning, "summary", path, NULL);
+  expect(2, "events:", warning, "info", path, NULL);
+  expect(2, NULL, end, "summary", path, NULL);
+}
+
 /* demo_v2.ctf with one bit of a packet's pid flipped: the reader skips that packet as another
  * process's, which check accepts, but an object it allocated is collected later. copy blamed its
  * output ("OUT: object id 1530 was not allocated by domain 0") with no byte of the input; it
@@ -382,6 +426,49 @@ static const char *write_odd_trace(void) {
   tu_write_file(path, data, size);
   free(data);
   return path;
+}
+
+/* How many times `words` occur in what memtap ARGS... prints on stderr. */
+static int stderr_count(const char *words, const char *arg0, const char *arg1, const char *arg2,
+                        const char *arg3) {
+  char *out = NULL, *err = NULL;
+  tu_run_cli(&out, NULL, &err, arg0, arg1, arg2, arg3, NULL);
+  int n = 0;
+  for (const char *p = err; (p = strstr(p, words)); p += strlen(words))
+    n++;
+  free(out);
+  free(err);
+  return n;
+}
+
+/* A window in percent is found by a pass over the whole trace before the analysis's own: its
+ * warnings (a packet of another process skipped, a cut last packet, a damaged Go trace) were
+ * printed by both passes. */
+static void a_window_in_percent_says_each_warning_once(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = tu_read_file(tu_testdata("memtrace/demo_v2.ctf"), &size);
+  assert_true(size > 100000);
+  data[29278] ^= 1; /* the packet at byte 29244: its pid */
+  const char *foreign = tu_temp_path("demo_v2_foreign_window.ctf");
+  tu_write_file(foreign, data, size);
+  data[29278] ^= 1;
+  const char *cut = tu_temp_path("demo_v2_cut_window.ctf");
+  tu_write_file(cut, data, 100000);
+  free(data);
+  data = tu_read_file(tu_testdata("go/allocfree.trace"), &size);
+  const char *go_cut = tu_temp_path("allocfree_cut_window.trace");
+  tu_write_file(go_cut, data, 150000);
+  free(data);
+  const char *skipped = "warning: skipping packet at byte 29244";
+  assert_int_equal(stderr_count(skipped, "summary", "--from", "10%", foreign), 1);
+  assert_int_equal(stderr_count(skipped, "leaks", "--to", "90%", foreign), 1);
+  assert_int_equal(stderr_count(skipped, "timeline", "--from", "5%", foreign), 1);
+  assert_int_equal(stderr_count(skipped, "top", "--from", "0.001", foreign), 1);
+  assert_int_equal(
+      stderr_count("warning: skipping truncated packet", "summary", "--from", "10%", cut), 1);
+  assert_int_equal(stderr_count("warning: malformed Go trace", "summary", "--from", "10%", go_cut),
+                   1);
 }
 
 static void expect_in(const char *text, const char *what, const char *want) {
@@ -920,9 +1007,86 @@ static void an_unknown_option_is_one_line_naming_it_in_every_command(void **stat
   free(err);
 }
 
-/* An option with a value given twice dropped the first in silence (`top -n 1 -n 3` showed 3
- * rows, `report -o a.html -o b.html` wrote b.html only): it is refused, by either of its names,
- * unless the value is the same; --hide, whose patterns add up, may repeat. */
+/* Runs memtap with `args` (NULL-terminated, at most 7), the one marked by a leading "#" (a valid
+ * value, "#3ms") given as `before`, the value, `after` (" 3ms"); returns the exit status. */
+static int run_spaced(const char *before, const char *after, const char *const *args) {
+  const char *a[8] = {0};
+  char spaced[64] = "";
+  for (int i = 0; args[i]; i++) {
+    a[i] = args[i];
+    if (args[i][0] == '#') {
+      snprintf(spaced, sizeof spaced, "%s%s%s", before, args[i] + 1, after);
+      a[i] = spaced;
+    }
+  }
+  char *err = NULL;
+  int status = tu_run_cli(NULL, NULL, &err, a[0], a[1], a[2], a[3], a[4], a[5], a[6], NULL);
+  if ((status == 64) != (before[0] || after[0]))
+    fail_msg("memtap %s %s '%s': exit %d; stderr: %s", a[0], a[1], spaced, status, err);
+  free(err);
+  return status;
+}
+
+/* A number with a space before it was taken (strtoll skips leading white space: top -n ' 5'),
+ * one with a space after it refused: both are refused, by every numeric option and by the
+ * numeric variables memtap record reads, as any other text that is not a number. */
+static void numbers_with_a_space_before_or_after_are_refused(void **state) {
+  (void)state;
+  const char *trace = tu_testdata("memtrace/tiny_v3.ctf");
+  const char *go = tu_testdata("go/allocfree.trace");
+  const char *out = tu_temp_path("spaced_number.ctf");
+  const char *const options[][8] = {
+      {"top", "-n", "#3", trace},
+      {"top", "--depth", "#3", trace},
+      {"functions", "-n", "#3", trace},
+      {"callers", "-n", "#3", ".", trace},
+      {"callers", "--lines", "#3", ".", trace},
+      {"leaks", "-n", "#3", trace},
+      {"leaks", "--depth", "#3", trace},
+      {"leaks", "--fail-above", "#3", trace},
+      {"diff", "-n", "#3", trace, trace},
+      {"timeline", "-n", "#3", trace},
+      {"summary", "--from", "#0", trace},
+      {"summary", "--to", "#50%", trace},
+      {"export", "--format=folded", "--at", "#1s", "-o", "-", trace},
+      {"copy", "--version", "#3", trace, out},
+      {"copy", "--time-resolution", "#1ms", trace, out},
+      {"import-go", "--version", "#3", go, "-o", out},
+      {"import-go", "--start-time", "#1700000000", go, "-o", out},
+      {"record", "--rate", "#0.5", "--", "/bin/true"},
+      {"record", "--sample-interval", "#4K", "--", "/bin/true"},
+      {"record", "--time-resolution", "#1ms", "--", "/bin/true"},
+  };
+  for (size_t i = 0; i < sizeof options / sizeof *options; i++) {
+    if (strcmp(options[i][0], "record")) /* the value alone is taken (record would run) */
+      run_spaced("", "", options[i]);
+    run_spaced(" ", "", options[i]);
+    run_spaced("", " ", options[i]);
+    run_spaced("\t", "", options[i]);
+  }
+  const char *const variables[][2] = {
+      {"MEMTAP_RATE", "0.5"},
+      {"MEMTAP_SAMPLE_INTERVAL", "4096"},
+      {"MEMTAP_TIME_RESOLUTION", "1ms"},
+      {"MEMTAP_RING_SIZE", "1M"},
+      {"MEMTAP_RING_THREADS", "4"},
+  };
+  for (size_t i = 0; i < sizeof variables / sizeof *variables; i++) {
+    char spaced[32];
+    for (int after = 0; after < 2; after++) {
+      snprintf(spaced, sizeof spaced, after ? "%s " : " %s", variables[i][1]);
+      setenv(variables[i][0], spaced, 1);
+      char *err = NULL;
+      int status = tu_run_cli(NULL, NULL, &err, "record", "--", "/bin/true", NULL);
+      if (status != 64)
+        fail_msg("%s='%s' memtap record: exit %d; stderr: %s", variables[i][0], spaced, status,
+                 err);
+      free(err);
+    }
+    unsetenv(variables[i][0]);
+  }
+}
+
 static void an_option_given_twice_is_refused_unless_its_values_add_up(void **state) {
   (void)state;
   const char *path = write_trace("twice.ctf", false);
@@ -1071,7 +1235,9 @@ int main(void) {
       cmocka_unit_test(check_finds_an_undescribed_code_after_a_common_prefix),
       cmocka_unit_test(check_finds_a_hit_on_a_bucket_no_miss_filled),
       cmocka_unit_test(analyses_and_copy_stop_at_an_undescribed_code),
+      cmocka_unit_test(a_damaged_compressed_trace_is_placed_in_the_compressed_file),
       cmocka_unit_test(copy_names_the_input_byte_of_a_collect_no_allocation_made),
+      cmocka_unit_test(a_window_in_percent_says_each_warning_once),
       cmocka_unit_test(json_output_escapes_invalid_utf8_reversibly),
       cmocka_unit_test(every_command_fails_when_its_output_cannot_be_written),
       cmocka_unit_test(every_output_that_is_an_input_is_refused),
@@ -1082,6 +1248,7 @@ int main(void) {
       cmocka_unit_test(copy_to_dash_writes_standard_output),
       cmocka_unit_test(an_unknown_option_is_one_line_naming_it_in_every_command),
       cmocka_unit_test(an_option_given_twice_is_refused_unless_its_values_add_up),
+      cmocka_unit_test(numbers_with_a_space_before_or_after_are_refused),
       cmocka_unit_test(help_command_prints_that_commands_help),
       cmocka_unit_test(sampling_rates_print_in_plain_decimal),
       cmocka_unit_test(a_trace_through_a_pipe_given_by_path_is_read_whole),

@@ -1168,6 +1168,15 @@ static void analyses_of_a_damaged_trace_print_what_was_read_warn_and_exit_2(void
     size_t flipped;
     const char *path = damaged_copy(names[t][0], names[t][1], &flipped);
     const char *original = tu_testdata(names[t][0]);
+    /* The warning names the byte check names, in plain digits as every byte offset (not
+     * "58,940", as counts are printed). */
+    char *check_err, where[96];
+    assert_int_equal(tu_run_cli(NULL, NULL, &check_err, "check", path, NULL), 1);
+    long long at;
+    const char *found = strstr(check_err, "malformed trace at byte ");
+    assert_true(found && sscanf(found, "malformed trace at byte %lld:", &at) == 1 && at >= 1000);
+    free(check_err);
+    snprintf(where, sizeof where, "warning: the trace is damaged at byte %lld (", at);
     const char *commands[][6] = {
         {"summary", path},
         {"top", path},
@@ -1187,8 +1196,7 @@ static void analyses_of_a_damaged_trace_print_what_was_read_warn_and_exit_2(void
       const char *const *c = commands[i];
       char *out, *err;
       int status = tu_run_cli(&out, NULL, &err, c[0], c[1], c[2], c[3], c[4], c[5], NULL);
-      if (status != 2 || !out[0] || !strstr(err, "warning: the trace is damaged at byte") ||
-          !strstr(err, "no checksums"))
+      if (status != 2 || !out[0] || !strstr(err, where) || !strstr(err, "no checksums"))
         fail_msg("memtap %s on %s: exit %d, %zu bytes out, stderr: %s", c[0], path, status,
                  strlen(out), err);
       free(out);
@@ -1281,8 +1289,19 @@ static void analyses_of_a_truncated_trace_warn_and_exit_2(void **state) {
     free(out);
     free(err);
   }
-  char *err;
+  /* info says where the trace is cut as check does, in plain digits. */
+  char *out, *err;
   assert_int_equal(tu_run_cli(NULL, NULL, &err, "check", path, NULL), 2);
+  long long cut;
+  const char *found = strstr(err, "truncated at byte ");
+  assert_true(found && sscanf(found, "truncated at byte %lld ", &cut) == 1 && cut >= 1000);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "info", path, NULL), 2);
+  char where[64];
+  snprintf(where, sizeof where, "truncated:      at byte %lld (", cut);
+  if (!strstr(out, where))
+    fail_msg("info lacks \"%s\": %s", where, out);
+  free(out);
   free(err);
 }
 

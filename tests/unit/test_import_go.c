@@ -629,6 +629,49 @@ static void format_rules_are_checked(void **state) {
   free(f.d);
 }
 
+/* The alloc/free info batch's fields are checked one by one: the error names the field, the value
+ * found and what was expected, at the field's byte (it said "alloc/free info with page size P,
+ * alignment A, stack S", at the batch, whichever was wrong). */
+static void a_bad_alloc_free_info_names_the_field_its_value_and_the_rule(void **state) {
+  (void)state;
+  gt_bytes f = {0};
+  gt_header(&f, 23);
+  gt_frequency(&f, 23, 1, 15625000, 0, 0, 0);
+  size_t info_batch = f.n;
+  gt_info(&f, 1);
+  /* Page 8192, alignment 8, stack 2048 as varints. */
+  const uint8_t *fields = memmem(f.d + info_batch, f.n - info_batch, "\x80\x40\x08\x80\x10", 5);
+  assert_non_null(fields);
+  size_t page = (size_t)(fields - f.d);
+  struct {
+    size_t at;
+    uint8_t byte;
+    const char *words;
+  } bad[] = {
+      {page, 0x81,
+       "the alloc/free info's page size is 8193, expected a power of two from 512 to "
+       "1048576"},
+      {page + 2, 0x03,
+       "the alloc/free info's heap alignment is 3, expected a power of two no "
+       "larger than its page size (8192)"},
+      {page + 2, 0x7F, "heap alignment is 127"},
+      {page + 3, 0x81,
+       "the alloc/free info's fixed stack size is 2049, expected a power of two up "
+       "to 1073741824"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    uint8_t saved = f.d[bad[i].at];
+    f.d[bad[i].at] = bad[i].byte;
+    mt_error err;
+    int rc = import(f.d, f.n, NULL, NULL, NULL, NULL, &err);
+    assert_one_clear_message(rc, &err, f.n);
+    if (!strstr(err.message, bad[i].words) || err.offset != (int64_t)bad[i].at)
+      fail_msg("expected \"%s\" at byte %zu, got: %s", bad[i].words, bad[i].at, err.message);
+    f.d[bad[i].at] = saved;
+  }
+  free(f.d);
+}
+
 static void only_objects_writes_only_objects(void **state) {
   (void)state;
   size_t size, out_size;
@@ -676,6 +719,37 @@ static void cli_imports_and_refuses_its_input_as_output(void **state) {
   rc = tu_run_cli(&out, NULL, &err, "import-go", "--help", NULL);
   assert_int_equal(rc, 0);
   assert_non_null(strstr(out, "GODEBUG=traceallocfree=1"));
+  free(out);
+  free(err);
+}
+
+/* --only is a comma-separated list: an empty item in it ("objects,,spans", a comma first or last)
+ * is refused, named by its place, as an unknown kind is; the kinds alone are taken. */
+static void only_refuses_an_empty_item_and_names_it(void **state) {
+  (void)state;
+  const char *in = tu_testdata("go/allocfree.trace");
+  const char *ctf = tu_temp_path("only.ctf");
+  const char *refused[][2] = {
+      {"objects,,spans", "--only 'objects,,spans': item 2 is empty"},
+      {",objects", "--only ',objects': item 1 is empty"},
+      {"objects,", "--only 'objects,': item 2 is empty"},
+      {"objects,bogus", "--only takes objects, spans and stacks, not 'objects,bogus'"},
+      {"", "--only takes objects, spans and stacks, not ''"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    char *err;
+    int rc =
+        tu_run_cli(NULL, NULL, &err, "import-go", "--only", refused[i][0], in, "-o", ctf, NULL);
+    if (rc != 64 || !strstr(err, refused[i][1]))
+      fail_msg("--only '%s': exit %d, expected 64 and \"%s\": %s", refused[i][0], rc, refused[i][1],
+               err);
+    free(err);
+  }
+  char *out, *err;
+  int rc =
+      tu_run_cli(&out, NULL, &err, "import-go", "--only", "objects,spans", in, "-o", ctf, NULL);
+  assert_int_equal(rc, 0);
+  assert_non_null(strstr(out, "objects"));
   free(out);
   free(err);
 }
@@ -770,8 +844,10 @@ int main(void) {
       cmocka_unit_test(objects_live_across_generations),
       cmocka_unit_test(analyses_of_a_go_trace_damaged_in_a_later_generation_cover_the_ones_before),
       cmocka_unit_test(format_rules_are_checked),
+      cmocka_unit_test(a_bad_alloc_free_info_names_the_field_its_value_and_the_rule),
       cmocka_unit_test(only_objects_writes_only_objects),
       cmocka_unit_test(cli_imports_and_refuses_its_input_as_output),
+      cmocka_unit_test(only_refuses_an_empty_item_and_names_it),
       cmocka_unit_test(analysis_commands_read_go_traces_directly),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,6 +2,7 @@
  * reported with its absolute byte offset and the rule, never a crash; foreign-pid packets and cut
  * ends are warnings that leave everything before them readable; zstd input reads the same. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -660,35 +661,54 @@ static void *feed_pipe(void *p) {
   return NULL;
 }
 
-/* Events read and whether the reader found the trace truncated, from memory or through a pipe. */
-static size_t read_counting(const uint8_t *data, size_t size, bool through_pipe, bool *truncated) {
-  mt_reader_options o = {.backtraces = true};
+/* A reader of bytes in memory, or of the same bytes fed through a pipe. */
+typedef struct fed_reader {
   mt_reader *r;
-  mt_error err;
-  int fds[2] = {-1, -1};
+  bool piped;
+  int fd; /* the pipe's read end */
   pthread_t feeder;
   pipe_feed feed;
+} fed_reader;
+
+static void fed_open(fed_reader *f, const uint8_t *data, size_t size, bool through_pipe) {
+  mt_reader_options o = {.backtraces = true};
+  mt_error err;
+  f->piped = through_pipe;
   if (through_pipe) {
+    int fds[2];
     assert_int_equal(pipe(fds), 0);
-    feed = (pipe_feed){fds[1], data, size};
-    assert_int_equal(pthread_create(&feeder, NULL, feed_pipe, &feed), 0);
-    assert_int_equal(mt_reader_open_fd(&r, fds[0], &o, &err), MT_OK);
+    signal(SIGPIPE, SIG_IGN); /* a reader that stops early closes the pipe on the feeder */
+    f->fd = fds[0];
+    f->feed = (pipe_feed){fds[1], data, size};
+    assert_int_equal(pthread_create(&f->feeder, NULL, feed_pipe, &f->feed), 0);
+    assert_int_equal(mt_reader_open_fd(&f->r, fds[0], &o, &err), MT_OK);
   } else {
-    assert_int_equal(mt_reader_open_memory(&r, data, size, &o, &err), MT_OK);
+    assert_int_equal(mt_reader_open_memory(&f->r, data, size, &o, &err), MT_OK);
   }
+}
+
+static void fed_close(fed_reader *f) {
+  mt_reader_close(f->r);
+  if (f->piped) {
+    close(f->fd);
+    pthread_join(f->feeder, NULL);
+  }
+}
+
+/* Events read and whether the reader found the trace truncated, from memory or through a pipe. */
+static size_t read_counting(const uint8_t *data, size_t size, bool through_pipe, bool *truncated) {
+  fed_reader f;
+  fed_open(&f, data, size, through_pipe);
   size_t n = 0;
   mt_event ev;
+  mt_error err;
   int rc;
-  while ((rc = mt_reader_next(r, &ev, &err)) > 0)
+  while ((rc = mt_reader_next(f.r, &ev, &err)) > 0)
     n++;
   if (rc)
     fail_msg("%s", err.message);
-  *truncated = mt_reader_truncated(r, NULL);
-  mt_reader_close(r);
-  if (through_pipe) {
-    pthread_join(feeder, NULL);
-    close(fds[0]);
-  }
+  *truncated = mt_reader_truncated(f.r, NULL);
+  fed_close(&f);
   return n;
 }
 
@@ -722,6 +742,41 @@ static void a_zstd_trace_cut_in_its_last_bytes_gives_all_it_holds_and_is_cut(voi
   free(trace);
 }
 
+/* Appends a zstd skippable frame (magic 0x184D2A50 + variant, then its length and content). */
+static size_t put_skippable_frame(uint8_t *out, unsigned variant, size_t length) {
+  mt_store_u32(out, ZSTD_MAGIC_SKIPPABLE_START + variant);
+  mt_store_u32(out + 4, (uint32_t)length);
+  memset(out + 8, 0xAB, length);
+  return 8 + length;
+}
+
+/* Skippable frames carry nothing for the decompressor, which skips them: a .zst trace that starts
+ * with one (as some tools and pipelines write), or has them between and after its frames, reads
+ * whole, from memory and through a pipe. */
+static void zstd_skippable_frames_are_skipped_wherever_they_are(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *trace = large_trace(&size);
+  size_t cap = 2 * ZSTD_compressBound(size) + 3 * (8 + 100000);
+  uint8_t *z = malloc(cap);
+  size_t zsize = put_skippable_frame(z, 0, 16);
+  size_t n = ZSTD_compress(z + zsize, cap - zsize, trace, size / 2, 3);
+  assert_false(ZSTD_isError(n));
+  zsize += n;
+  zsize += put_skippable_frame(z + zsize, 0xF, 100000); /* past a pipe's first chunk */
+  n = ZSTD_compress(z + zsize, cap - zsize, trace + size / 2, size - size / 2, 3);
+  assert_false(ZSTD_isError(n));
+  zsize += n;
+  zsize += put_skippable_frame(z + zsize, 7, 0);
+  bool truncated;
+  for (int pipe_it = 0; pipe_it < 2; pipe_it++) {
+    assert_int_equal(read_counting(z, zsize, pipe_it, &truncated), LARGE_TRACE_EVENTS);
+    assert_false(truncated);
+  }
+  free(z);
+  free(trace);
+}
+
 /* A zstd frame of `size` bytes without content size, checksum or dictionary: its header is the
  * magic, a zero descriptor byte and the window byte, so its first block header is at byte 6. */
 static size_t compress_plain_frame(const uint8_t *data, size_t size, uint8_t *out, size_t cap) {
@@ -734,31 +789,48 @@ static size_t compress_plain_frame(const uint8_t *data, size_t size, uint8_t *ou
   return n;
 }
 
-/* Reads a damaged zstd stream; expects the reader to fail at decompressed byte `at`, having
- * returned `events` events, with the compressed offset in [low, high]. */
-static void expect_zstd_failure(mt_reader *r, size_t events, int64_t at, long long low,
-                                long long high) {
-  mt_event ev;
-  mt_error err;
-  size_t n = 0;
-  int rc;
-  while ((rc = mt_reader_next(r, &ev, &err)) > 0)
-    n++;
-  assert_int_equal(rc, MT_E_MALFORMED);
-  assert_int_equal(n, events);
-  assert_int_equal(err.offset, at);
-  char want[128];
-  snprintf(want, sizeof want,
-           "malformed trace at byte %lld: zstd decompression failed: ", (long long)at);
-  if (strstr(err.message, want) != err.message)
-    fail_msg("expected \"%s...\", got: %s", want, err.message);
-  const char *c = strstr(err.message, "the decompressor had consumed ");
-  long long compressed = -1;
-  if (!c || sscanf(c, "the decompressor had consumed %lld bytes of the compressed input)",
-                   &compressed) != 1)
-    fail_msg("no compressed offset in: %s", err.message);
-  if (compressed < low || compressed > high)
-    fail_msg("compressed offset %lld outside [%lld, %lld]: %s", compressed, low, high, err.message);
+/* Checks the error of a damaged zstd stream: malformed at decompressed byte `at` (err.offset),
+ * its message placing the damage in the compressed input ("at byte C: WHAT (in bytes C to E; the
+ * decompressed trace ends at byte AT)") with `what` in the file's words, not zstd's, and the byte
+ * that was changed, `damage` (-1: not checked), in [C, E], which spans one block at most. */
+static void expect_zstd_damage(const mt_error *err, int64_t at, long long damage,
+                               const char *what) {
+  assert_int_equal(err->code, MT_E_MALFORMED);
+  assert_int_equal(err->offset, at);
+  long long c, c2, e, end;
+  int used = 0;
+  if (sscanf(err->message, "malformed compressed trace at byte %lld: %n", &c, &used) != 1 ||
+      !used || strncmp(err->message + used, what, strlen(what)))
+    fail_msg("expected \"malformed compressed trace at byte C: %s...\", got: %s", what,
+             err->message);
+  const char *where = strstr(err->message, " (in bytes ");
+  if (!where || sscanf(where, " (in bytes %lld to %lld; the decompressed trace ends at byte %lld)",
+                       &c2, &e, &end) != 3)
+    fail_msg("no compressed range in: %s", err->message);
+  assert_int_equal(c2, c);
+  assert_int_equal(end, at);
+  if (damage >= 0 && (damage < c || damage > e || e - c > 131072 + 16))
+    fail_msg("byte %lld is not in a range of one block at most: %s", damage, err->message);
+}
+
+/* Reads a damaged zstd stream to its failure, from memory and through a pipe; expects `events`
+ * events before it, then the failure expect_zstd_damage checks. */
+static void expect_zstd_failure(const uint8_t *z, size_t zsize, size_t events, int64_t at,
+                                long long damage, const char *what) {
+  for (int pipe_it = 0; pipe_it < 2; pipe_it++) {
+    fed_reader f;
+    fed_open(&f, z, zsize, pipe_it);
+    mt_event ev;
+    mt_error err;
+    size_t n = 0;
+    int rc;
+    while ((rc = mt_reader_next(f.r, &ev, &err)) > 0)
+      n++;
+    assert_int_equal(rc, MT_E_MALFORMED);
+    assert_int_equal(n, events);
+    expect_zstd_damage(&err, at, damage, what);
+    fed_close(&f);
+  }
 }
 
 static void a_corrupt_zstd_stream_is_malformed_at_the_decompressed_offset(void **state) {
@@ -773,30 +845,100 @@ static void a_corrupt_zstd_stream_is_malformed_at_the_decompressed_offset(void *
   size_t second = compress_plain_frame(t.data + split, t.size - split, z + first, cap - first);
   size_t zsize = first + second;
   z[first + 6] |= 0x06;
-  mt_reader *r;
-  mt_error err;
-  assert_int_equal(mt_reader_open_memory(&r, z, zsize, NULL, &err), MT_OK);
-  expect_zstd_failure(r, 4, (int64_t)split, (long long)first, (long long)zsize);
-  mt_reader_close(r);
-  /* The same through a pipe (streamed compressed input). */
-  int fds[2];
-  assert_int_equal(pipe(fds), 0);
-  assert_true(zsize < 65536);
-  assert_int_equal(write(fds[1], z, zsize), (ssize_t)zsize);
-  close(fds[1]);
-  assert_int_equal(mt_reader_open_fd(&r, fds[0], NULL, &err), MT_OK);
-  expect_zstd_failure(r, 4, (int64_t)split, (long long)first, (long long)zsize);
-  mt_reader_close(r);
-  close(fds[0]);
+  expect_zstd_failure(z, zsize, 4, (int64_t)split, (long long)first + 6,
+                      "the compressed data is corrupt");
   /* Damage in the first frame: nothing decompresses, and opening fails at byte 0. */
   z[6] |= 0x06;
+  mt_reader *r;
+  mt_error err;
   assert_int_equal(mt_reader_open_memory(&r, z, zsize, NULL, &err), MT_E_MALFORMED);
-  assert_int_equal(err.offset, 0);
-  assert_ptr_equal(strstr(err.message, "malformed trace at byte 0: zstd decompression failed: "),
-                   err.message);
-  assert_non_null(strstr(err.message, "bytes of the compressed input"));
+  expect_zstd_damage(&err, 0, 6, "the compressed data is corrupt");
   free(z);
   free(t.data);
+}
+
+/* The offset of block `index`'s header in a zstd frame that starts at `z` (zstd's format §3.1.1:
+ * a 3-byte header, then the block's content: one byte for an RLE block, its size otherwise). */
+static size_t zstd_block_at(const uint8_t *z, size_t index) {
+  uint8_t descriptor = z[4];
+  static const size_t fcs_sizes[4] = {0, 2, 4, 8};
+  static const size_t dict_sizes[4] = {0, 1, 2, 4};
+  bool single_segment = descriptor & 0x20;
+  size_t at = 5 + !single_segment + dict_sizes[descriptor & 3] +
+              (single_segment && !(descriptor >> 6) ? 1 : fcs_sizes[descriptor >> 6]);
+  for (size_t i = 0; i < index; i++) {
+    uint32_t header = z[at] | z[at + 1] << 8 | (uint32_t)z[at + 2] << 16;
+    assert_false(header & 1); /* not the last block */
+    at += 3 + ((header >> 1 & 3) == 1 ? 1 : header >> 3);
+  }
+  return at;
+}
+
+/* zstd's own messages ("Destination buffer is too small", "Data corruption detected") name what its
+ * decoder met, not what is wrong with the file: each kind of damage is said in the file's words,
+ * placed in the compressed input, from memory and through a pipe alike. */
+static void a_damaged_zstd_stream_says_what_is_wrong_and_where(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *trace = large_trace(&size);
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1)));
+  assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, 23)));
+  size_t cap = ZSTD_compressBound(size) + 64;
+  uint8_t *good = malloc(cap), *z = malloc(cap);
+  size_t zsize = ZSTD_compress2(c, good, cap, trace, size);
+  ZSTD_freeCCtx(c);
+  assert_false(ZSTD_isError(zsize));
+  /* One segment (a window as large as the trace): a 4-byte content size right after the
+   * descriptor, which sizes what the decoder writes into. */
+  assert_int_equal(good[4] & 0xE3, 0xA0);
+  /* A reserved block type in the third block's header: found with the second block, the trace
+   * read up to the first at most. */
+  memcpy(z, good, zsize);
+  size_t block = zstd_block_at(z, 2);
+  z[block] |= 0x06;
+  fed_reader f;
+  for (int pipe_it = 0; pipe_it < 2; pipe_it++) {
+    fed_open(&f, z, zsize, pipe_it);
+    mt_event ev;
+    mt_error err;
+    int rc;
+    while ((rc = mt_reader_next(f.r, &ev, &err)) > 0)
+      ;
+    assert_int_equal(rc, MT_E_MALFORMED);
+    assert_true(err.offset > 0 && err.offset <= 2 * 131072);
+    expect_zstd_damage(&err, err.offset, (long long)block, "the compressed data is corrupt");
+    fed_close(&f);
+  }
+  /* A content size one byte short of the data: zstd's "Destination buffer is too small". */
+  memcpy(z, good, zsize);
+  mt_store_u32(z + 5, (uint32_t)size - 1);
+  for (int pipe_it = 0; pipe_it < 2; pipe_it++) {
+    fed_open(&f, z, zsize, pipe_it);
+    mt_event ev;
+    mt_error err;
+    int rc;
+    while ((rc = mt_reader_next(f.r, &ev, &err)) > 0)
+      ;
+    assert_int_equal(rc, MT_E_MALFORMED);
+    expect_zstd_damage(&err, err.offset, -1,
+                       "the zstd frame holds more data than its header declares");
+    fed_close(&f);
+  }
+  /* A checksum that does not match: every block decompressed, the trace whole before it. */
+  memcpy(z, good, zsize);
+  z[zsize - 1] ^= 0x5a;
+  expect_zstd_failure(z, zsize, LARGE_TRACE_EVENTS, (int64_t)size, (long long)zsize - 1,
+                      "the zstd frame's checksum does not match its data");
+  /* Bytes after the frame that are not a zstd frame. */
+  memcpy(z, good, zsize);
+  memcpy(z + zsize, "hello world", 11);
+  expect_zstd_failure(
+      z, zsize + 11, LARGE_TRACE_EVENTS, (int64_t)size, (long long)zsize,
+      "what follows a zstd frame is not one: magic 0x6c6c6568, expected 0xfd2fb528");
+  free(z);
+  free(good);
+  free(trace);
 }
 
 int main(void) {
@@ -816,8 +958,10 @@ int main(void) {
       cmocka_unit_test(an_event_cut_inside_a_packet_is_an_error_not_a_crash),
       cmocka_unit_test(zstd_compressed_traces_read_like_plain_ones),
       cmocka_unit_test(a_zstd_trace_cut_in_its_last_bytes_gives_all_it_holds_and_is_cut),
+      cmocka_unit_test(zstd_skippable_frames_are_skipped_wherever_they_are),
       cmocka_unit_test(a_trace_info_pid_unlike_its_packets_is_malformed),
       cmocka_unit_test(a_corrupt_zstd_stream_is_malformed_at_the_decompressed_offset),
+      cmocka_unit_test(a_damaged_zstd_stream_says_what_is_wrong_and_where),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
