@@ -344,6 +344,25 @@ int mt_reader_load_locations(mt_reader *r, const void *data, size_t size, mt_err
  * (mt_reader_load_locations), or lookups of them fail. */
 int mt_reader_load_state(mt_reader *r, const void *data, size_t size, mt_error *err);
 
+/* A place to take a reader back to: a pass that restored a state it later finds wrong (the trace
+ * does not decode past it) starts again from where it stood before, as if it had never moved. */
+typedef struct mt_reader_mark mt_reader_mark;
+
+/* Marks where `r` stands, between packets (mt_reader_between_packets): its saved state, and the
+ * location codes it knows, how far its packets reach and the warnings it counted. `*mark` is
+ * malloc'd: free it with mt_reader_mark_free. MT_E_INVALID as mt_reader_save_state. */
+int mt_reader_mark_take(mt_reader *r, mt_reader_mark **mark, mt_error *err);
+
+/* Takes `r` back to `mark`, which must have been taken of `r`: its position and decoder state, the
+ * location codes it knew (those described or loaded since are forgotten), mt_reader_end_time and
+ * the warning count are those of then, and a failure since is forgotten. What it reads again
+ * after the position it last began reading at (the trace's start, or the last restored state) is
+ * warned of again in the count, not through the callback. MT_E_NOMEM leaves it failed. */
+int mt_reader_rewind(mt_reader *r, const mt_reader_mark *mark, mt_error *err);
+
+/* Frees a mark. Safe on NULL. */
+void mt_reader_mark_free(mt_reader_mark *mark);
+
 /* ---------------------------------------------------------------------------------------------
  * Transcoding
  * ------------------------------------------------------------------------------------------- */
