@@ -369,7 +369,10 @@ void mt_reader_mark_free(mt_reader_mark *mark);
 
 /* Copies every remaining event of `r` (opened with backtraces) into `w`, domain for domain, mapping
  * object ids so that collects and promotes name the right objects whatever ids the writer hands
- * out. Returns MT_OK or the first error of either side. */
+ * out. A promote or collect of an object whose allocation the reader did not return (its packet
+ * skipped as another process's, with a warning) keeps its id; when that id is another object's in
+ * the copy, or one the writer refuses, the event is left out (mt_transcode_options.on_left_out).
+ * Returns MT_OK or the first error of either side. */
 int mt_transcode(mt_reader *r, mt_writer *w, mt_error *err);
 
 typedef struct mt_transcode_options {
@@ -377,6 +380,10 @@ typedef struct mt_transcode_options {
    * trace's start time (0 or 1: times unchanged). Times stay in order within each domain; an
    * event stamped before the start (it happens in damaged clocks) keeps its time. */
   int64_t time_resolution_us;
+  /* Called for each promote or collect left out of the copy (see mt_transcode), with its offset
+   * in the input; may be NULL. */
+  mt_warning_fn on_left_out;
+  void *left_out_user;
 } mt_transcode_options;
 
 /* mt_transcode with options (NULL: mt_transcode's behaviour). MT_E_INVALID for a negative
