@@ -26,7 +26,9 @@ static const char usage[] =
     "  -h, --help           show this help\n"
     "\n"
     "If IN turns out to be malformed part-way, OUT keeps every event before the error and the\n"
-    "exit status is 1. If writing OUT fails, the file that was there is left as it was.\n";
+    "exit status is 1. If writing OUT fails, the file that was there is left as it was. Packets\n"
+    "of other processes are skipped with a warning, as check does; a promote or collect of an\n"
+    "object allocated in one is left out when OUT has no name for it, with a warning.\n";
 
 /* Whether IN can be read a second time from its start: a named file, or a standard input that is
  * a regular file at offset 0 (the reader maps it). A pipe can be read only once. */
@@ -56,6 +58,22 @@ static int find_nonzero_domain(const char *path, unsigned *domain) {
   }
   mt_reader_close(r);
   return found;
+}
+
+/* The promotes and collects the copy left out (mt_transcode_options.on_left_out), said once: the
+ * first, and how many more. */
+typedef struct left_out {
+  uint64_t count;
+  int64_t first_offset;
+  char first[160];
+} left_out;
+
+static void note_left_out(void *user, int64_t offset, const char *message) {
+  left_out *l = user;
+  if (l->count++ == 0) {
+    l->first_offset = offset;
+    snprintf(l->first, sizeof l->first, "%s", message);
+  }
 }
 
 int mt_cmd_copy(int argc, char **argv) {
@@ -124,8 +142,19 @@ int mt_cmd_copy(int argc, char **argv) {
     cli_report(of.name, &err);
     status = MT_EXIT_FAILURE;
   } else {
-    mt_transcode_options topts = {.time_resolution_us = (int64_t)resolution_us};
+    left_out dropped = {0};
+    mt_transcode_options topts = {.time_resolution_us = (int64_t)resolution_us,
+                                  .on_left_out = note_left_out,
+                                  .left_out_user = &dropped};
     int rc = mt_transcode_with(r, w, &topts, &err);
+    if (dropped.count > 1)
+      cli_error(in,
+                "warning: at byte %lld: %s; and %llu more promotes and collects of objects no "
+                "allocation read made",
+                (long long)dropped.first_offset, dropped.first,
+                (unsigned long long)(dropped.count - 1));
+    else if (dropped.count)
+      cli_error(in, "warning: at byte %lld: %s", (long long)dropped.first_offset, dropped.first);
     /* A malformed IN still gives a well-formed OUT of every event before the damage (kept, exit
      * status 1); a failure to write OUT leaves whatever file was there before. */
     bool read_failed = rc && err.code == MT_E_MALFORMED;

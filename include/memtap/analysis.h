@@ -68,8 +68,10 @@ typedef struct mt_analysis_options {
    * holds a checkpoint of this trace before `from`, the pass resumes there instead of decoding the
    * trace from its start; the checkpoints the pass goes by past the index's last one are added,
    * and the file is written anew (atomically) when it gains any. An index that does not match the
-   * trace, or is damaged, is ignored and replaced. Needs a reader on an uncompressed file or on
-   * memory; other readers ignore it. */
+   * trace, or is damaged, is ignored and replaced; so is one whose checkpoint proves wrong once
+   * resumed from (the trace read on from it does not decode): the pass then starts over from
+   * where the reader stood, and gives what it gives without an index. Needs a reader on an
+   * uncompressed file or on memory; other readers ignore it. */
   const char *index_path;
   int64_t index_interval; /* least trace bytes between checkpoints; 0: MT_INDEX_INTERVAL */
   /* A trace found damaged part-way (the reader's MT_E_MALFORMED) is analysed up to the damage:

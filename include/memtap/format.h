@@ -344,13 +344,35 @@ int mt_reader_load_locations(mt_reader *r, const void *data, size_t size, mt_err
  * (mt_reader_load_locations), or lookups of them fail. */
 int mt_reader_load_state(mt_reader *r, const void *data, size_t size, mt_error *err);
 
+/* A place to take a reader back to: a pass that restored a state it later finds wrong (the trace
+ * does not decode past it) starts again from where it stood before, as if it had never moved. */
+typedef struct mt_reader_mark mt_reader_mark;
+
+/* Marks where `r` stands, between packets (mt_reader_between_packets): its saved state, and the
+ * location codes it knows, how far its packets reach and the warnings it counted. `*mark` is
+ * malloc'd: free it with mt_reader_mark_free. MT_E_INVALID as mt_reader_save_state. */
+int mt_reader_mark_take(mt_reader *r, mt_reader_mark **mark, mt_error *err);
+
+/* Takes `r` back to `mark`, which must have been taken of `r`: its position and decoder state, the
+ * location codes it knew (those described or loaded since are forgotten), mt_reader_end_time and
+ * the warning count are those of then, and a failure since is forgotten. What it reads again
+ * after the position it last began reading at (the trace's start, or the last restored state) is
+ * warned of again in the count, not through the callback. MT_E_NOMEM leaves it failed. */
+int mt_reader_rewind(mt_reader *r, const mt_reader_mark *mark, mt_error *err);
+
+/* Frees a mark. Safe on NULL. */
+void mt_reader_mark_free(mt_reader_mark *mark);
+
 /* ---------------------------------------------------------------------------------------------
  * Transcoding
  * ------------------------------------------------------------------------------------------- */
 
 /* Copies every remaining event of `r` (opened with backtraces) into `w`, domain for domain, mapping
  * object ids so that collects and promotes name the right objects whatever ids the writer hands
- * out. Returns MT_OK or the first error of either side. */
+ * out. A promote or collect of an object whose allocation the reader did not return (its packet
+ * skipped as another process's, with a warning) keeps its id; when that id is another object's in
+ * the copy, or one the writer refuses, the event is left out (mt_transcode_options.on_left_out).
+ * Returns MT_OK or the first error of either side. */
 int mt_transcode(mt_reader *r, mt_writer *w, mt_error *err);
 
 typedef struct mt_transcode_options {
@@ -358,6 +380,10 @@ typedef struct mt_transcode_options {
    * trace's start time (0 or 1: times unchanged). Times stay in order within each domain; an
    * event stamped before the start (it happens in damaged clocks) keeps its time. */
   int64_t time_resolution_us;
+  /* Called for each promote or collect left out of the copy (see mt_transcode), with its offset
+   * in the input; may be NULL. */
+  mt_warning_fn on_left_out;
+  void *left_out_user;
 } mt_transcode_options;
 
 /* mt_transcode with options (NULL: mt_transcode's behaviour). MT_E_INVALID for a negative

@@ -292,10 +292,10 @@ static int apply_body(mt_analysis *a, const parsed_body *b, mt_error *err) {
     for (uint32_t j = 0; j < count; j++) {
       uint32_t next = mt_stacks_extend(a, f, code);
       if (next == UINT32_MAX && a->undescribed) {
-        rc = mt_fail(err, MT_E_MALFORMED, -1,
-                     "checkpoint index %s is damaged (delete it, or use --no-index): location "
-                     "code 0x%" PRIx64 " was never described",
-                     a->index->path, (uint64_t)code);
+        char detail[64];
+        snprintf(detail, sizeof detail, "0x%" PRIx64, (uint64_t)code);
+        note(a, "%s: does not match the trace: location code %s was never described", detail);
+        rc = MT_INDEX_START_OVER;
         goto done;
       }
       if (next == UINT32_MAX)
@@ -346,34 +346,47 @@ done:
   return rc;
 }
 
-/* Resumes from checkpoint k. Returns MT_OK, 1 when the checkpoint cannot be used (noted; nothing
- * changed), or an error once something was applied. */
+/* Resumes from checkpoint k. Returns MT_OK, MT_INDEX_START_OVER when the checkpoint does not fit
+ * the trace (noted: the reader, its location codes and the pass may have changed), or an error
+ * (out of memory). The index checks the reader cannot make show later, as the trace read on from
+ * the checkpoint fails to decode (mt_index_distrust). */
 static int resume(mt_analysis *a, mt_reader *r, size_t k, int64_t *last, mt_error *err) {
   mt_index *ix = a->index;
   parsed_body b;
   if (!parse_body(ix->c[k].body, ix->c[k].body_size, &b)) {
     note(a, "%s: %s", "is damaged (a checkpoint's contents do not add up)");
-    return 1;
+    return MT_INDEX_START_OVER;
   }
   mt_error e = {0};
-  if (mt_reader_load_state(r, b.state, b.state_size, &e)) {
+  int rc = mt_reader_load_state(r, b.state, b.state_size, &e);
+  if (rc == MT_E_NOMEM)
+    return mt_fail(err, rc, -1, "%s", e.message);
+  if (rc) {
     note(a, "%s: does not match the trace: %s", e.message);
-    return 1;
+    return MT_INDEX_START_OVER;
   }
-  /* From here on the reader has moved: a failure is an error, not a reason to start over. */
+  if (mt_reader_position(r) != ix->c[k].offset) {
+    char detail[96];
+    snprintf(detail, sizeof detail, "checkpoint %zu is at byte %lld, its reader state at %lld", k,
+             (long long)ix->c[k].offset, (long long)mt_reader_position(r));
+    note(a, "%s: does not match the trace: %s", detail);
+    return MT_INDEX_START_OVER;
+  }
   for (size_t j = 0; j <= k; j++) {
     parsed_body inc;
     e.message[0] = 0;
-    int rc = parse_body(ix->c[j].body, ix->c[j].body_size, &inc)
-                 ? mt_reader_load_locations(r, inc.locations, inc.locations_size, &e)
-                 : MT_E_MALFORMED;
-    if (rc)
-      return mt_fail(err, rc, -1,
-                     "checkpoint index %s is damaged (delete it, or use --no-index): "
-                     "checkpoint %zu: %s",
-                     ix->path, j, rc == MT_E_MALFORMED && !e.message[0] ? "bad body" : e.message);
+    rc = parse_body(ix->c[j].body, ix->c[j].body_size, &inc)
+             ? mt_reader_load_locations(r, inc.locations, inc.locations_size, &e)
+             : MT_E_MALFORMED;
+    if (rc == MT_E_NOMEM)
+      return mt_fail(err, rc, -1, "%s", e.message);
+    if (rc) {
+      snprintf(a->index_use.problem, PROBLEM_SIZE, "%s: is damaged: checkpoint %zu: %.200s",
+               ix->path, j, e.message[0] ? e.message : "its contents do not add up");
+      return MT_INDEX_START_OVER;
+    }
   }
-  int rc = apply_body(a, &b, err);
+  rc = apply_body(a, &b, err);
   if (rc)
     return rc;
   *last = ix->c[k].max_time;
@@ -401,8 +414,8 @@ static int64_t spacing(const mt_index *ix, size_t previous_body) {
   return grown > ix->interval ? grown : ix->interval;
 }
 
-int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *options, int64_t *last,
-                   mt_error *err) {
+int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *options, bool resumable,
+                   const char *distrusted, int64_t *last, mt_error *err) {
   if (!options->index_path)
     return MT_OK;
   if (mt_reader_size(r) < 0) {
@@ -418,7 +431,9 @@ int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *opti
   a->index = ix;
   identify(ix, ix->path, r);
   ix->interval = options->index_interval > 0 ? options->index_interval : MT_INDEX_INTERVAL;
-  if (!load(ix, a->index_use.problem)) { /* start a new index from scratch */
+  if (distrusted)
+    snprintf(a->index_use.problem, sizeof a->index_use.problem, "%s", distrusted);
+  if (distrusted || !load(ix, a->index_use.problem)) { /* start a new index from scratch */
     free(ix->file);
     free(ix->c);
     ix->file = NULL;
@@ -440,13 +455,20 @@ int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *opti
   size_t best = SIZE_MAX;
   for (size_t k = 0; k < ix->count && ix->c[k].max_time < from; k++)
     best = k;
-  if (from > 0 && best != SIZE_MAX) {
+  if (from > 0 && best != SIZE_MAX && resumable) {
     int rc = resume(a, r, best, last, err);
-    if (rc < 0)
+    if (rc != MT_OK)
       return rc;
   }
   a->index_use.checkpoints = ix->count;
   return MT_OK;
+}
+
+void mt_index_distrust(mt_analysis *a, const mt_error *failure) {
+  snprintf(a->index_use.problem, PROBLEM_SIZE,
+           "%s: not used (the trace was read from its start instead): reading on from its "
+           "checkpoint at byte %lld failed: %.160s",
+           a->index->path, (long long)a->index_use.resumed_offset, failure->message);
 }
 
 /* --- keeping checkpoints ------------------------------------------------------------------ */

@@ -179,12 +179,20 @@ bool mt_cells_flush(mt_analysis *a);
 void mt_cells_free(mt_analysis *a);
 
 /* index.c: the checkpoint index (TRACE.idx). */
+/* mt_index_begin's answer when a checkpoint does not fit the trace once applied (noted in
+ * index_use.problem): the reader and the pass have moved, so the pass must start over from where
+ * the reader stood, without the index. */
+#define MT_INDEX_START_OVER 1
 /* Opens options->index_path if set: resumes `r` and the live set from the best checkpoint before
- * the window, storing the latest event time before it in *last (µs since the start), and decides
- * whether this pass keeps checkpoints. A missing or unusable index is noted, not an error; errors
- * are running out of memory and an index that passed its checks but fails once applied. */
-int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *options, int64_t *last,
-                   mt_error *err);
+ * the window (only when `resumable`: the caller can take the reader back), storing the latest
+ * event time before it in *last (µs since the start), and decides whether this pass keeps
+ * checkpoints. A missing or unusable index is noted, not an error; with `distrusted` (why an
+ * earlier try of this pass could not use it) the file is not read but noted as that, and
+ * replaced. Errors are running out of memory. */
+int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *options, bool resumable,
+                   const char *distrusted, int64_t *last, mt_error *err);
+/* A pass resumed from a checkpoint failed with `failure`: notes that the index is not used. */
+void mt_index_distrust(mt_analysis *a, const mt_error *failure);
 /* The code trie node of an allocation's backtrace (only while keep_checkpoints); UINT32_MAX when
  * memory runs out. Call before mt_stacks_intern, which moves the domain's previous backtrace. */
 uint32_t mt_index_track(mt_analysis *a, domain_state *d, const mt_event *ev);

@@ -349,12 +349,13 @@ static int finish(mt_analysis *a, int64_t last, bool bounded_to) {
   return mt_estimates_round(a) ? MT_OK : MT_E_NOMEM;
 }
 
-int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *options,
-                    mt_error *err) {
+/* One pass (mt_analysis_run). `start`: where the reader stood, for resuming from a checkpoint;
+ * `distrusted`: why an earlier pass could not use the index (NULL the first time). Returns
+ * MT_INDEX_START_OVER with `why` set when a checkpoint the pass resumed from does not fit the
+ * trace. */
+static int run_pass(mt_analysis **out, mt_reader *r, const mt_analysis_options *options,
+                    const mt_reader_mark *start, const char *distrusted, char *why, mt_error *err) {
   *out = NULL;
-  mt_analysis_options defaults = mt_analysis_default_options();
-  if (!options)
-    options = &defaults;
   const mt_trace_info *info = mt_reader_info(r);
   /* The reader refused a rate outside (0, 1] or too small to estimate with, and a word size that
    * is not whole bytes (reader.c): estimates are finite from here on. */
@@ -388,8 +389,10 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   sum->temporary_defined = a->rate >= 1;
   mt_timeline_init(a, options->cells);
   int64_t last = 0;
-  rc = mt_index_begin(a, r, options, &last, err);
+  rc = mt_index_begin(a, r, options, start != NULL, distrusted, &last, err);
   if (rc) {
+    if (rc == MT_INDEX_START_OVER)
+      memcpy(why, a->index_use.problem, sizeof a->index_use.problem);
     mt_analysis_free(a);
     return rc;
   }
@@ -437,6 +440,16 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
   }
   if (!runs_only && mt_reader_set_runs_only(r, false, rc < 0 ? NULL : err) && rc >= 0)
     rc = MT_E_NOMEM;
+  /* Past a checkpoint, any failure but memory's may be the index's: a checkpoint that does not
+   * fit the trace (another trace's, or one whose state is wrong) decodes it wrong. The index is
+   * only a cache: the pass starts over without it, and finds the damage again if it is the
+   * trace's. */
+  if (rc < 0 && rc != MT_E_NOMEM && a->index_use.resumed) {
+    mt_index_distrust(a, err);
+    memcpy(why, a->index_use.problem, sizeof a->index_use.problem);
+    mt_analysis_free(a);
+    return MT_INDEX_START_OVER;
+  }
   /* A damaged trace under options.partial: what was read before the damage is the analysis. */
   bool damaged = rc < 0 && options->partial && err && err->code == MT_E_MALFORMED;
   if (damaged) {
@@ -479,6 +492,27 @@ int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *
     options->progress(options->progress_user, mt_reader_position(r), size);
   *out = a;
   return MT_OK;
+}
+
+int mt_analysis_run(mt_analysis **out, mt_reader *r, const mt_analysis_options *options,
+                    mt_error *err) {
+  mt_analysis_options defaults = mt_analysis_default_options();
+  if (!options)
+    options = &defaults;
+  mt_error ignored;
+  if (!err)
+    err = &ignored; /* a pass resumed from a checkpoint says why it failed */
+  /* Where the reader stands, to come back to if a checkpoint of the index proves wrong. */
+  mt_reader_mark *start = NULL;
+  if (options->index_path && mt_reader_size(r) >= 0 &&
+      mt_reader_mark_take(r, &start, NULL) != MT_OK)
+    start = NULL; /* nothing left to read, or no memory: no resuming */
+  char why[sizeof((mt_index_use *)0)->problem];
+  int rc = run_pass(out, r, options, start, NULL, why, err);
+  if (rc == MT_INDEX_START_OVER && (rc = mt_reader_rewind(r, start, err)) == MT_OK)
+    rc = run_pass(out, r, options, NULL, why, why, err);
+  mt_reader_mark_free(start);
+  return rc;
 }
 
 void mt_analysis_free(mt_analysis *a) {

@@ -126,6 +126,11 @@ void mt_location_table_entry(const mt_location_table *t, size_t i, int64_t *code
   *count = list->count;
 }
 
+void mt_location_table_truncate(mt_location_table *t, size_t count) {
+  while (t->norder > count)
+    mt_hashmap_remove(&t->codes, t->order[--t->norder]->code);
+}
+
 size_t mt_location_table_count(const mt_location_table *t) {
   return t->codes.count;
 }

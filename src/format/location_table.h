@@ -31,6 +31,10 @@ bool mt_location_table_lookup(const mt_location_table *t, int64_t code, const mt
 void mt_location_table_entry(const mt_location_table *t, size_t i, int64_t *code,
                              const mt_location **entries, size_t *count);
 
+/* Forgets every code added after the first `count` (a reader taken back to where it knew only
+ * those: mt_reader_rewind). Interned strings stay. */
+void mt_location_table_truncate(mt_location_table *t, size_t count);
+
 /* Number of codes, and bytes of memory held. */
 size_t mt_location_table_count(const mt_location_table *t);
 size_t mt_location_table_memory(const mt_location_table *t);

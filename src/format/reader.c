@@ -56,6 +56,8 @@ static void warn(mt_reader *r, int64_t offset, const char *fmt, ...) {
   r->warnings++;
   if (!r->options.on_warning || offset == 0) /* packet 0 cannot be skipped: open fails instead */
     return;
+  if (offset >= r->quiet_from && offset < r->quiet_to) /* said before a rewind */
+    return;
   char message[256];
   va_list ap;
   va_start(ap, fmt);

@@ -67,6 +67,10 @@ struct mt_reader {
   bool truncated;
   int64_t truncated_at;
   uint64_t warnings;
+  /* Where the reader last began reading on (0, or the position a state was restored at), and the
+   * packets whose warnings were reported before a rewind (mt_reader_rewind), [quiet_from,
+   * quiet_to): read again, they are counted but not reported twice. */
+  int64_t read_from, quiet_from, quiet_to;
   int failed;
   mt_error failure;
   mt_location decoded[MT_LOCATIONS_MAX];

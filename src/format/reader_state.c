@@ -3,7 +3,8 @@
  * tables of the location codec, the used buckets of the backtrace cache and the previous
  * backtrace; location codes apart, in the order the trace described them. Restoring treats the
  * saved bytes as untrusted input: every count and index is checked before it is used, and a state
- * is built aside and swapped in only once whole. */
+ * is built aside and swapped in only once whole. Marks take a reader back to where it stood
+ * (mt_reader_rewind), when a restored state proves wrong. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -336,5 +337,71 @@ int mt_reader_load_state(mt_reader *r, const void *data, size_t size, mt_error *
   mt_reader_stop_fast(r);
   r->done = false;
   mt_input_seek(r->source, (int64_t)position);
+  r->read_from = (int64_t)position;
   return MT_OK;
+}
+
+/* --- marks -------------------------------------------------------------------------------- */
+
+struct mt_reader_mark {
+  void *state;
+  size_t state_size;
+  size_t locations; /* codes known */
+  int64_t packets_end;
+  uint64_t warnings;
+  bool truncated;
+  int64_t truncated_at;
+};
+
+int mt_reader_mark_take(mt_reader *r, mt_reader_mark **mark, mt_error *err) {
+  *mark = calloc(1, sizeof **mark);
+  if (!*mark)
+    return mt_fail(err, MT_E_NOMEM, -1, "out of memory marking the reader's place");
+  int rc = mt_reader_save_state(r, &(*mark)->state, &(*mark)->state_size, err);
+  if (rc) {
+    free(*mark);
+    *mark = NULL;
+    return rc;
+  }
+  (*mark)->locations = mt_location_table_count(r->locations);
+  (*mark)->packets_end = r->packets_end;
+  (*mark)->warnings = r->warnings;
+  (*mark)->truncated = r->truncated;
+  (*mark)->truncated_at = r->truncated_at;
+  return MT_OK;
+}
+
+int mt_reader_rewind(mt_reader *r, const mt_reader_mark *mark, mt_error *err) {
+  /* The packets read since the reader last began reading on had their warnings reported; with
+   * those of an earlier rewind when the two meet. */
+  int64_t from = r->read_from, to = mt_input_position(r->source);
+  if (r->quiet_from < r->quiet_to && from <= r->quiet_to && r->quiet_from <= to) {
+    from = from < r->quiet_from ? from : r->quiet_from;
+    to = to > r->quiet_to ? to : r->quiet_to;
+  }
+  r->quiet_from = from;
+  r->quiet_to = to;
+  r->failed = 0;
+  mt_error e;
+  int rc = mt_reader_load_state(r, mark->state, mark->state_size, &e);
+  if (rc) { /* a state this reader saved: only memory can fail */
+    r->failed = rc;
+    r->failure = e;
+    if (err)
+      *err = e;
+    return rc;
+  }
+  mt_location_table_truncate(r->locations, mark->locations);
+  r->packets_end = mark->packets_end;
+  r->warnings = mark->warnings;
+  r->truncated = mark->truncated;
+  r->truncated_at = mark->truncated_at;
+  return MT_OK;
+}
+
+void mt_reader_mark_free(mt_reader_mark *mark) {
+  if (!mark)
+    return;
+  free(mark->state);
+  free(mark);
 }

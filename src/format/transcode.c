@@ -1,7 +1,10 @@
 /* Reader -> writer copy (format.h mt_transcode): events in file order, domain for domain,
  * backtraces turned back to innermost-first, locations resolved from the reader's table, object ids
  * mapped so that collects and promotes follow their objects whatever ids the writer hands out;
- * times optionally rounded to a coarser resolution. */
+ * times optionally rounded to a coarser resolution. A promote or collect of an object the reader
+ * returned no allocation of (its packet skipped as another process's) keeps its id, unless that
+ * names another object of the copy or the writer refuses it: then it is left out. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/error.h"
@@ -10,7 +13,8 @@
 
 typedef struct transcode {
   mt_reader *reader;
-  mt_hashmap ids; /* reader id -> writer id, for objects not yet collected */
+  mt_hashmap ids;     /* reader id -> writer id, for objects not yet collected */
+  mt_hashmap renamed; /* the writer ids in `ids`: another object's, if a reader id named them */
   uint64_t *stack;
   size_t stack_cap;
 } transcode;
@@ -25,12 +29,19 @@ static int resolve_from_reader(void *user, uint64_t code, const mt_location **en
   return MT_OK;
 }
 
+/* The copy's id of the object the reader calls `id`; -1 when the copy has no name for it. */
 static int64_t mapped_id(transcode *t, int64_t id, bool forget) {
   uint64_t v;
-  if (!mt_hashmap_get(&t->ids, id, &v))
-    return id; /* never allocated in this trace: pass it through unchanged */
-  if (forget)
+  if (!mt_hashmap_get(&t->ids, id, &v)) {
+    /* No allocation read made it (or it was collected already): its id unchanged names nothing
+     * in the copy either, unless the writer handed that id to another object that is still live
+     * there (its allocation's packet skipped, the ids after it shift: FORMAT.md §2.11). */
+    return mt_hashmap_get(&t->renamed, id, NULL) ? -1 : id;
+  }
+  if (forget) {
     mt_hashmap_remove(&t->ids, id);
+    mt_hashmap_remove(&t->renamed, (int64_t)v);
+  }
   return (int64_t)v;
 }
 
@@ -61,7 +72,8 @@ int mt_transcode_with(mt_reader *r, mt_writer *w, const mt_transcode_options *op
   /* A code no location event described makes the trace malformed (FORMAT.md §6), as check and
    * dump say: the copy stops there rather than describe it as a frame without location. */
   mt_reader_set_check_codes(r, true);
-  transcode t = {.reader = r, .ids = {.seed = mt_hashmap_random_seed()}}; /* ids: the trace's */
+  uint64_t seed = mt_hashmap_random_seed(); /* ids: the trace's */
+  transcode t = {.reader = r, .ids = {.seed = seed}, .renamed = {.seed = seed}};
   mt_event ev;
   while ((rc = mt_reader_next(r, &ev, err)) > 0) {
     ev.time = rounded(ev.time, start, step);
@@ -83,25 +95,37 @@ int mt_transcode_with(mt_reader *r, mt_writer *w, const mt_transcode_options *op
                                   ev.backtrace_length, resolve_from_reader, &t, &id, err);
       if (rc)
         break;
+      uint64_t old;
       if (id != ev.obj_id || t.ids.count) {
-        if (!mt_hashmap_put(&t.ids, ev.obj_id, (uint64_t)id)) {
+        if (mt_hashmap_get(&t.ids, ev.obj_id, &old)) /* an id the trace reuses */
+          mt_hashmap_remove(&t.renamed, (int64_t)old);
+        if (!mt_hashmap_put(&t.ids, ev.obj_id, (uint64_t)id) ||
+            !mt_hashmap_put(&t.renamed, id, 0)) {
           rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");
           break;
         }
       }
-    } else if (ev.kind == MT_EVENT_PROMOTE) {
-      rc = mt_writer_put_promote_in(w, ev.domain, ev.time, mapped_id(&t, ev.obj_id, false), err);
     } else {
-      rc = mt_writer_put_collect_in(w, ev.domain, ev.time, mapped_id(&t, ev.obj_id, true), err);
-    }
-    if (rc == MT_E_INVALID) {
-      /* The writer refuses an object no allocation read so far made (a reader skips packets it
-       * cannot trust, a flipped pid among them): the input's fault, said at its byte. */
-      rc = mt_fail(err, MT_E_MALFORMED, ev.offset,
-                   "malformed trace at byte %lld: %s of object %lld, which no allocation read "
-                   "before it made (was its packet skipped?)",
-                   (long long)ev.offset, ev.kind == MT_EVENT_PROMOTE ? "promote" : "collect",
-                   (long long)ev.obj_id);
+      bool promote = ev.kind == MT_EVENT_PROMOTE;
+      bool known = mt_hashmap_get(&t.ids, ev.obj_id, NULL);
+      int64_t id = mapped_id(&t, ev.obj_id, !promote);
+      rc = id < 0    ? MT_E_INVALID
+           : promote ? mt_writer_put_promote_in(w, ev.domain, ev.time, id, err)
+                     : mt_writer_put_collect_in(w, ev.domain, ev.time, id, err);
+      /* The object's allocation was not read (the reader skipped its packet, as memtrace's does,
+       * and goes on: the trace is well-formed, as check says), and the copy cannot name it: the
+       * event is left out, as its allocation was. */
+      if (rc == MT_E_INVALID && !known) {
+        rc = MT_OK;
+        if (options && options->on_left_out) {
+          char message[160];
+          snprintf(message, sizeof message,
+                   "%s of object %lld left out: no allocation read made it (its packet was "
+                   "skipped?)",
+                   promote ? "promote" : "collect", (long long)ev.obj_id);
+          options->on_left_out(options->left_out_user, ev.offset, message);
+        }
+      }
     }
     if (rc)
       break;
@@ -110,6 +134,7 @@ int mt_transcode_with(mt_reader *r, mt_writer *w, const mt_transcode_options *op
   if (rc == 0)
     rc = mt_writer_extend(w, rounded(mt_reader_end_time(r), start, step), err);
   mt_hashmap_free(&t.ids);
+  mt_hashmap_free(&t.renamed);
   free(t.stack);
   mt_reader_set_check_codes(r, was_checking);
   if (was_runs_only) {

@@ -3,8 +3,10 @@
  * made at start-up (three domains, recursive backtraces). Its last 8 bytes are replaced by the
  * right checksum unless the second byte has its top bit set, so that mutations reach the parser
  * behind the checksum. A windowed analysis then runs with it; nothing may crash, hang or leak,
- * whatever the index holds. MEMTAP_FUZZ_INDEX_SEED=PATH writes a valid index of the trace to PATH
- * (the seed). */
+ * whatever the index holds. The trace is well-formed, so the analysis must succeed whatever the
+ * index holds (one that proves wrong once resumed from is dropped and the pass starts over), and a
+ * pass that did not resume must give the figures of a pass without an index. MEMTAP_FUZZ_INDEX_SEED
+ * =PATH writes a valid index of the trace to PATH (the seed). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,17 +73,44 @@ static void make_trace(void) {
   window_start = (now - info.start_time) / 2;
 }
 
-static void analyse(void) {
+static mt_summary reference; /* the window without an index */
+
+static bool same_amount(const mt_amount *x, const mt_amount *y) {
+  return x->objects == y->objects && x->samples == y->samples;
+}
+
+static bool same_figures(const mt_summary *x, const mt_summary *y) {
+  return x->end_time == y->end_time && x->to == y->to && x->collects == y->collects &&
+         x->promotes == y->promotes && x->unknown_collects == y->unknown_collects &&
+         same_amount(&x->allocated, &y->allocated) && same_amount(&x->freed, &y->freed) &&
+         same_amount(&x->live_start, &y->live_start) && same_amount(&x->live_end, &y->live_end);
+}
+
+static void analyse(bool with_index) {
   mt_reader *r;
   mt_reader_options ro = {.backtraces = true};
   if (mt_reader_open_memory(&r, trace, trace_size, &ro, NULL))
     abort();
   mt_analysis_options o = mt_analysis_default_options();
   o.from = window_start;
-  o.index_path = index_path;
+  o.index_path = with_index ? index_path : NULL;
   o.index_interval = 512;
   mt_analysis *a;
-  if (mt_analysis_run(&a, r, &o, NULL) == MT_OK)
+  mt_error err;
+  int rc = mt_analysis_run(&a, r, &o, &err);
+  if (rc != MT_OK && rc != MT_E_NOMEM) {
+    fprintf(stderr, "the index made the analysis fail: %s\n", err.message);
+    abort();
+  }
+  if (rc == MT_OK && !with_index)
+    reference = *mt_analysis_summary(a);
+  if (rc == MT_OK && !mt_analysis_index_use(a)->resumed &&
+      !same_figures(mt_analysis_summary(a), &reference)) {
+    fprintf(stderr, "a pass that did not resume differs from one without the index (%s)\n",
+            mt_analysis_index_use(a)->problem);
+    abort();
+  }
+  if (rc == MT_OK)
     mt_analysis_free(a);
   mt_reader_close(r);
 }
@@ -89,10 +118,11 @@ static void analyse(void) {
 static void init(void) {
   make_trace();
   snprintf(index_path, sizeof index_path, "/tmp/memtap-fuzz-index-%ld.idx", (long)getpid());
+  analyse(false);
   const char *seed = getenv("MEMTAP_FUZZ_INDEX_SEED");
   if (seed) {
     unlink(index_path);
-    analyse(); /* no index yet: the pass reads the trace from its start, taking checkpoints */
+    analyse(true); /* no index yet: the pass reads the trace from its start, taking checkpoints */
     if (rename(index_path, seed))
       perror(seed);
   }
@@ -116,7 +146,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fwrite(data, 1, size, f);
   }
   fclose(f);
-  analyse();
+  analyse(true);
   unlink(index_path);
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/bytes.h"
 #include "memtap/analysis.h"
 #include "testutil.h"
 #include "tracegen.h"
@@ -424,6 +425,230 @@ static void index_of_a_trace_changed_in_place_is_ignored_and_replaced(void **sta
   free(data);
 }
 
+/* `data` with a copy of each packet after packet 0 following it as another process's (its pid
+ * changed): the reader skips every copy with a warning, and the events are those of `data`. */
+static uint8_t *with_foreign_copies(const uint8_t *data, size_t size, size_t *out_size) {
+  uint8_t *out = malloc(2 * size);
+  assert_non_null(out);
+  size_t n = 0;
+  for (size_t at = 0; at < size;) {
+    mt_packet_header h;
+    assert_true(mt_packet_header_decode(data + at, size - at, &h) > 0);
+    size_t packet = h.packet_size_bits / 8;
+    memcpy(out + n, data + at, packet);
+    n += packet;
+    if (at > 0) {
+      memcpy(out + n, data + at, packet);
+      h.pid = TG_PID + 1;
+      mt_packet_header_encode(&h, out + n);
+      n += packet;
+    }
+    at += packet;
+  }
+  *out_size = n;
+  return out;
+}
+
+static void count_warning(void *user, int64_t offset, const char *message) {
+  (void)offset, (void)message;
+  ++*(uint64_t *)user;
+}
+
+/* run() with the reader's warnings counted: how many were reported, how many it counted. */
+static mt_analysis *run_warned(const uint8_t *data, size_t size, int64_t from, bool with_index,
+                               uint64_t *reported, uint64_t *counted) {
+  mt_reader *r;
+  mt_error err;
+  *reported = 0;
+  mt_reader_options ro = {
+      .backtraces = true, .on_warning = count_warning, .warning_user = reported};
+  assert_int_equal(mt_reader_open_memory(&r, data, size, &ro, &err), MT_OK);
+  mt_analysis_options o = mt_analysis_default_options();
+  o.from = from;
+  o.cells = true;
+  if (with_index) {
+    o.index_path = index_path();
+    o.index_interval = INTERVAL;
+  }
+  mt_analysis *a;
+  if (mt_analysis_run(&a, r, &o, &err))
+    fail_msg("analysis: %s", err.message);
+  *counted = mt_reader_warning_count(r);
+  mt_reader_close(r);
+  return a;
+}
+
+static int by_string(const void *p, const void *q) {
+  return strcmp(*(char *const *)p, *(char *const *)q);
+}
+
+/* Sorts the lines of `text` in place; returns how many there are. */
+static size_t lines_sorted(char *text) {
+  size_t n = 0, len = strlen(text);
+  for (size_t i = 0; i < len; i++)
+    n += text[i] == '\n';
+  char **line = malloc((n + 1) * sizeof *line), *copy = strdup(text);
+  assert_true(line && copy);
+  n = 0;
+  for (char *p = copy, *end; (end = strchr(p, '\n')); p = end + 1) {
+    *end = 0;
+    line[n++] = p;
+  }
+  qsort(line, n, sizeof *line, by_string);
+  size_t at = 0;
+  for (size_t i = 0; i < n; i++)
+    at += (size_t)sprintf(text + at, "%s\n", line[i]);
+  free(line);
+  free(copy);
+  return n;
+}
+
+static uint64_t get_le(const uint8_t *p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; i++)
+    v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The index's layout (index.c): a 56-byte header ending with the checkpoint count, then per
+ * checkpoint its offset, latest time, location count, body offset and size (8 bytes each). */
+#define IDX_COUNT 52
+#define IDX_TABLE 56
+#define IDX_ENTRY(i, field) (IDX_TABLE + 40 * (i) + 8 * (field))
+
+/* Makes the backtrace cache of checkpoint k's saved reader state (reader_state.c) hold codes the
+ * trace never described: reading on from it fails at the first cache hit or verifier. */
+static void spoil_cache(uint8_t *idx, size_t k) {
+  uint8_t *p = idx + get_le(idx + IDX_ENTRY(k, 3), 8) + 8; /* the state, past its size */
+  p += 4 + 4 + 8;                                          /* magic, version, position */
+  p += 1 + *p;                                             /* the next packet's header */
+  uint32_t domains = (uint32_t)get_le(p, 4);
+  p += 4;
+  for (uint32_t d = 0; d < domains; d++) {
+    p += 2 + 8; /* id, last time */
+    unsigned files = *p++;
+    for (unsigned f = 0; f < files; f++) {
+      p += 4 + get_le(p, 4);
+      unsigned names = *p++;
+      for (unsigned i = 0; i < names; i++)
+        p += 4 + get_le(p, 4);
+    }
+    uint32_t used = (uint32_t)get_le(p, 4);
+    p += 4;
+    for (uint32_t i = 0; i < used; i++, p += 2 + 8 + 2)
+      put_le(p + 2, get_le(p + 2, 8) ^ ((uint64_t)1 << 60), 8);
+    p += 8 + 8 * get_le(p, 8); /* the previous backtrace */
+  }
+}
+
+static void write_with_checksum(const char *path, uint8_t *idx, size_t n) {
+  put_le(idx + n - 8, mt_bytes_checksum(idx, n - 8), 8);
+  tu_write_file(path, idx, n);
+}
+
+/* An index whose checksum holds but whose checkpoint does not fit the trace — a saved reader state
+ * that decodes the trace wrong once the pass reads on from it, an offset that is not the state's,
+ * a location code described as another — is not used: the pass starts over from the trace's start
+ * and gives exactly what it gives without an index, warns once, counts and reports each of the
+ * reader's warnings once, and replaces the index. */
+static void a_checkpoint_that_does_not_fit_the_trace_is_ignored_and_replaced(void **state) {
+  (void)state;
+  size_t plain_size, size;
+  uint8_t *plain = make_trace(9, 0.01, &plain_size);
+  uint8_t *data = with_foreign_copies(plain, plain_size, &size);
+  free(plain);
+  int64_t d = duration_of(data, size);
+  int64_t from = d * 6 / 10;
+  unlink(index_path());
+  mt_index_use use = check_window(data, size, MT_TIME_UNBOUNDED, MT_TIME_UNBOUNDED, NULL);
+  assert_true(use.written);
+  size_t n;
+  uint8_t *good = tu_read_file(index_path(), &n);
+  size_t k = 0; /* the checkpoint the window resumes from */
+  while (k + 1 < get_le(good + IDX_COUNT, 4) &&
+         (int64_t)get_le(good + IDX_ENTRY(k + 1, 1), 8) < from)
+    k++;
+  assert_true(k > 0);
+  uint64_t want_reported, want_counted, reported, counted;
+  mt_analysis *want = run_warned(data, size, from, false, &want_reported, &want_counted);
+  assert_true(want_reported > 10);
+
+  static const char *const why[] = {"not used (the trace was read from its start instead)",
+                                    "does not match the trace: checkpoint", "location code"};
+  uint8_t *bad = malloc(n);
+  for (int v = 0; v < 3; v++) {
+    memcpy(bad, good, n);
+    if (v == 0)
+      spoil_cache(bad, k);
+    else if (v == 1)
+      put_le(bad + IDX_ENTRY(k, 0), get_le(bad + IDX_ENTRY(k, 0), 8) + 1, 8);
+    else /* checkpoint 0's first location code: past the state, its size and the codes' header */
+      bad[get_le(bad + IDX_ENTRY(0, 3), 8) + 8 + get_le(bad + get_le(bad + IDX_ENTRY(0, 3), 8), 8) +
+          8 + 16 + 5] ^= 0x40;
+    write_with_checksum(index_path(), bad, n);
+    mt_analysis *got = run_warned(data, size, from, true, &reported, &counted);
+    assert_same_analysis(got, want);
+    use = *mt_analysis_index_use(got);
+    if (!strstr(use.problem, why[v]))
+      fail_msg("variant %d: '%s'", v, use.problem);
+    assert_false(use.resumed);
+    assert_true(use.written); /* replaced */
+    assert_int_equal(reported, want_reported);
+    assert_int_equal(counted, want_counted);
+    mt_analysis_free(got);
+    got = run_warned(data, size, from, true, &reported, &counted);
+    assert_same_analysis(got, want);
+    assert_true(mt_analysis_index_use(got)->resumed);
+    assert_string_equal(mt_analysis_index_use(got)->problem, "");
+    mt_analysis_free(got);
+  }
+
+  /* The command line: the figures of --no-index, one line saying why the index was not used. */
+  char trace[4096], idx[4200];
+  snprintf(trace, sizeof trace, "%s", tu_temp_path("unfit.ctf"));
+  snprintf(idx, sizeof idx, "%s.idx", trace);
+  tu_write_file(trace, data, size);
+  unlink(idx);
+  char *want_out, *want_err, *got_out, *err, seconds[32];
+  snprintf(seconds, sizeof seconds, "%.6f", (double)from / 1e6);
+  assert_int_equal(
+      tu_run_cli(&want_out, &n, &want_err, "summary", "--from", seconds, "--no-index", trace, NULL),
+      0);
+  mt_analysis_free(run_file(trace, idx, MT_TIME_UNBOUNDED)); /* the file's index */
+  uint8_t *made = tu_read_file(idx, &n);
+  for (size_t i = 0; i < get_le(made + IDX_COUNT, 4); i++)
+    spoil_cache(made, i);
+  write_with_checksum(idx, made, n);
+  free(made);
+  assert_int_equal(tu_run_cli(&got_out, &n, &err, "summary", "--from", seconds, trace, NULL), 0);
+  assert_string_equal(got_out, want_out);
+  /* The reader's warnings, each once as without the index (those of what the pass read before it
+   * started over come first), and one line for the index. */
+  char *index_line = strstr(err, "unfit.ctf.idx: not used");
+  assert_non_null(index_line);
+  assert_null(strstr(index_line + 1, "unfit.ctf.idx"));
+  while (index_line > err && index_line[-1] != '\n')
+    index_line--;
+  memmove(index_line, strchr(index_line, '\n') + 1, strlen(strchr(index_line, '\n') + 1) + 1);
+  assert_int_equal(lines_sorted(err), lines_sorted(want_err));
+  assert_string_equal(err, want_err);
+  free(got_out);
+  free(err);
+  free(want_out);
+  free(want_err);
+  unlink(idx);
+  unlink(trace);
+  mt_analysis_free(want);
+  free(bad);
+  free(good);
+  free(data);
+}
+
 static void compressed_or_piped_traces_do_not_use_an_index(void **state) {
   (void)state;
   int fds[2];
@@ -525,6 +750,7 @@ int main(void) {
       cmocka_unit_test(index_does_not_depend_on_hide_or_folding),
       cmocka_unit_test(index_of_another_trace_or_damaged_is_ignored_and_replaced),
       cmocka_unit_test(index_of_a_trace_changed_in_place_is_ignored_and_replaced),
+      cmocka_unit_test(a_checkpoint_that_does_not_fit_the_trace_is_ignored_and_replaced),
       cmocka_unit_test(compressed_or_piped_traces_do_not_use_an_index),
       cmocka_unit_test(cli_index_gives_the_same_output_and_reports_what_it_did),
   };

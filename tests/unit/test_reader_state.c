@@ -1,7 +1,8 @@
 /* Saving and restoring the reader's decoder state between packets (format.h, "Checkpoints"): a
  * reader restored from any saved state reads exactly the events that followed it, with the same
  * backtraces and location lookups, on real traces (v1, v2, v3) and on a generated multi-domain
- * trace; a state of another trace, a damaged state, or a reader that cannot seek is refused. */
+ * trace; a state of another trace, a damaged state, or a reader that cannot seek is refused; a
+ * reader taken back to a mark reads as if it had never moved. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,6 +366,69 @@ static void reader_cannot_save_a_pipe_or_mid_packet(void **state) {
   free(data);
 }
 
+/* Reads `r` to its end or failure: how many events, the status and the error. */
+static size_t read_to_end(mt_reader *r, int *rc, mt_error *err) {
+  size_t n = 0;
+  mt_event ev;
+  while ((*rc = mt_reader_next(r, &ev, err)) > 0)
+    n++;
+  return n;
+}
+
+/* A reader restored from a state, read on until it fails, and taken back to a mark made before
+ * reads as a fresh reader does: the same events to the same failure, no location code it learnt
+ * since, the end time of then. */
+static void reader_rewound_to_a_mark_reads_as_if_it_had_never_moved(void **state) {
+  (void)state;
+  uint8_t *demo;
+  size_t size;
+  checkpoint c;
+  demo_checkpoint(&demo, &size, &c);
+  static tg_packets p;
+  tg_walk_packets(demo, size, &p);
+  demo[p.offset[p.count - 1]] ^= 0xFF; /* the last packet is not one: the reader fails there */
+  mt_reader *fresh, *r;
+  mt_error want_err, err;
+  mt_reader_options o = {.backtraces = true};
+  assert_int_equal(mt_reader_open_memory(&fresh, demo, size, &o, &err), MT_OK);
+  int want_rc, rc;
+  size_t want = read_to_end(fresh, &want_rc, &want_err);
+  assert_int_equal(want_rc, MT_E_MALFORMED);
+
+  assert_int_equal(mt_reader_open_memory(&r, demo, size, &o, &err), MT_OK);
+  int64_t end_time = mt_reader_end_time(r);
+  mt_reader_mark *mark;
+  assert_int_equal(mt_reader_mark_take(r, &mark, &err), MT_OK);
+  assert_int_equal(mt_reader_load_locations(r, c.locations, c.locations_size, &err), MT_OK);
+  assert_int_equal(mt_reader_load_state(r, c.state, c.state_size, &err), MT_OK);
+  assert_int_equal(read_to_end(r, &rc, &err), want - c.events_before);
+  assert_int_equal(rc, MT_E_MALFORMED);
+  /* The code the trace describes first, loaded from the increment (past its magic, version and
+   * count). */
+  const uint8_t *first = (const uint8_t *)c.locations + 16;
+  uint64_t code = 0;
+  for (int i = 0; i < 8; i++)
+    code |= (uint64_t)first[i] << (8 * i);
+  const mt_location *entries;
+  size_t count;
+  assert_true(mt_reader_lookup_location(r, (int64_t)code, &entries, &count));
+
+  assert_int_equal(mt_reader_rewind(r, mark, &err), MT_OK);
+  assert_false(mt_reader_lookup_location(r, (int64_t)code, &entries, &count));
+  assert_int_equal(mt_reader_end_time(r), end_time);
+  assert_int_equal(read_to_end(r, &rc, &err), want);
+  assert_int_equal(rc, want_rc);
+  assert_string_equal(err.message, want_err.message);
+  assert_true(mt_reader_lookup_location(r, (int64_t)code, &entries, &count));
+  assert_int_equal(mt_reader_end_time(r), mt_reader_end_time(fresh));
+  mt_reader_mark_free(mark);
+  mt_reader_close(r);
+  mt_reader_close(fresh);
+  free(c.state);
+  free(c.locations);
+  free(demo);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(reader_resumes_demo_v3_from_every_packet),
@@ -374,6 +438,7 @@ int main(void) {
       cmocka_unit_test(reader_survives_damaged_states),
       cmocka_unit_test(reader_refuses_a_state_with_more_domains_than_its_position_allows),
       cmocka_unit_test(reader_cannot_save_a_pipe_or_mid_packet),
+      cmocka_unit_test(reader_rewound_to_a_mark_reads_as_if_it_had_never_moved),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
