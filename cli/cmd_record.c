@@ -1475,14 +1475,16 @@ static long nap_us(uint64_t got, int64_t elapsed_us, long prev) {
   return us < (double)most ? (long)us : most;
 }
 
-/* --full's nap after a poll that read `got` records in the `elapsed_us` since the previous one,
- * whose nap was `prev` (see FULL_NAP_RECORDS); 0 to poll again at once. `progress`: the poll read
- * something (records, or an untraced child's ring, which is drained at once as before). */
-static long full_nap_us(uint64_t got, int64_t elapsed_us, long prev, bool progress) {
+/* --full's nap after a poll that read `got` records in the `elapsed_us` since the previous one
+ * (see FULL_NAP_RECORDS); 0 to poll again at once. `prev_idle`: the previous nap if it was idle
+ * too, else 0, so that an idle spell starts from IDLE_MIN_US whatever the busy naps before it
+ * were. `progress`: the poll read something (records, or an untraced child's ring, which is
+ * drained at once as before). */
+static long full_nap_us(uint64_t got, int64_t elapsed_us, long prev_idle, bool progress) {
   if (got >= FULL_NAP_RECORDS || (progress && !got))
     return 0;
   if (!got) {
-    long idle = prev >= IDLE_MIN_US ? 2 * prev : IDLE_MIN_US;
+    long idle = prev_idle >= IDLE_MIN_US ? 2 * prev_idle : IDLE_MIN_US;
     return idle < IDLE_MAX_US ? idle : IDLE_MAX_US;
   }
   double us = (double)FULL_NAP_RECORDS * (double)(elapsed_us > 0 ? elapsed_us : 1) / (double)got;
@@ -1733,13 +1735,16 @@ int mt_cmd_record(int argc, char **argv) {
         if (idle_us)
           nap(&s, idle_us < nap_cap ? idle_us : nap_cap);
       } else {
-        full_nap = full_nap_us(read_now - read_before, now - polled_at, full_nap, progress);
+        full_nap = full_nap_us(read_now - read_before, now - polled_at, idle_us, progress);
         idle_us = progress ? 0 : full_nap; /* a nap while records arrive: no directory scan */
         if (full_nap) {
-          /* A nap while records arrive (at most FULL_NAP_MAX_US) keeps the tick: the program's
-           * stamps are then up to that much early. An idle one does not: a program that paused
-           * must not be stamped from before its pause. */
-          if (!progress)
+          /* A nap of at most FULL_NAP_MAX_US keeps the tick, whether records arrive or not: the
+           * program's stamps are then up to that much early, and the next poll stores a fresh
+           * one. A longer (idle) one does not: a program that paused must not be stamped from
+           * before its pause. Withdrawn at the first idle nap, the tick was missing whenever a
+           * program resumed after a short lull (a phase without allocations): its records then
+           * read the clock until memtap woke (docs/record.md, "Consuming"). */
+          if (full_nap > FULL_NAP_MAX_US)
             offer_clock_ticks(&s, false);
           nap(&s, full_nap < nap_cap ? full_nap : nap_cap);
         }
