@@ -89,11 +89,24 @@ static const char *index_path(void) {
   return tu_temp_path("trace.ctf.idx");
 }
 
-static mt_analysis *run(const uint8_t *data, size_t size, int64_t from, int64_t to,
-                        const char *hide, bool with_index) {
+static void count_warning(void *user, int64_t offset, const char *message) {
+  (void)offset, (void)message;
+  ++*(uint64_t *)user;
+}
+
+/* An analysis of the trace in memory; with `reported` and `counted` (or NULL), the reader's
+ * warnings counted: how many were reported, how many it counted. */
+static mt_analysis *run_counting(const uint8_t *data, size_t size, int64_t from, int64_t to,
+                                 const char *hide, bool with_index, uint64_t *reported,
+                                 uint64_t *counted) {
   mt_reader *r;
   mt_error err;
   mt_reader_options ro = {.backtraces = true};
+  if (reported) {
+    *reported = 0;
+    ro.on_warning = count_warning;
+    ro.warning_user = reported;
+  }
   assert_int_equal(mt_reader_open_memory(&r, data, size, &ro, &err), MT_OK);
   mt_analysis_options o = mt_analysis_default_options();
   o.from = from;
@@ -107,8 +120,15 @@ static mt_analysis *run(const uint8_t *data, size_t size, int64_t from, int64_t 
   mt_analysis *a;
   if (mt_analysis_run(&a, r, &o, &err))
     fail_msg("analysis: %s", err.message);
+  if (counted)
+    *counted = mt_reader_warning_count(r);
   mt_reader_close(r);
   return a;
+}
+
+static mt_analysis *run(const uint8_t *data, size_t size, int64_t from, int64_t to,
+                        const char *hide, bool with_index) {
+  return run_counting(data, size, from, to, hide, with_index, NULL, NULL);
 }
 
 static void assert_same_amount(const mt_amount *x, const mt_amount *y, const char *what) {
@@ -449,33 +469,10 @@ static uint8_t *with_foreign_copies(const uint8_t *data, size_t size, size_t *ou
   return out;
 }
 
-static void count_warning(void *user, int64_t offset, const char *message) {
-  (void)offset, (void)message;
-  ++*(uint64_t *)user;
-}
-
 /* run() with the reader's warnings counted: how many were reported, how many it counted. */
 static mt_analysis *run_warned(const uint8_t *data, size_t size, int64_t from, bool with_index,
                                uint64_t *reported, uint64_t *counted) {
-  mt_reader *r;
-  mt_error err;
-  *reported = 0;
-  mt_reader_options ro = {
-      .backtraces = true, .on_warning = count_warning, .warning_user = reported};
-  assert_int_equal(mt_reader_open_memory(&r, data, size, &ro, &err), MT_OK);
-  mt_analysis_options o = mt_analysis_default_options();
-  o.from = from;
-  o.cells = true;
-  if (with_index) {
-    o.index_path = index_path();
-    o.index_interval = INTERVAL;
-  }
-  mt_analysis *a;
-  if (mt_analysis_run(&a, r, &o, &err))
-    fail_msg("analysis: %s", err.message);
-  *counted = mt_reader_warning_count(r);
-  mt_reader_close(r);
-  return a;
+  return run_counting(data, size, from, MT_TIME_UNBOUNDED, NULL, with_index, reported, counted);
 }
 
 static int by_string(const void *p, const void *q) {
