@@ -1172,7 +1172,7 @@ static void analyses_of_a_damaged_trace_print_what_was_read_warn_and_exit_2(void
      * "58,940", as counts are printed). */
     char *check_err, where[96];
     assert_int_equal(tu_run_cli(NULL, NULL, &check_err, "check", path, NULL), 1);
-    long long at;
+    long long at = 0;
     const char *found = strstr(check_err, "malformed trace at byte ");
     assert_true(found && sscanf(found, "malformed trace at byte %lld:", &at) == 1 && at >= 1000);
     free(check_err);
@@ -1292,7 +1292,7 @@ static void analyses_of_a_truncated_trace_warn_and_exit_2(void **state) {
   /* info says where the trace is cut as check does, in plain digits. */
   char *out, *err;
   assert_int_equal(tu_run_cli(NULL, NULL, &err, "check", path, NULL), 2);
-  long long cut;
+  long long cut = 0;
   const char *found = strstr(err, "truncated at byte ");
   assert_true(found && sscanf(found, "truncated at byte %lld ", &cut) == 1 && cut >= 1000);
   free(err);

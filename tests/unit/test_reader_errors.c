@@ -797,7 +797,7 @@ static void expect_zstd_damage(const mt_error *err, int64_t at, long long damage
                                const char *what) {
   assert_int_equal(err->code, MT_E_MALFORMED);
   assert_int_equal(err->offset, at);
-  long long c, c2, e, end;
+  long long c = 0, c2 = 0, e = 0, end = 0;
   int used = 0;
   if (sscanf(err->message, "malformed compressed trace at byte %lld: %n", &c, &used) != 1 ||
       !used || strncmp(err->message + used, what, strlen(what)))
