@@ -712,6 +712,22 @@ static size_t read_counting(const uint8_t *data, size_t size, bool through_pipe,
   return n;
 }
 
+/* `data` compressed as one zstd frame with a checksum (and window log `window_log`, 0: zstd's
+ * choice), in a buffer of its own (caller frees) of *zsize bytes and room for 64 more. */
+static uint8_t *compress_with_checksum(const uint8_t *data, size_t size, int window_log,
+                                       size_t *zsize) {
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1)));
+  if (window_log)
+    assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, window_log)));
+  size_t cap = ZSTD_compressBound(size) + 64;
+  uint8_t *z = malloc(cap);
+  *zsize = ZSTD_compress2(c, z, cap, data, size);
+  ZSTD_freeCCtx(c);
+  assert_false(ZSTD_isError(*zsize));
+  return z;
+}
+
 /* A .zst trace whose last bytes are cut (its checksum, then the end of its last block) gives every
  * event the decompressor can still produce, the same from memory and through a pipe, and says it
  * was cut: the frame is incomplete even when every packet is whole. */
@@ -719,12 +735,8 @@ static void a_zstd_trace_cut_in_its_last_bytes_gives_all_it_holds_and_is_cut(voi
   (void)state;
   size_t size;
   uint8_t *trace = large_trace(&size);
-  ZSTD_CCtx *c = ZSTD_createCCtx();
-  assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1)));
-  uint8_t *z = malloc(ZSTD_compressBound(size));
-  size_t zsize = ZSTD_compress2(c, z, ZSTD_compressBound(size), trace, size);
-  ZSTD_freeCCtx(c);
-  assert_false(ZSTD_isError(zsize));
+  size_t zsize;
+  uint8_t *z = compress_with_checksum(trace, size, 0, &zsize);
   bool truncated;
   for (int pipe_it = 0; pipe_it < 2; pipe_it++) {
     size_t whole = read_counting(z, zsize, pipe_it, &truncated);
@@ -881,14 +893,9 @@ static void a_damaged_zstd_stream_says_what_is_wrong_and_where(void **state) {
   (void)state;
   size_t size;
   uint8_t *trace = large_trace(&size);
-  ZSTD_CCtx *c = ZSTD_createCCtx();
-  assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1)));
-  assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, 23)));
-  size_t cap = ZSTD_compressBound(size) + 64;
-  uint8_t *good = malloc(cap), *z = malloc(cap);
-  size_t zsize = ZSTD_compress2(c, good, cap, trace, size);
-  ZSTD_freeCCtx(c);
-  assert_false(ZSTD_isError(zsize));
+  size_t zsize;
+  uint8_t *good = compress_with_checksum(trace, size, 23, &zsize);
+  uint8_t *z = malloc(zsize + 64);
   /* One segment (a window as large as the trace): a 4-byte content size right after the
    * descriptor, which sizes what the decoder writes into. */
   assert_int_equal(good[4] & 0xE3, 0xA0);
