@@ -466,6 +466,8 @@ static bool same_file(const char *a, const char *b) {
   return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+static void note_ended(traced *t, int64_t now_ns);
+
 static int open_output(session *s, traced *t) {
   if (t->fd >= 0)
     return 0;
@@ -508,14 +510,20 @@ static int open_output(session *s, traced *t) {
   s->traces_open++;
   /* Its end wakes memtap's naps (pidfd_open, Linux 5.3): without it the end is seen at the next
    * look, up to a nap later. */
-  if (t->pid > 0 && t->pidfd < 0) {
+  int64_t ended_ns = 0;
+  if (t->pid > 0 && t->pidfd < 0 && t->pid == t->ring_pid &&
+      record_ends_adopt(s->ends, t->pid, t->start_time, &t->pidfd, &t->end_key, &ended_ns)) {
+    /* The end watcher found it alive while the main loop was busy, and watches it. */
+    if (ended_ns)
+      note_ended(t, ended_ns);
+  } else if (t->pid > 0 && t->pidfd < 0) {
     t->pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
     struct pollfd ended = {.fd = t->pidfd, .events = POLLIN};
     t->ended_unseen = t->pidfd < 0 ? errno == ESRCH : poll(&ended, 1, 0) == 1;
     /* And a thread stamps it as it comes, whatever the main loop is doing then (record_ends.h). */
     if (t->pidfd >= 0 && !t->ended_unseen) {
       if (!s->ends)
-        s->ends = record_ends_start();
+        s->ends = record_ends_start(s->dir);
       t->end_key = ++s->end_keys;
       if (!record_ends_watch(s->ends, t->pidfd, t->end_key))
         t->end_key = 0;
@@ -594,32 +602,6 @@ static mt_recorder *new_recorder(session *s, traced *t) {
   return rec;
 }
 
-/* A ring file's name: PID.memtap-ring for a process of memtap's pid namespace, and
- * PID-pidnsNS.memtap-ring for one of another namespace (mt_ring_options.pid_namespace); either
- * with .K before the suffix when a preserved file of a dead process had the name first. */
-static bool parse_ring_name(const char *name, int *pid, uint64_t *ns) {
-  if (strlen(name) >= sizeof((traced *)0)->ring_name)
-    return false;
-  const char *slash = strchr(name, '/'); /* uid-N/ for a process that left root (scan) */
-  if (slash)
-    name = slash + 1;
-  if (name[0] < '1' || name[0] > '9')
-    return false;
-  char *end;
-  errno = 0;
-  long p = strtol(name, &end, 10);
-  unsigned long long n = 0;
-  if (!strncmp(end, "-pidns", 6) && end[6] >= '1' && end[6] <= '9')
-    n = strtoull(end + 6, &end, 10);
-  if (end[0] == '.' && end[1] >= '1' && end[1] <= '9')
-    strtoull(end + 1, &end, 10);
-  if (errno || p <= 0 || p > INT32_MAX || strcmp(end, ".memtap-ring"))
-    return false;
-  *pid = (int)p;
-  *ns = n;
-  return true;
-}
-
 /* The pid and start time of the process that made the ring file at `path`; false while it is
  * still being made (or is not a ring file). */
 static bool ring_creator(const char *path, int *pid, uint64_t *start_time, int64_t *created_ns) {
@@ -676,7 +658,7 @@ static bool make_room_for_descriptors(session *s) {
 static void found_ring(session *s, const char *name, const struct stat *st, long owner) {
   int pid;
   uint64_t ns;
-  if (!parse_ring_name(name, &pid, &ns))
+  if (strlen(name) >= sizeof((traced *)0)->ring_name || !record_dir_ring_name(name, &pid, &ns))
     return;
   traced *t = find_traced(s, name);
   if (t && t->dev == st->st_dev && t->ino == st->st_ino)
@@ -956,6 +938,7 @@ static void scan(session *s) {
     found_ring(s, e->d_name, &st, -1);
   }
   closedir(d);
+  record_ends_scanned(s->ends);
 }
 
 static int drain_discarded(void *user, const mt_ring_event *ev) {
@@ -1598,6 +1581,8 @@ int mt_cmd_record(int argc, char **argv) {
     run_child(&s, shim, resolved, prog_argv, go[0], exec_status[1]);
   }
   close(go[0]);
+  /* The end watcher, from the start (after the fork: the child runs no thread of ours). */
+  s.ends = record_ends_start(s.dir);
   close(exec_status[1]);
   s.main_pid = child;
   raise_descriptor_limit();

@@ -94,6 +94,27 @@ static void empty_entries(int dfd, bool user_dirs) {
   closedir(d);
 }
 
+bool record_dir_ring_name(const char *name, int *pid, uint64_t *ns) {
+  const char *slash = strchr(name, '/'); /* uid-N/ for a process that left root */
+  if (slash)
+    name = slash + 1;
+  if (name[0] < '1' || name[0] > '9')
+    return false;
+  char *end;
+  errno = 0;
+  long p = strtol(name, &end, 10);
+  unsigned long long n = 0;
+  if (!strncmp(end, "-pidns", 6) && end[6] >= '1' && end[6] <= '9')
+    n = strtoull(end + 6, &end, 10);
+  if (end[0] == '.' && end[1] >= '1' && end[1] <= '9')
+    strtoull(end + 1, &end, 10);
+  if (errno || p <= 0 || p > INT32_MAX || strcmp(end, ".memtap-ring"))
+    return false;
+  *pid = (int)p;
+  *ns = n;
+  return true;
+}
+
 void record_dir_remove(const char *dir, int lock_fd) {
   /* Untraced descendants still running may add a note meanwhile (a background job's exec, while
    * the ring file's unlink takes milliseconds): emptied again until the directory goes. Once it
