@@ -20,6 +20,13 @@ static size_t page_size(void) {
   return cached;
 }
 
+/* The block pvalloc(size) gives: whole pages, one at least (pvalloc checks the overflow first). */
+static size_t pvalloc_block(size_t size) {
+  size_t ps = page_size();
+  size_t rounded = (size + ps - 1) & ~(ps - 1);
+  return rounded ? rounded : ps;
+}
+
 /* prepare()'s answer when the bootstrap arena must serve the call. */
 #define MT_USE_ARENA (-1)
 /* prepare()'s answer for a call from inside the shim with full tracing: pass through, and
@@ -433,7 +440,9 @@ MT_EXPORT void *reallocarray(void *p, size_t count, size_t size) {
 #define MT_ERRNO_AS_LEFT (-1)
 
 /* The next allocator's aligned allocation of the given kind, or an emulation with one it has.
- * Returns the block or NULL with *error set (posix_memalign's convention, or MT_ERRNO_AS_LEFT). */
+ * Returns the block or NULL with *error set (posix_memalign's convention, or MT_ERRNO_AS_LEFT).
+ * `size` is the program's argument: the next allocator's pvalloc rounds it itself (glibc's own way:
+ * its pvalloc(0) is one small chunk), the emulation as pvalloc_block does. */
 static void *real_aligned(unsigned kind, size_t align, size_t size, int *error) {
   const mt_real *r = &mt_shim_real;
   void *p = NULL;
@@ -476,6 +485,8 @@ static void *real_aligned(unsigned kind, size_t align, size_t size, int *error) 
   default: break;
   }
 emulate:
+  if (kind == MT_TRACER_KIND_PVALLOC)
+    size = pvalloc_block(size);
   if (r->posix_memalign) {
     size_t a = align < sizeof(void *) ? sizeof(void *) : align;
     *error = r->posix_memalign(&p, a, size);
@@ -494,8 +505,10 @@ emulate:
 static void *aligned(unsigned kind, size_t align, size_t size, int *error) {
   mt_shim_thread *t = &mt_shim_self;
   int mode = prepare(t);
+  /* What the program may use: for pvalloc, whole pages (the next allocator gets `size`). */
+  size_t block = kind == MT_TRACER_KIND_PVALLOC ? pvalloc_block(size) : size;
   if (mode == MT_USE_ARENA) {
-    void *p = arena_block(mt_bootstrap_alloc(size, align));
+    void *p = arena_block(mt_bootstrap_alloc(block, align));
     *error = p ? 0 : ENOMEM;
     return p;
   }
@@ -503,13 +516,13 @@ static void *aligned(unsigned kind, size_t align, size_t size, int *error) {
     return internal_block(real_aligned(kind, align, size, error));
   if (mode == MT_SHIM_OFF)
     return real_aligned(kind, align, size, error);
-  uint64_t n = sample(t, mode, size);
+  uint64_t n = sample(t, mode, block);
   t->in_allocator++;
   void *p = real_aligned(kind, align, size, error);
   t->in_allocator--;
   mt_cfi_regs here;
   MT_CFI_HERE(&here);
-  allocated(&here, mode, p, size, n, kind);
+  allocated(&here, mode, p, block, n, kind);
   return p;
 }
 
@@ -542,17 +555,14 @@ MT_EXPORT void *valloc(size_t size) {
 }
 
 MT_EXPORT void *pvalloc(size_t size) {
-  size_t ps = page_size();
-  size_t rounded;
+  size_t ps = page_size(), rounded;
   if (__builtin_add_overflow(size, ps - 1, &rounded)) {
     errno = ENOMEM;
     return NULL;
   }
-  rounded &= ~(ps - 1);
-  if (!rounded)
-    rounded = ps;
-  /* The block is `rounded` bytes long: that is what the program may use. */
-  return aligned_errno(MT_TRACER_KIND_PVALLOC, ps, rounded);
+  /* The program's size goes to the next allocator, which rounds it its own way (rounding it here
+   * first made glibc's blocks a page longer); the block recorded is pvalloc_block(size). */
+  return aligned_errno(MT_TRACER_KIND_PVALLOC, ps, size);
 }
 
 MT_EXPORT size_t malloc_usable_size(void *p) {

@@ -86,6 +86,16 @@ int main(void) {
    * only the count is checked. */
   void *a6 = pvalloc(100); // @expect allocs=1 frees=1
   KEEP(a6);
+  /* The blocks the program gets are the allocator's own: traced, glibc's pvalloc once got a size
+   * already rounded and gave a page more (the output is compared with the untraced run's). */
+  void *a7 = pvalloc(0); // @expect allocs=1 frees=1
+  KEEP(a7);
+  void *a8 = pvalloc(4097); // @expect allocs=1 frees=1
+  KEEP(a8);
+  printf("pvalloc usable: %zu %zu %zu\n", malloc_usable_size(a6), malloc_usable_size(a7),
+         malloc_usable_size(a8));
+  free(a8);
+  free(a7);
   free(a6);
 
   void *zeroed = calloc(3, 40); // @expect allocs=1 frees=1 words=15
