@@ -24,6 +24,7 @@ typedef struct object_span {
   uintptr_t addr;
   uintptr_t low, high;           /* all its PT_LOAD segments; 0, 0 when not found */
   uintptr_t text_low, text_high; /* the executable ones */
+  int order;                     /* its place in the load order (the objects before it) */
 } object_span;
 
 static int find_object(struct dl_phdr_info *info, size_t size, void *data) {
@@ -42,8 +43,10 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *data) {
       text_high = hi > text_high ? hi : text_high;
     }
   }
-  if (o->addr < low || o->addr >= high)
+  if (o->addr < low || o->addr >= high) {
+    o->order++;
     return 0;
+  }
   o->low = low;
   o->high = high;
   if (text_low < text_high) {
@@ -92,9 +95,26 @@ static void *calloc_from_malloc(size_t count, size_t size) {
   return p;
 }
 
+/* The next definition of `name` as the program's own calls bind it. A program linked with glibc
+ * asks for the symbol's version (malloc@GLIBC_2.2.5 on x86-64), which an object may define only
+ * under that version, hidden from an unversioned lookup: glibc's libc_malloc_debug.so, whose
+ * MALLOC_CHECK_ and mtrace the shim once skipped for libc. The versioned lookup in turn skips an
+ * unversioned definition (jemalloc's). So both are looked up, and of two different answers the
+ * one whose object comes first in the load order (the search order of the program's own
+ * lookups) is taken. */
+static void *next_symbol(const char *name, const char *version) {
+  void *plain = dlsym(RTLD_NEXT, name), *versioned = dlvsym(RTLD_NEXT, name, version);
+  if (!plain || !versioned || plain == versioned)
+    return plain ? plain : versioned;
+  object_span a = {.addr = (uintptr_t)plain}, b = {.addr = (uintptr_t)versioned};
+  dl_iterate_phdr(find_object, &a);
+  dl_iterate_phdr(find_object, &b);
+  return b.order < a.order ? versioned : plain;
+}
+
 /* The next definition of `name` if it comes from the object that defines the next malloc. */
 static void *next_from(const char *name, const object_span *malloc_object) {
-  void *f = dlsym(RTLD_NEXT, name);
+  void *f = next_symbol(name, strcmp(name, "aligned_alloc") ? "GLIBC_2.2.5" : "GLIBC_2.16");
   return f && object_holds(malloc_object, f) ? f : NULL;
 }
 
@@ -109,7 +129,7 @@ void mt_shim_resolve(void) {
   t->depth++;
   mt_real r;
   memset(&r, 0, sizeof r);
-  r.malloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
+  r.malloc = (void *(*)(size_t))next_symbol("malloc", "GLIBC_2.2.5");
   object_span base = {.addr = (uintptr_t)r.malloc};
   if (r.malloc)
     dl_iterate_phdr(find_object, &base);

@@ -103,6 +103,7 @@ endif()
 set(_tracer_tests
     full_alloc_patterns_exact_per_site
     full_v2_compressed_same_sites
+    glibc_malloc_checker_stays_on
     full_time_resolution_rounds_times_and_keeps_every_event
     full_times_show_the_programs_pauses
     sampled_trace_lasts_as_long_as_the_program

@@ -29,6 +29,8 @@ int main(void) {
 
   void *zero = malloc(0); // @expect allocs=1 frees=1 words=0
   KEEP(zero);
+  /* None of it is usable under glibc's malloc checker (MALLOC_CHECK_): it must stay on, traced. */
+  printf("malloc(0) usable: %zu\n", malloc_usable_size(zero));
   free(zero);
 
   char *chain = malloc(16); // @expect allocs=1 frees=1 words=2

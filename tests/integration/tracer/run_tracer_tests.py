@@ -323,6 +323,25 @@ def test_full_v2_compressed_same_sites():
                 "alloc_patterns --v2 --compress")
 
 
+def test_glibc_malloc_checker_stays_on():
+    # glibc's malloc checker (libc_malloc_debug.so, preloaded, with MALLOC_CHECK_ or mtrace)
+    # defines the malloc family only under glibc's symbol version, which an unversioned lookup
+    # does not see: the shim once skipped it for libc's malloc, switching the checker off. Under
+    # the checker a malloc(0) block has no usable byte (24 without it).
+    debug = "/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"
+    expect(os.path.exists(debug), f"{debug} (Debian's libc6) is missing")
+    env = dict(base_env(), LD_PRELOAD=debug, MALLOC_CHECK_="3")
+    argv = [program("alloc_patterns")]
+    plain = untraced(argv, env=env)
+    expect("malloc(0) usable: 0\n" in plain.stdout,
+           f"the checker is not on even untraced: {plain.stdout!r} {plain.stderr[-500:]}")
+    for options in (("--full",), ()):
+        trace = os.path.join(WORK, f"malloc_check{len(options)}.ctf")
+        traced = record(trace, argv, options, env=env)
+        same_behaviour(plain, traced, f"alloc_patterns under MALLOC_CHECK_=3 {options}")
+        verify_trace(trace)
+
+
 def event_times(trace):
     """The time column of `memtap dump` (µs since the trace's start), every event in file order."""
     p = run([A.memtap, "dump", trace], timeout=600)
