@@ -24,6 +24,8 @@ static int record(char **err, const char *output, const char *a, const char *b) 
   return tu_run_cli(NULL, NULL, err, "record", "-o", output, "--", a, b, (char *)NULL);
 }
 
+static bool build(const char *source, const char *flags, const char *binary);
+
 static void missing_program_exits_127(void **state) {
   (void)state;
   char *err = NULL;
@@ -39,6 +41,26 @@ static void missing_program_exits_127(void **state) {
   assert_int_equal(record(&err, out, "/tmp", NULL), 126);
   assert_non_null(strstr(err, "/tmp: Is a directory"));
   assert_false(exists(out));
+  free(err);
+  /* A program that exists but whose interpreter or loader does not: exec says ENOENT of it, and
+   * "No such file or directory" would name the wrong file. */
+  char script[4096];
+  snprintf(script, sizeof script, "%s", tu_temp_path("bad-interpreter.sh"));
+  const char *text = "#!/nonexistent/interp -x\necho x\n";
+  tu_write_file(script, text, strlen(text));
+  assert_int_equal(chmod(script, 0755), 0);
+  assert_int_equal(record(&err, out, script, NULL), 127);
+  assert_non_null(
+      strstr(err, "the interpreter its #! line names, /nonexistent/interp, does not exist"));
+  assert_false(exists(out));
+  free(err);
+  char bad_loader[4096];
+  snprintf(bad_loader, sizeof bad_loader, "%s", tu_temp_path("bad-loader"));
+  assert_true(build("int main(void) { return 0; }\n", "-Wl,--dynamic-linker=/nonexistent/ld.so",
+                    bad_loader));
+  assert_int_equal(record(&err, out, bad_loader, NULL), 127);
+  assert_non_null(strstr(err, "the dynamic loader its ELF header names (PT_INTERP), "
+                              "/nonexistent/ld.so, does not exist"));
   free(err);
 }
 
