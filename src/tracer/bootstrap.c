@@ -173,6 +173,8 @@ void mt_shim_resolve(void) {
   r.seteuid = dlsym(RTLD_NEXT, "seteuid");
   r.setreuid = dlsym(RTLD_NEXT, "setreuid");
   r.setresuid = dlsym(RTLD_NEXT, "setresuid");
+  r.prctl = dlsym(RTLD_NEXT, "prctl");
+  r.syscall = dlsym(RTLD_NEXT, "syscall");
   if (!r.malloc || !r.free || !r.realloc) {
     /* Nothing to forward to: there is no way on; fail loudly rather than corrupt memory. */
     static const char msg[] = "memtap: cannot find the next malloc, free and realloc\n";

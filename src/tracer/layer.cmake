@@ -25,6 +25,7 @@ set(MEMTAP_TRACER_SHIM_SOURCES
   tracer/inprocess.c
   tracer/ending.c
   tracer/credentials.c
+  tracer/sandbox.c
   tracer/deepbind.c
   tracer/control.c)
 set(MEMTAP_TRACER_PURE_SOURCES tracer/config.c tracer/sampler.c tracer/sampled_set.c)

@@ -55,6 +55,7 @@ typedef struct mt_real {
   void *unshare, *setns; /* in process, a user namespace ends the trace first (ending.c) */
   /* setuid, seteuid, setreuid, setresuid (credentials.c) */
   void *setuid, *seteuid, *setreuid, *setresuid;
+  void *prctl, *syscall; /* a seccomp filter stops tracing first (sandbox.c) */
 } mt_real;
 
 extern MT_HIDDEN mt_real mt_shim_real;

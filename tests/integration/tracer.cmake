@@ -58,7 +58,7 @@ endfunction()
 
 foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
            sampled jemalloc_probe rust_shims address_space mlock_all small_stack self_replace
-           graceful lowered_limit altstack_malloc ending dropped room_under_limit)
+           graceful lowered_limit altstack_malloc ending dropped room_under_limit sandboxed)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
@@ -104,6 +104,7 @@ set(_tracer_tests
     full_alloc_patterns_exact_per_site
     full_v2_compressed_same_sites
     glibc_malloc_checker_stays_on
+    sandboxed_program_runs_as_untraced
     full_time_resolution_rounds_times_and_keeps_every_event
     full_times_show_the_programs_pauses
     sampled_trace_lasts_as_long_as_the_program

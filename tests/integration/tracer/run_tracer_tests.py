@@ -1055,6 +1055,41 @@ def test_record_without_a_ring_directory_says_so_and_runs_nothing():
     expect(not os.path.exists(marker), "the program ran although nothing could be traced")
 
 
+def test_sandboxed_program_runs_as_untraced():
+    # A program that installs a seccomp filter killing it at any system call not on its list
+    # (through prctl, or the seccomp system call as libseccomp makes it) was killed traced: the
+    # shim's own calls at thread start (pthread_getattr_np's sched_getaffinity, the ring file) are
+    # not on the list. Tracing stops before the filter goes in, said once; the trace holds what
+    # came before it.
+    message = "installs a seccomp filter: tracing stops here"
+    for how in ("prctl", "syscall"):
+        argv = [program("sandboxed"), how]
+        plain = untraced(argv)
+        expect(plain.returncode == 0 and plain.stdout.startswith("sandboxed: total"),
+               f"sandboxed {how} untraced: exit {plain.returncode} {plain.stderr[-500:]}")
+        for options in ((), ("--full",), ("--full", "--follow-fork")):
+            trace = os.path.join(WORK, f"sandboxed-{how}{len(options)}.ctf")
+            traced = record(trace, argv, options)
+            same_behaviour(plain, traced, f"sandboxed {how} {options}")
+            expect(traced.stderr.count(message) == 1,
+                   f"sandboxed {how} {options}: not said once:\n{traced.stderr[-2000:]}")
+            f = verify_trace(trace)
+            if "--full" in options:
+                allocs = json.loads(run([A.memtap, "info", "--json", trace]).stdout)["events"]
+                expect(1000 <= allocs["alloc_ext"] < 2000,
+                       f"sandboxed {how} {options}: {allocs['alloc_ext']} allocations traced, "
+                       f"the 1000 before the filter expected")
+    if A.lib_sanitized:
+        return  # libmemtap is sanitized: the shim cannot load it into a plain program
+    # In process, the trace is finished before the filter (its consumer thread writes files).
+    trace = os.path.join(WORK, "sandboxed-inprocess.ctf")
+    argv = [program("sandboxed"), "syscall"]
+    p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace, "MEMTAP_FULL": "1"}))
+    same_behaviour(untraced(argv), p, "sandboxed syscall in process")
+    expect(message in p.stderr, f"in process: not said:\n{p.stderr[-2000:]}")
+    verify_trace(trace)
+
+
 def test_program_inherits_ignored_signals():
     # What memtap record was started with (nohup ignores HUP; a shell's background job INT and
     # QUIT) reaches the program as it would untraced.
