@@ -6,7 +6,7 @@
  * is unmapped another thread may map it again), and not at all when the kernel would refuse it
  * outright (an unaligned address, length 0). MAP_FIXED over an existing range is written after a
  * successful call, as an UNMAP of the range followed by the MAP; so is mremap, as an UNMAP of the
- * old range and a MAP of the new one. */
+ * old range (unless MREMAP_DONTUNMAP keeps it mapped) and a MAP of the new one. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -15,6 +15,10 @@
 #include <unistd.h>
 
 #include "tracer/shim.h"
+
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4 /* Linux 5.7; older C libraries do not name it */
+#endif
 
 #define MT_EXPORT __attribute__((visibility("default")))
 
@@ -114,7 +118,9 @@ MT_EXPORT void *mremap(void *old, size_t old_length, size_t new_length, int flag
   if (trace && p != MAP_FAILED) {
     int saved = errno;
     size_t old_mapped = kernel_length(old, old_length), new_mapped = kernel_length(p, new_length);
-    if (old_mapped) /* 0: a copy of a shared mapping, which leaves the old one in place */
+    /* 0: a copy of a shared mapping, which leaves the old one in place; so does MREMAP_DONTUNMAP
+     * (Linux 5.7), whose old range stays mapped, emptied. */
+    if (old_mapped && !(flags & MREMAP_DONTUNMAP))
       mt_record_unmap(old, old_mapped);
     if (new_mapped)
       mt_record_map(p, new_mapped, 0, flags, MT_TRACER_KIND_MREMAP);

@@ -715,7 +715,9 @@ static void regions_follow_map_fixed_partial_unmap_and_mremap(void **state) {
       {MT_TRACER_REC_UNMAP, -1, 4096, 0},
       {MT_TRACER_REC_UNMAP, 1 << 20, 65536, 0},                      /* mremap: the old range... */
       {MT_TRACER_REC_MAP, INT64_MIN, 131072, MT_TRACER_KIND_MREMAP}, /* ...and the new one */
+      {MT_TRACER_REC_MAP, -1, 131072, MT_TRACER_KIND_MREMAP}, /* MREMAP_DONTUNMAP: no UNMAP */
       {MT_TRACER_REC_UNMAP, -1, 4096, 0}, /* the file mapping's munmap (no MAP before it) */
+      {MT_TRACER_REC_UNMAP, -1, 131072, 0},
       {MT_TRACER_REC_UNMAP, INT64_MIN, 131072, 0},
       {MT_TRACER_REC_UNMAP, 4096, (2 << 20) - 4096, 0},
   };

@@ -192,7 +192,12 @@ __attribute__((noinline)) static int recurse(int depth) {
   return r + 1;
 }
 
-/* Regions: MAP_FIXED over a region, a partial munmap, a growing mremap, a file mapping. The
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4
+#endif
+
+/* Regions: MAP_FIXED over a region, a partial munmap, a growing mremap, one that keeps the old
+ * range (MREMAP_DONTUNMAP), a file mapping. The
  * addresses go to stderr, as offsets from the first mapping where they are inside it. */
 static int regions(void) {
   char *r = mmap(NULL, 2 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -210,17 +215,23 @@ static int regions(void) {
   if (small != MAP_FAILED)
     munmap(small, 100);
   char *moved = mremap(fixed, 65536, 131072, MREMAP_MAYMOVE);
+  /* Moved elsewhere with MREMAP_DONTUNMAP (Linux 5.7): the old range stays mapped, emptied. */
+  char *twin = moved == MAP_FAILED
+                   ? MAP_FAILED
+                   : mremap(moved, 131072, 131072, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, NULL);
   FILE *self = fopen("/proc/self/exe", "r");
   void *file = self ? mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fileno(self), 0) : MAP_FAILED;
   if (file != MAP_FAILED)
     munmap(file, 4096);
   if (self)
     fclose(self);
+  if (twin != MAP_FAILED)
+    munmap(twin, 131072);
   munmap(moved, 131072);
   munmap(r + 4096, (2 << 20) - 4096);
   fprintf(stderr, "region %p moved %p\n", (void *)r, (void *)moved);
   printf("regions %d\n", fixed == r + (1 << 20) && refused && small != MAP_FAILED &&
-                             moved != MAP_FAILED && file != MAP_FAILED);
+                             moved != MAP_FAILED && twin != MAP_FAILED && file != MAP_FAILED);
   return 0;
 }
 
