@@ -1716,6 +1716,11 @@ int mt_cmd_record(int argc, char **argv) {
         exec_errno == ENOENT ? missing_loader(resolved, loader, sizeof loader) : NULL;
     if (missing)
       cli_error(program, "cannot execute: %s, %s, does not exist", missing, loader);
+    else if (exec_errno == E2BIG)
+      cli_error(program,
+                "cannot execute: %s (the arguments and environment, with the variables memtap "
+                "adds to it for the tracer, are more than the system takes)",
+                strerror(exec_errno));
     else
       cli_error(program, "cannot execute: %s", strerror(exec_errno));
     unlink(s.main_output);
