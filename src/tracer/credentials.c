@@ -21,7 +21,7 @@
 static void before_change(uid_t euid) {
   if (euid == (uid_t)-1 || euid == 0 || !mt_shim.config.record || geteuid() != 0)
     return;
-  const char *dir = mt_shim_getenv(NULL, "MEMTAP_RING_DIR");
+  const char *dir = mt_shim_ring_variable(MT_SHIM_RING_DIR);
   int saved_errno = errno;
   if (dir && dir[0] == '/' && mt_ring_user_dir_prepare(dir, euid) != 0) {
     /* the change goes on; the user's files then fail to be made, and that is said */

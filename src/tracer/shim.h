@@ -182,6 +182,10 @@ MT_HIDDEN void mt_shim_set_mode(int mode);
 MT_HIDDEN const char *mt_shim_getenv(void *user, const char *name);
 /* Reads the configuration and starts tracing if asked (once; thread-safe). */
 MT_HIDDEN void mt_shim_init(void);
+/* MEMTAP_RING_DIR or MEMTAP_RING_PID_NS as the environment held them at mt_shim_init (whatever
+ * the program did to its environment since), or NULL. */
+enum { MT_SHIM_RING_DIR = 0, MT_SHIM_RING_PID_NS = 1 };
+MT_HIDDEN const char *mt_shim_ring_variable(int which);
 /* Stops tracing (a failure, or mt_tracer_stop): the program goes on untraced. */
 MT_HIDDEN void mt_shim_stop(void);
 /* The shim's fork handler in the child (after the ring's): registered with pthread_atfork, and

@@ -84,7 +84,7 @@ static void register_process(int64_t parent_pid) {
  * hundred bytes of stack, as the forking thread's stack may be small. Best effort: a failure
  * changes nothing for the program. Returns whether the note was left. */
 static bool note_untraced_process(char why) {
-  const char *dir = mt_shim_getenv(NULL, "MEMTAP_RING_DIR");
+  const char *dir = mt_shim_ring_variable(MT_SHIM_RING_DIR);
   if (!mt_shim.config.record || !dir || dir[0] != '/')
     return false;
   /* Written as <pid>.untraced.part and renamed: memtap never reads a note half-written. In
@@ -93,7 +93,7 @@ static bool note_untraced_process(char why) {
   static const char suffix[] = ".untraced.part";
   char partial[64 + sizeof suffix], name[sizeof partial];
   size_t len = (size_t)mt_format_decimal(partial, (uint64_t)getpid());
-  const char *theirs = mt_shim_getenv(NULL, "MEMTAP_RING_PID_NS");
+  const char *theirs = mt_shim_ring_variable(MT_SHIM_RING_PID_NS);
   uint64_t ours = theirs ? mt_process_pid_namespace() : 0, named = 0;
   for (const char *c = theirs; c && *c >= '0' && *c <= '9' && named < UINT64_MAX / 16; c++)
     named = named * 10 + (uint64_t)(*c - '0');
@@ -423,6 +423,27 @@ void mt_shim_say(const char *line, size_t length) {
   (void)ignored;
 }
 
+/* MEMTAP_RING_DIR and MEMTAP_RING_PID_NS as the process started with them (memtap record's): a
+ * program may empty its environment (clearenv) or change it before it forks, and its notes must
+ * still reach memtap's directory. Copied once, at start-up; "" when unset or too long. */
+static char ring_variables[2][4096];
+
+const char *mt_shim_ring_variable(int which) {
+  return ring_variables[which][0] ? ring_variables[which] : NULL;
+}
+
+static void keep_ring_variables(void) {
+  static const char *const names[2] = {"MEMTAP_RING_DIR", "MEMTAP_RING_PID_NS"};
+  for (int i = 0; i < 2; i++) {
+    const char *v = mt_shim_getenv(NULL, names[i]);
+    size_t n = v ? strlen(v) : 0;
+    if (n < sizeof ring_variables[i]) {
+      memcpy(ring_variables[i], v ? v : "", n);
+      ring_variables[i][n] = 0;
+    }
+  }
+}
+
 void mt_shim_init(void) {
   if (atomic_load_explicit(&mt_shim.init, memory_order_acquire) == 2)
     return;
@@ -431,6 +452,7 @@ void mt_shim_init(void) {
   int expected = 0;
   if (!atomic_compare_exchange_strong(&mt_shim.init, &expected, 1))
     return; /* another thread is starting: this one passes through until it is done */
+  keep_ring_variables();
   stderr_at_start = mt_file_identity_of(2);
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;

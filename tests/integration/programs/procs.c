@@ -20,7 +20,9 @@
  *               running beside it), each calling _exit at once while the parent allocates and
  *               frees 100 blocks (argv[2] unused)
  *   exec-bare   execs argv[2] with an empty environment (no LD_PRELOAD: the tracer does not
- *               start in it) */
+ *               start in it)
+ *   clearenv    empties its environment (clearenv), then as fork: the child's note must still
+ *               reach memtap's ring directory (argv[2] unused) */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
@@ -198,7 +200,7 @@ static int run(const char *mode, char *prog) {
   }
   fprintf(stderr,
           "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone|vfork-killed|"
-          "clone-vm|exec-bare PROGRAM\n");
+          "clone-vm|exec-bare|clearenv PROGRAM\n");
   return 64;
 }
 
@@ -206,7 +208,7 @@ int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr,
             "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone|vfork-killed|"
-            "clone-vm|exec-bare PROGRAM\n");
+            "clone-vm|exec-bare|clearenv PROGRAM\n");
     return 64;
   }
   parent_work();
@@ -215,6 +217,9 @@ int main(int argc, char **argv) {
     const char *modes[] = {"fork", "fork-exec", "vfork-exec", "spawn"};
     for (size_t i = 0; i < 4; i++)
       rc |= run(modes[i], argv[2]);
+  } else if (strcmp(argv[1], "clearenv") == 0) {
+    clearenv();
+    rc = run("fork", argv[2]);
   } else {
     rc = run(argv[1], argv[2]);
   }

@@ -1191,6 +1191,12 @@ def test_full_fork_without_follow_traces_parent_only():
            and "procs" in notes[0].split("(", 1)[-1] and "alloc_patterns" in notes[0]
            and f"--follow-fork traces each into {trace}.<pid>" in notes[0],
            f"expected one note of the 4 untraced children, got:\n{traced.stderr[-2000:]}")
+    # A program that empties its environment (clearenv) before it forks: the child's note is made
+    # where the process started with (it once looked for MEMTAP_RING_DIR then, found nothing and
+    # left no note: the child went unmentioned).
+    cleared = record(trace, [program("procs"), "clearenv", "-"])
+    expect("1 process that procs started was not traced" in cleared.stderr,
+           f"procs clearenv: no note of the untraced child:\n{cleared.stderr[-2000:]}")
     # A process is named by one program, the last it was seen running: a shell's children are
     # noted as the shell when they fork and as what they exec'd after (the note named four
     # programs for these three processes). Which of the two memtap saw last for a child that
