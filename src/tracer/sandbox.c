@@ -6,8 +6,9 @@
  * seccomp system call through syscall(2) (libseccomp's way), tracing stops for good in this
  * process, as in a fork child that is not followed: no record, no trampoline for new threads, no
  * file for fork children; in process, the trace is finished first (its consumer thread writes
- * files). The call then goes on as the program made it. A filter installed by inline system call
- * instructions is not seen. */
+ * files). The call then goes on as the program made it. So with a filter that only makes calls
+ * fail (SECCOMP_RET_ERRNO): the tracer's calls failing, a new thread's records were lost without
+ * a word. A filter installed by inline system call instructions is not seen. */
 #include <errno.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>

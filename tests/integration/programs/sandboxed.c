@@ -1,8 +1,9 @@
 /* sandboxed: a program that sandboxes itself with seccomp, as daemons and browsers do: 1000
  * allocations, then a filter whose default action kills the process at any system call not on its
  * short list (installed through prctl or through the seccomp system call, `sandboxed
- * prctl|syscall`), then threads that allocate, a fork child that allocates and a large block
- * (mmap). It prints what it computed and exits 0; killed, it prints nothing. */
+ * prctl|syscall`; `sandboxed errno`: one that makes any other call fail with EPERM instead, as
+ * container runtimes' do), then threads that allocate, a fork child that allocates and a large
+ * block (mmap). It prints what it computed and exits 0; killed, it prints nothing. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/audit.h>
@@ -64,8 +65,9 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2 || (strcmp(argv[1], "prctl") && strcmp(argv[1], "syscall"))) {
-    fprintf(stderr, "usage: sandboxed prctl|syscall\n");
+  if (argc != 2 ||
+      (strcmp(argv[1], "prctl") && strcmp(argv[1], "syscall") && strcmp(argv[1], "errno"))) {
+    fprintf(stderr, "usage: sandboxed prctl|syscall|errno\n");
     return 2;
   }
   for (int i = 0; i < 1000; i++) {
@@ -80,7 +82,9 @@ int main(int argc, char **argv) {
   for (int i = 0; i < count; i++)
     filter[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)allowed[i],
                                                (unsigned char)(count - i), 0);
-  filter[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+  filter[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, strcmp(argv[1], "errno")
+                                                                  ? SECCOMP_RET_KILL_PROCESS
+                                                                  : SECCOMP_RET_ERRNO | EPERM);
   filter[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   struct sock_fprog program = {.len = (unsigned short)n, .filter = filter};
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) {
