@@ -2,10 +2,11 @@
  * ELF address) becomes a memtrace location list, outermost first (FORMAT.md §2.6, §5): the
  * function that physically holds the instruction, then each inlined function down to the
  * innermost, each with the file and line where it calls the next (the innermost: the line of the
- * instruction). DWARF comes from the file or its separate debug info (debuginfo.c); without it,
- * .symtab/.dynsym names a function only when the address is inside the symbol's size, else the code
- * is `libfoo.so+0x1234`. A file deleted, or whose build-id differs from the one the process loaded,
- * is read from the process's mapping of the file it loaded while it lives, else not at all. */
+ * instruction), from the scopes holding the address (scopes.c). DWARF comes from the file or its
+ * separate debug info (debuginfo.c); without it, .symtab/.dynsym names a function only when the
+ * address is inside the symbol's size, else the code is `libfoo.so+0x1234`. A file deleted, or
+ * whose build-id differs from the one the process loaded, is read from the process's mapping of
+ * the file it loaded while it lives, else not at all. */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -24,6 +25,7 @@
 #include "record/debuginfo.h"
 #include "record/inflate.h"
 #include "record/record_internal.h"
+#include "record/scopes.h"
 #include "record/symtab.h"
 
 #define MAX_ENTRIES 256
@@ -45,6 +47,7 @@ typedef struct rec_elf {
   bool ranges_built;
   rec_symtab *symtab; /* its function symbols, read on the first lookup without DWARF */
   bool symtab_built;
+  rec_scopes *scopes; /* its compile units' scopes, indexed as they are looked up (scopes.c) */
   struct rec_elf *next;
 } rec_elf;
 
@@ -118,6 +121,7 @@ void rec_symboliser_free(rec_symboliser *s) {
     free(e->build_id);
     free(e->ranges);
     rec_symtab_free(e->symtab);
+    rec_scopes_free(e->scopes);
     free(e);
   }
   for (size_t i = 0; i < s->owned_count; i++)
@@ -491,13 +495,10 @@ static size_t from_dwarf(rec_symboliser *s, rec_elf *e, uint64_t vaddr) {
     dwarf_lineno(dl, &line);
     dwarf_linecol(dl, &column);
   }
-  /* dwarf_getscopes follows an inlined instance to its abstract origin's scopes; the concrete
-   * chain (the functions it was inlined into) comes from the DIE itself. */
-  Dwarf_Die *found = NULL, *scopes = NULL;
-  int n = dwarf_getscopes(cu, addr - dbias, &found);
-  if (n > 0)
-    n = dwarf_getscopes_die(&found[0], &scopes);
-  free(found);
+  if (!e->scopes)
+    e->scopes = rec_scopes_new(); /* NULL: libdw's walks */
+  Dwarf_Die *scopes = NULL;
+  int n = rec_scopes_at(e->scopes, cu, addr - dbias, &scopes);
   size_t count = 0;
   Dwarf_Files *files = NULL;
   size_t nfiles = 0;
