@@ -480,8 +480,9 @@ static Dwarf_Die *find_cu(rec_elf *e, Dwarf_Addr addr, Dwarf_Addr *bias, Dwarf_D
   return NULL;
 }
 
-/* Fills the entries innermost first from DWARF; returns how many. */
-static size_t from_dwarf(rec_symboliser *s, rec_elf *e, uint64_t vaddr) {
+/* Fills the entries innermost first from DWARF; returns how many. The scopes come from the
+ * module's index (`indexed`), else from libdw's walks alone (tests). */
+static size_t from_dwarf(rec_symboliser *s, rec_elf *e, uint64_t vaddr, bool indexed) {
   Dwarf_Addr addr = vaddr + e->bias, dbias = 0;
   Dwarf_Die storage;
   Dwarf_Die *cu = find_cu(e, addr, &dbias, &storage);
@@ -495,10 +496,10 @@ static size_t from_dwarf(rec_symboliser *s, rec_elf *e, uint64_t vaddr) {
     dwarf_lineno(dl, &line);
     dwarf_linecol(dl, &column);
   }
-  if (!e->scopes)
+  if (indexed && !e->scopes)
     e->scopes = rec_scopes_new(); /* NULL: libdw's walks */
   Dwarf_Die *scopes = NULL;
-  int n = rec_scopes_at(e->scopes, cu, addr - dbias, &scopes);
+  int n = rec_scopes_at(indexed ? e->scopes : NULL, cu, addr - dbias, &scopes);
   size_t count = 0;
   Dwarf_Files *files = NULL;
   size_t nfiles = 0;
@@ -524,6 +525,21 @@ static size_t from_dwarf(rec_symboliser *s, rec_elf *e, uint64_t vaddr) {
   }
   free(scopes);
   return count;
+}
+
+size_t rec_symboliser_dwarf_at(rec_symboliser *s, rec_module *m, uint64_t vaddr, bool indexed,
+                               const mt_location **entries, struct rec_scopes_stats *stats) {
+  for (size_t i = 0; i < s->owned_count; i++)
+    free(s->owned[i]);
+  s->owned_count = 0;
+  rec_elf *e = open_elf(s, m);
+  if (!e || e->unusable || e->mismatch)
+    return 0;
+  size_t n = from_dwarf(s, e, vaddr, indexed);
+  if (stats)
+    *stats = rec_scopes_get_stats(e->scopes);
+  *entries = s->entries;
+  return n;
 }
 
 size_t rec_fit_locations(mt_location *entries, size_t count, char *scratch) {
@@ -630,7 +646,7 @@ static int resolve_uncached(rec_symboliser *s, const rec_modules *ms, const rec_
   } else {
     rec_elf *e = s->no_symbols ? NULL : open_elf(s, m);
     if (e && !e->unusable && !e->mismatch) {
-      size_t inner = from_dwarf(s, e, vaddr);
+      size_t inner = from_dwarf(s, e, vaddr, true);
       if (inner) {
         /* innermost first -> outermost first */
         for (size_t i = 0; i < inner / 2; i++) {
