@@ -10,6 +10,7 @@ add_library(memtap_record OBJECT
   record/modules.c
   record/sites.c
   record/symbolise.c
+  record/scopes.c
   record/debuginfo.c
   record/inflate.c
   record/debug_cache.c

@@ -380,6 +380,13 @@ bool rec_symboliser_is_wrapper(rec_symboliser *s, rec_module *m, uint64_t vaddr)
 /* The location list of a code (mt_resolve_fn contract: valid until the next call). */
 int rec_symboliser_resolve(rec_symboliser *s, const rec_modules *ms, const rec_sites *sites,
                            uint64_t code, const mt_location **entries, size_t *count);
+/* For the scope index's tests: the DWARF location list of `vaddr` (an ELF address) in `m`,
+ * innermost first, uncached, valid until the next call; its scopes found by the module's index
+ * (scopes.c) when `indexed`, else by libdw's walks alone. Returns the count, 0 when DWARF has no
+ * answer. *stats (if non-NULL) gets the index's counts. */
+struct rec_scopes_stats;
+size_t rec_symboliser_dwarf_at(rec_symboliser *s, rec_module *m, uint64_t vaddr, bool indexed,
+                               const mt_location **entries, struct rec_scopes_stats *stats);
 /* Demangles a C++ or Rust (legacy or v0) symbol name: malloc'd, without Rust's hash suffix, or
  * NULL when it is not a mangled name (or memory ran out). */
 char *rec_demangle(const char *name);

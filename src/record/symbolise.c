@@ -2,10 +2,11 @@
  * ELF address) becomes a memtrace location list, outermost first (FORMAT.md §2.6, §5): the
  * function that physically holds the instruction, then each inlined function down to the
  * innermost, each with the file and line where it calls the next (the innermost: the line of the
- * instruction). DWARF comes from the file or its separate debug info (debuginfo.c); without it,
- * .symtab/.dynsym names a function only when the address is inside the symbol's size, else the code
- * is `libfoo.so+0x1234`. A file deleted, or whose build-id differs from the one the process loaded,
- * is read from the process's mapping of the file it loaded while it lives, else not at all. */
+ * instruction), from the scopes holding the address (scopes.c). DWARF comes from the file or its
+ * separate debug info (debuginfo.c); without it, .symtab/.dynsym names a function only when the
+ * address is inside the symbol's size, else the code is `libfoo.so+0x1234`. A file deleted, or
+ * whose build-id differs from the one the process loaded, is read from the process's mapping of
+ * the file it loaded while it lives, else not at all. */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -24,6 +25,7 @@
 #include "record/debuginfo.h"
 #include "record/inflate.h"
 #include "record/record_internal.h"
+#include "record/scopes.h"
 #include "record/symtab.h"
 
 #define MAX_ENTRIES 256
@@ -45,6 +47,7 @@ typedef struct rec_elf {
   bool ranges_built;
   rec_symtab *symtab; /* its function symbols, read on the first lookup without DWARF */
   bool symtab_built;
+  rec_scopes *scopes; /* its compile units' scopes, indexed as they are looked up (scopes.c) */
   struct rec_elf *next;
 } rec_elf;
 
@@ -118,6 +121,7 @@ void rec_symboliser_free(rec_symboliser *s) {
     free(e->build_id);
     free(e->ranges);
     rec_symtab_free(e->symtab);
+    rec_scopes_free(e->scopes);
     free(e);
   }
   for (size_t i = 0; i < s->owned_count; i++)
@@ -476,8 +480,9 @@ static Dwarf_Die *find_cu(rec_elf *e, Dwarf_Addr addr, Dwarf_Addr *bias, Dwarf_D
   return NULL;
 }
 
-/* Fills the entries innermost first from DWARF; returns how many. */
-static size_t from_dwarf(rec_symboliser *s, rec_elf *e, uint64_t vaddr) {
+/* Fills the entries innermost first from DWARF; returns how many. The scopes come from the
+ * module's index (`indexed`), else from libdw's walks alone (tests). */
+static size_t from_dwarf(rec_symboliser *s, rec_elf *e, uint64_t vaddr, bool indexed) {
   Dwarf_Addr addr = vaddr + e->bias, dbias = 0;
   Dwarf_Die storage;
   Dwarf_Die *cu = find_cu(e, addr, &dbias, &storage);
@@ -491,13 +496,10 @@ static size_t from_dwarf(rec_symboliser *s, rec_elf *e, uint64_t vaddr) {
     dwarf_lineno(dl, &line);
     dwarf_linecol(dl, &column);
   }
-  /* dwarf_getscopes follows an inlined instance to its abstract origin's scopes; the concrete
-   * chain (the functions it was inlined into) comes from the DIE itself. */
-  Dwarf_Die *found = NULL, *scopes = NULL;
-  int n = dwarf_getscopes(cu, addr - dbias, &found);
-  if (n > 0)
-    n = dwarf_getscopes_die(&found[0], &scopes);
-  free(found);
+  if (indexed && !e->scopes)
+    e->scopes = rec_scopes_new(); /* NULL: libdw's walks */
+  Dwarf_Die *scopes = NULL;
+  int n = rec_scopes_at(indexed ? e->scopes : NULL, cu, addr - dbias, &scopes);
   size_t count = 0;
   Dwarf_Files *files = NULL;
   size_t nfiles = 0;
@@ -523,6 +525,21 @@ static size_t from_dwarf(rec_symboliser *s, rec_elf *e, uint64_t vaddr) {
   }
   free(scopes);
   return count;
+}
+
+size_t rec_symboliser_dwarf_at(rec_symboliser *s, rec_module *m, uint64_t vaddr, bool indexed,
+                               const mt_location **entries, struct rec_scopes_stats *stats) {
+  for (size_t i = 0; i < s->owned_count; i++)
+    free(s->owned[i]);
+  s->owned_count = 0;
+  rec_elf *e = open_elf(s, m);
+  if (!e || e->unusable || e->mismatch)
+    return 0;
+  size_t n = from_dwarf(s, e, vaddr, indexed);
+  if (stats)
+    *stats = rec_scopes_get_stats(e->scopes);
+  *entries = s->entries;
+  return n;
 }
 
 size_t rec_fit_locations(mt_location *entries, size_t count, char *scratch) {
@@ -629,7 +646,7 @@ static int resolve_uncached(rec_symboliser *s, const rec_modules *ms, const rec_
   } else {
     rec_elf *e = s->no_symbols ? NULL : open_elf(s, m);
     if (e && !e->unusable && !e->mismatch) {
-      size_t inner = from_dwarf(s, e, vaddr);
+      size_t inner = from_dwarf(s, e, vaddr, true);
       if (inner) {
         /* innermost first -> outermost first */
         for (size_t i = 0; i < inner / 2; i++) {

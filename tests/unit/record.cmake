@@ -13,6 +13,12 @@ endfunction()
 memtap_record_test(test_record_trace LABELS record tsan) # tsan: the zstd compressor thread
 memtap_record_test(test_record_symbols LABELS record)
 memtap_record_test(test_record_symtab LABELS record)
+# The scope index against libdw at every address of code with inlined frames (scopes_helper.cpp).
+enable_language(CXX)
+memtap_record_test(test_record_scopes LABELS record)
+target_sources(test_record_scopes PRIVATE unit/scopes_helper.cpp)
+set_source_files_properties(unit/scopes_helper.cpp PROPERTIES COMPILE_OPTIONS "-O2;-g")
+target_link_libraries(test_record_scopes PRIVATE PkgConfig::LIBDW)
 memtap_record_test(test_record_symbols_debugfile LABELS record)
 find_package(ZLIB REQUIRED)
 target_link_libraries(test_record_symbols_debugfile PRIVATE ZLIB::ZLIB) # crafted compressed files
