@@ -6,20 +6,55 @@
  * seccomp system call through syscall(2) (libseccomp's way), tracing stops for good in this
  * process, as in a fork child that is not followed: no record, no trampoline for new threads, no
  * file for fork children; in process, the trace is finished first (its consumer thread writes
- * files). The call then goes on as the program made it. So with a filter that only makes calls
- * fail (SECCOMP_RET_ERRNO): the tracer's calls failing, a new thread's records were lost without
- * a word. A filter installed by inline system call instructions is not seen. */
+ * files). The call then goes on as the program made it. A filter that can only make calls fail
+ * (SECCOMP_RET_ERRNO) leaves tracing on: the tracer copes with its own calls failing. A filter
+ * installed by inline system call instructions is not seen. */
 #include <errno.h>
+#include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "tracer/shim.h"
 
 #define MT_EXPORT __attribute__((visibility("default")))
+
+/* Whether the filter `prog` (the program's pointer, read through process_vm_readv: a bad one is
+ * the kernel's to refuse, EFAULT, not ours to fault on) may end the process, or hand it a signal,
+ * for a system call: a return of KILL_PROCESS, KILL_THREAD, TRAP or USER_NOTIF (a supervisor's
+ * choice), or one computed at run time. A filter that only allows, logs, fails calls with an errno
+ * or defers to a ptracer leaves the tracer's calls failing at worst, which it copes with (a
+ * thread's stack unknown, its ring reserved through the mapping): tracing goes on. */
+static bool may_kill(const void *prog) {
+  struct sock_fprog fprog;
+  struct iovec local = {&fprog, sizeof fprog}, remote = {(void *)(uintptr_t)prog, sizeof fprog};
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof fprog)
+    return true;
+  struct sock_filter insns[256];
+  for (unsigned done = 0; done < fprog.len;) {
+    unsigned n = fprog.len - done < 256 ? fprog.len - done : 256;
+    local = (struct iovec){insns, n * sizeof insns[0]};
+    remote = (struct iovec){fprog.filter + done, n * sizeof insns[0]};
+    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)(n * sizeof insns[0]))
+      return true;
+    for (unsigned i = 0; i < n; i++) {
+      if (BPF_CLASS(insns[i].code) != BPF_RET)
+        continue;
+      if (BPF_RVAL(insns[i].code) != BPF_K)
+        return true;
+      uint32_t action = insns[i].k & SECCOMP_RET_ACTION_FULL;
+      if (action != SECCOMP_RET_ALLOW && action != SECCOMP_RET_LOG && action != SECCOMP_RET_ERRNO &&
+          action != SECCOMP_RET_TRACE)
+        return true;
+    }
+    done += n;
+  }
+  return false;
+}
 
 /* Before a filter (or strict mode) is installed: tracing stops here, and the program is told. */
 static void before_sandbox(void) {
@@ -51,7 +86,8 @@ MT_EXPORT int prctl(int option, ...) {
   unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
                 a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
   va_end(ap);
-  if (option == PR_SET_SECCOMP && (a2 == SECCOMP_MODE_STRICT || a2 == SECCOMP_MODE_FILTER))
+  if (option == PR_SET_SECCOMP &&
+      (a2 == SECCOMP_MODE_STRICT || (a2 == SECCOMP_MODE_FILTER && may_kill((const void *)a3))))
     before_sandbox();
   int (*real)(int, ...) = (int (*)(int, ...))mt_shim_next(&mt_shim_real.prctl);
   if (!real)
@@ -65,7 +101,8 @@ MT_EXPORT long syscall(long number, ...) {
   long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long), a4 = va_arg(ap, long),
        a5 = va_arg(ap, long), a6 = va_arg(ap, long);
   va_end(ap);
-  if (number == SYS_seccomp && (a1 == SECCOMP_SET_MODE_STRICT || a1 == SECCOMP_SET_MODE_FILTER))
+  if (number == SYS_seccomp && (a1 == SECCOMP_SET_MODE_STRICT ||
+                                (a1 == SECCOMP_SET_MODE_FILTER && may_kill((const void *)a3))))
     before_sandbox();
   long (*real)(long, ...) = (long (*)(long, ...))mt_shim_next(&mt_shim_real.syscall);
   if (real)

@@ -57,6 +57,7 @@ static void *worker(void *arg) {
   long sum = (long)(intptr_t)arg;
   for (int i = 0; i < 20000; i++) {
     char *p = malloc(100 + (size_t)(i % 5000));
+    KEEP(p);
     p[0] = (char)i;
     sum += p[0];
     free(p);
