@@ -5,7 +5,6 @@
  * waits for it), the subreaper, finding ring files as processes appear and exec, one trace per
  * process under --follow-fork, and the closing summary. */
 #include <dirent.h>
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -533,46 +532,11 @@ static int open_output(session *s, traced *t) {
   return 0;
 }
 
-/* Why exec said ENOENT of a program file that exists: the interpreter of its #! line, or the
- * dynamic loader its ELF header names (PT_INTERP), is missing. Copies what is missing into `out`
- * and returns which it is, or NULL when neither is the reason. */
+/* Why exec said ENOENT of a program file that exists: what it needs to run (its #! interpreter
+ * or its dynamic loader) is missing. That, into `out`, or NULL when it is not the reason. */
 static const char *missing_loader(const char *program, char *out, size_t size) {
-  unsigned char head[4096];
-  int fd = open(program, O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? pread(fd, head, sizeof head - 1, 0) : -1;
-  const char *what = NULL;
-  out[0] = 0;
-  if (n >= 2 && head[0] == '#' && head[1] == '!') {
-    head[n] = 0;
-    char *p = (char *)head + 2;
-    p += strspn(p, " \t");
-    size_t len = strcspn(p, " \t\n");
-    if (len && len < size) {
-      memcpy(out, p, len);
-      out[len] = 0;
-      what = "the interpreter its #! line names";
-    }
-  } else if (n >= (ssize_t)sizeof(Elf64_Ehdr) && !memcmp(head, ELFMAG, SELFMAG) &&
-             head[EI_CLASS] == ELFCLASS64) {
-    Elf64_Ehdr eh;
-    memcpy(&eh, head, sizeof eh);
-    for (unsigned i = 0; i < eh.e_phnum && eh.e_phentsize == sizeof(Elf64_Phdr); i++) {
-      Elf64_Phdr ph;
-      if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph)) !=
-          (ssize_t)sizeof ph)
-        break;
-      if (ph.p_type == PT_INTERP && ph.p_filesz && ph.p_filesz < size &&
-          pread(fd, out, ph.p_filesz, (off_t)ph.p_offset) == (ssize_t)ph.p_filesz) {
-        out[ph.p_filesz] = 0;
-        out[strcspn(out, "\n")] = 0;
-        what = "the dynamic loader its ELF header names (PT_INTERP)";
-        break;
-      }
-    }
-  }
-  if (fd >= 0)
-    close(fd);
-  return what && out[0] && access(out, F_OK) != 0 ? what : NULL;
+  const char *what = mt_record_program_needs(program, out, size);
+  return what && access(out, F_OK) != 0 ? what : NULL;
 }
 
 /* $XDG_CACHE_HOME/memtap, else ~/.cache/memtap (the XDG base directory rules); "" if neither. */

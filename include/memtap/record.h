@@ -199,6 +199,12 @@ int mt_record_parse_time_resolution(const char *text, uint64_t *out_us);
  * is neither ELF nor a script is left for exec to judge (MT_OK). */
 int mt_record_check_program(const char *path, mt_error *err);
 
+/* What the program file at `path` needs in order to run: the interpreter its #! line names, or
+ * the dynamic loader its ELF header names (PT_INTERP), copied into `out` (of `size` bytes).
+ * Returns which of the two it is, as words for a message ("the interpreter its #! line names"),
+ * or NULL when it names neither or cannot be read. */
+const char *mt_record_program_needs(const char *path, char *out, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -129,6 +129,59 @@ static bool changes_ids(int fd, const struct stat *st) {
   return fstatvfs(fd, &fs) != 0 || !(fs.f_flag & ST_NOSUID);
 }
 
+/* The interpreter a script's #! line names, into `out`; false when `im` is no script. */
+static bool script_interpreter(const image *im, char *out, size_t size) {
+  if (im->size < 2 || im->data[0] != '#' || im->data[1] != '!')
+    return false;
+  size_t i = 2, n = 0;
+  while (i < im->size && (im->data[i] == ' ' || im->data[i] == '\t'))
+    i++;
+  while (i < im->size && n < size - 1 && im->data[i] != ' ' && im->data[i] != '\t' &&
+         im->data[i] != '\n')
+    out[n++] = (char)im->data[i++];
+  out[n] = 0;
+  return true;
+}
+
+/* The dynamic loader an ELF file names (PT_INTERP), into `out`; false without one. */
+static bool elf_loader(const image *im, char *out, size_t size) {
+  const Elf64_Ehdr *eh = at(im, 0, sizeof *eh);
+  if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh->e_phentsize != sizeof(Elf64_Phdr))
+    return false;
+  const Elf64_Phdr *ph = at(im, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof *ph);
+  for (unsigned i = 0; ph && i < eh->e_phnum; i++) {
+    const char *name = ph[i].p_type == PT_INTERP ? at(im, ph[i].p_offset, ph[i].p_filesz) : NULL;
+    if (name && ph[i].p_filesz && ph[i].p_filesz < size) {
+      memcpy(out, name, ph[i].p_filesz);
+      out[ph[i].p_filesz] = 0;
+      return out[0] != 0;
+    }
+  }
+  return false;
+}
+
+const char *mt_record_program_needs(const char *path, char *out, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 4 || !size) {
+    if (fd >= 0)
+      close(fd);
+    return NULL;
+  }
+  void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED)
+    return NULL;
+  image im = {map, (size_t)st.st_size};
+  const char *what =
+      script_interpreter(&im, out, size) ? (out[0] ? "the interpreter its #! line names" : NULL)
+      : elf_loader(&im, out, size)       ? "the dynamic loader its ELF header names (PT_INTERP)"
+                                         : NULL;
+  munmap(map, (size_t)st.st_size);
+  return what;
+}
+
 static int check(const char *path, int depth, mt_error *err) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -160,16 +213,10 @@ static int check(const char *path, int depth, mt_error *err) {
     return mt_fail_io(err, "reading the program");
   image im = {map, (size_t)st.st_size};
   int rc = MT_OK;
-  if (im.data[0] == '#' && im.data[1] == '!' && depth < 4) {
+  char interp[4096];
+  if (script_interpreter(&im, interp, sizeof interp) && depth < 4) {
     /* A script: the interpreter is what gets loaded. */
-    char interp[4096];
-    size_t i = 2, n = 0;
-    while (i < im.size && (im.data[i] == ' ' || im.data[i] == '\t'))
-      i++;
-    while (i < im.size && n < sizeof interp - 1 && im.data[i] != ' ' && im.data[i] != '\t' &&
-           im.data[i] != '\n')
-      interp[n++] = (char)im.data[i++];
-    interp[n] = 0;
+    size_t n = strlen(interp);
     munmap(map, (size_t)st.st_size);
     if (n && interp[0] == '/') {
       rc = check(interp, depth + 1, err);
