@@ -477,8 +477,10 @@ def test_trace_ends_where_the_program_did():
     traced = record(trace, [program("procs"), "exec-bare", program("slow_worker")], options=())
     expect("slow_worker done" in traced.stdout, f"exec-bare: {traced.stdout!r} {traced.stderr}")
     duration = info(trace)["duration_s"]
-    expect(duration < 0.25, f"a trace that describes procs up to its exec lasts {duration} s, "
-                            f"into the untraced slow_worker's 0.5 s")
+    # (0.4: what procs does before its exec takes well under 0.1 s, but a loaded 2-core machine
+    # can hold its exit for a few tenths)
+    expect(duration < 0.4, f"a trace that describes procs up to its exec lasts {duration} s, "
+                           f"into the untraced slow_worker's 0.5 s")
 
 
 def test_full_time_resolution_rounds_times_and_keeps_every_event():
@@ -1006,7 +1008,9 @@ def test_inprocess_trace_is_whole_however_the_program_ends():
             proc.kill()
             fail(f"in process, busy: still running 60 s after SIGTERM")
         took = time.monotonic() - sent
-        expect(proc.returncode == -signals[0] and took < 1.5,
+        # (5 s: the fault was a 10 s wait for the consumer; finishing the trace itself takes
+        # 0.1-0.3 s, several times that when the test runs beside a loaded machine's builds)
+        expect(proc.returncode == -signals[0] and took < 5,
                f"in process, busy (run {attempt + 1}): exit {proc.returncode} {took:.2f} s after "
                f"SIGTERM\n{err[-2000:]}")
         f = facts(trace, ["ending.c"])  # (not verify_trace: dumping millions of events is slow)
