@@ -223,7 +223,11 @@ int mt_writer_close(mt_writer *w, mt_error *err);
 typedef struct mt_reader mt_reader;
 
 /* Called for every recoverable problem: a packet with a foreign pid, a truncated last packet, a
- * file cut inside a packet header. The reader skips what it names and goes on. */
+ * file cut inside a packet header. The reader skips what it names and goes on. Packets of other
+ * processes are named for the first MT_READER_FOREIGN_SAID of them only (the last of those says
+ * so), then skipped unsaid: a file holding many (traces concatenated) would otherwise print a line
+ * per packet. mt_reader_warning_count counts them all. */
+#define MT_READER_FOREIGN_SAID 5
 typedef void (*mt_warning_fn)(void *user, int64_t offset, const char *message);
 
 typedef struct mt_reader_options {

@@ -49,21 +49,39 @@ int mt_reader_out_of_memory(mt_reader *r, int64_t offset, const char *what) {
   return r->failed;
 }
 
-static void warn(mt_reader *r, int64_t offset, const char *fmt, ...)
+static bool warn(mt_reader *r, int64_t offset, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static void warn(mt_reader *r, int64_t offset, const char *fmt, ...) {
+/* Counts a warning and reports it unless it was reported before a rewind. Returns whether it was
+ * reported. */
+static bool warn(mt_reader *r, int64_t offset, const char *fmt, ...) {
   r->warnings++;
   if (!r->options.on_warning || offset == 0) /* packet 0 cannot be skipped: open fails instead */
-    return;
+    return false;
   if (offset >= r->quiet_from && offset < r->quiet_to) /* said before a rewind */
-    return;
+    return false;
   char message[256];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(message, sizeof message, fmt, ap);
   va_end(ap);
   r->options.on_warning(r->options.warning_user, offset, message);
+  return true;
+}
+
+/* A packet of another process: named while fewer than MT_READER_FOREIGN_SAID were, counted
+ * always. (Not undone by a rewind: what was said stays said, whichever part came first.) */
+static void warn_foreign(mt_reader *r, const mt_packet_header *h) {
+  if (r->foreign_said >= MT_READER_FOREIGN_SAID) {
+    r->warnings++;
+    return;
+  }
+  bool last = r->foreign_said + 1 == MT_READER_FOREIGN_SAID;
+  if (warn(r, r->packet_offset,
+           "skipping packet at byte %lld: its pid %lld is not the trace's %lld%s",
+           (long long)r->packet_offset, (long long)h->pid, (long long)r->info.pid,
+           last ? " (further packets of other processes are skipped without a warning)" : ""))
+    r->foreign_said++;
 }
 
 /* --- domains ------------------------------------------------------------------------------ */
@@ -378,9 +396,7 @@ static int begin_packet(mt_reader *r) {
       return rc;
     const mt_packet_header *h = &r->header;
     if (h->pid != r->info.pid) {
-      warn(r, r->packet_offset,
-           "skipping packet at byte %lld: its pid %lld is not the trace's %lld",
-           (long long)r->packet_offset, (long long)h->pid, (long long)r->info.pid);
+      warn_foreign(r, h);
       mt_input_advance(r->source, r->packet_size);
       continue;
     }

@@ -67,6 +67,8 @@ struct mt_reader {
   bool truncated;
   int64_t truncated_at;
   uint64_t warnings;
+  uint64_t
+      foreign_said; /* packets of other processes named to on_warning (MT_READER_FOREIGN_SAID) */
   /* Where the reader last began reading on (0, or the position a state was restored at), and the
    * packets whose warnings were reported before a rewind (mt_reader_rewind), [quiet_from,
    * quiet_to): read again, they are counted but not reported twice. */

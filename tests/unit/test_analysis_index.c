@@ -577,7 +577,8 @@ static void a_checkpoint_that_does_not_fit_the_trace_is_ignored_and_replaced(voi
   assert_true(k > 0);
   uint64_t want_reported, want_counted, reported, counted;
   mt_analysis *want = run_warned(data, size, from, false, &want_reported, &want_counted);
-  assert_true(want_reported > 10);
+  assert_true(want_counted > 10);
+  assert_int_equal(want_reported, MT_READER_FOREIGN_SAID); /* the rest counted, not named */
 
   static const char *const why[] = {"not used (the trace was read from its start instead)",
                                     "does not match the trace: checkpoint", "location code"};
@@ -628,8 +629,9 @@ static void a_checkpoint_that_does_not_fit_the_trace_is_ignored_and_replaced(voi
   free(made);
   assert_int_equal(tu_run_cli(&got_out, &n, &err, "summary", "--from", seconds, trace, NULL), 0);
   assert_string_equal(got_out, want_out);
-  /* The reader's warnings, each once as without the index (those of what the pass read before it
-   * started over come first), and one line for the index. */
+  /* The reader's warnings as many as without the index, the last saying that the rest go
+   * unsaid, and one line for the index. Which packets they name may differ: the pass that starts
+   * over names those it read before (MT_READER_FOREIGN_SAID's note in format.h). */
   char *index_line = strstr(err, "unfit.ctf.idx: not used");
   assert_non_null(index_line);
   assert_null(strstr(index_line + 1, "unfit.ctf.idx"));
@@ -637,7 +639,10 @@ static void a_checkpoint_that_does_not_fit_the_trace_is_ignored_and_replaced(voi
     index_line--;
   memmove(index_line, strchr(index_line, '\n') + 1, strlen(strchr(index_line, '\n') + 1) + 1);
   assert_int_equal(lines_sorted(err), lines_sorted(want_err));
-  assert_string_equal(err, want_err);
+  assert_int_equal(lines_sorted(err), MT_READER_FOREIGN_SAID);
+  const char *unsaid = "(further packets of other processes are skipped without a warning)";
+  assert_non_null(strstr(err, unsaid));
+  assert_non_null(strstr(want_err, unsaid));
   free(got_out);
   free(err);
   free(want_out);

@@ -182,6 +182,71 @@ static void a_foreign_pid_packet_is_a_warning_naming_the_packet(void **state) {
   free(data);
 }
 
+/* Collects every warning's message, one line each. */
+static void append_warning(void *user, int64_t offset, const char *message) {
+  (void)offset;
+  char *text = user;
+  size_t at = strlen(text);
+  assert_true(at + strlen(message) + 2 < 4096);
+  sprintf(text + at, "%s\n", message);
+}
+
+static void many_packets_of_other_processes_are_counted_but_only_the_first_are_named(void **state) {
+  /* Traces concatenated (`cat a.ctf b.ctf`) give a packet of another process per packet: a line
+   * each, tens of thousands of lines, before the cap. */
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1.0, &fd);
+  uint64_t stack[] = {2, 1};
+  const int packets = 3 * MT_READER_FOREIGN_SAID;
+  for (int i = 0; i < packets; i++) {
+    assert_int_equal(mt_writer_put_alloc(w, TG_START + 1 + i, 2, 1, MT_SOURCE_MINOR, stack, 2,
+                                         tg_resolve, NULL, NULL, NULL),
+                     MT_OK);
+    assert_int_equal(mt_writer_flush(w, NULL), MT_OK);
+  }
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  tg_packets p;
+  tg_walk_packets(data, size, &p);
+  int foreign = 0, own = 0; /* events packets (one allocation each) given another pid, and not */
+  for (size_t i = 1; i < p.count; i++) {
+    if (p.h[i].packet_size_bits / 8 == mt_header_size(3))
+      continue; /* empty */
+    if (i % 4 == 0) {
+      own++;
+      continue;
+    }
+    mt_store_u64(data + p.offset[i] + 30, 900 + i);
+    foreign++;
+  }
+  assert_true(foreign > MT_READER_FOREIGN_SAID + 2);
+  char text[4096] = "";
+  mt_reader_options options = {.on_warning = append_warning, .warning_user = text};
+  mt_reader *r = open_memory(data, size, &options);
+  visits v = {0};
+  mt_error err;
+  if (mt_reader_iter(r, visit, &v, &err))
+    fail_msg("reading: %s", err.message);
+  assert_int_equal(v.count, own);
+  assert_int_equal(mt_reader_warning_count(r), (uint64_t)foreign); /* every one counted */
+  mt_reader_close(r);
+  /* The first ones by offset, each named; the last of them says the rest go unsaid. */
+  int lines = 0;
+  for (const char *c = text; *c; c++)
+    lines += *c == '\n';
+  assert_int_equal(lines, MT_READER_FOREIGN_SAID);
+  char want[128];
+  snprintf(want, sizeof want, "skipping packet at byte %zu: its pid %d is not", p.offset[1],
+           900 + 1);
+  assert_ptr_equal(strstr(text, want), text);
+  const char *unsaid = "(further packets of other processes are skipped without a warning)\n";
+  char *at = strstr(text, unsaid);
+  assert_non_null(at);
+  assert_int_equal(at[strlen(unsaid)], 0); /* on the last line, and only there */
+  free(data);
+}
+
 static void a_trace_cut_inside_a_packet_is_a_warning_naming_the_packet(void **state) {
   (void)state;
   size_t size;
@@ -369,6 +434,7 @@ int main(void) {
       cmocka_unit_test(iter_stops_with_the_callbacks_value_and_next_resumes_after_that_event),
       cmocka_unit_test(iter_returns_a_reading_error_with_its_offset),
       cmocka_unit_test(a_foreign_pid_packet_is_a_warning_naming_the_packet),
+      cmocka_unit_test(many_packets_of_other_processes_are_counted_but_only_the_first_are_named),
       cmocka_unit_test(a_trace_cut_inside_a_packet_is_a_warning_naming_the_packet),
       cmocka_unit_test(a_trace_cut_inside_a_header_is_a_warning_naming_the_packet),
       cmocka_unit_test(size_is_the_files_size_and_minus_one_for_pipes_and_zstd),
