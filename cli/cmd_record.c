@@ -1608,6 +1608,10 @@ int mt_cmd_record(int argc, char **argv) {
     const char *base = strrchr(program, '/') ? strrchr(program, '/') + 1 : program;
     snprintf(default_name, sizeof default_name, "%s.%d.ctf%s", base, (int)child,
              set.compress ? ".zst" : "");
+    /* A control character of the program's name (a newline) is no file name to hand a user. */
+    for (char *c = default_name; *c; c++)
+      if ((unsigned char)*c < 0x20 || *c == 0x7f)
+        *c = '_';
     s.main_output = default_name;
   }
   /* The output is created before the program starts, so that a name that cannot be made stops

@@ -556,6 +556,43 @@ static void closing_line_quotes_the_trace_and_says_nothing_of_devices(void **sta
   free(err);
 }
 
+/* Without -o the trace is PROGRAM.PID.ctf in the current directory: a program whose name holds
+ * a newline or another control character gets '_' in its place. */
+static void default_trace_name_has_no_control_characters(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char dir[4096], link[4200], cwd[4096];
+  snprintf(dir, sizeof dir, "%s/named", tu_temp_dir());
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(link, sizeof link, "%s/two\nlines\tprog", dir);
+  assert_int_equal(symlink("/bin/true", link), 0);
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  assert_int_equal(chdir(dir), 0);
+  char *err = NULL;
+  int rc = tu_run_cli(NULL, NULL, &err, "record", "--", link, (char *)NULL);
+  assert_int_equal(chdir(cwd), 0);
+  assert_int_equal(rc, 0);
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int traces = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!strstr(e->d_name, ".ctf"))
+      continue;
+    traces++;
+    if (strncmp(e->d_name, "two_lines_prog.", 15) != 0)
+      fail_msg("trace named '%s'", e->d_name);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  assert_int_equal(traces, 1);
+  free(err);
+  unlink(link);
+  rmdir(dir);
+}
+
 /* A followed child whose ring file cannot be made (the program lowered its file size limit below
  * the ring's size before forking) runs untraced, as it would untraced, and memtap says why. */
 static void followed_child_without_a_ring_file_is_said(void **state) {
@@ -646,6 +683,7 @@ int main(void) {
       cmocka_unit_test(closed_pipe_on_stderr_keeps_the_programs_exit_status),
       cmocka_unit_test(a_trace_being_written_is_not_written_by_another_recorder),
       cmocka_unit_test(closing_line_quotes_the_trace_and_says_nothing_of_devices),
+      cmocka_unit_test(default_trace_name_has_no_control_characters),
       cmocka_unit_test(followed_child_without_a_ring_file_is_said),
       cmocka_unit_test(library_loaded_by_a_relative_path_has_its_symbols),
       cmocka_unit_test(true_is_traced_into_a_readable_trace),
