@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/address_space_limit.h"
+#include "common/cancel_hold.h"
 #include "common/error.h"
 #include "common/file_identity.h"
 #include "common/file_size_limit.h"
@@ -190,7 +191,16 @@ static bool plan_smaller(mt_ring_geometry *g) {
   return mt_ring_layout_plan(g, rings, bytes, g->registry_words * 8, NULL) == MT_OK;
 }
 
+static int create_file(struct mt_ring *s, int parent_pid, uint64_t fork_number, mt_error *err);
+
 int mt_ring_file_create(struct mt_ring *s, int parent_pid, uint64_t fork_number, mt_error *err) {
+  int cancel = mt_cancel_hold(); /* open, pread, posix_fallocate, close: maybe inside malloc */
+  int rc = create_file(s, parent_pid, fork_number, err);
+  mt_cancel_release(cancel);
+  return rc;
+}
+
+static int create_file(struct mt_ring *s, int parent_pid, uint64_t fork_number, mt_error *err) {
   int pid = getpid();
   /* Looked at for every file: a process that called unshare(CLONE_NEWPID) forks its children
    * into another namespace than its own. */

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/cancel_hold.h"
 #include "common/error.h"
 #include "common/number_pair.h"
 #include "ring/clock.h"
@@ -306,6 +307,7 @@ void mt_ring_fork_child(void) {
   if (!session_open())
     return;
   int saved_errno = errno;
+  int cancel = mt_cancel_hold(); /* the parent's file opened again and closed (private_copy) */
   void *old_base = s->base;
   /* The parent's file, opened again only when a write is under way (private_copy). */
   int old_fd = mt_ring_self.busy ? mt_ring_file_open(s) : -1;
@@ -319,6 +321,7 @@ void mt_ring_fork_child(void) {
     /* The session stays closed in this child; the file is the parent's, so it is not unlinked. */
     private_copy(old_base, &old_geo, old_fd, mt_ring_self.busy);
     mt_ring_given_back_reset();
+    mt_cancel_release(cancel);
     errno = saved_errno;
     return;
   }
@@ -340,6 +343,7 @@ void mt_ring_fork_child(void) {
     mt_ring_write_transport(MT_RING_TYPE_LIFECYCLE, MT_RING_LIFECYCLE_FORK_CHILD, payload, 2);
   }
   /* else: tracing stays off in this child. */
+  mt_cancel_release(cancel);
   errno = saved_errno;
 }
 

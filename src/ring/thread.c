@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/cancel_hold.h"
 #include "ring/producer.h"
 
 int mt_ring_test_fail_reserve;
@@ -61,16 +62,20 @@ static bool reserve_space(struct mt_ring *s, uint32_t ring, uint64_t from, uint6
     return false;
   uint64_t bytes = (to - from) * 8,
            at = s->geo.data_offset + (uint64_t)ring * s->geo.ring_words * 8 + from * 8;
+  int cancel = mt_cancel_hold(); /* open, posix_fallocate and close inside the program's malloc */
   int fd = mt_ring_file_open(s);
+  bool ok;
   if (fd < 0) {
 #ifdef MADV_POPULATE_WRITE /* Linux 5.14, glibc 2.35 */
-    return madvise((char *)s->base + at, bytes, MADV_POPULATE_WRITE) == 0;
+    ok = madvise((char *)s->base + at, bytes, MADV_POPULATE_WRITE) == 0;
 #else
-    return false;
+    ok = false;
 #endif
+  } else {
+    ok = posix_fallocate(fd, (off_t)at, (off_t)bytes) == 0;
+    close(fd);
   }
-  bool ok = posix_fallocate(fd, (off_t)at, (off_t)bytes) == 0;
-  close(fd);
+  mt_cancel_release(cancel);
   return ok;
 }
 

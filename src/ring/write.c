@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/cancel_hold.h"
 #include "ring/clock.h"
 #include "ring/liveness.h"
 #include "ring/process.h"
@@ -61,13 +62,15 @@ static void backoff(unsigned spins, uint64_t *nap_ns, uint64_t cap_ns) {
  * that much without waiting: a producer ahead of a slower consumer that went on as soon as one
  * record fitted would wait, and wake, once per consumer batch and pull the consumer's position line
  * across cores on every try. Async-signal-safe: clock_gettime, sched_yield, nanosleep and the /proc
- * reads of mt_process_alive. */
+ * reads of mt_process_alive, with cancellation held off (nanosleep and open are cancellation
+ * points, and this runs inside the program's malloc: common/cancel_hold.h). */
 #define FAR_WORDS 4096u
 
 static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target, uint64_t plenty) {
   struct mt_ring *s = &mt_ring_session;
   mt_ring_file_header *h = s->header;
   int saved_errno = errno;
+  int cancel = mt_cancel_hold();
   uint64_t result = UINT64_MAX;
   uint64_t next_check = 0;
   bool counted = false;
@@ -163,6 +166,7 @@ static uint64_t wait_for_consumer(struct mt_ring_thread *t, uint64_t target, uin
     }
     backoff(spins, &nap_ns, cap_ns);
   }
+  mt_cancel_release(cancel);
   errno = saved_errno;
   return result;
 }

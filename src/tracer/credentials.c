@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/cancel_hold.h"
 #include "ring/user_dir.h"
 #include "tracer/shim.h"
 
@@ -23,9 +24,11 @@ static void before_change(uid_t euid) {
     return;
   const char *dir = mt_shim_ring_variable(MT_SHIM_RING_DIR);
   int saved_errno = errno;
+  int cancel = mt_cancel_hold(); /* open, close */
   if (dir && dir[0] == '/' && mt_ring_user_dir_prepare(dir, euid) != 0) {
     /* the change goes on; the user's files then fail to be made, and that is said */
   }
+  mt_cancel_release(cancel);
   errno = saved_errno;
 }
 

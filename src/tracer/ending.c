@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/cancel_hold.h"
 #include "tracer/shim.h"
 
 #define MT_EXPORT __attribute__((visibility("default")))
@@ -221,7 +222,9 @@ static int retried(long (*call)(long, long), long a, long b, bool finished) {
   long rc = call(a, b);
   for (int i = 0; finished && rc != 0 && errno == EINVAL && i < 100; i++) {
     struct timespec ms = {0, 1000000};
+    int cancel = mt_cancel_hold();
     nanosleep(&ms, NULL);
+    mt_cancel_release(cancel);
     rc = call(a, b);
   }
   return (int)rc;

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cancel_hold.h"
 #include "common/empty_file.h"
 #include "common/file_identity.h"
 #include "memtap/record.h"
@@ -297,10 +298,12 @@ void mt_inprocess_await_signal(void) {
   if (!atomic_load(&inproc.then_signal) || inproc.pid != getpid())
     return;
   int saved_errno = errno;
+  int cancel = mt_cancel_hold();
   for (int waited = 0; waited < MT_INPROCESS_SIGNAL_WAIT_S * 1000; waited++) {
     struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
   }
+  mt_cancel_release(cancel);
   errno = saved_errno;
 }
 
@@ -345,6 +348,7 @@ static void wait_for_finisher(void) {
  * mt_tracer_stop and an _exit or exec in another thread may race; the others wait for it. */
 static int finish(int bound_s, mt_error *err) {
   mt_shim_self.depth++;
+  int cancel = mt_cancel_hold(); /* joins and waits, at the program's exit, exec or _exit */
   int rc = MT_OK;
   int running = RUNNING;
   bool ours = inproc.pid == getpid();
@@ -376,6 +380,7 @@ static int finish(int bound_s, mt_error *err) {
     atomic_store(&inproc.finisher, 0);
     atomic_store(&inproc.state, IDLE);
   }
+  mt_cancel_release(cancel);
   mt_shim_self.depth--;
   return rc;
 }

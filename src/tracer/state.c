@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/address_space_limit.h"
+#include "common/cancel_hold.h"
 #include "common/file_identity.h"
 #include "common/process_image.h"
 #include "ring/process.h"
@@ -111,7 +112,8 @@ static bool note_untraced_process(char why) {
   len += sizeof ".untraced" - 1;
   memcpy(name, partial, len);
   name[len] = 0;
-  int saved_errno = errno; /* the program's, in the child fork returns to */
+  int saved_errno = errno;       /* the program's, in the child fork returns to */
+  int cancel = mt_cancel_hold(); /* openat, write, close: inside fork or exec */
   bool left = false;
   int dfd = mt_ring_user_dir_open(dir); /* uid-N after a change of user (credentials.c) */
   int fd = dfd < 0
@@ -132,6 +134,7 @@ static bool note_untraced_process(char why) {
   }
   if (dfd >= 0)
     close(dfd);
+  mt_cancel_release(cancel);
   errno = saved_errno;
   return left;
 }
@@ -230,7 +233,9 @@ static void publish_delay(void) {
   if (r & 63)
     return;
   struct timespec ts = {0, (long)(20000 + ((r >> 6) % 300000))};
+  int cancel = mt_cancel_hold();
   nanosleep(&ts, NULL);
+  mt_cancel_release(cancel);
 }
 
 void mt_shim_find_own_text(void) {
@@ -419,8 +424,10 @@ static mt_file_identity stderr_at_start;
 void mt_shim_say(const char *line, size_t length) {
   if (!stderr_at_start.known || !mt_file_identity_holds(&stderr_at_start, 2))
     return;
+  int cancel = mt_cancel_hold();
   ssize_t ignored = write(2, line, length);
   (void)ignored;
+  mt_cancel_release(cancel);
 }
 
 /* MEMTAP_RING_DIR and MEMTAP_RING_PID_NS as the process started with them (memtap record's): a
@@ -456,7 +463,9 @@ void mt_shim_init(void) {
   stderr_at_start = mt_file_identity_of(2);
   mt_shim_thread *t = &mt_shim_self;
   t->depth++;
+  int cancel = mt_cancel_hold(); /* maybe inside the program's first malloc */
   int mode = start();
+  mt_cancel_release(cancel);
   mt_shim_set_mode(mode);
   atomic_store_explicit(&mt_shim.init, 2, memory_order_release);
   t->depth--;

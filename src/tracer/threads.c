@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/cancel_hold.h"
 #include "tracer/shim.h"
 
 #define MT_EXPORT __attribute__((visibility("default")))
@@ -83,11 +84,22 @@ static void *trampoline(void *arg) {
   void *(*start)(void *) = s->start;
   void *start_arg = s->arg;
   atomic_store_explicit(&s->taken, 0, memory_order_release);
+  /* The tracer's cancellation points (the ring's reservation) must not let a pthread_cancel sent
+   * right after pthread_create end the thread before the program's function ran, nor one sent
+   * while it ran end it after its function returned: held off, it stays pending for the
+   * program's next cancellation point or, at the end, is not acted on, as untraced
+   * (common/cancel_hold.h). A cancel acted on inside the function runs thread_exiting as a
+   * cleanup handler: cancellation is then off already. */
+  int cancel = mt_cancel_hold();
   thread_started();
+  mt_cancel_release(cancel);
   void *result;
   pthread_cleanup_push(thread_exiting, NULL);
   result = start(start_arg);
-  pthread_cleanup_pop(1);
+  pthread_cleanup_pop(0);
+  cancel = mt_cancel_hold();
+  thread_exiting(NULL);
+  mt_cancel_release(cancel);
   return result;
 }
 

@@ -118,6 +118,7 @@ set(_tracer_tests
     full_64_threads
     full_600_threads_at_once_lose_nothing
     full_10000_short_lived_threads
+    cancelled_threads_end_where_the_program_lets_them
     full_program_closing_its_descriptors_keeps_its_files_and_loses_nothing
     inprocess_program_closing_its_descriptors_keeps_its_files
     program_sees_only_its_own_descriptors

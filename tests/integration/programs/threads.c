@@ -17,6 +17,11 @@
  *   signals prints which of HUP, INT, QUIT, TERM, XFSZ and PIPE it ignores (as inherited)
  *   fds     prints the descriptors it has open, from the main thread and from a new thread that
  *           allocates: the same list traced as untraced (the tracer keeps none of its own)
+ *   cancel-start  20 threads cancelled at once after pthread_create (or once they run) whose
+ *           function has no cancellation point: each must run and return, as untraced
+ *   cancel-malloc MS  a thread that allocates only while it holds a mutex and is cancelled (its
+ *           pthread_testcancel) MS ms later: the mutex must be free after the join, whatever
+ *           the tracer waited for inside malloc (a stopped consumer)
  *   closefds [FILE]  as daemons and sandboxes do: closes every descriptor it inherited (the
  * tracer's ring file among them) and puts a file of its own on descriptors 3..63 (whatever number
  * the tracer had), then runs the cross pattern in new threads and forks a child that allocates; the
@@ -33,6 +38,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_program.h"
@@ -321,6 +327,75 @@ static int closefds(const char *file) {
   return 0;
 }
 
+/* cancel-start: a thread with no cancellation point of its own. */
+static _Atomic int cancel_go, cancel_entered;
+
+static void *uncancellable_thread(void *arg) {
+  atomic_store(&cancel_entered, 1);
+  while (!atomic_load(&cancel_go)) {
+  }
+  void *p = malloc(100); // @expect[cancel-start] allocs=20 frees=20
+  KEEP(p);
+  free(p);
+  return arg;
+}
+
+static void cancel_start(void) {
+  int returned = 0;
+  for (int round = 0; round < 20; round++) {
+    atomic_store(&cancel_go, 0);
+    atomic_store(&cancel_entered, 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, uncancellable_thread, (void *)1) != 0)
+      return;
+    while (round % 2 && !atomic_load(&cancel_entered)) {
+    }
+    pthread_cancel(t);
+    atomic_store(&cancel_go, 1);
+    void *result = NULL;
+    pthread_join(t, &result);
+    returned += result == (void *)1;
+  }
+  printf("cancel-start: %d of 20 threads returned\n", returned);
+}
+
+/* cancel-malloc: allocation only under the lock, the one cancellation point after it. */
+static pthread_mutex_t cancel_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *locked_allocator(void *arg) {
+  (void)arg;
+  for (;;) {
+    pthread_mutex_lock(&cancel_lock);
+    for (int i = 0; i < 200; i++) {
+      void *p = malloc(64);
+      KEEP(p);
+      free(p);
+    }
+    pthread_mutex_unlock(&cancel_lock);
+    pthread_testcancel();
+  }
+  return NULL;
+}
+
+static int cancel_malloc(long ms) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, locked_allocator, NULL) != 0)
+    return 1;
+  struct timespec pause = {ms / 1000, (ms % 1000) * 1000000};
+  nanosleep(&pause, NULL);
+  pthread_cancel(t);
+  void *result = NULL;
+  pthread_join(t, &result);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 5;
+  int rc = pthread_mutex_timedlock(&cancel_lock, &until);
+  printf("cancel-malloc: thread %s, mutex %s\n",
+         result == PTHREAD_CANCELED ? "cancelled" : "returned",
+         rc == 0 ? "free" : "still held by the cancelled thread");
+  return rc == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   if (strcmp(mode, "cross") == 0) {
@@ -387,12 +462,17 @@ int main(int argc, char **argv) {
     pthread_t t;
     pthread_create(&t, NULL, fds_thread, "thread");
     pthread_join(t, NULL);
+  } else if (strcmp(mode, "cancel-start") == 0) {
+    cancel_start();
+  } else if (strcmp(mode, "cancel-malloc") == 0 && argc > 2) {
+    if (cancel_malloc(atol(argv[2])) != 0)
+      return 1;
   } else if (strcmp(mode, "closefds") == 0) {
     if (closefds(argc > 2 ? argv[2] : NULL) != 0)
       return 1;
   } else {
-    fprintf(stderr,
-            "usage: threads cross|many|crowd|short|queue|churn N|signals|fds|closefds [FILE]\n");
+    fprintf(stderr, "usage: threads cross|many|crowd|short|queue|churn N|signals|fds|cancel-start|"
+                    "cancel-malloc MS|closefds [FILE]\n");
     return 64;
   }
   printf("threads %s done\n", mode);

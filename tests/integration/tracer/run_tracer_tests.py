@@ -680,6 +680,48 @@ def test_full_10000_short_lived_threads():
     full_program("threads", ["short"], mode="short")
 
 
+def test_cancelled_threads_end_where_the_program_lets_them():
+    # pthread_cancel acts at cancellation points (open, close, nanosleep, posix_fallocate...):
+    # the tracer's own, made inside malloc and in the thread trampoline, let it end a thread
+    # before its function ran (20 of 20 threads cancelled right after pthread_create never ran
+    # theirs, sampled or full), or inside malloc while the program held its mutex, which then
+    # stayed taken for good (a thread waiting in a lossless ring for a stopped memtap). The
+    # tracer now holds cancellation off around them (common/cancel_hold.h).
+    argv = [program("threads"), "cancel-start"]
+    plain = untraced(argv)
+    expect(plain.stdout == "cancel-start: 20 of 20 threads returned\nthreads cancel-start done\n",
+           f"untraced: {plain.stdout!r}")
+    for options in ((), ("--full",)):
+        trace = os.path.join(WORK, "cancel-start.ctf")
+        traced = record(trace, argv, options)
+        same_behaviour(plain, traced, f"threads cancel-start {' '.join(options)}")
+        if options:
+            f = verify_trace(trace)
+            check_summary_line(traced.stderr, trace, f)
+            check_sites(facts(trace, ["threads.c"]), ["threads.c"], "cancel-start",
+                        "threads cancel-start")
+    # memtap stopped while the thread allocates: the ring fills and the thread waits inside
+    # malloc (a nap of the lossless producer) when the cancel comes.
+    argv = [program("threads"), "cancel-malloc", "1500"]
+    trace = os.path.join(WORK, "cancel-malloc.ctf")
+    p = subprocess.Popen(record_command(trace, argv), env=base_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, errors="replace")
+    time.sleep(0.3)
+    os.kill(p.pid, signal.SIGSTOP)
+    time.sleep(2.5)
+    os.kill(p.pid, signal.SIGCONT)
+    try:
+        out, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("threads cancel-malloc: still running 120 s after memtap was let go on")
+    expect(p.returncode == 0 and out == "cancel-malloc: thread cancelled, mutex free\n"
+           "threads cancel-malloc done\n",
+           f"threads cancel-malloc, memtap stopped 2.5 s: exit {p.returncode}, {out!r}\n{err[-2000:]}")
+    no_rings_left()
+    verify_trace(trace)
+
+
 def test_full_program_closing_its_descriptors_keeps_its_files_and_loses_nothing():
     # The program closes every inherited descriptor (the ring file's among them), puts a file of
     # its own on 3..63, then starts threads and forks: new threads' rings are reserved through
