@@ -252,4 +252,12 @@ void mt_ring_thread_release(struct mt_ring_thread *t) {
   atomic_fetch_sub_explicit(&s->header->rings_in_use, 1, memory_order_relaxed);
   mt_store_release(&b->owner_state, MT_RING_FREE);
   mt_add_relaxed(&s->releases, 1);
+  /* The next claim starts here when this ring comes before the hint: a program that starts and
+   * ends threads one after another reuses a ring whose space is reserved and whose pages are
+   * mapped in, instead of reserving and faulting in a new one for every thread (1,500 threads
+   * once went through 1,500 rings, 6 GB into the file, an open and fallocate each). */
+  uint32_t hint = mt_load_relaxed(&s->claim_hint), n = s->geo.ring_count;
+  while (hint % n > t->ring_index &&
+         !atomic_compare_exchange_weak(&s->claim_hint, &hint, t->ring_index)) {
+  }
 }

@@ -153,6 +153,26 @@ static void thousand_short_lived_threads_keep_their_identity_and_leak_no_ring(vo
   free(ids);
 }
 
+/* Threads started and ended one after another reuse the ring the last one released (its space
+ * reserved, its pages mapped in) instead of going through the file one new ring each. */
+static void threads_one_after_another_reuse_one_ring(void **state) {
+  (void)state;
+  mt_ring *r = rt_open(MT_RING_FLIGHT_RECORDER, 16384, 64, false);
+  uint64_t payload[4];
+  rt_fill(payload, 4, 0, 0);
+  assert_int_equal(mt_ring_write(r, MT_RING_TYPE_OPAQUE_FIRST, 0, payload, 4), MT_OK);
+  static struct writer_arg args[200];
+  for (int n = 0; n < 200; n++) {
+    args[n] = (struct writer_arg){r, (uint64_t)n};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, write_a_few, &args[n]), 0);
+    pthread_join(t, NULL);
+  }
+  /* The main thread's ring and one more, not 64 taken in turn. */
+  assert_int_equal(atomic_load(&mt_ring_session.header->rings_high), 2);
+  mt_ring_close(r);
+}
+
 struct holder {
   mt_ring *ring;
   pthread_barrier_t *wrote, *release;
@@ -308,6 +328,7 @@ static void threads_write_after_the_file_lost_its_name(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(thousand_short_lived_threads_keep_their_identity_and_leak_no_ring),
+      cmocka_unit_test(threads_one_after_another_reuse_one_ring),
       cmocka_unit_test(when_every_ring_is_taken_records_are_dropped_and_counted),
       cmocka_unit_test(ring_of_a_vanished_thread_is_recovered),
       cmocka_unit_test(threads_write_after_the_file_lost_its_name),
