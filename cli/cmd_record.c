@@ -1193,6 +1193,22 @@ static char *join_command_line(char **argv) {
 
 /* --- options --------------------------------------------------------------------------------- */
 
+/* 1 or 2 when `path` names the file memtap's standard output or error is (/dev/stdout, a
+ * terminal's device, `-o log` with `> log`): the program writes there as well. 0 otherwise, and
+ * for /dev/null, where anything may go. */
+static int standard_stream_named(const char *path) {
+  struct stat st, null;
+  if (stat(path, &st) != 0 ||
+      (stat("/dev/null", &null) == 0 && st.st_dev == null.st_dev && st.st_ino == null.st_ino))
+    return 0;
+  for (int fd = 1; fd <= 2; fd++) {
+    struct stat s;
+    if (fstat(fd, &s) == 0 && s.st_dev == st.st_dev && s.st_ino == st.st_ino)
+      return fd;
+  }
+  return 0;
+}
+
 static int parse(int argc, char **argv, settings *set, int *first_arg) {
   static const struct option options[] = {
       {"output", required_argument, NULL, 'o'},
@@ -1283,6 +1299,12 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
     return cli_usage_error("record", "-o needs a file name");
   if (set->output && !strcmp(set->output, "-"))
     return cli_usage_error("record", "-o -: standard output is the program's; give a file name");
+  int stream = set->output ? standard_stream_named(set->output) : 0;
+  if (stream)
+    return cli_usage_error("record",
+                           "-o %s: that is standard %s, which the program writes too (the trace "
+                           "would be mixed with it); give a file name",
+                           set->output, stream == 1 ? "output" : "error");
   *first_arg = optind;
   return 0;
 }

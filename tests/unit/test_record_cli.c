@@ -532,6 +532,14 @@ static void closing_line_quotes_the_trace_and_says_nothing_of_devices(void **sta
   assert_non_null(strstr(err, "standard output is the program's"));
   assert_false(exists("-"));
   free(err);
+  /* The same file by another name (tu_run_cli's standard output and error are files): the trace
+   * was written over the program's own output, and the closing line said to look at it there. */
+  assert_int_equal(record(&err, "/dev/stdout", "/bin/echo", NULL), 64);
+  assert_non_null(strstr(err, "-o /dev/stdout: that is standard output, which the program writes"));
+  free(err);
+  assert_int_equal(record(&err, "/dev/stderr", "/bin/true", NULL), 64);
+  assert_non_null(strstr(err, "-o /dev/stderr: that is standard error"));
+  free(err);
   /* --follow-fork names children's traces FILE.PID: /dev/null takes them too (it made regular
    * files /dev/null.PID in /dev), and a pipe, which has no "next to", is refused. */
   assert_int_equal(tu_run_cli(NULL, NULL, &err, "record", "--follow-fork", "-o", "/dev/null", "--",
