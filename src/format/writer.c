@@ -294,6 +294,23 @@ static int check_time(const domain_writer *d, int64_t time, mt_error *err) {
                    (long long)time, (unsigned)d->domain, (long long)d->t1);
   return MT_OK;
 }
+/* A trace-info string, cut to INFO_STRING_MAX bytes when longer: then it ends in "..." (at a
+ * UTF-8 character's start), so that a reader sees it was cut (a command line of 5,000 bytes as the
+ * context once stopped mid-argument, unsaid). */
+static void put_info_string(mt_wbuf *b, const char *s) {
+  size_t n = s ? strnlen(s, INFO_STRING_MAX + 1) : 0;
+  if (n <= INFO_STRING_MAX) {
+    mt_wbuf_string(b, s, INFO_STRING_MAX);
+    return;
+  }
+  char cut[INFO_STRING_MAX + 1];
+  size_t keep = INFO_STRING_MAX - 3;
+  while (keep > 0 && ((unsigned char)s[keep] & 0xC0) == 0x80)
+    keep--; /* s[keep] would start the dots: not inside a character */
+  memcpy(cut, s, keep);
+  memcpy(cut + keep, "...", 4);
+  mt_wbuf_string(b, cut, INFO_STRING_MAX);
+}
 
 int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
                      const mt_writer_options *options, mt_error *err) {
@@ -338,11 +355,11 @@ int mt_writer_create(mt_writer **out, int fd, const mt_trace_info *info,
   } rate = {.f = info->sample_rate};
   mt_wbuf_u64(&buf, rate.u);
   mt_wbuf_u8(&buf, (uint8_t)(info->word_size ? info->word_size : 64));
-  mt_wbuf_string(&buf, info->executable_name, INFO_STRING_MAX);
-  mt_wbuf_string(&buf, info->host_name, INFO_STRING_MAX);
-  mt_wbuf_string(&buf, info->ocaml_runtime_params, INFO_STRING_MAX);
+  put_info_string(&buf, info->executable_name);
+  put_info_string(&buf, info->host_name);
+  put_info_string(&buf, info->ocaml_runtime_params);
   mt_wbuf_u64(&buf, (uint64_t)f->pid);
-  mt_wbuf_string(&buf, info->context, INFO_STRING_MAX);
+  put_info_string(&buf, info->context);
   mt_packet_header h = {
       .time_begin = info->start_time, .time_end = info->start_time, .verify_ix = MT_NO_VERIFY};
   int rc = write_packet(w, &buf, &h, err);

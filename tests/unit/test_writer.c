@@ -58,6 +58,43 @@ static void rebuilds_memtraces_tiny_trace_bit_for_bit(void **state) {
   free(data);
 }
 
+/* A trace-info string longer than the writer keeps (a long command line as the context) is cut
+ * with "..." at its end, never in the middle of a UTF-8 character, and the rest reads whole. */
+static void a_long_info_string_is_cut_with_dots(void **state) {
+  (void)state;
+  static char context[6000];
+  memset(context, 'a', sizeof context - 1);
+  for (size_t i = 3990; i + 1 < 4010; i += 2) { /* "é" (2 bytes) around the cut */
+    context[i] = (char)0xC3;
+    context[i + 1] = (char)0xA9;
+  }
+  int fd = memfd_create("long", 0);
+  mt_trace_info info = {.start_time = 1700000000000000LL,
+                        .sample_rate = 1,
+                        .word_size = 64,
+                        .executable_name = "prog",
+                        .host_name = "h",
+                        .ocaml_runtime_params = "",
+                        .pid = 7,
+                        .context = context};
+  mt_writer *w;
+  assert_int_equal(mt_writer_create(&w, fd, &info, NULL, NULL), MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  mt_reader *r;
+  mt_error err;
+  assert_int_equal(mt_reader_open_memory(&r, data, size, NULL, &err), MT_OK);
+  const char *got = mt_reader_info(r)->context;
+  size_t n = strlen(got);
+  assert_true(n <= 4000 && n > 3990);
+  assert_string_equal(got + n - 3, "...");
+  assert_memory_equal(got, context, n - 3);
+  assert_int_not_equal((unsigned char)got[n - 4], 0xC3); /* no half character before the dots */
+  assert_string_equal(mt_reader_info(r)->executable_name, "prog");
+  mt_reader_close(r);
+  free(data);
+}
+
 static void event_times_wrap_the_25_bit_field_inside_a_packet(void **state) {
   (void)state;
   int fd;
@@ -673,6 +710,7 @@ static void fast_path_writes_the_general_paths_bytes_under_cache_pressure(void *
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(rebuilds_memtraces_tiny_trace_bit_for_bit),
+      cmocka_unit_test(a_long_info_string_is_cut_with_dots),
       cmocka_unit_test(event_times_wrap_the_25_bit_field_inside_a_packet),
       cmocka_unit_test(explicit_flushes_write_empty_packets),
       cmocka_unit_test(an_extended_trace_ends_at_the_time_given_not_its_last_event),
