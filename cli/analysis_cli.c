@@ -335,8 +335,9 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
   if (use->resumed && use->resumed_time > read_to)
     read_to = use->resumed_time;
   /* A pass that stopped at the window's end (--to) read no further: the trace goes on past it,
-   * and so past a start before it, however long ago the last event read was. */
-  bool stopped_at_to = options.to != MT_TIME_UNBOUNDED && s->to == options.to && !damage;
+   * and so past a start before it, however long ago the last event read was. (Not the window's
+   * end alone: one that starts and ends past the trace's end, --from 5 --to 5, ends there too.) */
+  bool stopped_at_to = s->stopped_at_to && !damage;
   char start[96], end[96];
   if (options.from != MT_TIME_UNBOUNDED && options.from > read_to && !stopped_at_to) {
     window_time(start, options.from, o->from, duration);

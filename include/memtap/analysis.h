@@ -150,6 +150,8 @@ typedef struct mt_summary {
   mt_trace_info info; /* strings owned by the analysis */
   int64_t end_time;   /* the last event read, µs since the epoch (start_time if none) */
   bool truncated;     /* read to its end, which was cut mid-packet: the rest of it is missing */
+  /* The window has an end (options.to) that the trace goes on past: the pass stopped there. */
+  bool stopped_at_to;
   /* Allocations whose backtrace has more than MT_ANALYSIS_SHOWN_DEPTH_MAX shown frames (after
    * folding): only the outermost that many are shown. */
   uint64_t cut_backtraces;

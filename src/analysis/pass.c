@@ -475,6 +475,7 @@ static int run_pass(mt_analysis **out, mt_reader *r, const mt_analysis_options *
         last = t;
     }
   }
+  sum->stopped_at_to = rc == 0 && bounded_to && stopped_at_to;
   /* A window that ends past the trace's end (or past the damage) ends at the last event read. */
   if (rc == 0 && finish(a, last, bounded_to && stopped_at_to) != MT_OK)
     rc = mt_fail(err, MT_E_NOMEM, -1, "out of memory");

@@ -1316,6 +1316,12 @@ static void a_window_past_the_end_is_refused_and_an_end_past_it_clamped(void **s
   assert_string_equal(out, "");
   free(out);
   free(err);
+  /* Ending there too (it once passed as a window the trace goes on past, exit 0). */
+  assert_int_equal(
+      tu_run_cli(&out, NULL, &err, "top", "--from", "5", "--to", "5", known_path(), NULL), 64);
+  assert_non_null(strstr(err, "the window starts at 5.000000 s, after the trace's end"));
+  free(out);
+  free(err);
   RUN_OK(out, "summary", "--json", "--to", "5", known_path());
   assert_non_null(strstr(out, "\"window\":{\"from_s\":0.000000,\"to_s\":0.000080,"));
   free(out);
