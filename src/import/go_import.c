@@ -160,11 +160,6 @@ static void warn(const importer *im, const char *fmt, ...) {
 
 static void final_warnings(const importer *im) {
   const mt_go_import_stats *s = im->stats;
-  if (s->generations == 0) { /* Go writes a generation at least, even when stopped at once */
-    warn(im, "the Go trace holds nothing after its header: it was cut short (or its program "
-             "ended before the trace was first written out): no allocations imported");
-    return;
-  }
   if (!s->experiment) {
     warn(im, "the Go trace has no alloc/free events (it was not recorded with "
              "GODEBUG=traceallocfree=1 under Go 1.23 or later): no allocations imported");
@@ -205,6 +200,12 @@ static int import_from(struct mt_input *in, int out_fd, const mt_go_import_optio
     im.stats->stacks.live_end = im.h.stacks.count;
     im.stats->end_time = im.last_us;
   }
+  /* Go writes a generation at least, even when tracing stops at once: a trace of its header
+   * alone was cut short (it was a warning with an empty trace, exit 0, for every command). */
+  if (rc == 0 && im.stats->generations == 0)
+    rc = go_fail(err, (int64_t)mt_input_position(in),
+                 "the trace ends after its header: it was cut short (or its program ended "
+                 "before the trace was first written out), no generation to import");
   if (rc == 0) {
     rc = mt_writer_close(im.w, err);
     im.w = NULL;
