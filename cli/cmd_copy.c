@@ -26,7 +26,9 @@ static const char usage[] =
     "  -h, --help           show this help\n"
     "\n"
     "If IN turns out to be malformed part-way, OUT keeps every event before the error and the\n"
-    "exit status is 1. If writing OUT fails, the file that was there is left as it was. Packets\n"
+    "exit status is 1; if IN is truncated (cut mid-packet), OUT keeps every whole packet and the\n"
+    "exit status is 2, as check's. If writing OUT fails, the file that was there is left as it "
+    "was. Packets\n"
     "of other processes are skipped with a warning, as check does; a promote or collect of an\n"
     "object allocated in one is left out when OUT has no name for it, with a warning.\n";
 
@@ -168,6 +170,9 @@ int mt_cmd_copy(int argc, char **argv) {
       status = MT_EXIT_FAILURE;
     }
     keep = !closed && (!rc || read_failed);
+    /* IN cut mid-packet: OUT is every whole packet before the cut, and says so with 2, as check. */
+    if (status == MT_EXIT_OK && mt_reader_truncated(r, NULL))
+      status = MT_EXIT_PARTIAL;
   }
   if (!cli_output_file_close(&of, keep))
     status = MT_EXIT_FAILURE;

@@ -27,10 +27,10 @@ static const char usage[] =
     "               backtrace uses it, then the events (schema: docs/cli.md)\n"
     "  -h, --help   show this help\n"
     "\n"
-    "Exit status: 0 when the whole trace was printed (of a truncated trace, everything before\n"
-    "its incomplete last packet, with a warning, as memtrace's dump does), 1 when it is\n"
-    "malformed (the error names the byte offset; everything before it was printed), 64 for a\n"
-    "bad command line.\n";
+    "Exit status: 0 when the whole trace was printed; 2 when it is truncated (everything before\n"
+    "its incomplete last packet was printed, with a warning, as memtrace's dump prints it); 1\n"
+    "when it is malformed (the error names the byte offset; everything before it was printed);\n"
+    "64 for a bad command line.\n";
 
 typedef struct frame_text {
   size_t len;
@@ -219,6 +219,9 @@ int mt_cmd_dump(int argc, char **argv) {
   int status = json ? dump_json(&d) : dump_text(&d);
   if (!out_finish(&d.out))
     status = MT_EXIT_FAILURE;
+  /* Printed whole up to a cut: 2, as check and the analyses say of a truncated trace. */
+  if (status == MT_EXIT_OK && mt_reader_truncated(d.reader, NULL))
+    status = MT_EXIT_PARTIAL;
   mt_reader_close(d.reader);
   mt_hashmap_free(&d.texts);
   mt_arena_free(&d.arena);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "format/buf.h"
 #include "format/packet.h"
@@ -183,6 +184,26 @@ static void cut_traces_are_truncated_and_say_where(void **state) {
   check_expect(o.data, p, 0, NULL);      /* at a packet boundary: a shorter, whole trace */
   const char *first[] = {"malformed trace at byte 0", "trace-info packet is incomplete", NULL};
   check_expect(o.data, 40, 1, first); /* inside packet 0: nothing to read */
+  /* dump and copy say it too (both exited 0, so that a script could not tell the cut packet
+   * was lost), copy keeping every whole packet before the cut. */
+  const char *path = tu_temp_path("damaged.ctf"), *copy = tu_temp_path("cut-copy.ctf");
+  tu_write_file(path, o.data, p + 100);
+  char *out = NULL, *err = NULL;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "dump", path, NULL), 2);
+  assert_non_null(strstr(err, "skipping truncated packet"));
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "dump", "--json", path, NULL), 2);
+  free(out);
+  free(err);
+  unlink(copy);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "copy", path, copy, NULL), 2);
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "check", copy, NULL), 0);
+  free(out);
+  free(err);
+  unlink(copy);
   free(o.data);
 }
 
