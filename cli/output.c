@@ -169,14 +169,16 @@ const char *out_format_bytes(double bytes, char buf[32]) {
     snprintf(buf, 32, "%.0f B", v);
   else if (fabs(v) < 99.95) /* what would print as "100.0" gets no decimal */
     snprintf(buf, 32, "%.1f %s", v, iec_units[u]);
-  else
+  else if (fabs(v) < 1e6 || !isfinite(v))
     snprintf(buf, 32, "%.0f %s", v, iec_units[u]);
+  else /* estimates of a crafted rate (1e-300): the digits would not fit, the unit would go */
+    snprintf(buf, 32, "%.3g %s", v, iec_units[u]);
   return buf;
 }
 
 const char *out_format_count(double count, char buf[32]) {
-  if (!isfinite(count) || fabs(count) >= 9e18) {
-    snprintf(buf, 32, "%.0f", count);
+  if (!isfinite(count) || fabs(count) >= 9e18) { /* not a count a program made: 3 digits */
+    snprintf(buf, 32, "%.3g", count);
     return buf;
   }
   long long v = llround(count);

@@ -1365,6 +1365,29 @@ static void a_window_inside_a_gap_between_events_is_accepted(void **state) {
   free(out);
 }
 
+/* A crafted rate (1e-300) makes estimates of 10^300 bytes: they print with their unit in three
+ * digits (the digits once filled the field and cut the unit off, "~6938893903907227710147"). */
+static void estimates_of_a_tiny_rate_keep_their_unit(void **state) {
+  (void)state;
+  int fd;
+  mt_writer *w = tg_writer(3, 1e-300, &fd);
+  mt_error err;
+  uint64_t stack[] = {101};
+  assert_int_equal(mt_writer_put_alloc(w, TG_START + 10, 4, 1, MT_SOURCE_EXTERNAL, stack, 1,
+                                       tg_resolve, NULL, NULL, &err),
+                   MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  const char *path = known_trace_file("tiny-rate.ctf", data, size);
+  free(data);
+  char *out;
+  RUN_OK(out, "summary", path);
+  assert_non_null(strstr(out, "(one sample stands for ~6.94e+282 EiB)"));
+  if (!strstr(out, "1 sampled object, 1 sample, ~6.94e+282 EiB, ~2.5e+299 objects"))
+    fail_msg("%s", out);
+  free(out);
+}
+
 static void hide_patterns_add_up(void **state) {
   (void)state;
   char *both, *joined, *one;
@@ -1707,6 +1730,7 @@ int main(void) {
       cmocka_unit_test(analyses_of_a_truncated_trace_warn_and_exit_2),
       cmocka_unit_test(a_window_past_the_end_is_refused_and_an_end_past_it_clamped),
       cmocka_unit_test(a_window_inside_a_gap_between_events_is_accepted),
+      cmocka_unit_test(estimates_of_a_tiny_rate_keep_their_unit),
       cmocka_unit_test(hide_patterns_add_up),
       cmocka_unit_test(export_options_are_honoured_or_refused),
       cmocka_unit_test(contradictory_index_options_are_refused),
