@@ -216,8 +216,10 @@ bool an_regex_valid(const char *cmd, const char *option, const char *regex) {
 static bool hide_pattern(const char *cmd, const an_options *o, char **out) {
   size_t len = 1;
   for (int i = 0; i < o->nhide; i++) {
-    if (!*o->hide[i])
-      continue;
+    if (!*o->hide[i]) { /* it would hide nothing: an option is honoured or refused */
+      cli_usage_error(cmd, "--hide needs a pattern (a regular expression of function names)");
+      return false;
+    }
     if (!an_regex_valid(cmd, "--hide ", o->hide[i]))
       return false;
     len += strlen(o->hide[i]) + 3;
@@ -232,8 +234,7 @@ static bool hide_pattern(const char *cmd, const an_options *o, char **out) {
   }
   size_t at = 0;
   for (int i = 0; i < o->nhide; i++)
-    if (*o->hide[i])
-      at += (size_t)snprintf(joined + at, len - at, "%s(%s)", at ? "|" : "", o->hide[i]);
+    at += (size_t)snprintf(joined + at, len - at, "%s(%s)", at ? "|" : "", o->hide[i]);
   *out = joined;
   return true;
 }

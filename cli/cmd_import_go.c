@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "output.h"
 #include "memtap/import.h"
 #include "output_file.h"
 
@@ -156,8 +157,9 @@ int mt_cmd_import_go(int argc, char **argv) {
   if (!cli_output_file_close(&of, rc == MT_OK) || rc)
     return MT_EXIT_FAILURE;
   if (!quiet && !of.is_stdout) {
-    printf("%s: Go trace format go 1.%d, %" PRIu64 " generations, %" PRIu64 " events\n", in,
-           stats.format_version, stats.generations, stats.go_events);
+    printf("%s: Go trace format go 1.%d, %" PRIu64 " generation%s, %" PRIu64 " event%s\n", in,
+           stats.format_version, stats.generations, out_plural((double)stats.generations),
+           stats.go_events, out_plural((double)stats.go_events));
     print_counts("heap objects", &stats.objects);
     print_counts("spans", &stats.spans);
     print_counts("goroutine stacks", &stats.stacks);

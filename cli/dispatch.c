@@ -72,16 +72,21 @@ static int run(int argc, char **argv) {
     return MT_EXIT_USAGE;
   }
   const char *name = argv[1];
-  if (argc > 2 && !strcmp(name, "help")) { /* "memtap help top" is "memtap top --help" */
-    static char help[] = "--help";
-    char *args[] = {argv[2], help, NULL};
+  bool help = !strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help");
+  if (argc > 2 && help) { /* "memtap help top" (or --help top) is "memtap top --help" */
+    static char help_option[] = "--help";
+    char *args[] = {argv[2], help_option, NULL};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
       if (!strcmp(argv[2], commands[i].name))
         return commands[i].run(2, args);
     fprintf(stderr, "memtap: unknown command '%s'; 'memtap --help' lists the commands\n", argv[2]);
     return MT_EXIT_USAGE;
   }
-  if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+  if (!strcmp(name, "--version") && argc > 2) { /* an argument it would not read */
+    fprintf(stderr, "memtap: --version takes no argument ('%s' given)\n", argv[2]);
+    return MT_EXIT_USAGE;
+  }
+  if (help) {
     print_help(stdout);
     return MT_EXIT_OK;
   }

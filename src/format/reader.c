@@ -236,7 +236,9 @@ static int parse_trace_info(mt_reader *r) {
     return mt_reader_malformed(r, field, "trace_info ends inside its sample rate or word size");
   /* Sizes are words of this many bits: a trace whose words are not whole bytes describes no
    * memory (OCaml writes 64, or 32). */
-  if (!word_size || word_size % 8)
+  if (!word_size)
+    return mt_reader_malformed(r, field + 8, "the word size is 0 bits");
+  if (word_size % 8)
     return mt_reader_malformed(r, field + 8, "the word size %u bits is not a whole number of bytes",
                                (unsigned)word_size);
   for (int i = 0; i < 3; i++) {

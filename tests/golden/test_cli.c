@@ -66,6 +66,9 @@ static void every_command_has_help(void **state) {
   (void)state;
   expect(0, "commands:", NULL, "--help", NULL);
   expect(0, "memtap ", NULL, "--version", NULL);
+  expect(64, NULL, "memtap: --version takes no argument ('extra' given)", "--version", "extra",
+         NULL);
+  expect(0, "usage: memtap top", NULL, "--help", "top", NULL);
   const char *commands[] = {"info", "dump", "check", "copy"};
   for (int i = 0; i < 4; i++) {
     char usage[64];

@@ -1406,6 +1406,10 @@ static void hide_patterns_add_up(void **state) {
       tu_run_cli(NULL, NULL, &err, "top", "--hide", "ok", "--hide", "(", known_path(), NULL), 64);
   assert_non_null(strstr(err, "bad --hide regular expression '('"));
   free(err);
+  /* An empty pattern hid nothing, silently. */
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "top", "--hide", "", known_path(), NULL), 64);
+  assert_non_null(strstr(err, "--hide needs a pattern"));
+  free(err);
 }
 
 static void export_options_are_honoured_or_refused(void **state) {

@@ -266,7 +266,7 @@ static void packet_0_must_hold_exactly_trace_info_at_its_start_time(void **state
   expect_malformed(&t, false, event + 4, "is too small: one sample would stand for more bytes");
   mt_store_u64(data + event + 4, saved);
   const uint8_t words[] = {0, 65, 7};
-  const char *words_said[] = {"the word size 0 bits", "the word size 65 bits",
+  const char *words_said[] = {"the word size is 0 bits", "the word size 65 bits",
                               "the word size 7 bits is not a whole number of bytes"};
   for (size_t i = 0; i < sizeof words; i++) {
     uint8_t kept = data[event + 12];
