@@ -228,7 +228,9 @@ int mt_cmd_info(int argc, char **argv) {
     out_printf(&o, "  largest:      %s word%s\n", out_format_count((double)t.max_length, n1),
                out_plural((double)t.max_length));
     if (truncated)
-      out_printf(&o, "truncated:      at byte %lld (the writer stopped mid-packet)\n",
+      out_printf(&o,
+                 "truncated:      at byte %lld (cut mid-packet: the writer stopped, or the "
+                 "file was cut short)\n",
                  (long long)cut);
   }
   int status = out_finish(&o) ? MT_EXIT_OK : MT_EXIT_FAILURE;

@@ -135,6 +135,13 @@ static int64_t field_offset(const mt_reader *r, int v3_offset) {
 
 /* Reads the header at the current position and applies the §2.11 header checks. Returns 1 with
  * the packet's bytes peeked into r->content, 0 at a clean or cut end, or an error. */
+/* Why a trace ends mid-packet when the reader can tell: a zstd stream cut inside a frame. */
+static const char *cut_short(const mt_reader *r) {
+  return mt_input_cut(r->source) ? "; the zstd stream ends inside a frame: the compressed file "
+                                   "was cut short"
+                                 : "";
+}
+
 static int read_packet(mt_reader *r) {
   mt_error e;
   size_t got;
@@ -167,9 +174,9 @@ static int read_packet(mt_reader *r) {
     r->truncated = true;
     r->truncated_at = r->packet_offset;
     warn(r, r->packet_offset,
-         "the trace ends inside a packet header at byte %lld (%zu byte%s of it present); "
+         "the trace ends inside a packet header at byte %lld (%zu byte%s of it present%s); "
          "reading stops there",
-         (long long)r->packet_offset, got, got == 1 ? "" : "s");
+         (long long)r->packet_offset, got, got == 1 ? "" : "s", cut_short(r));
     return 0;
   }
   r->header_size = hsize;
@@ -205,8 +212,8 @@ static int read_packet(mt_reader *r) {
     r->truncated = true;
     r->truncated_at = r->packet_offset;
     warn(r, r->packet_offset,
-         "skipping truncated packet at byte %lld: %zu of its %zu bytes are present",
-         (long long)r->packet_offset, got, size);
+         "skipping truncated packet at byte %lld: %zu of its %zu bytes are present%s",
+         (long long)r->packet_offset, got, size, cut_short(r));
     mt_input_advance(r->source, got);
     return 0;
   }
@@ -305,7 +312,10 @@ static int open_common(mt_reader *r, mt_reader **out, mt_error *err) {
   }
   int rc = read_packet(r);
   if (rc == 0) {
-    const char *why = r->truncated ? "the trace-info packet is incomplete"
+    const char *why = r->truncated && mt_input_cut(r->source)
+                          ? "the zstd stream ends inside a frame before the trace-info packet is "
+                            "whole (the compressed file was cut short)"
+                      : r->truncated ? "the trace-info packet is incomplete"
                       : mt_input_compressed(r->source)
                           ? "the zstd stream holds no complete block of trace data"
                           : "the file is empty";

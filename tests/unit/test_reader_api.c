@@ -263,6 +263,43 @@ static void a_trace_cut_inside_a_packet_is_a_warning_naming_the_packet(void **st
   free(data);
 }
 
+/* A compressed trace cut short (a copy stopped part-way): the warning says that the zstd stream
+ * ended inside a frame, not only that a packet is short, which reads as a writer that stopped. */
+static void a_compressed_trace_cut_short_says_so(void **state) {
+  (void)state;
+  size_t size;
+  tg_packets p;
+  uint8_t *data = make_trace(&size, &p);
+  size_t keep = p.offset[4] + p.size[4] - 5; /* flushed there: what the cut file decompresses to */
+  size_t bound = ZSTD_compressBound(size) + 64;
+  uint8_t *z = malloc(bound);
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  ZSTD_outBuffer out = {z, bound, 0};
+  ZSTD_inBuffer in = {data, keep, 0};
+  assert_false(ZSTD_isError(ZSTD_compressStream2(c, &out, &in, ZSTD_e_flush)));
+  size_t cut = out.pos;
+  ZSTD_freeCCtx(c);
+  warnings w;
+  assert_int_equal(read_warned(z, cut, &w), 3);
+  char want[256];
+  snprintf(want, sizeof want,
+           "skipping truncated packet at byte %zu: %zu of its %zu bytes are present; the zstd "
+           "stream ends inside a frame: the compressed file was cut short",
+           p.offset[4], p.size[4] - 5, p.size[4]);
+  expect_warning(&w, (int64_t)p.offset[4], want);
+  /* Cut before the first packet is whole: nothing to read, and why. */
+  size_t whole = ZSTD_compress(z, bound, data, size, 3);
+  assert_false(ZSTD_isError(whole));
+  mt_reader *r;
+  mt_error err;
+  assert_int_equal(mt_reader_open_memory(&r, z, whole / 2, NULL, &err), MT_E_MALFORMED);
+  assert_string_equal(err.message, "malformed trace at byte 0: the zstd stream ends inside a "
+                                   "frame before the trace-info packet is whole (the compressed "
+                                   "file was cut short)");
+  free(z);
+  free(data);
+}
+
 static void a_trace_cut_inside_a_header_is_a_warning_naming_the_packet(void **state) {
   (void)state;
   size_t size;
@@ -436,6 +473,7 @@ int main(void) {
       cmocka_unit_test(a_foreign_pid_packet_is_a_warning_naming_the_packet),
       cmocka_unit_test(many_packets_of_other_processes_are_counted_but_only_the_first_are_named),
       cmocka_unit_test(a_trace_cut_inside_a_packet_is_a_warning_naming_the_packet),
+      cmocka_unit_test(a_compressed_trace_cut_short_says_so),
       cmocka_unit_test(a_trace_cut_inside_a_header_is_a_warning_naming_the_packet),
       cmocka_unit_test(size_is_the_files_size_and_minus_one_for_pipes_and_zstd),
       cmocka_unit_test(a_mapped_zstd_trace_much_larger_decompressed_reads_whole),
