@@ -1165,12 +1165,18 @@ static void summary(const traced *t) {
                     : st->claims_failed_full
                         ? " (more threads at once than rings: raise MEMTAP_RING_THREADS)"
                         : "";
+  /* A followed child frees blocks its parent allocated before the fork: unknown to its trace,
+   * which starts at the fork (they are in the parent's). */
+  const char *unknown = !t->main && st->unknown_frees
+                            ? " (blocks allocated before its trace began: its parent's, from "
+                              "before the fork)"
+                            : "";
   cli_error(t->path,
             "%s%" PRIu64 " allocation%s, %" PRIu64 " free%s, %" PRIu64 " unknown free%s, %" PRIu64
-            " lost record%s%s%s%s",
+            " lost record%s%s%s%s%s",
             head, st->allocations, out_plural((double)st->allocations), st->frees,
             out_plural((double)st->frees), st->unknown_frees, out_plural((double)st->unknown_frees),
-            st->lost_records, out_plural((double)st->lost_records), why,
+            st->lost_records, out_plural((double)st->lost_records), why, unknown,
             word ? "; look at it with: memtap top " : "", word ? word : "");
   free(word);
 }

@@ -22,7 +22,9 @@
  *   exec-bare   execs argv[2] with an empty environment (no LD_PRELOAD: the tracer does not
  *               start in it)
  *   clearenv    empties its environment (clearenv), then as fork: the child's note must still
- *               reach memtap's ring directory (argv[2] unused) */
+ *               reach memtap's ring directory (argv[2] unused)
+ *   fork-frees  allocates 10 blocks, forks; the child frees them (blocks its trace never saw
+ *               allocated), the parent too (argv[2] unused) */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
@@ -109,6 +111,21 @@ static int wait_for(pid_t pid, const char *what) {
 static int run(const char *mode, char *prog) {
   char *args[] = {prog, NULL};
   fflush(stdout);
+  if (strcmp(mode, "fork-frees") == 0) {
+    void *blocks[10];
+    for (int i = 0; i < 10; i++)
+      blocks[i] = malloc(100);
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (int i = 0; i < 10; i++)
+        free(blocks[i]);
+      _exit(0);
+    }
+    int rc = wait_for(pid, mode);
+    for (int i = 0; i < 10; i++)
+      free(blocks[i]);
+    return rc;
+  }
   if (strcmp(mode, "fork") == 0) {
     pid_t pid = fork();
     if (pid == 0) {
@@ -208,7 +225,7 @@ int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr,
             "usage: procs fork|fork-exec|vfork-exec|spawn|all|daemon|clone|raw-clone|vfork-killed|"
-            "clone-vm|exec-bare|clearenv PROGRAM\n");
+            "clone-vm|exec-bare|clearenv|fork-frees PROGRAM\n");
     return 64;
   }
   parent_work();

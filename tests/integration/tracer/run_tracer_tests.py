@@ -1296,6 +1296,20 @@ def test_full_fork_exec_vfork_spawn_with_follow_fork():
     trace = os.path.join(directory, "procs.ctf")
     traced = record(trace, argv, ("--full", "--follow-fork"))
     same_behaviour(plain, traced, "procs all --follow-fork")
+    # A forked child that frees its parent's blocks: its closing line says what its unknown frees
+    # are (the parent's does not).
+    trace = os.path.join(WORK, "fork-frees.ctf")
+    p = record(trace, [program("procs"), "fork-frees", "-"], ("--full", "--follow-fork"))
+    note = "(blocks allocated before its trace began: its parent's, from before the fork)"
+    lines = [line for line in p.stderr.splitlines() if "unknown free" in line]
+    child = [line for line in lines if "fork-frees.ctf." in line]
+    parent = [line for line in lines if "fork-frees.ctf:" in line]
+    expect(len(child) == 1 and " 10 unknown frees" in child[0] and note in child[0] and
+           len(parent) == 1 and note not in parent[0], f"fork-frees closing lines: {lines}")
+    for path in trace_files(WORK):
+        if os.path.basename(path).startswith("fork-frees.ctf."):
+            os.unlink(path)
+    trace = os.path.join(directory, "procs.ctf")
     files = trace_files(directory)
     # fork, fork-exec, vfork-exec and spawn: four children, each with its own trace FILE.<pid>. A
     # process that execs starts its trace over (docs/record.md, "exec"): the fork-exec child's
