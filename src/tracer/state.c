@@ -381,9 +381,29 @@ static void warn_if_new_bypasses_malloc(void) {
                         "memory allocated with new is not traced");
 }
 
+/* Whether this process is a descendant `memtap record` does not follow (exec'd, without
+ * --follow-fork), told from the three variables that decide it alone: such a process stays
+ * untraced whatever else its environment says, and quietly, for a malformed MEMTAP_* there was
+ * set by the program for its children (the shim's complaint went into their output). */
+static bool unfollowed_descendant(void) {
+  const char *record = mt_shim_getenv(NULL, "MEMTAP_RECORD");
+  const char *follow = mt_shim_getenv(NULL, "MEMTAP_FOLLOW_FORK");
+  const char *pid = mt_shim_getenv(NULL, "MEMTAP_TRACE_PID");
+  uint64_t n;
+  return record && !strcmp(record, "1") && !(follow && !strcmp(follow, "1")) && pid && *pid &&
+         strspn(pid, "0123456789") == strlen(pid) && mt_tracer_parse_size(pid, &n) &&
+         n != (uint64_t)getpid();
+}
+
 static int start(void) {
   mt_error err = {0};
   if (mt_tracer_config_parse(&mt_shim.config, mt_shim_getenv, NULL, &err) != MT_OK) {
+    if (unfollowed_descendant()) {
+      mt_shim.config.record = true;
+      atomic_store(&mt_shim.never, true);
+      note_untraced_process(0);
+      return MT_SHIM_OFF;
+    }
     say_not_tracing(&err);
     return MT_SHIM_OFF;
   }

@@ -564,6 +564,26 @@ static void closing_line_quotes_the_trace_and_says_nothing_of_devices(void **sta
   free(err);
 }
 
+/* A program that sets a malformed MEMTAP_* for a child it execs: the child is a descendant memtap
+ * does not follow, untraced whatever its variables say, and its shim says nothing into the
+ * program's output (it printed "memtap: not tracing: MEMTAP_SAMPLE_INTERVAL=bogus ..."). */
+static void unfollowed_child_with_malformed_variables_stays_quiet(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char *out = NULL, *err = NULL;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "record", "-o", tu_temp_path("quiet.ctf"), "--",
+                              "/bin/sh", "-c", "MEMTAP_SAMPLE_INTERVAL=bogus /bin/true; echo done",
+                              (char *)NULL),
+                   0);
+  assert_string_equal(out, "done\n");
+  if (strstr(err, "not tracing"))
+    fail_msg("the child's shim spoke: %s", err);
+  assert_non_null(strstr(err, "1 process that sh started was not traced (true)"));
+  free(out);
+  free(err);
+}
+
 /* Without -o the trace is PROGRAM.PID.ctf in the current directory: a program whose name holds
  * a newline or another control character gets '_' in its place. */
 static void default_trace_name_has_no_control_characters(void **state) {
@@ -692,6 +712,7 @@ int main(void) {
       cmocka_unit_test(a_trace_being_written_is_not_written_by_another_recorder),
       cmocka_unit_test(closing_line_quotes_the_trace_and_says_nothing_of_devices),
       cmocka_unit_test(default_trace_name_has_no_control_characters),
+      cmocka_unit_test(unfollowed_child_with_malformed_variables_stays_quiet),
       cmocka_unit_test(followed_child_without_a_ring_file_is_said),
       cmocka_unit_test(library_loaded_by_a_relative_path_has_its_symbols),
       cmocka_unit_test(true_is_traced_into_a_readable_trace),
