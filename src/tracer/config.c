@@ -189,10 +189,7 @@ int mt_tracer_config_parse(mt_tracer_config *cfg, mt_tracer_env_fn lookup, void 
   cfg->rate_source = MT_TRACER_RATE_DEFAULT;
   int rc;
   if ((rc = parse_flag(lookup, user, "MEMTAP_RECORD", &cfg->record, err)) != MT_OK ||
-      (rc = parse_flag(lookup, user, "MEMTAP_FULL", &cfg->full, err)) != MT_OK ||
       (rc = parse_flag(lookup, user, "MEMTAP_FOLLOW_FORK", &cfg->follow_fork, err)) != MT_OK)
-    goto fail;
-  if ((rc = parse_rate(cfg, lookup, user, err)) != MT_OK)
     goto fail;
   const char *v;
   if ((v = value(lookup, user, "MEMTAP_TRACE_PID"))) {
@@ -204,6 +201,10 @@ int mt_tracer_config_parse(mt_tracer_config *cfg, mt_tracer_env_fn lookup, void 
     }
     cfg->trace_pid = (int64_t)pid;
   }
+  cfg->scope_read = true;
+  if ((rc = parse_flag(lookup, user, "MEMTAP_FULL", &cfg->full, err)) != MT_OK ||
+      (rc = parse_rate(cfg, lookup, user, err)) != MT_OK)
+    goto fail;
   if ((v = value(lookup, user, "MEMTAP_SEED"))) {
     bool digits_only = strspn(v, "0123456789") == strlen(v);
     if (!digits_only || !mt_tracer_parse_size(v, &cfg->seed)) {

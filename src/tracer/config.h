@@ -37,6 +37,9 @@ typedef struct mt_tracer_config {
   bool seeded;       /* MEMTAP_SEED was given */
   uint64_t seed;     /* its value */
   int64_t trace_pid; /* MEMTAP_TRACE_PID, 0 when unset */
+  /* MEMTAP_RECORD, MEMTAP_FOLLOW_FORK and MEMTAP_TRACE_PID, which decide whether this process
+   * traces at all, were read well (they are parsed first: a failure after them leaves this set) */
+  bool scope_read;
   uint64_t interval; /* mean gap between sample points in bytes (8 with full tracing) */
   double rate;       /* lambda, samples per 8-byte word: 8 / interval (1 with full tracing) */
   mt_tracer_rate_source rate_source;

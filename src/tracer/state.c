@@ -381,39 +381,27 @@ static void warn_if_new_bypasses_malloc(void) {
                         "memory allocated with new is not traced");
 }
 
-/* Whether this process is a descendant `memtap record` does not follow (exec'd, without
- * --follow-fork), told from the three variables that decide it alone: such a process stays
- * untraced whatever else its environment says, and quietly, for a malformed MEMTAP_* there was
- * set by the program for its children (the shim's complaint went into their output). */
-static bool unfollowed_descendant(void) {
-  const char *record = mt_shim_getenv(NULL, "MEMTAP_RECORD");
-  const char *follow = mt_shim_getenv(NULL, "MEMTAP_FOLLOW_FORK");
-  const char *pid = mt_shim_getenv(NULL, "MEMTAP_TRACE_PID");
-  uint64_t n;
-  return record && !strcmp(record, "1") && !(follow && !strcmp(follow, "1")) && pid && *pid &&
-         strspn(pid, "0123456789") == strlen(pid) && mt_tracer_parse_size(pid, &n) &&
-         n != (uint64_t)getpid();
+/* Whether `c` makes this process a descendant `memtap record` does not follow (exec'd, without
+ * --follow-fork): it stays untraced, and says nothing even of a malformed MEMTAP_* its program set
+ * for it (the shim's complaint went into the program's output). */
+static bool unfollowed_descendant(const mt_tracer_config *c) {
+  return c->scope_read && c->record && c->trace_pid && c->trace_pid != getpid() && !c->follow_fork;
 }
 
 static int start(void) {
   mt_error err = {0};
-  if (mt_tracer_config_parse(&mt_shim.config, mt_shim_getenv, NULL, &err) != MT_OK) {
-    if (unfollowed_descendant()) {
-      mt_shim.config.record = true;
-      atomic_store(&mt_shim.never, true);
-      note_untraced_process(0);
-      return MT_SHIM_OFF;
-    }
-    say_not_tracing(&err);
-    return MT_SHIM_OFF;
-  }
+  bool parsed = mt_tracer_config_parse(&mt_shim.config, mt_shim_getenv, NULL, &err) == MT_OK;
   const mt_tracer_config *c = &mt_shim.config;
-  bool inprocess = !c->record;
-  if (c->record && c->trace_pid && c->trace_pid != getpid() && !c->follow_fork) {
+  if (unfollowed_descendant(c)) {
     atomic_store(&mt_shim.never, true);
     note_untraced_process(0);
     return MT_SHIM_OFF; /* an exec'd descendant that inherited the environment */
   }
+  if (!parsed) {
+    say_not_tracing(&err);
+    return MT_SHIM_OFF;
+  }
+  bool inprocess = !c->record;
   if (inprocess && !c->output)
     return MT_SHIM_OFF; /* not asked to trace (mt_tracer_start may ask later) */
   if (inprocess && mt_inprocess_prepare(c->output, &err) != MT_OK) {
