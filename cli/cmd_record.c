@@ -1199,22 +1199,6 @@ static char *join_command_line(char **argv) {
 
 /* --- options --------------------------------------------------------------------------------- */
 
-/* 1 or 2 when `path` names the file memtap's standard output or error is (/dev/stdout, a
- * terminal's device, `-o log` with `> log`): the program writes there as well. 0 otherwise, and
- * for /dev/null, where anything may go. */
-static int standard_stream_named(const char *path) {
-  struct stat st, null;
-  if (stat(path, &st) != 0 ||
-      (stat("/dev/null", &null) == 0 && st.st_dev == null.st_dev && st.st_ino == null.st_ino))
-    return 0;
-  for (int fd = 1; fd <= 2; fd++) {
-    struct stat s;
-    if (fstat(fd, &s) == 0 && s.st_dev == st.st_dev && s.st_ino == st.st_ino)
-      return fd;
-  }
-  return 0;
-}
-
 static int parse(int argc, char **argv, settings *set, int *first_arg) {
   static const struct option options[] = {
       {"output", required_argument, NULL, 'o'},
@@ -1305,12 +1289,6 @@ static int parse(int argc, char **argv, settings *set, int *first_arg) {
     return cli_usage_error("record", "-o needs a file name");
   if (set->output && !strcmp(set->output, "-"))
     return cli_usage_error("record", "-o -: standard output is the program's; give a file name");
-  int stream = set->output ? standard_stream_named(set->output) : 0;
-  if (stream)
-    return cli_usage_error("record",
-                           "-o %s: that is standard %s, which the program writes too (the trace "
-                           "would be mixed with it); give a file name",
-                           set->output, stream == 1 ? "output" : "error");
   *first_arg = optind;
   return 0;
 }
@@ -1556,6 +1534,15 @@ int mt_cmd_record(int argc, char **argv) {
                 i ? "the tracer's library" : "the program", precious[i]);
       return MT_EXIT_FAILURE;
     }
+  /* Nor into the program's standard output or error by another name (/dev/stdout, a terminal,
+   * the file `>` sent them to), as -o - is refused; /dev/null takes anything. */
+  for (int fd = 1; set.output && fd <= 2; fd++)
+    if (same_file(set.output, fd == 1 ? "/dev/stdout" : "/dev/stderr") &&
+        !same_file(set.output, "/dev/null"))
+      return cli_usage_error("record",
+                             "-o %s: that is standard %s, which the program writes too (the "
+                             "trace would be mixed with it); give a file name",
+                             set.output, fd == 1 ? "output" : "error");
   /* Nor over a file the program is given (`memtap record -o in.txt -- sort in.txt`): the program
    * would read the trace, and the file would be lost. */
   for (char **arg = prog_argv + 1; set.output && *arg; arg++)
