@@ -85,6 +85,19 @@ void out_str(cli_out *o, const char *s) {
   out_bytes(o, s, strlen(s));
 }
 
+void out_line_field(cli_out *o, const char *s) {
+  if (!s)
+    return;
+  for (;;) {
+    size_t n = strcspn(s, "\n\r");
+    out_bytes(o, s, n);
+    if (!s[n])
+      return;
+    out_str(o, s[n] == '\n' ? "\\n" : "\\r");
+    s += n + 1;
+  }
+}
+
 void out_printf(cli_out *o, const char *fmt, ...) {
   if (sizeof o->buf - o->len < 512)
     out_flush(o);

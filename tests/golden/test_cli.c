@@ -514,6 +514,37 @@ static void json_output_escapes_invalid_utf8_reversibly(void **state) {
   free(err);
 }
 
+/* info and summary print one field per line: a line break inside a field (a program named with a
+ * newline, a command line with one) is written as \\n or \\r, so that `memtap info T | grep
+ * context:` still finds the whole context, on a pipe as on a terminal. */
+static void line_breaks_in_fields_stay_on_their_line(void **state) {
+  (void)state;
+  int fd = memfd_create("breaks", 0);
+  assert_true(fd >= 0);
+  mt_trace_info info = tg_info(1.0);
+  info.executable_name = "/bin/two\nlines";
+  info.host_name = "host\r";
+  info.context = "prog 'a\nb' c";
+  mt_writer *w;
+  assert_int_equal(mt_writer_create(&w, fd, &info, NULL, NULL), MT_OK);
+  size_t size;
+  uint8_t *data = tg_finish(w, fd, &size);
+  const char *path = tu_temp_path("breaks.ctf");
+  tu_write_file(path, data, size);
+  free(data);
+  char *out = NULL, *err = NULL;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "info", path, NULL), 0);
+  expect_in(out, "info", "\nexecutable:     /bin/two\\nlines\n");
+  expect_in(out, "info", "\nhost:           host\\r\n");
+  expect_in(out, "info", "\ncontext:        prog 'a\\nb' c\n");
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "summary", path, NULL), 0);
+  expect_in(out, "summary", "\nexecutable:      /bin/two\\nlines\n");
+  free(out);
+  free(err);
+}
+
 /* --- output that cannot be written --------------------------------------------------------- */
 
 static void expect_write_failure(const char *arg0, const char *arg1, const char *arg2) {
@@ -1244,6 +1275,7 @@ int main(void) {
       cmocka_unit_test(copy_leaves_out_promotes_and_collects_of_a_skipped_packets_objects),
       cmocka_unit_test(a_window_in_percent_says_each_warning_once),
       cmocka_unit_test(json_output_escapes_invalid_utf8_reversibly),
+      cmocka_unit_test(line_breaks_in_fields_stay_on_their_line),
       cmocka_unit_test(every_command_fails_when_its_output_cannot_be_written),
       cmocka_unit_test(every_output_that_is_an_input_is_refused),
       cmocka_unit_test(a_write_that_fails_midway_leaves_the_old_file_and_no_temporary),
