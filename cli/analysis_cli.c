@@ -39,30 +39,47 @@ bool an_option(an_options *o, int c, const char *arg) {
   }
 }
 
-bool an_parse_time(const char *text, int64_t duration_us, int64_t *us) {
+/* A time's number and unit: -1 if malformed, else 1 for a percentage and 0 for seconds, its value
+ * in *v (finite, 0 or more). */
+static int time_form(const char *text, double *v) {
   /* Plain decimal only: strtod would also take "0x10" (16 s), "1e3", "inf" and leading spaces. */
   size_t digits = strspn(text, "0123456789");
   size_t length = digits;
   if (text[length] == '.')
     length += 1 + strspn(text + length + 1, "0123456789");
   if (digits == 0 && length <= 1) /* no digit at all */
-    return false;
+    return -1;
   char *end;
-  double v = strtod(text, &end);
-  if (end != text + length || !isfinite(v) || v < 0)
+  *v = strtod(text, &end);
+  if (end != text + length || !isfinite(*v) || *v < 0)
+    return -1;
+  if (!strcmp(end, "%"))
+    return 1;
+  return *end && strcmp(end, "s") ? -1 : 0;
+}
+
+static bool an_parse_time(const char *text, int64_t duration_us, int64_t *us) {
+  double v;
+  int percent = time_form(text, &v);
+  if (percent < 0 || v > (percent ? 100 : AN_MAX_SECONDS))
     return false;
-  if (!strcmp(end, "%")) {
-    if (v > 100)
-      return false;
-    *us = (int64_t)llround(v / 100 * (double)duration_us);
-    return true;
-  }
-  if (*end && strcmp(end, "s"))
-    return false;
-  if (v > 9e12)
-    return false;
-  *us = (int64_t)llround(v * 1e6);
+  *us = percent ? (int64_t)llround(v / 100 * (double)duration_us) : (int64_t)llround(v * 1e6);
   return true;
+}
+
+bool an_time_arg(const char *cmd, const char *option, const char *forms, const char *text,
+                 int64_t duration_us, int64_t *us) {
+  if (an_parse_time(text, duration_us, us))
+    return true;
+  double v;
+  int percent = time_form(text, &v);
+  if (percent < 0)
+    cli_usage_error(cmd, "%s takes %s, not '%s'", option, forms, text);
+  else if (percent)
+    cli_usage_error(cmd, "%s %s: a percentage of the trace is 0%% to 100%%", option, text);
+  else
+    cli_usage_error(cmd, "%s %s: at most %.0f seconds", option, text, AN_MAX_SECONDS);
+  return false;
 }
 
 /* TRACE.idx for a trace file (malloc'd); NULL for standard input or when memory runs out. */
@@ -261,14 +278,11 @@ mt_analysis *an_load(const char *cmd, const char *path, const an_options *o, boo
       return NULL;
     }
   }
-  if (o->from && !an_parse_time(o->from, duration, &options.from)) {
-    cli_usage_error(cmd, "--from takes seconds or a percentage, not '%s'", o->from);
+  const char *forms = "seconds or a percentage";
+  if (o->from && !an_time_arg(cmd, "--from", forms, o->from, duration, &options.from))
     return NULL;
-  }
-  if (o->to && !an_parse_time(o->to, duration, &options.to)) {
-    cli_usage_error(cmd, "--to takes seconds or a percentage, not '%s'", o->to);
+  if (o->to && !an_time_arg(cmd, "--to", forms, o->to, duration, &options.to))
     return NULL;
-  }
   if (to_override != MT_TIME_UNBOUNDED)
     options.to = to_override;
   if (options.from != MT_TIME_UNBOUNDED && options.to != MT_TIME_UNBOUNDED &&
@@ -501,7 +515,10 @@ bool an_metric_arg(const char *cmd, const char *arg, mt_metric *metric) {
 bool an_count_arg(const char *cmd, const char *option, const char *arg, long long *count) {
   if (cli_parse_int(arg, 0, LLONG_MAX, count))
     return true;
-  cli_usage_error(cmd, "%s takes a count (0 or more), not '%s'", option, arg);
+  if (*arg && strspn(arg, "0123456789") == strlen(arg)) /* digits, too many of them */
+    cli_usage_error(cmd, "%s %s: at most %lld", option, arg, LLONG_MAX);
+  else
+    cli_usage_error(cmd, "%s takes a count (0 or more), not '%s'", option, arg);
   return false;
 }
 

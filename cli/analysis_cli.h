@@ -70,8 +70,12 @@ enum {
 /* Handles a shared option; false if `c` is not one. */
 bool an_option(an_options *o, int c, const char *arg);
 
-/* Parses a time (seconds, or N%) against a trace of `duration_us`; false if malformed. */
-bool an_parse_time(const char *text, int64_t duration_us, int64_t *us);
+/* Parses OPTION's argument, a time (seconds, or N% of a trace of `duration_us`), into *us. On
+ * failure prints a usage error, "OPTION takes `forms`, not 'x'" for a malformed time or the range
+ * for a number outside it (over 100%, over AN_MAX_SECONDS), and returns false. */
+#define AN_MAX_SECONDS 9e12
+bool an_time_arg(const char *cmd, const char *option, const char *forms, const char *text,
+                 int64_t duration_us, int64_t *us);
 
 /* Opens TRACE, analyses it with the shared options (and `cells` for the report and the timeline);
  * on failure prints the error, stores the exit status (usage or failure) in *status and returns

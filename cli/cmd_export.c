@@ -104,8 +104,9 @@ int mt_cmd_export(int argc, char **argv) {
   } else if (at) {
     int64_t duration = strchr(at, '%') ? an_trace_duration(path, ao.index != AN_INDEX_OFF) : 0;
     int status = duration < 0 ? MT_EXIT_FAILURE : MT_EXIT_OK;
-    if (duration >= 0 && !an_parse_time(at, duration, &to))
-      status = cli_usage_error("export", "--at takes 'peak', seconds or a percentage");
+    if (duration >= 0 &&
+        !an_time_arg("export", "--at", "'peak', seconds or a percentage", at, duration, &to))
+      status = MT_EXIT_USAGE;
     if (status != MT_EXIT_OK) {
       cli_output_file_close(&out, false);
       return status;

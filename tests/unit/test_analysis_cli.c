@@ -1335,6 +1335,19 @@ static void a_window_past_the_end_is_refused_and_an_end_past_it_clamped(void **s
   RUN_OK(out, "summary", "--json", "--from", ".000035", known_path());
   assert_true(tu_json_number(strstr(out, "\"window\":"), "from_s") == 0.000035);
   free(out);
+  /* A well-formed time out of range is told its range, not that it is no time. */
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "top", "--to", "150%", known_path(), NULL), 64);
+  assert_non_null(strstr(err, "--to 150%: a percentage of the trace is 0% to 100%"));
+  free(err);
+  assert_int_equal(
+      tu_run_cli(NULL, NULL, &err, "summary", "--from", "10000000000000", known_path(), NULL), 64);
+  assert_non_null(strstr(err, "--from 10000000000000: at most 9000000000000 seconds"));
+  free(err);
+  assert_int_equal(tu_run_cli(NULL, NULL, &err, "export", "--format", "folded", "-o",
+                              tu_temp_path("at.folded"), "--at", "101%", known_path(), NULL),
+                   64);
+  assert_non_null(strstr(err, "--at 101%: a percentage of the trace is 0% to 100%"));
+  free(err);
 }
 
 /* A window inside a gap between two events: the pass stops at the first event past --to, so the
@@ -1531,6 +1544,10 @@ static void counts_take_any_size_and_say_what_is_wrong(void **state) {
   free(out);
   assert_int_equal(tu_run_cli(NULL, NULL, &err, "top", "-n", "-1", known_path(), NULL), 64);
   assert_non_null(strstr(err, "-n takes a count (0 or more), not '-1'"));
+  free(err);
+  assert_int_equal(
+      tu_run_cli(NULL, NULL, &err, "top", "-n", "9223372036854775808", known_path(), NULL), 64);
+  assert_non_null(strstr(err, "-n 9223372036854775808: at most 9223372036854775807"));
   free(err);
 }
 
