@@ -105,7 +105,8 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
   /* The shim leaves a long path out (and an empty note is read as such): the process may still be
    * there to ask. */
   bool clone_copy = n > 0 && exe[0] == '+', ring_failed = n > 0 && exe[0] == '!';
-  if (clone_copy || ring_failed)
+  bool misconfigured = n > 0 && exe[0] == '?';
+  if (clone_copy || ring_failed || misconfigured)
     memmove(exe, exe + 1, (size_t)--n);
   if (n > 0) {
     exe[n] = 0;
@@ -122,6 +123,7 @@ bool record_untraced_take(record_untraced *u, int dir_fd, const char *name) {
   if (!mt_hashmap_get(&u->pids, key, &was)) {
     u->clones += clone_copy;
     u->ring_failures += ring_failed;
+    u->misconfigured += misconfigured;
   }
   uint64_t runs = exe[0] ? name_index(u, exe) : 0;
   mt_hashmap_put(&u->pids, key, runs ? runs : was); /* what it runs now */
@@ -165,25 +167,43 @@ void record_untraced_say(const record_untraced *u, const char *program, const ch
   fprintf(stderr, "memtap: note: %zu process%s that %s started %s not traced%s%s%s", u->pids.count,
           u->pids.count == 1 ? "" : "es", slash ? slash + 1 : program,
           u->pids.count == 1 ? "was" : "were", names[0] ? " (" : "", names, names[0] ? ")" : "");
-  /* Why: --follow-fork, where it would trace them (the plain notes); the clone copies and the
-   * children whose ring file could not be made, which it cannot. */
-  size_t count = u->pids.count;
-  size_t clones = u->clones < count ? u->clones : count;
-  size_t failed = u->ring_failures < count - clones ? u->ring_failures : count - clones;
-  if (count > clones + failed)
+  /* Why: --follow-fork, where it would trace them (the plain notes); the clone copies, the
+   * children whose ring file could not be made and those whose program set malformed MEMTAP_*,
+   * which it cannot. */
+  size_t count = u->pids.count, left = count;
+  struct {
+    size_t n;
+    const char *all, *some; /* "it/each "-all when every process, or "N "-some */
+  } why[] = {
+      {u->clones, "made by the clone system call, which runs no fork handler", NULL},
+      {u->ring_failures, "could not make its ring file (a file size, open-file or disk limit?)",
+       "that could not make its ring file (a file size, open-file or disk limit?)"},
+      {u->misconfigured, "had malformed MEMTAP_* variables, set by its parent program",
+       "whose parent program set malformed MEMTAP_* variables"},
+  };
+  size_t reasons = 0;
+  for (size_t i = 0; i < sizeof why / sizeof why[0]; i++) {
+    why[i].n = why[i].n < left ? why[i].n : left;
+    left -= why[i].n;
+    reasons += why[i].n > 0;
+  }
+  if (left)
     fprintf(stderr, "; --follow-fork traces each into %s.<pid>%s", output,
-            clones || failed ? ", but for " : "");
+            reasons ? ", but for " : "");
   else
     fputs(": ", stderr);
-  if (clones == count)
-    fputs("made by the clone system call, which runs no fork handler", stderr);
-  else if (clones)
-    fprintf(stderr, "%zu made by the clone system call, which runs no fork handler", clones);
-  const char *no_ring = "could not make its ring file (a file size, open-file or disk limit?)";
-  if (failed == count)
-    fprintf(stderr, "%s%s", count == 1 ? "it " : "each ", no_ring);
-  else if (failed)
-    fprintf(stderr, "%s%zu that %s", clones ? "; " : "", failed, no_ring);
+  for (size_t i = 0, said = 0; i < sizeof why / sizeof why[0]; i++) {
+    if (!why[i].n)
+      continue;
+    if (why[i].n == count && !why[i].some) /* a clone copy's reason reads as a whole */
+      fputs(why[i].all, stderr);
+    else if (why[i].n == count)
+      fprintf(stderr, "%s %s", count == 1 ? "it" : "each", why[i].all);
+    else
+      fprintf(stderr, "%s%zu %s", said ? "; " : "", why[i].n,
+              why[i].some ? why[i].some : why[i].all);
+    said++;
+  }
   fputc('\n', stderr);
 }
 

@@ -29,6 +29,7 @@ typedef struct record_untraced {
   size_t name_count, name_cap;
   size_t clones;        /* notes of clone copies, which --follow-fork cannot trace */
   size_t ring_failures; /* notes of processes whose ring file could not be made */
+  size_t misconfigured; /* notes of followed processes whose MEMTAP_* their program set malformed */
 } record_untraced;
 
 /* Whether `name`, an entry of the ring directory open at `dir_fd`, is such a note; if so, it is

@@ -18,6 +18,7 @@
 #include "common/address_space_limit.h"
 #include "common/cancel_hold.h"
 #include "common/file_identity.h"
+#include "common/number_pair.h"
 #include "common/process_image.h"
 #include "ring/process.h"
 #include "ring/producer.h"
@@ -79,8 +80,9 @@ static void register_process(int64_t parent_pid) {
  * --follow-fork, or a copy made by the clone system call without fork handlers: `clone_copy`)
  * leaves `<pid>.untraced` in the ring directory, holding the program it runs (or nothing when its
  * path is long: memtap then reads /proc/PID/exe itself), after `why`: 0, `+` for a clone copy, `!`
- * for a followed child whose ring file could not be made, so that memtap can say which processes
- * went untraced and why. System calls only (no allocation, no
+ * for a followed child whose ring file could not be made, `?` for a followed descendant whose
+ * MEMTAP_* variables its program set malformed, so that memtap can say which processes went
+ * untraced and why. System calls only (no allocation, no
  * stdio): it runs in a fork child, where only async-signal-safe calls are allowed; and in a few
  * hundred bytes of stack, as the forking thread's stack may be small. Best effort: a failure
  * changes nothing for the program. Returns whether the note was left. */
@@ -381,11 +383,26 @@ static void warn_if_new_bypasses_malloc(void) {
                         "memory allocated with new is not traced");
 }
 
+/* Whether this process, under `memtap record`, is a descendant of the program memtap started
+ * rather than that program: not MEMTAP_TRACE_PID, or with --follow-fork (which sets none) not a
+ * child of memtap (MEMTAP_RING_CONSUMER's pid). memtap is a subreaper, so an orphan reparented to
+ * it reads as the program: it then says what the program would. */
+static bool record_descendant(const mt_tracer_config *c) {
+  if (!c->scope_read || !c->record)
+    return false;
+  if (c->trace_pid)
+    return c->trace_pid != getpid();
+  uint64_t consumer, start_time;
+  return mt_number_pair_parse(mt_shim_getenv(NULL, "MEMTAP_RING_CONSUMER"), &consumer,
+                              &start_time) &&
+         consumer != (uint64_t)getppid();
+}
+
 /* Whether `c` makes this process a descendant `memtap record` does not follow (exec'd, without
  * --follow-fork): it stays untraced, and says nothing even of a malformed MEMTAP_* its program set
  * for it (the shim's complaint went into the program's output). */
 static bool unfollowed_descendant(const mt_tracer_config *c) {
-  return c->scope_read && c->record && c->trace_pid && c->trace_pid != getpid() && !c->follow_fork;
+  return !c->follow_fork && record_descendant(c);
 }
 
 static int start(void) {
@@ -398,7 +415,10 @@ static int start(void) {
     return MT_SHIM_OFF; /* an exec'd descendant that inherited the environment */
   }
   if (!parsed) {
-    say_not_tracing(&err);
+    /* A followed descendant: its program set the variables, and its output is not the shim's to
+     * change; memtap says it (the note), unless no note can be left. */
+    if (!record_descendant(c) || !note_untraced_process('?'))
+      say_not_tracing(&err);
     return MT_SHIM_OFF;
   }
   bool inprocess = !c->record;

@@ -584,6 +584,27 @@ static void unfollowed_child_with_malformed_variables_stays_quiet(void **state) 
   free(err);
 }
 
+/* The same with --follow-fork: the child would be traced, but its program set its variables
+ * malformed; it stays untraced and quiet, and memtap says why (it printed "memtap: not tracing:"
+ * into the program's stderr, and memtap record did not list it). */
+static void followed_child_with_malformed_variables_is_listed_not_heard(void **state) {
+  (void)state;
+  if (!shim_built())
+    skip();
+  char *out = NULL, *err = NULL;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "record", "--follow-fork", "-o",
+                              tu_temp_path("followed_quiet.ctf"), "--", "/bin/sh", "-c",
+                              "MEMTAP_SAMPLE_INTERVAL=bogus /bin/true; echo done", (char *)NULL),
+                   0);
+  assert_string_equal(out, "done\n");
+  if (strstr(err, "not tracing"))
+    fail_msg("the child's shim spoke: %s", err);
+  assert_non_null(strstr(err, "1 process that sh started was not traced (true): it had malformed "
+                              "MEMTAP_* variables, set by its parent program"));
+  free(out);
+  free(err);
+}
+
 /* Without -o the trace is PROGRAM.PID.ctf in the current directory: a program whose name holds
  * a newline or another control character gets '_' in its place. */
 static void default_trace_name_has_no_control_characters(void **state) {
@@ -713,6 +734,7 @@ int main(void) {
       cmocka_unit_test(closing_line_quotes_the_trace_and_says_nothing_of_devices),
       cmocka_unit_test(default_trace_name_has_no_control_characters),
       cmocka_unit_test(unfollowed_child_with_malformed_variables_stays_quiet),
+      cmocka_unit_test(followed_child_with_malformed_variables_is_listed_not_heard),
       cmocka_unit_test(followed_child_without_a_ring_file_is_said),
       cmocka_unit_test(library_loaded_by_a_relative_path_has_its_symbols),
       cmocka_unit_test(true_is_traced_into_a_readable_trace),
