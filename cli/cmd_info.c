@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "memtap/analysis.h"
 #include "go_input.h"
 #include "output.h"
 
@@ -119,7 +120,8 @@ int mt_cmd_info(int argc, char **argv) {
   if (piped && stat_rc == 0 && !S_ISREG(st.st_mode))
     stat_rc = -1;
   long long file_size = stat_rc == 0 ? (long long)st.st_size : (long long)mt_reader_position(r);
-  double duration = (double)((uint64_t)t.last_time - (uint64_t)info->start_time) / 1e6;
+  /* Counted as every analysis counts it: a damaged or crafted trace's times may be anything. */
+  double duration = (double)mt_analysis_elapsed(t.last_time, info->start_time) / 1e6;
   uint64_t nallocs = t.allocs[0] + t.allocs[1] + t.allocs[2];
   bool rate_ok = info->sample_rate > 0 && info->sample_rate <= 1;
   double words_per_sample = rate_ok ? 1.0 / info->sample_rate : NAN;

@@ -545,6 +545,39 @@ static void line_breaks_in_fields_stay_on_their_line(void **state) {
   free(err);
 }
 
+/* A packet whose end lies far in the future (2^62 µs: check accepts it, an OCaml trace may end a
+ * packet long after its events): info and summary give the trace one duration, as long as an
+ * analysis counts (info once read 4.6e12 s where summary read 9.0e9). */
+static void info_and_summary_agree_on_a_far_packet_end(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = tu_read_file(tu_testdata("memtrace/demo_v3.ctf"), &size);
+  size_t last = 0;
+  for (size_t at = 0; at + 64 <= size;) {
+    uint32_t bits;
+    memcpy(&bits, data + at + 4, 4);
+    assert_true(bits >= 64 * 8);
+    last = at;
+    at += bits / 8;
+  }
+  uint64_t far = (uint64_t)1 << 62;
+  memcpy(data + last + 16, &far, 8);
+  const char *path = tu_temp_path("far_end.ctf");
+  tu_write_file(path, data, size);
+  free(data);
+  char *out = NULL, *err = NULL;
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "info", "--json", path, NULL), 0);
+  double info_s = tu_json_number(out, "duration_s");
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, NULL, &err, "summary", "--json", path, NULL), 0);
+  double summary_s = tu_json_number(out, "duration_s");
+  free(out);
+  free(err);
+  assert_true(summary_s > 9e9 && summary_s < 9.1e9);
+  assert_true(info_s == summary_s);
+}
+
 /* --- output that cannot be written --------------------------------------------------------- */
 
 static void expect_write_failure(const char *arg0, const char *arg1, const char *arg2) {
@@ -1276,6 +1309,7 @@ int main(void) {
       cmocka_unit_test(a_window_in_percent_says_each_warning_once),
       cmocka_unit_test(json_output_escapes_invalid_utf8_reversibly),
       cmocka_unit_test(line_breaks_in_fields_stay_on_their_line),
+      cmocka_unit_test(info_and_summary_agree_on_a_far_packet_end),
       cmocka_unit_test(every_command_fails_when_its_output_cannot_be_written),
       cmocka_unit_test(every_output_that_is_an_input_is_refused),
       cmocka_unit_test(a_write_that_fails_midway_leaves_the_old_file_and_no_temporary),
