@@ -205,6 +205,7 @@ int mt_tracer_config_parse(mt_tracer_config *cfg, mt_tracer_env_fn lookup, void 
   if ((rc = parse_flag(lookup, user, "MEMTAP_FULL", &cfg->full, err)) != MT_OK ||
       (rc = parse_rate(cfg, lookup, user, err)) != MT_OK)
     goto fail;
+  mt_tracer_config_rate_one_is_full(cfg);
   if ((v = value(lookup, user, "MEMTAP_SEED"))) {
     bool digits_only = strspn(v, "0123456789") == strlen(v);
     if (!digits_only || !mt_tracer_parse_size(v, &cfg->seed)) {

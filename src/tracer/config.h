@@ -49,6 +49,18 @@ typedef struct mt_tracer_config {
   const char *output; /* MEMTAP, else MEMTRACE (in-process mode), or NULL; borrowed from lookup */
 } mt_tracer_config;
 
+/* Rate 1 (MEMTAP_RATE=1, MEMTAP_SAMPLE_INTERVAL=8, mt_tracer_start's rate 1) is memtrace's every
+ * word sampled, which analyses read as every allocation recorded: it is full tracing, as memtap
+ * record makes it. The byte sampler at rate 1 would miss a 4-byte block half the time, and every
+ * malloc(0), under a trace whose rate says none was missed. */
+static inline void mt_tracer_config_rate_one_is_full(mt_tracer_config *c) {
+  if (!c->full && c->rate >= 1.0) {
+    c->full = true;
+    c->rate = 1.0;
+    c->interval = 8;
+  }
+}
+
 /* Fills `cfg` from the variables `lookup` gives (docs/tracer.md lists them). Precedence of the
  * rate: MEMTAP_FULL, then MEMTAP_SAMPLE_INTERVAL, then MEMTAP_RATE, then MEMTRACE_RATE, then the
  * default; only the variable that decides the rate is parsed for it. Returns MT_OK, or

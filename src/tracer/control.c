@@ -40,6 +40,7 @@ static int configure(double rate, bool full, mt_error *err) {
                      "the sampling rate %g is too low (at least one sample per 1 PiB)", rate);
     c.rate = rate;
     c.interval = (uint64_t)(8.0 / rate + 0.5);
+    mt_tracer_config_rate_one_is_full(&c);
   }
   c.record = false;
   c.output = NULL;

@@ -102,6 +102,7 @@ if(CMAKE_BUILD_TYPE STREQUAL "" OR CMAKE_BUILD_TYPE STREQUAL "Debug")
 endif()
 set(_tracer_tests
     full_alloc_patterns_exact_per_site
+    inprocess_rate_one_records_every_allocation
     full_v2_compressed_same_sites
     glibc_malloc_checker_stays_on
     sandboxed_program_runs_as_untraced

@@ -98,6 +98,28 @@ rate_precedence_is_full_then_interval_then_memtap_rate_then_memtrace_rate(void *
   assert_int_equal(c.interval, 4096);
 }
 
+/* Rate 1 is full tracing whichever variable asks for it: the byte sampler at rate 1 would miss
+ * small blocks under a trace that says every allocation was recorded. */
+static void rate_one_is_full_tracing(void **state) {
+  (void)state;
+  mt_tracer_config c;
+  mt_error err;
+  env ones[] = {
+      {{{"MEMTAP_RATE", "1"}}}, {{{"MEMTRACE_RATE", "1.0"}}}, {{{"MEMTAP_SAMPLE_INTERVAL", "8"}}}};
+  mt_tracer_rate_source sources[] = {MT_TRACER_RATE_MEMTAP_RATE, MT_TRACER_RATE_MEMTRACE_RATE,
+                                     MT_TRACER_RATE_SAMPLE_INTERVAL};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(parse(&c, &ones[i], &err), MT_OK);
+    assert_true(c.full);
+    assert_true(c.rate == 1.0);
+    assert_int_equal(c.interval, 8);
+    assert_int_equal(c.rate_source, sources[i]);
+  }
+  env almost = {{{"MEMTAP_SAMPLE_INTERVAL", "16"}}};
+  assert_int_equal(parse(&c, &almost, &err), MT_OK);
+  assert_false(c.full);
+}
+
 static void rates_parse_as_decimal_numbers(void **state) {
   (void)state;
   double r;
@@ -188,6 +210,7 @@ int main(void) {
       cmocka_unit_test(empty_environment_gives_the_defaults),
       cmocka_unit_test(every_variable_is_read),
       cmocka_unit_test(rate_precedence_is_full_then_interval_then_memtap_rate_then_memtrace_rate),
+      cmocka_unit_test(rate_one_is_full_tracing),
       cmocka_unit_test(rates_parse_as_decimal_numbers),
       cmocka_unit_test(malformed_values_are_refused_with_the_variable_named),
       cmocka_unit_test(durations_take_a_unit),

@@ -314,6 +314,17 @@ static void the_environment_rate_comes_before_the_argument(void **state) {
   assert_in_range(c->allocated[500], 20, 110); /* 1 - e^-0.05 of 1000: about 49 */
   free(c);
   run_free(&r);
+
+  /* Rate 1 is full tracing: every 4-byte block too (the byte sampler missed 4 of 10). */
+  const char *one[] = {"rate", trace, "1", NULL};
+  r = run_control(true, no_env, one);
+  assert_int_equal(r.status, 0);
+  c = read_trace(trace);
+  assert_true(c->rate == 1.0);
+  assert_int_equal(c->allocated[500], 1000);
+  assert_int_equal(c->allocated[1], 1000);
+  free(c);
+  run_free(&r);
 }
 
 static void a_second_start_and_a_second_stop_are_refused(void **state) {

@@ -9,7 +9,8 @@
  *   a second session          40 x 5000 B (625 words)
  *
  *   tracer_control_prog window TRACE1 TRACE2   the above, full tracing
- *   tracer_control_prog rate TRACE RATE        one session at RATE (the environment may override)
+ *   tracer_control_prog rate TRACE RATE        one session at RATE (the environment may override):
+ *                                              1000 x 4000 B (500 words), 1000 x 4 B (1 word)
  *   tracer_control_prog twice TRACE            start twice, stop twice: the second ones refused
  *   tracer_control_prog start TRACE            one start and its stop (errors printed) */
 #include <pthread.h>
@@ -19,7 +20,7 @@
 
 #include "memtap/tracer.h"
 
-static void *volatile keep[1000];
+static void *volatile keep[1000], *volatile small[1000];
 
 static __attribute__((noinline)) void *block(size_t size) {
   return malloc(size);
@@ -106,6 +107,8 @@ int main(int argc, char **argv) {
       return 1;
     for (int i = 0; i < 1000; i++)
       keep[i] = block(4000);
+    for (int i = 0; i < 1000; i++)
+      small[i] = block(4);
     printf("running %d\n", mt_tracer_running());
     return stop() != MT_OK;
   }

@@ -308,6 +308,27 @@ def test_full_alloc_patterns_exact_per_site():
     expect("mode=full" in f["params"], f"ocaml_runtime_params {f['params']!r} lacks mode=full")
 
 
+def test_inprocess_rate_one_records_every_allocation():
+    # Rate 1 is every allocation recorded (the trace's rate says so to every analysis), whichever
+    # route asks for it: in process, MEMTRACE_RATE=1 and MEMTAP_SAMPLE_INTERVAL=8 once kept the
+    # byte sampler, which at rate 1 misses a 4-byte block half the time and every malloc(0)
+    # (alloc_patterns' malloc(i) for i < 100 read 31 of 100 objects at 1 to 4 bytes).
+    if A.lib_sanitized:
+        skip("libmemtap.so is a sanitizer build: in-process mode cannot start (the plain builds "
+             "run this test)", even_under_ci=True)
+    argv = [program("alloc_patterns")]
+    plain = untraced(argv)
+    for variables in ({"MEMTRACE_RATE": "1"}, {"MEMTAP_SAMPLE_INTERVAL": "8"}):
+        what = f"alloc_patterns in process, {variables}"
+        trace = os.path.join(WORK, "rate-one-inprocess.ctf")
+        p = run(argv, env=base_env({"LD_PRELOAD": A.shim, "MEMTRACE": trace, **variables}))
+        same_behaviour(plain, p, what)
+        f = verify_trace(trace)
+        expect(f["sample_rate"] == 1, f"{what}: sample rate {f['sample_rate']}")
+        expect("mode=full" in f["params"], f"{what}: ocaml_runtime_params {f['params']!r}")
+        check_sites(facts(trace, ["alloc_patterns.c"]), ["alloc_patterns.c"], "all", what)
+
+
 def test_full_v2_compressed_same_sites():
     argv = [program("alloc_patterns")]
     plain = untraced(argv)
