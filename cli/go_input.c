@@ -65,12 +65,14 @@ mt_reader *cli_open_go_trace(const char *path, const mt_reader_options *options,
   if (fstat(in, &st) == 0)
     o.start_time = (int64_t)st.st_mtim.tv_sec * 1000000 + st.st_mtim.tv_nsec / 1000;
   mt_error err;
-  int rc = mt_go_import_fd(in, out, &o, NULL, &err);
+  mt_go_import_stats stats = {0};
+  int rc = mt_go_import_fd(in, out, &o, &stats, &err);
   close(in);
   /* Damaged after a whole generation (a program killed while tracing): the generations before it
-   * were converted into a readable trace. Damaged in the first, nothing was written: that stays
-   * a failure. */
-  if (damaged && rc == MT_E_MALFORMED && lseek(out, 0, SEEK_END) > 0) {
+   * were converted into a readable trace. Damaged in the first, or cut after the header (no
+   * generation at all, though the converter wrote the trace's start), nothing was converted:
+   * that stays a failure. */
+  if (damaged && rc == MT_E_MALFORMED && stats.generations > 0 && lseek(out, 0, SEEK_END) > 0) {
     if (options->on_warning)
       cli_error(path, "warning: %s; the analysis covers the generations converted before it",
                 err.message);
