@@ -1544,10 +1544,14 @@ int mt_cmd_record(int argc, char **argv) {
                              "trace would be mixed with it); give a file name",
                              set.output, fd == 1 ? "output" : "error");
   /* Nor over a file the program is given (`memtap record -o in.txt -- sort in.txt`): the program
-   * would read the trace, and the file would be lost. */
+   * would read the trace, and the file would be lost. By name too, for a file that does not exist
+   * yet: the program would make it or read the trace in its place. */
   for (char **arg = prog_argv + 1; set.output && *arg; arg++)
-    if (same_file(set.output, *arg)) {
-      cli_error(set.output, "is the program's argument '%s'; refusing to overwrite it", *arg);
+    if (same_file(set.output, *arg) || !strcmp(set.output, *arg)) {
+      cli_error(set.output,
+                "is the program's argument '%s' (the program reads or writes it too); refusing "
+                "to write the trace there",
+                *arg);
       return MT_EXIT_FAILURE;
     }
 

@@ -107,6 +107,12 @@ static void output_that_is_the_program_is_refused_and_the_program_kept(void **st
   assert_memory_equal(arg_kept, "data\n", 5);
   free(arg_kept);
   free(arg_err);
+  /* By name too, before the file exists (the trace was written there, and cat printed it). */
+  const char *absent = tu_temp_path("not-yet.txt");
+  assert_int_equal(record(&arg_err, absent, "/bin/cat", absent), 1);
+  assert_non_null(strstr(arg_err, "is the program's argument"));
+  assert_int_equal(access(absent, F_OK), -1);
+  free(arg_err);
 }
 
 static void static_binary_is_refused_with_the_reason(void **state) {
