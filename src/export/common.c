@@ -33,8 +33,16 @@ int mt_export(const mt_analysis *a, mt_export_format format, FILE *out,
   case MT_EXPORT_HTML: rc = mt_export_html(a, out, options, err); break;
   default: return mt_fail(err, MT_E_INVALID, -1, "unknown export format %d", (int)format);
   }
+  static const char *const what[] = {
+      [MT_EXPORT_PPROF] = "writing the pprof profile",
+      [MT_EXPORT_SPEEDSCOPE] = "writing the speedscope profile",
+      [MT_EXPORT_CHROME] = "writing the Chrome trace",
+      [MT_EXPORT_FOLDED] = "writing the folded stacks",
+      [MT_EXPORT_FLAME_SVG] = "writing the flame graph",
+      [MT_EXPORT_HTML] = "writing the report",
+  };
   if (rc == MT_OK && (fflush(out) != 0 || ferror(out)))
-    return mt_fail_io(err, "writing the export");
+    return mt_fail_io(err, what[format]);
   return rc;
 }
 

@@ -619,9 +619,16 @@ static void every_command_fails_when_its_output_cannot_be_written(void **state) 
                        : tu_run_cli_to_file("/dev/full", &msg, "export", "--format", "pprof", "-o",
                                             "-", path, NULL);
     assert_int_equal(status, 1);
-    assert_string_equal(msg, "memtap: <stdout>: writing the export: No space left on device\n");
+    static const char *const said[] = {"folded stacks", "flame graph", "pprof profile"};
+    char want[128];
+    snprintf(want, sizeof want, "memtap: <stdout>: writing the %s: No space left on device\n",
+             said[i]);
+    assert_string_equal(msg, want);
     free(msg);
   }
+  /* The report names itself (it said "the export"). */
+  expect(1, NULL, "memtap: /dev/full: writing the report: No space left on device", "report", path,
+         "-o", "/dev/full", NULL);
   /* check -q prints nothing on success: nothing to fail. */
   char *err = NULL;
   assert_int_equal(tu_run_cli_to_file("/dev/full", &err, "check", "-q", path, NULL), 0);
