@@ -60,6 +60,7 @@ typedef struct mt_index {
   int64_t trace_mtime;  /* the trace file's modification time in ns; INT64_MIN: not a file */
   int64_t trace_end;    /* time of the trace's last event; INT64_MIN when not known */
   bool end_learnt;      /* this pass learnt it */
+  bool replace;         /* the file there is unfit: written anew even with no checkpoint */
   int64_t interval;     /* least trace bytes between checkpoints */
   size_t location_mark; /* reader location codes saved so far */
 } mt_index;
@@ -434,6 +435,9 @@ int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *opti
   if (distrusted)
     snprintf(a->index_use.problem, sizeof a->index_use.problem, "%s", distrusted);
   if (distrusted || !load(ix, a->index_use.problem)) { /* start a new index from scratch */
+    /* replaced even if this trace is too short for a checkpoint, or its message would come back
+     * at every command */
+    ix->replace = directory_writable(ix->path);
     free(ix->file);
     free(ix->c);
     ix->file = NULL;
@@ -667,7 +671,7 @@ void mt_index_end(mt_analysis *a, bool write, int64_t trace_end) {
   if (!ix)
     return;
   if (write && trace_end != INT64_MIN && ix->trace_end == INT64_MIN &&
-      (ix->count || a->keep_checkpoints)) {
+      (ix->count || a->keep_checkpoints || ix->replace)) {
     ix->trace_end = trace_end; /* worth keeping in an index that exists or may */
     ix->end_learnt = true;
   }

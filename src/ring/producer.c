@@ -352,6 +352,20 @@ static void at_exit(void) {
     mt_ring_close(&mt_ring_session);
 }
 
+/* glibc's: `dso` NULL ties the handler to no shared object (docs in producer.h). */
+int __cxa_atexit(void (*function)(void *), void *argument, void *dso);
+
+static void at_exit_of_process(void *unused) {
+  (void)unused;
+  at_exit();
+}
+
+static bool close_after_libraries;
+
+void mt_ring_close_after_libraries(void) {
+  close_after_libraries = true;
+}
+
 /* ----------------------------------------------------------------------------------------------
  * Open, close, pause
  * -------------------------------------------------------------------------------------------- */
@@ -391,7 +405,10 @@ static int open_session(struct mt_ring *s, const mt_ring_options *opts, mt_error
     if (mt_ring_thread_init_key() != 0 ||
         pthread_atfork(mt_ring_fork_prepare, mt_ring_fork_parent, mt_ring_fork_child))
       return mt_fail(err, MT_E_NOMEM, -1, "cannot register the thread-exit and fork handlers");
-    atexit(at_exit);
+    if (close_after_libraries)
+      __cxa_atexit(at_exit_of_process, NULL, NULL);
+    else
+      atexit(at_exit);
     handlers_registered = true;
   }
 

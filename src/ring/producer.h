@@ -60,6 +60,15 @@ extern struct mt_ring mt_ring_session;
  * it): mt_ring_close then leaves the file mapped rather than mapping memory over it. */
 void mt_ring_set_future_locked(bool on);
 
+/* Asks that the automatic close at process exit (include/memtap/ring.h) run after every shared
+ * library's destructor, not among them: for a producer that is never unloaded (the preload shim),
+ * and before the first mt_ring_open. An atexit handler of a shared object runs when glibc's
+ * _dl_fini finalises that object, so the close ran before the destructors of the libraries
+ * finalised after it and their frees were lost (a library that frees what its constructor
+ * allocated read as a leak). The close is then registered with no object (__cxa_atexit's NULL
+ * handle): made before libc registers _dl_fini (from the shim's constructor), it runs after it. */
+void mt_ring_close_after_libraries(void);
+
 /* The ring's fork handlers, for a process made without them: glibc's clone() without CLONE_VM
  * runs no pthread_atfork handler (the shim's clone interposer calls these around it). */
 void mt_ring_fork_prepare(void);

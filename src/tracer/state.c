@@ -284,6 +284,10 @@ int mt_shim_open_session(bool inprocess, mt_error *err) {
   if (inprocess && !mt_shim_getenv(NULL, "MEMTAP_RING_SIZE"))
     o.ring_size = c->full ? 16u << 20 : 4u << 20;
   o.fork_untraced = !c->follow_fork;
+  /* The shim is never unloaded: the close at exit may wait for the last library destructor,
+   * whose frees are the program's (in process, the consumer's own exit handler ends the trace
+   * first, inprocess.c). */
+  mt_ring_close_after_libraries();
   if (mt_ring_open(&mt_shim.ring, &o, err) != MT_OK)
     return MT_SHIM_OFF;
   if (!fork_handler) {

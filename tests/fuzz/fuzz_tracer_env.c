@@ -120,12 +120,16 @@ static void check(environment *env) {
   if (rc != MT_OK)
     return; /* a later variable was malformed; which one is not re-derived here */
   CHECK(c.record == (record == 1));
-  CHECK(c.full == (full == 1));
   CHECK(c.follow_fork == (follow == 1));
   CHECK(c.rate > 0.0 && c.rate <= 1.0);
   CHECK(c.interval >= 8 && c.interval <= MT_TRACER_MAX_INTERVAL);
-  if (c.full) {
+  /* Full tracing: MEMTAP_FULL=1, or a rate of 1 however it was asked for. */
+  CHECK(c.full == (full == 1 || c.rate == 1.0));
+  if (full == 1) {
     CHECK(c.rate == 1.0 && c.interval == 8 && c.rate_source == MT_TRACER_RATE_FULL);
+  } else if (c.full) {
+    CHECK(c.rate == 1.0 && c.interval == 8 && c.rate_source != MT_TRACER_RATE_FULL &&
+          c.rate_source != MT_TRACER_RATE_DEFAULT);
   } else if (set(env->value[INTERVAL])) {
     unsigned __int128 want;
     CHECK(reference_size(env->value[INTERVAL], &want));

@@ -134,6 +134,7 @@ set(_tracer_tests
     record_without_a_ring_directory_says_so_and_runs_nothing
     program_inherits_ignored_signals
     full_lifecycle_constructor_atexit_destructor
+    full_library_destructor_frees_are_traced
     small_stack_thread_allocates_near_its_end
     full_fork_without_follow_traces_parent_only
     full_fork_exec_vfork_spawn_with_follow_fork
