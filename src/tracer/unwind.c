@@ -15,6 +15,21 @@
 #include "tracer/shim.h"
 #include "tracer/unwind_cfi.h"
 
+/* libunwind is not reentrant: its one-time set-up runs under pthread_once (and its lookups take
+ * the loader's lock), so a signal handler that allocates while its thread is inside libunwind
+ * would wait for itself for ever. A walk on a thread already inside libunwind goes without it:
+ * a fallback records no stack (flagged, as before libunwind is loaded), and the check mode skips
+ * the comparison. (Running
+ * the set-up in the constructor instead would cost every traced process about 0.3 ms, and not cover
+ * libunwind's other state.) */
+static __thread uint32_t in_libunwind __attribute__((tls_model("initial-exec")));
+
+/* The thread's unwind stack (libunwind_walk, below). */
+#define MT_UNWIND_STACK_BYTES (256u << 10)
+#define MT_UNWIND_GUARD_BYTES 4096u
+static __thread char *unwind_stack __attribute__((tls_model("initial-exec")));
+static __thread bool unwind_stack_gone __attribute__((tls_model("initial-exec")));
+
 /* Each thread's memo of its previous walk (mt_cfi_unwind_memo: a stack that shares its outer part
  * with the previous one is re-checked, not walked again). About 28 KiB, so not in static TLS (a
  * program's threads may have small stacks, which hold static TLS): mmap'd at the thread's
@@ -42,6 +57,13 @@ static mt_cfi_memo *thread_memo(void) {
 }
 
 void mt_tracer_unwind_thread_done(void) {
+  if (!in_libunwind) { /* else a handler interrupted a walk on it: left mapped */
+    unwind_stack_gone = true;
+    if (unwind_stack) {
+      munmap(unwind_stack - MT_UNWIND_GUARD_BYTES, MT_UNWIND_STACK_BYTES + MT_UNWIND_GUARD_BYTES);
+      unwind_stack = NULL;
+    }
+  }
   mt_cfi_memo *m = memo;
   memo_walks = MEMO_GONE; /* what the thread still records walks without one */
   if (!m || m->busy)
@@ -59,36 +81,89 @@ static bool check_mode;
 static _Atomic uint64_t checked, identical, fell_back, differ;
 static _Atomic int shown;
 
-/* libunwind is not reentrant: its one-time set-up runs under pthread_once (and its lookups take
- * the loader's lock), so a signal handler that allocates while its thread is inside libunwind
- * would wait for itself for ever. A walk on a thread already inside libunwind goes without it:
- * a fallback records no stack (flagged, as before libunwind is loaded), and the check mode skips
- * the comparison. So does a walk with too little stack left for libunwind (stack_short). (Running
- * the set-up in the constructor instead would cost every traced process about 0.3 ms, and not cover
- * libunwind's other state.) */
-static __thread uint32_t in_libunwind __attribute__((tls_model("initial-exec")));
-
 /* Stack libunwind may need below its caller: more than a SIGSTKSZ alternate signal stack holds
  * (unw_backtrace overflowed one of 8 KiB inside a crash handler that allocated). */
 #define MT_LIBUNWIND_STACK (16u << 10)
 
-/* Whether the stack the thread runs on now has less than MT_LIBUNWIND_STACK left below `sp`, as
- * far as its bounds are known: the alternate signal stack of a running handler, or the thread's
- * own. */
-static bool stack_short(const mt_shim_thread *t, uintptr_t sp) {
+/* Whether the stack the thread runs on now is known to have MT_LIBUNWIND_STACK left below `sp`:
+ * the alternate signal stack of a running handler, or the thread's own. A stack the shim knows
+ * nothing of (a coroutine's, made by makecontext or a library's own switch, often a few KiB of
+ * the heap) has no known room. */
+static bool stack_roomy(const mt_shim_thread *t, uintptr_t sp) {
   if (t->alt_high && sp >= t->alt_low && sp < t->alt_high)
-    return sp - t->alt_low < MT_LIBUNWIND_STACK;
+    return sp - t->alt_low >= MT_LIBUNWIND_STACK;
   if (t->stack_high && sp >= t->stack_low && sp < t->stack_high)
-    return sp - t->stack_low < MT_LIBUNWIND_STACK;
+    return sp - t->stack_low >= MT_LIBUNWIND_STACK;
   return false;
 }
 
+/* Elsewhere, libunwind runs on a stack of the thread's own (the unwind stack): mapped at its first
+ * need (MAP_NORESERVE, a guard page below it), unmapped at thread exit. The walk still reads the
+ * frames of the stack the program was on: call_on_stack keeps a frame pointer to it, and its CFI
+ * says so, so that libunwind steps from the unwind stack back onto the program's. Before, such a
+ * walk ran where it was, and 4 KiB coroutine stacks overflowed into the heap (an abort in the
+ * program's next realloc) where untraced they sufficed; a short known stack (a handler's SIGSTKSZ
+ * alternate stack) got no backtrace.
+ *
+ * mt_unwind_call_on_stack(fn, buffer, size, top): fn(buffer, size) with the stack pointer at `top`
+ * (16-byte aligned), back on the caller's stack after. */
+int mt_unwind_call_on_stack(int (*fn)(void **, int), void **buffer, int size, void *top)
+    __attribute__((visibility("hidden")));
+__asm__(".pushsection .text\n"
+        ".p2align 4\n"
+        ".globl mt_unwind_call_on_stack\n"
+        ".hidden mt_unwind_call_on_stack\n"
+        ".type mt_unwind_call_on_stack, @function\n"
+        "mt_unwind_call_on_stack:\n"
+        ".cfi_startproc\n"
+        "  pushq %rbp\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset %rbp, -16\n"
+        "  movq %rsp, %rbp\n"
+        ".cfi_def_cfa_register %rbp\n"
+        "  movq %rdi, %rax\n"
+        "  movq %rsi, %rdi\n"
+        "  movl %edx, %esi\n"
+        "  movq %rcx, %rsp\n"
+        "  callq *%rax\n"
+        "  movq %rbp, %rsp\n"
+        "  popq %rbp\n"
+        ".cfi_def_cfa %rsp, 8\n"
+        "  ret\n"
+        ".cfi_endproc\n"
+        ".size mt_unwind_call_on_stack, .-mt_unwind_call_on_stack\n"
+        ".popsection\n");
+
+/* The top of the thread's unwind stack; NULL when there is none (no memory, after thread exit). */
+static void *unwind_stack_top(void) {
+  if (MT_LIKELY(unwind_stack))
+    return unwind_stack + MT_UNWIND_STACK_BYTES;
+  if (unwind_stack_gone)
+    return NULL;
+  char *p = mmap(NULL, MT_UNWIND_STACK_BYTES + MT_UNWIND_GUARD_BYTES, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  if (p == MAP_FAILED) {
+    unwind_stack_gone = true;
+    return NULL;
+  }
+  mprotect(p, MT_UNWIND_GUARD_BYTES, PROT_NONE);
+  unwind_stack = p + MT_UNWIND_GUARD_BYTES;
+  return unwind_stack + MT_UNWIND_STACK_BYTES;
+}
+
 static int libunwind_walk(void **buf, int max) {
-  if (in_libunwind || stack_short(&mt_shim_self, (uintptr_t)__builtin_frame_address(0)))
+  if (in_libunwind)
     return -1;
   in_libunwind = 1;
   atomic_signal_fence(memory_order_seq_cst);
-  int got = backtrace_fn(buf, max);
+  int got = -1;
+  if (stack_roomy(&mt_shim_self, (uintptr_t)__builtin_frame_address(0))) {
+    got = backtrace_fn(buf, max);
+  } else {
+    void *top = unwind_stack_top();
+    if (top)
+      got = mt_unwind_call_on_stack(backtrace_fn, buf, max, top);
+  }
   atomic_signal_fence(memory_order_seq_cst);
   in_libunwind = 0;
   return got;
@@ -170,8 +245,8 @@ static size_t reference_walk(uint64_t *pcs, size_t max, bool *truncated) {
 }
 
 static void check_walk(const uint64_t *pcs, size_t n, bool complete, bool truncated) {
-  if (in_libunwind || stack_short(&mt_shim_self, (uintptr_t)__builtin_frame_address(0)))
-    return; /* a handler interrupted libunwind on this thread, or too little stack: no reference */
+  if (in_libunwind)
+    return; /* a handler interrupted libunwind on this thread: no reference */
   uint64_t ref[MT_TRACER_MAX_FRAMES + MT_UNWIND_SLACK];
   bool ref_truncated;
   size_t m = reference_walk(ref, MT_TRACER_MAX_FRAMES, &ref_truncated);

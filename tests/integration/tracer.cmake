@@ -58,7 +58,8 @@ endfunction()
 
 foreach(_p alloc_patterns threads lifecycle procs dlopen_main signal_malloc leaky slow_worker
            sampled jemalloc_probe rust_shims address_space mlock_all small_stack self_replace
-           graceful lowered_limit altstack_malloc ending dropped room_under_limit sandboxed)
+           graceful lowered_limit altstack_malloc ending dropped room_under_limit sandboxed
+           coroutine_malloc)
   memtap_tracer_program(${_p} ${MEMTAP_GCC} ${_p}.c -ldl)
 endforeach()
 # -fno-builtin: gcc would turn its calloc's malloc + memset into a call to calloc, itself.
@@ -156,6 +157,7 @@ set(_tracer_tests
     full_signal_handler_mallocs_raise
     full_signal_handler_mallocs_inside_malloc
     signal_handler_on_a_small_alternate_stack_allocates
+    coroutines_on_small_stacks_allocate
     full_signal_handler_longjmps_out_of_the_tracer
     full_ctrl_c_reaches_program_and_trace_is_written
     signals_sent_to_memtap_reach_the_program

@@ -16,13 +16,13 @@ static volatile int handled;
 static void handler(int sig) {
   (void)sig;
   for (int i = 0; i < 8; i++) {
-    char *p = malloc((size_t)i * 100 + 1); // @expect[big] allocs=80 frees=80
+    char *p = malloc((size_t)i * 100 + 1); // @expect allocs=80 frees=80
     KEEP(p);
     free(p);
   }
-  char *q = realloc(NULL, 5000); // @expect[big] allocs=10 frees=10
+  char *q = realloc(NULL, 5000); // @expect allocs=10 frees=10
   KEEP(q);
-  q = realloc(q, 100000); // @expect[big] allocs=10 frees=10
+  q = realloc(q, 100000); // @expect allocs=10 frees=10
   KEEP(q);
   free(q);
   handled++;

@@ -1962,8 +1962,9 @@ def test_full_signal_handler_mallocs_inside_malloc():
 def test_signal_handler_on_a_small_alternate_stack_allocates():
     # A crash handler's alternate stack is often SIGSTKSZ (8 KiB here). libunwind needs more than a
     # handler that allocates there has left: it overflowed the stack, and the program died of
-    # SIGSEGV where untraced it ran its handler. Such allocations are recorded without a backtrace
-    # instead; on a 64 KiB alternate stack they keep theirs.
+    # SIGSEGV where untraced it ran its handler. It walks on a stack of the thread's own then, and
+    # the allocations keep their backtraces on an 8 KiB stack as on a 64 KiB one (until
+    # 2026-11-30 they were recorded without one on the small stack).
     source_name = "altstack_malloc.c"
     for size, mode in (("8192", "small"), ("65536", "big")):
         argv = [program("altstack_malloc"), size, "10"]
@@ -1982,6 +1983,27 @@ def test_signal_handler_on_a_small_alternate_stack_allocates():
             check_sites(f, [source_name], mode, f"altstack_malloc {size}")
             expect(f["allocs"] >= 100, f"altstack_malloc {size}: {f['allocs']} allocations in the "
                    "trace, fewer than the handler's 100")
+
+
+def test_coroutines_on_small_stacks_allocate():
+    # Coroutines (makecontext) on 4 KiB stacks above a guard page, allocating between switches:
+    # the shim knows no bounds for such a stack, so libunwind walked there and overflowed it
+    # (SIGSEGV; on heap stacks a corrupted heap, an abort in the program's next realloc) where
+    # untraced 4 KiB sufficed. libunwind now walks on a stack of the thread's own, from the
+    # coroutine's frames: every allocation is traced with its backtrace through the coroutine.
+    argv = [program("coroutine_malloc"), "4096", "2"]
+    plain = untraced(argv)
+    expect(plain.stdout == "coroutines 2 rounds 200\n" and plain.returncode == 0,
+           f"untraced {argv}: exit {plain.returncode}, {plain.stdout!r}")
+    for options in ((), ("--full",)):
+        trace = os.path.join(WORK, "coroutines.ctf")
+        traced = record(trace, argv, options)
+        same_behaviour(plain, traced, f"coroutine_malloc 4096 2 {options}")
+        verify_trace(trace)
+        if options:
+            f = facts(trace, ["coroutine_malloc.c"])
+            check_summary_line(traced.stderr, trace, f)
+            check_sites(f, ["coroutine_malloc.c"], "all", "coroutine_malloc 4096 2")
 
 
 def test_full_signal_handler_longjmps_out_of_the_tracer():
