@@ -66,6 +66,70 @@ static bool stdout_is_an_input(int argc, char **argv) {
   return false;
 }
 
+/* What a user who typed `name` probably wants: the names other profilers give their views, and
+ * the commands within two typing edits of it. NULL when nothing is near. */
+static const char *suggestion(const char *name) {
+  static const char *const other_names[][2] = {
+      {"peak", "memtap top --by peak (what was live at the peak) or memtap summary"},
+      {"flamegraph", "memtap flame"},
+      {"pprof", "memtap export --format pprof"},
+      {"speedscope", "memtap export --format speedscope"},
+      {"html", "memtap report"},
+      {"hotspots", "memtap top"},
+      {"stats", "memtap summary"},
+      {"identify", "memtap info"},
+      {"import", "memtap import-go"},
+      {"run", "memtap record"},
+      {"trace", "memtap record"},
+  };
+  for (size_t i = 0; i < sizeof other_names / sizeof other_names[0]; i++)
+    if (!strcmp(name, other_names[i][0]))
+      return other_names[i][1];
+  /* Edit distance (insertions, deletions, substitutions) to each command, names up to 31 bytes. */
+  static char said[64];
+  size_t n = strlen(name);
+  if (n > 31)
+    return NULL;
+  for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+    const char *command = commands[c].name;
+    size_t m = strlen(command);
+    unsigned row[32];
+    for (size_t j = 0; j <= m; j++)
+      row[j] = (unsigned)j;
+    for (size_t i = 1; i <= n; i++) {
+      unsigned diagonal = row[0];
+      row[0] = (unsigned)i;
+      for (size_t j = 1; j <= m; j++) {
+        unsigned above = row[j];
+        unsigned best = diagonal + (name[i - 1] != command[j - 1]);
+        if (above + 1 < best)
+          best = above + 1;
+        if (row[j - 1] + 1 < best)
+          best = row[j - 1] + 1;
+        row[j] = best;
+        diagonal = above;
+      }
+    }
+    if (row[m] <= 2 && row[m] < m) {
+      snprintf(said, sizeof said, "memtap %s", command);
+      return said;
+    }
+  }
+  return NULL;
+}
+
+static int unknown_command(const char *name) {
+  const char *near = suggestion(name);
+  if (near)
+    fprintf(stderr,
+            "memtap: unknown command '%s'; did you mean %s? ('memtap --help' lists the "
+            "commands)\n",
+            name, near);
+  else
+    fprintf(stderr, "memtap: unknown command '%s'; 'memtap --help' lists the commands\n", name);
+  return MT_EXIT_USAGE;
+}
+
 static int run(int argc, char **argv) {
   if (argc < 2) {
     print_help(stderr);
@@ -79,8 +143,7 @@ static int run(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
       if (!strcmp(argv[2], commands[i].name))
         return commands[i].run(2, args);
-    fprintf(stderr, "memtap: unknown command '%s'; 'memtap --help' lists the commands\n", argv[2]);
-    return MT_EXIT_USAGE;
+    return unknown_command(argv[2]);
   }
   if (!strcmp(name, "--version") && argc > 2) { /* an argument it would not read */
     fprintf(stderr, "memtap: --version takes no argument ('%s' given)\n", argv[2]);
@@ -99,8 +162,7 @@ static int run(int argc, char **argv) {
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(name, commands[i].name))
       return commands[i].run(argc - 1, argv + 1);
-  fprintf(stderr, "memtap: unknown command '%s'; 'memtap --help' lists the commands\n", name);
-  return MT_EXIT_USAGE;
+  return unknown_command(name);
 }
 
 int mt_cli_run(int argc, char **argv) {

@@ -80,7 +80,13 @@ static void every_command_has_help(void **state) {
 static void usage_errors_exit_64_and_point_to_help(void **state) {
   (void)state;
   expect(64, NULL, "usage: memtap COMMAND", NULL);
-  expect(64, NULL, "unknown command 'frobnicate'", "frobnicate", NULL);
+  expect(64, NULL, "unknown command 'frobnicate'; 'memtap --help' lists the commands", "frobnicate",
+         NULL);
+  /* A command mistyped, or another profiler's name for a view, gets the command to use. */
+  expect(64, NULL, "unknown command 'sumary'; did you mean memtap summary?", "sumary", NULL);
+  expect(64, NULL, "unknown command 'leak'; did you mean memtap leaks?", "leak", NULL);
+  expect(64, NULL, "did you mean memtap top --by peak", "peak", "T.ctf", NULL);
+  expect(64, NULL, "did you mean memtap flame?", "help", "flamegraph", NULL);
   expect(64, NULL, "expected exactly one TRACE", "dump", NULL);
   expect(64, NULL, "--help", "dump", "--bogus", "x", NULL);
   expect(64, NULL, "--version takes 2 or 3, not '4'", "copy", "--version", "4", "a", "b");
