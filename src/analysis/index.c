@@ -60,7 +60,8 @@ typedef struct mt_index {
   int64_t trace_mtime;  /* the trace file's modification time in ns; INT64_MIN: not a file */
   int64_t trace_end;    /* time of the trace's last event; INT64_MIN when not known */
   bool end_learnt;      /* this pass learnt it */
-  bool replace;         /* the file there is unfit: written anew even with no checkpoint */
+  bool replace;         /* the file there is an unfit index: written anew even with no checkpoint */
+  bool foreign;         /* the file there is not an index at all: never written over */
   int64_t interval;     /* least trace bytes between checkpoints */
   size_t location_mark; /* reader location codes saved so far */
 } mt_index;
@@ -205,9 +206,14 @@ static bool load(mt_index *ix, char *problem) {
   mt_bytes_reader_init(&in, data, size);
   const uint8_t *magic;
   uint32_t version, count;
-  if (size < HEADER_SIZE + 8 || !mt_bytes_get_data(&in, 8, &magic) ||
-      memcmp(magic, INDEX_MAGIC, 8)) {
-    say(problem, ix, "%s: %s", "is not a memtap checkpoint index");
+  if (!mt_bytes_get_data(&in, 8, &magic) || memcmp(magic, INDEX_MAGIC, 8)) {
+    ix->foreign = true; /* someone's file: never written over */
+    say(problem, ix, "%s: %s",
+        "is not a memtap checkpoint index: left as it is, and no index used");
+    return false;
+  }
+  if (size < HEADER_SIZE + 8) {
+    say(problem, ix, "%s: %s", "is damaged (cut short)");
     return false;
   }
   uint64_t stored = 0;
@@ -437,7 +443,7 @@ int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *opti
   if (distrusted || !load(ix, a->index_use.problem)) { /* start a new index from scratch */
     /* replaced even if this trace is too short for a checkpoint, or its message would come back
      * at every command */
-    ix->replace = directory_writable(ix->path);
+    ix->replace = !ix->foreign && directory_writable(ix->path);
     free(ix->file);
     free(ix->c);
     ix->file = NULL;
@@ -448,7 +454,8 @@ int mt_index_begin(mt_analysis *a, mt_reader *r, const mt_analysis_options *opti
   int64_t to = options->to == MT_TIME_UNBOUNDED ? INT64_MAX : options->to;
   const checkpoint *frontier = ix->count ? &ix->c[ix->count - 1] : NULL;
   /* The pass can add checkpoints only if it may read past the index's last one. */
-  a->keep_checkpoints = (!frontier || to > frontier->max_time) && directory_writable(ix->path);
+  a->keep_checkpoints =
+      (!frontier || to > frontier->max_time) && !ix->foreign && directory_writable(ix->path);
   if (!a->keep_checkpoints && !frontier && !a->index_use.problem[0])
     note(a, "%s: %s", "cannot be written: its directory is not writable");
   ix->location_mark = frontier ? (size_t)frontier->locations : 0;

@@ -681,6 +681,53 @@ static void compressed_or_piped_traces_do_not_use_an_index(void **state) {
 
 /* memtap with --index gives what --no-index gives, makes TRACE.idx once and says so; a damaged
  * index is reported and replaced; bad windows and regexes are usage errors. */
+/* A trace too short for a checkpoint (under 8 MiB) gets no index, but a damaged one beside it is
+ * replaced all the same (its message came back at every command), and a file there that is no
+ * index at all is never written over (it was, by a pass that added checkpoints). */
+static void a_short_traces_bad_index_is_replaced_and_a_foreign_file_kept(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *data = tu_read_file(tu_testdata("memtrace/demo_v3.ctf"), &size);
+  char trace[4096], idx[4200];
+  snprintf(trace, sizeof trace, "%s", tu_temp_path("short.ctf"));
+  snprintf(idx, sizeof idx, "%s.idx", trace);
+  tu_write_file(trace, data, size);
+  free(data);
+  unlink(idx);
+  char *out, *err;
+  size_t n;
+  assert_int_equal(tu_run_cli(&out, &n, &err, "summary", "--index", "--from", "50%", trace, NULL),
+                   0);
+  assert_string_equal(err, "");
+  free(out);
+  free(err);
+  assert_int_equal(access(idx, F_OK), -1); /* no checkpoint, no file */
+  static const char damaged[] = "MTAPIDX1 and then anything at all, its checksum wrong......";
+  tu_write_file(idx, damaged, sizeof damaged);
+  assert_int_equal(tu_run_cli(&out, &n, &err, "summary", "--from", "50%", trace, NULL), 0);
+  assert_non_null(strstr(err, "is damaged"));
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, &n, &err, "summary", "--from", "50%", trace, NULL), 0);
+  assert_string_equal(err, "");
+  free(out);
+  free(err);
+  static const char notes[] = "my own notes, named like an index\n";
+  tu_write_file(idx, notes, sizeof notes - 1);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(tu_run_cli(&out, &n, &err, "top", "--index", "--from", "50%", trace, NULL), 0);
+    assert_non_null(strstr(err, "is not a memtap checkpoint index: left as it is"));
+    free(out);
+    free(err);
+  }
+  uint8_t *kept = tu_read_file(idx, &n);
+  assert_int_equal(n, sizeof notes - 1);
+  assert_memory_equal(kept, notes, n);
+  free(kept);
+  unlink(idx);
+  unlink(trace);
+}
+
 static void cli_index_gives_the_same_output_and_reports_what_it_did(void **state) {
   (void)state;
   size_t size;
@@ -751,6 +798,7 @@ static void cli_index_gives_the_same_output_and_reports_what_it_did(void **state
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(windows_resumed_from_a_full_pass_index_match_full_passes),
+      cmocka_unit_test(a_short_traces_bad_index_is_replaced_and_a_foreign_file_kept),
       cmocka_unit_test(index_built_by_windows_grows_and_serves_later_windows),
       cmocka_unit_test(index_keeps_the_end_of_a_trace_that_ran_on),
       cmocka_unit_test(index_does_not_depend_on_hide_or_folding),
