@@ -19,9 +19,8 @@
  * the loader's lock), so a signal handler that allocates while its thread is inside libunwind
  * would wait for itself for ever. A walk on a thread already inside libunwind goes without it:
  * a fallback records no stack (flagged, as before libunwind is loaded), and the check mode skips
- * the comparison. (Running
- * the set-up in the constructor instead would cost every traced process about 0.3 ms, and not cover
- * libunwind's other state.) */
+ * the comparison. (Running the set-up in the constructor instead would cost every traced process
+ * about 0.3 ms, and not cover libunwind's other state.) */
 static __thread uint32_t in_libunwind __attribute__((tls_model("initial-exec")));
 
 /* The thread's unwind stack (libunwind_walk, below). */
@@ -99,11 +98,11 @@ static bool stack_roomy(const mt_shim_thread *t, uintptr_t sp) {
 
 /* Elsewhere, libunwind runs on a stack of the thread's own (the unwind stack): mapped at its first
  * need (MAP_NORESERVE, a guard page below it), unmapped at thread exit. The walk still reads the
- * frames of the stack the program was on: call_on_stack keeps a frame pointer to it, and its CFI
- * says so, so that libunwind steps from the unwind stack back onto the program's. Before, such a
- * walk ran where it was, and 4 KiB coroutine stacks overflowed into the heap (an abort in the
- * program's next realloc) where untraced they sufficed; a short known stack (a handler's SIGSTKSZ
- * alternate stack) got no backtrace.
+ * frames of the stack the program was on: mt_unwind_call_on_stack keeps a frame pointer to it, and
+ * its CFI says so, so that libunwind steps from the unwind stack back onto the program's. Before,
+ * such a walk ran where it was, and 4 KiB coroutine stacks overflowed into the heap (an abort in
+ * the program's next realloc) where untraced they sufficed; a short known stack (a handler's
+ * SIGSTKSZ alternate stack) got no backtrace.
  *
  * mt_unwind_call_on_stack(fn, buffer, size, top): fn(buffer, size) with the stack pointer at `top`
  * (16-byte aligned), back on the caller's stack after. */
