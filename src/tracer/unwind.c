@@ -8,6 +8,8 @@
  * shim's constructor) and called through a function pointer. Before it is loaded a walk the CFI
  * walker could not finish keeps the frames it found and is marked truncated. */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -159,9 +161,16 @@ static int libunwind_walk(void **buf, int max) {
   if (stack_roomy(&mt_shim_self, (uintptr_t)__builtin_frame_address(0))) {
     got = backtrace_fn(buf, max);
   } else {
+    /* Signals are held off meanwhile: a handler running on its alternate stack that switched away
+     * from it would have the kernel start a nested SA_ONSTACK handler at that stack's top, over
+     * the running one's frames (the kernel tells "on the alternate stack" by the stack pointer). */
     void *top = unwind_stack_top();
-    if (top)
+    sigset_t all, was;
+    sigfillset(&all);
+    if (top && pthread_sigmask(SIG_SETMASK, &all, &was) == 0) {
       got = mt_unwind_call_on_stack(backtrace_fn, buf, max, top);
+      pthread_sigmask(SIG_SETMASK, &was, NULL);
+    }
   }
   atomic_signal_fence(memory_order_seq_cst);
   in_libunwind = 0;
