@@ -59,11 +59,13 @@ static mt_cfi_memo *thread_memo(void) {
 
 void mt_tracer_unwind_thread_done(void) {
   if (!in_libunwind) { /* else a handler interrupted a walk on it: left mapped */
+    /* Forgotten before it is unmapped: a handler that walks between the two finds none. */
+    char *stack = unwind_stack;
     unwind_stack_gone = true;
-    if (unwind_stack) {
-      munmap(unwind_stack - MT_UNWIND_GUARD_BYTES, MT_UNWIND_STACK_BYTES + MT_UNWIND_GUARD_BYTES);
-      unwind_stack = NULL;
-    }
+    unwind_stack = NULL;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (stack)
+      munmap(stack - MT_UNWIND_GUARD_BYTES, MT_UNWIND_STACK_BYTES + MT_UNWIND_GUARD_BYTES);
   }
   mt_cfi_memo *m = memo;
   memo_walks = MEMO_GONE; /* what the thread still records walks without one */
@@ -152,28 +154,43 @@ static void *unwind_stack_top(void) {
   return unwind_stack + MT_UNWIND_STACK_BYTES;
 }
 
+/* Marks the thread as inside libunwind (or out of it again). */
+static void mark_in_libunwind(uint32_t in) {
+  atomic_signal_fence(memory_order_seq_cst);
+  in_libunwind = in;
+  atomic_signal_fence(memory_order_seq_cst);
+}
+
 static int libunwind_walk(void **buf, int max) {
   if (in_libunwind)
     return -1;
-  in_libunwind = 1;
-  atomic_signal_fence(memory_order_seq_cst);
+  mark_in_libunwind(1); /* before the unwind stack's mmap too: a handler would map a second */
   int got = -1;
+  void *top;
   if (stack_roomy(&mt_shim_self, (uintptr_t)__builtin_frame_address(0))) {
     got = backtrace_fn(buf, max);
+    mark_in_libunwind(0);
+  } else if (!(top = unwind_stack_top())) {
+    mark_in_libunwind(0);
   } else {
     /* Signals are held off meanwhile: a handler running on its alternate stack that switched away
      * from it would have the kernel start a nested SA_ONSTACK handler at that stack's top, over
-     * the running one's frames (the kernel tells "on the alternate stack" by the stack pointer). */
-    void *top = unwind_stack_top();
-    sigset_t all, was;
-    sigfillset(&all);
-    if (top && pthread_sigmask(SIG_SETMASK, &all, &was) == 0) {
+     * the running one's frames (the kernel tells "on the alternate stack" by the stack pointer).
+     * Not the synchronous ones: blocked, a fault would kill the process without its own handler
+     * (a crash reporter's). The mask comes back after the mark is cleared, so that a handler it
+     * lets in may walk with libunwind too. */
+    sigset_t held, was;
+    sigfillset(&held);
+    static const int synchronous[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT};
+    for (size_t i = 0; i < sizeof synchronous / sizeof synchronous[0]; i++)
+      sigdelset(&held, synchronous[i]);
+    bool masked = pthread_sigmask(SIG_SETMASK, &held, &was) == 0;
+    if (masked)
       got = mt_unwind_call_on_stack(backtrace_fn, buf, max, top);
+    mark_in_libunwind(0);
+    if (masked)
       pthread_sigmask(SIG_SETMASK, &was, NULL);
-    }
   }
-  atomic_signal_fence(memory_order_seq_cst);
-  in_libunwind = 0;
   return got;
 }
 
