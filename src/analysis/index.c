@@ -168,23 +168,39 @@ static bool parse_body(const uint8_t *data, size_t size, parsed_body *b) {
 /* Reads and checks the index file of the trace `ix` identifies. false with `problem` set when it
  * exists but cannot be used; true (with no checkpoints) when there is none. */
 static bool load(mt_index *ix, char *problem) {
-  int fd = open(ix->path, O_RDONLY | O_CLOEXEC);
+  /* (O_NONBLOCK: a FIFO of that name would wait for a writer) */
+  int fd = open(ix->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  ix->foreign = true; /* until it reads as one of ours: never written over */
   if (fd < 0) {
-    if (errno == ENOENT)
+    if (errno == ENOENT) {
+      ix->foreign = false;
       return true;
+    }
     say(problem, ix, "%s: cannot read the checkpoint index: %s", strerror(errno));
     return false;
   }
   struct stat st;
   bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  /* Ours: empty (cut before its first byte), or starting with the magic as far as it goes. */
+  uint8_t head[8];
+  ssize_t n_head = ok ? pread(fd, head, sizeof head, 0) : -1;
+  if (n_head >= 0 && !memcmp(head, INDEX_MAGIC, (size_t)n_head))
+    ix->foreign = false;
+  if (ix->foreign) { /* someone's file, or not a file */
+    close(fd);
+    say(problem, ix, "%s: %s",
+        ok ? "is not a memtap checkpoint index: left as it is, and no index used"
+           : "is not a regular file: left as it is, and no index used");
+    return false;
+  }
   /* An index holds at most about a quarter of its trace: anything far larger is not one. */
-  if (ok && (uint64_t)st.st_size > (uint64_t)ix->trace_size / 2 + (64u << 20)) {
+  if ((uint64_t)st.st_size > (uint64_t)ix->trace_size / 2 + (64u << 20)) {
     close(fd);
     say(problem, ix, "%s: %s", "is far larger than a checkpoint index of this trace could be");
     return false;
   }
-  size_t size = ok ? (size_t)st.st_size : 0;
-  uint8_t *data = ok ? malloc(size ? size : 1) : NULL;
+  size_t size = (size_t)st.st_size;
+  uint8_t *data = malloc(size ? size : 1);
   size_t got = 0;
   while (data && got < size) {
     ssize_t n = read(fd, data + got, size - got);
@@ -206,13 +222,8 @@ static bool load(mt_index *ix, char *problem) {
   mt_bytes_reader_init(&in, data, size);
   const uint8_t *magic;
   uint32_t version, count;
-  if (!mt_bytes_get_data(&in, 8, &magic) || memcmp(magic, INDEX_MAGIC, 8)) {
-    ix->foreign = true; /* someone's file: never written over */
-    say(problem, ix, "%s: %s",
-        "is not a memtap checkpoint index: left as it is, and no index used");
-    return false;
-  }
-  if (size < HEADER_SIZE + 8) {
+  if (size < HEADER_SIZE + 8 || !mt_bytes_get_data(&in, 8, &magic) ||
+      memcmp(magic, INDEX_MAGIC, 8)) {
     say(problem, ix, "%s: %s", "is damaged (cut short)");
     return false;
   }

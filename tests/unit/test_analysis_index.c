@@ -712,6 +712,16 @@ static void a_short_traces_bad_index_is_replaced_and_a_foreign_file_kept(void **
   assert_string_equal(err, "");
   free(out);
   free(err);
+  /* Empty (a crash right after its creation): ours, replaced. */
+  tu_write_file(idx, "", 0);
+  assert_int_equal(tu_run_cli(&out, &n, &err, "summary", "--from", "50%", trace, NULL), 0);
+  assert_non_null(strstr(err, "is damaged (cut short)"));
+  free(out);
+  free(err);
+  assert_int_equal(tu_run_cli(&out, &n, &err, "summary", "--from", "50%", trace, NULL), 0);
+  assert_string_equal(err, "");
+  free(out);
+  free(err);
   static const char notes[] = "my own notes, named like an index\n";
   tu_write_file(idx, notes, sizeof notes - 1);
   for (int i = 0; i < 2; i++) {
