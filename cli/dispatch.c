@@ -90,6 +90,8 @@ static const char *suggestion(const char *name) {
   size_t n = strlen(name);
   if (n > 31)
     return NULL;
+  const char *nearest = NULL;
+  unsigned nearest_distance = 3;
   for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
     const char *command = commands[c].name;
     size_t m = strlen(command);
@@ -110,12 +112,15 @@ static const char *suggestion(const char *name) {
         diagonal = above;
       }
     }
-    if (row[m] <= 2 && row[m] < m) {
-      snprintf(said, sizeof said, "memtap %s", command);
-      return said;
+    if (row[m] < nearest_distance && row[m] < m) { /* the nearest, the first of equals */
+      nearest = command;
+      nearest_distance = row[m];
     }
   }
-  return NULL;
+  if (!nearest)
+    return NULL;
+  snprintf(said, sizeof said, "memtap %s", nearest);
+  return said;
 }
 
 static int unknown_command(const char *name) {

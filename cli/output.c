@@ -89,11 +89,11 @@ void out_line_field(cli_out *o, const char *s) {
   if (!s)
     return;
   for (;;) {
-    size_t n = strcspn(s, "\n\r");
+    size_t n = strcspn(s, "\n\r\\");
     out_bytes(o, s, n);
     if (!s[n])
       return;
-    out_str(o, s[n] == '\n' ? "\\n" : "\\r");
+    out_str(o, s[n] == '\n' ? "\\n" : s[n] == '\r' ? "\\r" : "\\\\");
     s += n + 1;
   }
 }

@@ -85,6 +85,8 @@ static void usage_errors_exit_64_and_point_to_help(void **state) {
   /* A command mistyped, or another profiler's name for a view, gets the command to use. */
   expect(64, NULL, "unknown command 'sumary'; did you mean memtap summary?", "sumary", NULL);
   expect(64, NULL, "unknown command 'leak'; did you mean memtap leaks?", "leak", NULL);
+  expect(64, NULL, "did you mean memtap record?", "recor", NULL); /* not report, 2 edits away */
+  expect(64, NULL, "did you mean memtap export?", "exort", NULL);
   expect(64, NULL, "did you mean memtap top --by peak", "peak", "T.ctf", NULL);
   expect(64, NULL, "did you mean memtap flame?", "help", "flamegraph", NULL);
   expect(64, NULL, "expected exactly one TRACE", "dump", NULL);
@@ -530,7 +532,7 @@ static void line_breaks_in_fields_stay_on_their_line(void **state) {
   mt_trace_info info = tg_info(1.0);
   info.executable_name = "/bin/two\nlines";
   info.host_name = "host\r";
-  info.context = "prog 'a\nb' c";
+  info.context = "prog 'a\nb' c\\d";
   mt_writer *w;
   assert_int_equal(mt_writer_create(&w, fd, &info, NULL, NULL), MT_OK);
   size_t size;
@@ -542,7 +544,7 @@ static void line_breaks_in_fields_stay_on_their_line(void **state) {
   assert_int_equal(tu_run_cli(&out, NULL, &err, "info", path, NULL), 0);
   expect_in(out, "info", "\nexecutable:     /bin/two\\nlines\n");
   expect_in(out, "info", "\nhost:           host\\r\n");
-  expect_in(out, "info", "\ncontext:        prog 'a\\nb' c\n");
+  expect_in(out, "info", "\ncontext:        prog 'a\\nb' c\\\\d\n");
   free(out);
   free(err);
   assert_int_equal(tu_run_cli(&out, NULL, &err, "summary", path, NULL), 0);
