@@ -76,6 +76,15 @@ static void register_process(int64_t parent_pid) {
                    sizeof buf.h + (size_t)n + (size_t)command);
 }
 
+/* memtap record's pid namespace, as MEMTAP_RING_PID_NS named it at start-up; 0 when unset. */
+static uint64_t memtap_pid_namespace(void) {
+  const char *theirs = mt_shim_ring_variable(MT_SHIM_RING_PID_NS);
+  uint64_t named = 0;
+  for (const char *c = theirs; c && *c >= '0' && *c <= '9' && named < UINT64_MAX / 16; c++)
+    named = named * 10 + (uint64_t)(*c - '0');
+  return named;
+}
+
 /* A process of `memtap record` that the shim does not trace (a forked or exec'd descendant without
  * --follow-fork, or a copy made by the clone system call without fork handlers: `clone_copy`)
  * leaves `<pid>.untraced` in the ring directory, holding the program it runs (or nothing when its
@@ -96,10 +105,8 @@ static bool note_untraced_process(char why) {
   static const char suffix[] = ".untraced.part";
   char partial[64 + sizeof suffix], name[sizeof partial];
   size_t len = (size_t)mt_format_decimal(partial, (uint64_t)getpid());
-  const char *theirs = mt_shim_ring_variable(MT_SHIM_RING_PID_NS);
-  uint64_t ours = theirs ? mt_process_pid_namespace() : 0, named = 0;
-  for (const char *c = theirs; c && *c >= '0' && *c <= '9' && named < UINT64_MAX / 16; c++)
-    named = named * 10 + (uint64_t)(*c - '0');
+  uint64_t named = memtap_pid_namespace();
+  uint64_t ours = mt_shim_ring_variable(MT_SHIM_RING_PID_NS) ? mt_process_pid_namespace() : 0;
   if (ours && ours != named) {
     /* and the start time: the kernel gives a freed namespace's number to the next one */
     uint64_t start = 0;
@@ -389,11 +396,17 @@ static void warn_if_new_bypasses_malloc(void) {
 
 /* Whether this process, under `memtap record`, is a descendant of the program memtap started
  * rather than that program: not MEMTAP_TRACE_PID, or with --follow-fork (which sets none) not a
- * child of memtap (MEMTAP_RING_CONSUMER's pid). memtap is a subreaper, so an orphan reparented to
- * it reads as the program: it then says what the program would. */
+ * child of memtap (MEMTAP_RING_CONSUMER's pid), or in another pid namespace. memtap is a
+ * subreaper, so an orphan reparented to it reads as the program: it then says what the program
+ * would. */
 static bool record_descendant(const mt_tracer_config *c) {
   if (!c->scope_read || !c->record)
     return false;
+  /* In another pid namespace than memtap's (MEMTAP_RING_PID_NS), pids are not memtap's to
+   * compare, and the program memtap started is in memtap's: a descendant (a sandbox's child). */
+  uint64_t named = memtap_pid_namespace();
+  if (named && mt_process_pid_namespace() != named)
+    return true;
   if (c->trace_pid)
     return c->trace_pid != getpid();
   uint64_t consumer, start_time;
