@@ -58,27 +58,20 @@ static int time_form(const char *text, double *v) {
   return *end && strcmp(end, "s") ? -1 : 0;
 }
 
-static bool an_parse_time(const char *text, int64_t duration_us, int64_t *us) {
-  double v;
-  int percent = time_form(text, &v);
-  if (percent < 0 || v > (percent ? 100 : AN_MAX_SECONDS))
-    return false;
-  *us = percent ? (int64_t)llround(v / 100 * (double)duration_us) : (int64_t)llround(v * 1e6);
-  return true;
-}
-
 bool an_time_arg(const char *cmd, const char *option, const char *forms, const char *text,
                  int64_t duration_us, int64_t *us) {
-  if (an_parse_time(text, duration_us, us))
-    return true;
   double v;
   int percent = time_form(text, &v);
-  if (percent < 0)
+  if (percent < 0) {
     cli_usage_error(cmd, "%s takes %s, not '%s'", option, forms, text);
-  else if (percent)
+  } else if (percent && v > 100) {
     cli_usage_error(cmd, "%s %s: a percentage of the trace is 0%% to 100%%", option, text);
-  else
+  } else if (!percent && v > AN_MAX_SECONDS) {
     cli_usage_error(cmd, "%s %s: at most %.0f seconds", option, text, AN_MAX_SECONDS);
+  } else {
+    *us = percent ? (int64_t)llround(v / 100 * (double)duration_us) : (int64_t)llround(v * 1e6);
+    return true;
+  }
   return false;
 }
 

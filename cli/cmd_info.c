@@ -188,23 +188,15 @@ int mt_cmd_info(int argc, char **argv) {
     }
     out_printf(&o, "start time:     %s\n", start);
     out_printf(&o, "duration:       %.6f s\n", duration);
-    out_str(&o, "executable:     ");
-    out_line_field(&o, info->executable_name);
-    out_str(&o, "\n");
-    out_str(&o, "host:           ");
-    out_line_field(&o, info->host_name);
-    out_str(&o, "\n");
+    out_line_field(&o, "executable:     ", info->executable_name);
+    out_line_field(&o, "host:           ", info->host_name);
     out_printf(&o, "pid:            %lld\n", (long long)info->pid);
     out_printf(&o, "word size:      %d bits\n", info->word_size);
     char r1[40];
     out_printf(&o, "sample rate:    %s%s\n", out_format_decimal(info->sample_rate, r1),
                rate_ok ? "" : " (invalid: estimates are not available)");
-    out_str(&o, "runtime params: ");
-    out_line_field(&o, info->ocaml_runtime_params);
-    out_str(&o, "\n");
-    out_str(&o, "context:        ");
-    out_line_field(&o, info->context[0] ? info->context : "(none)");
-    out_str(&o, "\n");
+    out_line_field(&o, "runtime params: ", info->ocaml_runtime_params);
+    out_line_field(&o, "context:        ", info->context[0] ? info->context : "(none)");
     out_printf(&o, "domains:        %u\n", t.domain_count);
     out_printf(&o, "events:         %s allocation%s (%s minor, %s major, %s external), ",
                out_format_count((double)nallocs, n1), out_plural((double)nallocs),

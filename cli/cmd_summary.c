@@ -168,9 +168,7 @@ int mt_cmd_summary(int argc, char **argv) {
   } else {
     char b1[32];
     out_printf(&o, "trace:           %s\n", path);
-    out_str(&o, "executable:      ");
-    out_line_field(&o, s->info.executable_name);
-    out_str(&o, "\n");
+    out_line_field(&o, "executable:      ", s->info.executable_name);
     if (ao.to &&
         s->to != mt_analysis_elapsed(s->end_time, s->info.start_time)) /* not clamped to the end */
       out_printf(&o, "last event read: %.6f s (the trace after the window is not read)\n",

@@ -85,14 +85,15 @@ void out_str(cli_out *o, const char *s) {
   out_bytes(o, s, strlen(s));
 }
 
-void out_line_field(cli_out *o, const char *s) {
-  if (!s)
-    return;
-  for (;;) {
+void out_line_field(cli_out *o, const char *label, const char *s) {
+  out_str(o, label);
+  for (s = s ? s : "";;) {
     size_t n = strcspn(s, "\n\r\\");
     out_bytes(o, s, n);
-    if (!s[n])
+    if (!s[n]) {
+      out_str(o, "\n");
       return;
+    }
     out_str(o, s[n] == '\n' ? "\\n" : s[n] == '\r' ? "\\r" : "\\\\");
     s += n + 1;
   }

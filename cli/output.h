@@ -30,11 +30,11 @@ void out_init(cli_out *o, int fd);
 void out_bytes(cli_out *o, const void *data, size_t n);
 void out_str(cli_out *o, const char *s);
 void out_printf(cli_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* `s` as one field of a one-line-per-field listing (info's executable, context...): a newline or
- * a carriage return in it is written as the two characters \n or \r, and a backslash as \\, so
- * that the field stays on its line in a pipe as on a terminal and reads back unambiguously;
- * everything else as out_str. NULL writes nothing. */
-void out_line_field(cli_out *o, const char *s);
+/* One line of a one-line-per-field listing (info's executable, context...): `label`, then `s` with
+ * a newline or a carriage return in it written as the two characters \n or \r and a backslash as
+ * \\, so that the field stays on its line in a pipe as on a terminal and reads back unambiguously,
+ * then a newline. NULL writes an empty field. */
+void out_line_field(cli_out *o, const char *label, const char *s);
 /* Writes what is buffered; returns false if any write failed. */
 bool out_flush(cli_out *o);
 

@@ -106,7 +106,7 @@ static bool note_untraced_process(char why) {
   char partial[64 + sizeof suffix], name[sizeof partial];
   size_t len = (size_t)mt_format_decimal(partial, (uint64_t)getpid());
   uint64_t named = memtap_pid_namespace();
-  uint64_t ours = mt_shim_ring_variable(MT_SHIM_RING_PID_NS) ? mt_process_pid_namespace() : 0;
+  uint64_t ours = named ? mt_process_pid_namespace() : 0;
   if (ours && ours != named) {
     /* and the start time: the kernel gives a freed namespace's number to the next one */
     uint64_t start = 0;
