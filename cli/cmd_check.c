@@ -86,7 +86,8 @@ int mt_cmd_check(int argc, char **argv) {
     }
     uint64_t skipped = mt_reader_warning_count(r);
     if (skipped)
-      out_printf(&o, ", %" PRIu64 " packets of other processes skipped", skipped);
+      out_printf(&o, ", %s packet%s of other processes skipped",
+                 out_format_count((double)skipped, n1), out_plural((double)skipped));
     out_str(&o, "\n");
     if (!out_finish(&o))
       status = MT_EXIT_FAILURE;

@@ -68,14 +68,17 @@ static int parse_kinds(const char *text, unsigned *kinds, bool *empty) {
  * entries written only; frees written only (those of known memory, and one per reallocation over
  * live memory). The second line says what was left out. */
 static void print_counts(const char *what, const mt_go_counts *c) {
-  printf("%-17s %8" PRIu64 " allocated %8" PRIu64 " in the start snapshot %8" PRIu64
-         " freed %8" PRIu64 " live at the end\n",
-         what, c->allocated, c->snapshot - c->duplicates - c->empty, c->freed, c->live_end);
+  char a[32], b[32], d[32], e[32];
+  printf("%-17s %8s allocated %8s in the start snapshot %8s freed %8s live at the end\n", what,
+         out_format_count((double)c->allocated, a),
+         out_format_count((double)(c->snapshot - c->duplicates - c->empty), b),
+         out_format_count((double)c->freed, d), out_format_count((double)c->live_end, e));
   if (c->unknown_frees || c->replaced || c->duplicates || c->empty)
-    printf("%-17s %8" PRIu64 " frees of unknown memory (left out) %8" PRIu64
-           " reallocated while live %8" PRIu64 " snapshotted twice %8" PRIu64
-           " snapshotted without memory\n",
-           "", c->unknown_frees, c->replaced, c->duplicates, c->empty);
+    printf("%-17s %8s frees of unknown memory (left out) %8s reallocated while live %8s "
+           "snapshotted twice %8s snapshotted without memory\n",
+           "", out_format_count((double)c->unknown_frees, a),
+           out_format_count((double)c->replaced, b), out_format_count((double)c->duplicates, d),
+           out_format_count((double)c->empty, e));
 }
 
 int mt_cmd_import_go(int argc, char **argv) {
@@ -157,13 +160,15 @@ int mt_cmd_import_go(int argc, char **argv) {
   if (!cli_output_file_close(&of, rc == MT_OK) || rc)
     return MT_EXIT_FAILURE;
   if (!quiet && !of.is_stdout) {
-    printf("%s: Go trace format go 1.%d, %" PRIu64 " generation%s, %" PRIu64 " event%s\n", in,
-           stats.format_version, stats.generations, out_plural((double)stats.generations),
-           stats.go_events, out_plural((double)stats.go_events));
+    char generations[32], events[32], types[32];
+    printf("%s: Go trace format go 1.%d, %s generation%s, %s event%s\n", in, stats.format_version,
+           out_format_count((double)stats.generations, generations),
+           out_plural((double)stats.generations), out_format_count((double)stats.go_events, events),
+           out_plural((double)stats.go_events));
     print_counts("heap objects", &stats.objects);
     print_counts("spans", &stats.spans);
     print_counts("goroutine stacks", &stats.stacks);
-    printf("%" PRIu64 " type names; %.3f s traced\n", stats.type_names,
+    printf("%s type names; %.3f s traced\n", out_format_count((double)stats.type_names, types),
            (double)(stats.end_time - stats.start_time) / 1e6);
   }
   return MT_EXIT_OK;

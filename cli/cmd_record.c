@@ -1171,12 +1171,14 @@ static void summary(const traced *t) {
                             ? " (blocks allocated before its trace began: its parent's, from "
                               "before the fork)"
                             : "";
-  cli_error(t->path,
-            "%s%" PRIu64 " allocation%s, %" PRIu64 " free%s, %" PRIu64 " unknown free%s, %" PRIu64
-            " lost record%s%s%s%s%s",
-            head, st->allocations, out_plural((double)st->allocations), st->frees,
-            out_plural((double)st->frees), st->unknown_frees, out_plural((double)st->unknown_frees),
-            st->lost_records, out_plural((double)st->lost_records), why, unknown,
+  char allocs[32], frees[32], unknown_frees[32], lost[32]; /* grouped, as every text output */
+  cli_error(t->path, "%s%s allocation%s, %s free%s, %s unknown free%s, %s lost record%s%s%s%s%s",
+            head, out_format_count((double)st->allocations, allocs),
+            out_plural((double)st->allocations), out_format_count((double)st->frees, frees),
+            out_plural((double)st->frees),
+            out_format_count((double)st->unknown_frees, unknown_frees),
+            out_plural((double)st->unknown_frees), out_format_count((double)st->lost_records, lost),
+            out_plural((double)st->lost_records), why, unknown,
             word ? "; look at it with: memtap top " : "", word ? word : "");
   free(word);
 }

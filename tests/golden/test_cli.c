@@ -386,7 +386,7 @@ static void copy_leaves_out_promotes_and_collects_of_a_skipped_packets_objects(v
   const char *path = tu_temp_path("demo_v2_foreign_packet.ctf");
   tu_write_file(path, data, size);
   free(data);
-  expect(0, "1 packets of other processes skipped", NULL, "check", path, NULL);
+  expect(0, "1 packet of other processes skipped", NULL, "check", path, NULL);
   const char *copied = tu_temp_path("demo_v2_foreign_packet_copy.ctf");
   expect(0, NULL,
          "demo_v2_foreign_packet.ctf: warning: at byte 58940: collect of object 1530 left out: no "

@@ -700,7 +700,7 @@ static void cli_imports_and_refuses_its_input_as_output(void **state) {
   char *out, *err;
   int rc = tu_run_cli(&out, NULL, &err, "import-go", in, "-o", ctf, NULL);
   assert_int_equal(rc, 0);
-  assert_non_null(strstr(out, "8041 allocated"));
+  assert_non_null(strstr(out, "8,041 allocated"));
   assert_non_null(strstr(err, "warning: 2 frees of memory"));
   free(out);
   free(err);

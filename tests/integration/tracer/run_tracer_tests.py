@@ -277,8 +277,14 @@ def full_program(name, args=(), mode="all", sources=None, compare_stdout=True, e
     return f, traced
 
 
-SUMMARY_RE = re.compile(r"memtap: (.*): .*?(\d+) allocations?, (\d+) frees?, (\d+) unknown frees?, "
-                        r"(\d+) lost records?")
+# Counts are grouped by three ("8,927"), as in every text output.
+SUMMARY_RE = re.compile(r"memtap: (.*): (?:.*?, )?(\d[\d,]*) allocations?, (\d[\d,]*) frees?, "
+                        r"(\d[\d,]*) unknown frees?, (\d[\d,]*) lost records?")
+
+
+def count(text):
+    """A count as text output writes it ("8,927") as a number."""
+    return int(text.replace(",", ""))
 
 
 def check_summary_line(stderr, trace, f):
@@ -286,7 +292,7 @@ def check_summary_line(stderr, trace, f):
     lines = [m for m in SUMMARY_RE.finditer(stderr) if m.group(1) == trace]
     expect(lines, f"memtap record printed no closing line for {trace}:\n{stderr[-2000:]}")
     m = lines[-1]
-    allocs, frees, lost = int(m.group(2)), int(m.group(3)), int(m.group(5))
+    allocs, frees, lost = count(m.group(2)), count(m.group(3)), count(m.group(5))
     expect(allocs == f["allocs"] and frees == f["collects"],
            f"closing line says {allocs} allocations, {frees} frees; the trace has {f['allocs']} "
            f"and {f['collects']} collects")
@@ -623,7 +629,7 @@ def test_full_realloc_on_another_thread_keeps_every_free():
                                  env=base_env({"MEMTAP_RING_CLOCK": clock}))
         trace = os.path.join(WORK, "threads.ctf")
         lines = [m for m in SUMMARY_RE.finditer(traced.stderr) if m.group(1) == trace]
-        unknown = int(lines[-1].group(4))
+        unknown = count(lines[-1].group(4))
         expect(unknown == 0, f"clock {clock}: {unknown} unknown frees of 20,000 blocks handed back")
 
 
@@ -1898,7 +1904,7 @@ def test_full_deep_bound_library_allocations_are_traced():
         f, traced = full_program("dlopen_main", [lib, how], mode="deep",
                                  sources=["dlopen_main.c", "dl_alloc_lib.c"])
         m = [m for m in SUMMARY_RE.finditer(traced.stderr)][-1]
-        expect(int(m.group(4)) == 2, f"dlopen_main {how}: {m.group(4)} unknown frees, not the "
+        expect(count(m.group(4)) == 2, f"dlopen_main {how}: {m.group(4)} unknown frees, not the "
                "constructor's 2")
 
 
@@ -2223,8 +2229,8 @@ def record_variables():
 
 
 def unknown_frees(stderr):
-    m = re.search(r"(\d+)\s+unknown frees?", stderr)
-    return int(m.group(1)) if m else 0
+    m = re.search(r"(\d[\d,]*)\s+unknown frees?", stderr)
+    return count(m.group(1)) if m else 0
 
 
 def test_recount_project_programs_match_glibc_mtrace():
