@@ -1662,13 +1662,15 @@ int mt_cmd_record(int argc, char **argv) {
   bool passing[_NSIG] = {false};
   sigemptyset(&forward.sa_mask);
   forward.sa_flags = SA_RESTART;
-  for (size_t i = 0; i < FORWARDED_COUNT; i++) { /* sent to memtap alone: pass them on */
+  /* Sent to memtap alone: passed on. Also those memtap was started ignoring (a script's
+   * background job ignores SIGINT and SIGQUIT, nohup SIGHUP): the program started ignoring them
+   * too (it was forked before this), but one that sets a handler of its own, as the JVM does for
+   * SIGQUIT's thread dump, gets them untraced; passed on to one still ignoring them, they change
+   * nothing. Until 2026-11-30 memtap kept ignoring SIGINT and SIGQUIT then, and `kill -QUIT` of a
+   * backgrounded `memtap record -- java ...` printed no thread dump. */
+  for (size_t i = 0; i < FORWARDED_COUNT; i++) {
     sigaction(forwarded_signals[i], NULL, &old_forwarded[i]);
-    /* An interrupt memtap was started ignoring (a background job of a script, nohup) is the
-     * program's to ignore too (it inherited that): memtap neither dies of it nor passes it on. */
-    bool interrupt = forwarded_signals[i] == SIGINT || forwarded_signals[i] == SIGQUIT;
-    sigaction(forwarded_signals[i],
-              interrupt && old_forwarded[i].sa_handler == SIG_IGN ? &ignore : &forward, NULL);
+    sigaction(forwarded_signals[i], &forward, NULL);
   }
   /* Ignored when memtap started, they stay so (and the program inherited that). */
   for (int sig = 1; sig < _NSIG; sig++) {
@@ -1682,7 +1684,7 @@ int mt_cmd_record(int argc, char **argv) {
   /* A standard error that is a closed pipe (memtap record ... 2>&1 | head -1) must not kill us
    * with SIGPIPE at the closing line: the exit status is the program's. Not restored: the rest
    * of the command only writes messages. The child keeps its own disposition (set before). */
-  signal(SIGPIPE, SIG_IGN);
+  sigaction(SIGPIPE, &ignore, NULL); /* not signal(): a preloaded libjsig warns of it */
 
   char byte = 1;
   if (write(go[1], &byte, 1) != 1) {

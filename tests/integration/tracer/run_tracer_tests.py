@@ -2096,17 +2096,27 @@ def test_signals_reach_the_program_once():
     """A signal sent to the process group (a supervisor's `kill -TERM -PGID`, a terminal's hangup)
     reaches the program itself, and memtap must not pass its own copy on: a second SIGTERM turned
     graceful's orderly shutdown (exit 0) into a forced one (exit 99), and a SIGHUP was counted
-    twice. One sent to memtap alone is passed on, once."""
+    twice. One sent to memtap alone is passed on, once. So is one memtap was started ignoring, as
+    a script's background job starts with SIGINT and SIGQUIT ignored, to a program that sets its
+    own handler (graceful does for SIGINT, the JVM for SIGQUIT): memtap kept ignoring them, and the
+    program, which untraced gets them, never did."""
+
+    def ignore_interrupts():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+
     for options in (("--full",), ()):
-        for target in ("group", "memtap"):
+        for target in ("group", "memtap", "group, started ignoring", "memtap, started ignoring"):
             label = f"{target}, {' '.join(options) or 'sampled'}"
-            trace = os.path.join(WORK, f"graceful-{target}-{len(options)}.ctf")
+            trace = os.path.join(WORK, f"graceful-{target.replace(', ', '-').replace(' ', '-')}-"
+                                 f"{len(options)}.ctf")
             p = subprocess.Popen(record_command(trace, [program("graceful")], options),
                                  env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, start_new_session=True)
+                                 text=True, start_new_session=True,
+                                 preexec_fn=ignore_interrupts if "ignoring" in target else None)
             wait_for_line(p, "ready")
             for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGINT, signal.SIGTERM):
-                if target == "group":
+                if target.startswith("group"):
                     os.killpg(p.pid, sig)
                 else:
                     os.kill(p.pid, sig)
