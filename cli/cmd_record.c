@@ -1523,6 +1523,12 @@ int mt_cmd_record(int argc, char **argv) {
     cli_error(program, "cannot be traced: %s", err.message);
     return MT_EXIT_FAILURE;
   }
+  /* A Go program runs traced, but its trace would read as nearly empty without a word. */
+  const char *go_advice = mt_record_program_go_advice(resolved);
+  if (go_advice)
+    cli_error(program,
+              "note: a Go program: the trace holds only what its C code allocates (cgo); %s",
+              go_advice);
   char shim[PATH_MAX];
   if (!find_shim(shim, sizeof shim)) {
     cli_error(NULL, "cannot find libmemtap-preload.so (set MEMTAP_PRELOAD to its path)");

@@ -27,6 +27,13 @@ static const void *at(const image *im, uint64_t offset, uint64_t length) {
   return im->data + offset;
 }
 
+/* A table of ELF structures (headers, dynamic entries, symbols) at `offset`: inside the file, and
+ * at an offset their 8-byte alignment allows (the mapping is page-aligned), as every linker
+ * writes them; NULL otherwise. */
+static const void *table_at(const image *im, uint64_t offset, uint64_t length) {
+  return offset % 8 ? NULL : at(im, offset, length);
+}
+
 static bool is_sanitizer_library(const char *name) {
   static const char *const runtimes[] = {"libasan.so",      "libtsan.so",       "libmsan.so",
                                          "liblsan.so",      "libclang_rt.asan", "libclang_rt.tsan",
@@ -44,20 +51,18 @@ static bool is_sanitizer_symbol(const char *name) {
 
 /* A NUL-terminated string at `offset` of section `strtab`, or NULL. */
 static const char *string_at(const image *im, const Elf64_Shdr *strtab, uint64_t offset) {
-  if (offset >= strtab->sh_size)
+  /* The whole table inside the file first: memchr must not look past it. */
+  const char *table = at(im, strtab->sh_offset, strtab->sh_size);
+  if (!table || offset >= strtab->sh_size)
     return NULL;
-  const char *s = at(im, strtab->sh_offset + offset, 1);
-  if (!s || !memchr(s, 0, strtab->sh_size - offset) ||
-      strtab->sh_offset + strtab->sh_size > im->size)
-    return NULL;
-  return s;
+  return memchr(table + offset, 0, strtab->sh_size - offset) ? table + offset : NULL;
 }
 
 /* Looks for sanitizer runtimes in DT_NEEDED and sanitizer entry points in the symbol tables. */
 static const char *sanitizer_in(const image *im, const Elf64_Ehdr *eh) {
   if (eh->e_shentsize != sizeof(Elf64_Shdr))
     return NULL;
-  const Elf64_Shdr *sh = at(im, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof *sh);
+  const Elf64_Shdr *sh = table_at(im, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof *sh);
   if (!sh)
     return NULL;
   for (unsigned i = 0; i < eh->e_shnum; i++) {
@@ -66,14 +71,14 @@ static const char *sanitizer_in(const image *im, const Elf64_Ehdr *eh) {
       continue;
     const Elf64_Shdr *strtab = &sh[s->sh_link];
     if (s->sh_type == SHT_DYNAMIC) {
-      const Elf64_Dyn *d = at(im, s->sh_offset, s->sh_size);
+      const Elf64_Dyn *d = table_at(im, s->sh_offset, s->sh_size);
       for (size_t k = 0; d && k < s->sh_size / sizeof *d && d[k].d_tag != DT_NULL; k++) {
         const char *name = d[k].d_tag == DT_NEEDED ? string_at(im, strtab, d[k].d_un.d_val) : NULL;
         if (name && is_sanitizer_library(name))
           return name;
       }
     } else if (s->sh_type == SHT_SYMTAB || s->sh_type == SHT_DYNSYM) {
-      const Elf64_Sym *sym = at(im, s->sh_offset, s->sh_size);
+      const Elf64_Sym *sym = table_at(im, s->sh_offset, s->sh_size);
       for (size_t k = 0; sym && k < s->sh_size / sizeof *sym; k++) {
         if (sym[k].st_shndx == SHN_UNDEF)
           continue;
@@ -86,6 +91,28 @@ static const char *sanitizer_in(const image *im, const Elf64_Ehdr *eh) {
   return NULL;
 }
 
+/* Whether the ELF file is a Go program: Go's linker names a section .go.buildinfo (Go 1.13 on,
+ * internal or external linking) and, before that, .note.go.buildid. Section headers only: a file
+ * stripped of them is not recognised. */
+static bool go_program(const image *im, const Elf64_Ehdr *eh) {
+  if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shstrndx >= eh->e_shnum)
+    return false;
+  const Elf64_Shdr *sh = table_at(im, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof *sh);
+  if (!sh)
+    return false;
+  for (unsigned i = 0; i < eh->e_shnum; i++) {
+    const char *name = string_at(im, &sh[eh->e_shstrndx], sh[i].sh_name);
+    if (name && (!strcmp(name, ".go.buildinfo") || !strcmp(name, ".note.go.buildid")))
+      return true;
+  }
+  return false;
+}
+
+/* Where a Go program's own heap is traced instead (docs/go.md). */
+#define GO_HEAP_ADVICE                                                                             \
+  "Go's own heap never calls malloc: run it with GODEBUG=traceallocfree=1 writing an execution "   \
+  "trace (Go 1.23+), which memtap reads (docs/go.md)"
+
 static int check_elf(const char *path, const image *im, mt_error *err) {
   const Elf64_Ehdr *eh = at(im, 0, sizeof *eh);
   if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG))
@@ -95,13 +122,17 @@ static int check_elf(const char *path, const image *im, mt_error *err) {
                    "not an x86-64 program: the tracer cannot be loaded into it");
   if (eh->e_phentsize != sizeof(Elf64_Phdr))
     return mt_fail(err, MT_E_UNSUPPORTED, -1, "malformed ELF program headers");
-  const Elf64_Phdr *ph = at(im, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof *ph);
+  const Elf64_Phdr *ph = table_at(im, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof *ph);
   if (!ph)
     return mt_fail(err, MT_E_UNSUPPORTED, -1, "malformed ELF program headers");
   bool interp = false;
   for (unsigned i = 0; i < eh->e_phnum; i++)
     if (ph[i].p_type == PT_INTERP)
       interp = true;
+  if (!interp && go_program(im, eh))
+    return mt_fail(err, MT_E_UNSUPPORTED, -1,
+                   "a statically linked Go program (no PT_INTERP): LD_PRELOAD cannot load the "
+                   "tracer, and " GO_HEAP_ADVICE);
   if (!interp)
     return mt_fail(err, MT_E_UNSUPPORTED, -1,
                    "statically linked (no PT_INTERP): no dynamic loader runs to load the tracer "
@@ -149,7 +180,7 @@ static bool elf_loader(const image *im, char *out, size_t size) {
   if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
       eh->e_phentsize != sizeof(Elf64_Phdr))
     return false;
-  const Elf64_Phdr *ph = at(im, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof *ph);
+  const Elf64_Phdr *ph = table_at(im, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof *ph);
   for (unsigned i = 0; ph && i < eh->e_phnum; i++) {
     const char *name = ph[i].p_type == PT_INTERP ? at(im, ph[i].p_offset, ph[i].p_filesz) : NULL;
     if (name && ph[i].p_filesz && ph[i].p_filesz < size) {
@@ -232,4 +263,24 @@ static int check(const char *path, int depth, mt_error *err) {
 
 int mt_record_check_program(const char *path, mt_error *err) {
   return check(path, 0, err);
+}
+
+const char *mt_record_program_go_advice(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+    if (fd >= 0)
+      close(fd);
+    return NULL;
+  }
+  void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED)
+    return NULL;
+  image im = {map, (size_t)st.st_size};
+  const Elf64_Ehdr *eh = at(&im, 0, sizeof *eh);
+  bool go = !memcmp(eh->e_ident, ELFMAG, SELFMAG) && eh->e_ident[EI_CLASS] == ELFCLASS64 &&
+            go_program(&im, eh);
+  munmap(map, (size_t)st.st_size);
+  return go ? GO_HEAP_ADVICE : NULL;
 }

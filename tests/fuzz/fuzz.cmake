@@ -52,4 +52,6 @@ memtap_fuzz_target(fuzz_record fuzz/fuzz_record.c)
 memtap_fuzz_target(fuzz_order fuzz/fuzz_order.c)
 # Separate debug files as the symboliser inflates them for libdw (src/record/inflate.c).
 memtap_fuzz_target(fuzz_inflate fuzz/fuzz_inflate.c)
+# A program file as memtap record reads it before starting it (src/record/program.c).
+memtap_fuzz_target(fuzz_program fuzz/fuzz_program.c)
 include(fuzz/fuzz_go_trace.cmake OPTIONAL)

@@ -235,10 +235,56 @@ static void goroutines_ended_before_tracing_are_read_not_refused(void **state) {
   free(d1);
 }
 
+/* memtap record of a Go program: its Go heap never calls malloc, so a trace of it alone would
+ * read as empty without a word. Statically linked (Go's default) it is refused with that reason,
+ * dynamically linked (external linking) it runs unchanged with a note; both point to GODEBUG=
+ * traceallocfree=1. */
+static void recording_a_go_program_points_to_go_execution_traces(void **state) {
+  (void)state;
+  need_go();
+  mkdir(work, 0755);
+  run("'%s' build -o allocprog '%s/main.go'", go, MEMTAP_GO_PROG_DIR);
+  run("CGO_ENABLED=1 '%s' build -ldflags=-linkmode=external -o allocprog_dyn '%s/main.go'", go,
+      MEMTAP_GO_PROG_DIR);
+  char prog[8192], trace[8192], ctf[8192];
+  snprintf(prog, sizeof prog, "%s/allocprog", work);
+  snprintf(trace, sizeof trace, "%s/record.trace", work);
+  snprintf(ctf, sizeof ctf, "%s/static.ctf", work);
+  char *out, *err;
+  int rc =
+      tu_run_cli(&out, NULL, &err, "record", "-o", ctf, "--", prog, "-n", "10", "-o", trace, NULL);
+  assert_int_equal(rc, 1);
+  if (!strstr(err, "a statically linked Go program") || !strstr(err, "GODEBUG=traceallocfree=1"))
+    fail_msg("static Go program: %s", err);
+  assert_int_equal(access(ctf, F_OK), -1);
+  free(out);
+  free(err);
+
+  snprintf(prog, sizeof prog, "%s/allocprog_dyn", work);
+  snprintf(ctf, sizeof ctf, "%s/dynamic.ctf", work);
+  rc = tu_run_cli(&out, NULL, &err, "record", "-o", ctf, "--", prog, "-n", "10", "-o", trace, NULL);
+  assert_int_equal(rc, 0);
+  if (!strstr(err, "note: a Go program") || !strstr(err, "GODEBUG=traceallocfree=1"))
+    fail_msg("dynamic Go program: %s", err);
+  assert_non_null(strstr(out, "nodes "));
+  assert_int_equal(access(ctf, F_OK), 0);
+  free(out);
+  free(err);
+
+  /* Any other program is not told so. */
+  snprintf(ctf, sizeof ctf, "%s/true.ctf", work);
+  rc = tu_run_cli(&out, NULL, &err, "record", "-o", ctf, "--", "/bin/true", NULL);
+  assert_int_equal(rc, 0);
+  assert_null(strstr(err, "Go program"));
+  free(out);
+  free(err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(traced_program_import_agrees_with_program_and_go_tool_trace),
       cmocka_unit_test(goroutines_ended_before_tracing_are_read_not_refused),
+      cmocka_unit_test(recording_a_go_program_points_to_go_execution_traces),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
