@@ -301,6 +301,22 @@ typedef struct program {
   unsigned depth;
 } program;
 
+/* A factored offset (DWARF's operand times the CIE's data alignment), wrapping rather than
+ * overflowing on a damaged table: an offset that large fails the rule's range checks later. */
+static int64_t factored(uint64_t operand, int64_t data_align) {
+  return (int64_t)(operand * (uint64_t)data_align);
+}
+
+/* Sums and differences of an expression's values, wrapping as the machine does rather than
+ * overflowing (undefined in C) on a damaged table. */
+static int64_t wrapping_add(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+
+static int64_t wrapping_sub(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+
 static void set_rule(row *r, uint64_t reg, uint8_t type, int64_t value) {
   reg_rule *rr = tracked(r, reg);
   if (rr)
@@ -317,7 +333,7 @@ static bool run(program *pg, row *r, uintptr_t insns, uintptr_t end, uintptr_t *
     uint64_t reg, advance = 0;
     switch (op >> 6) {
     case 1: advance = (uint64_t)(op & 0x3f) * ci->code_align; goto advance_loc;
-    case 2: set_rule(r, op & 0x3f, R_OFFSET, (int64_t)read_uleb(&c) * ci->data_align); continue;
+    case 2: set_rule(r, op & 0x3f, R_OFFSET, factored(read_uleb(&c), ci->data_align)); continue;
     case 3: {
       reg_rule *rr = tracked(r, op & 0x3f);
       if (rr)
@@ -340,7 +356,7 @@ static bool run(program *pg, row *r, uintptr_t insns, uintptr_t end, uintptr_t *
     case 0x04: advance = read_u32(&c) * ci->code_align; goto advance_loc;
     case 0x05:
       reg = read_uleb(&c);
-      set_rule(r, reg, R_OFFSET, (int64_t)read_uleb(&c) * ci->data_align);
+      set_rule(r, reg, R_OFFSET, factored(read_uleb(&c), ci->data_align));
       break;
     case 0x06: {
       reg = read_uleb(&c);
@@ -405,17 +421,17 @@ static bool run(program *pg, row *r, uintptr_t insns, uintptr_t end, uintptr_t *
     }
     case 0x11:
       reg = read_uleb(&c);
-      set_rule(r, reg, R_OFFSET, read_sleb(&c) * ci->data_align);
+      set_rule(r, reg, R_OFFSET, factored((uint64_t)read_sleb(&c), ci->data_align));
       break;
     case 0x12:
       r->cfa_is_expr = 0;
       r->cfa_reg = read_uleb(&c);
-      r->cfa_offset = read_sleb(&c) * ci->data_align;
+      r->cfa_offset = factored((uint64_t)read_sleb(&c), ci->data_align);
       break;
     case 0x13:
       if (r->cfa_is_expr)
         return false;
-      r->cfa_offset = read_sleb(&c) * ci->data_align;
+      r->cfa_offset = factored((uint64_t)read_sleb(&c), ci->data_align);
       break;
     case 0x14: /* val_offset */
       reg = read_uleb(&c);
@@ -430,7 +446,7 @@ static bool run(program *pg, row *r, uintptr_t insns, uintptr_t end, uintptr_t *
     case 0x2e: (void)read_uleb(&c); break; /* GNU_args_size */
     case 0x2f:                             /* GNU_negative_offset_extended */
       reg = read_uleb(&c);
-      set_rule(r, reg, R_OFFSET, -(int64_t)read_uleb(&c) * ci->data_align);
+      set_rule(r, reg, R_OFFSET, factored(-read_uleb(&c), ci->data_align));
       break;
     default: return false;
     }
@@ -475,7 +491,7 @@ static bool eval_expr(uintptr_t at, uint32_t len, uintptr_t pc, const sym *initi
       switch (op - 0x70) {
       case REG_RSP: v = (sym){B_RSP, off}; break;
       case REG_RBP: v = (sym){B_RBP, off}; break;
-      case REG_RA: v = (sym){B_NONE, (int64_t)pc + off}; break;
+      case REG_RA: v = (sym){B_NONE, wrapping_add((int64_t)pc, off)}; break;
       default: return false;
       }
     } else {
@@ -515,7 +531,7 @@ static bool eval_expr(uintptr_t at, uint32_t len, uintptr_t pc, const sym *initi
       case 0x23: /* plus_uconst */
         if (n < 1)
           return false;
-        st[n - 1].off += (int64_t)read_uleb(&c);
+        st[n - 1].off = wrapping_add(st[n - 1].off, (int64_t)read_uleb(&c));
         push = false;
         break;
       case 0x96: push = false; break; /* nop */
@@ -538,11 +554,11 @@ static bool eval_expr(uintptr_t at, uint32_t len, uintptr_t pc, const sym *initi
           return false;
         sym b = st[--n], a = st[--n];
         if (op == 0x22 && (a.base == B_NONE || b.base == B_NONE)) {
-          v = (sym){(uint8_t)(a.base | b.base), a.off + b.off};
+          v = (sym){(uint8_t)(a.base | b.base), wrapping_add(a.off, b.off)};
         } else if (op == 0x1c && b.base == B_NONE) {
-          v = (sym){a.base, a.off - b.off};
+          v = (sym){a.base, wrapping_sub(a.off, b.off)};
         } else if (op == 0x1c && a.base == b.base) {
-          v.off = a.off - b.off;
+          v.off = wrapping_sub(a.off, b.off);
         } else if (a.base != B_NONE || b.base != B_NONE) {
           return false;
         } else {

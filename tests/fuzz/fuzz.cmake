@@ -54,4 +54,13 @@ memtap_fuzz_target(fuzz_order fuzz/fuzz_order.c)
 memtap_fuzz_target(fuzz_inflate fuzz/fuzz_inflate.c)
 # A program file as memtap record reads it before starting it (src/record/program.c).
 memtap_fuzz_target(fuzz_program fuzz/fuzz_program.c)
+# The shim's reader of modules' unwind tables (src/tracer/eh_frame.c), compiled in here as the
+# unit tests compile it.
+memtap_fuzz_target(fuzz_eh_frame fuzz/fuzz_eh_frame.c)
+target_sources(replay_fuzz_eh_frame PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer/eh_frame.c)
+target_include_directories(replay_fuzz_eh_frame PRIVATE ${PROJECT_SOURCE_DIR}/src)
+if(MEMTAP_FUZZ)
+  target_sources(fuzz_eh_frame PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer/eh_frame.c)
+  target_include_directories(fuzz_eh_frame PRIVATE ${PROJECT_SOURCE_DIR}/src)
+endif()
 include(fuzz/fuzz_go_trace.cmake OPTIONAL)
