@@ -161,6 +161,8 @@ static void allocfree_trace_imports_to_the_readme_counts(void **state) {
   assert_int_equal(st.objects_outside_spans, 0);
   assert_int_equal(nwarnings, 1);
   assert_non_null(strstr(warnings[0], "2 frees of memory the trace never showed allocated"));
+  /* It has a start snapshot: the stacks are the runtime's, not a missing snapshot. */
+  assert_non_null(strstr(warnings[0], "stack memory Go's runtime reuses without an event"));
 
   summary s;
   read_back(out, out_size, &s);
@@ -485,6 +487,8 @@ static void reuse_before_a_late_free_frees_the_old_object_once(void **state) {
   assert_int_equal(st.objects.replaced, 1);
   assert_int_equal(st.late_frees, 1);
   assert_int_equal(st.objects.unknown_frees, 1);
+  /* No start snapshot in this trace: that is the first thing to suspect. */
+  assert_non_null(strstr(warnings[0], "a trace without its start snapshot?"));
   summary s;
   read_back(out, out_size, &s);
   assert_int_equal(s.bad_collects, 0);
