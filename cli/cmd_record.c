@@ -176,6 +176,7 @@ typedef struct forwarding {
   sig_atomic_t seen;
   uint32_t handled;
   int64_t waiting_since_us; /* 0: nothing waits */
+  bool found_ignored;       /* memtap was started ignoring it (so was the program) */
 } forwarding;
 
 typedef struct settings {
@@ -1373,6 +1374,11 @@ static bool forward_signals(session *s, forwarding *f, pid_t child, int64_t now_
     }
     unsigned fresh = (unsigned)(got - g->seen);
     uint32_t delivered = handled - g->handled;
+    /* Started ignored, it is passed on only once there is a count to read: a program that kept
+     * ignoring it loses nothing, and one in which the tracer has not started may have got it
+     * already (a terminal's Ctrl-C reaches a script's background jobs too). */
+    if (g->found_ignored && !rec)
+      delivered = fresh;
     if (delivered < fresh) {
       if (!g->waiting_since_us)
         g->waiting_since_us = now_us;
@@ -1671,9 +1677,10 @@ int mt_cmd_record(int argc, char **argv) {
   /* Sent to memtap alone: passed on. Also those memtap was started ignoring (a script's
    * background job ignores SIGINT and SIGQUIT, nohup SIGHUP): the program started ignoring them
    * too (it was forked before this), but one that sets a handler of its own, as the JVM does for
-   * SIGQUIT's thread dump, gets them untraced; passed on to one still ignoring them, they change
-   * nothing. Until 2026-11-30 memtap kept ignoring SIGINT and SIGQUIT then, and `kill -QUIT` of a
-   * backgrounded `memtap record -- java ...` printed no thread dump. */
+   * SIGQUIT's thread dump, gets them untraced; those are passed on only while the tracer counts
+   * the program's deliveries (forward_signals). Until 2026-11-30 memtap kept ignoring SIGINT and
+   * SIGQUIT then, and `kill -QUIT` of a backgrounded `memtap record -- java ...` printed no
+   * thread dump. */
   for (size_t i = 0; i < FORWARDED_COUNT; i++) {
     sigaction(forwarded_signals[i], NULL, &old_forwarded[i]);
     sigaction(forwarded_signals[i], &forward, NULL);
@@ -1727,6 +1734,8 @@ int mt_cmd_record(int argc, char **argv) {
     uint64_t read_before = 0;
     long idle_us = 0, full_nap = 0;
     forwarding forwards[MT_RING_SIGNALS] = {{0}};
+    for (size_t i = 0; i < FORWARDED_COUNT; i++)
+      forwards[forwarded_signals[i]].found_ignored = old_forwarded[i].sa_handler == SIG_IGN;
     for (;;) {
       int64_t now = monotonic_us();
       /* Reading the directory is a few system calls: not at every poll of a busy ring. */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "output.h"
 #include "process_program.h"
 
 static const char note_suffix[] = ".untraced";
@@ -164,9 +165,11 @@ void record_untraced_say(const record_untraced *u, const char *program, const ch
   free(named);
   if (more && shown && used < sizeof names)
     snprintf(names + used, sizeof names - used, ", ...");
-  fprintf(stderr, "memtap: note: %zu process%s that %s started %s not traced%s%s%s", u->pids.count,
-          u->pids.count == 1 ? "" : "es", slash ? slash + 1 : program,
-          u->pids.count == 1 ? "was" : "were", names[0] ? " (" : "", names, names[0] ? ")" : "");
+  char counted[32];
+  fprintf(stderr, "memtap: note: %s process%s that %s started %s not traced%s%s%s",
+          out_format_count((double)u->pids.count, counted), u->pids.count == 1 ? "" : "es",
+          slash ? slash + 1 : program, u->pids.count == 1 ? "was" : "were", names[0] ? " (" : "",
+          names, names[0] ? ")" : "");
   /* Why: --follow-fork, where it would trace them (the plain notes); the clone copies, the
    * children whose ring file could not be made and those whose program set malformed MEMTAP_*,
    * which it cannot. */
@@ -200,7 +203,7 @@ void record_untraced_say(const record_untraced *u, const char *program, const ch
     else if (why[i].n == count)
       fprintf(stderr, "%s %s", count == 1 ? "it" : "each", why[i].all);
     else
-      fprintf(stderr, "%s%zu %s", said ? "; " : "", why[i].n,
+      fprintf(stderr, "%s%s %s", said ? "; " : "", out_format_count((double)why[i].n, counted),
               why[i].some ? why[i].some : why[i].all);
     said++;
   }

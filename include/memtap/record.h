@@ -207,8 +207,8 @@ const char *mt_record_program_needs(const char *path, char *out, size_t size);
 
 /* For a Go program (an ELF file with Go's .go.buildinfo or .note.go.buildid section), which the
  * tracer enters when it is dynamically linked but whose Go heap never calls malloc: a sentence
- * saying where that heap is traced instead (a Go execution trace, docs/go.md), for a message.
- * NULL for any other file, or one that cannot be read. */
+ * saying where that heap is traced instead (a Go execution trace, docs/go.md), for a message (a
+ * static string). NULL for any other file, or one that cannot be read. */
 const char *mt_record_program_go_advice(const char *path);
 
 #ifdef __cplusplus

@@ -1,6 +1,8 @@
-/* Programs the tracer cannot enter (docs/record.md, "Refusals"), found by reading the file before
- * it is started: the ELF header, program headers (PT_INTERP, PT_DYNAMIC), the dynamic section's
- * DT_NEEDED names and the symbol tables, each read bounded by the file's real size. */
+/* Programs the tracer cannot enter (docs/record.md, "Refusals"), and Go programs, whose Go heap it
+ * cannot see, found by reading the file before it is started: the ELF header, program headers
+ * (PT_INTERP), section names, the dynamic section's DT_NEEDED names and the symbol tables, each
+ * read bounded by the file's real size, and a script's #! line. Files are opened without blocking
+ * (a FIFO named by a #! line). */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -91,8 +93,8 @@ static const char *sanitizer_in(const image *im, const Elf64_Ehdr *eh) {
   return NULL;
 }
 
-/* Whether the ELF file is a Go program: Go's linker names a section .go.buildinfo (Go 1.13 on,
- * internal or external linking) and, before that, .note.go.buildid. Section headers only: a file
+/* Whether the ELF file is a Go program: Go's linker writes a .note.go.buildid section and, from Go
+ * 1.13 on, .go.buildinfo (internal or external linking, -s -w too). Section headers only: a file
  * stripped of them is not recognised. */
 static bool go_program(const image *im, const Elf64_Ehdr *eh) {
   if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shstrndx >= eh->e_shnum)
@@ -193,7 +195,7 @@ static bool elf_loader(const image *im, char *out, size_t size) {
 }
 
 const char *mt_record_program_needs(const char *path, char *out, size_t size) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 4 || !size) {
     if (fd >= 0)
@@ -214,7 +216,7 @@ const char *mt_record_program_needs(const char *path, char *out, size_t size) {
 }
 
 static int check(const char *path, int depth, mt_error *err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return mt_fail_io(err, "opening the program");
   struct stat st;
@@ -266,7 +268,7 @@ int mt_record_check_program(const char *path, mt_error *err) {
 }
 
 const char *mt_record_program_go_advice(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
     if (fd >= 0)

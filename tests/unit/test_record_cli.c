@@ -129,6 +129,28 @@ static void static_binary_is_refused_with_the_reason(void **state) {
   free(err);
 }
 
+/* memtap reads a script's #! interpreter before starting it: one that is a FIFO must not block
+ * it (an open that waited for a writer hung memtap record for good). exec says what is wrong. */
+static void script_whose_interpreter_is_a_fifo_does_not_hang(void **state) {
+  (void)state;
+  char fifo[4096], script[4096], text[4200];
+  snprintf(fifo, sizeof fifo, "%s", tu_temp_path("interpreter-fifo"));
+  snprintf(script, sizeof script, "%s", tu_temp_path("fifo-script"));
+  unlink(fifo);
+  assert_int_equal(mkfifo(fifo, 0700), 0);
+  int n = snprintf(text, sizeof text, "#!%s\n", fifo);
+  tu_write_file(script, text, (size_t)n);
+  assert_int_equal(chmod(script, 0700), 0);
+  char *err = NULL;
+  const char *out = tu_temp_path("fifo.ctf");
+  int rc = record(&err, out, script, NULL);
+  assert_true(rc == 126 || rc == 1);
+  assert_non_null(strstr(err, "fifo-script"));
+  assert_false(exists(out));
+  free(err);
+  unlink(fifo);
+}
+
 static void setuid_copy_is_refused_with_the_reason(void **state) {
   (void)state;
   char bin[4096];
@@ -728,6 +750,7 @@ int main(void) {
       cmocka_unit_test(missing_program_exits_127),
       cmocka_unit_test(output_that_is_the_program_is_refused_and_the_program_kept),
       cmocka_unit_test(static_binary_is_refused_with_the_reason),
+      cmocka_unit_test(script_whose_interpreter_is_a_fifo_does_not_hang),
       cmocka_unit_test(setuid_copy_is_refused_with_the_reason),
       cmocka_unit_test(file_with_capabilities_is_refused_with_the_reason),
       cmocka_unit_test(sanitizer_build_is_refused_with_the_reason),

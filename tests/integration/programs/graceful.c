@@ -1,9 +1,9 @@
 /* graceful: a server that shuts down gracefully on its first SIGTERM and is forced out by a
- * second, counting SIGHUP, SIGUSR1 and SIGINT meanwhile. It allocates in rounds, printing "ready"
- * after the first, until SIGTERM; then waits 300 ms for a second one and prints the counts as
- * "hup=H usr1=U int=I term=T". Exit 0 after one SIGTERM, 99 when a second came. The signal tests
- * send it signals through memtap record, to memtap alone or to their process group: each must reach
- * it once, as untraced. */
+ * second, counting SIGHUP, SIGUSR1, SIGINT and SIGQUIT meanwhile. It allocates in rounds, printing
+ * "ready" after the first, until SIGTERM; then waits 300 ms for a second one and prints the counts
+ * as "hup=H usr1=U int=I term=T quit=Q". Exit 0 after one SIGTERM, 99 when a second came. The
+ * signal tests send it signals through memtap record, to memtap alone or to their process group:
+ * each must reach it once, as untraced. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 
 #include "test_program.h"
 
-static volatile sig_atomic_t hup, usr1, intr, term;
+static volatile sig_atomic_t hup, usr1, intr, quit, term;
 
 static void count(int sig) {
   if (sig == SIGHUP)
@@ -22,6 +22,8 @@ static void count(int sig) {
     usr1++;
   else if (sig == SIGINT)
     intr++;
+  else if (sig == SIGQUIT)
+    quit++;
   else
     term++;
 }
@@ -40,6 +42,7 @@ int main(void) {
   sigaction(SIGHUP, &sa, NULL);
   sigaction(SIGUSR1, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGQUIT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   for (int round = 0; !term; round++) {
     for (int i = 0; i < 100; i++)
@@ -51,7 +54,8 @@ int main(void) {
     pause_ms(20);
   }
   pause_ms(300);
-  printf("hup=%d usr1=%d int=%d term=%d\n", (int)hup, (int)usr1, (int)intr, (int)term);
+  printf("hup=%d usr1=%d int=%d term=%d quit=%d\n", (int)hup, (int)usr1, (int)intr, (int)term,
+         (int)quit);
   fflush(stdout);
   return term > 1 ? 99 : 0;
 }
