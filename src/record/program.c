@@ -194,24 +194,37 @@ static bool elf_loader(const image *im, char *out, size_t size) {
   return false;
 }
 
-const char *mt_record_program_needs(const char *path, char *out, size_t size) {
+/* Maps the regular file at `path` (opened without blocking) of at least `min_size` bytes into
+ * *im; false for anything else. image_unmap gives it back. */
+static bool image_map(const char *path, size_t min_size, image *im) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 4 || !size) {
+  if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < (off_t)min_size) {
     if (fd >= 0)
       close(fd);
-    return NULL;
+    return false;
   }
   void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (map == MAP_FAILED)
+    return false;
+  *im = (image){map, (size_t)st.st_size};
+  return true;
+}
+
+static void image_unmap(const image *im) {
+  munmap((void *)im->data, im->size);
+}
+
+const char *mt_record_program_needs(const char *path, char *out, size_t size) {
+  image im;
+  if (!size || !image_map(path, 4, &im))
     return NULL;
-  image im = {map, (size_t)st.st_size};
   const char *what =
       script_interpreter(&im, out, size) ? (out[0] ? "the interpreter its #! line names" : NULL)
       : elf_loader(&im, out, size)       ? "the dynamic loader its ELF header names (PT_INTERP)"
                                          : NULL;
-  munmap(map, (size_t)st.st_size);
+  image_unmap(&im);
   return what;
 }
 
@@ -268,21 +281,12 @@ int mt_record_check_program(const char *path, mt_error *err) {
 }
 
 const char *mt_record_program_go_advice(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
-    if (fd >= 0)
-      close(fd);
+  image im;
+  if (!image_map(path, sizeof(Elf64_Ehdr), &im))
     return NULL;
-  }
-  void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (map == MAP_FAILED)
-    return NULL;
-  image im = {map, (size_t)st.st_size};
   const Elf64_Ehdr *eh = at(&im, 0, sizeof *eh);
   bool go = !memcmp(eh->e_ident, ELFMAG, SELFMAG) && eh->e_ident[EI_CLASS] == ELFCLASS64 &&
             go_program(&im, eh);
-  munmap(map, (size_t)st.st_size);
+  image_unmap(&im);
   return go ? GO_HEAP_ADVICE : NULL;
 }
