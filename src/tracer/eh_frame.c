@@ -33,7 +33,9 @@ typedef struct cursor {
 } cursor;
 
 static bool take(cursor *c, size_t n, uintptr_t *at) {
-  if (c->bad || n > c->end - c->p) {
+  /* A cursor past its end (an entry shorter than the fields read before its end was set) must not
+   * read on: end - p would wrap to a huge room. */
+  if (c->bad || c->p > c->end || n > c->end - c->p) {
     c->bad = true;
     return false;
   }
@@ -147,9 +149,11 @@ static bool entry_extent(cursor *c, uintptr_t *body, uintptr_t *end) {
 static bool parse_cie(const mt_eh_tables *t, uintptr_t at, cie *out) {
   cursor c = {at, t->hi, at < t->lo || at >= t->hi};
   uintptr_t body, end;
-  if (!entry_extent(&c, &body, &end) || read_u32(&c) != 0)
+  if (!entry_extent(&c, &body, &end))
     return false;
-  c.end = end;
+  c.end = end; /* before the CIE id: an entry of 1 to 3 bytes has none */
+  if (read_u32(&c) != 0)
+    return false;
   uint8_t version = read_u8(&c);
   if (version != 1 && version != 3 && version != 4)
     return false;
