@@ -12,16 +12,9 @@
 #include <string.h>
 
 #include "ring/clock.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "fuzz_clock_anchor: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 /* A decimal number at *p below 2^64 (at least one digit), *p moved past it. */
 static bool number(const char **p, uint64_t *value) {

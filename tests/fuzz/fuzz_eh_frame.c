@@ -13,16 +13,9 @@
 #include <string.h>
 
 #include "tracer/eh_frame.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "fuzz_eh_frame: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);      \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 8)

@@ -22,16 +22,9 @@
 #include "memtap/ring.h"
 #include "ring/layout.h"
 #include "ring/producer.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "fuzz_env: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 static const char *const names[] = {
     "MEMTAP_RING_DIR",      "MEMTAP_RING_SIZE",     "MEMTAP_RING_THREADS", "MEMTAP_RING_CLOCK",

@@ -15,16 +15,9 @@
 #include <unistd.h>
 
 #include "record/inflate.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "fuzz_inflate: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int fd = memfd_create("fuzz-debug", MFD_CLOEXEC);

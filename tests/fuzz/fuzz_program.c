@@ -12,16 +12,9 @@
 #include <unistd.h>
 
 #include "memtap/record.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "fuzz_program: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int fd = memfd_create("fuzz-program", MFD_CLOEXEC);

@@ -17,16 +17,9 @@
 #include <string.h>
 
 #include "tracer/config.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "fuzz_tracer_env: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);    \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 static const char *const names[] = {
     "MEMTAP_RECORD", "MEMTAP_FULL",   "MEMTAP_FOLLOW_FORK",    "MEMTAP_SAMPLE_INTERVAL",
