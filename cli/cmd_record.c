@@ -151,10 +151,18 @@ static const int passed_on_signals[] = {SIGSTKFLT, SIGVTALRM, SIGPROF, SIGIO, SI
  * group (a supervisor's `kill -TERM -PGID`, a terminal's hangup) reaches both, and a second
  * delivery would turn a graceful shutdown into a forced one. */
 static volatile sig_atomic_t received[_NSIG];
+/* Of those, the SIGINTs and SIGQUITs a terminal sent (Ctrl-C, Ctrl-\: si_code SI_KERNEL). The
+ * terminal sends them to its whole foreground process group: to a program in memtap's group too,
+ * whether or not the tracer runs in it to count them. Counted after `received`. */
+static volatile sig_atomic_t from_terminal[_NSIG];
 
-static void count_signal(int sig) {
-  if (sig > 0 && sig < _NSIG)
-    received[sig]++;
+static void count_signal(int sig, siginfo_t *info, void *context) {
+  (void)context;
+  if (sig <= 0 || sig >= _NSIG)
+    return;
+  received[sig]++;
+  if (info && info->si_code == SI_KERNEL && (sig == SIGINT || sig == SIGQUIT))
+    from_terminal[sig]++;
 }
 
 /* Whether memtap passes `sig` on as it comes (passed_on_signals, real-time signals). */
@@ -173,8 +181,11 @@ static bool passed_on(int sig) {
  * unmatched receipts wait. */
 typedef struct forwarding {
   const mt_recorder *rec; /* whose count `handled` is */
-  sig_atomic_t seen;
+  sig_atomic_t seen, seen_from_terminal;
   uint32_t handled;
+  /* Receipts from the terminal settled as the program's too, which its count has yet to show: the
+   * first increments of the count pay for them, and are no evidence for other receipts. */
+  uint32_t owed;
   int64_t waiting_since_us; /* 0: nothing waits */
   bool found_ignored;       /* memtap was started ignoring it (so was the program) */
 } forwarding;
@@ -1363,33 +1374,51 @@ static bool forward_signals(session *s, forwarding *f, pid_t child, int64_t now_
     /* The program's count before memtap's: a signal landing between the two loads is then in
      * both or in memtap's alone, never in the program's alone (which would pass it on twice). */
     uint32_t handled = rec ? mt_recorder_signals_handled(rec, sig) : 0;
-    sig_atomic_t got = received[sig];
+    /* Both counts as of one moment: a handler that ran between the loads changed `terminal`. */
+    sig_atomic_t got, terminal;
+    do {
+      terminal = from_terminal[sig];
+      got = received[sig];
+    } while (terminal != from_terminal[sig]);
     if (rec != g->rec) { /* a file found (or made by an exec) since: its count starts at 0 */
       g->rec = rec;
       g->handled = 0;
+      g->owed = 0;
     }
+    uint32_t delivered = handled - g->handled;
+    uint32_t paid = delivered < g->owed ? delivered : g->owed;
+    delivered -= paid;
     if (got == g->seen) {
+      g->owed -= paid;
       g->handled = handled;
       continue;
     }
     unsigned fresh = (unsigned)(got - g->seen);
-    uint32_t delivered = handled - g->handled;
+    /* The terminal's receipts reached the program as well while it is in memtap's process group
+     * (it stays in memtap's unless it moves itself): such a receipt is not passed on, counted or
+     * not. The one way to know it for a program the tracer is not in (one exec'd without
+     * LD_PRELOAD, say), which got every Ctrl-C twice. */
+    unsigned from_tty = (unsigned)(terminal - g->seen_from_terminal);
+    unsigned shared = from_tty && getpgid(child) == getpgrp() ? from_tty : 0;
+    unsigned alone = fresh - shared;
     /* Started ignored, it is passed on only once there is a count to read: a program that kept
      * ignoring it loses nothing, and one in which the tracer has not started may have got it
      * already (a terminal's Ctrl-C reaches a script's background jobs too). */
     if (g->found_ignored && !rec)
-      delivered = fresh;
-    if (delivered < fresh) {
+      delivered = alone;
+    if (delivered < alone) {
       if (!g->waiting_since_us)
         g->waiting_since_us = now_us;
       if (now_us - g->waiting_since_us < FORWARD_WAIT_US) {
         waiting = true;
         continue;
       }
-      for (unsigned k = delivered; k < fresh; k++)
+      for (unsigned k = delivered; k < alone; k++)
         kill(child, sig);
     }
     g->seen = got;
+    g->seen_from_terminal += (sig_atomic_t)from_tty;
+    g->owed = g->owed - paid + (rec ? shared : 0);
     g->handled = handled;
     g->waiting_since_us = 0;
   }
@@ -1669,11 +1698,11 @@ int mt_cmd_record(int argc, char **argv) {
     return MT_EXIT_FAILURE;
   }
 
-  struct sigaction ignore = {.sa_handler = SIG_IGN}, forward = {.sa_handler = count_signal};
+  struct sigaction ignore = {.sa_handler = SIG_IGN}, forward = {.sa_sigaction = count_signal};
   struct sigaction old_forwarded[FORWARDED_COUNT], old_xfsz;
   bool passing[_NSIG] = {false};
   sigemptyset(&forward.sa_mask);
-  forward.sa_flags = SA_RESTART;
+  forward.sa_flags = SA_RESTART | SA_SIGINFO;
   /* Sent to memtap alone: passed on. Also those memtap was started ignoring (a script's
    * background job ignores SIGINT and SIGQUIT, nohup SIGHUP): the program started ignoring them
    * too (it was forked before this), but one that sets a handler of its own, as the JVM does for

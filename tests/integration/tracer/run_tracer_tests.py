@@ -2129,6 +2129,47 @@ def test_signals_reach_the_program_once():
             verify_trace(trace)
 
 
+def test_terminal_ctrl_c_reaches_the_program_once():
+    """Ctrl-C and Ctrl-\\ typed at a terminal: the terminal sends SIGINT and SIGQUIT to its whole
+    foreground process group, memtap and the program alike. memtap tells the program got its own
+    copy from the tracer's count of its deliveries; a program the tracer is not in (here exec'd
+    without LD_PRELOAD) counts nothing, and memtap passed its copy on 30 ms later: such a program
+    got every Ctrl-C twice (a second one forces out a program whose first one shuts it down
+    gracefully). A signal from the terminal (si_code SI_KERNEL) is now known to have reached the
+    program while it shares memtap's process group. Run on a pseudo-terminal of its own."""
+    import termios
+
+    graceful = program("graceful")
+    for label, argv, options in (
+            ("traced, --full", [graceful], ("--full",)),
+            ("traced, sampled", [graceful], ()),
+            ("exec'd untraced", ["env", "-u", "LD_PRELOAD", graceful], ("--full",))):
+        trace = os.path.join(WORK, f"terminal-{len(argv)}-{len(options)}.ctf")
+        master, slave = os.openpty()
+
+        def controlling_terminal():
+            os.setsid()
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+        p = subprocess.Popen(record_command(trace, argv, options), env=base_env(), stdin=slave,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=controlling_terminal)
+        os.close(slave)
+        try:
+            wait_for_line(p, "ready")
+            for key in (b"\x03", b"\x1c"):  # the terminal's INTR and QUIT characters
+                os.write(master, key)
+                time.sleep(0.2)
+            os.kill(p.pid, signal.SIGTERM)  # to memtap alone: passed on once
+            out, err = session_output(p, label)
+        finally:
+            os.close(master)
+        expect(p.returncode == 0 and "hup=0 usr1=0 int=1 term=1 quit=1" in out,
+               f"{label}: exit {p.returncode}, output {out!r}, expected one SIGINT, one SIGQUIT "
+               f"and one SIGTERM\n{err[-2000:]}")
+        verify_trace(trace)
+
+
 def test_leaks_names_file_and_line():
     full_program("leaky")
     trace = os.path.join(WORK, "leaky.ctf")
