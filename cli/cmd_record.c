@@ -1,8 +1,8 @@
 /* memtap record: runs a program under the native tracer (libmemtap-preload.so, contract.md) and
  * turns the ring files of its process(es) into memtrace traces through mt_recorder
  * (memtap/record.h, docs/record.md). This file owns the process side: refusing programs the
- * tracer cannot enter, the child's environment, signals (Ctrl-C reaches the program; memtap
- * waits for it), the subreaper, finding ring files as processes appear and exec, one trace per
+ * tracer cannot enter, the child's environment, signals (passed on by record_signals.c; memtap
+ * waits for the program), the subreaper, finding ring files as processes appear and exec, one trace per
  * process under --follow-fork, and the closing summary. */
 #include <dirent.h>
 #include <errno.h>
@@ -29,6 +29,7 @@
 #include "process_program.h"
 #include "record_dir.h"
 #include "record_ends.h"
+#include "record_signals.h"
 #include "record_untraced.h"
 #include "ring/user_dir.h"
 #include "memtap/record.h"
@@ -126,69 +127,6 @@ enum {
 #define NAP_BEHIND (16 * NAP_RECORDS)
 #define NAP_BUSY_US 1000
 #define NAP_MAX_US 100000
-
-/* What `kill` sends to memtap alone is passed on to the program, as if memtap were not there:
- * termination (the program exits with it and memtap writes the whole trace) and the signals a
- * user sends to ask a program something (dd's progress on SIGUSR1, a server reopening its logs);
- * left unhandled, any of them would kill memtap and leave the program running without it. SIGINT
- * and SIGQUIT too: the terminal sends them to the whole foreground group, program included, and
- * the count below keeps memtap from passing its copy on then; but `kill -INT` aimed at memtap
- * alone (a supervisor, `timeout -s INT`) used to be ignored, the program running on. */
-static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2,
-                                        SIGALRM, SIGINT, SIGQUIT};
-#define FORWARDED_COUNT (sizeof forwarded_signals / sizeof forwarded_signals[0])
-
-/* The other signals that would kill memtap, left the program running without it and its trace
- * empty: the tracer counts the program's deliveries of signals 1 to 15 only, so these are passed
- * on as they come, and one sent to the whole process group reaches the program twice (better than
- * memtap dying of it). Real-time signals (SIGRTMIN to SIGRTMAX) too. Not SIGXCPU: memtap's own
- * CPU limit is not the program's. */
-static const int passed_on_signals[] = {SIGSTKFLT, SIGVTALRM, SIGPROF, SIGIO, SIGPWR, SIGSYS};
-#define PASSED_ON_COUNT (sizeof passed_on_signals / sizeof passed_on_signals[0])
-
-/* Those signals as memtap received them, counted by number. The main loop passes each of the
- * forwarded ones on (forward_signals) unless the program got it too: a signal sent to the process
- * group (a supervisor's `kill -TERM -PGID`, a terminal's hangup) reaches both, and a second
- * delivery would turn a graceful shutdown into a forced one. */
-static volatile sig_atomic_t received[_NSIG];
-/* Of those, the SIGINTs and SIGQUITs a terminal sent (Ctrl-C, Ctrl-\: si_code SI_KERNEL). The
- * terminal sends them to its whole foreground process group: to a program in memtap's group too,
- * whether or not the tracer runs in it to count them. Counted after `received`. */
-static volatile sig_atomic_t from_terminal[_NSIG];
-
-static void count_signal(int sig, siginfo_t *info, void *context) {
-  (void)context;
-  if (sig <= 0 || sig >= _NSIG)
-    return;
-  received[sig]++;
-  if (info && info->si_code == SI_KERNEL && (sig == SIGINT || sig == SIGQUIT))
-    from_terminal[sig]++;
-}
-
-/* Whether memtap passes `sig` on as it comes (passed_on_signals, real-time signals). */
-static bool passed_on(int sig) {
-  for (size_t i = 0; i < PASSED_ON_COUNT; i++)
-    if (passed_on_signals[i] == sig)
-      return true;
-  return sig >= SIGRTMIN && sig <= SIGRTMAX;
-}
-
-/* How long a received signal waits for the program's handler to show it got the signal too. */
-#define FORWARD_WAIT_US 30000
-
-/* The forwarder's accounts for one signal: memtap's receipts and the program's deliveries
- * (counted by its tracer, mt_recorder_signals_handled) when it last settled, and since when
- * unmatched receipts wait. */
-typedef struct forwarding {
-  const mt_recorder *rec; /* whose count `handled` is */
-  sig_atomic_t seen, seen_from_terminal;
-  uint32_t handled;
-  /* Receipts from the terminal settled as the program's too, which its count has yet to show: the
-   * first increments of the count pay for them, and are no evidence for other receipts. */
-  uint32_t owed;
-  int64_t waiting_since_us; /* 0: nothing waits */
-  bool found_ignored;       /* memtap was started ignoring it (so was the program) */
-} forwarding;
 
 typedef struct settings {
   const char *output;
@@ -1355,76 +1293,6 @@ static void say_killed(const char *program, int status) {
             name ? name : number, strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "");
 }
 
-/* Passes on to `child` each signal memtap received that its handlers did not get too, once
- * FORWARD_WAIT_US have shown they did not: a signal the program blocks meanwhile merges with the
- * one passed on, and one it ignores or dies of has no handler to count it (passing it on changes
- * nothing then). A program the tracer did not enter counts nothing: every signal is passed on.
- * True while a signal waits (the caller then naps briefly). */
-static bool forward_signals(session *s, forwarding *f, pid_t child, int64_t now_us) {
-  static sig_atomic_t passed[_NSIG];
-  for (int sig = 1; sig < _NSIG; sig++)
-    for (; passed_on(sig) && passed[sig] != received[sig]; passed[sig]++)
-      kill(child, sig);
-  traced *t = main_traced(s);
-  const mt_recorder *rec = t && !t->finished ? t->rec : NULL;
-  bool waiting = false;
-  for (size_t i = 0; i < FORWARDED_COUNT; i++) {
-    int sig = forwarded_signals[i];
-    forwarding *g = &f[sig];
-    /* The program's count before memtap's: a signal landing between the two loads is then in
-     * both or in memtap's alone, never in the program's alone (which would pass it on twice). */
-    uint32_t handled = rec ? mt_recorder_signals_handled(rec, sig) : 0;
-    /* Both counts as of one moment: a handler that ran between the loads changed `terminal`. */
-    sig_atomic_t got, terminal;
-    do {
-      terminal = from_terminal[sig];
-      got = received[sig];
-    } while (terminal != from_terminal[sig]);
-    if (rec != g->rec) { /* a file found (or made by an exec) since: its count starts at 0 */
-      g->rec = rec;
-      g->handled = 0;
-      g->owed = 0;
-    }
-    uint32_t delivered = handled - g->handled;
-    uint32_t paid = delivered < g->owed ? delivered : g->owed;
-    delivered -= paid;
-    if (got == g->seen) {
-      g->owed -= paid;
-      g->handled = handled;
-      continue;
-    }
-    unsigned fresh = (unsigned)(got - g->seen);
-    /* The terminal's receipts reached the program as well while it is in memtap's process group
-     * (it stays in memtap's unless it moves itself): such a receipt is not passed on, counted or
-     * not. The one way to know it for a program the tracer is not in (one exec'd without
-     * LD_PRELOAD, say), which got every Ctrl-C twice. */
-    unsigned from_tty = (unsigned)(terminal - g->seen_from_terminal);
-    unsigned shared = from_tty && getpgid(child) == getpgrp() ? from_tty : 0;
-    unsigned alone = fresh - shared;
-    /* Started ignored, it is passed on only once there is a count to read: a program that kept
-     * ignoring it loses nothing, and one in which the tracer has not started may have got it
-     * already (a terminal's Ctrl-C reaches a script's background jobs too). */
-    if (g->found_ignored && !rec)
-      delivered = alone;
-    if (delivered < alone) {
-      if (!g->waiting_since_us)
-        g->waiting_since_us = now_us;
-      if (now_us - g->waiting_since_us < FORWARD_WAIT_US) {
-        waiting = true;
-        continue;
-      }
-      for (unsigned k = delivered; k < alone; k++)
-        kill(child, sig);
-    }
-    g->seen = got;
-    g->seen_from_terminal += (sig_atomic_t)from_tty;
-    g->owed = g->owed - paid + (rec ? shared : 0);
-    g->handled = handled;
-    g->waiting_since_us = 0;
-  }
-  return waiting;
-}
-
 /* Sleeps `us` microseconds or until a child exits, whichever comes first (SIGCHLD is blocked in
  * the main loop, so one that arrived since the last waitpid ends the sleep at once). */
 static void sleep_us(long us) {
@@ -1698,35 +1566,8 @@ int mt_cmd_record(int argc, char **argv) {
     return MT_EXIT_FAILURE;
   }
 
-  struct sigaction ignore = {.sa_handler = SIG_IGN}, forward = {.sa_sigaction = count_signal};
-  struct sigaction old_forwarded[FORWARDED_COUNT], old_xfsz;
-  bool passing[_NSIG] = {false};
-  sigemptyset(&forward.sa_mask);
-  forward.sa_flags = SA_RESTART | SA_SIGINFO;
-  /* Sent to memtap alone: passed on. Also those memtap was started ignoring (a script's
-   * background job ignores SIGINT and SIGQUIT, nohup SIGHUP): the program started ignoring them
-   * too (it was forked before this), but one that sets a handler of its own, as the JVM does for
-   * SIGQUIT's thread dump, gets them untraced; those are passed on only while the tracer counts
-   * the program's deliveries (forward_signals). Until 2026-11-30 memtap kept ignoring SIGINT and
-   * SIGQUIT then, and `kill -QUIT` of a backgrounded `memtap record -- java ...` printed no
-   * thread dump. */
-  for (size_t i = 0; i < FORWARDED_COUNT; i++) {
-    sigaction(forwarded_signals[i], NULL, &old_forwarded[i]);
-    sigaction(forwarded_signals[i], &forward, NULL);
-  }
-  /* Ignored when memtap started, they stay so (and the program inherited that). */
-  for (int sig = 1; sig < _NSIG; sig++) {
-    struct sigaction was;
-    passing[sig] = passed_on(sig) && sigaction(sig, NULL, &was) == 0 && was.sa_handler == SIG_DFL &&
-                   sigaction(sig, &forward, NULL) == 0;
-  }
-  /* Past a file size limit (ulimit -f) a write fails (EFBIG, said as a write error) rather than
-   * killing memtap while the program runs: the writers also stop short of it. */
-  sigaction(SIGXFSZ, &ignore, &old_xfsz);
-  /* A standard error that is a closed pipe (memtap record ... 2>&1 | head -1) must not kill us
-   * with SIGPIPE at the closing line: the exit status is the program's. Not restored: the rest
-   * of the command only writes messages. The child keeps its own disposition (set before). */
-  sigaction(SIGPIPE, &ignore, NULL); /* not signal(): a preloaded libjsig warns of it */
+  record_signals signals = {0};
+  record_signals_install(&signals);
 
   char byte = 1;
   if (write(go[1], &byte, 1) != 1) {
@@ -1762,9 +1603,6 @@ int mt_cmd_record(int argc, char **argv) {
     int64_t scanned_at = 0, polled_at = monotonic_us();
     uint64_t read_before = 0;
     long idle_us = 0, full_nap = 0;
-    forwarding forwards[MT_RING_SIGNALS] = {{0}};
-    for (size_t i = 0; i < FORWARDED_COUNT; i++)
-      forwards[forwarded_signals[i]].found_ignored = old_forwarded[i].sa_handler == SIG_IGN;
     for (;;) {
       int64_t now = monotonic_us();
       /* Reading the directory is a few system calls: not at every poll of a busy ring. */
@@ -1801,8 +1639,11 @@ int mt_cmd_record(int argc, char **argv) {
         break;
       }
       /* A signal waiting to be passed on keeps the naps short. */
-      long nap_cap =
-          !main_done && forward_signals(&s, forwards, child, now) ? FORWARD_WAIT_US / 6 : LONG_MAX;
+      const traced *shown = main_traced(&s);
+      const mt_recorder *counting = shown && !shown->finished ? shown->rec : NULL;
+      long nap_cap = !main_done && record_signals_forward(&signals, counting, child, now)
+                         ? RECORD_SIGNALS_WAIT_US / 6
+                         : LONG_MAX;
       uint64_t read_now = progress ? records_read(&s) : read_before;
       if (!set.sampling.full) {
         idle_us = nap_us(read_now - read_before, now - polled_at, idle_us);
@@ -1855,13 +1696,7 @@ int mt_cmd_record(int argc, char **argv) {
     if (t->pidfd >= 0)
       close(t->pidfd), t->pidfd = -1;
   }
-  for (size_t i = 0; i < FORWARDED_COUNT; i++)
-    sigaction(forwarded_signals[i], &old_forwarded[i], NULL);
-  struct sigaction default_action = {.sa_handler = SIG_DFL};
-  for (int sig = 1; sig < _NSIG; sig++)
-    if (passing[sig])
-      sigaction(sig, &default_action, NULL);
-  sigaction(SIGXFSZ, &old_xfsz, NULL);
+  record_signals_restore(&signals);
 
   if (n != (ssize_t)sizeof exec_errno)
     say_killed(program, main_status);
