@@ -67,18 +67,37 @@ static int parse_kinds(const char *text, unsigned *kinds, bool *empty) {
 /* One kind's line adds up: allocated + in the snapshot - freed = live at the end. Snapshot
  * entries written only; frees written only (those of known memory, and one per reallocation over
  * live memory). The second line says what was left out. */
-static void print_counts(const char *what, const mt_go_counts *c) {
+static void print_counts(const char *what, const mt_go_counts *c, int width) {
   char a[32], b[32], d[32], e[32];
-  printf("%-17s %8s allocated %8s in the start snapshot %8s freed %8s live at the end\n", what,
-         out_format_count((double)c->allocated, a),
-         out_format_count((double)(c->snapshot - c->duplicates - c->empty), b),
-         out_format_count((double)c->freed, d), out_format_count((double)c->live_end, e));
+  printf("%-17s %*s allocated %*s in the start snapshot %*s freed %*s live at the end\n", what,
+         width, out_format_count((double)c->allocated, a), width,
+         out_format_count((double)(c->snapshot - c->duplicates - c->empty), b), width,
+         out_format_count((double)c->freed, d), width, out_format_count((double)c->live_end, e));
   if (c->unknown_frees || c->replaced || c->duplicates || c->empty)
-    printf("%-17s %8s frees of unknown memory (left out) %8s reallocated while live %8s "
-           "snapshotted twice %8s snapshotted without memory\n",
-           "", out_format_count((double)c->unknown_frees, a),
-           out_format_count((double)c->replaced, b), out_format_count((double)c->duplicates, d),
+    printf("%-17s %*s frees of unknown memory (left out) %*s reallocated while live %*s "
+           "snapshotted twice %*s snapshotted without memory\n",
+           "", width, out_format_count((double)c->unknown_frees, a), width,
+           out_format_count((double)c->replaced, b), width,
+           out_format_count((double)c->duplicates, d), width,
            out_format_count((double)c->empty, e));
+}
+
+/* The width of the table's number columns: 8, or the widest number of the three kinds. */
+static int counts_width(const mt_go_import_stats *st) {
+  const mt_go_counts *kinds[] = {&st->objects, &st->spans, &st->stacks};
+  int width = 8;
+  for (size_t k = 0; k < 3; k++) {
+    const mt_go_counts *c = kinds[k];
+    uint64_t values[] = {c->allocated,     c->snapshot, c->freed,      c->live_end,
+                         c->unknown_frees, c->replaced, c->duplicates, c->empty};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+      char text[32];
+      int n = (int)strlen(out_format_count((double)values[i], text));
+      if (n > width)
+        width = n;
+    }
+  }
+  return width;
 }
 
 int mt_cmd_import_go(int argc, char **argv) {
@@ -165,9 +184,10 @@ int mt_cmd_import_go(int argc, char **argv) {
            out_format_count((double)stats.generations, generations),
            out_plural((double)stats.generations), out_format_count((double)stats.go_events, events),
            out_plural((double)stats.go_events));
-    print_counts("heap objects", &stats.objects);
-    print_counts("spans", &stats.spans);
-    print_counts("goroutine stacks", &stats.stacks);
+    int width = counts_width(&stats);
+    print_counts("heap objects", &stats.objects, width);
+    print_counts("spans", &stats.spans, width);
+    print_counts("goroutine stacks", &stats.stacks, width);
     printf("%s type names; %.3f s traced\n", out_format_count((double)stats.type_names, types),
            (double)(stats.end_time - stats.start_time) / 1e6);
   }

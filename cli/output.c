@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/count_text.h"
 
 void out_init(cli_out *o, int fd) {
   o->len = 0;
@@ -197,17 +198,9 @@ const char *out_format_count(double count, char buf[32]) {
   }
   long long v = llround(count);
   unsigned long long m = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-  char digits[24];
-  int n = snprintf(digits, sizeof digits, "%llu", m);
-  size_t at = 0;
   if (v < 0)
-    buf[at++] = '-';
-  for (int i = 0; i < n; i++) {
-    if (i > 0 && (n - i) % 3 == 0)
-      buf[at++] = ',';
-    buf[at++] = digits[i];
-  }
-  buf[at] = 0;
+    buf[0] = '-';
+  mt_count_text(m, buf + (v < 0)); /* 1 + MT_COUNT_TEXT_SIZE bytes at most */
   return buf;
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/count_text.h"
 #include "common/error.h"
 #include "format/input.h"
 #include "import/go_batch.h"
@@ -174,16 +175,18 @@ static void final_warnings(const importer *im) {
                     : !s->objects.unknown_frees
                         ? "the usual cause: stack memory Go's runtime reuses without an event"
                         : "see docs/go.md";
+  char n[4][32];
   if (unknown)
     warn(im,
-         "%llu frees of memory the trace never showed allocated (%llu objects, %llu spans, "
-         "%llu stacks; %s) were left out",
-         (unsigned long long)unknown, (unsigned long long)s->objects.unknown_frees,
-         (unsigned long long)s->spans.unknown_frees, (unsigned long long)s->stacks.unknown_frees,
-         why);
+         "%s free%s of memory the trace never showed allocated (%s objects, %s spans, %s stacks; "
+         "%s) %s left out",
+         mt_count_text(unknown, n[0]), unknown == 1 ? "" : "s",
+         mt_count_text(s->objects.unknown_frees, n[1]), mt_count_text(s->spans.unknown_frees, n[2]),
+         mt_count_text(s->stacks.unknown_frees, n[3]), why, unknown == 1 ? "was" : "were");
   if (s->objects_outside_spans)
-    warn(im, "%llu heap objects in no span the trace showed: sized by their type",
-         (unsigned long long)s->objects_outside_spans);
+    warn(im, "%s heap object%s in no span the trace showed: sized by %s type",
+         mt_count_text(s->objects_outside_spans, n[0]), s->objects_outside_spans == 1 ? "" : "s",
+         s->objects_outside_spans == 1 ? "its" : "their");
 }
 
 static int import_from(struct mt_input *in, int out_fd, const mt_go_import_options *options,

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "common/cancel_hold.h"
+#include "common/count_text.h"
 #include "common/empty_file.h"
 #include "common/file_identity.h"
 #include "memtap/record.h"
@@ -188,9 +189,9 @@ static void report_finish(int status, const mt_error *error) {
     if (error)
       say("the trace could not be written", error->message);
   } else if (inproc.lost) {
-    char detail[160];
-    snprintf(detail, sizeof detail, "%llu records were overwritten before they were read",
-             (unsigned long long)inproc.lost);
+    char detail[160], count[32];
+    snprintf(detail, sizeof detail, "%s record%s overwritten before they were read",
+             mt_count_text(inproc.lost, count), inproc.lost == 1 ? " was" : "s were");
     say(inproc.path, detail);
   }
 }

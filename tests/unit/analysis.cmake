@@ -13,6 +13,7 @@ endforeach()
 memtap_unit_test(test_analysis_idmap unit/test_analysis_idmap.c LABELS analysis)
 memtap_unit_test(test_analysis_runs unit/test_analysis_runs.c LABELS analysis)
 memtap_unit_test(test_common_indexmap unit/test_common_indexmap.c LABELS analysis)
+memtap_unit_test(test_common_count_text unit/test_common_count_text.c LABELS analysis)
 memtap_unit_test(test_analysis_cells unit/test_analysis_cells.c LABELS analysis)
 
 include(integration/analysis/analysis.cmake OPTIONAL)
