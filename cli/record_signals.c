@@ -31,17 +31,21 @@ static const int passed_on_signals[] = {SIGSTKFLT, SIGVTALRM, SIGPROF, SIGIO, SI
  * process group (a supervisor's `kill -TERM -PGID`, a terminal's hangup) reaches both, and a second
  * delivery would turn a graceful shutdown into a forced one. */
 static volatile sig_atomic_t received[_NSIG];
-/* Of those, the SIGINTs and SIGQUITs a terminal sent (Ctrl-C, Ctrl-\: si_code SI_KERNEL). The
- * terminal sends them to its whole foreground process group: to a program in memtap's group too,
- * whether or not the tracer runs in it to count them. Counted after `received`. */
+/* Of those, the ones a terminal sent to its whole foreground process group (si_code SI_KERNEL,
+ * which kill(2) never gives): SIGINT and SIGQUIT (Ctrl-C, Ctrl-\), and the SIGHUP the kernel sends
+ * that group when the session's leader (the shell) exits, unless memtap leads a session itself
+ * (`setsid memtap record`): a leader gets a hangup's SIGHUP alone. A program in memtap's group got
+ * them too, whether or not the tracer runs in it to count them. Counted after `received`. */
 static volatile sig_atomic_t from_terminal[_NSIG];
+static bool leads_session; /* set before the handlers are */
 
 static void count_signal(int sig, siginfo_t *info, void *context) {
   (void)context;
   if (sig <= 0 || sig >= _NSIG)
     return;
   received[sig]++;
-  if (info && info->si_code == SI_KERNEL && (sig == SIGINT || sig == SIGQUIT))
+  if (info && info->si_code == SI_KERNEL &&
+      (sig == SIGINT || sig == SIGQUIT || (sig == SIGHUP && !leads_session)))
     from_terminal[sig]++;
 }
 
@@ -54,6 +58,7 @@ static bool passed_on(int sig) {
 }
 
 void record_signals_install(record_signals *rs) {
+  leads_session = getsid(0) == getpid();
   struct sigaction ignore = {.sa_handler = SIG_IGN}, forward = {.sa_sigaction = count_signal};
   sigemptyset(&ignore.sa_mask);
   sigemptyset(&forward.sa_mask);

@@ -162,7 +162,7 @@ set(_tracer_tests
     full_ctrl_c_reaches_program_and_trace_is_written
     signals_sent_to_memtap_reach_the_program
     signals_reach_the_program_once
-    terminal_ctrl_c_reaches_the_program_once
+    terminal_signals_reach_the_program_once
     leaks_names_file_and_line
     recount_project_programs_match_glibc_mtrace
     recount_sqlite3_matches_glibc_mtrace

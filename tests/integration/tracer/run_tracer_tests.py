@@ -45,6 +45,7 @@ import math
 import os
 import re
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -2129,45 +2130,106 @@ def test_signals_reach_the_program_once():
             verify_trace(trace)
 
 
-def test_terminal_ctrl_c_reaches_the_program_once():
-    """Ctrl-C and Ctrl-\\ typed at a terminal: the terminal sends SIGINT and SIGQUIT to its whole
-    foreground process group, memtap and the program alike. memtap tells the program got its own
-    copy from the tracer's count of its deliveries; a program the tracer is not in (here exec'd
-    without LD_PRELOAD) counts nothing, and memtap passed its copy on 30 ms later: such a program
-    got every Ctrl-C twice (a second one forces out a program whose first one shuts it down
-    gracefully). A signal from the terminal (si_code SI_KERNEL) is now known to have reached the
-    program while it shares memtap's process group. Run on a pseudo-terminal of its own."""
+def test_terminal_signals_reach_the_program_once():
+    """What a terminal sends its whole foreground process group, memtap and the program alike:
+    SIGINT and SIGQUIT for Ctrl-C and Ctrl-\\, and SIGHUP when the session's leader (the shell)
+    dies. memtap tells the program got its own copy from the tracer's count of its deliveries; a
+    program the tracer is not in (here exec'd without LD_PRELOAD) counts nothing, and memtap
+    passed its copy on 30 ms later: such a program got each of them twice (a second SIGINT or
+    SIGTERM forces out a program whose first one shuts it down gracefully). A signal from the
+    terminal (si_code SI_KERNEL) is now known to have reached the program while it shares
+    memtap's process group. Run on a pseudo-terminal of its own."""
     import termios
 
     graceful = program("graceful")
-    for label, argv, options in (
-            ("traced, --full", [graceful], ("--full",)),
-            ("traced, sampled", [graceful], ()),
-            ("exec'd untraced", ["env", "-u", "LD_PRELOAD", graceful], ("--full",))):
-        trace = os.path.join(WORK, f"terminal-{len(argv)}-{len(options)}.ctf")
+    cases = (("traced, --full", [graceful], ("--full",)),
+             ("traced, sampled", [graceful], ()),
+             ("exec'd untraced", ["env", "-u", "LD_PRELOAD", graceful], ("--full",)))
+
+    def on_terminal(command, stdout):
+        """Starts `command` as the leader of a new session whose controlling terminal is a new
+        pseudo-terminal; returns the process and the terminal's master side."""
         master, slave = os.openpty()
 
         def controlling_terminal():
             os.setsid()
             fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
 
-        p = subprocess.Popen(record_command(trace, argv, options), env=base_env(), stdin=slave,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        p = subprocess.Popen(command, env=base_env(), stdin=slave, stdout=stdout,
+                             stderr=subprocess.PIPE, text=True,
                              preexec_fn=controlling_terminal)
         os.close(slave)
+        return p, master
+
+    for label, argv, options in cases:
+        # Keys typed at the terminal, memtap leading the session; then SIGTERM to memtap alone.
+        trace = os.path.join(WORK, f"terminal-{len(argv)}-{len(options)}.ctf")
+        p, master = on_terminal(record_command(trace, argv, options), subprocess.PIPE)
         try:
             wait_for_line(p, "ready")
             for key in (b"\x03", b"\x1c"):  # the terminal's INTR and QUIT characters
                 os.write(master, key)
                 time.sleep(0.2)
-            os.kill(p.pid, signal.SIGTERM)  # to memtap alone: passed on once
+            os.kill(p.pid, signal.SIGTERM)
             out, err = session_output(p, label)
         finally:
             os.close(master)
         expect(p.returncode == 0 and "hup=0 usr1=0 int=1 term=1 quit=1" in out,
-               f"{label}: exit {p.returncode}, output {out!r}, expected one SIGINT, one SIGQUIT "
-               f"and one SIGTERM\n{err[-2000:]}")
+               f"{label}, Ctrl-C and Ctrl-\\: exit {p.returncode}, output {out!r}, expected one "
+               f"SIGINT, one SIGQUIT and one SIGTERM\n{err[-2000:]}")
         verify_trace(trace)
+
+        # A shell leads the session and dies: the kernel sends SIGHUP to the foreground group.
+        trace = os.path.join(WORK, f"hangup-{len(argv)}-{len(options)}.ctf")
+        output = os.path.join(WORK, "hangup.out")
+        if os.path.exists(output):
+            os.remove(output)
+        command = " ".join(shlex.quote(word) for word in record_command(trace, argv, options))
+        shell, master = on_terminal(["sh", "-c", f"{command} > {output}; echo ended"],
+                                    subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and "ready" not in read_text(output):
+                time.sleep(0.05)
+            expect("ready" in read_text(output), f"{label}, hangup: the program never started")
+            memtap = children_of(shell.pid)
+            expect(len(memtap) == 1, f"{label}, hangup: the shell's children are {memtap}")
+            os.kill(shell.pid, signal.SIGKILL)
+            shell.wait()
+            time.sleep(0.3)
+            os.kill(memtap[0], signal.SIGTERM)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and "term=" not in read_text(output):
+                time.sleep(0.05)
+        finally:
+            os.close(master)
+        out = read_text(output)
+        expect("hup=1 usr1=0 int=0 term=1 quit=0" in out,
+               f"{label}, hangup: output {out!r}, expected one SIGHUP and one SIGTERM")
+        verify_trace(trace)
+
+
+def read_text(path):
+    try:
+        with open(path, errors="replace") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return ""
+
+
+def children_of(pid):
+    """The pids of the processes whose parent is `pid` (from /proc/PID/stat)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
 
 
 def test_leaks_names_file_and_line():
