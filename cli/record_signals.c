@@ -118,6 +118,8 @@ bool record_signals_forward(record_signals *rs, const mt_recorder *rec, pid_t ch
       g->handled = 0;
       g->owed = 0;
     }
+    if (g->owed && now_us - g->owed_since_us > RECORD_SIGNALS_OWED_US)
+      g->owed = 0;
     uint32_t delivered = handled - g->handled;
     uint32_t paid = delivered < g->owed ? delivered : g->owed;
     delivered -= paid;
@@ -151,7 +153,12 @@ bool record_signals_forward(record_signals *rs, const mt_recorder *rec, pid_t ch
     }
     g->seen = got;
     g->seen_from_terminal += (sig_atomic_t)from_tty;
-    g->owed = g->owed - paid + (rec ? shared : 0);
+    g->owed -= paid;
+    if (rec && shared) {
+      if (!g->owed)
+        g->owed_since_us = now_us;
+      g->owed += shared;
+    }
     g->handled = handled;
     g->waiting_since_us = 0;
   }

@@ -17,6 +17,9 @@
 /* How long a received signal waits for the program's handler to show it got the signal too. */
 #define RECORD_SIGNALS_WAIT_US 30000
 
+/* How long the program's count may take to show a delivery memtap knows of. */
+#define RECORD_SIGNALS_OWED_US 1000000
+
 /* The signals counted and passed on after RECORD_SIGNALS_WAIT_US unless the program got them. */
 #define RECORD_SIGNALS_FORWARDED 7
 
@@ -28,8 +31,10 @@ typedef struct record_forwarding {
   sig_atomic_t seen, seen_from_terminal;
   uint32_t handled;
   /* Receipts from the terminal settled as the program's too, which its count has yet to show: the
-   * first increments of the count pay for them, and are no evidence for other receipts. */
+   * first increments of the count pay for them, and are no evidence for other receipts. Forgotten
+   * RECORD_SIGNALS_OWED_US after the first: a program that ignores the signal never counts it. */
   uint32_t owed;
+  int64_t owed_since_us;
   int64_t waiting_since_us; /* 0: nothing waits */
   bool found_ignored;       /* memtap was started ignoring it (so was the program) */
 } record_forwarding;
