@@ -76,4 +76,9 @@ mt_reader *cli_open_trace_unwarned(const char *path, bool *damaged);
 /* Parses a whole decimal integer in [min, max]; false if `text` is not one. */
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);
 
+/* Where recorders keep inflated copies of compressed debug files (mt_recorder_options): into
+ * `out`, $XDG_CACHE_HOME/memtap, else ~/.cache/memtap (the XDG base directory rules); "" when
+ * neither is set to an absolute path. Returns out. */
+const char *cli_debug_cache_dir(char *out, size_t size);
+
 #endif

@@ -2,8 +2,8 @@
  * turns the ring files of its process(es) into memtrace traces through mt_recorder
  * (memtap/record.h, docs/record.md). This file owns the process side: refusing programs the
  * tracer cannot enter, the child's environment, signals (passed on by record_signals.c; memtap
- * waits for the program), the subreaper, finding ring files as processes appear and exec, one trace per
- * process under --follow-fork, and the closing summary. */
+ * waits for the program), the subreaper, finding ring files as processes appear and exec, one trace
+ * per process under --follow-fork, and the closing summary. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -489,18 +489,6 @@ static const char *missing_loader(const char *program, char *out, size_t size) {
   return what && access(out, F_OK) != 0 ? what : NULL;
 }
 
-/* $XDG_CACHE_HOME/memtap, else ~/.cache/memtap (the XDG base directory rules); "" if neither. */
-static const char *debug_cache_dir(char *out, size_t size) {
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (xdg && xdg[0] == '/')
-    snprintf(out, size, "%s/memtap", xdg);
-  else if (home && home[0] == '/')
-    snprintf(out, size, "%s/.cache/memtap", home);
-  else
-    out[0] = 0;
-  return out;
-}
-
 /* mt_recorder_options.module_gone: noted once per path, for the end of the run. */
 static void note_module_gone(void *user, const char *path, bool from_process) {
   session *s = user;
@@ -544,7 +532,7 @@ static mt_recorder *new_recorder(session *s, traced *t) {
        * memtap started. */
       .context = t->main ? s->context : NULL,
       .debuginfod = s->set->debuginfod,
-      .debug_cache_dir = s->set->no_debug_cache ? NULL : debug_cache_dir(cache, sizeof cache),
+      .debug_cache_dir = s->set->no_debug_cache ? NULL : cli_debug_cache_dir(cache, sizeof cache),
       .time_resolution_us = (int64_t)s->set->sampling.time_resolution_us,
       .module_gone = note_module_gone,
       .module_gone_user = s,

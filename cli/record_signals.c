@@ -1,6 +1,6 @@
-/* memtap record's signal forwarding (record_signals.h, docs/record.md §7): handlers that count
- * what memtap receives, and the main loop's decision to pass each receipt on to the program or
- * not. */
+/* memtap record's signal forwarding (record_signals.h, docs/record.md §8, "Signals"): handlers
+ * that count what memtap receives, and the main loop's decision to pass each receipt on to the
+ * program or not. */
 #include "record_signals.h"
 
 #include <stddef.h>

@@ -1,8 +1,9 @@
-/* What memtap record does with the signals sent to it while the program runs (docs/record.md §7):
- * the program must get each one as it would untraced, once. Those sent to memtap alone (`kill` of
- * its pid) are passed on; those sent to the whole process group or by the terminal reached the
- * program already, which the tracer's count of the program's deliveries (the ring file's
- * `signals_handled`) or the signal's origin tells. SIGXFSZ and SIGPIPE are ignored meanwhile. */
+/* What memtap record does with the signals sent to it while the program runs (docs/record.md
+ * §8, "Signals"): the program must get each one as it would untraced, once. Those sent to memtap
+ * alone (`kill` of its pid) are passed on; those sent to the whole process group or by the
+ * terminal reached the program already, which the tracer's count of the program's deliveries (the
+ * ring file's `signals_handled`) or the signal's origin tells. SIGXFSZ and SIGPIPE are ignored
+ * meanwhile. */
 #ifndef MEMTAP_CLI_RECORD_SIGNALS_H
 #define MEMTAP_CLI_RECORD_SIGNALS_H
 

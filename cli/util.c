@@ -283,3 +283,14 @@ bool cli_parse_int(const char *text, long long min, long long max, long long *ou
   *out = v;
   return true;
 }
+
+const char *cli_debug_cache_dir(char *out, size_t size) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (xdg && xdg[0] == '/')
+    snprintf(out, size, "%s/memtap", xdg);
+  else if (home && home[0] == '/')
+    snprintf(out, size, "%s/.cache/memtap", home);
+  else
+    out[0] = 0;
+  return out;
+}

@@ -78,6 +78,10 @@ typedef struct mt_recorder_options {
 /* Counts so far (final after mt_recorder_finish). */
 typedef struct mt_recorder_stats {
   uint64_t allocations;   /* alloc events written (regions and region pieces included) */
+  /* The bytes they stand for, estimated as the trace's analyses do: their sample points over
+   * the sampling rate (with full tracing, the blocks' sizes rounded up to words). */
+  double allocated_bytes;
+  uint64_t samples; /* the sample points of those alloc events (nsamples, summed) */
   uint64_t frees;         /* collect events written */
   uint64_t unknown_frees; /* frees of addresses never seen allocated: counted, not written */
   uint64_t implied_frees; /* an allocation at a live address whose free never arrived: the
@@ -156,6 +160,15 @@ const char *mt_recorder_executable(const mt_recorder *r);
  * entry was read or when the tracer could not take it. A process whose fingerprint differs now
  * has exec'd since, even into the same program. */
 uint64_t mt_recorder_image(const mt_recorder *r);
+
+/* Finds the ring file of process `pid`, a running process memtap traces (under `memtap record`,
+ * or tracing itself: MEMTAP=, mt_tracer_start), from the mapping its tracer keeps of it
+ * (/proc/PID/maps): writes a path that opens it into `path` (of `size` bytes), its own path or,
+ * when the file was deleted (a process tracing itself unlinks it), /proc/PID/map_files/..., which
+ * only root may open. For mt_recorder_attach as a second consumer. MT_E_INVALID for no such
+ * process, MT_E_STATE for a process that maps no ring file (not traced), MT_E_IO when its
+ * mappings or its deleted file cannot be read (another user's process). */
+int mt_record_find_ring(int pid, char *path, size_t size, mt_error *err);
 
 /* Deliveries of `sig` to the traced program's signal handlers so far, as its tracer counted them
  * (mt_cursor_signals_handled of its own ring file); 0 before a file is attached. */

@@ -297,6 +297,9 @@ typedef struct mt_cursor_callbacks {
  * still being created gives MT_E_STATE. The cursor only reads the file unless it becomes the
  * primary. Several cursors may read one file at once. */
 int mt_cursor_open(mt_cursor **out, const char *dir, int pid, mt_error *err);
+/* The same for the file at `path`. The one symbolic link followed is a process's own link to a
+ * file it maps, /proc/PID/map_files/START-END: a ring file its process deleted
+ * (mt_record_find_ring). */
 int mt_cursor_open_file(mt_cursor **out, const char *path, mt_error *err);
 
 /* Makes this cursor the file's primary consumer: it publishes its read positions and its pid in

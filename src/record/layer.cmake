@@ -18,6 +18,7 @@ add_library(memtap_record OBJECT
   record/output.c
   record/settings.c
   record/program.c
+  record/find_ring.c
   record/recorder.c)
 target_link_libraries(memtap_record PRIVATE PkgConfig::LIBDW PkgConfig::ZSTD ZLIB::ZLIB
                                             memtap_libiberty)

@@ -86,11 +86,12 @@ write_alloc(rec_order *o, rec_sink *sink, int64_t ns, int64_t words, int64_t nsa
   if (!out->writer) /* first: it sets the trace's start and time resolution that out_time uses */
     sink->ensure_writer(sink->user);
   int64_t t = out_time(o, sink, ns);
-  sink->stats->allocations++;
-  if (!out->writer || out->failed)
-    return -1;
   if (nsamples < 1)
     nsamples = 1;
+  sink->stats->allocations++;
+  sink->stats->samples += (uint64_t)nsamples;
+  if (!out->writer || out->failed)
+    return -1;
   int64_t id;
   if (mt_writer_alloc_fast(out->writer, t, words, nsamples, source, codes, (size_t)ncodes, same,
                            &id))

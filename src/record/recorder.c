@@ -1177,6 +1177,7 @@ void mt_recorder_stats_get(const mt_recorder *r, mt_recorder_stats *out) {
     failed_claims(r, &out->claims_failed_space, &out->claims_failed_full,
                   &out->claims_failed_limit);
   }
+  out->allocated_bytes = (double)out->samples * 8.0 / (r->order.rate > 0 ? r->order.rate : 1.0);
   out->bytes = r->out.bytes;
   if (!r->finished && !r->opt.compress && r->out.writer && r->out.start_offset >= 0) {
     off_t end = lseek(r->fd, 0, SEEK_CUR);

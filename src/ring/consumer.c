@@ -194,7 +194,9 @@ int mt_cursor_open_file(mt_cursor **out, const char *path, mt_error *err) {
   *out = NULL;
   if (strlen(path) >= PATH_MAX)
     return mt_fail(err, MT_E_INVALID, -1, "path too long");
-  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  /* A mapped file's link in /proc is the kernel's, not one a user could plant in a directory. */
+  bool mapped_file = strncmp(path, "/proc/", 6) == 0 && strstr(path, "/map_files/") != NULL;
+  int fd = open(path, O_RDONLY | (mapped_file ? 0 : O_NOFOLLOW) | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ELOOP)
       return mt_fail(err, MT_E_IO, -1,

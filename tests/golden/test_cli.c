@@ -1050,7 +1050,7 @@ static void an_unknown_option_is_one_line_naming_it_in_every_command(void **stat
   const char *path = write_trace("options.ctf", false);
   const char *commands[] = {"info",   "dump",   "check",    "copy",     "summary",
                             "top",    "leaks",  "timeline", "flame",    "diff",
-                            "report", "export", "record",   "ring-dump"};
+                            "report", "export", "record",   "ring-dump", "tap"};
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
     char want[256], *out = NULL, *err = NULL;
     snprintf(want, sizeof want, "memtap %s: unknown option '--bogus' (see memtap %s --help)\n",

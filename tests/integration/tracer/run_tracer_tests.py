@@ -2232,6 +2232,110 @@ def children_of(pid):
     return found
 
 
+TAP_LINE = re.compile(r"^ +\d+\.\d s  ([\d,]+) allocations? \([^)]*\), ([\d,]+) frees?; "
+                      r"since tap started ([\d,]+) ", re.M)
+TAP_CLOSING = re.compile(r"^memtap tap: process (\d+), [\d.]+ s: ([\d,]+) allocations? "
+                         r"\([^)]*\), ([\d,]+) frees?", re.M)
+
+
+def tap(pid, *options, timeout=60):
+    return run([A.memtap, "tap", *options, str(pid)], env=base_env(), timeout=timeout)
+
+
+def test_tap_watches_a_recorded_process_without_disturbing_its_trace():
+    """`memtap tap PID` reads the rings of a process memtap record traces, beside the recorder:
+    a line of counts per interval, the window's top sites at the end, the window as a trace of its
+    own; the recorder's trace still has every allocation (tap takes nothing from it)."""
+    rounds = 60  # 100 blocks a round, 50 ms apart: 3 s
+    trace = os.path.join(WORK, "tapped.ctf")
+    p = subprocess.Popen(record_command(trace, [program("slow_worker"), str(rounds)]),
+                         env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        wait_for_line(p, "round 3")
+        worker = children_of(p.pid)
+        expect(len(worker) == 1, f"memtap record's children: {worker}")
+        window = os.path.join(WORK, "window.ctf")
+        t = tap(worker[0], "--duration", "1500ms", "--interval", "500ms", "-n", "3", "-o", window)
+        out, err = session_output(p, "slow_worker under memtap record")
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    expect(t.returncode == 0, f"memtap tap: exit {t.returncode}\n{t.stderr}")
+    lines = TAP_LINE.findall(t.stdout)
+    expect(len(lines) >= 2, f"memtap tap printed {len(lines)} interval lines:\n{t.stdout}")
+    closing = TAP_CLOSING.search(t.stdout)
+    expect(closing and int(closing.group(1)) == worker[0],
+           f"memtap tap: no closing line naming process {worker[0]}:\n{t.stdout}")
+    allocations = count(closing.group(2))
+    expect(allocations >= 1000 and allocations == count(lines[-1][2]),
+           f"memtap tap: {allocations} allocations in the window (the interval lines add up to "
+           f"{lines[-1][2]}), expected 1,000 or more in 1.5 s of 2,000 a second:\n{t.stdout}")
+    site = next(iter(expectations(["slow_worker.c"], "all")))  # "slow_worker.c:LINE"
+    expect(re.search(r"^  1\. .* main \S*" + re.escape(site) + r"$", t.stdout, re.M),
+           f"memtap tap's top does not lead with slow_worker.c's malloc ({site}):\n{t.stdout}")
+    w = verify_trace(window)
+    expect(w["allocs"] == allocations, f"the window holds {w['allocs']} allocations, the closing "
+                                       f"line said {allocations}")
+    # The recorder's own trace is whole: every round's 100 blocks and stdout's buffer.
+    f = verify_trace(trace)
+    expect(f["allocs"] == 100 * rounds + 1,
+           f"memtap record's trace holds {f['allocs']} allocations with tap beside it, "
+           f"expected {100 * rounds + 1}")
+
+
+def test_tap_follows_a_process_tracing_itself_to_its_end():
+    """A process tracing itself (MEMTAP=) deletes its ring file: tap opens it through
+    /proc/PID/map_files (root only), and without --duration ends when the process does."""
+    if os.geteuid() != 0:
+        skip("/proc/PID/map_files opens only for root")
+    if A.lib_sanitized:
+        skip("libmemtap is sanitized: the shim cannot load it into a plain program",
+             even_under_ci=True)
+    trace = os.path.join(WORK, "self-tapped.ctf")
+    env = base_env({"LD_PRELOAD": A.shim, "MEMTAP": trace, "MEMTAP_FULL": "1"})
+    p = subprocess.Popen([program("slow_worker"), "40"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_for_line(p, "round 3")
+        t = tap(p.pid, "--interval", "0s", "-n", "1")
+        out, err = session_output(p, "slow_worker tracing itself")
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    expect(t.returncode == 0, f"memtap tap: exit {t.returncode}\n{t.stderr}")
+    expect(not TAP_LINE.search(t.stdout), f"--interval 0s printed interval lines:\n{t.stdout}")
+    closing = TAP_CLOSING.search(t.stdout)
+    expect(closing and count(closing.group(2)) >= 3000,
+           f"memtap tap did not read the process to its end (40 rounds of 100):\n{t.stdout}")
+    f = verify_trace(trace)
+    expect(f["allocs"] == 4001, f"the process's own trace holds {f['allocs']} allocations with "
+                                f"tap beside it, expected 4,001")
+
+
+def test_tap_refuses_what_it_cannot_watch():
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        t = tap(sleeper.pid)
+        expect(t.returncode == 1 and f"process {sleeper.pid} is not traced by memtap" in t.stderr,
+               f"memtap tap of an untraced process: exit {t.returncode}\n{t.stderr}")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    t = tap(sleeper.pid)  # reaped: no such process now
+    expect(t.returncode == 1 and f"no process {sleeper.pid}" in t.stderr,
+           f"memtap tap of a process that ended: exit {t.returncode}\n{t.stderr}")
+    for args, message in ((["abc"], "'abc' is not a process id"),
+                          ([], "which process?"),
+                          (["1", "2"], "one process at a time"),
+                          (["--duration", "5", "1"], "--duration takes a duration"),
+                          (["--interval", "x", "1"], "--interval takes a duration"),
+                          (["-n", "-1", "1"], "-n takes a count")):
+        t = run([A.memtap, "tap", *args], env=base_env())
+        expect(t.returncode == 64 and message in t.stderr,
+               f"memtap tap {' '.join(args)}: exit {t.returncode}\n{t.stderr}")
+
+
 def test_leaks_names_file_and_line():
     full_program("leaky")
     trace = os.path.join(WORK, "leaky.ctf")

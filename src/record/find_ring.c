@@ -1,0 +1,130 @@
+/* Finding the ring file of a running process that memtap traces (memtap/record.h,
+ * mt_record_find_ring): its tracer maps the file (docs/ring.md §2), so /proc/PID/maps names it, by
+ * path while the file is in its directory (under memtap record) or as deleted (a process tracing
+ * itself unlinks it), when /proc/PID/map_files still opens it. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "memtap/record.h"
+
+#define RING_SUFFIX ".memtap-ring"
+#define DELETED_SUFFIX " (deleted)"
+
+/* One line of /proc/PID/maps naming a ring file. */
+typedef struct ring_mapping {
+  uint64_t start, end;
+  unsigned dev_major, dev_minor;
+  uint64_t inode;
+  bool writable, deleted;
+  const char *path; /* inside the line */
+} ring_mapping;
+
+/* Parses `line` (its newline removed); false when it maps no ring file. */
+static bool parse_line(char *line, ring_mapping *m) {
+  char perms[8];
+  unsigned long long start, end, offset, inode;
+  int path_at = -1;
+  if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &offset, &m->dev_major,
+             &m->dev_minor, &inode, &path_at) < 7 ||
+      path_at < 0)
+    return false;
+  char *path = line + path_at;
+  size_t n = strlen(path);
+  m->deleted =
+      n > strlen(DELETED_SUFFIX) && strcmp(path + n - strlen(DELETED_SUFFIX), DELETED_SUFFIX) == 0;
+  if (m->deleted)
+    path[n -= strlen(DELETED_SUFFIX)] = 0;
+  if (path[0] != '/' || n <= strlen(RING_SUFFIX) ||
+      strcmp(path + n - strlen(RING_SUFFIX), RING_SUFFIX) != 0)
+    return false;
+  m->start = start;
+  m->end = end;
+  m->inode = inode;
+  m->writable = perms[1] == 'w';
+  m->path = path;
+  return true;
+}
+
+/* Whether `path` is still the file the mapping shows (not replaced since by another of that
+ * name). */
+static bool same_file(const char *path, const ring_mapping *m) {
+  struct stat st;
+  return stat(path, &st) == 0 && st.st_ino == m->inode && major(st.st_dev) == m->dev_major &&
+         minor(st.st_dev) == m->dev_minor;
+}
+
+int mt_record_find_ring(int pid, char *path, size_t size, mt_error *err) {
+  if (pid <= 0)
+    return mt_fail(err, MT_E_INVALID, -1, "%d is not a process id", pid);
+  char maps[64];
+  snprintf(maps, sizeof maps, "/proc/%d/maps", pid);
+  FILE *f = fopen(maps, "re");
+  if (!f && errno == ENOENT)
+    return mt_fail(err, MT_E_INVALID, -1, "no process %d", pid);
+  if (!f && (errno == EACCES || errno == EPERM))
+    return mt_fail(err, MT_E_IO, -1,
+                   "cannot read the mappings of process %d (%s): it is another user's; run as "
+                   "that user or as root",
+                   pid, strerror(errno));
+  if (!f)
+    return mt_fail(err, MT_E_IO, -1, "cannot read %s: %s", maps, strerror(errno));
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  ring_mapping best = {0};
+  bool found = false;
+  int read_errno = 0;
+  errno = 0;
+  while ((len = getline(&line, &cap, f)) > 0) {
+    if (line[len - 1] == '\n')
+      line[len - 1] = 0;
+    ring_mapping m;
+    if (!parse_line(line, &m))
+      continue;
+    /* The writable mapping is the tracer's own (a process tracing itself also maps the file
+     * read-only for its consumer thread); of several ring files, the last mapped is the newest. */
+    if (!found || m.writable || !best.writable) {
+      best = m;
+      best.path = NULL;
+      if (snprintf(path, size, "%s", m.path) >= (int)size) {
+        free(line);
+        fclose(f);
+        return mt_fail(err, MT_E_INVALID, -1, "the ring file's path is longer than %zu bytes",
+                       size);
+      }
+      found = true;
+    }
+  }
+  if (ferror(f))
+    read_errno = errno ? errno : EIO;
+  free(line);
+  fclose(f);
+  if (read_errno)
+    return mt_fail(err, MT_E_IO, -1, "cannot read %s: %s", maps, strerror(read_errno));
+  if (!found)
+    return mt_fail(err, MT_E_STATE, -1,
+                   "process %d is not traced by memtap (it maps no ring file): start it under "
+                   "`memtap record`, or with LD_PRELOAD=libmemtap-preload.so and MEMTAP=FILE",
+                   pid);
+  if (!best.deleted && same_file(path, &best))
+    return MT_OK;
+  /* Deleted or replaced: the process's own mapping of it. */
+  char mapped[96];
+  snprintf(mapped, sizeof mapped, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, best.start,
+           best.end);
+  if (access(mapped, R_OK) != 0)
+    return mt_fail(err, MT_E_IO, -1,
+                   "process %d's ring file %s was deleted, and %s cannot be opened (%s): that "
+                   "takes root",
+                   pid, path, mapped, strerror(errno));
+  if (snprintf(path, size, "%s", mapped) >= (int)size)
+    return mt_fail(err, MT_E_INVALID, -1, "the ring file's path is longer than %zu bytes", size);
+  return MT_OK;
+}
