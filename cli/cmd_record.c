@@ -1608,12 +1608,17 @@ int mt_cmd_record(int argc, char **argv) {
       int status;
       pid_t pid;
       bool no_children = false;
-      while ((pid = waitpid(-1, &status, WNOHANG)) != 0) {
+      while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED)) != 0) {
         if (pid < 0) {
           if (errno == EINTR)
             continue;
           no_children = true;
           break;
+        }
+        if (WIFSTOPPED(status)) { /* Ctrl-Z: the job stops when the program does */
+          if (pid == child)
+            record_signals_program_stopped(&signals, child, WSTOPSIG(status));
+          continue;
         }
         if (pid == child) {
           main_status = status;

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <unistd.h>
 
+#include "ring/process.h"
+
 /* What `kill` sends to memtap alone is passed on to the program, as if memtap were not there:
  * termination (the program exits with it and memtap writes the whole trace) and the signals a
  * user sends to ask a program something (dd's progress on SIGUSR1, a server reopening its logs);
@@ -14,7 +16,7 @@
  * the count below keeps memtap from passing its copy on then; but `kill -INT` aimed at memtap
  * alone (a supervisor, `timeout -s INT`) used to be ignored, the program running on. */
 static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2,
-                                        SIGALRM, SIGINT, SIGQUIT};
+                                        SIGALRM, SIGINT, SIGQUIT, SIGTSTP};
 #define FORWARDED_COUNT (sizeof forwarded_signals / sizeof forwarded_signals[0])
 _Static_assert(FORWARDED_COUNT == RECORD_SIGNALS_FORWARDED, "record_signals.h's count");
 
@@ -32,7 +34,8 @@ static const int passed_on_signals[] = {SIGSTKFLT, SIGVTALRM, SIGPROF, SIGIO, SI
  * delivery would turn a graceful shutdown into a forced one. */
 static volatile sig_atomic_t received[_NSIG];
 /* Of those, the ones a terminal sent to its whole foreground process group (si_code SI_KERNEL,
- * which kill(2) never gives): SIGINT and SIGQUIT (Ctrl-C, Ctrl-\), and the SIGHUP the kernel sends
+ * which kill(2) never gives): SIGINT, SIGQUIT and SIGTSTP (Ctrl-C, Ctrl-\, Ctrl-Z), and the SIGHUP
+ * the kernel sends
  * that group when the session's leader (the shell) exits, unless memtap leads a session itself
  * (`setsid memtap record`): a leader gets a hangup's SIGHUP alone. A program in memtap's group got
  * them too, whether or not the tracer runs in it to count them. Counted after `received`. */
@@ -45,7 +48,7 @@ static void count_signal(int sig, siginfo_t *info, void *context) {
     return;
   received[sig]++;
   if (info && info->si_code == SI_KERNEL &&
-      (sig == SIGINT || sig == SIGQUIT || (sig == SIGHUP && !leads_session)))
+      (sig == SIGINT || sig == SIGQUIT || sig == SIGTSTP || (sig == SIGHUP && !leads_session)))
     from_terminal[sig]++;
 }
 
@@ -73,8 +76,11 @@ void record_signals_install(record_signals *rs) {
   for (size_t i = 0; i < FORWARDED_COUNT; i++) {
     int sig = forwarded_signals[i];
     sigaction(sig, NULL, &rs->old_forwarded[i]);
-    sigaction(sig, &forward, NULL);
     rs->forwards[sig].found_ignored = rs->old_forwarded[i].sa_handler == SIG_IGN;
+    /* A SIGTSTP ignored stays so: the program ignores it too, and the program's stops, which
+     * memtap follows (record_signals_program_stopped), are what counts for it. */
+    if (sig != SIGTSTP || !rs->forwards[sig].found_ignored)
+      sigaction(sig, &forward, NULL);
   }
   /* Ignored when memtap started, they stay so (and the program inherited that). */
   for (int sig = 1; sig < _NSIG; sig++) {
@@ -88,6 +94,43 @@ void record_signals_install(record_signals *rs) {
   /* A standard error that is a closed pipe (memtap record ... 2>&1 | head -1) must not kill us
    * with SIGPIPE at the closing line. The child keeps its own disposition (set before). */
   sigaction(SIGPIPE, &ignore, NULL); /* not signal(): a preloaded libjsig warns of it */
+  /* memtap's own writes to a terminal it does not hold (a background job under `stty tostop`,
+   * a program that took the terminal) must not stop it: the job would show stopped where the
+   * program untraced is not. Not restored either: the closing line is such a write. memtap
+   * stops when the program does (record_signals_program_stopped). */
+  struct sigaction was;
+  if (sigaction(SIGTTOU, NULL, &was) == 0 && was.sa_handler == SIG_DFL)
+    sigaction(SIGTTOU, &ignore, NULL);
+  if (sigaction(SIGTTIN, NULL, &was) == 0 && was.sa_handler == SIG_DFL)
+    sigaction(SIGTTIN, &ignore, NULL);
+}
+
+/* Stops memtap by `sig`'s default action, back when continued; the signal's disposition and the
+ * signal mask as they were. */
+static void stop_by(int sig) {
+  struct sigaction stop = {.sa_handler = SIG_DFL}, was;
+  sigemptyset(&stop.sa_mask);
+  sigaction(sig, &stop, &was);
+  sigset_t only, mask;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  sigprocmask(SIG_UNBLOCK, &only, &mask);
+  raise(sig);
+  sigprocmask(SIG_SETMASK, &mask, NULL);
+  sigaction(sig, &was, NULL);
+}
+
+void record_signals_program_stopped(record_signals *rs, pid_t child, int sig) {
+  if (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU)
+    return; /* SIGSTOP, a debugger's: the program's alone */
+  rs->program_stops++;
+  stop_by(sig);
+  /* Continued: the shell's fg or bg continues its job's whole group, the program included; a
+   * SIGCONT to memtap alone (kill -CONT) goes on to a program still stopped. */
+  uint64_t start;
+  char state = 0;
+  if (mt_process_stat(child, &start, &state) && state == 'T')
+    kill(child, SIGCONT);
 }
 
 /* Passes on to `child` each signal memtap received that its handlers did not get too, once
@@ -105,16 +148,20 @@ bool record_signals_forward(record_signals *rs, const mt_recorder *rec, pid_t ch
     int sig = forwarded_signals[i];
     record_forwarding *g = &rs->forwards[sig];
     /* The program's count before memtap's: a signal landing between the two loads is then in
-     * both or in memtap's alone, never in the program's alone (which would pass it on twice). */
-    uint32_t handled = rec ? mt_recorder_signals_handled(rec, sig) : 0;
+     * both or in memtap's alone, never in the program's alone (which would pass it on twice).
+     * For SIGTSTP, which the tracer does not count, the program's stops (always there). */
+    const void *counter = sig == SIGTSTP ? (const void *)&rs->program_stops : (const void *)rec;
+    uint32_t handled = sig == SIGTSTP ? rs->program_stops
+                       : rec          ? mt_recorder_signals_handled(rec, sig)
+                                      : 0;
     /* Both counts as of one moment: a handler that ran between the loads changed `terminal`. */
     sig_atomic_t got, terminal;
     do {
       terminal = from_terminal[sig];
       got = received[sig];
     } while (terminal != from_terminal[sig]);
-    if (rec != g->rec) { /* a file found (or made by an exec) since: its count starts at 0 */
-      g->rec = rec;
+    if (counter != g->counter) { /* a file found (or made by an exec) since: counts from 0 */
+      g->counter = counter;
       g->handled = 0;
       g->owed = 0;
     }
@@ -139,7 +186,7 @@ bool record_signals_forward(record_signals *rs, const mt_recorder *rec, pid_t ch
     /* Started ignored, it is passed on only once there is a count to read: a program that kept
      * ignoring it loses nothing, and one in which the tracer has not started may have got it
      * already (a terminal's Ctrl-C reaches a script's background jobs too). */
-    if (g->found_ignored && !rec)
+    if (g->found_ignored && !counter)
       delivered = alone;
     if (delivered < alone) {
       if (!g->waiting_since_us)
@@ -154,7 +201,7 @@ bool record_signals_forward(record_signals *rs, const mt_recorder *rec, pid_t ch
     g->seen = got;
     g->seen_from_terminal += (sig_atomic_t)from_tty;
     g->owed -= paid;
-    if (rec && shared) {
+    if (counter && shared) {
       if (!g->owed)
         g->owed_since_us = now_us;
       g->owed += shared;

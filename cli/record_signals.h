@@ -22,13 +22,13 @@
 #define RECORD_SIGNALS_OWED_US 1000000
 
 /* The signals counted and passed on after RECORD_SIGNALS_WAIT_US unless the program got them. */
-#define RECORD_SIGNALS_FORWARDED 7
+#define RECORD_SIGNALS_FORWARDED 8
 
 /* The accounts for one forwarded signal: memtap's receipts and the program's deliveries (counted
  * by its tracer, mt_recorder_signals_handled) when it last settled, and since when unmatched
  * receipts wait. */
 typedef struct record_forwarding {
-  const mt_recorder *rec; /* whose count `handled` is */
+  const void *counter; /* whose count `handled` is: the program's recorder, or NULL */
   sig_atomic_t seen, seen_from_terminal;
   uint32_t handled;
   /* Receipts from the terminal settled as the program's too, which its count has yet to show: the
@@ -44,7 +44,8 @@ typedef struct record_signals {
   struct sigaction old_forwarded[RECORD_SIGNALS_FORWARDED], old_xfsz;
   bool passing[_NSIG]; /* passed on as they come: they were at their default action */
   sig_atomic_t passed[_NSIG];
-  record_forwarding forwards[MT_RING_SIGNALS];
+  record_forwarding forwards[_NSIG];
+  uint32_t program_stops; /* job-control stops of the program seen (the evidence for SIGTSTP) */
 } record_signals;
 
 /* Installs memtap's handlers, once the program is forked (it keeps the dispositions memtap had):
@@ -58,6 +59,13 @@ void record_signals_install(record_signals *rs);
  * signal waits (the caller then naps briefly). */
 bool record_signals_forward(record_signals *rs, const mt_recorder *rec, pid_t child,
                             int64_t now_us);
+
+/* The program stopped (waitpid's WUNTRACED) by `sig`. A job-control stop (SIGTSTP, SIGTTIN,
+ * SIGTTOU) stops memtap too, by the same signal, so that the shell that started memtap sees its
+ * job stopped exactly when the program untraced would be (a program that ignores Ctrl-Z keeps
+ * running, and memtap with it); memtap goes on when continued, and continues a program still
+ * stopped then. Other stops (SIGSTOP, a debugger's) are the program's alone. */
+void record_signals_program_stopped(record_signals *rs, pid_t child, int sig);
 
 /* Puts back the dispositions record_signals_install found, but SIGPIPE's: the rest of the
  * command only writes messages, which a closed standard error must not turn into memtap's death

@@ -2209,6 +2209,107 @@ def test_terminal_signals_reach_the_program_once():
         verify_trace(trace)
 
 
+class Terminal:
+    """An interactive bash on a pseudo-terminal of its own (job control on), for what a user
+    types: `type` a line, press a `key`, wait for text to `expect` in what the terminal shows."""
+
+    def __init__(self):
+        import termios
+        self.master, slave = os.openpty()
+
+        def controlling_terminal():
+            os.setsid()
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+        env = base_env({"PS1": "PROMPT$ ", "TERM": "dumb", "PROMPT_COMMAND": ""})
+        self.bash = subprocess.Popen(["bash", "--norc", "--noprofile", "-i"], stdin=slave,
+                                     stdout=slave, stderr=slave, env=env,
+                                     preexec_fn=controlling_terminal)
+        os.close(slave)
+        self.shown = ""
+        self.expect("PROMPT$ ")
+
+    def read(self, seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.master], [], [], 0.05)
+            if ready:
+                try:
+                    chunk = os.read(self.master, 65536)
+                except OSError:
+                    return
+                self.shown += chunk.decode(errors="replace")
+
+    def expect(self, text, timeout=30, since=0):
+        deadline = time.monotonic() + timeout
+        while text not in self.shown[since:] and time.monotonic() < deadline:
+            self.read(0.1)
+        expect(text in self.shown[since:],
+               f"the terminal never showed {text!r}:\n{self.shown[since:][-2000:]}")
+
+    def type(self, line):
+        os.write(self.master, line.encode() + b"\n")
+
+    def key(self, key):
+        os.write(self.master, key)
+
+    def close(self):
+        if self.bash.poll() is None:
+            self.bash.kill()
+            self.bash.wait()
+        os.close(self.master)
+
+
+def test_ctrl_z_stops_the_job_when_the_program_stops():
+    """Ctrl-Z at a shell with job control: the terminal sends SIGTSTP to the job's whole group,
+    memtap and the program. memtap stopped by it whatever the program did: a program that ignores
+    SIGTSTP ran on while the shell showed its job stopped, took the terminal back and fed the
+    program's input to the shell. memtap now stops when the program does (with the signal that
+    stopped it), and goes on when the job is continued; its own writes to a terminal it does not
+    hold never stop it (`stty tostop`: a background job stayed stopped at memtap's closing
+    line)."""
+    graceful = program("graceful")
+    term = Terminal()
+    try:
+        for label, argv in (("stops", [graceful]),
+                            ("ignores Ctrl-Z",
+                             ["sh", "-c", f"trap '' TSTP; exec {shlex.quote(graceful)}"])):
+            trace = os.path.join(WORK, f"ctrl-z-{len(argv)}.ctf")
+            start = len(term.shown)
+            command = " ".join(shlex.quote(w) for w in record_command(trace, argv, ()))
+            term.type(f"{command}; echo rc=$?")
+            term.expect("ready", since=start)
+            term.key(b"\x1a")
+            term.read(0.6)
+            stopped = "Stopped" in term.shown[start:]
+            expect(stopped == (label == "stops"),
+                   f"{label}: Ctrl-Z {'did not stop' if not stopped else 'stopped'} the job:\n"
+                   f"{term.shown[start:][-2000:]}")
+            if stopped:
+                term.expect("PROMPT$ ", since=start)
+                term.type("fg; echo rc=$?")  # the job's status, once it ends
+                term.read(0.5)
+            memtap = [pid for pid in children_of(term.bash.pid)]
+            expect(len(memtap) == 1, f"{label}: bash's children are {memtap}")
+            os.kill(memtap[0], signal.SIGTERM)  # passed on to the program, which then ends
+            term.expect("rc=0", since=start)
+            expect("hup=0 usr1=0 int=0 term=1 quit=0" in term.shown[start:],
+                   f"{label}: the program's counts:\n{term.shown[start:][-2000:]}")
+            verify_trace(trace)
+        # A background job under `stty tostop` ends, memtap's closing line written.
+        start = len(term.shown)
+        trace = os.path.join(WORK, "tostop.ctf")
+        command = " ".join(shlex.quote(w) for w in record_command(trace, ["true"], ()))
+        term.type(f"stty tostop; {command} & sleep 1; jobs; stty -tostop")
+        term.expect("PROMPT$ ", since=start + 1)
+        term.read(1.5)
+        expect("Done" in term.shown[start:] and "Stopped" not in term.shown[start:],
+               f"a background memtap record under stty tostop:\n{term.shown[start:][-2000:]}")
+        verify_trace(trace)
+    finally:
+        term.close()
+
+
 def read_text(path):
     try:
         with open(path, errors="replace") as fh:
