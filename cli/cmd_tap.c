@@ -3,6 +3,7 @@
  * neither slows the program nor takes records from that trace (mt_recorder_attach, not primary),
  * and turns what it reads into a trace of its own, the window: a line of counts every interval,
  * then the window's heaviest sites through `memtap top`. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -12,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "memtap/record.h"
 #include "output.h"
+#include "output_file.h"
 #include "tracer/config.h"
 
 static const char usage[] =
@@ -107,15 +110,71 @@ static void print_closing(int pid, double seconds, const mt_recorder_stats *st, 
   fflush(stdout);
 }
 
-/* Opens the window's file: FILE, or a temporary one, removed at once (no crash of tap's leaves it
- * behind), whose path is then /proc/self/fd/N (in `path`, for memtap top to read it). */
-static int open_window(const char *output, char *path, size_t size) {
+/* Whether `path` is a file process `pid` or its parent (memtap record, for a process it traces)
+ * has open: the trace being written, which -o must not write over. */
+static bool open_in_or_above(int pid, const char *path) {
+  struct stat target;
+  if (stat(path, &target) != 0)
+    return false;
+  char stat_path[64], text[512];
+  snprintf(stat_path, sizeof stat_path, "/proc/%d/stat", pid);
+  int parent = 0;
+  FILE *f = fopen(stat_path, "re");
+  if (f) {
+    if (fgets(text, sizeof text, f)) {
+      const char *after = strrchr(text, ')');
+      if (after)
+        sscanf(after + 1, " %*c %d", &parent);
+    }
+    fclose(f);
+  }
+  int owners[2] = {pid, parent};
+  for (int i = 0; i < 2; i++) {
+    if (owners[i] <= 0)
+      continue;
+    char fd_dir[64];
+    snprintf(fd_dir, sizeof fd_dir, "/proc/%d/fd", owners[i]);
+    DIR *d = opendir(fd_dir);
+    if (!d)
+      continue;
+    struct dirent *e;
+    bool found = false;
+    while (!found && (e = readdir(d))) {
+      char link[sizeof fd_dir + sizeof e->d_name + 1];
+      struct stat st;
+      snprintf(link, sizeof link, "%s/%s", fd_dir, e->d_name);
+      found = e->d_name[0] != '.' && stat(link, &st) == 0 && st.st_dev == target.st_dev &&
+              st.st_ino == target.st_ino;
+    }
+    closedir(d);
+    if (found)
+      return true;
+  }
+  return false;
+}
+
+/* Opens the window's file: FILE through `named` (a temporary file renamed into place at the end,
+ * cli/output_file.h), or, without -o, a temporary file removed at once (no crash of tap's leaves
+ * it behind), read back through /proc/self/fd/N (in `path`, for memtap top). */
+static int open_window(const char *output, int pid, cli_output_file *named, char *path,
+                       size_t size) {
   if (output) {
-    int fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0)
-      cli_error(output, "cannot create the window's trace: %s", strerror(errno));
+    if (open_in_or_above(pid, output)) {
+      cli_error(output,
+                "is open in process %d or in its recorder (its trace?): tap does not write over "
+                "it; give another file",
+                pid);
+      return -1;
+    }
+    if (!cli_output_file_open(named, output, NULL, 0))
+      return -1;
+    if (named->is_stdout) {
+      cli_output_file_close(named, false);
+      cli_error(NULL, "tap: -o takes a file: standard output shows tap's lines");
+      return -1;
+    }
     snprintf(path, size, "%s", output);
-    return fd;
+    return named->fd;
   }
   const char *dir = getenv("TMPDIR");
   if (!dir || dir[0] != '/')
@@ -197,7 +256,8 @@ int mt_cmd_tap(int argc, char **argv) {
     return MT_EXIT_FAILURE;
   }
   char window[PATH_MAX];
-  int fd = open_window(output, window, sizeof window);
+  cli_output_file named = {0};
+  int fd = open_window(output, pid, &named, window, sizeof window);
   if (fd < 0)
     return MT_EXIT_FAILURE;
   char cache[PATH_MAX];
@@ -214,7 +274,10 @@ int mt_cmd_tap(int argc, char **argv) {
   if (rc != MT_OK) {
     cli_error(NULL, "tap: %s: %s", pid_text, err.message);
     mt_recorder_destroy(r);
-    close(fd);
+    if (output)
+      cli_output_file_close(&named, false);
+    else
+      close(fd);
     return MT_EXIT_FAILURE;
   }
 
@@ -269,6 +332,9 @@ int mt_cmd_tap(int argc, char **argv) {
   mt_recorder_destroy(r);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
+  /* -o: renamed into place before anything reads it (or removed, when writing failed). */
+  if (output && !cli_output_file_close(&named, status == MT_EXIT_OK))
+    status = MT_EXIT_FAILURE;
   if (status == MT_EXIT_OK && !ferror(stdout)) {
     print_closing(pid, seconds, &now, output);
     if (sites > 0 && now.allocations > 0) {
@@ -280,10 +346,8 @@ int mt_cmd_tap(int argc, char **argv) {
         status = top_status;
     }
   }
-  if (close(fd) != 0 && status == MT_EXIT_OK) {
-    cli_error(output, "the window could not be written: %s", strerror(errno));
-    status = MT_EXIT_FAILURE;
-  }
+  if (!output)
+    close(fd);
   sigaction(SIGPIPE, &old_pipe, NULL);
   return status;
 }

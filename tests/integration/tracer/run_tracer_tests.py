@@ -2356,6 +2356,13 @@ def test_tap_watches_a_recorded_process_without_disturbing_its_trace():
         wait_for_line(p, "round 3")
         worker = children_of(p.pid)
         expect(len(worker) == 1, f"memtap record's children: {worker}")
+        # -o naming the trace being written, or standard output: refused, nothing written.
+        over = tap(worker[0], "-o", trace)
+        expect(over.returncode == 1 and "tap does not write over it" in over.stderr,
+               f"memtap tap -o <the recorder's trace>: exit {over.returncode}\n{over.stderr}")
+        to_stdout = tap(worker[0], "-o", "-")
+        expect(to_stdout.returncode == 1 and "-o takes a file" in to_stdout.stderr,
+               f"memtap tap -o -: exit {to_stdout.returncode}\n{to_stdout.stderr}")
         window = os.path.join(WORK, "window.ctf")
         t = tap(worker[0], "--duration", "1500ms", "--interval", "500ms", "-n", "3", "-o", window)
         out, err = session_output(p, "slow_worker under memtap record")
