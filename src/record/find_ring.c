@@ -60,6 +60,42 @@ static bool same_file(const char *path, const ring_mapping *m) {
          minor(st.st_dev) == m->dev_minor;
 }
 
+/* The process's ids, in its own pid namespace and every one above it (/proc/PID/status NSpid:
+ * a ring file is named by the id its process has in its own); at least `pid`. */
+static int namespace_pids(int pid, long ids[], int max) {
+  int n = 0;
+  char status[64], line[256];
+  snprintf(status, sizeof status, "/proc/%d/status", pid);
+  FILE *f = fopen(status, "re");
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "NSpid:", 6) == 0) {
+      char *p = line + 6, *end;
+      for (long v; n < max && (v = strtol(p, &end, 10)) > 0 && end != p; p = end)
+        ids[n++] = v;
+    }
+  if (f)
+    fclose(f);
+  if (n == 0)
+    ids[n++] = pid;
+  return n;
+}
+
+/* Whether the ring file at `path` is named for one of `ids` ("<id>.memtap-ring", or
+ * "<id>-pidns..." in a pid namespace): the process's own, not one it reads (memtap record maps
+ * the files of the processes it traces). */
+static bool named_for(const char *path, const long ids[], int n) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  char *end;
+  long v = strtol(base, &end, 10);
+  if (end == base || (*end != '.' && *end != '-'))
+    return false;
+  for (int i = 0; i < n; i++)
+    if (ids[i] == v)
+      return true;
+  return false;
+}
+
 int mt_record_find_ring(int pid, char *path, size_t size, mt_error *err) {
   if (pid <= 0)
     return mt_fail(err, MT_E_INVALID, -1, "%d is not a process id", pid);
@@ -79,7 +115,9 @@ int mt_record_find_ring(int pid, char *path, size_t size, mt_error *err) {
   size_t cap = 0;
   ssize_t len;
   ring_mapping best = {0};
-  bool found = false;
+  bool found = false, others = false;
+  long ids[8];
+  int nids = namespace_pids(pid, ids, 8);
   int read_errno = 0;
   errno = 0;
   while ((len = getline(&line, &cap, f)) > 0) {
@@ -88,6 +126,10 @@ int mt_record_find_ring(int pid, char *path, size_t size, mt_error *err) {
     ring_mapping m;
     if (!parse_line(line, &m))
       continue;
+    if (!named_for(m.path, ids, nids)) {
+      others = true;
+      continue;
+    }
     /* The writable mapping is the tracer's own (a process tracing itself also maps the file
      * read-only for its consumer thread); of several ring files, the last mapped is the newest. */
     if (!found || m.writable || !best.writable) {
@@ -108,6 +150,11 @@ int mt_record_find_ring(int pid, char *path, size_t size, mt_error *err) {
   fclose(f);
   if (read_errno)
     return mt_fail(err, MT_E_IO, -1, "cannot read %s: %s", maps, strerror(read_errno));
+  if (!found && others)
+    return mt_fail(err, MT_E_STATE, -1,
+                   "process %d reads the ring files of other processes (a memtap consumer, such as "
+                   "memtap record) and has none of its own: tap the traced process itself",
+                   pid);
   if (!found)
     return mt_fail(err, MT_E_STATE, -1,
                    "process %d is not traced by memtap (it maps no ring file): start it under "

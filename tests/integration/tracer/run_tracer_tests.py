@@ -2360,6 +2360,9 @@ def test_tap_watches_a_recorded_process_without_disturbing_its_trace():
         over = tap(worker[0], "-o", trace)
         expect(over.returncode == 1 and "tap does not write over it" in over.stderr,
                f"memtap tap -o <the recorder's trace>: exit {over.returncode}\n{over.stderr}")
+        recorder = tap(p.pid)  # memtap record maps its program's ring file, as a reader
+        expect(recorder.returncode == 1 and "tap the traced process itself" in recorder.stderr,
+               f"memtap tap <memtap record's pid>: exit {recorder.returncode}\n{recorder.stderr}")
         to_stdout = tap(worker[0], "-o", "-")
         expect(to_stdout.returncode == 1 and "-o takes a file" in to_stdout.stderr,
                f"memtap tap -o -: exit {to_stdout.returncode}\n{to_stdout.stderr}")
