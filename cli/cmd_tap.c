@@ -3,7 +3,6 @@
  * neither slows the program nor takes records from that trace (mt_recorder_attach, not primary),
  * and turns what it reads into a trace of its own, the window: a line of counts every interval,
  * then the window's heaviest sites through `memtap top`. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -21,6 +20,8 @@
 #include "memtap/record.h"
 #include "output.h"
 #include "output_file.h"
+#include "common/error.h"
+#include "ring/process.h"
 #include "tracer/config.h"
 
 static const char usage[] =
@@ -64,6 +65,25 @@ static int64_t realtime_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* How often tap looks whether the process ended or exec'd. */
+#define PROCESS_CHECK_US 100000
+
+/* Whether process `pid` (started at `start_time`) has gone on without the ring file tap reads:
+ * ended (a SIGKILL leaves its file unclosed), or exec'd (the new program has a file of its own, or
+ * none). Returns why, for a message, or NULL. */
+static const char *process_moved_on(int pid, uint64_t start_time, const struct stat *attached) {
+  if (!mt_process_alive(pid, start_time))
+    return "ended";
+  char ring[PATH_MAX];
+  mt_error err = {0};
+  struct stat st;
+  if (mt_record_find_ring(pid, ring, sizeof ring, &err) != MT_OK || stat(ring, &st) != 0 ||
+      st.st_dev != attached->st_dev || st.st_ino != attached->st_ino)
+    return mt_process_alive(pid, start_time) ? "exec'd another program (or stopped tracing)"
+                                             : "ended";
+  return NULL;
 }
 
 /* The process id argument: digits only, 1 to INT_MAX. */
@@ -110,60 +130,27 @@ static void print_closing(int pid, double seconds, const mt_recorder_stats *st, 
   fflush(stdout);
 }
 
-/* Whether `path` is a file process `pid` or its parent (memtap record, for a process it traces)
- * has open: the trace being written, which -o must not write over. */
-static bool open_in_or_above(int pid, const char *path) {
-  struct stat target;
-  if (stat(path, &target) != 0)
+/* Whether `path` is a trace being written: memtap record and a process tracing itself hold a
+ * write lock on the whole file while they write it (an open file description lock, as memtrace's
+ * writer takes), whoever started them. */
+static bool being_written(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
     return false;
-  char stat_path[64], text[512];
-  snprintf(stat_path, sizeof stat_path, "/proc/%d/stat", pid);
-  int parent = 0;
-  FILE *f = fopen(stat_path, "re");
-  if (f) {
-    if (fgets(text, sizeof text, f)) {
-      const char *after = strrchr(text, ')');
-      if (after)
-        sscanf(after + 1, " %*c %d", &parent);
-    }
-    fclose(f);
-  }
-  int owners[2] = {pid, parent};
-  for (int i = 0; i < 2; i++) {
-    if (owners[i] <= 0)
-      continue;
-    char fd_dir[64];
-    snprintf(fd_dir, sizeof fd_dir, "/proc/%d/fd", owners[i]);
-    DIR *d = opendir(fd_dir);
-    if (!d)
-      continue;
-    struct dirent *e;
-    bool found = false;
-    while (!found && (e = readdir(d))) {
-      char link[sizeof fd_dir + sizeof e->d_name + 1];
-      struct stat st;
-      snprintf(link, sizeof link, "%s/%s", fd_dir, e->d_name);
-      found = e->d_name[0] != '.' && stat(link, &st) == 0 && st.st_dev == target.st_dev &&
-              st.st_ino == target.st_ino;
-    }
-    closedir(d);
-    if (found)
-      return true;
-  }
-  return false;
+  struct flock whole = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  bool locked = fcntl(fd, F_OFD_GETLK, &whole) == 0 && whole.l_type != F_UNLCK;
+  close(fd);
+  return locked;
 }
 
 /* Opens the window's file: FILE through `named` (a temporary file renamed into place at the end,
  * cli/output_file.h), or, without -o, a temporary file removed at once (no crash of tap's leaves
  * it behind), read back through /proc/self/fd/N (in `path`, for memtap top). */
-static int open_window(const char *output, int pid, cli_output_file *named, char *path,
-                       size_t size) {
+static int open_window(const char *output, cli_output_file *named, char *path, size_t size) {
   if (output) {
-    if (open_in_or_above(pid, output)) {
-      cli_error(output,
-                "is open in process %d or in its recorder (its trace?): tap does not write over "
-                "it; give another file",
-                pid);
+    if (being_written(output)) {
+      cli_error(output, "is a trace being written (another process holds its write lock): tap "
+                        "does not write over it; give another file");
       return -1;
     }
     if (!cli_output_file_open(named, output, NULL, 0))
@@ -257,7 +244,7 @@ int mt_cmd_tap(int argc, char **argv) {
   }
   char window[PATH_MAX];
   cli_output_file named = {0};
-  int fd = open_window(output, pid, &named, window, sizeof window);
+  int fd = open_window(output, &named, window, sizeof window);
   if (fd < 0)
     return MT_EXIT_FAILURE;
   char cache[PATH_MAX];
@@ -271,6 +258,13 @@ int mt_cmd_tap(int argc, char **argv) {
     struct timespec ts = {0, POLL_NAP_NS};
     nanosleep(&ts, NULL);
   }
+  /* The process and its file as tap found them, to tell when it ends or execs (its file's
+   * producer may never close it: a process killed by SIGKILL, an exec). */
+  uint64_t start_time = 0;
+  char state;
+  struct stat attached;
+  if (rc == MT_OK && (!mt_process_stat(pid, &start_time, &state) || stat(ring, &attached) != 0))
+    rc = mt_fail(&err, MT_E_STATE, -1, "the process ended as tap attached");
   if (rc != MT_OK) {
     cli_error(NULL, "tap: %s: %s", pid_text, err.message);
     mt_recorder_destroy(r);
@@ -294,6 +288,8 @@ int mt_cmd_tap(int argc, char **argv) {
   int64_t started = monotonic_us(), next_line = started + interval_us;
   mt_recorder_stats last = {0}, now;
   bool ended = false;
+  const char *why = NULL; /* why the window ended before tap was told to end it */
+  int64_t checked = started;
   while (!stop_signal) {
     bool progress = false;
     if (mt_recorder_poll(r, &progress, &err) != MT_OK && !warned) {
@@ -305,6 +301,13 @@ int mt_cmd_tap(int argc, char **argv) {
       break;
     }
     int64_t t = monotonic_us();
+    if (t - checked >= PROCESS_CHECK_US) {
+      checked = t;
+      if ((why = process_moved_on(pid, start_time, &attached))) {
+        ended = true;
+        break;
+      }
+    }
     if (interval_us && t >= next_line) {
       mt_recorder_stats_get(r, &now);
       print_interval((double)(t - started) / 1e6, &now, &last);
@@ -320,7 +323,12 @@ int mt_cmd_tap(int argc, char **argv) {
       nanosleep(&ts, NULL);
     }
   }
-  if (!ended)
+  /* A second Ctrl-C while the window is finished ends tap at once. */
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  if (why)
+    cli_error(NULL, "tap: %s %s: the window ends there", pid_text, why);
+  if (!ended || why)
     mt_recorder_set_end(r, realtime_ns());
   double seconds = (double)(monotonic_us() - started) / 1e6;
   int status = MT_EXIT_OK;
@@ -330,8 +338,6 @@ int mt_cmd_tap(int argc, char **argv) {
   }
   mt_recorder_stats_get(r, &now);
   mt_recorder_destroy(r);
-  sigaction(SIGINT, &old_int, NULL);
-  sigaction(SIGTERM, &old_term, NULL);
   /* -o: renamed into place before anything reads it (or removed, when writing failed). */
   if (output && !cli_output_file_close(&named, status == MT_EXIT_OK))
     status = MT_EXIT_FAILURE;

@@ -4,6 +4,7 @@
 #include "record_signals.h"
 
 #include <stddef.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ring/process.h"
@@ -41,6 +42,13 @@ static volatile sig_atomic_t received[_NSIG];
  * them too, whether or not the tracer runs in it to count them. Counted after `received`. */
 static volatile sig_atomic_t from_terminal[_NSIG];
 static bool leads_session; /* set before the handlers are */
+/* SIGCONTs received: whether a stop of memtap's happened (and ended). */
+static volatile sig_atomic_t continues;
+
+static void count_continue(int sig) {
+  (void)sig;
+  continues++;
+}
 
 static void count_signal(int sig, siginfo_t *info, void *context) {
   (void)context;
@@ -98,7 +106,9 @@ void record_signals_install(record_signals *rs) {
    * a program that took the terminal) must not stop it: the job would show stopped where the
    * program untraced is not. Not restored either: the closing line is such a write. memtap
    * stops when the program does (record_signals_program_stopped). */
-  struct sigaction was;
+  struct sigaction was, count_cont = {.sa_handler = count_continue, .sa_flags = SA_RESTART};
+  sigemptyset(&count_cont.sa_mask);
+  sigaction(SIGCONT, &count_cont, &rs->old_cont);
   if (sigaction(SIGTTOU, NULL, &was) == 0 && was.sa_handler == SIG_DFL)
     sigaction(SIGTTOU, &ignore, NULL);
   if (sigaction(SIGTTIN, NULL, &was) == 0 && was.sa_handler == SIG_DFL)
@@ -124,9 +134,24 @@ void record_signals_program_stopped(record_signals *rs, pid_t child, int sig) {
   if (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU)
     return; /* SIGSTOP, a debugger's: the program's alone */
   rs->program_stops++;
+  /* Only a stop of the whole job: the terminal's (or a group's) SIGTSTP, which memtap got too,
+   * or SIGTTIN or SIGTTOU, which the kernel sends the reader's whole process group, memtap's
+   * when the program is in it. A stop of the program alone (kill -TSTP PID) is its own: memtap
+   * stopped, a SIGCONT to the program alone would leave it waiting for a stopped consumer. */
+  bool whole_job =
+      sig == SIGTSTP ? received[SIGTSTP] != rs->tstp_used : getpgid(child) == getpgrp();
+  rs->tstp_used = received[SIGTSTP];
+  if (!whole_job)
+    return;
+  sig_atomic_t continued = continues;
   stop_by(sig);
+  if (continues == continued)
+    return; /* not stopped: the kernel discards stop signals in an orphaned process group */
   /* Continued: the shell's fg or bg continues its job's whole group, the program included; a
-   * SIGCONT to memtap alone (kill -CONT) goes on to a program still stopped. */
+   * SIGCONT to memtap alone (kill -CONT) goes on to a program still stopped, once the group's
+   * SIGCONT has had time to reach it. */
+  struct timespec grace = {0, 20 * 1000 * 1000};
+  nanosleep(&grace, NULL);
   uint64_t start;
   char state = 0;
   if (mt_process_stat(child, &start, &state) && state == 'T')
@@ -183,6 +208,16 @@ bool record_signals_forward(record_signals *rs, const mt_recorder *rec, pid_t ch
     unsigned from_tty = (unsigned)(terminal - g->seen_from_terminal);
     unsigned shared = from_tty && getpgid(child) == getpgrp() ? from_tty : 0;
     unsigned alone = fresh - shared;
+    /* The count shows the terminal's deliveries first (they are known to have happened); only
+     * what it shows beyond them is evidence for the other receipts, and those it does not show
+     * yet are owed. */
+    uint32_t shown = counter ? (delivered < shared ? delivered : shared) : 0;
+    delivered -= shown;
+    /* SIGTSTP: a stop of the program since says it got one; the others it would lose anyway (a
+     * stopped process's pending stop signals go when it is continued), and passed on after the
+     * job's continuation they would stop it again. */
+    if (sig == SIGTSTP && handled != g->handled)
+      alone = 0;
     /* Started ignored, it is passed on only once there is a count to read: a program that kept
      * ignoring it loses nothing, and one in which the tracer has not started may have got it
      * already (a terminal's Ctrl-C reaches a script's background jobs too). */
@@ -201,10 +236,10 @@ bool record_signals_forward(record_signals *rs, const mt_recorder *rec, pid_t ch
     g->seen = got;
     g->seen_from_terminal += (sig_atomic_t)from_tty;
     g->owed -= paid;
-    if (counter && shared) {
+    if (counter && shared > shown && sig != SIGTSTP) {
       if (!g->owed)
         g->owed_since_us = now_us;
-      g->owed += shared;
+      g->owed += shared - shown;
     }
     g->handled = handled;
     g->waiting_since_us = 0;
@@ -221,4 +256,5 @@ void record_signals_restore(record_signals *rs) {
     if (rs->passing[sig])
       sigaction(sig, &default_action, NULL);
   sigaction(SIGXFSZ, &rs->old_xfsz, NULL);
+  sigaction(SIGCONT, &rs->old_cont, NULL);
 }

@@ -41,11 +41,12 @@ typedef struct record_forwarding {
 } record_forwarding;
 
 typedef struct record_signals {
-  struct sigaction old_forwarded[RECORD_SIGNALS_FORWARDED], old_xfsz;
+  struct sigaction old_forwarded[RECORD_SIGNALS_FORWARDED], old_xfsz, old_cont;
   bool passing[_NSIG]; /* passed on as they come: they were at their default action */
   sig_atomic_t passed[_NSIG];
   record_forwarding forwards[_NSIG];
   uint32_t program_stops; /* job-control stops of the program seen (the evidence for SIGTSTP) */
+  sig_atomic_t tstp_used; /* memtap's SIGTSTP receipts when it last followed a stop */
 } record_signals;
 
 /* Installs memtap's handlers, once the program is forked (it keeps the dispositions memtap had):
@@ -61,10 +62,12 @@ bool record_signals_forward(record_signals *rs, const mt_recorder *rec, pid_t ch
                             int64_t now_us);
 
 /* The program stopped (waitpid's WUNTRACED) by `sig`. A job-control stop (SIGTSTP, SIGTTIN,
- * SIGTTOU) stops memtap too, by the same signal, so that the shell that started memtap sees its
+ * SIGTTOU) of the whole job (memtap got the SIGTSTP too, or the program is in memtap's process
+ * group) stops memtap too, by the same signal, so that the shell that started memtap sees its
  * job stopped exactly when the program untraced would be (a program that ignores Ctrl-Z keeps
  * running, and memtap with it); memtap goes on when continued, and continues a program still
- * stopped then. Other stops (SIGSTOP, a debugger's) are the program's alone. */
+ * stopped then. Other stops (SIGSTOP, a debugger's, `kill -TSTP` of the program alone) are the
+ * program's alone. */
 void record_signals_program_stopped(record_signals *rs, pid_t child, int sig);
 
 /* Puts back the dispositions record_signals_install found, but SIGPIPE's: the rest of the

@@ -7,6 +7,7 @@
  * told by the records' sequence numbers, never guessed from word counts, and a race with the
  * producer is never reported as corruption: only a record that was intact and still breaks the
  * format is. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -190,13 +191,37 @@ int mt_cursor_open_memory(mt_cursor **out, void *file, size_t size, mt_error *er
   return MT_OK;
 }
 
+/* Whether `path` is exactly /proc/PID/map_files/START-END: a link the kernel makes to a file a
+ * process maps, not one a user could plant in a directory (nor a longer path through one). */
+static bool mapped_file_link(const char *path) {
+  const char *p = path;
+  if (strncmp(p, "/proc/", 6) != 0)
+    return false;
+  p += 6;
+  if (!isdigit((unsigned char)*p))
+    return false;
+  while (isdigit((unsigned char)*p))
+    p++;
+  if (strncmp(p, "/map_files/", 11) != 0)
+    return false;
+  p += 11;
+  for (int part = 0; part < 2; part++) {
+    if (!isxdigit((unsigned char)*p))
+      return false;
+    while (isxdigit((unsigned char)*p))
+      p++;
+    if (part == 0 && *p++ != '-')
+      return false;
+  }
+  return *p == 0;
+}
+
 int mt_cursor_open_file(mt_cursor **out, const char *path, mt_error *err) {
   *out = NULL;
   if (strlen(path) >= PATH_MAX)
     return mt_fail(err, MT_E_INVALID, -1, "path too long");
-  /* A mapped file's link in /proc is the kernel's, not one a user could plant in a directory. */
-  bool mapped_file = strncmp(path, "/proc/", 6) == 0 && strstr(path, "/map_files/") != NULL;
-  int fd = open(path, O_RDONLY | (mapped_file ? 0 : O_NOFOLLOW) | O_CLOEXEC | O_NONBLOCK);
+  int fd =
+      open(path, O_RDONLY | (mapped_file_link(path) ? 0 : O_NOFOLLOW) | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ELOOP)
       return mt_fail(err, MT_E_IO, -1,

@@ -164,6 +164,7 @@ set(_tracer_tests
     signals_reach_the_program_once
     terminal_signals_reach_the_program_once
     ctrl_z_stops_the_job_when_the_program_stops
+    program_stopped_alone_leaves_memtap_running
     tap_watches_a_recorded_process_without_disturbing_its_trace
     tap_follows_a_process_tracing_itself_to_its_end
     tap_refuses_what_it_cannot_watch

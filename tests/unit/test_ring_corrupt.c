@@ -168,6 +168,21 @@ static void cursor_refuses_symlinks_directories_and_missing_files(void **state) 
   assert_int_equal(mt_cursor_open_file(&c, tu_temp_path("missing"), &err), MT_E_IO);
   assert_int_equal(err.sys_errno, ENOENT);
   assert_int_equal(mt_cursor_open(&c, tu_temp_dir(), 999999999, &err), MT_E_IO);
+  /* The one link followed is the kernel's /proc/PID/map_files/START-END, exactly: not a planted
+   * link whose path only looks like one (through /proc/self/cwd). */
+  char dir[4096], planted[4096 + 64];
+  snprintf(dir, sizeof dir, "%s/map_files", tu_temp_dir());
+  mkdir(dir, 0700);
+  snprintf(planted, sizeof planted, "%s/1000-2000", dir);
+  assert_int_equal(symlink(real, planted), 0);
+  char cwd[4096];
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  assert_int_equal(chdir(tu_temp_dir()), 0);
+  assert_int_equal(mt_cursor_open_file(&c, "/proc/self/cwd/map_files/1000-2000", &err), MT_E_IO);
+  assert_non_null(strstr(err.message, "symbolic link"));
+  assert_int_equal(chdir(cwd), 0);
+  unlink(planted);
+  rmdir(dir);
   unlink(link);
   unlink(real);
   free(good);

@@ -2170,13 +2170,21 @@ def test_terminal_signals_reach_the_program_once():
             for key in (b"\x03", b"\x1c"):  # the terminal's INTR and QUIT characters
                 os.write(master, key)
                 time.sleep(0.2)
+            # Then a SIGINT to the whole group, within a second: the terminal's delivery, which
+            # the count showed, was once also taken as owed, and this one's delivery paid for it,
+            # so memtap passed its copy on too (int=3). (A program the tracer is not in counts
+            # nothing: a group's signal reaches it twice, docs/record.md §8.)
+            traced = label.startswith("traced")
+            if traced:
+                os.killpg(p.pid, signal.SIGINT)
+                time.sleep(0.2)
             os.kill(p.pid, signal.SIGTERM)
             out, err = session_output(p, label)
         finally:
             os.close(master)
-        expect(p.returncode == 0 and "hup=0 usr1=0 int=1 term=1 quit=1" in out,
-               f"{label}, Ctrl-C and Ctrl-\\: exit {p.returncode}, output {out!r}, expected one "
-               f"SIGINT, one SIGQUIT and one SIGTERM\n{err[-2000:]}")
+        expect(p.returncode == 0 and f"hup=0 usr1=0 int={2 if traced else 1} term=1 quit=1" in out,
+               f"{label}, Ctrl-C, Ctrl-\\, a group's SIGINT: exit {p.returncode}, output {out!r}, "
+               f"expected two SIGINTs, one SIGQUIT and one SIGTERM\n{err[-2000:]}")
         verify_trace(trace)
 
         # A shell leads the session and dies: the kernel sends SIGHUP to the foreground group.
@@ -2308,6 +2316,42 @@ def test_ctrl_z_stops_the_job_when_the_program_stops():
         verify_trace(trace)
     finally:
         term.close()
+
+
+def process_state(pid):
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_program_stopped_alone_leaves_memtap_running():
+    """`kill -TSTP` of the program alone stops the program, not its job: memtap, which follows
+    the job's stops (Ctrl-Z), must keep running, or a later `kill -CONT` of the program alone
+    would leave it writing into a full lossless ring behind a stopped memtap, for good."""
+    trace = os.path.join(WORK, "stopped-alone.ctf")
+    p = subprocess.Popen(record_command(trace, [program("graceful")]),
+                         env=base_env({"MEMTAP_RING_SIZE": "8K"}), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=os.setpgrp)  # not orphaned: SIGTSTP stops it
+    try:
+        wait_for_line(p, "ready")
+        prog = children_of(p.pid)
+        expect(len(prog) == 1, f"memtap record's children: {prog}")
+        os.kill(prog[0], signal.SIGTSTP)
+        time.sleep(0.3)
+        expect(process_state(prog[0]) == "T" and process_state(p.pid) != "T",
+               f"after kill -TSTP of the program: program {process_state(prog[0])}, memtap "
+               f"{process_state(p.pid)} (expected the program stopped, memtap running)")
+        os.kill(prog[0], signal.SIGCONT)
+        time.sleep(0.5)
+        os.kill(prog[0], signal.SIGTERM)
+        out, err = session_output(p, "graceful stopped and continued alone", timeout=20)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    expect(p.returncode == 0 and "term=1" in out,
+           f"graceful stopped and continued alone: exit {p.returncode}, output {out!r}\n"
+           f"{err[-2000:]}")
+    verify_trace(trace)
 
 
 def read_text(path):
