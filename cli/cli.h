@@ -5,6 +5,7 @@
 
 #include <getopt.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "memtap/format.h"
@@ -75,6 +76,10 @@ mt_reader *cli_open_trace_unwarned(const char *path, bool *damaged);
 
 /* Parses a whole decimal integer in [min, max]; false if `text` is not one. */
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);
+
+/* CLOCK_MONOTONIC in microseconds, CLOCK_REALTIME in nanoseconds. */
+int64_t cli_monotonic_us(void);
+int64_t cli_realtime_ns(void);
 
 /* Where recorders keep inflated copies of compressed debug files (mt_recorder_options): into
  * `out`, $XDG_CACHE_HOME/memtap, else ~/.cache/memtap (the XDG base directory rules); "" when

@@ -580,8 +580,6 @@ static traced *add_traced(session *s, const char *name, int ring_pid, uint64_t r
 
 static void retire_ended(session *s);
 static void nap(session *s, long us);
-static int64_t monotonic_us(void);
-static int64_t realtime_ns(void);
 
 /* Before a new trace is opened: when the descriptors held come near the limit (a burst of
  * processes since the last scan, a memtap slowed down by others), the processes that have ended
@@ -1007,7 +1005,7 @@ static void retire_ended(session *s) {
     traced *t = &s->procs[i];
     if (t->rec && !t->finished && t->pid > 0 && t->pidfd < 0 && !t->ended_ns &&
         (mt_process_ended(t->pid) || process_gone(t)))
-      note_ended(t, realtime_ns()); /* ended, reaped or not */
+      note_ended(t, cli_realtime_ns()); /* ended, reaped or not */
   }
   uint64_t *namespaces = NULL; /* the pid namespaces alive, read once when needed */
   size_t nnamespaces = 0;
@@ -1027,17 +1025,18 @@ static void retire_ended(session *s) {
     } else {
       /* The walk of /proc at most once a second: such traces may wait that much longer. */
       gone = t->ring_ns && mt_recorder_done(t->rec);
-      if (gone && !namespaces_read && monotonic_us() - s->namespaces_read_us >= 1000000) {
+      if (gone && !namespaces_read && cli_monotonic_us() - s->namespaces_read_us >= 1000000) {
         namespaces = process_live_namespaces(&nnamespaces);
         namespaces_read = true;
-        s->namespaces_read_us = monotonic_us();
+        s->namespaces_read_us = cli_monotonic_us();
       }
       gone = gone && namespaces && !process_namespace_listed(namespaces, nnamespaces, t->ring_ns);
     }
     if (!gone || !ring_file_current(t, path))
       continue;
-    nap(s, 0);                    /* what ended while the last trace was being finished */
-    note_ended(t, realtime_ns()); /* unless noted before (another namespace's: when seen gone) */
+    nap(s, 0); /* what ended while the last trace was being finished */
+    note_ended(t,
+               cli_realtime_ns()); /* unless noted before (another namespace's: when seen gone) */
     int64_t end = end_of(t, t->ended_ns);
     if (end)
       mt_recorder_set_end(t->rec, end);
@@ -1321,7 +1320,7 @@ static void nap(session *s, long us) {
   struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
   if (ppoll(s->polled, n, &ts, NULL) <= 0)
     return;
-  int64_t now = realtime_ns();
+  int64_t now = cli_realtime_ns();
   struct signalfd_siginfo info;
   if (s->polled[0].revents)
     while (read(s->chld_fd, &info, sizeof info) == (ssize_t)sizeof info) {
@@ -1378,18 +1377,6 @@ static long full_nap_us(uint64_t got, int64_t elapsed_us, long prev_idle, bool p
   }
   double us = (double)FULL_NAP_RECORDS * (double)(elapsed_us > 0 ? elapsed_us : 1) / (double)got;
   return us < FULL_NAP_MIN_US ? FULL_NAP_MIN_US : us > FULL_NAP_MAX_US ? FULL_NAP_MAX_US : (long)us;
-}
-
-static int64_t monotonic_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t realtime_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 int mt_cmd_record(int argc, char **argv) {
@@ -1588,11 +1575,11 @@ int mt_cmd_record(int argc, char **argv) {
     unlink(s.main_output);
     main_done = true;
   } else {
-    int64_t scanned_at = 0, polled_at = monotonic_us();
+    int64_t scanned_at = 0, polled_at = cli_monotonic_us();
     uint64_t read_before = 0;
     long idle_us = 0, full_nap = 0;
     for (;;) {
-      int64_t now = monotonic_us();
+      int64_t now = cli_monotonic_us();
       /* Reading the directory is a few system calls: not at every poll of a busy ring. */
       if (idle_us || now - scanned_at >= SCAN_US) {
         scan(&s);
@@ -1628,7 +1615,7 @@ int mt_cmd_record(int argc, char **argv) {
       if (main_done && (!set.follow_fork || no_children)) {
         /* The traced processes had ended by now: their traces end here at the latest, however
          * long finishing the first ones takes (symbols) before the others are. */
-        ended_ns = realtime_ns();
+        ended_ns = cli_realtime_ns();
         break;
       }
       /* A signal waiting to be passed on keeps the naps short. */
@@ -1679,7 +1666,7 @@ int mt_cmd_record(int argc, char **argv) {
 
   record_ends_take(s.ends, end_stamped, &s);
   if (!ended_ns)
-    ended_ns = realtime_ns();
+    ended_ns = cli_realtime_ns();
   for (size_t i = 0; i < s.count; i++) {
     traced *t = &s.procs[i];
     int64_t end = t->rec && !t->finished ? end_of(t, t->ended_ns ? t->ended_ns : ended_ns) : 0;

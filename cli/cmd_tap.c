@@ -55,18 +55,6 @@ static void note_stop(int sig) {
   stop_signal = sig;
 }
 
-static int64_t monotonic_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t realtime_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* How often tap looks whether the process ended or exec'd. */
 #define PROCESS_CHECK_US 100000
 
@@ -285,7 +273,7 @@ int mt_cmd_tap(int argc, char **argv) {
   sigaction(SIGTERM, &stop, &old_term);
   sigaction(SIGPIPE, &ignore, &old_pipe);
   bool warned = false;
-  int64_t started = monotonic_us(), next_line = started + interval_us;
+  int64_t started = cli_monotonic_us(), next_line = started + interval_us;
   mt_recorder_stats last = {0}, now;
   bool ended = false;
   const char *why = NULL; /* why the window ended before tap was told to end it */
@@ -300,7 +288,7 @@ int mt_cmd_tap(int argc, char **argv) {
       ended = true;
       break;
     }
-    int64_t t = monotonic_us();
+    int64_t t = cli_monotonic_us();
     if (t - checked >= PROCESS_CHECK_US) {
       checked = t;
       if ((why = process_moved_on(pid, start_time, &attached))) {
@@ -329,8 +317,8 @@ int mt_cmd_tap(int argc, char **argv) {
   if (why)
     cli_error(NULL, "tap: %s %s: the window ends there", pid_text, why);
   if (!ended || why)
-    mt_recorder_set_end(r, realtime_ns());
-  double seconds = (double)(monotonic_us() - started) / 1e6;
+    mt_recorder_set_end(r, cli_realtime_ns());
+  double seconds = (double)(cli_monotonic_us() - started) / 1e6;
   int status = MT_EXIT_OK;
   if (mt_recorder_finish(r, &err) != MT_OK) {
     cli_error(output, "the window could not be written: %s", err.message);
