@@ -134,20 +134,17 @@ static bool being_written(const char *path) {
 /* Opens the window's file: FILE through `named` (a temporary file renamed into place at the end,
  * cli/output_file.h), or, without -o, a temporary file removed at once (no crash of tap's leaves
  * it behind), read back through /proc/self/fd/N (in `path`, for memtap top). */
-static int open_window(const char *output, cli_output_file *named, char *path, size_t size) {
+static int open_window(const char *output, const char *ring, cli_output_file *named, char *path,
+                       size_t size) {
   if (output) {
     if (being_written(output)) {
       cli_error(output, "is a trace being written (another process holds its write lock): tap "
                         "does not write over it; give another file");
       return -1;
     }
-    if (!cli_output_file_open(named, output, NULL, 0))
+    const char *inputs[] = {ring}; /* tap's input: refused as an output, like every input */
+    if (!cli_output_file_open(named, output, inputs, 1))
       return -1;
-    if (named->is_stdout) {
-      cli_output_file_close(named, false);
-      cli_error(NULL, "tap: -o takes a file: standard output shows tap's lines");
-      return -1;
-    }
     snprintf(path, size, "%s", output);
     return named->fd;
   }
@@ -210,6 +207,8 @@ static int parse(int argc, char **argv, const char **output, int64_t *duration_u
     return cli_usage_error("tap", "'%s' is not a process id", argv[optind]);
   if (*output && !**output)
     return cli_usage_error("tap", "-o takes a file name");
+  if (*output && !strcmp(*output, "-"))
+    return cli_usage_error("tap", "-o takes a file: standard output shows tap's lines");
   return 0;
 }
 
@@ -232,7 +231,7 @@ int mt_cmd_tap(int argc, char **argv) {
   }
   char window[PATH_MAX];
   cli_output_file named = {0};
-  int fd = open_window(output, &named, window, sizeof window);
+  int fd = open_window(output, ring, &named, window, sizeof window);
   if (fd < 0)
     return MT_EXIT_FAILURE;
   char cache[PATH_MAX];

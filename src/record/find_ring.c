@@ -106,8 +106,8 @@ int mt_record_find_ring(int pid, char *path, size_t size, mt_error *err) {
     return mt_fail(err, MT_E_INVALID, -1, "no process %d", pid);
   if (!f && (errno == EACCES || errno == EPERM))
     return mt_fail(err, MT_E_IO, -1,
-                   "cannot read the mappings of process %d (%s): it is another user's; run as "
-                   "that user or as root",
+                   "cannot read the mappings of process %d (%s): tap runs as the process's user "
+                   "or as root",
                    pid, strerror(errno));
   if (!f)
     return mt_fail(err, MT_E_IO, -1, "cannot read %s: %s", maps, strerror(errno));

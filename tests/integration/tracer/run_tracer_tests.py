@@ -2408,8 +2408,13 @@ def test_tap_watches_a_recorded_process_without_disturbing_its_trace():
         expect(recorder.returncode == 1 and "tap the traced process itself" in recorder.stderr,
                f"memtap tap <memtap record's pid>: exit {recorder.returncode}\n{recorder.stderr}")
         to_stdout = tap(worker[0], "-o", "-")
-        expect(to_stdout.returncode == 1 and "-o takes a file" in to_stdout.stderr,
+        expect(to_stdout.returncode == 64 and "-o takes a file" in to_stdout.stderr,
                f"memtap tap -o -: exit {to_stdout.returncode}\n{to_stdout.stderr}")
+        with open(f"/proc/{worker[0]}/maps") as fh:  # tap's input, the ring file itself
+            ring = next(line.split()[5] for line in fh if line.rstrip().endswith(".memtap-ring"))
+        onto_ring = tap(worker[0], "-o", ring)
+        expect(onto_ring.returncode == 1 and os.path.exists(ring),
+               f"memtap tap -o <the ring file>: exit {onto_ring.returncode}\n{onto_ring.stderr}")
         window = os.path.join(WORK, "window.ctf")
         t = tap(worker[0], "--duration", "1500ms", "--interval", "500ms", "-n", "3", "-o", window)
         out, err = session_output(p, "slow_worker under memtap record")
