@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -131,15 +132,49 @@ static bool being_written(const char *path) {
   return locked;
 }
 
+/* Whether process `pid` maps the file at `path` (a library it loaded, its executable): -o would
+ * replace the file under it (renamed over, its mapping keeps the old one, but the file is gone). */
+static bool mapped_by(int pid, const char *path) {
+  struct stat target;
+  if (stat(path, &target) != 0 || !S_ISREG(target.st_mode))
+    return false;
+  char maps[64];
+  snprintf(maps, sizeof maps, "/proc/%d/maps", pid);
+  FILE *f = fopen(maps, "re");
+  if (!f)
+    return false;
+  char line[512];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f)) {
+    unsigned major_id, minor_id;
+    unsigned long long inode;
+    if (sscanf(line, "%*[0-9a-f]-%*[0-9a-f] %*s %*[0-9a-f] %x:%x %llu", &major_id, &minor_id,
+               &inode) == 3)
+      found = inode == target.st_ino && major_id == major(target.st_dev) &&
+              minor_id == minor(target.st_dev);
+    while (!strchr(line, '\n') && fgets(line, sizeof line, f)) { /* the rest of a long line */
+    }
+  }
+  fclose(f);
+  return found;
+}
+
 /* Opens the window's file: FILE through `named` (a temporary file renamed into place at the end,
  * cli/output_file.h), or, without -o, a temporary file removed at once (no crash of tap's leaves
  * it behind), read back through /proc/self/fd/N (in `path`, for memtap top). */
-static int open_window(const char *output, const char *ring, cli_output_file *named, char *path,
-                       size_t size) {
+static int open_window(const char *output, int pid, const char *ring, cli_output_file *named,
+                       char *path, size_t size) {
   if (output) {
     if (being_written(output)) {
       cli_error(output, "is a trace being written (another process holds its write lock): tap "
                         "does not write over it; give another file");
+      return -1;
+    }
+    if (mapped_by(pid, output)) {
+      cli_error(output,
+                "is mapped by process %d (a library or program it runs): tap does not "
+                "write over it; give another file",
+                pid);
       return -1;
     }
     const char *inputs[] = {ring}; /* tap's input: refused as an output, like every input */
@@ -231,7 +266,7 @@ int mt_cmd_tap(int argc, char **argv) {
   }
   char window[PATH_MAX];
   cli_output_file named = {0};
-  int fd = open_window(output, ring, &named, window, sizeof window);
+  int fd = open_window(output, pid, ring, &named, window, sizeof window);
   if (fd < 0)
     return MT_EXIT_FAILURE;
   char cache[PATH_MAX];

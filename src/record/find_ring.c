@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "memtap/record.h"
+#include "ring/process.h"
 
 #define RING_SUFFIX ".memtap-ring"
 #define DELETED_SUFFIX " (deleted)"
@@ -155,6 +156,10 @@ int mt_record_find_ring(int pid, char *path, size_t size, mt_error *err) {
                    "process %d reads the ring files of other processes (a memtap consumer, such as "
                    "memtap record) and has none of its own: tap the traced process itself",
                    pid);
+  char state = 0;
+  uint64_t start;
+  if (!found && mt_process_stat(pid, &start, &state) && state == 'Z')
+    return mt_fail(err, MT_E_STATE, -1, "process %d has ended (not yet reaped by its parent)", pid);
   if (!found)
     return mt_fail(err, MT_E_STATE, -1,
                    "process %d is not traced by memtap (it maps no ring file): start it under "

@@ -2393,7 +2393,9 @@ def test_tap_watches_a_recorded_process_without_disturbing_its_trace():
     own; the recorder's trace still has every allocation (tap takes nothing from it)."""
     rounds = 60  # 100 blocks a round, 50 ms apart: 3 s
     trace = os.path.join(WORK, "tapped.ctf")
-    p = subprocess.Popen(record_command(trace, [program("slow_worker"), str(rounds)]),
+    worker_copy = os.path.join(WORK, "slow_worker")  # a file -o may try to write over
+    shutil.copy2(program("slow_worker"), worker_copy)
+    p = subprocess.Popen(record_command(trace, [worker_copy, str(rounds)]),
                          env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True)
     try:
@@ -2412,6 +2414,10 @@ def test_tap_watches_a_recorded_process_without_disturbing_its_trace():
                f"memtap tap -o -: exit {to_stdout.returncode}\n{to_stdout.stderr}")
         with open(f"/proc/{worker[0]}/maps") as fh:  # tap's input, the ring file itself
             ring = next(line.split()[5] for line in fh if line.rstrip().endswith(".memtap-ring"))
+        onto_program = tap(worker[0], "-o", worker_copy)
+        expect(onto_program.returncode == 1 and "is mapped by process" in onto_program.stderr,
+               f"memtap tap -o <the program>: exit {onto_program.returncode}\n"
+               f"{onto_program.stderr}")
         onto_ring = tap(worker[0], "-o", ring)
         expect(onto_ring.returncode == 1 and os.path.exists(ring),
                f"memtap tap -o <the ring file>: exit {onto_ring.returncode}\n{onto_ring.stderr}")
