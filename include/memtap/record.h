@@ -77,11 +77,11 @@ typedef struct mt_recorder_options {
 
 /* Counts so far (final after mt_recorder_finish). */
 typedef struct mt_recorder_stats {
-  uint64_t allocations;   /* alloc events written (regions and region pieces included) */
+  uint64_t allocations; /* alloc events written (regions and region pieces included) */
   /* The bytes they stand for, estimated as the trace's analyses do: their sample points over
    * the sampling rate (with full tracing, the blocks' sizes rounded up to words). */
   double allocated_bytes;
-  uint64_t samples; /* the sample points of those alloc events (nsamples, summed) */
+  uint64_t samples;       /* the sample points of those alloc events (nsamples, summed) */
   uint64_t frees;         /* collect events written */
   uint64_t unknown_frees; /* frees of addresses never seen allocated: counted, not written */
   uint64_t implied_frees; /* an allocation at a live address whose free never arrived: the

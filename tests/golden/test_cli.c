@@ -1048,8 +1048,8 @@ static void copy_to_dash_writes_standard_output(void **state) {
 static void an_unknown_option_is_one_line_naming_it_in_every_command(void **state) {
   (void)state;
   const char *path = write_trace("options.ctf", false);
-  const char *commands[] = {"info",   "dump",   "check",    "copy",     "summary",
-                            "top",    "leaks",  "timeline", "flame",    "diff",
+  const char *commands[] = {"info",   "dump",   "check",    "copy",      "summary",
+                            "top",    "leaks",  "timeline", "flame",     "diff",
                             "report", "export", "record",   "ring-dump", "tap"};
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
     char want[256], *out = NULL, *err = NULL;
