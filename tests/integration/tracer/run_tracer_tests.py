@@ -2262,9 +2262,16 @@ class Terminal:
         os.write(self.master, key)
 
     def close(self):
-        if self.bash.poll() is None:
-            self.bash.kill()
-            self.bash.wait()
+        """Ends the session: bash and whatever its jobs left running (a failed test's)."""
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                if entry.isdigit() and int(fields[3]) == self.bash.pid:  # its session
+                    os.kill(int(entry), signal.SIGKILL)
+            except (OSError, IndexError, ValueError):
+                pass
+        self.bash.wait()
         os.close(self.master)
 
 
