@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -132,33 +131,6 @@ static bool being_written(const char *path) {
   return locked;
 }
 
-/* Whether process `pid` maps the file at `path` (a library it loaded, its executable): -o would
- * replace the file under it (renamed over, its mapping keeps the old one, but the file is gone). */
-static bool mapped_by(int pid, const char *path) {
-  struct stat target;
-  if (stat(path, &target) != 0 || !S_ISREG(target.st_mode))
-    return false;
-  char maps[64];
-  snprintf(maps, sizeof maps, "/proc/%d/maps", pid);
-  FILE *f = fopen(maps, "re");
-  if (!f)
-    return false;
-  char line[512];
-  bool found = false;
-  while (!found && fgets(line, sizeof line, f)) {
-    unsigned major_id, minor_id;
-    unsigned long long inode;
-    if (sscanf(line, "%*[0-9a-f]-%*[0-9a-f] %*s %*[0-9a-f] %x:%x %llu", &major_id, &minor_id,
-               &inode) == 3)
-      found = inode == target.st_ino && major_id == major(target.st_dev) &&
-              minor_id == minor(target.st_dev);
-    while (!strchr(line, '\n') && fgets(line, sizeof line, f)) { /* the rest of a long line */
-    }
-  }
-  fclose(f);
-  return found;
-}
-
 /* Opens the window's file: FILE through `named` (a temporary file renamed into place at the end,
  * cli/output_file.h), or, without -o, a temporary file removed at once (no crash of tap's leaves
  * it behind), read back through /proc/self/fd/N (in `path`, for memtap top). */
@@ -170,7 +142,8 @@ static int open_window(const char *output, int pid, const char *ring, cli_output
                         "does not write over it; give another file");
       return -1;
     }
-    if (mapped_by(pid, output)) {
+    struct stat st;
+    if (stat(output, &st) == 0 && S_ISREG(st.st_mode) && mt_record_process_maps(pid, output)) {
       cli_error(output,
                 "is mapped by process %d (a library or program it runs): tap does not "
                 "write over it; give another file",
@@ -303,13 +276,14 @@ int mt_cmd_tap(int argc, char **argv) {
   struct sigaction old_int, old_term, old_pipe;
   sigemptyset(&stop.sa_mask);
   sigemptyset(&ignore.sa_mask);
+  stop_signal = 0;
   sigaction(SIGINT, &stop, &old_int);
   sigaction(SIGTERM, &stop, &old_term);
   sigaction(SIGPIPE, &ignore, &old_pipe);
   bool warned = false;
   int64_t started = cli_monotonic_us(), next_line = started + interval_us;
   mt_recorder_stats last = {0}, now;
-  bool ended = false;
+  bool closed = false;    /* the process's tracer closed its file: the trace ends at its end */
   const char *why = NULL; /* why the window ended before tap was told to end it */
   int64_t checked = started;
   while (!stop_signal) {
@@ -319,16 +293,14 @@ int mt_cmd_tap(int argc, char **argv) {
       warned = true;
     }
     if (mt_recorder_done(r)) {
-      ended = true;
+      closed = true;
       break;
     }
     int64_t t = cli_monotonic_us();
     if (t - checked >= PROCESS_CHECK_US) {
       checked = t;
-      if ((why = process_moved_on(pid, start_time, &attached))) {
-        ended = true;
+      if ((why = process_moved_on(pid, start_time, &attached)))
         break;
-      }
     }
     if (interval_us && t >= next_line) {
       mt_recorder_stats_get(r, &now);
@@ -350,7 +322,7 @@ int mt_cmd_tap(int argc, char **argv) {
   sigaction(SIGTERM, &old_term, NULL);
   if (why)
     cli_error(NULL, "tap: %s %s: the window ends there", pid_text, why);
-  if (!ended || why)
+  if (!closed)
     mt_recorder_set_end(r, cli_realtime_ns());
   double seconds = (double)(cli_monotonic_us() - started) / 1e6;
   int status = MT_EXIT_OK;

@@ -170,6 +170,10 @@ uint64_t mt_recorder_image(const mt_recorder *r);
  * mappings or its deleted file cannot be read (another user's process). */
 int mt_record_find_ring(int pid, char *path, size_t size, mt_error *err);
 
+/* Whether process `pid` maps the file at `path` (same device and inode): its program, a library,
+ * its ring file. False when either cannot be read. */
+bool mt_record_process_maps(int pid, const char *path);
+
 /* Deliveries of `sig` to the traced program's signal handlers so far, as its tracer counted them
  * (mt_cursor_signals_handled of its own ring file); 0 before a file is attached. */
 uint32_t mt_recorder_signals_handled(const mt_recorder *r, int sig);

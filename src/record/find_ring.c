@@ -18,17 +18,17 @@
 #define RING_SUFFIX ".memtap-ring"
 #define DELETED_SUFFIX " (deleted)"
 
-/* One line of /proc/PID/maps naming a ring file. */
-typedef struct ring_mapping {
+/* One line of /proc/PID/maps. */
+typedef struct mapping {
   uint64_t start, end;
   unsigned dev_major, dev_minor;
   uint64_t inode;
   bool writable, deleted;
-  const char *path; /* inside the line */
-} ring_mapping;
+  const char *path; /* inside the line; "" for an anonymous mapping */
+} mapping;
 
-/* Parses `line` (its newline removed); false when it maps no ring file. */
-static bool parse_line(char *line, ring_mapping *m) {
+/* Parses `line` (its newline removed, " (deleted)" cut off the path); false when malformed. */
+static bool parse_mapping(char *line, mapping *m) {
   char perms[8];
   unsigned long long start, end, offset, inode;
   int path_at = -1;
@@ -41,10 +41,7 @@ static bool parse_line(char *line, ring_mapping *m) {
   m->deleted =
       n > strlen(DELETED_SUFFIX) && strcmp(path + n - strlen(DELETED_SUFFIX), DELETED_SUFFIX) == 0;
   if (m->deleted)
-    path[n -= strlen(DELETED_SUFFIX)] = 0;
-  if (path[0] != '/' || n <= strlen(RING_SUFFIX) ||
-      strcmp(path + n - strlen(RING_SUFFIX), RING_SUFFIX) != 0)
-    return false;
+    path[n - strlen(DELETED_SUFFIX)] = 0;
   m->start = start;
   m->end = end;
   m->inode = inode;
@@ -53,9 +50,47 @@ static bool parse_line(char *line, ring_mapping *m) {
   return true;
 }
 
+/* Whether the mapping is of a ring file. */
+static bool is_ring(const mapping *m) {
+  size_t n = strlen(m->path);
+  return m->path[0] == '/' && n > strlen(RING_SUFFIX) &&
+         strcmp(m->path + n - strlen(RING_SUFFIX), RING_SUFFIX) == 0;
+}
+
+/* Opens /proc/PID/maps into *out: MT_OK, or why not (no such process, not readable). */
+static int open_maps(int pid, FILE **out, mt_error *err) {
+  *out = NULL;
+  if (pid <= 0)
+    return mt_fail(err, MT_E_INVALID, -1, "%d is not a process id", pid);
+  char maps[64];
+  snprintf(maps, sizeof maps, "/proc/%d/maps", pid);
+  if ((*out = fopen(maps, "re")))
+    return MT_OK;
+  if (errno == ENOENT)
+    return mt_fail(err, MT_E_INVALID, -1, "no process %d", pid);
+  if (errno == EACCES || errno == EPERM)
+    return mt_fail(err, MT_E_IO, -1,
+                   "cannot read the mappings of process %d (%s): tap runs as the process's user "
+                   "or as root",
+                   pid, strerror(errno));
+  return mt_fail(err, MT_E_IO, -1, "cannot read %s: %s", maps, strerror(errno));
+}
+
+/* The next mapping of `f` into *m (`line`, `cap`: getline's buffer); false at the end. */
+static bool next_mapping(FILE *f, char **line, size_t *cap, mapping *m) {
+  ssize_t len;
+  while ((len = getline(line, cap, f)) > 0) {
+    if ((*line)[len - 1] == '\n')
+      (*line)[len - 1] = 0;
+    if (parse_mapping(*line, m))
+      return true;
+  }
+  return false;
+}
+
 /* Whether `path` is still the file the mapping shows (not replaced since by another of that
  * name). */
-static bool same_file(const char *path, const ring_mapping *m) {
+static bool same_file(const char *path, const mapping *m) {
   struct stat st;
   return stat(path, &st) == 0 && st.st_ino == m->inode && major(st.st_dev) == m->dev_major &&
          minor(st.st_dev) == m->dev_minor;
@@ -98,34 +133,20 @@ static bool named_for(const char *path, const long ids[], int n) {
 }
 
 int mt_record_find_ring(int pid, char *path, size_t size, mt_error *err) {
-  if (pid <= 0)
-    return mt_fail(err, MT_E_INVALID, -1, "%d is not a process id", pid);
-  char maps[64];
-  snprintf(maps, sizeof maps, "/proc/%d/maps", pid);
-  FILE *f = fopen(maps, "re");
-  if (!f && errno == ENOENT)
-    return mt_fail(err, MT_E_INVALID, -1, "no process %d", pid);
-  if (!f && (errno == EACCES || errno == EPERM))
-    return mt_fail(err, MT_E_IO, -1,
-                   "cannot read the mappings of process %d (%s): tap runs as the process's user "
-                   "or as root",
-                   pid, strerror(errno));
-  if (!f)
-    return mt_fail(err, MT_E_IO, -1, "cannot read %s: %s", maps, strerror(errno));
+  FILE *f;
+  int rc = open_maps(pid, &f, err);
+  if (rc != MT_OK)
+    return rc;
   char *line = NULL;
   size_t cap = 0;
-  ssize_t len;
-  ring_mapping best = {0};
+  mapping best = {0}, m;
   bool found = false, others = false;
   long ids[8];
   int nids = namespace_pids(pid, ids, 8);
   int read_errno = 0;
   errno = 0;
-  while ((len = getline(&line, &cap, f)) > 0) {
-    if (line[len - 1] == '\n')
-      line[len - 1] = 0;
-    ring_mapping m;
-    if (!parse_line(line, &m))
+  while (next_mapping(f, &line, &cap, &m)) {
+    if (!is_ring(&m))
       continue;
     if (!named_for(m.path, ids, nids)) {
       others = true;
@@ -150,7 +171,7 @@ int mt_record_find_ring(int pid, char *path, size_t size, mt_error *err) {
   free(line);
   fclose(f);
   if (read_errno)
-    return mt_fail(err, MT_E_IO, -1, "cannot read %s: %s", maps, strerror(read_errno));
+    return mt_fail(err, MT_E_IO, -1, "cannot read /proc/%d/maps: %s", pid, strerror(read_errno));
   if (!found && others)
     return mt_fail(err, MT_E_STATE, -1,
                    "process %d reads the ring files of other processes (a memtap consumer, such as "
@@ -179,4 +200,23 @@ int mt_record_find_ring(int pid, char *path, size_t size, mt_error *err) {
   if (snprintf(path, size, "%s", mapped) >= (int)size)
     return mt_fail(err, MT_E_INVALID, -1, "the ring file's path is longer than %zu bytes", size);
   return MT_OK;
+}
+
+bool mt_record_process_maps(int pid, const char *path) {
+  struct stat target;
+  if (stat(path, &target) != 0)
+    return false;
+  FILE *f;
+  if (open_maps(pid, &f, NULL) != MT_OK)
+    return false;
+  char *line = NULL;
+  size_t cap = 0;
+  mapping m;
+  bool found = false;
+  while (!found && next_mapping(f, &line, &cap, &m))
+    found = m.inode == target.st_ino && m.dev_major == major(target.st_dev) &&
+            m.dev_minor == minor(target.st_dev);
+  free(line);
+  fclose(f);
+  return found;
 }
