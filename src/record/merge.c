@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/grow.h"
+#include "memtap/tracer.h"
 #include "record/record_internal.h"
 
 rec_event *rec_event_new(uint32_t nframes) {
@@ -35,8 +36,22 @@ rec_event *rec_event_clone(const rec_event *e) {
   return c;
 }
 
+/* Whether the event gives an address back (a free, the old block of a realloc, an unmap). */
+static inline bool slot_releases(const rec_slot *a) {
+  return a->type == MT_TRACER_REC_FREE || a->type == MT_TRACER_REC_REALLOC ||
+         a->type == MT_TRACER_REC_UNMAP;
+}
+
+/* Time order. Two threads' events stamped alike are common under the shared clock tick (it
+ * stamps a polling period's allocations and frees alike, docs/ring.md §5): an allocation goes
+ * before a release then, so that a block handed to another thread and freed there within one tick
+ * is written in causal order without the repair (order.c). One thread's events keep their order
+ * (a queue's events come out in order whatever this says). */
 static inline bool slot_before(const rec_slot *a, const rec_slot *b) {
-  return a->time_ns < b->time_ns || (a->time_ns == b->time_ns && a->order < b->order);
+  if (a->time_ns != b->time_ns)
+    return a->time_ns < b->time_ns;
+  bool ra = slot_releases(a), rb = slot_releases(b);
+  return ra != rb ? rb : a->order < b->order;
 }
 
 static inline const rec_slot *head_slot(const rec_source *s) {

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,6 +26,7 @@
 #include "ring/layout.h"
 #include "ring/liveness.h"
 #include "ring/process.h"
+#include "ring/tick.h"
 
 #define BATCH_WORDS 4096u
 
@@ -67,10 +69,11 @@ struct mt_cursor {
   void *rw_base; /* primary: writable mapping of header and ring blocks */
   uint64_t rw_size;
   bool primary;
-  int primary_fd; /* primary of a producer in another pid namespace: the file, open while the
-                     cursor lives, holding the primary's lock (mt_ring_primary_lock); else -1 */
-  bool tick;      /* mt_cursor_set_clock_tick: the primary stores a clock tick at every poll */
-  bool ticked;    /* one is stored (to withdraw) */
+  int primary_fd;      /* primary of a producer in another pid namespace: the file, open while the
+                          cursor lives, holding the primary's lock (mt_ring_primary_lock); else -1 */
+  bool tick;           /* mt_cursor_set_clock_tick: the primary stores a clock tick at every poll */
+  bool ticked;         /* one is stored (to withdraw) */
+  int8_t clock_shared; /* whether the producer's clock is this process's: -1 not yet asked */
   mt_ring_geometry geo;
   struct ring_state *rings;
   uint64_t *buf;
@@ -161,6 +164,7 @@ static void start_ring(mt_cursor *c, uint32_t i) {
 }
 
 static int init_cursor(mt_cursor *c, mt_error *err) {
+  c->clock_shared = -1;
   int rc = mt_ring_layout_check(c->base, c->size, &c->geo, err);
   if (rc != MT_OK)
     return rc;
@@ -1061,17 +1065,30 @@ static int poll_in_turn(mt_cursor *c, uint32_t n, size_t budget, size_t *got, bo
   return rc;
 }
 
+/* Raises the shared clock tick to a reading of the file's clock (ring/tick.h). The first offer
+ * goes through the withdrawn state: until then writers stamped their own clock readings without
+ * raising the word, so the word first takes a reading withdrawn (from then on every writer raises
+ * it to its own readings), and only a reading taken after that store, no smaller than any stamp a
+ * writer took before seeing it, is offered. */
+static void offer_tick(mt_cursor *c) {
+  _Atomic uint64_t *word = &mt_ring_header_at(c->rw_base)->shared_tick;
+  uint64_t first = 0;
+  if (mt_load_relaxed(word) == 0) {
+    uint64_t reading = mt_ring_tick_value(mt_clock_read((mt_ring_clock)c->geo.clock));
+    atomic_compare_exchange_strong(word, &first, (reading ? reading : 1) | MT_RING_TICK_WITHDRAWN);
+  }
+  mt_ring_tick_raise(word, mt_clock_read((mt_ring_clock)c->geo.clock), true);
+  c->ticked = true;
+}
+
 int mt_cursor_poll(mt_cursor *c, size_t max_records, size_t *delivered, mt_error *err) {
   if (delivered)
     *delivered = 0;
   if (atomic_exchange(&c->busy, 1))
     return mt_fail(err, MT_E_STATE, -1, "the cursor is already being polled");
   size_t budget = max_records ? max_records : SIZE_MAX, got = 0;
-  if (c->tick) {
-    mt_store_relaxed(&mt_ring_header_at(c->rw_base)->clock_tick,
-                     mt_clock_read((mt_ring_clock)c->geo.clock));
-    c->ticked = true;
-  }
+  if (c->tick)
+    offer_tick(c);
   /* Only rings some thread ever claimed (rings_high, stored before a claim's first record): a
    * file planned for thousands of threads costs a poll what the program's threads use. */
   uint32_t n = rings_used(c);
@@ -1190,12 +1207,32 @@ int64_t mt_cursor_timestamp_ns(const mt_cursor *c, uint64_t timestamp) {
   return (int64_t)(c->geo.monotonic_base_ns + (uint64_t)ns);
 }
 
+/* Whether the producer reads the clock this process reads: the TSC, or CLOCK_MONOTONIC in the same
+ * time namespace (a time namespace offsets it). CLOCK_REALTIME can be set back: never shared. */
+static bool clock_shared(const mt_cursor *c) {
+  if (c->geo.clock == MT_RING_CLOCK_TSC)
+    return true;
+  if (c->geo.clock != MT_RING_CLOCK_MONOTONIC)
+    return false;
+  char theirs[64], ours[64], path[64];
+  snprintf(path, sizeof path, "/proc/%d/ns/time", (int)c->geo.pid);
+  ssize_t n = readlink(path, theirs, sizeof theirs - 1);
+  ssize_t m = readlink("/proc/self/ns/time", ours, sizeof ours - 1);
+  if (n < 0 || m < 0)
+    return n < 0 && m < 0 && errno == ENOENT; /* no time namespaces in this kernel */
+  return n == m && !memcmp(theirs, ours, (size_t)n);
+}
+
 int mt_cursor_set_clock_tick(mt_cursor *c, bool on) {
   if (on && !c->primary)
     return MT_E_STATE;
+  if (on && c->clock_shared < 0)
+    c->clock_shared = clock_shared(c); /* once: the recorder offers and withdraws at every nap */
+  if (on && !c->clock_shared)
+    on = false;
   c->tick = on;
   if (!on && c->ticked) {
-    mt_store_relaxed(&mt_ring_header_at(c->rw_base)->clock_tick, 0);
+    mt_ring_tick_flag(&mt_ring_header_at(c->rw_base)->shared_tick, MT_RING_TICK_WITHDRAWN);
     c->ticked = false;
   }
   return MT_OK;

@@ -111,11 +111,14 @@ typedef struct mt_ring_file_header {
    * that a consumer claims both with one compare-and-swap. */
   _Atomic uint64_t primary;
   _Atomic uint64_t primary_start_time; /* published before the state becomes ATTACHED */
-  /* The primary's clock tick (docs/ring.md §5): a raw clock reading it stores while it polls
-   * busily, which a process with one writing thread stamps records with instead of reading the
-   * clock; 0 when it offers none. */
+  /* The first clock tick: a raw clock reading the primary stored while it polled, which a process
+   * with one writing thread stamped its records with. Producers no longer read it and consumers
+   * no longer store it (an older producer then reads its clock: slower, never wrong). */
   _Atomic uint64_t clock_tick;
-  uint8_t reserved5[MT_RING_LINE - 24];
+  /* The shared clock tick (ring/tick.h, docs/ring.md §5): raised by the primary at each poll and
+   * by writers, stamps for every writing thread. Older producers and consumers leave it alone. */
+  _Atomic uint64_t shared_tick;
+  uint8_t reserved5[MT_RING_LINE - 32];
 } mt_ring_file_header;
 
 /* One per ring, 1024 bytes: the producer's line pair (head, tail, sequence), the primary
@@ -159,6 +162,7 @@ _Static_assert(offsetof(mt_ring_file_header, registry_used) == 512, "file header
 _Static_assert(offsetof(mt_ring_file_header, registry_commits) == 520, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, primary) == 640, "file header layout");
 _Static_assert(offsetof(mt_ring_file_header, clock_tick) == 656, "file header layout");
+_Static_assert(offsetof(mt_ring_file_header, shared_tick) == 664, "file header layout");
 _Static_assert(sizeof(mt_ring_block) == 1024, "ring block layout");
 _Static_assert(offsetof(mt_ring_block, consumer_pos) == 128, "ring block layout");
 _Static_assert(offsetof(mt_ring_block, owner_state) == 256, "ring block layout");

@@ -19,8 +19,8 @@ struct mt_ring {
   _Atomic uint32_t epoch;
   _Atomic uint32_t paused;
   _Atomic uint32_t *owner; /* the owner page's word (producer.c): 0 in a copy of the process */
-  /* Where writers read a clock tick (docs/ring.md §5): the file header's clock_tick while this
-   * process has claimed one ring in its file, else mt_ring_no_tick (always 0). */
+  /* Where writers read the shared clock tick (ring/tick.h): the file header's shared_tick while a
+   * file is open, else mt_ring_no_tick (always 0). */
   _Atomic uint64_t *_Atomic tick;
   uint8_t reserved0[MT_RING_LINE - 8 - 2 * sizeof(void *)];
 
@@ -34,24 +34,30 @@ struct mt_ring {
   mt_ring_options options;    /* dir points into dir_buf */
   mt_ring_clock clock;        /* resolved */
   uint64_t calibration_ticks; /* a CLOCK record per thread at least this often */
-  uint64_t tick_stale_ticks;  /* a clock tick older than this is withdrawn (docs/ring.md §5) */
-  uint64_t start_time;        /* of this process */
-  bool foreign_namespace;     /* in another pid namespace than options.pid_namespace: pids of
-                                 the consumer's namespace mean nothing here */
+  /* The shared clock tick (ring/tick.h), in clock ticks: a writer raises a tick older than
+   * `tick_fresh` to its own reading, stops using one further than `tick_ahead` ahead of its clock,
+   * and an ordered record's stamp is `tick_step` past it (2 ns at least, so that stamps converted
+   * to nanoseconds stay apart). */
+  uint64_t tick_fresh, tick_ahead, tick_step;
+  uint64_t start_time;    /* of this process */
+  bool foreign_namespace; /* in another pid namespace than options.pid_namespace: pids of
+                             the consumer's namespace mean nothing here */
   char dir_buf[PATH_MAX];
   char path[PATH_MAX];
 
   _Atomic uint64_t releases;      /* rings released so far (a ringless thread retries then) */
   _Atomic uint32_t claim_hint;    /* where the next claim starts looking */
   _Atomic uint64_t first_wait_ns; /* lossless: when a write first waited with no primary */
-  _Atomic uint32_t claims;        /* rings claimed in this file: a second ends the clock tick */
-  bool unlinked;                  /* mt_ring_unlink removed the name: close leaves the path */
+  /* Rings claimed in this file (seq_cst, like the shared tick's word: ring/tick.h): from the
+   * second on, ordered records are stamped strictly apart; a process with one writing thread has
+   * no other thread's records to order them against. */
+  _Atomic uint32_t claims;
+  bool unlinked; /* mt_ring_unlink removed the name: close leaves the path */
 };
 
 extern _Atomic uint64_t mt_ring_no_tick;
 
-/* Points writers at the file's clock tick, for a file just made (no claim yet): the second
- * claim points them at mt_ring_no_tick. */
+/* Points writers at the shared clock tick of a file just made. */
 void mt_ring_tick_arm(struct mt_ring *s);
 
 extern struct mt_ring mt_ring_session;

@@ -126,11 +126,9 @@ static int recover_orphan(struct mt_ring *s, uint32_t *old_generation) {
 int mt_ring_thread_claim(struct mt_ring_thread *t, uint32_t epoch) {
   struct mt_ring *s = &mt_ring_session;
   mt_ring_file_header *h = s->header;
-  /* A second writing thread: stamps order records across rings from now on, which a tick shared
-   * by threads cannot do (docs/ring.md §5). Before this thread's first record; a thread that is
-   * told of it by synchronising with this one reads the clock from then on. */
-  if (mt_add_relaxed(&s->claims, 1) >= 1)
-    mt_store_relaxed(&s->tick, &mt_ring_no_tick);
+  /* Before this thread's first record, which is ordered (ring/tick.h): from the second claim on,
+   * ordered records of every thread are stamped strictly apart. */
+  atomic_fetch_add(&s->claims, 1);
   t->tick_uses = 0;
   uint64_t releases = mt_load_relaxed(&s->releases);
   uint32_t orphan_generation = 0;

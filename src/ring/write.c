@@ -14,6 +14,7 @@
 #include "ring/liveness.h"
 #include "ring/process.h"
 #include "ring/producer.h"
+#include "ring/tick.h"
 #include "ring/write_fast.h"
 
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -26,11 +27,18 @@ __thread struct mt_ring_thread mt_ring_self __attribute__((tls_model("initial-ex
 #define SOURCE const uint64_t *src_words, const uint8_t *src_bytes, size_t src_length
 #define SOURCE_ARGS src_words, src_bytes, src_length
 
-static inline uint64_t now(struct mt_ring_thread *t) {
-  uint64_t ts = LIKELY(t->clock == MT_RING_CLOCK_TSC) ? mt_clock_rdtsc()
-                                                      : mt_clock_read((mt_ring_clock)t->clock);
-  /* Per-writer timestamps never decrease, even if the thread migrates to a core whose TSC is a
-   * little behind. */
+/* The stamp of a record of the general path: a CLOCK record's is a reading of the clock (it pairs
+ * with the record's payload), which the shared tick is raised to; every other record is ordered
+ * (ring/tick.h). Per-writer timestamps never decrease, even if the thread migrates to a core whose
+ * TSC is a little behind. */
+static inline uint64_t now(struct mt_ring_thread *t, unsigned type) {
+  uint64_t ts;
+  if (type == MT_RING_TYPE_CLOCK) {
+    ts = mt_clock_read((mt_ring_clock)t->clock);
+    mt_ring_tick_raise(mt_load_relaxed(&mt_ring_session.tick), ts, false);
+  } else {
+    ts = mt_ring_stamp_slow(t, true);
+  }
   if (UNLIKELY(ts < t->last_time))
     ts = t->last_time;
   t->last_time = ts;
@@ -266,7 +274,7 @@ static inline __attribute__((always_inline)) void store_record(struct mt_ring_th
                                                                unsigned id, SOURCE, size_t words) {
   _Atomic uint64_t *d = t->data + off;
   uint64_t len = words + 2;
-  uint64_t ts = now(t);
+  uint64_t ts = now(t, type);
   mt_store_relaxed(&d[0], mt_ring_header_word(len, type, id, t->seq));
   mt_store_relaxed(&d[1], ts);
   for (size_t i = 0; i < words; i++)
@@ -452,23 +460,51 @@ void mt_ring_abandon_write(void) {
 _Atomic uint64_t mt_ring_no_tick;
 
 void mt_ring_tick_arm(struct mt_ring *s) {
-  mt_store_relaxed(&s->claims, 0);
-  s->tick_stale_ticks = s->geo.clock_hz / 500; /* 2 ms */
-  mt_store_relaxed(&s->tick, &s->header->clock_tick);
+  uint64_t hz = s->geo.clock_hz;
+  s->tick_fresh = hz / 20000; /* 50 us */
+  s->tick_ahead = hz / 500;   /* 2 ms */
+  s->tick_step = 2 * ((hz + 999999999u) / 1000000000u);
+  atomic_store(&s->claims, 0);
+  mt_store_relaxed(&s->tick, &s->header->shared_tick);
 }
 
-void mt_ring_tick_check(struct mt_ring_thread *t, uint64_t tick, uint64_t ts) {
+uint64_t mt_ring_stamp_slow(struct mt_ring_thread *t, bool ordered) {
   struct mt_ring *s = &mt_ring_session;
-  int64_t behind = (int64_t)(ts - tick), bound = (int64_t)s->tick_stale_ticks;
-  if (behind > bound || behind < -bound) {
-    /* The primary stopped polling without withdrawing it (or fell far behind), or its clock reads
-     * ahead of this thread's (a clock stepped back, a program in another time namespace than
-     * memtap's): nobody uses it until the primary stores a fresh one. */
-    atomic_compare_exchange_strong(mt_load_relaxed(&s->tick), &tick, 0);
-    t->tick_uses = 0;
-  } else {
-    t->tick_uses = MT_RING_TICK_USES;
+  _Atomic uint64_t *word = mt_load_relaxed(&s->tick);
+  uint64_t clock = mt_clock_read((mt_ring_clock)t->clock);
+  uint64_t w = atomic_load(word);
+  ordered = ordered && mt_ring_tick_ordering(s);
+  t->tick_uses = 0;
+  if (w == 0 || (w & MT_RING_TICK_DISABLED))
+    return clock;
+  uint64_t tick = mt_ring_tick_value(w);
+  if (tick > clock && tick - clock > s->tick_ahead) {
+    /* Far ahead of this thread's clock: a clock stepped back, or a primary whose clock is not
+     * this process's (another time namespace). Stamps would stand still until the clock caught
+     * up: every writer reads its clock from now on. */
+    mt_ring_tick_flag(word, MT_RING_TICK_DISABLED);
+    return clock;
   }
+  uint64_t floor = clock > t->last_time ? clock : t->last_time;
+  if (ordered) {
+    uint64_t stamp = mt_ring_tick_take(word, floor, s->tick_step);
+    return stamp ? stamp : clock;
+  }
+  if ((w & MT_RING_TICK_WITHDRAWN) || (clock > tick && clock - tick > s->tick_fresh)) {
+    /* Nobody keeps it moving (the primary naps, reads files, lost its CPU): this record takes
+     * its own reading, and leaves the word there for the records after it. */
+    uint64_t raised = mt_ring_tick_raise(word, floor, false);
+    if (!(w & MT_RING_TICK_WITHDRAWN))
+      t->tick_uses = MT_RING_TICK_USES;
+    return raised ? raised : clock;
+  }
+  /* The thread's last stamp may be a clock reading from before the tick was offered (or this
+   * thread's previous ordered stamp): the word goes at least there, so that no other thread is
+   * stamped below what this one wrote. */
+  if (t->last_time > tick)
+    tick = mt_ring_tick_raise(word, t->last_time, false);
+  t->tick_uses = MT_RING_TICK_USES;
+  return tick;
 }
 
 int mt_ring_calibrate_due(void) {
@@ -491,9 +527,18 @@ int mt_ring_write(mt_ring *ring, unsigned type, unsigned id, const uint64_t *pay
   if (UNLIKELY(ring != &mt_ring_session || !user_type(type) || id > MT_RING_MAX_ID ||
                words > MT_RING_MAX_PAYLOAD_WORDS || (words && !payload)))
     return MT_E_INVALID;
-  if (LIKELY(mt_ring_write_fast(type, id, payload, words)))
+  if (LIKELY(mt_ring_write_fast(type, id, payload, words, false)))
     return MT_OK;
   return write_record(ring, type, id, payload, NULL, 0, words, false);
+}
+
+int mt_ring_write_ordered(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
+  if (UNLIKELY(!user_type(type) || id > MT_RING_MAX_ID || words > MT_RING_MAX_PAYLOAD_WORDS ||
+               (words && !payload)))
+    return MT_E_INVALID;
+  if (LIKELY(mt_ring_write_fast(type, id, payload, words, true)))
+    return MT_OK;
+  return write_record(&mt_ring_session, type, id, payload, NULL, 0, words, false);
 }
 
 int mt_ring_write_bytes(mt_ring *ring, unsigned type, unsigned id, const void *bytes,

@@ -10,36 +10,55 @@
 
 #include "ring/clock.h"
 #include "ring/producer.h"
+#include "ring/tick.h"
 
 /* write.c: writes the thread's CLOCK record now (the fast path found one due); sets and clears
  * `busy`. */
 int mt_ring_calibrate_due(void);
 
-/* How many records a thread stamps with the clock tick between two readings of its own clock
- * (docs/ring.md §5): the reading checks that the tick still moves, and bounds how many records a
- * stale tick can stamp (a primary that stalled with its tick up). */
+/* write.c: mt_ring_write (memtap/ring.h) for a record stamped `ordered` (mt_ring_commit_fast). */
+int mt_ring_write_ordered(unsigned type, unsigned id, const uint64_t *payload, size_t words);
+
+/* Whether ordered records are stamped strictly apart: once a second ring was claimed in the file.
+ * Read after the shared tick's word (both seq_cst): a thread that finds one claim has loaded the
+ * word before the second claimer's first record, which is ordered, took its step past it; so
+ * every record of the second thread is stamped after this thread's record (ring/tick.h). */
+static inline bool mt_ring_tick_ordering(struct mt_ring *s) {
+  return atomic_load(&s->claims) >= 2;
+}
+
+/* How many records a thread stamps with the shared clock tick between two readings of its own
+ * clock (docs/ring.md §5): the reading checks that the tick still moves, and bounds how many
+ * records a stale tick can stamp (a primary that stalled with its tick up). */
 #define MT_RING_TICK_USES 15u
 
-/* write.c: the clock reading that ends a run of tick-stamped records, `ts`, against `tick`: a tick
- * older than the session's bound is withdrawn for every writer; otherwise the next
- * MT_RING_TICK_USES records may use it. */
-void mt_ring_tick_check(struct mt_ring_thread *t, uint64_t tick, uint64_t ts);
+/* write.c: the stamp of a record that does not take the shared tick from the fast path
+ * (ring/tick.h): the tick's first use, or its 16th (the clock reading checks that it still moves),
+ * a withdrawn or disabled tick, or none offered. An `ordered` record's stamp is strictly after
+ * every record before it in the program's order, whatever the thread, and strictly before every
+ * record after it (on the fast path too: a step past the word); here it is also at least the clock
+ * reading. Sets the thread's tick_uses. */
+uint64_t mt_ring_stamp_slow(struct mt_ring_thread *t, bool ordered);
 
-/* The raw stamp of a fast-path record, in the file's clock: the primary consumer's clock tick
- * while it offers one and this process has one ring (a lower bound of now, within the consumer's
- * polling period), else a reading of the clock (rdtsc, or clock_gettime through the vDSO). Never
- * less than the thread's previous stamp. */
-static inline __attribute__((always_inline)) uint64_t mt_ring_stamp_fast(struct mt_ring_thread *t) {
-  uint64_t tick = mt_load_relaxed(mt_load_relaxed(&mt_ring_session.tick));
-  uint64_t ts;
-  if (__builtin_expect(tick != 0 && t->tick_uses != 0, 1)) {
+/* The raw stamp of a fast-path record, in the file's clock: the shared clock tick while the primary
+ * offers one (a lower bound of now, within the consumer's polling period, that orders every
+ * thread's records: ring/tick.h), else a reading of the clock (rdtsc, or clock_gettime through
+ * the vDSO). Never less than the thread's previous stamp. */
+static inline __attribute__((always_inline)) uint64_t mt_ring_stamp_fast(struct mt_ring_thread *t,
+                                                                         bool ordered) {
+  _Atomic uint64_t *word = mt_load_relaxed(&mt_ring_session.tick);
+  uint64_t w = atomic_load(word); /* seq_cst, before the claims (ring/tick.h): a plain load */
+  uint64_t ts = 0;
+  if (ordered)
+    ordered = mt_ring_tick_ordering(&mt_ring_session);
+  /* One compare: a word that holds a tick and no flag, in [1, 2^62). An ordered record takes its
+   * step past the word without a clock reading too (a compare-and-swap on the word's line). */
+  if (__builtin_expect(w - 1 < MT_RING_TICK_DISABLED - 1 && t->tick_uses != 0, 1)) {
     t->tick_uses--;
-    ts = tick;
-  } else {
-    ts = mt_clock_read((mt_ring_clock)t->clock);
-    if (tick != 0)
-      mt_ring_tick_check(t, tick, ts);
+    ts = ordered ? mt_ring_tick_take(word, t->last_time, mt_ring_session.tick_step) : w;
   }
+  if (__builtin_expect(ts == 0, 0))
+    ts = mt_ring_stamp_slow(t, ordered);
   if (__builtin_expect(ts < t->last_time, 0))
     ts = t->last_time;
   t->last_time = ts;
@@ -114,14 +133,16 @@ mt_ring_prefetch_ahead(const struct mt_ring_thread *t, uint64_t tail) {
 }
 
 /* Publishes the reserved record with its header and stamp, its `words` (no more than reserved)
- * written from slot.d + 2; clears `busy`. */
+ * written from slot.d + 2; clears `busy`. An `ordered` record's stamp orders it strictly against
+ * every other thread's records (mt_ring_stamp_slow): what the merge of threads cannot repair (a
+ * realloc, a mapping) is written so. */
 static inline __attribute__((always_inline)) void
-mt_ring_commit_fast(mt_ring_slot slot, unsigned type, unsigned id, size_t words) {
+mt_ring_commit_fast(mt_ring_slot slot, unsigned type, unsigned id, size_t words, bool ordered) {
   struct mt_ring_thread *t = &mt_ring_self;
   uint64_t len = words + 2, tail = slot.tail + len;
   _Atomic uint64_t *d = slot.d;
   mt_ring_block *b = t->block;
-  uint64_t ts = mt_ring_stamp_fast(t);
+  uint64_t ts = mt_ring_stamp_fast(t, ordered);
   uint64_t seq = t->seq;
   mt_store_relaxed(&d[0], mt_ring_header_word(len, type, id, seq));
   mt_store_relaxed(&d[1], ts);
@@ -137,10 +158,12 @@ mt_ring_commit_fast(mt_ring_slot slot, unsigned type, unsigned id, size_t words)
 }
 
 /* Appends and publishes the record (`type`, `id` and `words` valid for mt_ring_write, `ring` the
- * session) and returns true; or returns false, having written nothing, when the record needs
- * mt_ring_write's general path. */
-static inline __attribute__((always_inline)) bool
-mt_ring_write_fast(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
+ * session; `ordered` as for mt_ring_commit_fast) and returns true; or returns false, having
+ * written nothing, when the record needs mt_ring_write's general path (whose records are all
+ * ordered, but for CLOCK records). */
+static inline __attribute__((always_inline)) bool mt_ring_write_fast(unsigned type, unsigned id,
+                                                                     const uint64_t *payload,
+                                                                     size_t words, bool ordered) {
   mt_ring_slot slot;
   if (__builtin_expect(!mt_ring_reserve_fast(words, &slot), 0))
     return false;
@@ -153,7 +176,7 @@ mt_ring_write_fast(unsigned type, unsigned id, const uint64_t *payload, size_t w
   }
   if (i < words)
     mt_store_relaxed(&d[2 + i], payload[i]);
-  mt_ring_commit_fast(slot, type, id, words);
+  mt_ring_commit_fast(slot, type, id, words, ordered);
   return true;
 }
 

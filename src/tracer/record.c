@@ -17,6 +17,20 @@
 /* The loader's record of where the main thread's stack began (exported by ld.so). */
 extern void *__libc_stack_end;
 
+/* Whether a record of `type` is stamped in exact order against other threads' records
+ * (ring/tick.h): every record but allocations and frees, which the consumer's repair can order
+ * when two threads' stamps are alike (docs/record.md §3), and which are most of the records. */
+static inline bool ordered_type(unsigned type) {
+  return type != MT_TRACER_REC_ALLOC && type != MT_TRACER_REC_FREE;
+}
+
+/* mt_ring_write, stamped as ordered_type says. */
+static int ring_write(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
+  if (ordered_type(type))
+    return mt_ring_write_ordered(type, id, payload, words);
+  return mt_ring_write(mt_shim.ring, type, id, payload, words);
+}
+
 /* A start record for a thread whose first record of the session comes before its trampoline's
  * or the constructor's, or that started before the session did (mt_tracer_start): the stack its
  * trampoline noted; else the main thread's is estimated without allocating (from the loader's
@@ -34,7 +48,7 @@ static void lazy_thread_start(void) {
     mt_shim_self.stack_low = start[1];
     mt_shim_self.stack_high = start[2];
   }
-  mt_ring_write(mt_shim.ring, MT_TRACER_REC_THREAD_START, 0, start, 3);
+  ring_write(MT_TRACER_REC_THREAD_START, 0, start, 3);
 }
 
 /* Records that a signal handler made while its thread was inside a ring write (or draining
@@ -94,8 +108,7 @@ static void drain_pending(void) {
     while (q->head < tail) {
       uint64_t h = q->buf[q->head];
       uint32_t words = (uint32_t)(h >> 24);
-      if (mt_ring_write(mt_shim.ring, h & 0xff, (h >> 8) & 0xffff, q->buf + q->head + 1, words) !=
-          MT_OK)
+      if (ring_write(h & 0xff, (h >> 8) & 0xffff, q->buf + q->head + 1, words) != MT_OK)
         atomic_fetch_add_explicit(&mt_shim.records_failed, 1, memory_order_relaxed);
       q->head += 1 + words;
     }
@@ -193,7 +206,7 @@ record_fast(unsigned type, unsigned id, const uint64_t *payload, size_t words) {
                   mt_shim_self.session !=
                       atomic_load_explicit(&mt_shim_session, memory_order_relaxed)))
     return false;
-  if (MT_UNLIKELY(!mt_ring_write_fast(type, id, payload, words)))
+  if (MT_UNLIKELY(!mt_ring_write_fast(type, id, payload, words, ordered_type(type))))
     return false;
   if (MT_UNLIKELY(pending_waits()))
     drain_pending();
@@ -229,7 +242,7 @@ void mt_record_write(unsigned type, unsigned id, const uint64_t *payload, size_t
     if (type != MT_TRACER_REC_THREAD_START)
       lazy_thread_start();
   }
-  if (mt_ring_write(mt_shim.ring, type, id, payload, words) != MT_OK) {
+  if (ring_write(type, id, payload, words) != MT_OK) {
     atomic_fetch_add_explicit(&mt_shim.records_failed, 1, memory_order_relaxed);
     if (MT_UNLIKELY(mt_ring_is_copy()))
       mt_shim_leave_copy();
@@ -349,7 +362,7 @@ alloc_in_place(const mt_cfi_regs *from, void *p, size_t size, uint64_t nsamples,
     return;
   }
   w[3] = kind | (flags & ~MT_UNWIND_KNOWN);
-  mt_ring_commit_fast(slot, MT_TRACER_REC_ALLOC, (unsigned)n, 4 + n);
+  mt_ring_commit_fast(slot, MT_TRACER_REC_ALLOC, (unsigned)n, 4 + n, false);
   if (MT_UNLIKELY(pending_waits()))
     drain_pending();
 }

@@ -1,5 +1,6 @@
 /* The merge of the threads' queues (src/record/merge.c): events come out in (time, arrival) order
- * with their own fields and frames whatever the number of threads (pushed inline or not), a
+ * (between threads' events stamped alike, allocations first) with their own fields and frames
+ * whatever the number of threads (pushed inline or not), a
  * thread whose queue empties leaves its slot array to the spares, and one that released its ring
  * (rec_merge_retire) leaves the merge with its frame buffer once its queue is empty, without
  * pulling the frames of the last event popped from under it: short-lived threads neither keep
@@ -88,6 +89,48 @@ static void events_of_many_threads_come_out_in_time_order_with_their_frames(void
     assert_int_equal(popped, pushed);
     assert_true(quick > 0 && quick < pushed); /* both ways were taken */
     assert_int_equal(m.queued, 0);
+    rec_merge_free(&m);
+  }
+}
+
+/* Two threads' events stamped alike (the shared clock tick stamps a polling period's records
+ * alike): an allocation goes before another thread's free, whichever arrived first, so that a
+ * block handed over and freed within one tick comes out in causal order; each thread's own order
+ * holds (thread 200 frees, then allocates; thread 100 allocates, then frees). One pop at a time
+ * and in one batch alike. */
+static void alike_stamps_put_allocations_before_other_threads_frees(void **state) {
+  (void)state;
+  static const struct {
+    uint64_t source;
+    uint32_t type;
+  } pushed[4] = {{200, MT_TRACER_REC_FREE},
+                 {100, MT_TRACER_REC_ALLOC},
+                 {100, MT_TRACER_REC_FREE},
+                 {200, MT_TRACER_REC_ALLOC}};
+  static const uint64_t expected[4] = {1, 0, 3, 2}; /* orders, as they come out */
+  for (int batch = 0; batch < 2; batch++) {
+    rec_merge m = {0};
+    m.by_key.seed = 1;
+    for (uint64_t i = 0; i < 4; i++) {
+      rec_event e;
+      uint64_t frames[3];
+      make_event(&e, frames, pushed[i].source, 5000, i);
+      e.type = pushed[i].type;
+      assert_true(rec_merge_push(&m, &e, 0));
+    }
+    rec_event out[4], *outp[4] = {&out[0], &out[1], &out[2], &out[3]};
+    size_t n = 0;
+    if (batch)
+      n = rec_merge_pop_many(&m, INT64_MAX, 0, outp, 4);
+    else
+      while (n < 4 && rec_merge_pop(&m, &out[n]))
+        n++;
+    assert_int_equal(n, 4);
+    for (size_t k = 0; k < 4; k++) {
+      assert_int_equal(out[k].order, expected[k]);
+      assert_int_equal(out[k].type, pushed[expected[k]].type);
+      assert_int_equal(out[k].source, pushed[expected[k]].source);
+    }
     rec_merge_free(&m);
   }
 }
@@ -328,6 +371,7 @@ static void batches_come_out_as_single_pops_would(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(events_of_many_threads_come_out_in_time_order_with_their_frames),
+      cmocka_unit_test(alike_stamps_put_allocations_before_other_threads_frees),
       cmocka_unit_test(emptied_threads_leave_their_slot_arrays_to_the_spares),
       cmocka_unit_test(exited_threads_leave_the_merge_and_their_frames_are_reused),
       cmocka_unit_test(the_last_popped_events_frames_outlive_their_threads_retirement),
