@@ -98,15 +98,28 @@ static size_t stamps_of(const fixture *f, unsigned id, uint64_t *out, size_t max
   return n;
 }
 
-/* One thread: a record's stamp is the tick the last poll left (once the thread has checked the
- * tick against its clock, which takes one record). */
-static void single_writer_uses_the_tick(void **state) {
-  fixture *f = *state;
+/* Offers the tick, lets this thread claim its ring and check the tick against its clock (two
+ * records), and polls again: returns the tick this thread's next records are stamped with. */
+static uint64_t offer_and_settle(fixture *f) {
   assert_int_equal(mt_cursor_set_clock_tick(f->cursor, true), MT_OK);
   poll_now(f);            /* the first tick */
   write_records(f, 1, 2); /* the claim, and the record whose clock reading checks the tick */
   poll_now(f);
-  uint64_t tick = tick_value();
+  return tick_value();
+}
+
+/* Runs `fn(f)` on a thread of its own, to its end. */
+static void on_a_thread(fixture *f, void *(*fn)(void *)) {
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, fn, f), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+}
+
+/* One thread: a record's stamp is the tick the last poll left (once the thread has checked the
+ * tick against its clock, which takes one record). */
+static void single_writer_uses_the_tick(void **state) {
+  fixture *f = *state;
+  uint64_t tick = offer_and_settle(f);
   assert_true(tick != 0);
   assert_true((tick_word() & MT_RING_TICK_FLAGS) == 0);
   write_records(f, 2, 5);
@@ -127,14 +140,8 @@ static void *write_five(void *arg) {
  * program). */
 static void second_writer_uses_the_tick(void **state) {
   fixture *f = *state;
-  assert_int_equal(mt_cursor_set_clock_tick(f->cursor, true), MT_OK);
-  poll_now(f);
-  write_records(f, 1, 2);
-  poll_now(f);
-  uint64_t tick = tick_value();
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, write_five, f), 0);
-  assert_int_equal(pthread_join(th, NULL), 0);
+  uint64_t tick = offer_and_settle(f);
+  on_a_thread(f, write_five);
   write_records(f, 2, 5);
   poll_now(f);
   /* The new thread's first record is its claim's, on the general path, ordered (past the tick);
@@ -154,17 +161,11 @@ static void second_writer_uses_the_tick(void **state) {
  * nothing to order it against, and a compare-and-swap per realloc costs). */
 static void ordered_record_stands_apart(void **state) {
   fixture *f = *state;
-  assert_int_equal(mt_cursor_set_clock_tick(f->cursor, true), MT_OK);
-  poll_now(f);
-  write_records(f, 1, 2);
-  poll_now(f);
-  uint64_t tick = tick_value();
+  uint64_t tick = offer_and_settle(f);
   write_records(f, 5, 1);
   write_some(f, 6, 1, true);
   write_records(f, 7, 1);
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, write_five, f), 0);
-  assert_int_equal(pthread_join(th, NULL), 0);
+  on_a_thread(f, write_five);
   poll_now(f);
   uint64_t alone[3] = {0};
   assert_int_equal(stamps_of(f, 5, &alone[0], 1), 1);
