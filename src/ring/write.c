@@ -479,11 +479,17 @@ uint64_t mt_ring_stamp_slow(struct mt_ring_thread *t, bool ordered) {
     return clock;
   uint64_t tick = mt_ring_tick_value(w);
   if (tick > clock && tick - clock > s->tick_ahead) {
-    /* Far ahead of this thread's clock: a clock stepped back, or a primary whose clock is not
-     * this process's (another time namespace). Stamps would stand still until the clock caught
-     * up: every writer reads its clock from now on. */
-    mt_ring_tick_flag(word, MT_RING_TICK_DISABLED);
-    return clock;
+    /* The clock was read before the word (the first offer's argument, tick.h): this thread may
+     * have lost its CPU, or run a signal handler, in between while the primary raised the word.
+     * A reading after the load tells. */
+    clock = mt_clock_read((mt_ring_clock)t->clock);
+    if (tick > clock && tick - clock > s->tick_ahead) {
+      /* Far ahead of this thread's clock: a clock stepped back, or a primary whose clock is not
+       * this process's (another time namespace). Stamps would stand still until the clock
+       * caught up: every writer reads its clock from now on. */
+      mt_ring_tick_flag(word, MT_RING_TICK_DISABLED);
+      return clock;
+    }
   }
   uint64_t floor = clock > t->last_time ? clock : t->last_time;
   if (ordered) {

@@ -49,14 +49,19 @@ static inline __attribute__((always_inline)) uint64_t mt_ring_stamp_fast(struct 
   _Atomic uint64_t *word = mt_load_relaxed(&mt_ring_session.tick);
   uint64_t w = atomic_load(word); /* seq_cst, before the claims (ring/tick.h): a plain load */
   uint64_t ts = 0;
-  if (ordered)
-    ordered = mt_ring_tick_ordering(&mt_ring_session);
   /* One compare: a word that holds a tick and no flag, in [1, 2^62). An ordered record takes its
-   * step past the word without a clock reading too (a compare-and-swap on the word's line). */
+   * step past the word without a clock reading too (a compare-and-swap on the word's line), once
+   * there is a second thread to order it against. */
   if (__builtin_expect(w - 1 < MT_RING_TICK_DISABLED - 1 && t->tick_uses != 0, 1)) {
     t->tick_uses--;
-    ts = ordered ? mt_ring_tick_take(word, t->last_time, mt_ring_session.tick_step) : w;
+    ts = ordered && mt_ring_tick_ordering(&mt_ring_session)
+             ? mt_ring_tick_take(word, t->last_time, mt_ring_session.tick_step)
+             : w;
+  } else if (w == 0) {
+    ts = mt_clock_read((mt_ring_clock)t->clock); /* no tick offered: the clock, inline */
   }
+  /* The slow path loads the word again, and asks for the claims after it: the `ordered` the
+   * caller gave, not the answer to this load's. */
   if (__builtin_expect(ts == 0, 0))
     ts = mt_ring_stamp_slow(t, ordered);
   if (__builtin_expect(ts < t->last_time, 0))
