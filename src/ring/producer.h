@@ -19,8 +19,9 @@ struct mt_ring {
   _Atomic uint32_t epoch;
   _Atomic uint32_t paused;
   _Atomic uint32_t *owner; /* the owner page's word (producer.c): 0 in a copy of the process */
-  /* Where writers read the shared clock tick (ring/tick.h): the file header's shared_tick while a
-   * file is open, else mt_ring_no_tick (always 0). */
+  /* Where writers read the shared clock tick (ring/tick.h): mt_ring_no_tick (always 0) before
+   * the first file, then the file header's shared_tick (a closed file's writers stop at the epoch
+   * check before they stamp). */
   _Atomic uint64_t *_Atomic tick;
   uint8_t reserved0[MT_RING_LINE - 8 - 2 * sizeof(void *)];
 
